@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/vdpp/vdpp/pipeline"
+)
+
+// Options are the flags of `vdpp bench`; the same set is passed to every worker.
+type Options struct {
+	Model          string
+	ModelDir       string
+	TotalSteps     int
+	NumSamples     int
+	WarmupSamples  int
+	MicroBatch     int
+	HiddenChannels int
+	LatentChannels int
+	LatentFrames   int
+	LatentHeight   int
+	LatentWidth    int
+	StepMS         float64
+	Cost           string
+	Seed           int64
+	NProc          int
+	NoBaseline     bool
+	MinGuidance    float64
+	GuidanceScale  float64
+	Timeout        time.Duration
+	JSON           string
+	Trace          string
+	SVG            string
+	Backend        string
+
+	// RunDir is where workers write their results (set by the parent for workers).
+	RunDir string
+}
+
+// DefaultOptions are the values `vdpp bench` uses when a flag is not given: the simulator
+// at the grain of the engine issue's first target.
+func DefaultOptions() Options {
+	return Options{
+		Model: "synthetic", TotalSteps: 28, NumSamples: 60, WarmupSamples: 4, MicroBatch: 1,
+		HiddenChannels: 32, LatentChannels: 4, LatentFrames: 4, LatentHeight: 16, LatentWidth: 16,
+		StepMS: 1, Cost: "sleep", Seed: 0, NProc: 7, MinGuidance: 1, GuidanceScale: 1,
+		Timeout: 60 * time.Second,
+	}
+}
+
+// RegisterFlags binds every option to fs, with o's current values as defaults.
+func (o *Options) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Model, "model", o.Model, "denoiser: synthetic, dummy or svd")
+	fs.StringVar(&o.ModelDir, "model-dir", o.ModelDir, "checkpoint folder (diffusers layout) for --model svd")
+	fs.IntVar(&o.TotalSteps, "total-steps", o.TotalSteps, "denoising steps per sample")
+	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "samples to generate")
+	fs.IntVar(&o.WarmupSamples, "warmup-samples", o.WarmupSamples, "first completions excluded from steady-state numbers")
+	fs.IntVar(&o.MicroBatch, "micro-batch", o.MicroBatch, "samples per denoiser call (a micro-batch stays together through every stage)")
+	fs.IntVar(&o.HiddenChannels, "hidden-channels", o.HiddenChannels, "dummy model hidden channels")
+	fs.IntVar(&o.LatentChannels, "latent-channels", o.LatentChannels, "latent channels C")
+	fs.IntVar(&o.LatentFrames, "latent-frames", o.LatentFrames, "latent frames T")
+	fs.IntVar(&o.LatentHeight, "latent-height", o.LatentHeight, "latent height H")
+	fs.IntVar(&o.LatentWidth, "latent-width", o.LatentWidth, "latent width W")
+	fs.Float64Var(&o.StepMS, "step-ms", o.StepMS, "synthetic model: cost of one sample-step in ms")
+	fs.StringVar(&o.Cost, "cost", o.Cost, "synthetic model: how the cost is spent: sleep (to a deadline) or spin")
+	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed for noise, conditioning and dummy weights")
+	fs.IntVar(&o.NProc, "nproc", o.NProc, "pipeline stages, one process each")
+	fs.BoolVar(&o.NoBaseline, "no-baseline", o.NoBaseline, "skip the one-rank baseline run")
+	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "guidance weight of the first frame (guided runs)")
+	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "guidance weight of the last frame; > 1 runs classifier-free guidance")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for every receive; a silent peer fails the run after this")
+	fs.StringVar(&o.JSON, "json", o.JSON, "write the report as JSON to this file")
+	fs.StringVar(&o.Trace, "trace", o.Trace, "write a Chrome trace (Perfetto) to this file")
+	fs.StringVar(&o.SVG, "svg", o.SVG, "write a Gantt chart SVG to this file")
+	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend for dummy/svd (default: GOMLX_BACKEND or go)")
+	fs.StringVar(&o.RunDir, "run-dir", o.RunDir, "internal: where workers write results")
+}
+
+// WorkerArgs renders the options as flags for `vdpp worker bench`.
+func (o Options) WorkerArgs() []string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	args := []string{
+		"--model=" + o.Model, "--model-dir=" + o.ModelDir,
+		"--total-steps=" + strconv.Itoa(o.TotalSteps), "--num-samples=" + strconv.Itoa(o.NumSamples),
+		"--warmup-samples=" + strconv.Itoa(o.WarmupSamples), "--micro-batch=" + strconv.Itoa(o.MicroBatch),
+		"--hidden-channels=" + strconv.Itoa(o.HiddenChannels), "--latent-channels=" + strconv.Itoa(o.LatentChannels),
+		"--latent-frames=" + strconv.Itoa(o.LatentFrames), "--latent-height=" + strconv.Itoa(o.LatentHeight),
+		"--latent-width=" + strconv.Itoa(o.LatentWidth), "--step-ms=" + f(o.StepMS), "--cost=" + o.Cost,
+		"--seed=" + strconv.FormatInt(o.Seed, 10), "--nproc=" + strconv.Itoa(o.NProc),
+		"--min-guidance=" + f(o.MinGuidance), "--guidance-scale=" + f(o.GuidanceScale),
+		"--timeout=" + o.Timeout.String(), "--backend=" + o.Backend, "--run-dir=" + o.RunDir,
+	}
+	return args
+}
+
+// Validate checks the options before any process starts.
+func (o Options) Validate() error {
+	switch {
+	case o.NProc < 1:
+		return fmt.Errorf("bench: --nproc %d: need at least 1", o.NProc)
+	case o.TotalSteps < o.NProc:
+		return fmt.Errorf("bench: --total-steps %d < --nproc %d: %w", o.TotalSteps, o.NProc, pipeline.ErrBadPlan)
+	case o.NumSamples < 1:
+		return fmt.Errorf("bench: --num-samples %d: need at least 1", o.NumSamples)
+	case o.WarmupSamples < 0 || o.WarmupSamples >= o.NumSamples:
+		return fmt.Errorf("bench: --warmup-samples %d must be in [0, --num-samples %d)", o.WarmupSamples, o.NumSamples)
+	case o.MicroBatch < 1:
+		return fmt.Errorf("bench: --micro-batch %d: need at least 1", o.MicroBatch)
+	case o.LatentChannels < 1 || o.LatentFrames < 1 || o.LatentHeight < 1 || o.LatentWidth < 1:
+		return fmt.Errorf("bench: latent [1,%d,%d,%d,%d] has an empty dimension", o.LatentFrames, o.LatentChannels, o.LatentHeight, o.LatentWidth)
+	case o.StepMS < 0:
+		return fmt.Errorf("bench: --step-ms %v is negative", o.StepMS)
+	case o.Timeout <= 0:
+		return fmt.Errorf("bench: --timeout %v must be positive", o.Timeout)
+	}
+	return nil
+}
+
+// LatentShape is the per-sample latent [T, C, H, W].
+func (o Options) LatentShape() []int {
+	return []int{o.LatentFrames, o.LatentChannels, o.LatentHeight, o.LatentWidth}
+}
+
+// Guided reports whether the run uses classifier-free guidance.
+func (o Options) Guided() bool { return o.GuidanceScale > 1 }

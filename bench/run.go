@@ -1,0 +1,214 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// LaunchFunc starts nproc local workers running `vdpp <args...>` and waits for all of them.
+type LaunchFunc func(ctx context.Context, nproc int, args []string) error
+
+// Runner runs `vdpp bench`: the K-rank pipeline as processes through the launcher and, in
+// the same run, the one-rank baseline in this process.
+type Runner struct {
+	// Launch starts the workers; tests swap it. The default re-executes this binary
+	// through dist.Launch.
+	Launch LaunchFunc
+	Log    *slog.Logger
+}
+
+// DefaultLaunch runs `<this executable> args...` as nproc ranks through dist.Launch, with
+// worker output on stderr.
+func DefaultLaunch(ctx context.Context, nproc int, args []string) error {
+	return dist.Launch(ctx, dist.LaunchOptions{NProcPerNode: nproc, NNodes: 1, Command: args, Stdout: os.Stderr, Stderr: os.Stderr})
+}
+
+// Run executes the benchmark and returns its report. It writes the JSON, trace and SVG
+// outputs named in o; the caller prints the Markdown table.
+func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
+	if err := o.Validate(); err != nil {
+		return Report{}, err
+	}
+	log := r.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	launch := r.Launch
+	if launch == nil {
+		launch = DefaultLaunch
+	}
+	wallStart := time.Now()
+	dir, err := os.MkdirTemp("", "vdpp-bench-")
+	if err != nil {
+		return Report{}, fmt.Errorf("bench: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	o.RunDir = dir
+
+	plan, err := pipeline.EvenStages(o.TotalSteps, o.NProc)
+	if err != nil {
+		return Report{}, err
+	}
+	log.Info("stage plan", "plan", pipeline.FormatPlan(plan))
+	if err := launch(ctx, o.NProc, append([]string{"worker", "bench"}, o.WorkerArgs()...)); err != nil {
+		return Report{}, fmt.Errorf("bench: pipeline run: %w", err)
+	}
+	results, err := readRankResults(dir, o.NProc)
+	if err != nil {
+		return Report{}, err
+	}
+	last := results[o.NProc-1]
+	finals, err := readFinals(filepath.Join(dir, last.FinalFile), last.FinalShape, o.NumSamples)
+	if err != nil {
+		return Report{}, err
+	}
+
+	rep := Report{
+		Model: o.Model, Command: "vdpp bench " + strings.Join(o.WorkerArgs()[:len(o.WorkerArgs())-1], " "), Host: CurrentHost(),
+		NProc: o.NProc, PP: o.NProc, CFG: 1, CP: 1, DP: 1,
+		TotalSteps: o.TotalSteps, NumSamples: o.NumSamples, WarmupSamples: o.WarmupSamples,
+		MicroBatch: o.MicroBatch, LatentShape: append([]int{1}, o.LatentShape()...), StepMS: o.StepMS,
+	}
+	var events []Event
+	for _, res := range results {
+		rep.StageSteps = append(rep.StageSteps, res.Stage)
+		events = append(events, res.Events...)
+	}
+	completions := sortedCompletions(last.Completions)
+	timing, err := ComputeTiming(results[0].StartNS, completions, o.WarmupSamples)
+	if err != nil {
+		return Report{}, err
+	}
+	rep.SetTiming(timing)
+	rep.PerRank = steadyRankStats(events, o.NProc, int64(o.WarmupSamples))
+
+	if !o.NoBaseline {
+		log.Info("baseline: one rank, every step", "samples", o.NumSamples)
+		bstart, bcomp, bfinals, err := runBaseline(ctx, o)
+		if err != nil {
+			return Report{}, fmt.Errorf("bench: baseline: %w", err)
+		}
+		bt, err := ComputeTiming(bstart, bcomp, o.WarmupSamples)
+		if err != nil {
+			return Report{}, fmt.Errorf("bench: baseline: %w", err)
+		}
+		rep.SetBaselineTiming(bt)
+		rep.ComputeSpeedup()
+		equal, maxRel := true, 0.0
+		for s := range finals {
+			equal = equal && tensor.BitEqual(finals[s], bfinals[s])
+			maxRel = max(maxRel, tensor.RelL2(finals[s], bfinals[s]))
+		}
+		rep.EqualToBaseline = &equal
+		rep.MaxRelL2VsBaseline = &maxRel
+	}
+	rep.WallMS = float64(time.Since(wallStart).Microseconds()) / 1e3
+	return rep, writeOutputs(o, rep, events)
+}
+
+// steadyRankStats accounts each rank over its own steady window: from the start of its first
+// computation on a measured (post-warm-up) sample to the end of its last computation. A
+// shared window would charge the first stages for the drain and the last for the fill.
+func steadyRankStats(events []Event, nranks int, warmup int64) []RankStats {
+	out := make([]RankStats, nranks)
+	for r := range out {
+		var ws, we int64
+		for _, e := range events {
+			if e.Rank != r || e.Kind != KindCompute {
+				continue
+			}
+			if e.Sample >= warmup && (ws == 0 || e.Start < ws) {
+				ws = e.Start
+			}
+			we = max(we, e.End)
+		}
+		out[r] = RankStats{Rank: r}
+		if ws > 0 && we > ws {
+			out[r] = RankAccounting(events, nranks, ws, we)[r]
+		}
+	}
+	return out
+}
+
+// runBaseline runs the same workload on one stage in this process.
+func runBaseline(ctx context.Context, o Options) (int64, []int64, []*tensor.Dense, error) {
+	p, err := newParts(o, 1)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	start := time.Now().UnixNano()
+	err = pipeline.Run(ctx, pipeline.Config{
+		Plan: p.plan, TotalSteps: o.TotalSteps, NumSamples: o.NumSamples, MicroBatch: o.MicroBatch,
+		Stepper: p.stepper, Workload: p.workload,
+	})
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	comp, finalsByID := p.workload.Results()
+	finals := make([]*tensor.Dense, o.NumSamples)
+	for s := range finals {
+		finals[s] = finalsByID[int64(s)]
+	}
+	return start, sortedCompletions(comp), finals, nil
+}
+
+func readRankResults(dir string, n int) ([]rankResult, error) {
+	out := make([]rankResult, n)
+	for r := range out {
+		path := filepath.Join(dir, fmt.Sprintf("rank-%d.json", r))
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("bench: rank %d left no result: %w", r, err)
+		}
+		if err := json.Unmarshal(b, &out[r]); err != nil {
+			return nil, fmt.Errorf("bench: rank %d result %s: %w", r, path, err)
+		}
+	}
+	if len(out[n-1].Completions) == 0 {
+		return nil, errors.New("bench: the last rank recorded no completions")
+	}
+	return out, nil
+}
+
+func writeOutputs(o Options, rep Report, events []Event) error {
+	write := func(path string, f func(io.Writer) error) error {
+		if path == "" {
+			return nil
+		}
+		tmp := path + ".tmp"
+		fh, err := os.Create(tmp)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		if err := f(fh); err != nil {
+			fh.Close()
+			os.Remove(tmp)
+			return fmt.Errorf("bench: %s: %w", path, err)
+		}
+		if err := fh.Close(); err != nil {
+			return fmt.Errorf("bench: %s: %w", path, err)
+		}
+		return os.Rename(tmp, path)
+	}
+	if err := write(o.JSON, func(w io.Writer) error { return WriteJSON(w, rep) }); err != nil {
+		return err
+	}
+	if err := write(o.Trace, func(w io.Writer) error {
+		return WriteTrace(w, events, TraceMeta{Title: "vdpp bench " + o.Model, StageSteps: rep.StageSteps})
+	}); err != nil {
+		return err
+	}
+	return write(o.SVG, func(w io.Writer) error { return WriteSVG(w, events, rep.StageSteps, SVGTitle(rep)) })
+}

@@ -1,0 +1,213 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/sched"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// parts are what one rank (or the baseline) needs to run the benchmark workload.
+type parts struct {
+	plan     []pipeline.Range
+	stepper  *pipeline.Stepper
+	workload *NoiseWorkload
+	weights  int64
+}
+
+func newParts(o Options, stages int) (*parts, error) {
+	plan, err := pipeline.EvenStages(o.TotalSteps, stages)
+	if err != nil {
+		return nil, err
+	}
+	d, err := model.New(model.Config{
+		Name: o.Model, Dir: o.ModelDir, StepMS: o.StepMS, Cost: o.Cost,
+		HiddenChannels: o.HiddenChannels, LatentChannels: o.LatentChannels, Seed: o.Seed, Backend: o.Backend,
+	})
+	if err != nil {
+		return nil, err
+	}
+	sc, err := sched.New(sched.DefaultSVDConfig(), o.TotalSteps)
+	if err != nil {
+		return nil, err
+	}
+	var guidance []float32
+	if o.Guided() {
+		guidance = sched.GuidanceWeights(float32(o.MinGuidance), float32(o.GuidanceScale), o.LatentFrames)
+	}
+	return &parts{
+		plan:     plan,
+		stepper:  &pipeline.Stepper{Model: d, Sched: sc},
+		workload: &NoiseWorkload{Seed: o.Seed, Shape: o.LatentShape(), InitNoiseSigma: sc.InitNoiseSigma, Guidance: guidance},
+		weights:  d.WeightBytes(),
+	}, nil
+}
+
+// rankResult is what each worker writes to RunDir/rank-N.json.
+type rankResult struct {
+	Rank        int             `json:"rank"`
+	Stage       [2]int          `json:"stage"`
+	StartNS     int64           `json:"start_ns"`
+	EndNS       int64           `json:"end_ns"`
+	WeightBytes int64           `json:"weight_bytes"`
+	Events      []Event         `json:"events"`
+	Completions map[int64]int64 `json:"completions,omitempty"`
+	FinalShape  []int           `json:"final_shape,omitempty"`
+	FinalFile   string          `json:"final_file,omitempty"`
+}
+
+// recorder collects pipeline events as bench events for one rank.
+type recorder struct {
+	rank   int
+	mu     sync.Mutex
+	events []Event
+}
+
+func (r *recorder) on(e pipeline.Event) {
+	ev := Event{Rank: r.rank, Kind: e.Kind, Sample: e.Group, Step0: e.Step0, Step1: e.Step1,
+		Start: e.Start.UnixNano(), End: e.End.UnixNano()}
+	if len(e.Samples) > 0 {
+		ev.Sample = e.Samples[0]
+		if len(e.Samples) > 1 {
+			ev.Samples = e.Samples
+		}
+	}
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	r.mu.Unlock()
+}
+
+// RunWorker is the body of `vdpp worker bench`: one pipeline stage of the benchmark, as one
+// rank of a launched world. It writes its timeline (and, on the last stage, the final
+// latents) under o.RunDir.
+func RunWorker(ctx context.Context, o Options, env dist.Env, log *slog.Logger) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if env.WorldSize != o.NProc {
+		return fmt.Errorf("bench: world size %d but --nproc %d", env.WorldSize, o.NProc)
+	}
+	if o.RunDir == "" {
+		return fmt.Errorf("bench: worker needs --run-dir")
+	}
+	p, err := newParts(o, env.WorldSize)
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", env.Rank, err)
+	}
+	tr, err := dist.Dial(ctx, env, dist.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, Logger: log})
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", env.Rank, err)
+	}
+	defer tr.Close()
+	if env.Rank == 0 {
+		log.Info("stage plan", "steps", o.TotalSteps, "stages", len(p.plan), "plan", pipeline.FormatPlan(p.plan))
+	}
+	rec := &recorder{rank: env.Rank}
+	res := rankResult{Rank: env.Rank, Stage: [2]int{p.plan[env.Rank].Start, p.plan[env.Rank].End}, WeightBytes: p.weights}
+	res.StartNS = time.Now().UnixNano()
+	err = pipeline.Run(ctx, pipeline.Config{
+		Plan: p.plan, Stage: env.Rank, PrevRank: env.Rank - 1, NextRank: env.Rank + 1,
+		TotalSteps: o.TotalSteps, NumSamples: o.NumSamples, MicroBatch: o.MicroBatch,
+		Transport: tr, Stepper: p.stepper, Workload: p.workload, OnEvent: rec.on, Log: log,
+	})
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", env.Rank, err)
+	}
+	res.EndNS = time.Now().UnixNano()
+	res.Events = rec.events
+	if env.Rank == env.WorldSize-1 {
+		comp, finals := p.workload.Results()
+		res.Completions = comp
+		res.FinalShape = o.LatentShape()
+		res.FinalFile = "final.f32"
+		if err := writeFinals(filepath.Join(o.RunDir, res.FinalFile), finals, o.NumSamples); err != nil {
+			return fmt.Errorf("rank %d: %w", env.Rank, err)
+		}
+	}
+	return writeJSONFile(filepath.Join(o.RunDir, fmt.Sprintf("rank-%d.json", env.Rank)), res)
+}
+
+func writeJSONFile(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// writeFinals writes the final latents of samples 0..n-1 as little-endian float32, in order.
+func writeFinals(path string, finals map[int64]*tensor.Dense, n int) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var buf []byte
+	for s := int64(0); s < int64(n); s++ {
+		t, ok := finals[s]
+		if !ok {
+			return fmt.Errorf("bench: no final latent for sample %d", s)
+		}
+		buf = buf[:0]
+		for _, v := range t.Data {
+			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+		}
+		if _, err := f.Write(buf); err != nil {
+			return err
+		}
+	}
+	return f.Close()
+}
+
+func readFinals(path string, shape []int, n int) ([]*tensor.Dense, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	per := tensor.NumElements(shape)
+	buf := make([]byte, 4*per)
+	out := make([]*tensor.Dense, n)
+	for s := range out {
+		if _, err := io.ReadFull(f, buf); err != nil {
+			return nil, fmt.Errorf("bench: %s: sample %d: %w", path, s, err)
+		}
+		t := tensor.New(shape...)
+		for i := range t.Data {
+			t.Data[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
+		}
+		out[s] = t
+	}
+	return out, nil
+}
+
+func sortedCompletions(m map[int64]int64) []int64 {
+	ids := make([]int64, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	out := make([]int64, len(ids))
+	for i, id := range ids {
+		out[i] = m[id]
+	}
+	return out
+}

@@ -1,0 +1,91 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/synthetic"
+	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// NoiseWorkload is the benchmark's source and sink: sample s starts from N(0,1) noise drawn
+// from a PCG stream keyed by (seed, s), times the scheduler's init_noise_sigma, with a
+// per-channel conditioning vector from the same stream; finished latents and completion
+// times are recorded.
+type NoiseWorkload struct {
+	Seed           int64
+	Shape          []int   // per-sample latent shape [T, C, H, W]
+	InitNoiseSigma float32 // from the scheduler
+	Guidance       []float32
+	Now            func() time.Time
+
+	mu          sync.Mutex
+	completions map[int64]int64
+	finals      map[int64]*tensor.Dense
+}
+
+// SampleNoise returns sample s's initial noise (unscaled) and its conditioning vector.
+func SampleNoise(seed, s int64, shape []int) (noise *tensor.Dense, cond *tensor.Dense) {
+	r := rand.New(rand.NewPCG(uint64(seed), uint64(s)))
+	noise = tensor.New(shape...)
+	for i := range noise.Data {
+		noise.Data[i] = float32(r.NormFloat64())
+	}
+	cond = tensor.New(shape[1])
+	for i := range cond.Data {
+		cond.Data[i] = float32(r.NormFloat64())
+	}
+	return noise, cond
+}
+
+// Prepare implements pipeline.Workload.
+func (w *NoiseWorkload) Prepare(_ context.Context, group int64, samples []int64) (*pipeline.Item, error) {
+	if len(w.Shape) != 4 {
+		return nil, fmt.Errorf("bench: latent shape %v is not [T,C,H,W]", w.Shape)
+	}
+	per := tensor.NumElements(w.Shape)
+	lat := tensor.New(append([]int{len(samples)}, w.Shape...)...)
+	it := &pipeline.Item{Group: group, Samples: samples, Latent: lat, Guidance: w.Guidance}
+	for r, s := range samples {
+		noise, cond := SampleNoise(w.Seed, s, w.Shape)
+		dst := lat.Data[r*per : (r+1)*per]
+		for i, v := range noise.Data {
+			dst[i] = v * w.InitNoiseSigma
+		}
+		it.Cond = append(it.Cond, model.Conditioning{synthetic.CondKey: cond})
+	}
+	return it, nil
+}
+
+// Finish implements pipeline.Workload.
+func (w *NoiseWorkload) Finish(_ context.Context, it *pipeline.Item) error {
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	t := now().UnixNano()
+	per := it.Latent.Len() / len(it.Samples)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.completions == nil {
+		w.completions = map[int64]int64{}
+		w.finals = map[int64]*tensor.Dense{}
+	}
+	for r, s := range it.Samples {
+		w.completions[s] = t
+		w.finals[s] = &tensor.Dense{Shape: append([]int(nil), w.Shape...), Data: append([]float32(nil), it.Latent.Data[r*per:(r+1)*per]...)}
+	}
+	return nil
+}
+
+// Results returns the completion time (Unix ns) and final latent of each sample, by id.
+func (w *NoiseWorkload) Results() (map[int64]int64, map[int64]*tensor.Dense) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.completions, w.finals
+}

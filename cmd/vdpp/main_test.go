@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// vdppBin is the real binary, built once by TestMain; the multi-process tests run it.
+var vdppBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "vdpp-bin-")
+	if err != nil {
+		panic(err)
+	}
+	vdppBin = filepath.Join(dir, "vdpp")
+	args := []string{"build", "-o", vdppBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, ".")...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		panic("building vdpp: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type benchJSON struct {
+	NProc           int      `json:"nproc"`
+	StageSteps      [][2]int `json:"stage_steps"`
+	EqualToBaseline *bool    `json:"equal_to_baseline"`
+	SteadySampleMS  float64  `json:"steady_sample_ms"`
+	FirstSampleMS   float64  `json:"first_sample_ms"`
+	Speedup         float64  `json:"speedup"`
+	Efficiency      float64  `json:"efficiency"`
+	PerRank         []struct {
+		Rank         int     `json:"rank"`
+		BusyFraction float64 `json:"busy_fraction"`
+	} `json:"per_rank"`
+}
+
+func benchRun(t *testing.T, args ...string) (benchJSON, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "bench.json")
+	cmd := exec.Command(vdppBin, append([]string{"bench", "--json", out}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("vdpp bench %v: %v\nstderr:\n%s", args, err, stderr.String())
+	}
+	var rep benchJSON
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep, stdout.String()
+}
+
+func TestBenchPipelineEqualsBaseline(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		stages [][2]int
+	}{
+		{"synthetic uneven", []string{"--nproc", "3", "--total-steps", "7", "--num-samples", "6", "--warmup-samples", "1", "--step-ms", "0.2"},
+			[][2]int{{0, 3}, {3, 5}, {5, 7}}},
+		{"synthetic guided micro-batch", []string{"--nproc", "2", "--total-steps", "4", "--num-samples", "5", "--warmup-samples", "1",
+			"--micro-batch", "2", "--guidance-scale", "3", "--step-ms", "0"}, [][2]int{{0, 2}, {2, 4}}},
+		{"dummy", []string{"--model", "dummy", "--nproc", "2", "--total-steps", "4", "--num-samples", "3", "--warmup-samples", "1",
+			"--hidden-channels", "8", "--latent-frames", "2", "--latent-height", "8", "--latent-width", "8"}, [][2]int{{0, 2}, {2, 4}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, md := benchRun(t, tc.args...)
+			if rep.EqualToBaseline == nil || !*rep.EqualToBaseline {
+				t.Fatalf("pipeline latents differ from the one-rank baseline: %+v", rep)
+			}
+			if !reflect.DeepEqual(rep.StageSteps, tc.stages) {
+				t.Fatalf("stage_steps %v, want %v", rep.StageSteps, tc.stages)
+			}
+			if len(rep.PerRank) != len(tc.stages) || rep.SteadySampleMS <= 0 || rep.FirstSampleMS <= 0 {
+				t.Fatalf("incomplete report: %+v", rep)
+			}
+			if !strings.Contains(md, "|") {
+				t.Fatalf("no Markdown table on stdout:\n%s", md)
+			}
+		})
+	}
+}
+
+func TestBenchRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--nproc", "5", "--total-steps", "4"},
+		{"--num-samples", "0"},
+		{"--model", "nosuchmodel", "--nproc", "1", "--total-steps", "1", "--num-samples", "2", "--warmup-samples", "0"},
+		{"--bogus-flag"},
+	} {
+		cmd := exec.Command(vdppBin, append([]string{"bench"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Errorf("vdpp bench %v succeeded", args)
+			continue
+		}
+		if strings.Contains(string(out), "panic") {
+			t.Errorf("vdpp bench %v panicked:\n%s", args, out)
+		}
+	}
+}
+
+// A worker killed with SIGKILL mid-run: the run fails within the timeout, names the rank,
+// and leaves no process behind.
+func TestBenchWorkerKilled(t *testing.T) {
+	cmd := exec.Command(vdppBin, "bench", "--nproc", "3", "--total-steps", "6", "--num-samples", "400",
+		"--warmup-samples", "1", "--step-ms", "5", "--timeout", "10s", "--no-baseline")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var victim int
+	deadline := time.Now().Add(20 * time.Second)
+	for victim == 0 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		for _, pid := range childPIDs(cmd.Process.Pid) {
+			if strings.Contains(cmdline(pid), "worker") && envOf(pid, "RANK") == "1" {
+				victim = pid
+			}
+		}
+	}
+	if victim == 0 {
+		cmd.Process.Kill()
+		t.Fatalf("no rank-1 worker found; stderr:\n%s", stderr.String())
+	}
+	time.Sleep(300 * time.Millisecond) // let it get going
+	all := append(childPIDs(cmd.Process.Pid), cmd.Process.Pid)
+	start := time.Now()
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("bench succeeded after a worker was killed")
+		}
+	case <-time.After(15 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("bench still running 15 s after a worker was killed; stderr:\n%s", stderr.String())
+	}
+	t.Logf("exited %v after the kill", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(stderr.String(), "rank 1") {
+		t.Fatalf("error does not name rank 1:\n%s", stderr.String())
+	}
+	time.Sleep(200 * time.Millisecond)
+	for _, pid := range all {
+		if alive(pid) {
+			t.Errorf("process %d (%s) still alive", pid, cmdline(pid))
+		}
+	}
+}
+
+func childPIDs(parent int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// stat: pid (comm) state ppid ...
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 {
+			if pp, _ := strconv.Atoi(f[1]); pp == parent {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+func cmdline(pid int) string {
+	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	return strings.ReplaceAll(string(b), "\x00", " ")
+}
+
+func envOf(pid int, key string) string {
+	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && !strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z")
+}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/vdpp/vdpp/bench"
+	"github.com/vdpp/vdpp/dist"
+)
+
+// runWorker runs one rank of a launched job: `vdpp worker JOB [flags]`, with the rank and
+// world read from torchrun / LeaderWorkerSet variables.
+func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: vdpp worker JOB [flags] (jobs: bench)", errUsage)
+	}
+	env, err := dist.EnvFromOS(os.Getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr).With("rank", env.Rank)
+	switch args[0] {
+	case "bench":
+		o := bench.DefaultOptions()
+		fs := flag.NewFlagSet("worker bench", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		o.RegisterFlags(fs)
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return err
+		}
+		return bench.RunWorker(ctx, o, env, log)
+	default:
+		return fmt.Errorf("%w: unknown worker job %q", errUsage, args[0])
+	}
+}

@@ -1,0 +1,122 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// ImageSize is a transformers size dict: either ShortestEdge (resize keeping the aspect
+// ratio) or Height and Width. Zero fields are unset.
+type ImageSize struct {
+	ShortestEdge int
+	Height       int
+	Width        int
+}
+
+// String formats the size like the JSON dict it came from.
+func (s ImageSize) String() string {
+	if s.ShortestEdge > 0 {
+		return fmt.Sprintf("{shortest_edge %d}", s.ShortestEdge)
+	}
+	return fmt.Sprintf("{height %d, width %d}", s.Height, s.Width)
+}
+
+// FeatureExtractorConfig is feature_extractor/preprocessor_config.json of a
+// CLIPImageProcessor, with transformers defaults for absent keys.
+type FeatureExtractorConfig struct {
+	Path string // the file it was read from
+
+	DoResize      bool      // default true
+	Size          ImageSize // default {shortest_edge 224}; a bare int n means {shortest_edge n}
+	Resample      int       // PIL filter id; default 3 (bicubic)
+	DoCenterCrop  bool      // default true
+	CropSize      ImageSize // default {224, 224}; a bare int n means {n, n}
+	DoRescale     bool      // default true
+	RescaleFactor float64   // default 1/255
+	DoNormalize   bool      // default true
+	ImageMean     []float64 // default OpenAI CLIP mean
+	ImageStd      []float64 // default OpenAI CLIP std
+	DoConvertRGB  bool      // default true
+}
+
+// OpenAI CLIP normalisation constants (transformers OPENAI_CLIP_MEAN / OPENAI_CLIP_STD).
+var (
+	openAICLIPMean = []float64{0.48145466, 0.4578275, 0.40821073}
+	openAICLIPStd  = []float64{0.26862954, 0.26130258, 0.27577711}
+)
+
+// ParseFeatureExtractorConfig parses and validates a CLIP image processor config; path
+// names the file in errors.
+func ParseFeatureExtractorConfig(path string, data []byte) (FeatureExtractorConfig, error) {
+	f, err := parseFields(path, data, ErrConfig)
+	if err != nil {
+		return FeatureExtractorConfig{}, err
+	}
+	c := FeatureExtractorConfig{
+		Path:          path,
+		DoResize:      f.bool("do_resize", true),
+		Size:          f.imageSize("size", ImageSize{ShortestEdge: 224}, false),
+		Resample:      f.int("resample", 3),
+		DoCenterCrop:  f.bool("do_center_crop", true),
+		CropSize:      f.imageSize("crop_size", ImageSize{Height: 224, Width: 224}, true),
+		DoRescale:     f.bool("do_rescale", true),
+		RescaleFactor: f.float("rescale_factor", 1.0/255),
+		DoNormalize:   f.bool("do_normalize", true),
+		ImageMean:     f.floats("image_mean", openAICLIPMean),
+		ImageStd:      f.floats("image_std", openAICLIPStd),
+		DoConvertRGB:  f.bool("do_convert_rgb", true),
+	}
+	if f.err != nil {
+		return FeatureExtractorConfig{}, f.err
+	}
+	if err := c.Validate(); err != nil {
+		return FeatureExtractorConfig{}, err
+	}
+	return c, nil
+}
+
+// imageSize reads a size dict or a bare int (shortest edge, or a square when square).
+func (f *fields) imageSize(key string, def ImageSize, square bool) ImageSize {
+	v := f.raw(key)
+	if v == nil || f.err != nil {
+		return def
+	}
+	var n int
+	if json.Unmarshal(v, &n) == nil {
+		if square {
+			return ImageSize{Height: n, Width: n}
+		}
+		return ImageSize{ShortestEdge: n}
+	}
+	var d struct {
+		ShortestEdge *int `json:"shortest_edge"`
+		Height       *int `json:"height"`
+		Width        *int `json:"width"`
+	}
+	if json.Unmarshal(v, &d) != nil {
+		f.fail(key, "want an integer or a size object, got %s", abbrev(v))
+		return def
+	}
+	switch {
+	case d.ShortestEdge != nil && d.Height == nil && d.Width == nil:
+		return ImageSize{ShortestEdge: *d.ShortestEdge}
+	case d.ShortestEdge == nil && d.Height != nil && d.Width != nil:
+		return ImageSize{Height: *d.Height, Width: *d.Width}
+	}
+	f.fail(key, "want {shortest_edge} or {height, width}, got %s", abbrev(v))
+	return def
+}
+
+// Validate checks the normalisation constants and sizes. Errors name the config file.
+func (c FeatureExtractorConfig) Validate() error {
+	k := checker{path: c.Path}
+	k.check(len(c.ImageMean) > 0 && len(c.ImageMean) == len(c.ImageStd), "image_mean has %d values, image_std %d", len(c.ImageMean), len(c.ImageStd))
+	for i, s := range c.ImageStd {
+		k.check(s > 0, "image_std[%d] = %g must be positive", i, s)
+	}
+	validSize := func(s ImageSize) bool { return s.ShortestEdge > 0 || (s.Height > 0 && s.Width > 0) }
+	k.check(!c.DoResize || validSize(c.Size), "size %v must be positive", c.Size)
+	k.check(!c.DoCenterCrop || (c.CropSize.Height > 0 && c.CropSize.Width > 0), "crop_size %v needs a positive height and width", c.CropSize)
+	k.check(!c.DoRescale || c.RescaleFactor > 0, "rescale_factor %g must be positive", c.RescaleFactor)
+	return k.err
+}

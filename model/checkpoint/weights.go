@@ -1,0 +1,109 @@
+package checkpoint
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/vdpp/vdpp/safetensors"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// weightsBase maps a component to its weights file stem: diffusers models use
+// diffusion_pytorch_model, transformers models model.
+var weightsBase = map[string]string{
+	UNet:         "diffusion_pytorch_model",
+	VAE:          "diffusion_pytorch_model",
+	ImageEncoder: "model",
+}
+
+// WeightsFileName returns the weights file name of a component for a variant: "" gives
+// "<stem>.safetensors", "fp16" gives "<stem>.fp16.safetensors".
+func WeightsFileName(component, variant string) (string, error) {
+	base, ok := weightsBase[component]
+	if !ok {
+		return "", fmt.Errorf("%w: component %q has no weights (known: unet, vae, image_encoder)", ErrWeights, component)
+	}
+	if variant == "" {
+		return base + ".safetensors", nil
+	}
+	if strings.ContainsAny(variant, `/\`) || strings.HasPrefix(variant, ".") {
+		return "", fmt.Errorf("%w: invalid variant %q", ErrWeights, variant)
+	}
+	return base + "." + variant + ".safetensors", nil
+}
+
+// WeightsPath returns the path of a component's weights file for variant ("" or e.g.
+// "fp16"), checking that it exists. The error names the missing file and the variant and
+// lists the weights files that are there.
+func (c *Checkpoint) WeightsPath(component, variant string) (string, error) {
+	name, err := WeightsFileName(component, variant)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(c.Dir, component, name)
+	st, err := os.Stat(path)
+	if err == nil && st.Mode().IsRegular() {
+		return path, nil
+	}
+	if err == nil {
+		err = fmt.Errorf("not a regular file")
+	}
+	v := variant
+	if v == "" {
+		v = "default (fp32)"
+	}
+	have := c.weightFiles(component)
+	hint := "no weights files there"
+	if len(have) > 0 {
+		hint = "present: " + strings.Join(have, ", ")
+	}
+	if _, ierr := os.Stat(path + ".index.json"); ierr == nil {
+		hint += "; sharded checkpoints are not supported"
+	}
+	return "", fmt.Errorf("%s: %w for variant %q (%s): %v", path, ErrWeights, v, hint, err)
+}
+
+// weightFiles lists the *.safetensors / *.bin files in a component folder.
+func (c *Checkpoint) weightFiles(component string) []string {
+	ents, err := os.ReadDir(c.ComponentDir(component))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasSuffix(n, ".safetensors") || strings.HasSuffix(n, ".bin") {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// OpenWeights opens and validates a component's weights file for variant and returns it
+// with its path. The caller closes the file.
+func (c *Checkpoint) OpenWeights(component, variant string) (*safetensors.File, string, error) {
+	path, err := c.WeightsPath(component, variant)
+	if err != nil {
+		return nil, "", err
+	}
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return nil, path, err
+	}
+	return f, path, nil
+}
+
+// LoadComponent opens a component's weights, checks them against expected and returns
+// them as float32 tensors (see LoadTensors); the file is closed before it returns.
+func (c *Checkpoint) LoadComponent(component, variant string, expected map[string][]int, opts LoadOptions) (map[string]*tensor.Dense, error) {
+	f, path, err := c.OpenWeights(component, variant)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return LoadTensors(f, path, expected, opts)
+}

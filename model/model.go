@@ -1,0 +1,149 @@
+// Package model defines what the engine calls: the Denoiser (one network evaluation per
+// denoising step on a batch of rows) and the conditioning it needs, plus a registry that
+// maps a model name ("synthetic", "dummy", "svd", ...) to a constructor.
+//
+// Contract: the model packages know nothing about ranks, stages or transports. Latents use
+// SVD's layout [N, T, C, H, W] (rows, frames, channels, height, width). A Denoiser must be
+// deterministic: the same Input gives bit-identical output, and the output of a row must not
+// depend on which other rows share its batch unless the model documents otherwise (the
+// engine's bit-exactness promise holds "for the same batch composition").
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// ErrUnknownModel is returned by New for a name nobody registered.
+var ErrUnknownModel = errors.New("model: unknown model")
+
+// Conditioning holds the per-sample tensors computed once (on pipeline stage 0) and handed
+// along with the latent: for SVD the image embedding, the image latents and the added time
+// ids; for the synthetic model a small vector. Names are model specific.
+type Conditioning map[string]*tensor.Dense
+
+// Input is one denoiser call on a batch of N rows.
+type Input struct {
+	// Latents is the model input [N, T, C, H, W], already scaled by the scheduler's
+	// scale_model_input.
+	Latents *tensor.Dense
+	// Sigma is the noise level of this step; Timestep is what the network is conditioned
+	// on (0.25*ln(sigma) for SVD's continuous timesteps).
+	Sigma, Timestep float32
+	// Step is the global step index (0-based), for models whose cost or output depends on it.
+	Step int
+	// Cond has one entry per row.
+	Cond []Conditioning
+	// Uncond marks rows to be evaluated unconditionally (classifier-free guidance); the model
+	// decides what "unconditional" means (SVD: zero image embedding and zero image latents).
+	Uncond []bool
+}
+
+// Rows returns the batch size N of the input.
+func (in Input) Rows() int {
+	if in.Latents == nil || len(in.Latents.Shape) == 0 {
+		return 0
+	}
+	return in.Latents.Shape[0]
+}
+
+// Validate checks that the per-row slices match the latent batch size.
+func (in Input) Validate() error {
+	if in.Latents == nil || len(in.Latents.Shape) != 5 {
+		return fmt.Errorf("model: latents must be [N,T,C,H,W], got %v", shapeOf(in.Latents))
+	}
+	n := in.Latents.Shape[0]
+	if len(in.Cond) != n || len(in.Uncond) != n {
+		return fmt.Errorf("model: %d latent rows but %d conditionings and %d uncond flags", n, len(in.Cond), len(in.Uncond))
+	}
+	return nil
+}
+
+func shapeOf(t *tensor.Dense) []int {
+	if t == nil {
+		return nil
+	}
+	return t.Shape
+}
+
+// Denoiser evaluates the network for one step on a batch. It returns the raw model output
+// (a v-prediction for SVD) with the shape of in.Latents.
+type Denoiser interface {
+	Predict(ctx context.Context, in Input) (*tensor.Dense, error)
+	// WeightBytes is the memory held by the denoiser's weights, for reports and the planner.
+	WeightBytes() int64
+}
+
+// Paced is implemented by simulator denoisers whose cost is a wall-clock budget for a whole
+// denoising step (the model call plus the scheduler arithmetic around it), so that the
+// engine's own per-step work is inside the simulated cost rather than added to it. The engine
+// calls Pace once per step, after the step, with the step's start time and the number of
+// model rows it evaluated; Pace returns when the budget is spent.
+type Paced interface {
+	Pace(start time.Time, rows int)
+}
+
+// Closer is implemented by denoisers that hold resources (compiled graphs, mmaps).
+type Closer interface{ Close() error }
+
+// Config carries every knob a registered constructor may read. Fields a model does not use
+// are ignored.
+type Config struct {
+	Name           string
+	Dir            string  // checkpoint folder (svd)
+	Variant        string  // checkpoint variant, e.g. "fp16"
+	StepMS         float64 // synthetic: cost per sample-step in milliseconds
+	Cost           string  // synthetic: "sleep" (default) or "spin"
+	HiddenChannels int     // dummy
+	LatentChannels int     // dummy
+	Seed           int64   // weights seed (dummy)
+	Backend        string  // GoMLX backend spec; "" means the default
+}
+
+// Factory builds a Denoiser from a Config.
+type Factory func(cfg Config) (Denoiser, error)
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]Factory{}
+)
+
+// Register makes a model constructor available under name. It panics on a duplicate name,
+// which is a programming error.
+func Register(name string, f Factory) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic("model: Register called twice for " + name)
+	}
+	registry[name] = f
+}
+
+// New builds the registered model cfg.Name.
+func New(cfg Config) (Denoiser, error) {
+	registryMu.RLock()
+	f, ok := registry[cfg.Name]
+	registryMu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownModel, cfg.Name, Names())
+	}
+	return f(cfg)
+}
+
+// Names lists the registered model names, sorted.
+func Names() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	out := make([]string, 0, len(registry))
+	for n := range registry {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,77 @@
+// Package nn holds the GoMLX building blocks shared by vdpp's networks (the SVD UNet, VAE
+// and CLIP image encoder, and the dummy model): PyTorch-semantics ops on *graph.Node, named
+// weights, and a Program that compiles and runs a graph on a backend.
+//
+// # Contract
+//
+// Every op takes and returns tensors in PyTorch's layouts and computes what the matching
+// torch.nn module computes in fp32: Linear weights are [out, in], Conv2D is NCHW with
+// kernels [O, I, kh, kw], Conv3D is NCDHW ([N, C, T, H, W]) with kernels [O, I, kt, kh, kw],
+// GroupNorm normalises [N, C, ...] in groups of channels with a biased variance, LayerNorm
+// normalises the last axis, GELU is the exact erf form. Tests compare each op with a naive
+// Go implementation (relative L2 <= 1e-6 in fp32).
+//
+// # Weights: how they are held and fed
+//
+// Weights are not embedded as graph constants (bad for XLA compile time and memory).
+// A Weights value holds one backend buffer per tensor, named exactly as in the safetensors
+// file ("down_blocks.0.resnets.1.spatial_res_block.conv1.weight"). Internally each tensor is
+// a variable of a GoMLX context.Context (at the root scope, the whole dotted name being the
+// variable name); context.Exec feeds the variables a graph uses as graph parameters, so on
+// XLA they stay resident on the device and are never re-uploaded.
+//
+// Network code never sees the context. It receives a Scope: a dotted prefix plus the source
+// of the tensors. It descends with In and reads a tensor with Param, giving the shape it
+// expects:
+//
+//	func resnet(s nn.Scope, g *graph.Graph, x *graph.Node, cin, cout int) *graph.Node {
+//	    w := s.Param(g, "conv1.weight", cout, cin, 3, 3) // "…resnets.1.conv1.weight"
+//	    b := s.Param(g, "conv1.bias", cout)
+//	    return nn.Conv2D(x, w, b, nn.ConvOpts{Padding: 1})
+//	}
+//	h := resnet(root.In("down_blocks.0").In("resnets.1"), g, x, 320, 320)
+//
+// Param panics (GoMLX's graph-building convention; Program.Run turns the panic into an
+// error) when the tensor is missing or its shape differs from the one declared.
+//
+// # Declaring the expected tensors
+//
+// The same network code yields the list of tensors it needs: Declare runs a graph-building
+// function with a declaring Scope, in which Param records (name, shape) and returns a
+// placeholder node of that shape; nothing is compiled or executed and no weight memory is
+// allocated. A checkpoint loader compares the result with the file using CheckTensors,
+// which reports missing, unexpected and mis-shaped tensors (ErrMissingTensor,
+// ErrUnexpectedTensor, ErrShapeMismatch). Convention for network packages: export
+//
+//	func ExpectedTensors(cfg Config) (map[string][]int, error) // = nn.Declare(build-with-cfg)
+//
+// and build their graphs only through Scope.Param, so the two can never disagree.
+//
+// # Convolution form
+//
+// ConvFormFor chooses, in this one place, how Conv2D and Conv3D are lowered: on the
+// simplego backend (whose ConvGeneral is a naive loop and which has no Pad op) an im2col
+// form built from Slice/Concatenate feeding one DotGeneral (simplego's only parallel op); on
+// every other backend (XLA) the native ConvGeneral. Both forms are tested to agree.
+//
+// # Attention form
+//
+// AttentionChunkFor chooses, in this one place, how attention is blocked: the query chunk
+// that keeps one block of scores within the backend's budget (SimpleGoScoreBudget,
+// XLAScoreBudget). Network code calls AttentionAuto, which applies it.
+//
+// # Backends
+//
+// NewBackend resolves a --backend value with the backendspec package ("" automatic, "go",
+// "xla:cuda", "xla:/path/plugin.so"), sets the environment an offline XLA CUDA plugin needs,
+// and creates the backend; failures name what was looked for and how to fix it.
+//
+// # Executing
+//
+// Program compiles a graph-building function once per set of input shapes (a cache keyed by
+// shapes) and runs it on []*tensor.Dense inputs, returning []*tensor.Dense outputs.
+// A Program is safe for concurrent use; graph building and compilation are serialised.
+//
+// Float16 is not a simplego dtype: loaders convert fp16 checkpoints to float32 before
+// NewWeights. Rsqrt has no gradient in GoMLX v0.26; the ops here use x / Sqrt(v).
+package nn

@@ -1,0 +1,42 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
+)
+
+// Linear computes x·wᵀ + b like torch.nn.Linear: x [..., in], w [out, in], b [out] or nil;
+// the result is [..., out].
+func Linear(x, w, b *Node) *Node {
+	if w.Rank() != 2 || x.Shape().Dim(-1) != w.Shape().Dim(1) {
+		panic(fmt.Errorf("nn: Linear: x %v and weight %v do not match", x.Shape(), w.Shape()))
+	}
+	y := DotGeneral(x, []int{x.Rank() - 1}, nil, w, []int{1}, nil)
+	if b != nil {
+		y = Add(y, ExpandLeftToRank(b, y.Rank()))
+	}
+	return y
+}
+
+// SiLU is x·sigmoid(x) (torch.nn.functional.silu).
+func SiLU(x *Node) *Node { return Mul(x, Logistic(x)) }
+
+// GELU is the exact (erf) GELU, 0.5·x·(1 + erf(x/√2)), torch's default approximate="none".
+func GELU(x *Node) *Node {
+	return Mul(MulScalar(x, 0.5), OnePlus(Erf(MulScalar(x, 1/math.Sqrt2))))
+}
+
+// GEGLU is diffusers' GEGLU feed-forward input: h = Linear(x, w, b) split in two halves
+// [hidden, gate] along the last axis, result hidden·GELU(gate) of size out/2.
+func GEGLU(x, w, b *Node) *Node {
+	h := Linear(x, w, b)
+	n := h.Shape().Dim(-1)
+	if n%2 != 0 {
+		panic(fmt.Errorf("nn: GEGLU: projection size %d is odd", n))
+	}
+	hidden := SliceAxis(h, -1, AxisRange(0, n/2))
+	gate := SliceAxis(h, -1, AxisRange(n/2, n))
+	return Mul(hidden, GELU(gate))
+}

@@ -1,0 +1,130 @@
+package nn
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// ErrNoInputs is returned by Program.Run when called without inputs (a graph needs at
+// least one input to know its shapes).
+var ErrNoInputs = errors.New("nn: program needs at least one input")
+
+// BuildFunc builds a network's graph: s reads the weights, inputs are graph parameters
+// with the shapes of Run's inputs (float32), and it returns the outputs. It is called once
+// per distinct set of input shapes. It reports errors by panicking (the GoMLX convention);
+// Program.Run returns them as errors.
+type BuildFunc func(s Scope, inputs []*graph.Node) []*graph.Node
+
+// Program is a compiled network: a BuildFunc bound to Weights and their backend. Graphs
+// are built and compiled lazily, one per distinct set of input shapes, and cached
+// (without limit; a model normally sees a handful of shapes). Program is safe for
+// concurrent use: Run may be called from several goroutines; building and compiling are
+// serialised, execution is not.
+type Program struct {
+	backend backends.Backend
+	weights *Weights
+	exec    *context.Exec
+}
+
+// NewProgram binds build to the weights w (nil means a network without weights) on
+// backend b. When w is not nil it must live on b.
+func NewProgram(b backends.Backend, w *Weights, name string, build BuildFunc) (*Program, error) {
+	var ctx *context.Context
+	var src paramSource
+	if w != nil {
+		if w.backend != b {
+			return nil, fmt.Errorf("nn: program %q: weights live on another backend instance", name)
+		}
+		ctx, src = w.ctx, w
+	} else {
+		ctx, src = context.New(), noWeights{}
+	}
+	fn := func(_ *context.Context, inputs []*graph.Node) []*graph.Node {
+		return build(Scope{src: src}, inputs)
+	}
+	exec, err := context.NewExec(b, ctx, fn)
+	if err != nil {
+		return nil, fmt.Errorf("nn: program %q: %w", name, err)
+	}
+	exec.SetMaxCache(-1)
+	exec.WithName(name)
+	return &Program{backend: b, weights: w, exec: exec}, nil
+}
+
+// noWeights is the paramSource of a Program without weights.
+type noWeights struct{}
+
+func (noWeights) param(_ *graph.Graph, name string, _ []int) *graph.Node {
+	panic(fmt.Errorf("%w %q (program has no weights)", ErrMissingTensor, name))
+}
+
+// Backend returns the program's backend.
+func (p *Program) Backend() backends.Backend { return p.backend }
+
+// Run executes the program on inputs (float32; a nil Shape is a scalar), compiling a graph
+// for their shapes on first use, and returns the outputs as new tensor.Dense values.
+func (p *Program) Run(inputs ...*tensor.Dense) ([]*tensor.Dense, error) {
+	if len(inputs) == 0 {
+		return nil, ErrNoInputs
+	}
+	args := make([]any, len(inputs))
+	for i, in := range inputs {
+		if in == nil || len(in.Data) != tensor.NumElements(in.Shape) {
+			return nil, fmt.Errorf("nn: input %d: data does not match its shape", i)
+		}
+		t, err := deviceTensor(p.backend, in)
+		if err != nil {
+			return nil, fmt.Errorf("nn: input %d: %w", i, err)
+		}
+		defer t.FinalizeAll()
+		args[i] = t
+	}
+	var outs []*tensors.Tensor
+	var execErr error
+	if err := catch(func() { outs, execErr = p.exec.Exec(args...) }); err != nil {
+		return nil, fmt.Errorf("nn: run: %w", err)
+	}
+	if execErr != nil {
+		return nil, fmt.Errorf("nn: run: %w", execErr)
+	}
+	res := make([]*tensor.Dense, len(outs))
+	for i, o := range outs {
+		d, err := toDense(o)
+		o.FinalizeAll()
+		if err != nil {
+			return nil, fmt.Errorf("nn: output %d: %w", i, err)
+		}
+		res[i] = d
+	}
+	return res, nil
+}
+
+// toDense copies a float32 GoMLX tensor into a new tensor.Dense.
+func toDense(t *tensors.Tensor) (*tensor.Dense, error) {
+	if t.DType() != dtypes.Float32 {
+		return nil, fmt.Errorf("nn: output dtype %s, want float32", t.DType())
+	}
+	data, err := tensors.CopyFlatData[float32](t)
+	if err != nil {
+		return nil, err
+	}
+	return &tensor.Dense{Shape: slices.Clone(t.Shape().Dimensions), Data: data}, nil
+}
+
+// Close releases the compiled graphs. The Program must not be used afterwards.
+func (p *Program) Close() error {
+	return catch(p.exec.Finalize)
+}
+
+// F32 returns a float32 shape, a shorthand for graph building code.
+func F32(dims ...int) shapes.Shape { return shapes.Make(dtypes.Float32, dims...) }

@@ -1,0 +1,218 @@
+package nn
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// Sentinel errors of the weights API, matched with errors.Is.
+var (
+	// ErrMissingTensor: a network asked for (or declared) a tensor the weights lack.
+	ErrMissingTensor = errors.New("nn: missing tensor")
+	// ErrUnexpectedTensor: the weights hold a tensor no network declared.
+	ErrUnexpectedTensor = errors.New("nn: unexpected tensor")
+	// ErrShapeMismatch: a tensor's shape differs from the declared one.
+	ErrShapeMismatch = errors.New("nn: shape mismatch")
+)
+
+// Weights holds named float32 tensors materialised on one backend (one backend buffer per
+// tensor; the caller's tensor.Dense data may be dropped after NewWeights returns). It is
+// safe for concurrent reads; it is never modified after construction.
+type Weights struct {
+	backend backends.Backend
+	ctx     *context.Context
+	shapes  map[string][]int
+	bytes   int64
+}
+
+// NewWeights copies every tensor of ts onto backend b, keeping its name. Names must be
+// non-empty and must not contain '/', the separator of GoMLX's context scopes.
+func NewWeights(b backends.Backend, ts map[string]*tensor.Dense) (*Weights, error) {
+	w := &Weights{backend: b, ctx: context.New(), shapes: make(map[string][]int, len(ts))}
+	names := make([]string, 0, len(ts))
+	for n := range ts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		d := ts[name]
+		if name == "" || strings.Contains(name, "/") {
+			return nil, fmt.Errorf("nn: invalid tensor name %q", name)
+		}
+		if d == nil || len(d.Data) != tensor.NumElements(d.Shape) {
+			return nil, fmt.Errorf("nn: tensor %q: data does not match its shape", name)
+		}
+		t, err := deviceTensor(b, d)
+		if err != nil {
+			return nil, fmt.Errorf("nn: tensor %q: %w", name, err)
+		}
+		if err := catch(func() { w.ctx.VariableWithValue(name, t).SetTrainable(false) }); err != nil {
+			return nil, fmt.Errorf("nn: tensor %q: %w", name, err)
+		}
+		w.shapes[name] = slices.Clone(d.Shape)
+		w.bytes += int64(4 * len(d.Data))
+	}
+	return w, nil
+}
+
+// deviceTensor uploads d into a backend buffer owned by the returned tensor (no local copy
+// is kept).
+func deviceTensor(b backends.Backend, d *tensor.Dense) (*tensors.Tensor, error) {
+	buf, err := b.BufferFromFlatData(0, d.Data, shapes.Make(dtypes.Float32, d.Shape...))
+	if err != nil {
+		return nil, err
+	}
+	return tensors.FromBuffer(b, buf)
+}
+
+// Backend returns the backend the weights live on.
+func (w *Weights) Backend() backends.Backend { return w.backend }
+
+// Bytes returns the memory held by the weights (4 bytes per element).
+func (w *Weights) Bytes() int64 { return w.bytes }
+
+// Shapes returns a copy of the name -> shape map of the held tensors.
+func (w *Weights) Shapes() map[string][]int {
+	out := make(map[string][]int, len(w.shapes))
+	for n, s := range w.shapes {
+		out[n] = slices.Clone(s)
+	}
+	return out
+}
+
+// Root returns the Scope with an empty prefix reading these weights.
+func (w *Weights) Root() Scope { return Scope{src: w} }
+
+// param implements paramSource.
+func (w *Weights) param(g *graph.Graph, name string, dims []int) *graph.Node {
+	got, ok := w.shapes[name]
+	if !ok {
+		panic(fmt.Errorf("%w %q", ErrMissingTensor, name))
+	}
+	if !slices.Equal(got, dims) {
+		panic(fmt.Errorf("%w: %q is %v, network expects %v", ErrShapeMismatch, name, got, dims))
+	}
+	v := w.ctx.GetVariableByScopeAndName(w.ctx.Scope(), name)
+	if v == nil {
+		panic(fmt.Errorf("%w %q (no variable)", ErrMissingTensor, name))
+	}
+	return v.ValueGraph(g)
+}
+
+// paramSource is where a Scope's Param gets its nodes: loaded Weights or a declaration.
+type paramSource interface {
+	param(g *graph.Graph, name string, dims []int) *graph.Node
+}
+
+// Scope is a dotted name prefix plus the source of the tensors. The zero Scope has no
+// source and panics on Param. Scopes are values; In returns a new one.
+type Scope struct {
+	src    paramSource
+	prefix string
+}
+
+// In returns the scope for a child module: s.In("down_blocks.0").In("resnets.1") reads
+// "down_blocks.0.resnets.1.<name>". The name may itself contain dots.
+func (s Scope) In(name string) Scope {
+	return Scope{src: s.src, prefix: s.prefix + name + "."}
+}
+
+// Inf is In with a formatted name: s.Inf("resnets.%d", i).
+func (s Scope) Inf(format string, args ...any) Scope { return s.In(fmt.Sprintf(format, args...)) }
+
+// Name returns the full dotted name of a tensor in this scope.
+func (s Scope) Name(name string) string { return s.prefix + name }
+
+// Prefix returns the scope's dotted prefix ("" or ending with ".").
+func (s Scope) Prefix() string { return s.prefix }
+
+// Param returns the tensor s.Name(name) as a node of g, checking that its shape is dims.
+// In a declaring scope (see Declare) it records the name and shape and returns a
+// placeholder of that shape. It panics with ErrMissingTensor or ErrShapeMismatch.
+func (s Scope) Param(g *graph.Graph, name string, dims ...int) *graph.Node {
+	if s.src == nil {
+		panic(fmt.Errorf("nn: Param(%q) on a Scope without weights", s.Name(name)))
+	}
+	return s.src.param(g, s.Name(name), dims)
+}
+
+// declaration records the tensors a network asks for.
+type declaration struct {
+	shapes map[string][]int
+}
+
+func (d *declaration) param(g *graph.Graph, name string, dims []int) *graph.Node {
+	if prev, ok := d.shapes[name]; ok && !slices.Equal(prev, dims) {
+		panic(fmt.Errorf("%w: %q declared as %v and as %v", ErrShapeMismatch, name, prev, dims))
+	}
+	d.shapes[name] = slices.Clone(dims)
+	return graph.Parameter(g, "decl:"+name, shapes.Make(dtypes.Float32, dims...))
+}
+
+// Declare runs build with a declaring Scope on a fresh graph of backend b and returns the
+// tensors it asked for (name -> shape). Nothing is compiled or run; build should create
+// its inputs with graph.Parameter at any small valid shape. b only builds the graph, so
+// any backend works (the simplego backend is cheapest).
+func Declare(b backends.Backend, build func(s Scope, g *graph.Graph) error) (map[string][]int, error) {
+	d := &declaration{shapes: map[string][]int{}}
+	g := graph.NewGraph(b, "nn.Declare")
+	defer g.Finalize()
+	var inner error
+	if err := catch(func() { inner = build(Scope{src: d}, g) }); err != nil {
+		return nil, fmt.Errorf("nn: declare: %w", err)
+	}
+	if inner != nil {
+		return nil, fmt.Errorf("nn: declare: %w", inner)
+	}
+	return d.shapes, nil
+}
+
+// CheckTensors compares the tensors a network expects with those a checkpoint holds. It
+// returns nil when both have the same names with the same shapes, and otherwise an error
+// listing every difference (sorted, at most 20 shown) that matches ErrMissingTensor,
+// ErrUnexpectedTensor and/or ErrShapeMismatch with errors.Is.
+func CheckTensors(expected, got map[string][]int) error {
+	var errs []error
+	names := make([]string, 0, len(expected)+len(got))
+	for n := range expected {
+		names = append(names, n)
+	}
+	for n := range got {
+		if _, ok := expected[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		e, inE := expected[n]
+		g, inG := got[n]
+		switch {
+		case !inG:
+			errs = append(errs, fmt.Errorf("%w %q %v", ErrMissingTensor, n, e))
+		case !inE:
+			errs = append(errs, fmt.Errorf("%w %q %v", ErrUnexpectedTensor, n, g))
+		case !slices.Equal(e, g):
+			errs = append(errs, fmt.Errorf("%w: %q is %v, expected %v", ErrShapeMismatch, n, g, e))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	total := len(errs)
+	if total > 20 {
+		errs = append(errs[:20], fmt.Errorf("... and %d more", total-20))
+	}
+	return fmt.Errorf("nn: %d tensor differences: %w", total, errors.Join(errs...))
+}

@@ -1,0 +1,18 @@
+// Package clip is the image encoder of Stable Video Diffusion, transformers'
+// CLIPVisionModelWithProjection (OpenCLIP ViT-H/14 in the release), in GoMLX.
+//
+// # Contract
+//
+//   - Forward takes CLIP-normalised pixel values [N, channels, S, S] with S the config's
+//     image_size and returns image_embeds [N, projection_dim] and last_hidden_state
+//     [N, 1 + (S/patch)², hidden]: patch convolution (no bias), class token, position
+//     embedding, pre_layrnorm, num_hidden_layers pre-LN encoder layers; last_hidden_state
+//     is the encoder output (before post_layernorm, as transformers returns it);
+//     image_embeds = visual_projection(post_layernorm(token 0)).
+//   - It computes what transformers' module computes in fp32, with hidden_act "gelu"
+//     (exact erf), "quick_gelu" (x·σ(1.702x)) or "gelu_new"/"gelu_pytorch_tanh" (tanh form).
+//   - Every size comes from checkpoint.CLIPVisionConfig. ExpectedTensors lists exactly the
+//     tensors the network reads (transformers state_dict names), derived from the same
+//     graph-building code; Load ignores a stray "vision_model.embeddings.position_ids".
+//   - A Model is safe for concurrent use.
+package clip

@@ -1,0 +1,159 @@
+package clip
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+
+	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// Sentinel errors of the package, matched with errors.Is.
+var (
+	// ErrInput: pixel values of the wrong shape.
+	ErrInput = errors.New("clip: bad input")
+	// ErrUnsupported: a config value this implementation does not run (e.g. hidden_act).
+	ErrUnsupported = errors.New("clip: unsupported config")
+)
+
+// PositionIDsBuffer is the int64 buffer older transformers versions store in CLIP state
+// dicts; it is not a weight and is ignored when loading.
+const PositionIDsBuffer = "vision_model.embeddings.position_ids"
+
+// declareBackend is the backend graphs are declared on (nothing is ever compiled there).
+var declareBackend = sync.OnceValues(func() (backends.Backend, error) { return nn.NewBackend("go") })
+
+// ExpectedTensors returns every weight of the CLIPVisionModelWithProjection state_dict for
+// cfg (name -> shape), without the position_ids buffer.
+func ExpectedTensors(cfg checkpoint.CLIPVisionConfig) (map[string][]int, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("clip: %w", err)
+	}
+	if _, err := activation(cfg.HiddenAct); err != nil {
+		return nil, err
+	}
+	b, err := declareBackend()
+	if err != nil {
+		return nil, fmt.Errorf("clip: %w", err)
+	}
+	got, err := nn.Declare(b, func(s nn.Scope, g *graph.Graph) error {
+		buildVision(s, g, nil, cfg)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("clip: %w", err)
+	}
+	return got, nil
+}
+
+// Model is a loaded CLIP image encoder. It is safe for concurrent use.
+type Model struct {
+	cfg     checkpoint.CLIPVisionConfig
+	weights *nn.Weights
+	prog    *nn.Program
+}
+
+// Load reads image_encoder/config.json and the image_encoder weights of variant ("" for
+// fp32, "fp16", ...) from ck and builds the model on backend.
+func Load(ck *checkpoint.Checkpoint, variant string, backend backends.Backend) (*Model, error) {
+	cfg, err := ck.CLIPConfig()
+	if err != nil {
+		return nil, fmt.Errorf("clip: %w", err)
+	}
+	want, err := ExpectedTensors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := ck.LoadComponent(checkpoint.ImageEncoder, variant, want, checkpoint.LoadOptions{Ignore: []string{PositionIDsBuffer}})
+	if err != nil {
+		return nil, fmt.Errorf("clip: %w", err)
+	}
+	return New(cfg, ts, backend)
+}
+
+// New builds the model from cfg and weights named as the transformers state_dict, which
+// must hold exactly ExpectedTensors(cfg) (a position_ids entry is dropped). The weights
+// are copied onto backend.
+func New(cfg checkpoint.CLIPVisionConfig, weights map[string]*tensor.Dense, backend backends.Backend) (*Model, error) {
+	want, err := ExpectedTensors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	got := make(map[string][]int, len(weights))
+	use := make(map[string]*tensor.Dense, len(weights))
+	for n, t := range weights {
+		if n == PositionIDsBuffer {
+			continue
+		}
+		if t == nil {
+			return nil, fmt.Errorf("clip: tensor %q is nil", n)
+		}
+		got[n], use[n] = t.Shape, t
+	}
+	if err := nn.CheckTensors(want, got); err != nil {
+		return nil, fmt.Errorf("clip: %w", err)
+	}
+	w, err := nn.NewWeights(backend, use)
+	if err != nil {
+		return nil, fmt.Errorf("clip: %w", err)
+	}
+	prog, err := nn.NewProgram(backend, w, "clip.vision", func(s nn.Scope, in []*graph.Node) []*graph.Node {
+		o := buildVision(s, in[0].Graph(), in[0], cfg)
+		return []*graph.Node{o.imageEmbeds, o.lastHidden}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("clip: %w", err)
+	}
+	return &Model{cfg: cfg, weights: w, prog: prog}, nil
+}
+
+// Config returns the model's configuration.
+func (m *Model) Config() checkpoint.CLIPVisionConfig { return m.cfg }
+
+// WeightBytes returns the memory held by the weights (fp32).
+func (m *Model) WeightBytes() int64 { return m.weights.Bytes() }
+
+// Close releases the compiled program. The Model must not be used afterwards.
+func (m *Model) Close() error {
+	if m.prog == nil {
+		return nil
+	}
+	err := m.prog.Close()
+	m.prog = nil
+	return err
+}
+
+// Forward runs the encoder on CLIP-normalised pixelValues [N, num_channels, S, S]
+// (S = image_size) and returns image_embeds [N, projection_dim] and last_hidden_state
+// [N, 1 + (S/patch_size)², hidden_size].
+func (m *Model) Forward(pixelValues *tensor.Dense) (imageEmbeds, lastHidden *tensor.Dense, err error) {
+	if err := m.checkInput(pixelValues); err != nil {
+		return nil, nil, err
+	}
+	out, err := m.prog.Run(pixelValues)
+	if err != nil {
+		return nil, nil, fmt.Errorf("clip: forward %v: %w", pixelValues.Shape, err)
+	}
+	return out[0], out[1], nil
+}
+
+// checkInput checks pixel values against the config: the position embedding fixes the
+// image size (transformers' CLIP of this vintage does not interpolate it).
+func (m *Model) checkInput(t *tensor.Dense) error {
+	c := m.cfg
+	if t == nil {
+		return fmt.Errorf("%w: pixel values are nil", ErrInput)
+	}
+	if len(t.Shape) != 4 || t.Shape[0] <= 0 || t.Shape[1] != c.NumChannels || t.Shape[2] != c.ImageSize || t.Shape[3] != c.ImageSize {
+		return fmt.Errorf("%w: pixel values %v are not [N, %d, %d, %d]", ErrInput, t.Shape, c.NumChannels, c.ImageSize, c.ImageSize)
+	}
+	if len(t.Data) != tensor.NumElements(t.Shape) {
+		return fmt.Errorf("%w: pixel values hold %d values for shape %v", ErrInput, len(t.Data), t.Shape)
+	}
+	return nil
+}

@@ -1,0 +1,19 @@
+// Package pipeline is vdpp's engine: pipeline parallelism over denoising steps.
+//
+// The S steps of every sample are cut into K contiguous stages (Plan*), one per rank. A
+// work item (a micro-batch of samples, see Item) enters stage 0, runs that stage's steps,
+// and is handed to the next stage over a dist.Transport; with many items in flight every
+// stage works on a different item at once.
+//
+// The package is split the way etcd's raft is:
+//   - plan.go, stage.go and step math are pure and deterministic (no sockets, clocks or
+//     goroutines): Stage is a state machine that says what to do next (prepare, compute a
+//     step, forward, finish) and is told what happened;
+//   - driver.go is the only place with I/O: it moves items between the transport, the
+//     state machine and the denoiser, sends in the background so the next computation
+//     overlaps the hand-off, and records a timeline.
+//
+// Determinism: the final latents of a K-stage run are bit-identical to the one-stage run with
+// the same seeds and micro-batch size, because every item always holds the same samples and
+// each step runs the same float32 operations in the same order wherever it runs.
+package pipeline

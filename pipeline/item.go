@@ -1,0 +1,111 @@
+package pipeline
+
+import (
+	"fmt"
+
+	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// Item is the unit that flows through the pipeline: a micro-batch of consecutive samples
+// that stays together from the first step to the last, so its batch composition (and hence
+// its bits) never depends on timing.
+type Item struct {
+	// Group is the micro-batch index; it holds samples [Group*B, Group*B+len(Samples)).
+	Group int64
+	// Samples are the sample ids, in row order.
+	Samples []int64
+	// Step is the next step to run (global index).
+	Step int
+	// Latent is [len(Samples), T, C, H, W].
+	Latent *tensor.Dense
+	// Cond has one entry per sample. It travels with the item the first time the item
+	// reaches a stage (it is computed once, on stage 0).
+	Cond []model.Conditioning
+	// Guidance holds per-frame classifier-free guidance weights [T] when the run is guided,
+	// nil otherwise (the same weights for every row).
+	Guidance []float32
+}
+
+// Groups returns the sample ids of every micro-batch for n samples of batch size b.
+func Groups(n, b int) [][]int64 {
+	if b < 1 {
+		b = 1
+	}
+	var out [][]int64
+	for start := 0; start < n; start += b {
+		end := min(start+b, n)
+		ids := make([]int64, 0, end-start)
+		for s := start; s < end; s++ {
+			ids = append(ids, int64(s))
+		}
+		out = append(out, ids)
+	}
+	return out
+}
+
+// Wire names of the tensors of a hand-off message.
+const (
+	wireLatent   = "latent"
+	wireSamples  = "samples"
+	wireGuidance = "guidance"
+	wireCondPref = "cond/" // cond/<row>/<name>
+)
+
+// ToMessage encodes an item for the transport. Sample ids travel as a float32 tensor, which
+// is exact for ids below 2^24.
+func (it *Item) ToMessage() dist.Message {
+	ids := tensor.New(len(it.Samples))
+	for i, s := range it.Samples {
+		ids.Data[i] = float32(s)
+	}
+	m := dist.Message{Sample: it.Group, Step: int32(it.Step)}
+	m.Tensors = append(m.Tensors, dist.NamedTensor{Name: wireLatent, Tensor: it.Latent}, dist.NamedTensor{Name: wireSamples, Tensor: ids})
+	if it.Guidance != nil {
+		m.Tensors = append(m.Tensors, dist.NamedTensor{Name: wireGuidance, Tensor: &tensor.Dense{Shape: []int{len(it.Guidance)}, Data: it.Guidance}})
+	}
+	for row, c := range it.Cond {
+		for _, name := range sortedKeys(c) {
+			m.Tensors = append(m.Tensors, dist.NamedTensor{Name: fmt.Sprintf("%s%d/%s", wireCondPref, row, name), Tensor: c[name]})
+		}
+	}
+	return m
+}
+
+// ItemFromMessage decodes a hand-off message.
+func ItemFromMessage(m dist.Message) (*Item, error) {
+	it := &Item{Group: m.Sample, Step: int(m.Step)}
+	ids := m.Tensor(wireSamples)
+	it.Latent = m.Tensor(wireLatent)
+	if it.Latent == nil || ids == nil {
+		return nil, fmt.Errorf("pipeline: hand-off for group %d step %d lacks the latent or sample ids", m.Sample, m.Step)
+	}
+	if len(it.Latent.Shape) != 5 || it.Latent.Shape[0] != ids.Len() {
+		return nil, fmt.Errorf("pipeline: hand-off for group %d: latent %v does not match %d samples", m.Sample, it.Latent.Shape, ids.Len())
+	}
+	for _, v := range ids.Data {
+		it.Samples = append(it.Samples, int64(v))
+	}
+	if g := m.Tensor(wireGuidance); g != nil {
+		it.Guidance = g.Data
+	}
+	for _, nt := range m.Tensors {
+		var row int
+		var name string
+		if n, _ := fmt.Sscanf(nt.Name, wireCondPref+"%d/%s", &row, &name); n != 2 {
+			continue
+		}
+		if row < 0 || row >= len(it.Samples) {
+			return nil, fmt.Errorf("pipeline: hand-off for group %d: conditioning row %d out of range", m.Sample, row)
+		}
+		if it.Cond == nil {
+			it.Cond = make([]model.Conditioning, len(it.Samples))
+		}
+		if it.Cond[row] == nil {
+			it.Cond[row] = model.Conditioning{}
+		}
+		it.Cond[row][name] = nt.Tensor
+	}
+	return it, nil
+}
