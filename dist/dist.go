@@ -1,6 +1,8 @@
 // Package dist moves tensors between ranks. It owns the launcher environment (torchrun,
 // LeaderWorkerSet names), the rendezvous store hosted by rank 0, the transports (TCP between
-// processes, in-process channels for tests) and, later, process groups and collectives.
+// processes, in-process channels for tests), the device mesh (pp x cfg x cp x dp), process
+// groups and the collectives over them (all-gather, all-to-all, broadcast, barrier,
+// all-reduce), built only on tagged point-to-point messages.
 //
 // Contract: every receive has a deadline; an error always names the local rank and the peer
 // ("rank 3: recv from rank 2 (sample 12, step 8): ..."); sentinel errors carry the "dist:"
@@ -37,9 +39,15 @@ type NamedTensor struct {
 // Message is what one rank hands to another: a sample id, the next step index and the
 // tensors (by convention the latent first, then conditioning the first time a sample
 // reaches a stage). Control messages may carry no tensors.
+//
+// Tag picks the channel: the messages of each (pair of ranks, tag) form their own ordered
+// stream. Tag 0 is the default channel that Transport.Recv reads (the engine's hand-offs);
+// other tags are read with TaggedTransport.RecvTag (the collectives of a Group use one tag
+// per group), so a collective can never consume a hand-off, nor the other way round.
 type Message struct {
 	Sample  int64
 	Step    int32
+	Tag     uint16
 	Tensors []NamedTensor
 }
 
@@ -65,4 +73,17 @@ type Transport interface {
 	// or the transport's receive timeout, whichever is sooner.
 	Recv(ctx context.Context, from int) (Message, error)
 	Close() error
+}
+
+// TaggedTransport is a Transport whose links carry independent channels. Send routes a
+// message by its Tag; Recv reads only tag 0; RecvTag reads one tag, with Recv's deadlines
+// and errors. Messages of a nonzero tag are queued at the receiver without bound (they never
+// hold back the default channel or each other); the default channel keeps its bounded queue
+// and back-pressure. On TCP the channels share one connection, so a peer's tagged messages
+// written after default-channel messages that do not fit in the receiver's queue wait until
+// the receiver reads the default channel (the engine's receiver loop always does).
+// Both transports of this package implement it.
+type TaggedTransport interface {
+	Transport
+	RecvTag(ctx context.Context, from int, tag uint16) (Message, error)
 }

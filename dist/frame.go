@@ -26,13 +26,16 @@ import (
 //	 20    2 tensor index within the message
 //	 22    2 tensor count of the message (<= MaxTensors)
 //	 24    2 name length in bytes (<= MaxNameLen, UTF-8)
-//	 26    2 reserved, must be 0
+//	 26    2 channel tag (Message.Tag; 0 is the default channel)
 //	 28    4 CRC32-C of the payload
 //	 32    8 payload length in bytes (== product(shape) * dtype size)
 //	 40 8*nd shape, one uint64 per dim
 //	  .   nl name
 //	  .    4 CRC32-C of every header byte before it
 //	  .  len payload
+//
+// Bytes 26-27 were "reserved, must be 0" before channel tags existed, so a frame of the
+// default channel (tag 0) is byte for byte what earlier builds wrote, and the version stays 1.
 const (
 	frameMagic     = "VDPF"
 	FrameVersion   = 1
@@ -74,8 +77,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type Frame struct {
 	Sample int64
 	Step   int32
-	Index  int // position of the tensor in its message
-	Count  int // tensors in the message (0: a message without tensors)
+	Tag    uint16 // channel tag of the message (0: the default channel)
+	Index  int    // position of the tensor in its message
+	Count  int    // tensors in the message (0: a message without tensors)
 	Name   string
 	DType  DType
 	Shape  []int // nil for a scalar
@@ -141,19 +145,19 @@ func AppendMessage(dst []byte, m Message, maxFrameSize int) ([]byte, error) {
 	}
 	dst = slices.Grow(dst, total)
 	if len(m.Tensors) == 0 {
-		return appendFrame(dst, m.Sample, m.Step, 0, 0, "", DTypeNone, nil, nil), nil
+		return appendFrame(dst, m.Sample, m.Step, m.Tag, 0, 0, "", DTypeNone, nil, nil), nil
 	}
 	for i, nt := range m.Tensors {
 		if l := FrameLen(len(nt.Tensor.Shape), len(nt.Name), len(nt.Tensor.Data)); l > maxFrameSize {
 			return dst, fmt.Errorf("%w: tensor %q frame of %d bytes exceeds max %d", ErrBadFrame, nt.Name, l, maxFrameSize)
 		}
-		dst = appendFrame(dst, m.Sample, m.Step, i, len(m.Tensors), nt.Name, DTypeFloat32, nt.Tensor.Shape, nt.Tensor.Data)
+		dst = appendFrame(dst, m.Sample, m.Step, m.Tag, i, len(m.Tensors), nt.Name, DTypeFloat32, nt.Tensor.Shape, nt.Tensor.Data)
 	}
 	return dst, nil
 }
 
 // appendFrame encodes one already validated frame.
-func appendFrame(dst []byte, sample int64, step int32, index, count int, name string, dt DType, shape []int, data []float32) []byte {
+func appendFrame(dst []byte, sample int64, step int32, tag uint16, index, count int, name string, dt DType, shape []int, data []float32) []byte {
 	start := len(dst)
 	hlen := fixedHeaderLen + 8*len(shape) + len(name) + 4
 	dst = slices.Grow(dst, hlen+4*len(data))
@@ -173,7 +177,7 @@ func appendFrame(dst []byte, sample int64, step int32, index, count int, name st
 	binary.LittleEndian.PutUint16(h[20:], uint16(index))
 	binary.LittleEndian.PutUint16(h[22:], uint16(count))
 	binary.LittleEndian.PutUint16(h[24:], uint16(len(name)))
-	binary.LittleEndian.PutUint16(h[26:], 0)
+	binary.LittleEndian.PutUint16(h[26:], tag)
 	binary.LittleEndian.PutUint32(h[28:], crc32.Checksum(p, castagnoli))
 	binary.LittleEndian.PutUint64(h[32:], uint64(len(p)))
 	off := fixedHeaderLen
@@ -225,6 +229,7 @@ func readFrame(src frameSource, maxFrameSize int) (Frame, error) {
 		DType:  DType(h[6]),
 		Sample: int64(binary.LittleEndian.Uint64(h[8:])),
 		Step:   int32(binary.LittleEndian.Uint32(h[16:])),
+		Tag:    binary.LittleEndian.Uint16(h[26:]),
 		Index:  int(binary.LittleEndian.Uint16(h[20:])),
 		Count:  int(binary.LittleEndian.Uint16(h[22:])),
 	}
@@ -237,8 +242,6 @@ func readFrame(src frameSource, maxFrameSize int) (Frame, error) {
 		return Frame{}, badf("%d dims, max %d", ndim, MaxNDim)
 	case nameLen > MaxNameLen:
 		return Frame{}, badf("name of %d bytes, max %d", nameLen, MaxNameLen)
-	case binary.LittleEndian.Uint16(h[26:]) != 0:
-		return Frame{}, badf("reserved field %#x", binary.LittleEndian.Uint16(h[26:]))
 	case f.Count > MaxTensors:
 		return Frame{}, badf("%d tensors, max %d", f.Count, MaxTensors)
 	case f.Count == 0 && (f.Index != 0 || f.DType != DTypeNone || ndim != 0 || nameLen != 0 || payloadLen64 != 0):

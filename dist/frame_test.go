@@ -22,7 +22,7 @@ func mustTensor(t testing.TB, shape ...int) *tensor.Dense {
 }
 
 func messagesEqual(a, b Message) bool {
-	if a.Sample != b.Sample || a.Step != b.Step || len(a.Tensors) != len(b.Tensors) {
+	if a.Sample != b.Sample || a.Step != b.Step || a.Tag != b.Tag || len(a.Tensors) != len(b.Tensors) {
 		return false
 	}
 	for i := range a.Tensors {
@@ -43,6 +43,8 @@ func TestMessageRoundTrip(t *testing.T) {
 		m    Message
 	}{
 		{"empty", Message{Sample: 7, Step: -1}},
+		{"tagged empty", Message{Sample: 7, Step: 3, Tag: 0xffff}},
+		{"tagged", Message{Sample: -9, Step: 1, Tag: 513, Tensors: []NamedTensor{{"a", mustTensor(t, 3)}, {"b", mustTensor(t, 1, 2)}}}},
 		{"scalar", Message{Sample: 1, Step: 2, Tensors: []NamedTensor{{"s", &tensor.Dense{Data: []float32{42}}}}}},
 		{"latent", Message{Sample: 1 << 40, Step: 24, Tensors: []NamedTensor{{"latent", mustTensor(t, 1, 2, 4, 8, 8)}}}},
 		{"several", Message{Sample: -3, Step: 5, Tensors: []NamedTensor{
@@ -76,7 +78,7 @@ func TestMessageRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if f.Sample != tc.m.Sample || f.Step != tc.m.Step || f.Count != len(tc.m.Tensors) || (f.Count > 0 && f.Index != i) {
+				if f.Sample != tc.m.Sample || f.Step != tc.m.Step || f.Tag != tc.m.Tag || f.Count != len(tc.m.Tensors) || (f.Count > 0 && f.Index != i) {
 					t.Fatalf("frame %d header %+v", i, f)
 				}
 				rest = rest[n:]
@@ -141,7 +143,6 @@ func TestDecodeFrameRejects(t *testing.T) {
 		{"index >= count", mod(good, func(b []byte) []byte { b[20] = 1; return resum(b) }), 0},
 		{"count too big", mod(good, func(b []byte) []byte { binary.LittleEndian.PutUint16(b[22:], MaxTensors+1); return resum(b) }), 0},
 		{"name too long", mod(good, func(b []byte) []byte { binary.LittleEndian.PutUint16(b[24:], MaxNameLen+1); return b }), 0},
-		{"reserved", mod(good, func(b []byte) []byte { b[26] = 1; return resum(b) }), 0},
 		{"payload crc", mod(good, func(b []byte) []byte { b[len(b)-1] ^= 1; return b }), 0},
 		{"header crc", mod(good, func(b []byte) []byte { b[9] ^= 1; return b }), 0},
 		{"length != shape", mod(good, func(b []byte) []byte { binary.LittleEndian.PutUint64(b[40:], 3); return resum(b) }), 0},
@@ -163,14 +164,17 @@ func TestDecodeFrameRejects(t *testing.T) {
 func TestReadMessageRejectsMixedFrames(t *testing.T) {
 	a, _ := AppendMessage(nil, Message{Sample: 1, Tensors: []NamedTensor{{"a", mustTensor(t, 2)}, {"b", mustTensor(t, 2)}}}, 0)
 	b, _ := AppendMessage(nil, Message{Sample: 2, Tensors: []NamedTensor{{"a", mustTensor(t, 2)}, {"b", mustTensor(t, 2)}}}, 0)
+	c, _ := AppendMessage(nil, Message{Sample: 1, Tag: 4, Tensors: []NamedTensor{{"a", mustTensor(t, 2)}, {"b", mustTensor(t, 2)}}}, 0)
 	_, n, _ := DecodeFrame(a, 0)
 	_, m, _ := DecodeFrame(b, 0)
+	_, k, _ := DecodeFrame(c, 0)
 	tests := []struct {
 		name string
 		in   []byte
 		want error
 	}{
 		{"foreign second frame", append(append([]byte(nil), a[:n]...), b[m:]...), ErrBadFrame},
+		{"second frame of another tag", append(append([]byte(nil), a[:n]...), c[k:]...), ErrBadFrame},
 		{"starts with second frame", a[n:], ErrBadFrame},
 		{"cut after first frame", a[:n], io.ErrUnexpectedEOF},
 	}
@@ -186,6 +190,7 @@ func TestReadMessageRejectsMixedFrames(t *testing.T) {
 func FuzzDecodeFrame(f *testing.F) {
 	seeds := []Message{
 		{Sample: 3, Step: 1},
+		{Sample: 4, Step: 2, Tag: 77, Tensors: []NamedTensor{{"all-gather", mustTensor(f, 2)}}},
 		{Sample: 1, Step: 2, Tensors: []NamedTensor{{"latent", mustTensor(f, 1, 2, 3)}}},
 		{Sample: -1, Step: 9, Tensors: []NamedTensor{{"s", &tensor.Dense{Data: []float32{1}}}, {"z", mustTensor(f, 0, 4)}}},
 	}
@@ -207,7 +212,7 @@ func FuzzDecodeFrame(f *testing.F) {
 			}
 		} else {
 			// A frame that decodes re-encodes to the same bytes.
-			again := appendFrame(nil, fr.Sample, fr.Step, fr.Index, fr.Count, fr.Name, fr.DType, fr.Shape, fr.Data)
+			again := appendFrame(nil, fr.Sample, fr.Step, fr.Tag, fr.Index, fr.Count, fr.Name, fr.DType, fr.Shape, fr.Data)
 			if !bytes.Equal(again, data[:n]) {
 				t.Fatalf("re-encoding differs:\n got %x\nwant %x", again, data[:n])
 			}

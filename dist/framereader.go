@@ -37,14 +37,14 @@ func NewFrameReader(r io.Reader, bufSize, maxFrameSize int) *FrameReader {
 func (fr *FrameReader) ReadFrame() (Frame, error) { return readFrame(fr.src, fr.maxFrameSize) }
 
 // ReadMessage decodes the frames of the next message and assembles it. Frames out of
-// order, or disagreeing on count, sample or step, wrap ErrBadFrame; io.EOF means the stream
+// order, or disagreeing on count, sample, step or tag, wrap ErrBadFrame; io.EOF means the stream
 // ended cleanly between messages.
 func (fr *FrameReader) ReadMessage() (Message, error) {
 	f, err := fr.ReadFrame()
 	if err != nil {
 		return Message{}, err
 	}
-	m := Message{Sample: f.Sample, Step: f.Step}
+	m := Message{Sample: f.Sample, Step: f.Step, Tag: f.Tag}
 	if f.Count == 0 {
 		return m, nil
 	}
@@ -61,9 +61,9 @@ func (fr *FrameReader) ReadMessage() (Message, error) {
 		if err != nil {
 			return Message{}, err
 		}
-		if g.Index != i || g.Count != f.Count || g.Sample != f.Sample || g.Step != f.Step {
-			return Message{}, badf("frame (sample %d, step %d, tensor %d of %d) inside message (sample %d, step %d, tensor %d of %d)",
-				g.Sample, g.Step, g.Index, g.Count, f.Sample, f.Step, i, f.Count)
+		if g.Index != i || g.Count != f.Count || g.Sample != f.Sample || g.Step != f.Step || g.Tag != f.Tag {
+			return Message{}, badf("frame (sample %d, step %d, tag %d, tensor %d of %d) inside message (sample %d, step %d, tag %d, tensor %d of %d)",
+				g.Sample, g.Step, g.Tag, g.Index, g.Count, f.Sample, f.Step, f.Tag, i, f.Count)
 		}
 		m.Tensors = append(m.Tensors, NamedTensor{Name: g.Name, Tensor: g.Tensor()})
 	}

@@ -16,31 +16,34 @@ var errLocalClosed = errors.New("closed")
 // localWorld is the shared state of an in-process world.
 type localWorld struct {
 	opts   Options
-	queues [][]chan Message // queues[from][to]
+	queues [][]chan Message // queues[from][to]: the default channel (tag 0)
+	tagged [][]mailboxes    // tagged[from][to]: the other tags
 	done   []chan struct{}  // done[r] is closed when rank r closes
 	once   []sync.Once
 }
 
 // LocalTransport is the in-process Transport made by NewLocal: buffered channels between
 // goroutines, with the TCP transport's semantics (ordering, bounded queues, deadlines,
-// errors naming both ranks, ErrPeerGone once a peer closed). Send deep-copies tensors, so
-// ranks never share memory. It starts no goroutines.
+// errors naming both ranks, ErrPeerGone once a peer closed, tagged channels). Send
+// deep-copies tensors, so ranks never share memory. It starts no goroutines.
 type LocalTransport struct {
 	w    *localWorld
 	rank int
 }
 
-var _ Transport = (*LocalTransport)(nil)
+var _ TaggedTransport = (*LocalTransport)(nil)
 
 // NewLocal returns the transports of an in-process world of the given size, indexed by
 // rank. opts.RecvTimeout and opts.QueueDepth apply; the rest is ignored.
 func NewLocal(world int, opts Options) []Transport {
 	opts = opts.withDefaults()
-	w := &localWorld{opts: opts, queues: make([][]chan Message, world), done: make([]chan struct{}, world), once: make([]sync.Once, world)}
+	w := &localWorld{opts: opts, queues: make([][]chan Message, world), tagged: make([][]mailboxes, world),
+		done: make([]chan struct{}, world), once: make([]sync.Once, world)}
 	out := make([]Transport, world)
 	for r := range world {
 		w.done[r] = make(chan struct{})
 		w.queues[r] = make([]chan Message, world)
+		w.tagged[r] = make([]mailboxes, world)
 		for to := range world {
 			if to != r {
 				w.queues[r][to] = make(chan Message, opts.QueueDepth)
@@ -69,7 +72,8 @@ func (l *LocalTransport) check(op string, r int) error {
 	return nil
 }
 
-// Send deep-copies m and queues it for rank to, blocking while the queue is full.
+// Send deep-copies m and queues it for rank to on m.Tag's channel. The default channel's
+// queue is bounded (Send blocks while it is full); other tags queue without bound.
 func (l *LocalTransport) Send(ctx context.Context, to int, m Message) error {
 	if err := l.check("send to", to); err != nil {
 		return err
@@ -82,12 +86,16 @@ func (l *LocalTransport) Send(ctx context.Context, to int, m Message) error {
 	if _, err := MessageLen(m); err != nil {
 		return fmt.Errorf("rank %d: send to rank %d (sample %d, step %d): %w", l.rank, to, m.Sample, m.Step, err)
 	}
-	c := Message{Sample: m.Sample, Step: m.Step}
+	c := Message{Sample: m.Sample, Step: m.Step, Tag: m.Tag}
 	if len(m.Tensors) > 0 {
 		c.Tensors = make([]NamedTensor, len(m.Tensors))
 		for i, nt := range m.Tensors {
 			c.Tensors[i] = NamedTensor{Name: nt.Name, Tensor: cloneTensor(nt.Tensor)}
 		}
+	}
+	if c.Tag != 0 {
+		l.w.tagged[l.rank][to].box(c.Tag).put(c)
+		return nil
 	}
 	q := l.w.queues[l.rank][to]
 	select {
@@ -160,6 +168,22 @@ func (l *LocalTransport) Recv(ctx context.Context, from int) (Message, error) {
 		err = waitError(ctx, wait, byCtx)
 	}
 	return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", l.rank, from, err)
+}
+
+// RecvTag returns the next message of channel tag from rank from (tag 0 is Recv).
+func (l *LocalTransport) RecvTag(ctx context.Context, from int, tag uint16) (Message, error) {
+	if tag == 0 {
+		return l.Recv(ctx, from)
+	}
+	if err := l.check("recv from", from); err != nil {
+		return Message{}, err
+	}
+	b := l.w.tagged[from][l.rank].box(tag)
+	m, err := recvBox(ctx, b, l.w.opts.RecvTimeout, l.w.done[from], func() error { return peerGone(errLocalClosed) }, l.w.done[l.rank])
+	if err != nil {
+		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", l.rank, from, err)
+	}
+	return m, nil
 }
 
 // Close marks this rank gone: its own Send and Recv fail with ErrClosed, and its peers'

@@ -11,7 +11,8 @@ import (
 // TCPTransport is the Transport between processes: one TCP connection per pair of ranks
 // (the lower rank dials, the higher accepts after checking the run's secret), a writer
 // goroutine per peer fed by a bounded queue of encoded messages, and a reader goroutine per
-// peer decoding into a bounded queue. Create it with Dial or DialTCP.
+// peer decoding into a bounded queue (tagged channels: one unbounded mailbox per tag).
+// Create it with Dial or DialTCP.
 type TCPTransport struct {
 	rank, world int
 	opts        Options
@@ -31,7 +32,7 @@ type TCPTransport struct {
 	pending map[net.Conn]struct{} // handshakes in progress
 }
 
-var _ Transport = (*TCPTransport)(nil)
+var _ TaggedTransport = (*TCPTransport)(nil)
 
 // Rank returns this process's rank.
 func (t *TCPTransport) Rank() int { return t.rank }
@@ -137,6 +138,28 @@ func (t *TCPTransport) Recv(ctx context.Context, from int) (Message, error) {
 		err = waitError(ctx, wait, byCtx)
 	}
 	return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, err)
+}
+
+// RecvTag returns the next message of channel tag from rank from (tag 0 is Recv).
+// Messages that arrived before the peer died are still delivered.
+func (t *TCPTransport) RecvTag(ctx context.Context, from int, tag uint16) (Message, error) {
+	if tag == 0 {
+		return t.Recv(ctx, from)
+	}
+	p, err := t.peer("recv from", from)
+	if err != nil {
+		return Message{}, err
+	}
+	select {
+	case <-t.closing:
+		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, ErrClosed)
+	default:
+	}
+	m, err := recvBox(ctx, p.boxes.box(tag), t.opts.RecvTimeout, p.dead, func() error { return p.err }, t.closing)
+	if err != nil {
+		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, err)
+	}
+	return m, nil
 }
 
 // Close flushes what is queued for each peer (briefly), closes every connection, stops

@@ -23,9 +23,10 @@ const (
 type tcpPeer struct {
 	t     *TCPTransport
 	rank  int
-	sendq chan []byte // encoded messages for the writer
-	free  chan []byte // buffers the writer is done with
-	recvq chan Message
+	sendq chan []byte   // encoded messages for the writer
+	free  chan []byte   // buffers the writer is done with
+	recvq chan Message  // the default channel (tag 0)
+	boxes mailboxes     // the other tags, unbounded
 	ready chan struct{} // closed once a connection is attached
 	dead  chan struct{} // closed (after err is set) when the link failed
 	err   error
@@ -165,7 +166,9 @@ func (p *tcpPeer) writeLoop(c net.Conn) {
 	}
 }
 
-// readLoop decodes messages into the peer's queue until the connection fails.
+// readLoop decodes messages into the peer's queues until the connection fails: tagged
+// messages into their mailbox at once, default-channel ones into recvq, waiting while it is
+// full (which holds back the sender: back-pressure).
 func (p *tcpPeer) readLoop(c net.Conn) {
 	defer p.t.wg.Done()
 	fr := NewFrameReader(c, tcpReadBuffer, p.t.opts.MaxFrameSize)
@@ -179,6 +182,10 @@ func (p *tcpPeer) readLoop(c net.Conn) {
 				p.fail(peerGone(err))
 			}
 			return
+		}
+		if m.Tag != 0 {
+			p.boxes.box(m.Tag).put(m)
+			continue
 		}
 		select {
 		case p.recvq <- m:

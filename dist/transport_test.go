@@ -132,6 +132,73 @@ func testTransportSemantics(t *testing.T, world worldFunc) {
 			t.Fatalf("nil tensor: %v", err)
 		}
 	})
+	t.Run("tagged channels", func(t *testing.T) {
+		ts := world(t, 2, Options{RecvTimeout: 5 * time.Second, QueueDepth: 4})
+		ctx := context.Background()
+		tags := []uint16{0, 9, 0xffff}
+		// Interleave three channels; fill the default one up to its queue depth.
+		for i := range 4 {
+			for _, tag := range tags {
+				m := Message{Sample: int64(tag)*100 + int64(i), Tag: tag, Tensors: []NamedTensor{{"x", mustTensor(t, i+1)}}}
+				if err := ts[0].Send(ctx, 1, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		rt := ts[1].(TaggedTransport)
+		// The tagged channels are read first, in reverse tag order, while the default
+		// channel is full and unread: each keeps its own order and never sees the others.
+		for _, tag := range []uint16{0xffff, 9} {
+			for i := range 4 {
+				m, err := rt.RecvTag(ctx, 0, tag)
+				if err != nil {
+					t.Fatalf("tag %d msg %d: %v", tag, i, err)
+				}
+				if m.Tag != tag || m.Sample != int64(tag)*100+int64(i) || !tensor.BitEqual(m.Tensor("x"), mustTensor(t, i+1)) {
+					t.Fatalf("tag %d msg %d: got tag %d sample %d", tag, i, m.Tag, m.Sample)
+				}
+			}
+		}
+		for i := range 4 {
+			m, err := rt.Recv(ctx, 0)
+			if err != nil || m.Tag != 0 || m.Sample != int64(i) {
+				t.Fatalf("default msg %d: %+v %v", i, m, err)
+			}
+		}
+		if err := ts[0].Send(ctx, 1, Message{Sample: 77}); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := rt.RecvTag(ctx, 0, 0); err != nil || m.Sample != 77 {
+			t.Fatalf("RecvTag of tag 0 is Recv: %+v %v", m, err)
+		}
+		short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+		defer cancel()
+		if _, err := rt.RecvTag(short, 0, 9); !errors.Is(err, ErrTimeout) || !strings.HasPrefix(err.Error(), "rank 1: recv from rank 0: dist: timeout after") {
+			t.Fatalf("tagged timeout: %v", err)
+		}
+		if _, err := rt.RecvTag(ctx, 1, 9); !errors.Is(err, ErrNoPeer) {
+			t.Fatalf("tagged recv from self: %v", err)
+		}
+		// Tagged messages sent before the peer closed are delivered, then the peer is gone.
+		if err := ts[0].Send(ctx, 1, Message{Sample: 42, Tag: 9}); err != nil {
+			t.Fatal(err)
+		}
+		ts[0].Close()
+		if m, err := rt.RecvTag(ctx, 0, 9); err != nil || m.Sample != 42 {
+			t.Fatalf("tagged message sent before close: %+v %v", m, err)
+		}
+		start := time.Now()
+		if _, err := rt.RecvTag(ctx, 0, 9); !errors.Is(err, ErrPeerGone) || !strings.HasPrefix(err.Error(), "rank 1: recv from rank 0: dist: peer gone") {
+			t.Fatalf("tagged recv from a closed peer: %v", err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("peer gone noticed after %v", d)
+		}
+		ts[1].Close()
+		if _, err := rt.RecvTag(ctx, 0, 9); !errors.Is(err, ErrClosed) {
+			t.Fatalf("tagged recv on a closed transport: %v", err)
+		}
+	})
 	t.Run("close", func(t *testing.T) {
 		ts := world(t, 3, Options{RecvTimeout: 30 * time.Second})
 		ctx := context.Background()

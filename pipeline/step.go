@@ -17,6 +17,9 @@ import (
 type Stepper struct {
 	Model model.Denoiser
 	Sched *sched.Euler
+	// Observe, when set, sees every step's raw model output (both CFG halves) and the
+	// guided output before the Euler step; parity checks use it. It must not keep the slices.
+	Observe func(it *Item, step int, modelOut *tensor.Dense, guided []float32)
 
 	in *tensor.Dense // model input buffer
 	v  []float32     // guided model output buffer
@@ -88,6 +91,9 @@ func (s *Stepper) Step(ctx context.Context, it *Item) error {
 				return fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
 			}
 		}
+	}
+	if s.Observe != nil {
+		s.Observe(it, k, out, v)
 	}
 	if err := s.Sched.Step(x.Data, v, x.Data, k); err != nil {
 		return fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)

@@ -23,6 +23,7 @@ import (
 	"syscall"
 
 	_ "github.com/vdpp/vdpp/model/dummy"
+	_ "github.com/vdpp/vdpp/model/svd"
 	_ "github.com/vdpp/vdpp/model/synthetic"
 )
 
@@ -35,7 +36,13 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"bench", "benchmark a K-stage pipeline against the one-rank baseline", runBench},
+		{"doctor", "show the GPUs and PJRT plugins found and which backend --backend picks", runDoctor},
+		{"unetbench", "time SVD UNet calls with random weights (FLOPs, TFLOP/s)", runUNetBench},
+		{"plan", "predict and rank parallel meshes (pp x cfg x cp x dp) for a workload", runPlan},
 		{"launch", "start K workers of this binary with torchrun-style variables", runLaunch},
+		{"serve", "serve image-to-video jobs over HTTP with K worker processes", runServe},
+		{"loadtest", "drive a vdpp server with concurrent clients and report latency", runLoadtest},
+		{"parity", "compare the SVD networks with reference outputs (golden cases)", runParity},
 		{"worker", "run one rank of a launched job (internal)", runWorker},
 		{"version", "print the version", func(_ context.Context, _ []string, w, _ io.Writer) error {
 			_, err := fmt.Fprintln(w, "vdpp", version)

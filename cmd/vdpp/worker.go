@@ -15,7 +15,7 @@ import (
 // world read from torchrun / LeaderWorkerSet variables.
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: vdpp worker JOB [flags] (jobs: bench)", errUsage)
+		return fmt.Errorf("%w: vdpp worker JOB [flags] (jobs: bench, serve)", errUsage)
 	}
 	env, err := dist.EnvFromOS(os.Getenv)
 	if err != nil {
@@ -32,6 +32,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		return bench.RunWorker(ctx, o, env, log)
+	case "serve":
+		return runServeWorker(ctx, args[1:], stderr, env.Rank)
 	default:
 		return fmt.Errorf("%w: unknown worker job %q", errUsage, args[0])
 	}

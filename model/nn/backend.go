@@ -30,6 +30,13 @@ func NewBackend(spec string) (backends.Backend, error) {
 	return NewResolvedBackend(r)
 }
 
+// SimpleGoConfig is the configuration every simplego backend is created with. Ops run one
+// after another ("ops_sequential"; DotGeneral still splits its batch over the worker pool):
+// in GoMLX v0.26's parallel op scheduler every running op holds a worker slot, and a small
+// DotGeneral waits for further slots without releasing its own, so a graph with
+// 2·NumCPU independent DotGenerals in flight (the SVD UNet on a 2-core machine) deadlocks.
+const SimpleGoConfig = "go:ops_sequential"
+
 // envMu serialises the environment changes of concurrent NewResolvedBackend calls.
 var envMu sync.Mutex
 
@@ -39,7 +46,7 @@ func NewResolvedBackend(r backendspec.Resolution) (b backends.Backend, err error
 	var inner error
 	err = catch(func() {
 		if r.Kind != backendspec.KindXLA {
-			b, inner = backends.NewWithConfig("go")
+			b, inner = backends.NewWithConfig(SimpleGoConfig)
 			return
 		}
 		envMu.Lock()

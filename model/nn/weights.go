@@ -151,14 +151,20 @@ func (s Scope) Param(g *graph.Graph, name string, dims ...int) *graph.Node {
 // declaration records the tensors a network asks for.
 type declaration struct {
 	shapes map[string][]int
+	nodes  map[string]*graph.Node // the placeholder of each name, reused when asked again
 }
 
 func (d *declaration) param(g *graph.Graph, name string, dims []int) *graph.Node {
 	if prev, ok := d.shapes[name]; ok && !slices.Equal(prev, dims) {
 		panic(fmt.Errorf("%w: %q declared as %v and as %v", ErrShapeMismatch, name, prev, dims))
 	}
+	if n, ok := d.nodes[name]; ok && n.Graph() == g {
+		return n // a module used more than once (e.g. a shared time mixer)
+	}
 	d.shapes[name] = slices.Clone(dims)
-	return graph.Parameter(g, "decl:"+name, shapes.Make(dtypes.Float32, dims...))
+	n := graph.Parameter(g, "decl:"+name, shapes.Make(dtypes.Float32, dims...))
+	d.nodes[name] = n
+	return n
 }
 
 // Declare runs build with a declaring Scope on a fresh graph of backend b and returns the
@@ -166,7 +172,7 @@ func (d *declaration) param(g *graph.Graph, name string, dims []int) *graph.Node
 // its inputs with graph.Parameter at any small valid shape. b only builds the graph, so
 // any backend works (the simplego backend is cheapest).
 func Declare(b backends.Backend, build func(s Scope, g *graph.Graph) error) (map[string][]int, error) {
-	d := &declaration{shapes: map[string][]int{}}
+	d := &declaration{shapes: map[string][]int{}, nodes: map[string]*graph.Node{}}
 	g := graph.NewGraph(b, "nn.Declare")
 	defer g.Finalize()
 	var inner error

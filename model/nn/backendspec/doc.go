@@ -8,7 +8,8 @@
 //
 //	""                 automatic: $GOMLX_BACKEND when set; otherwise "xla:cuda" when an
 //	                   NVIDIA GPU and a CUDA PJRT plugin are both found; otherwise "go"
-//	"go"               GoMLX's pure-Go simplego backend ("simplego" is an alias)
+//	"go"               GoMLX's pure-Go simplego backend ("simplego" and "go:OPTIONS" are
+//	                   aliases; nn creates it with its own options)
 //	"xla:cuda"         the XLA backend on the CUDA PJRT plugin found on this host ("cuda"
 //	                   is an alias); an error naming every place searched when none is
 //	"xla:/path/x.so"   the XLA backend on that plugin file (relative paths are made absolute)

@@ -91,7 +91,7 @@ func Resolve(spec string, p Probe) (Resolution, error) {
 		}
 	}
 	switch {
-	case base == "go" || base == "simplego":
+	case base == "go" || base == "simplego" || strings.HasPrefix(base, "go:"):
 		r.Kind, r.Config = KindGo, "go"
 		return r, nil
 	case base == "xla:cuda" || base == "cuda":

@@ -91,6 +91,8 @@ func TestResolve(t *testing.T) {
 			wantKind: KindXLA, wantConfig: "xla:" + jaxPlugin, wantSource: "auto", wantData: pipCU13},
 		{name: "GOMLX_BACKEND overrides auto", host: fakeHost{files: files(gpuFiles, []string{jaxPlugin}), env: map[string]string{"GOMLX_BACKEND": "go"}},
 			wantKind: KindGo, wantConfig: "go", wantSource: "GOMLX_BACKEND"},
+		{name: "go with simplego options", host: fakeHost{env: map[string]string{"GOMLX_BACKEND": "go:ops_sequential"}},
+			wantKind: KindGo, wantConfig: "go", wantSource: "GOMLX_BACKEND"},
 		{name: "flag overrides GOMLX_BACKEND", spec: "simplego", host: fakeHost{env: map[string]string{"GOMLX_BACKEND": "xla:cuda"}},
 			wantKind: KindGo, wantConfig: "go", wantSource: "flag"},
 		{name: "xla:cuda without GPU", spec: "xla:cuda", host: fakeHost{files: []string{jaxPlugin}, smiErr: errNoSMI}, wantErr: ErrNoGPU},

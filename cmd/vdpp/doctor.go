@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
+
+	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/model/nn/backendspec"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// doctorReport is what `vdpp doctor` found; --json writes it as is.
+type doctorReport struct {
+	GPU              backendspec.GPU         `json:"gpu"`
+	CUDAPlugin       string                  `json:"cuda_plugin"`
+	PluginSearched   []string                `json:"plugin_searched"`
+	CUDADataDir      string                  `json:"cuda_data_dir"`
+	CUDADataDirTried []string                `json:"cuda_data_dir_tried"`
+	MissingCUDALibs  []string                `json:"missing_cuda_libs"`
+	Spec             string                  `json:"spec"`
+	Resolution       *backendspec.Resolution `json:"resolution,omitempty"`
+	ResolveError     string                  `json:"resolve_error,omitempty"`
+	Tried            bool                    `json:"tried"`
+	Backend          string                  `json:"backend,omitempty"`
+	TryError         string                  `json:"try_error,omitempty"`
+}
+
+// runDoctor prints what vdpp detects about GPUs and PJRT plugins and which backend a
+// --backend value resolves to; with --try it also creates the backend and runs a small
+// matrix product on it, checked against Go.
+func runDoctor(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	spec := fs.String("backend", "", "backend to resolve: go, xla:cuda, xla:/path/plugin.so (default: automatic)")
+	try := fs.Bool("try", false, "create the backend and run a small computation on it")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	p := backendspec.OSProbe()
+	rep := doctorReport{GPU: backendspec.DetectGPU(p), Spec: *spec}
+	rep.CUDAPlugin, rep.PluginSearched = backendspec.FindCUDAPlugin(p)
+	rep.CUDADataDir, rep.CUDADataDirTried = backendspec.FindCUDADataDir(p, rep.CUDAPlugin)
+	rep.MissingCUDALibs, _ = backendspec.MissingCUDALibs(p, rep.CUDAPlugin)
+	r, rerr := backendspec.Resolve(*spec, p)
+	if rerr != nil {
+		rep.ResolveError = rerr.Error()
+	} else {
+		rep.Resolution = &r
+		if *try {
+			rep.Tried = true
+			name, err := tryBackend(r)
+			rep.Backend = name
+			if err != nil {
+				rep.TryError = err.Error()
+			}
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else if err := writeDoctor(stdout, rep); err != nil {
+		return err
+	}
+	switch {
+	case rerr != nil:
+		return rerr
+	case rep.TryError != "":
+		return fmt.Errorf("backend %s failed: %s", r.Config, rep.TryError)
+	}
+	return nil
+}
+
+// writeDoctor prints the report for people.
+func writeDoctor(w io.Writer, rep doctorReport) error {
+	var b strings.Builder
+	yes := func(ok bool) string {
+		if ok {
+			return "yes"
+		}
+		return "no"
+	}
+	fmt.Fprintf(&b, "NVIDIA GPU:        %s (%s)\n", yes(rep.GPU.Found), rep.GPU.Evidence)
+	if rep.CUDAPlugin != "" {
+		fmt.Fprintf(&b, "CUDA PJRT plugin:  %s\n", rep.CUDAPlugin)
+	} else {
+		fmt.Fprintf(&b, "CUDA PJRT plugin:  none; looked in:\n")
+		for _, s := range rep.PluginSearched {
+			fmt.Fprintf(&b, "                     %s\n", s)
+		}
+	}
+	if rep.CUDADataDir != "" {
+		fmt.Fprintf(&b, "CUDA data folder:  %s\n", rep.CUDADataDir)
+	} else {
+		fmt.Fprintf(&b, "CUDA data folder:  none with nvvm/libdevice (tried %s)\n", strings.Join(rep.CUDADataDirTried, ", "))
+	}
+	if len(rep.MissingCUDALibs) > 0 {
+		fmt.Fprintf(&b, "CUDA libraries:    not found: %s\n", strings.Join(rep.MissingCUDALibs, ", "))
+	} else {
+		fmt.Fprintf(&b, "CUDA libraries:    driver, cuBLAS and cuDNN found\n")
+	}
+	spec := rep.Spec
+	if spec == "" {
+		spec = "(automatic)"
+	}
+	fmt.Fprintf(&b, "--backend %s\n", spec)
+	if rep.ResolveError != "" {
+		fmt.Fprintf(&b, "  error: %s\n", rep.ResolveError)
+	}
+	if r := rep.Resolution; r != nil {
+		fmt.Fprintf(&b, "  would use:       %s (%s, from %s)\n", r.Config, r.Kind, r.Source)
+		if r.Reason != "" {
+			fmt.Fprintf(&b, "  because:         %s\n", r.Reason)
+		}
+		for _, e := range r.Env {
+			fmt.Fprintf(&b, "  sets:            %s=%s\n", e.Name, e.Value)
+		}
+		if len(r.Options) > 0 {
+			fmt.Fprintf(&b, "  PJRT options:    %v\n", r.Options)
+		}
+		for _, wn := range r.Warnings {
+			fmt.Fprintf(&b, "  warning:         %s\n", wn)
+		}
+	}
+	if rep.Tried {
+		if rep.TryError == "" {
+			fmt.Fprintf(&b, "  try:             ok on %s\n", rep.Backend)
+		} else {
+			fmt.Fprintf(&b, "  try:             FAILED: %s\n", rep.TryError)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// tryBackend creates r's backend and checks a 64x64 matrix product against Go (relative
+// L2 <= 1e-3, which TF32 matrix units meet). It returns the backend's description.
+func tryBackend(r backendspec.Resolution) (string, error) {
+	b, err := nn.NewResolvedBackend(r)
+	if err != nil {
+		return "", err
+	}
+	defer b.Finalize()
+	name := b.Name() + ": " + b.Description()
+	prog, err := nn.NewProgram(b, nil, "doctor", func(_ nn.Scope, in []*Node) []*Node {
+		return []*Node{DotGeneral(in[0], []int{1}, nil, in[1], []int{0}, nil)}
+	})
+	if err != nil {
+		return name, err
+	}
+	defer prog.Close()
+	const n = 64
+	x := &tensor.Dense{Shape: []int{n, n}, Data: make([]float32, n*n)}
+	y := &tensor.Dense{Shape: []int{n, n}, Data: make([]float32, n*n)}
+	for i := range x.Data {
+		x.Data[i] = float32((i*7919)%101)/50 - 1
+		y.Data[i] = float32((i*104729)%103)/51 - 1
+	}
+	out, err := prog.Run(x, y)
+	if err != nil {
+		return name, err
+	}
+	var num, den float64
+	for i := range n {
+		for j := range n {
+			var want float64
+			for k := range n {
+				want += float64(x.Data[i*n+k]) * float64(y.Data[k*n+j])
+			}
+			d := float64(out[0].Data[i*n+j]) - want
+			num += d * d
+			den += want * want
+		}
+	}
+	if rel := math.Sqrt(num / den); !(rel <= 1e-3) {
+		return name, fmt.Errorf("64x64 matrix product: relative L2 error %.3g > 1e-3", rel)
+	}
+	return name, nil
+}

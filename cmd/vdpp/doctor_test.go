@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestDoctor(t *testing.T) {
+	cases := []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     string // substring of stdout
+	}{
+		{"go backend runs", []string{"doctor", "--backend", "go", "--try"}, 0, "try:             ok on SimpleGo"},
+		{"unknown backend fails", []string{"doctor", "--backend", "tpu"}, 1, "error: backendspec: unknown backend"},
+		{"missing plugin file fails", []string{"doctor", "--backend", "xla:/no/such/xla_cuda_plugin.so"}, 1, "/no/such/xla_cuda_plugin.so is not a file"},
+		{"bad flag", []string{"doctor", "--nope"}, 2, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(tc.args, &stdout, &stderr)
+			if code != tc.wantCode {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.wantCode, stdout.String(), stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tc.want) {
+				t.Errorf("stdout lacks %q:\n%s", tc.want, stdout.String())
+			}
+		})
+	}
+}
+
+func TestDoctorJSON(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"doctor", "--backend", "go", "--try", "--json"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var rep struct {
+		GPU        struct{ Evidence string }
+		Resolution struct{ Config string }
+		Tried      bool
+		Backend    string
+		TryError   string `json:"try_error"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	if rep.Resolution.Config != "go" || !rep.Tried || rep.TryError != "" || rep.GPU.Evidence == "" || !strings.HasPrefix(rep.Backend, "SimpleGo") {
+		t.Errorf("report %+v", rep)
+	}
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/plan"
+)
+
+// planFlags are the flags of `vdpp plan`.
+type planFlags struct {
+	modelName, modelDir, cost, backend string
+	hidden                             int
+	seed                               int64
+	stepMS                             float64
+	steps, samples, microBatch         int
+	frames, channels, height, width    int
+	guidanceScale                      float64
+	devices                            int
+	goal                               string
+	memory                             int64
+	calibration                        string
+	measure                            bool
+	handoffMS, bandwidth               float64
+	prepareMS, finishMS                float64
+	cpAllToAlls                        int
+	frameScaling                       float64
+	weights                            [4]int64 // denoiser, image encoder, VAE encoder, VAE decoder; -1: from the model
+	json                               string
+	set                                map[string]bool // flags given on the command line
+}
+
+func (f *planFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.modelName, "model", "synthetic", "denoiser: synthetic, dummy or svd")
+	fs.StringVar(&f.modelDir, "model-dir", "", "checkpoint folder for --model svd")
+	fs.StringVar(&f.cost, "cost", "sleep", "synthetic model: sleep or spin")
+	fs.StringVar(&f.backend, "backend", "", "GoMLX backend for dummy/svd")
+	fs.IntVar(&f.hidden, "hidden-channels", 32, "dummy model hidden channels")
+	fs.Int64Var(&f.seed, "seed", 0, "dummy model weights seed")
+	fs.Float64Var(&f.stepMS, "step-ms", 1, "synthetic model: cost of one sample-step in ms")
+	fs.IntVar(&f.steps, "total-steps", 28, "denoising steps per sample")
+	fs.IntVar(&f.samples, "num-samples", 60, "samples to generate")
+	fs.IntVar(&f.microBatch, "micro-batch", 1, "samples per denoiser call")
+	fs.IntVar(&f.frames, "latent-frames", 4, "latent frames T")
+	fs.IntVar(&f.channels, "latent-channels", 4, "latent channels C")
+	fs.IntVar(&f.height, "latent-height", 16, "latent height H")
+	fs.IntVar(&f.width, "latent-width", 16, "latent width W")
+	fs.Float64Var(&f.guidanceScale, "guidance-scale", 1, "guidance weight of the last frame; > 1 is a guided run (cfg 2 possible)")
+	fs.IntVar(&f.devices, "devices", 7, "devices (processes) to plan for: pp*cfg*cp*dp")
+	fs.StringVar(&f.goal, "goal", "throughput", "rank meshes by latency or throughput")
+	fs.Int64Var(&f.memory, "memory-per-device", 0, "memory of each device in bytes (0: no limit)")
+	fs.StringVar(&f.calibration, "calibration", "", "calibration JSON: read if it exists, else measure and write it")
+	fs.BoolVar(&f.measure, "measure", true, "measure the step and hand-off costs here (false: use --step-ms, --handoff-ms, --bandwidth as given)")
+	fs.Float64Var(&f.handoffMS, "handoff-ms", 0.1, "latency of one hand-off or collective message, ms (given: overrides the measured or calibrated value)")
+	fs.Float64Var(&f.bandwidth, "bandwidth", 0, "link bandwidth in bytes/s, 0: unlimited (given: overrides the measured or calibrated value)")
+	fs.Float64Var(&f.prepareMS, "prepare-ms", 0, "conditioning cost per sample on stage 0, ms")
+	fs.Float64Var(&f.finishMS, "finish-ms", 0, "decode cost per sample on the last stage, ms")
+	fs.IntVar(&f.cpAllToAlls, "cp-all-to-alls", -1, "all-to-alls per step in a cp group (-1: from the calibration, 1 if none)")
+	fs.Float64Var(&f.frameScaling, "frame-scaling", -1, "share of the row cost proportional to frames, in [0,1] (-1: measured; 1 for synthetic, whose cost is per frame under cp)")
+	fs.Int64Var(&f.weights[0], "denoiser-bytes", -1, "denoiser weight bytes (-1: from the model)")
+	fs.Int64Var(&f.weights[1], "image-encoder-bytes", 0, "image encoder weight bytes (stage 0 only)")
+	fs.Int64Var(&f.weights[2], "vae-encoder-bytes", 0, "VAE encoder weight bytes (stage 0 only)")
+	fs.Int64Var(&f.weights[3], "vae-decoder-bytes", 0, "VAE decoder weight bytes (last stage only)")
+	fs.StringVar(&f.json, "json", "", "write the plan as JSON to this file")
+}
+
+func (f *planFlags) workload() plan.Workload {
+	return plan.Workload{Steps: f.steps, Samples: f.samples, Frames: f.frames, Height: f.height, Width: f.width,
+		Channels: f.channels, Guided: f.guidanceScale > 1, MicroBatch: f.microBatch}
+}
+
+// runPlan is `vdpp plan`: predict every mesh of --devices devices and rank them.
+func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var f planFlags
+	fset := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	f.register(fset)
+	if err := parseFlags(fset, args); err != nil {
+		return err
+	}
+	f.set = map[string]bool{}
+	fset.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	goal, err := plan.ParseGoal(f.goal)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	w := f.workload()
+	if err := w.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	costs, err := f.costs(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	res, err := plan.Plan(plan.Request{Workload: w, Devices: f.devices, MemoryPerDevice: f.memory, Costs: costs, Goal: goal})
+	if err != nil {
+		return err
+	}
+	if err := plan.WriteTable(stdout, res); err != nil {
+		return err
+	}
+	if f.json == "" {
+		return nil
+	}
+	out, err := os.Create(f.json)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	if err := plan.WriteJSON(out, res); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// costs reads the calibration file, or measures (and saves it when a file is named), or
+// takes the given values; then applies the flags that override.
+func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, error) {
+	shape := []int{f.frames, f.channels, f.height, f.width}
+	var c plan.Costs
+	var denoiserBytes int64
+	cal, err := plan.LoadCalibration(f.calibration)
+	switch {
+	case f.calibration != "" && err == nil:
+		c = cal.Costs
+		if cal.Model != f.modelName || fmt.Sprint(cal.LatentShape) != fmt.Sprint(shape) {
+			fmt.Fprintf(stderr, "vdpp plan: note: %s was measured for %s at latent %v; planning %s at %v\n",
+				f.calibration, cal.Model, cal.LatentShape, f.modelName, shape)
+		}
+		denoiserBytes = c.Weights.Denoiser
+	case f.calibration != "" && !errors.Is(err, fs.ErrNotExist):
+		return plan.Costs{}, err
+	case f.measure:
+		d, err := model.New(model.Config{Name: f.modelName, Dir: f.modelDir, StepMS: f.stepMS, Cost: f.cost,
+			HiddenChannels: f.hidden, LatentChannels: f.channels, Seed: f.seed, Backend: f.backend})
+		if err != nil {
+			return plan.Costs{}, fmt.Errorf("plan: %w", err)
+		}
+		if cl, ok := d.(model.Closer); ok {
+			defer cl.Close()
+		}
+		cal, err := (&plan.Calibrator{}).Calibrate(ctx, f.modelName, d, shape, plan.Weights{Denoiser: d.WeightBytes()})
+		if err != nil {
+			return plan.Costs{}, err
+		}
+		c = cal.Costs
+		denoiserBytes = d.WeightBytes()
+		fmt.Fprintf(stderr, "vdpp plan: measured step %.4f ms/row + %.4f ms/call, hand-off %.4f ms + %.0f bytes/s\n",
+			c.Step.RowMS, c.Step.FixedMS, c.HandOff.LatencyMS, c.HandOff.BytesPerS)
+		if f.calibration != "" {
+			if err := plan.SaveCalibration(f.calibration, cal); err != nil {
+				return plan.Costs{}, err
+			}
+		}
+	default:
+		if f.modelName != "synthetic" {
+			return plan.Costs{}, fmt.Errorf("%w: --measure=false needs --model synthetic (or a --calibration file)", errUsage)
+		}
+		c = plan.SyntheticCosts(f.stepMS, f.frames, plan.Link{LatencyMS: f.handoffMS, BytesPerS: f.bandwidth})
+	}
+	if f.set["handoff-ms"] {
+		c.HandOff.LatencyMS, c.Collective.LatencyMS = f.handoffMS, f.handoffMS
+	}
+	if f.set["bandwidth"] {
+		c.HandOff.BytesPerS, c.Collective.BytesPerS = f.bandwidth, f.bandwidth
+	}
+	switch {
+	case f.frameScaling >= 0:
+		c.Step.FrameScaling = min(1, f.frameScaling)
+	case f.modelName == "synthetic":
+		c.Step.FrameScaling = 1
+	}
+	if c.Step.RefFrames < 1 {
+		c.Step.RefFrames = f.frames
+	}
+	if f.cpAllToAlls >= 0 {
+		c.CPAllToAllsPerStep = f.cpAllToAlls
+	} else if c.CPAllToAllsPerStep == 0 {
+		c.CPAllToAllsPerStep = 1
+	}
+	if f.prepareMS > 0 {
+		c.PrepareMS = f.prepareMS
+	}
+	if f.finishMS > 0 {
+		c.FinishMS = f.finishMS
+	}
+	c.Weights.Denoiser = denoiserBytes
+	if f.weights[0] >= 0 {
+		c.Weights.Denoiser = f.weights[0]
+	}
+	c.Weights.ImageEncoder = max(c.Weights.ImageEncoder, f.weights[1])
+	c.Weights.VAEEncoder = max(c.Weights.VAEEncoder, f.weights[2])
+	c.Weights.VAEDecoder = max(c.Weights.VAEDecoder, f.weights[3])
+	return c, c.Validate()
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vdpp/vdpp/plan"
+)
+
+type planDoc struct {
+	Goal    string `json:"goal"`
+	Configs []struct {
+		PP, CFG, CP, DP int
+		First           float64 `json:"predicted_first_sample_ms"`
+		Tput            float64 `json:"predicted_throughput_samples_per_s"`
+		Weight          *int64  `json:"weight_bytes_per_device"`
+	} `json:"configs"`
+	Infeasible []json.RawMessage `json:"infeasible"`
+	Notes      []string          `json:"notes"`
+}
+
+func runPlanJSON(t *testing.T, args ...string) (planDoc, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "plan.json")
+	var stdout, stderr bytes.Buffer
+	if err := runPlan(context.Background(), append(args, "--json", out), &stdout, &stderr); err != nil {
+		t.Fatalf("runPlan %v: %v\n%s", args, err, stderr.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc planDoc
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc, stdout.String()
+}
+
+func TestRunPlan(t *testing.T) {
+	base := []string{"--model", "synthetic", "--measure=false", "--step-ms", "1", "--handoff-ms", "0.1", "--total-steps", "28", "--num-samples", "60"}
+	tests := []struct {
+		name      string
+		args      []string
+		first     [4]int // best mesh pp, cfg, cp, dp
+		n, nInfea int
+		note      string
+	}{
+		{"throughput on 7", []string{"--devices", "7", "--goal", "throughput"}, [4]int{1, 1, 1, 7}, 2, 0, "data parallelism equals the step pipeline"},
+		{"latency guided on 4", []string{"--devices", "4", "--goal", "latency", "--guidance-scale", "3"}, [4]int{1, 2, 2, 1}, 9, 0, "lowest first-sample latency: pp=1 cfg=2 cp=2 dp=1"},
+		{"memory tight on 2", []string{"--devices", "2", "--latent-frames", "1", "--denoiser-bytes", "1000", "--image-encoder-bytes", "300", "--vae-decoder-bytes", "300", "--memory-per-device", "1400"},
+			[4]int{2, 1, 1, 1}, 1, 1, "the pipeline wins here"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			doc, table := runPlanJSON(t, append(append([]string{}, base...), tc.args...)...)
+			if len(doc.Configs) != tc.n || len(doc.Infeasible) != tc.nInfea {
+				t.Fatalf("%d configs, %d infeasible; want %d, %d", len(doc.Configs), len(doc.Infeasible), tc.n, tc.nInfea)
+			}
+			c := doc.Configs[0]
+			if [4]int{c.PP, c.CFG, c.CP, c.DP} != tc.first || c.Weight == nil || c.First <= 0 || c.Tput <= 0 {
+				t.Errorf("best %+v, want mesh %v", c, tc.first)
+			}
+			if !strings.Contains(strings.Join(doc.Notes, "\n"), tc.note) || !strings.Contains(table, tc.note) {
+				t.Errorf("no note %q in %q", tc.note, doc.Notes)
+			}
+		})
+	}
+}
+
+func TestRunPlanCalibrationFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cal.json")
+	cal := plan.Calibration{Version: plan.CalibrationVersion, Model: "synthetic", LatentShape: []int{4, 4, 16, 16},
+		Costs: plan.SyntheticCosts(2, 4, plan.Link{LatencyMS: 0.5})}
+	if err := plan.SaveCalibration(path, cal); err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := runPlanJSON(t, "--calibration", path, "--devices", "2", "--total-steps", "10", "--num-samples", "8", "--goal", "latency")
+	// 10 steps at 2 ms: cp=2 halves the frames and adds a 0.5 ms all-to-all per step (15 ms);
+	// dp=2 takes 20 ms; pp=2 adds one 0.5 ms hand-off.
+	if len(doc.Configs) != 3 || doc.Configs[0].CP != 2 || doc.Configs[0].First != 15 ||
+		doc.Configs[1].DP != 2 || doc.Configs[1].First != 20 || doc.Configs[2].PP != 2 || doc.Configs[2].First != 20.5 {
+		t.Errorf("configs %+v", doc.Configs)
+	}
+	if err := os.WriteFile(path, []byte(`{"version":9}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if err := runPlan(context.Background(), []string{"--calibration", path}, &out, &errb); !errors.Is(err, plan.ErrBadInput) {
+		t.Errorf("bad calibration: %v", err)
+	}
+}
+
+func TestRunPlanUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"--goal", "fast"},
+		{"--total-steps", "0"},
+		{"--measure=false", "--model", "dummy"},
+		{"stray"},
+	} {
+		var out, errb bytes.Buffer
+		if err := runPlan(context.Background(), args, &out, &errb); !errors.Is(err, errUsage) {
+			t.Errorf("%v: err %v, want usage error", args, err)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/vdpp/vdpp/serve"
+)
+
+// runServe is `vdpp serve`: the HTTP job server with K worker processes.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	lim := serve.DefaultLimits()
+	cfg := serve.Config{}
+	var modelName string
+	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP listen address (port 0 picks a free one); without a token keep it on loopback")
+	fs.StringVar(&cfg.Token, "api-token", os.Getenv("VDPP_API_TOKEN"), "bearer token required on every API call (default $VDPP_API_TOKEN)")
+	fs.StringVar(&cfg.DataDir, "data-dir", "vdpp-data", "folder of the job database and outputs")
+	fs.StringVar(&modelName, "model", "synthetic", "model: synthetic, builtin, or a checkpoint folder")
+	fs.Float64Var(&cfg.Spec.StepMS, "step-ms", 1, "synthetic model: cost of one sample-step in ms")
+	fs.StringVar(&cfg.Spec.Cost, "cost", "sleep", "synthetic model: sleep or spin")
+	fs.IntVar(&cfg.NProc, "nproc", 2, "worker ranks (pipeline stages)")
+	fs.IntVar(&cfg.MaxBatch, "max-batch", 4, "samples per denoiser call")
+	fs.IntVar(&cfg.MaxQueue, "max-queue", 64, "jobs that may wait for a slot; more get 429")
+	fs.IntVar(&cfg.MaxRunning, "max-running", 0, "jobs in the pipeline at once (default 2*nproc*max-batch)")
+	fs.IntVar(&cfg.MaxRestarts, "max-restarts", 100, "restarts allowed per worker rank")
+	fs.IntVar(&lim.MaxFrames, "max-frames", lim.MaxFrames, "largest num_frames accepted")
+	fs.IntVar(&lim.MaxResolution, "max-resolution", lim.MaxResolution, "largest height or width accepted")
+	fs.IntVar(&lim.MaxSteps, "max-steps", lim.MaxSteps, "largest steps accepted")
+	fs.Int64Var(&lim.MaxBodyBytes, "max-body-bytes", lim.MaxBodyBytes, "largest request body")
+	fs.StringVar(&cfg.PidFile, "worker-pid-file", "", "write 'RANK PID' of every live worker here (fault tests)")
+	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", serve.DefaultHeartbeatTimeout, "a worker silent this long is declared dead")
+	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", 60*time.Second, "a worker holding a batch without finishing a step this long is restarted (negative: never)")
+	inproc := fs.Bool("in-process", false, "run the workers as goroutines of this process instead of child processes")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg.Limits = lim
+	spec, err := modelSpec(modelName)
+	if err != nil {
+		return err
+	}
+	spec.StepMS, spec.Cost = cfg.Spec.StepMS, cfg.Spec.Cost
+	cfg.Spec = spec
+	log := newLogger(stderr)
+	cfg.Log = log
+	cfg.WorkerOutput = stderr
+	if *inproc {
+		cfg.Launcher = serve.InProcLauncher{Spec: spec, Log: log}
+	}
+	srv, err := serve.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		srv.Close()
+		return err
+	}
+	fmt.Fprintf(stdout, "listening on http://%s\n", srv.Addr())
+	log.Info("serving", "model", spec.Name, "nproc", cfg.NProc, "data_dir", cfg.DataDir)
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err = <-srv.Err():
+	}
+	if cerr := srv.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// modelSpec maps --model to a ModelSpec: a registered name, "builtin", or a folder.
+func modelSpec(name string) (serve.ModelSpec, error) {
+	if st, err := os.Stat(name); err == nil && st.IsDir() {
+		abs, _ := filepath.Abs(name)
+		return serve.ModelSpec{Name: "svd", Dir: abs}, nil
+	}
+	if name == "" {
+		return serve.ModelSpec{}, fmt.Errorf("%w: --model is empty", errUsage)
+	}
+	return serve.ModelSpec{Name: name}, nil
+}
+
+// runServeWorker is `vdpp worker serve`: one worker rank of a server (started by it).
+func runServeWorker(ctx context.Context, args []string, stderr io.Writer, rank int) error {
+	fs := flag.NewFlagSet("worker serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg serve.WorkerConfig
+	fs.StringVar(&cfg.Addr, "connect", "", "the server's worker address")
+	fs.IntVar(&cfg.Rank, "rank", rank, "this worker's rank")
+	fs.StringVar(&cfg.Spec.Name, "model", "synthetic", "model name")
+	fs.StringVar(&cfg.Spec.Dir, "model-dir", "", "checkpoint folder")
+	fs.Float64Var(&cfg.Spec.StepMS, "step-ms", 1, "synthetic model: cost of one sample-step in ms")
+	fs.StringVar(&cfg.Spec.Cost, "cost", "sleep", "synthetic model: sleep or spin")
+	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", serve.DefaultHeartbeatTimeout, "give up on a silent server after this")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	secret, err := hex.DecodeString(os.Getenv(serve.SecretEnv))
+	if err != nil || len(secret) != serve.SecretLen {
+		return fmt.Errorf("worker serve: $%s must hold the server's secret", serve.SecretEnv)
+	}
+	cfg.Secret = secret
+	cfg.Heartbeat = time.Duration(0)
+	cfg.Log = newLogger(stderr).With("rank", cfg.Rank)
+	return serve.RunWorker(ctx, cfg)
+}

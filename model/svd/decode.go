@@ -1,0 +1,43 @@
+package svd
+
+import (
+	"fmt"
+
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// Decode turns one sample's final latent [T, C, h, w] (or [1, T, C, h, w]) into raw frames
+// [T, 3, H, W] (about [-1, 1]): z = latents / scaling_factor, decoded in chunks of chunk
+// frames (<= 0: all at once), each chunk seeing only its own frames, as diffusers does.
+func (p *Pipeline) Decode(latents *tensor.Dense, chunk int) (*tensor.Dense, error) {
+	if p.VAEDec == nil {
+		return nil, fmt.Errorf("svd: this process did not load the VAE decoder")
+	}
+	shape := latents.Shape
+	if len(shape) == 5 && shape[0] == 1 {
+		shape = shape[1:]
+	}
+	if len(shape) != 4 {
+		return nil, fmt.Errorf("svd: decode wants [T,C,h,w], got %v", latents.Shape)
+	}
+	z := tensor.New(shape...)
+	sf := float32(p.VAEConfig.ScalingFactor)
+	for i, v := range latents.Data {
+		z.Data[i] = v / sf
+	}
+	frames, err := p.VAEDec.Decode(z, chunk)
+	if err != nil {
+		return nil, fmt.Errorf("svd: VAE decode: %w", err)
+	}
+	return frames, nil
+}
+
+// ToUnit maps raw frames to [0, 1] as diffusers' postprocess does: (x / 2 + 0.5).clamp(0, 1).
+func ToUnit(raw *tensor.Dense) *tensor.Dense {
+	out := tensor.New(raw.Shape...)
+	for i, v := range raw.Data {
+		u := v/2 + 0.5
+		out.Data[i] = min(max(u, 0), 1)
+	}
+	return out
+}

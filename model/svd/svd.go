@@ -1,0 +1,210 @@
+// Package svd assembles Stable Video Diffusion from its networks (model/svd/unet, vae,
+// clip) the way diffusers' StableVideoDiffusionPipeline does: conditioning from an image
+// (CLIP image embedding, VAE encoding of the noise-augmented image, added time ids), a
+// model.Denoiser around the UNet (image latents concatenated on the channel axis,
+// unconditional rows with zero embedding and zero image latents), and decoding of final
+// latents into frames.
+//
+// Contract: a process loads only what its pipeline role needs (Parts): stage 0 the image
+// encoder and VAE encoder, every stage the UNet, the last stage the VAE decoder. Every size
+// comes from the checkpoint's configs. Noise is drawn from a PCG stream keyed by (seed,
+// sample) — augmentation noise first, then the initial latents, in diffusers' order — so the
+// same seed gives bit-identical results in any number of processes.
+package svd
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gomlx/gomlx/backends"
+
+	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/svd/clip"
+	"github.com/vdpp/vdpp/model/svd/unet"
+	"github.com/vdpp/vdpp/model/svd/vae"
+	"github.com/vdpp/vdpp/sched"
+)
+
+// ErrParams is returned for generation parameters the checkpoint cannot serve.
+var ErrParams = errors.New("svd: bad parameters")
+
+// Parts selects the components a process loads.
+type Parts struct {
+	Conditioner bool // image encoder + VAE encoder (pipeline stage 0)
+	Denoiser    bool // UNet (every stage)
+	Decoder     bool // VAE decoder (last stage)
+}
+
+// AllParts loads everything (a one-process run).
+var AllParts = Parts{Conditioner: true, Denoiser: true, Decoder: true}
+
+// Pipeline holds the loaded components and configs.
+type Pipeline struct {
+	Checkpoint *checkpoint.Checkpoint
+	UNetConfig checkpoint.UNetConfig
+	VAEConfig  checkpoint.VAEConfig
+	CLIPConfig checkpoint.CLIPVisionConfig
+	Features   checkpoint.FeatureExtractorConfig
+	Sched      sched.Config
+
+	UNet   *unet.Model // nil unless Parts.Denoiser
+	CLIP   *clip.Model // nil unless Parts.Conditioner
+	VAEEnc *vae.Model  // nil unless Parts.Conditioner
+	VAEDec *vae.Model  // nil unless Parts.Decoder
+}
+
+// Load opens the diffusers folder dir and loads parts onto backend. variant is "" (fp32) or
+// "fp16"; fp16 weights are converted to float32.
+func Load(dir, variant string, backend backends.Backend, parts Parts) (*Pipeline, error) {
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pipeline{Checkpoint: ck}
+	if p.UNetConfig, err = ck.UNetConfig(); err != nil {
+		return nil, err
+	}
+	if p.VAEConfig, err = ck.VAEConfig(); err != nil {
+		return nil, err
+	}
+	if p.CLIPConfig, err = ck.CLIPConfig(); err != nil {
+		return nil, err
+	}
+	if p.Features, err = ck.FeatureExtractor(); err != nil {
+		return nil, err
+	}
+	schedPath, err := ck.SchedulerConfigPath()
+	if err != nil {
+		return nil, err
+	}
+	if p.Sched, err = sched.LoadConfig(schedPath); err != nil {
+		return nil, err
+	}
+	if parts.Denoiser {
+		if p.UNet, err = unet.Load(ck, variant, backend); err != nil {
+			return nil, err
+		}
+	}
+	if parts.Conditioner {
+		if p.CLIP, err = clip.Load(ck, clipVariant(ck, variant), backend); err != nil {
+			return nil, p.closeAfter(err)
+		}
+		if p.VAEEnc, err = vae.LoadParts(ck, vaeVariant(ck, variant), backend, true, false); err != nil {
+			return nil, p.closeAfter(err)
+		}
+	}
+	if parts.Decoder {
+		if p.VAEDec, err = vae.LoadParts(ck, vaeVariant(ck, variant), backend, false, true); err != nil {
+			return nil, p.closeAfter(err)
+		}
+	}
+	return p, nil
+}
+
+// clipVariant and vaeVariant fall back to the fp32 file when a component has no file of the
+// requested variant (the diffusers loader does the same per component).
+func clipVariant(ck *checkpoint.Checkpoint, variant string) string {
+	return fallbackVariant(ck, checkpoint.ImageEncoder, variant)
+}
+
+func vaeVariant(ck *checkpoint.Checkpoint, variant string) string {
+	return fallbackVariant(ck, checkpoint.VAE, variant)
+}
+
+func fallbackVariant(ck *checkpoint.Checkpoint, component, variant string) string {
+	if variant == "" {
+		return ""
+	}
+	if _, err := ck.WeightsPath(component, variant); err != nil {
+		return ""
+	}
+	return variant
+}
+
+func (p *Pipeline) closeAfter(err error) error {
+	return errors.Join(err, p.Close())
+}
+
+// Close releases every loaded component.
+func (p *Pipeline) Close() error {
+	var errs []error
+	if p.UNet != nil {
+		errs = append(errs, p.UNet.Close())
+	}
+	if p.CLIP != nil {
+		errs = append(errs, p.CLIP.Close())
+	}
+	if p.VAEEnc != nil {
+		errs = append(errs, p.VAEEnc.Close())
+	}
+	if p.VAEDec != nil {
+		errs = append(errs, p.VAEDec.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// WeightBytes reports the weight memory held, per component.
+func (p *Pipeline) WeightBytes() map[string]int64 {
+	out := map[string]int64{}
+	if p.UNet != nil {
+		out["unet"] = p.UNet.WeightBytes()
+	}
+	if p.CLIP != nil {
+		out["image_encoder"] = p.CLIP.WeightBytes()
+	}
+	if p.VAEEnc != nil {
+		out["vae_encoder"] = p.VAEEnc.WeightBytes()
+	}
+	if p.VAEDec != nil {
+		out["vae_decoder"] = p.VAEDec.WeightBytes()
+	}
+	return out
+}
+
+// Params are the generation parameters, with the pipeline's defaults from DefaultParams.
+type Params struct {
+	NumFrames        int
+	Steps            int
+	Height, Width    int
+	MinGuidance      float64
+	MaxGuidance      float64
+	FPS              int
+	MotionBucketID   int
+	NoiseAugStrength float64
+	DecodeChunkSize  int // <= 0: all frames at once
+	Seed             int64
+}
+
+// DefaultParams returns diffusers' defaults for this checkpoint: 576x1024, num_frames from
+// the UNet config, 25 steps, guidance 1 -> 3, fps 7, motion bucket 127, augmentation 0.02.
+func (p *Pipeline) DefaultParams() Params {
+	return Params{
+		NumFrames: p.UNetConfig.NumFrames, Steps: 25, Height: 576, Width: 1024,
+		MinGuidance: 1, MaxGuidance: 3, FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02,
+	}
+}
+
+// Guided reports whether classifier-free guidance is on (diffusers: max guidance > 1).
+func (pr Params) Guided() bool { return pr.MaxGuidance > 1 }
+
+// Validate checks the parameters against the checkpoint.
+func (p *Pipeline) Validate(pr Params) error {
+	f := p.VAEConfig.DownsampleFactor()
+	switch {
+	case pr.NumFrames < 1:
+		return fmt.Errorf("%w: %d frames", ErrParams, pr.NumFrames)
+	case pr.Steps < 1:
+		return fmt.Errorf("%w: %d steps", ErrParams, pr.Steps)
+	case pr.Height < f || pr.Width < f || pr.Height%f != 0 || pr.Width%f != 0:
+		return fmt.Errorf("%w: %dx%d: height and width must be positive multiples of %d", ErrParams, pr.Width, pr.Height, f)
+	case pr.MinGuidance > pr.MaxGuidance:
+		return fmt.Errorf("%w: min guidance %v > max guidance %v", ErrParams, pr.MinGuidance, pr.MaxGuidance)
+	}
+	return nil
+}
+
+// LatentShape is one sample's latent [T, C, h, w].
+func (p *Pipeline) LatentShape(pr Params) []int {
+	f := p.VAEConfig.DownsampleFactor()
+	return []int{pr.NumFrames, p.UNetConfig.InChannels / 2, pr.Height / f, pr.Width / f} // diffusers: in_channels // 2
+}

@@ -1,0 +1,64 @@
+package unet
+
+import (
+	"os"
+	"testing"
+
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// BenchmarkUNetDev times one UNet call on the dev checkpoint's unet_forward case
+// ([2, 3, 8, 16, 16]); the graph is compiled before the timer starts.
+func BenchmarkUNetDev(b *testing.B) {
+	ck := devCheckpoint(b)
+	m := devModel(b, "")
+	in := readCase(b, ck, "unet_forward", "inputs")
+	run := func() {
+		if _, err := m.Forward(in["sample"], in["timestep"], in["encoder_hidden_states"], in["added_time_ids"]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run() // compile
+	b.ResetTimer()
+	for range b.N {
+		run()
+	}
+}
+
+// midConfig is a mid-size UNet: three levels of 64, 128, 256 channels, 64-wide heads.
+const midConfig = `{
+  "addition_time_embed_dim": 64, "projection_class_embeddings_input_dim": 192,
+  "block_out_channels": [64, 128, 256], "cross_attention_dim": 256,
+  "down_block_types": ["CrossAttnDownBlockSpatioTemporal", "CrossAttnDownBlockSpatioTemporal", "DownBlockSpatioTemporal"],
+  "up_block_types": ["UpBlockSpatioTemporal", "CrossAttnUpBlockSpatioTemporal", "CrossAttnUpBlockSpatioTemporal"],
+  "in_channels": 8, "out_channels": 4, "layers_per_block": 2,
+  "num_attention_heads": [1, 2, 4], "num_frames": 14
+}`
+
+// BenchmarkUNetMid times one call of a mid-size random UNet on [1, 14, 8, 32, 32]. It
+// takes minutes on simplego, so it runs only when VDPP_BENCH_MID=1.
+func BenchmarkUNetMid(b *testing.B) {
+	if os.Getenv("VDPP_BENCH_MID") != "1" {
+		b.Skip("set VDPP_BENCH_MID=1 to run")
+	}
+	cfg := parseConfig(b, midConfig)
+	m, err := New(cfg, randomWeights(b, cfg, 3), backend(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	sample := randomTensor(1, 1, cfg.NumFrames, cfg.InChannels, 32, 32)
+	ehs := randomTensor(2, 1, 1, cfg.CrossAttentionDim[0])
+	ids := &tensor.Dense{Shape: []int{1, 3}, Data: []float32{6, 127, 0.02}}
+	ts := &tensor.Dense{Shape: []int{1}, Data: []float32{0.7}}
+	run := func() {
+		if _, err := m.Forward(sample, ts, ehs, ids); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run() // compile
+	b.ResetTimer()
+	for range b.N {
+		run()
+	}
+}

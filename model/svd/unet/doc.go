@@ -1,0 +1,25 @@
+// Package unet is Stable Video Diffusion's denoiser, diffusers'
+// UNetSpatioTemporalConditionModel, written as a GoMLX graph on top of package nn.
+//
+// # Contract
+//
+//   - Build computes, in fp32, what the diffusers module computes (see
+//     shared/svd/SPEC.md section 3): sample [B, T, Cin, h, w], timestep [B] or [1] (a [1]
+//     timestep is broadcast to the batch), encoder_hidden_states [B, S, D] and
+//     added_time_ids [B, K] give the prediction [B, T, Cout, h, w]. T, h and w are taken
+//     from the input; h and w need not be equal nor multiples of 2^levels (then every
+//     upsampler interpolates to the size of its skip connection, as diffusers does).
+//   - Every size (levels, channels, heads, layers, transformer depth, cross-attention and
+//     added-time widths) comes from checkpoint.UNetConfig; nothing is hard-coded to SVD-XT.
+//   - The tensors the graph reads are named exactly as in the diffusers safetensors file.
+//     ExpectedTensors derives that list from the same graph-building code (nn.Declare), so
+//     the loader's check and the network can never disagree.
+//   - Model is a loaded network bound to a backend; Forward is safe for concurrent use and
+//     deterministic (same inputs, bit-identical outputs).
+//
+// Conventions taken from diffusers that are easy to get wrong: the time mixers of the
+// UNet weight the spatial branch with alpha = sigmoid(mix_factor); the temporal
+// transformer's cross-attention context is the encoder_hidden_states of frame 0; resnet
+// GroupNorm eps is 1e-5 in DownBlockSpatioTemporal and the mid block, 1e-6 in the
+// cross-attention down block and both up blocks; transformer GroupNorm eps is 1e-6.
+package unet

@@ -1,0 +1,109 @@
+package unet
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+
+	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// Model is a loaded UNet ready to run: its weights live on one backend and a Program
+// compiles one graph per distinct set of input shapes. Forward is safe for concurrent use.
+type Model struct {
+	cfg     checkpoint.UNetConfig
+	weights *nn.Weights
+	prog    *nn.Program
+}
+
+// Load reads ck's unet config and the weights file of variant ("" for fp32, "fp16", ...),
+// checks the file against ExpectedTensors (the error names the file, the tensors and both
+// shapes, and matches checkpoint.ErrMissingTensor / ErrUnexpectedTensor /
+// ErrShapeMismatch), converts the weights to float32 and binds them to backend.
+func Load(ck *checkpoint.Checkpoint, variant string, backend backends.Backend) (*Model, error) {
+	cfg, err := ck.UNetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("unet: %w", err)
+	}
+	exp, err := ExpectedTensors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := ck.LoadComponent(checkpoint.UNet, variant, exp, checkpoint.LoadOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("unet: %w", err)
+	}
+	return New(cfg, ts, backend)
+}
+
+// New builds a Model from a config and float32 weights (diffusers names), checking that
+// weights holds exactly the tensors ExpectedTensors(cfg) lists (errors match
+// nn.ErrMissingTensor, nn.ErrUnexpectedTensor, nn.ErrShapeMismatch). The weights are
+// copied onto backend; the map may be dropped afterwards.
+func New(cfg checkpoint.UNetConfig, weights map[string]*tensor.Dense, backend backends.Backend) (*Model, error) {
+	if backend == nil {
+		return nil, errors.New("unet: nil backend")
+	}
+	exp, err := ExpectedTensors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	got := make(map[string][]int, len(weights))
+	for name, t := range weights {
+		if t == nil {
+			return nil, fmt.Errorf("unet: tensor %q is nil", name)
+		}
+		got[name] = t.Shape
+	}
+	if err := nn.CheckTensors(exp, got); err != nil {
+		return nil, fmt.Errorf("unet: weights for %s: %w", cfg, err)
+	}
+	w, err := nn.NewWeights(backend, weights)
+	if err != nil {
+		return nil, fmt.Errorf("unet: %w", err)
+	}
+	prog, err := nn.NewProgram(backend, w, "unet", func(s nn.Scope, in []*graph.Node) []*graph.Node {
+		return []*graph.Node{Build(s, cfg, in[0], in[1], in[2], in[3])}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("unet: %w", err)
+	}
+	return &Model{cfg: cfg, weights: w, prog: prog}, nil
+}
+
+// Forward runs the network: sample [B, T, Cin, h, w], timestep [B], [1] or a scalar,
+// ehs [B, S, D], addedTimeIDs [B, K] -> [B, T, Cout, h, w]. The first call for a set of
+// shapes compiles a graph.
+func (m *Model) Forward(sample, timestep, ehs, addedTimeIDs *tensor.Dense) (*tensor.Dense, error) {
+	for i, t := range []*tensor.Dense{sample, timestep, ehs, addedTimeIDs} {
+		if t == nil {
+			return nil, fmt.Errorf("%w: input %d is nil", ErrInput, i)
+		}
+	}
+	if err := checkInputShapes(m.cfg, sample.Shape, timestep.Shape, ehs.Shape, addedTimeIDs.Shape); err != nil {
+		return nil, err
+	}
+	out, err := m.prog.Run(sample, timestep, ehs, addedTimeIDs)
+	if err != nil {
+		return nil, fmt.Errorf("unet: forward %v: %w", sample.Shape, err)
+	}
+	return out[0], nil
+}
+
+// Config returns the model's config.
+func (m *Model) Config() checkpoint.UNetConfig { return m.cfg }
+
+// WeightBytes returns the memory held by the weights (float32).
+func (m *Model) WeightBytes() int64 { return m.weights.Bytes() }
+
+// Close releases the compiled graphs; the Model must not be used afterwards.
+func (m *Model) Close() error {
+	if err := m.prog.Close(); err != nil {
+		return fmt.Errorf("unet: close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+)
+
+// StepCost is the cost of one denoising step on one device for a batch of rows and a
+// number of frames (see StepCost.MS in formulas.go).
+type StepCost struct {
+	// FixedMS is paid once per call whatever the batch.
+	FixedMS float64 `json:"fixed_ms"`
+	// RowMS is the cost of one row at RefFrames frames.
+	RowMS float64 `json:"row_ms"`
+	// RefFrames is the frame count RowMS was measured at.
+	RefFrames int `json:"ref_frames"`
+	// FrameScaling in [0, 1] is the part of RowMS that scales with the frame count
+	// (1: cost proportional to frames; 0: independent of frames).
+	FrameScaling float64 `json:"frame_scaling"`
+}
+
+// Link is the cost of one message between two devices (Link.MS in formulas.go).
+type Link struct {
+	LatencyMS float64 `json:"latency_ms"`
+	// BytesPerS is the bandwidth; 0 means unlimited.
+	BytesPerS float64 `json:"bytes_per_s"`
+}
+
+// Weights are the weight bytes of each model component.
+type Weights struct {
+	Denoiser     int64 `json:"denoiser"`
+	ImageEncoder int64 `json:"image_encoder"`
+	VAEEncoder   int64 `json:"vae_encoder"`
+	VAEDecoder   int64 `json:"vae_decoder"`
+}
+
+// Total is the memory one device needs to hold every component.
+func (w Weights) Total() int64 { return w.Denoiser + w.ImageEncoder + w.VAEEncoder + w.VAEDecoder }
+
+// Costs are the measured (or given) costs the model predicts from.
+type Costs struct {
+	Step StepCost `json:"step"`
+	// HandOff carries one latent from a pipeline stage to the next.
+	HandOff Link `json:"hand_off"`
+	// Collective is the per-message cost inside a cfg or cp group (all-gather, all-to-all).
+	Collective Link `json:"collective"`
+	// CPAllToAllsPerStep is how many all-to-alls a cp group runs per denoising step
+	// (for the SVD UNet: two per temporal layer).
+	CPAllToAllsPerStep int `json:"cp_all_to_alls_per_step"`
+	// CPBytesPerFrame is what each all-to-all moves per row and per local frame; 0 means
+	// the latent's frame size.
+	CPBytesPerFrame int64 `json:"cp_bytes_per_frame"`
+	// PrepareMS is the per-sample conditioning cost on stage 0 (image encoder, VAE
+	// encode, noise); FinishMS the per-sample decode on the last stage.
+	PrepareMS float64 `json:"prepare_ms"`
+	FinishMS  float64 `json:"finish_ms"`
+	Weights   Weights `json:"weights"`
+	// ActivationBytesPerRowFrame is working memory per row and local frame during a step.
+	ActivationBytesPerRowFrame int64 `json:"activation_bytes_per_row_frame"`
+}
+
+// SyntheticCosts are the costs of the synthetic model at stepMS per sample-step (the cost
+// is proportional to rows and, under cp, to the local frames), with hand-offs and
+// collectives over link, and no weights.
+func SyntheticCosts(stepMS float64, frames int, link Link) Costs {
+	return Costs{
+		Step:               StepCost{RowMS: stepMS, RefFrames: frames, FrameScaling: 1},
+		HandOff:            link,
+		Collective:         link,
+		CPAllToAllsPerStep: 1,
+	}
+}
+
+// Validate checks that every cost is finite and non-negative and the shares are in range.
+func (c Costs) Validate() error {
+	fs := []struct {
+		name string
+		v    float64
+	}{{"step.fixed_ms", c.Step.FixedMS}, {"step.row_ms", c.Step.RowMS}, {"step.frame_scaling", c.Step.FrameScaling},
+		{"hand_off.latency_ms", c.HandOff.LatencyMS}, {"hand_off.bytes_per_s", c.HandOff.BytesPerS},
+		{"collective.latency_ms", c.Collective.LatencyMS}, {"collective.bytes_per_s", c.Collective.BytesPerS},
+		{"prepare_ms", c.PrepareMS}, {"finish_ms", c.FinishMS}}
+	for _, f := range fs {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("%w: cost %s = %v", ErrBadInput, f.name, f.v)
+		}
+	}
+	if c.Step.FrameScaling > 1 {
+		return fmt.Errorf("%w: step.frame_scaling %v > 1", ErrBadInput, c.Step.FrameScaling)
+	}
+	if c.Step.FrameScaling > 0 && c.Step.RefFrames < 1 {
+		return fmt.Errorf("%w: step.ref_frames %d with frame scaling %v", ErrBadInput, c.Step.RefFrames, c.Step.FrameScaling)
+	}
+	is := []struct {
+		name string
+		v    int64
+	}{{"cp_all_to_alls_per_step", int64(c.CPAllToAllsPerStep)}, {"cp_bytes_per_frame", c.CPBytesPerFrame},
+		{"weights.denoiser", c.Weights.Denoiser}, {"weights.image_encoder", c.Weights.ImageEncoder},
+		{"weights.vae_encoder", c.Weights.VAEEncoder}, {"weights.vae_decoder", c.Weights.VAEDecoder},
+		{"activation_bytes_per_row_frame", c.ActivationBytesPerRowFrame}}
+	for _, f := range is {
+		if f.v < 0 {
+			return fmt.Errorf("%w: %s = %d", ErrBadInput, f.name, f.v)
+		}
+	}
+	return nil
+}

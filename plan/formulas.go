@@ -1,0 +1,195 @@
+package plan
+
+import (
+	"fmt"
+
+	"github.com/vdpp/vdpp/pipeline"
+)
+
+// The cost model. Every formula the planner uses is in this file. Notation, for a
+// workload w, a mesh (pp, cfg, cp, dp) and costs c (all times in milliseconds):
+//
+//	b        = w.Batch()                                  samples per item (micro-batch)
+//	I        = ceil(w.Samples / b)                        items
+//	r        = b * rowsPerSample / cfg                    rows per denoiser call on one rank
+//	                                                      (rowsPerSample = 2 when guided;
+//	                                                      cfg = 2 gives each rank one half)
+//	f        = ceil(w.Frames / cp)                        frames per cp rank (the largest share)
+//	step(r,f)= Fixed + Row * r * ((1-s) + s * f/Ref)      c.Step; s = FrameScaling
+//	link(B)  = Latency + B / Bandwidth                    one message of B bytes
+//	gather   = (cfg-1) * link(r * f * frameBytes)         cfg all-gather of each rank's half
+//	                                                      (ring: g-1 messages of one share)
+//	a2a      = A * (cp-1) * link(r * f * Bcp / cp)        cp: A all-to-alls per step, each
+//	                                                      rank sends 1/cp of its r*f*Bcp bytes
+//	                                                      to each of the cp-1 others
+//	T        = step(r,f) + gather + a2a                   one step of one item (collectives
+//	                                                      are synchronous: not overlapped)
+//	extra_0  = b * Prepare, extra_{pp-1} += b * Finish    conditioning on stage 0, decode on
+//	                                                      the last stage
+//	stages   = pipeline.BalanceStages([T]*S, pp, extra)   contiguous step ranges
+//	t_k      = len_k * T + extra_k                        stage time of one item
+//	h        = link(b * f * frameBytes)                   hand-off between stages (each cp
+//	                                                      rank sends its own frames)
+//	first    = sum_k t_k + (pp-1) * h                     first-sample latency
+//	interval = max(max_k t_k, h if pp > 1)                time between completions of one
+//	                                                      replica in steady state: the
+//	                                                      slowest stage (or the link, if
+//	                                                      slower); sending overlaps compute
+//	u        = min(dp, I)                                 replicas with work
+//	throughput = u * b / interval * 1000                  samples per second, steady
+//	makespan = first + (ceil(I/dp) - 1) * interval        all samples done (exact for
+//	                                                      identical items: a flow shop whose
+//	                                                      machines are the stages and links)
+//	weight_k = Denoiser + [k=0](ImageEncoder+VAEEncoder) + [k=pp-1] VAEDecoder
+//	weight   = max_k weight_k                             per device; cfg and cp ranks of a
+//	                                                      stage and every dp replica hold what
+//	                                                      their stage needs
+//	memory   = weight + ActivationBytesPerRowFrame * r * f
+//	feasible = memory <= MemoryPerDevice (or no limit given)
+//
+// With the full model on every device, pp stages never beat dp replicas in throughput:
+// sum_k t_k is the same work a dp replica does per item, and max_k t_k >= sum_k t_k / pp,
+// so dp's rate pp/sum_k t_k is at least pp's 1/max_k t_k; pp adds (pp-1)*h to the latency.
+
+// MS returns step(rows, frames) (see the model above).
+func (c StepCost) MS(rows, frames int) float64 {
+	share := 1.0
+	if c.FrameScaling > 0 && c.RefFrames > 0 {
+		share = (1 - c.FrameScaling) + c.FrameScaling*float64(frames)/float64(c.RefFrames)
+	}
+	return c.FixedMS + c.RowMS*float64(rows)*share
+}
+
+// MS returns link(bytes) = latency + bytes / bandwidth (no bandwidth term when BytesPerS is 0).
+func (l Link) MS(bytes int64) float64 {
+	ms := l.LatencyMS
+	if l.BytesPerS > 0 {
+		ms += float64(bytes) / l.BytesPerS * 1e3
+	}
+	return ms
+}
+
+// AllGatherMS is a ring all-gather over g ranks, each contributing share bytes:
+// (g-1) * link(share).
+func (l Link) AllGatherMS(g int, share int64) float64 {
+	if g <= 1 {
+		return 0
+	}
+	return float64(g-1) * l.MS(share)
+}
+
+// AllToAllMS is an all-to-all over g ranks, each holding local bytes and sending local/g to
+// each of the others: (g-1) * link(local/g).
+func (l Link) AllToAllMS(g int, local int64) float64 {
+	if g <= 1 {
+		return 0
+	}
+	return float64(g-1) * l.MS(local/int64(g))
+}
+
+// Prediction is the cost model's answer for one mesh.
+type Prediction struct {
+	Mesh
+	// RowsPerCall and FramesPerRank are r and f.
+	RowsPerCall   int `json:"rows_per_call"`
+	FramesPerRank int `json:"frames_per_rank"`
+	// StepMS is T = ComputeStepMS + CollectiveStepMS.
+	StepMS           float64 `json:"step_ms"`
+	ComputeStepMS    float64 `json:"compute_step_ms"`
+	CollectiveStepMS float64 `json:"collective_step_ms"`
+	// StageSteps are the stages' [start, end) step ranges; StageMS their times t_k.
+	StageSteps [][2]int  `json:"stage_steps"`
+	StageMS    []float64 `json:"stage_ms"`
+	HandOffMS  float64   `json:"hand_off_ms"`
+
+	FirstSampleMS  float64 `json:"predicted_first_sample_ms"`
+	IntervalMS     float64 `json:"predicted_interval_ms"` // per replica, between completed items
+	ThroughputPerS float64 `json:"predicted_throughput_samples_per_s"`
+	// SteadySampleMS is 1000 / throughput: the mean time per sample of the whole mesh.
+	SteadySampleMS float64 `json:"predicted_steady_sample_ms"`
+	MakespanMS     float64 `json:"predicted_makespan_ms"`
+	ActiveReplicas int     `json:"active_replicas"`
+
+	// WeightBytesPerDevice is the largest weight memory of any device; StageWeightBytes
+	// per stage.
+	WeightBytesPerDevice int64    `json:"weight_bytes_per_device"`
+	StageWeightBytes     []int64  `json:"stage_weight_bytes"`
+	MemoryBytesPerDevice int64    `json:"memory_bytes_per_device"`
+	Feasible             bool     `json:"feasible"`
+	Notes                []string `json:"notes,omitempty"`
+}
+
+// Predict applies the cost model to one mesh. memoryPerDevice <= 0 means no limit.
+func Predict(w Workload, m Mesh, c Costs, memoryPerDevice int64) (Prediction, error) {
+	if err := w.Validate(); err != nil {
+		return Prediction{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Prediction{}, err
+	}
+	if err := m.Check(w); err != nil {
+		return Prediction{}, err
+	}
+	b := w.Batch()
+	items := w.Items()
+	p := Prediction{Mesh: m}
+	p.RowsPerCall = b * w.RowsPerSample() / m.CFG
+	p.FramesPerRank = ceilDiv(w.Frames, m.CP)
+	r, f := int64(p.RowsPerCall), int64(p.FramesPerRank)
+	p.ComputeStepMS = c.Step.MS(p.RowsPerCall, p.FramesPerRank)
+	gather := c.Collective.AllGatherMS(m.CFG, r*f*w.FrameBytes())
+	cpBytes := c.CPBytesPerFrame
+	if cpBytes == 0 {
+		cpBytes = w.FrameBytes()
+	}
+	a2a := float64(c.CPAllToAllsPerStep) * c.Collective.AllToAllMS(m.CP, r*f*cpBytes)
+	p.CollectiveStepMS = gather + a2a
+	p.StepMS = p.ComputeStepMS + p.CollectiveStepMS
+
+	extra := make([]float64, m.PP)
+	extra[0] += float64(b) * c.PrepareMS
+	extra[m.PP-1] += float64(b) * c.FinishMS
+	stepCost := make([]float64, w.Steps)
+	for i := range stepCost {
+		stepCost[i] = p.StepMS
+	}
+	stages, err := pipeline.BalanceStages(stepCost, m.PP, extra)
+	if err != nil {
+		return Prediction{}, fmt.Errorf("plan: %v: %w", m, err)
+	}
+	p.StageMS = pipeline.StageCosts(stages, stepCost)
+	var sum, longest float64
+	for k, rg := range stages {
+		p.StageSteps = append(p.StageSteps, [2]int{rg.Start, rg.End})
+		p.StageMS[k] += extra[k]
+		sum += p.StageMS[k]
+		longest = max(longest, p.StageMS[k])
+	}
+	p.HandOffMS = c.HandOff.MS(int64(b) * f * w.FrameBytes())
+	p.FirstSampleMS = sum + float64(m.PP-1)*p.HandOffMS
+	p.IntervalMS = longest
+	if m.PP > 1 {
+		p.IntervalMS = max(p.IntervalMS, p.HandOffMS)
+	}
+	p.ActiveReplicas = min(m.DP, items)
+	if p.IntervalMS > 0 {
+		p.ThroughputPerS = float64(p.ActiveReplicas*b) / p.IntervalMS * 1e3
+		p.SteadySampleMS = 1e3 / p.ThroughputPerS
+	}
+	p.MakespanMS = p.FirstSampleMS + float64(ceilDiv(items, m.DP)-1)*p.IntervalMS
+
+	for k := range stages {
+		wk := c.Weights.Denoiser
+		if k == 0 {
+			wk += c.Weights.ImageEncoder + c.Weights.VAEEncoder
+		}
+		if k == m.PP-1 {
+			wk += c.Weights.VAEDecoder
+		}
+		p.StageWeightBytes = append(p.StageWeightBytes, wk)
+		p.WeightBytesPerDevice = max(p.WeightBytesPerDevice, wk)
+	}
+	p.MemoryBytesPerDevice = p.WeightBytesPerDevice + c.ActivationBytesPerRowFrame*r*f
+	p.Feasible = memoryPerDevice <= 0 || p.MemoryBytesPerDevice <= memoryPerDevice
+	return p, nil
+}

@@ -1,0 +1,65 @@
+package plan
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteJSON writes r as indented JSON followed by a newline: {"goal", "configs" (feasible,
+// best first), "infeasible", "verdict", "notes", ...}; every config carries pp, cfg, cp, dp,
+// predicted_first_sample_ms, predicted_throughput_samples_per_s, weight_bytes_per_device.
+func WriteJSON(w io.Writer, r Result) error {
+	if r.Configs == nil {
+		r.Configs = []Prediction{}
+	}
+	if r.Infeasible == nil {
+		r.Infeasible = []Prediction{}
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("plan: encode result: %w", err)
+	}
+	if _, err := w.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("plan: write result: %w", err)
+	}
+	return nil
+}
+
+// WriteTable writes a Markdown table of every mesh (feasible ones best first, then the
+// ones that do not fit) followed by the notes.
+func WriteTable(w io.Writer, r Result) error {
+	var b strings.Builder
+	wl := r.Workload
+	fmt.Fprintf(&b, "## vdpp plan: %d devices, goal %s\n\n", r.Devices, r.Goal)
+	fmt.Fprintf(&b, "**Workload:** %d samples x %d steps, latent [%d,%d,%d,%d], guided %v, micro-batch %d, memory per device %s\n\n",
+		wl.Samples, wl.Steps, wl.Frames, wl.Channels, wl.Height, wl.Width, wl.Guided, wl.Batch(), limit(r.MemoryPerDevice))
+	b.WriteString("| # | mesh | first sample (ms) | throughput (samples/s) | steady (ms/sample) | weights / device | feasible | notes |\n")
+	b.WriteString("|---:|:---|---:|---:|---:|---:|:---|:---|\n")
+	row := func(i string, p Prediction) {
+		feas := "yes"
+		if !p.Feasible {
+			feas = "no"
+		}
+		fmt.Fprintf(&b, "| %s | %v | %s | %s | %s | %s | %s | %s |\n", i, p.Mesh, ms(p.FirstSampleMS), rate(p.ThroughputPerS),
+			ms(p.SteadySampleMS), Bytes(p.WeightBytesPerDevice), feas, strings.Join(p.Notes, "; "))
+	}
+	for i, p := range r.Configs {
+		row(fmt.Sprint(i+1), p)
+	}
+	for _, p := range r.Infeasible {
+		row("-", p)
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("\n")
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	if err != nil {
+		return fmt.Errorf("plan: write table: %w", err)
+	}
+	return nil
+}

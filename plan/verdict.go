@@ -1,0 +1,266 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Relation is how two numbers compare, in the direction of "better".
+type Relation string
+
+// Relations between data parallelism and the step pipeline.
+const (
+	RelEqual    Relation = "equal"     // within EqualTolerance
+	RelDPBetter Relation = "dp_better" // dp has higher throughput or lower latency
+	RelPPBetter Relation = "pp_better"
+	RelUnknown  Relation = "" // one of the two meshes does not exist
+)
+
+// EqualPercent is the relative tolerance, in percent, within which two numbers are RelEqual.
+const EqualPercent = 0.5
+
+// Verdict compares pure data parallelism (pp=1 cfg=1 cp=1 dp=K) with the pure step
+// pipeline (pp=K cfg=1 cp=1 dp=1) on the same K devices, from the predicted numbers.
+type Verdict struct {
+	DP *Prediction `json:"dp,omitempty"`
+	PP *Prediction `json:"pp,omitempty"`
+	// Throughput and Latency compare the two meshes (RelUnknown when one is missing).
+	Throughput Relation `json:"throughput"`
+	Latency    Relation `json:"latency"`
+	// PipelineOnlyFits lists the feasible meshes with pp > 1 whose counterpart with the
+	// pipeline ranks turned into data-parallel replicas (pp=1, dp*pp) does not fit: there
+	// the pipeline wins because only stage 0 holds the encoders and only the last stage
+	// the decoder.
+	PipelineOnlyFits []Mesh `json:"pipeline_only_fits"`
+}
+
+// relation compares a (dp) with b (pp); higher is better when higherBetter.
+func relation(a, b float64, higherBetter bool) Relation {
+	if math.Abs(a-b) <= EqualPercent/100*max(math.Abs(a), math.Abs(b)) {
+		return RelEqual
+	}
+	if (a > b) == higherBetter {
+		return RelDPBetter
+	}
+	return RelPPBetter
+}
+
+func judge(req Request, all []Prediction) Verdict {
+	var v Verdict
+	byMesh := map[Mesh]Prediction{}
+	for _, p := range all {
+		byMesh[p.Mesh] = p
+	}
+	k := req.Devices
+	if p, ok := byMesh[Mesh{1, 1, 1, k}]; ok {
+		v.DP = &p
+	}
+	if p, ok := byMesh[Mesh{k, 1, 1, 1}]; ok && k > 1 {
+		v.PP = &p
+	}
+	if v.DP != nil && v.PP != nil {
+		v.Throughput = relation(v.DP.ThroughputPerS, v.PP.ThroughputPerS, true)
+		v.Latency = relation(v.DP.FirstSampleMS, v.PP.FirstSampleMS, false)
+	}
+	for _, p := range all {
+		if p.PP == 1 || !p.Feasible {
+			continue
+		}
+		if q, ok := byMesh[Mesh{1, p.CFG, p.CP, p.DP * p.PP}]; ok && !q.Feasible {
+			v.PipelineOnlyFits = append(v.PipelineOnlyFits, p.Mesh)
+		}
+	}
+	return v
+}
+
+// meshNotes explains one prediction's numbers.
+func meshNotes(req Request, p Prediction) []string {
+	var out []string
+	if !p.Feasible {
+		out = append(out, fmt.Sprintf("does not fit: needs %s per device > limit %s", Bytes(p.MemoryBytesPerDevice), Bytes(req.MemoryPerDevice)))
+	}
+	lo, hi := p.StageSteps[0][1]-p.StageSteps[0][0], 0
+	lens := make([]string, len(p.StageSteps))
+	for i, s := range p.StageSteps {
+		n := s[1] - s[0]
+		lo, hi = min(lo, n), max(hi, n)
+		lens[i] = strconv.Itoa(n)
+	}
+	if hi > lo {
+		mean := 0.0
+		for _, t := range p.StageMS {
+			mean += t
+		}
+		mean /= float64(len(p.StageMS))
+		out = append(out, fmt.Sprintf("unequal stages (%s steps): the slowest takes %s ms, the mean %s ms", strings.Join(lens, ","), ms(p.IntervalMS), ms(mean)))
+	}
+	if p.PP > 1 && p.HandOffMS > maxOf(p.StageMS) {
+		out = append(out, fmt.Sprintf("hand-off bound: a hand-off takes %s ms, the slowest stage %s ms", ms(p.HandOffMS), ms(maxOf(p.StageMS))))
+	}
+	items := req.Workload.Items()
+	if p.ActiveReplicas < p.DP {
+		out = append(out, fmt.Sprintf("only %d items for %d replicas: %d idle", items, p.DP, p.DP-p.ActiveReplicas))
+	}
+	if p.PP > 1 && ceilDiv(items, p.DP) < p.PP {
+		out = append(out, fmt.Sprintf("only %d items per replica for %d stages: the pipeline never fills", ceilDiv(items, p.DP), p.PP))
+	}
+	if p.CollectiveStepMS > 0 {
+		out = append(out, fmt.Sprintf("collectives add %s ms to each %s ms step", ms(p.CollectiveStepMS), ms(p.StepMS)))
+	}
+	return out
+}
+
+// argmax returns the index of the first largest value.
+func argmax(xs []int64) int {
+	best := 0
+	for i, x := range xs {
+		if x > xs[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+func maxOf(xs []float64) float64 {
+	m := 0.0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+// verdictNotes writes the plain-words summary, every number taken from the predictions.
+func verdictNotes(req Request, res Result, all []Prediction) []string {
+	var out []string
+	v := res.Verdict
+	if best, ok := res.Best(); ok {
+		out = append(out, fmt.Sprintf("best for %s: %v: first sample %s ms, %s samples/s, %s weights per device",
+			res.Goal, best.Mesh, ms(best.FirstSampleMS), rate(best.ThroughputPerS), Bytes(best.WeightBytesPerDevice)))
+	} else {
+		small := all[0]
+		for _, p := range all {
+			if p.MemoryBytesPerDevice < small.MemoryBytesPerDevice {
+				small = p
+			}
+		}
+		out = append(out, fmt.Sprintf("no mesh fits in %s per device: the smallest, %v, needs %s", Bytes(req.MemoryPerDevice), small.Mesh, Bytes(small.MemoryBytesPerDevice)))
+	}
+	if v.DP != nil && v.PP != nil {
+		dp, pp := v.DP, v.PP
+		fit := func(p *Prediction) string {
+			if p.Feasible {
+				return ""
+			}
+			return " (does not fit)"
+		}
+		switch v.Throughput {
+		case RelEqual:
+			out = append(out, fmt.Sprintf("throughput: data parallelism equals the step pipeline: dp=%d %s samples/s%s vs pp=%d %s samples/s%s; with the full model on every device a step pipeline can at best match dp",
+				dp.DP, rate(dp.ThroughputPerS), fit(dp), pp.PP, rate(pp.ThroughputPerS), fit(pp)))
+		case RelDPBetter:
+			why := ""
+			switch {
+			case pp.PP > 1 && pp.HandOffMS > maxOf(pp.StageMS):
+				why = fmt.Sprintf(": the pipeline is bound by its %s ms hand-off", ms(pp.HandOffMS))
+			case pp.IntervalMS*float64(pp.PP) > sum(pp.StageMS)*(1+EqualPercent/100):
+				why = fmt.Sprintf(": the pipeline's slowest stage takes %s ms while a dp replica spends %s ms per sample over %d replicas (%s ms)",
+					ms(pp.IntervalMS), ms(dp.IntervalMS), dp.DP, ms(dp.IntervalMS/float64(dp.DP)))
+			}
+			out = append(out, fmt.Sprintf("throughput: data parallelism beats the step pipeline: dp=%d %s samples/s%s vs pp=%d %s samples/s%s (%s%% more)%s",
+				dp.DP, rate(dp.ThroughputPerS), fit(dp), pp.PP, rate(pp.ThroughputPerS), fit(pp), pct(dp.ThroughputPerS/pp.ThroughputPerS-1), why))
+		case RelPPBetter:
+			why := ""
+			if dp.ActiveReplicas < dp.DP {
+				why = fmt.Sprintf(": %d items keep only %d of %d replicas busy", req.Workload.Items(), dp.ActiveReplicas, dp.DP)
+			}
+			out = append(out, fmt.Sprintf("throughput: the step pipeline beats data parallelism: pp=%d %s samples/s%s vs dp=%d %s samples/s%s%s",
+				pp.PP, rate(pp.ThroughputPerS), fit(pp), dp.DP, rate(dp.ThroughputPerS), fit(dp), why))
+		}
+		lat := fmt.Sprintf("first sample: dp=%d %s ms, pp=%d %s ms", dp.DP, ms(dp.FirstSampleMS), pp.PP, ms(pp.FirstSampleMS))
+		switch v.Latency {
+		case RelEqual:
+			lat += ": equal; the pipeline does not shorten one sample"
+		case RelDPBetter:
+			lat += fmt.Sprintf(": dp is faster; the pipeline adds %d hand-offs of %s ms and does not shorten one sample", pp.PP-1, ms(pp.HandOffMS))
+		case RelPPBetter:
+			lat += ": the pipeline is faster"
+		}
+		out = append(out, lat)
+		switch {
+		case pp.Feasible && !dp.Feasible:
+			out = append(out, fmt.Sprintf("memory: the pipeline wins here: a dp replica needs %s per device (denoiser, image and VAE encoders, VAE decoder) > limit %s, while pp=%d needs at most %s (only stage 0 holds the encoders, only the last stage the decoder)",
+				Bytes(dp.MemoryBytesPerDevice), Bytes(req.MemoryPerDevice), pp.PP, Bytes(pp.MemoryBytesPerDevice)))
+		case !pp.Feasible && !dp.Feasible:
+			out = append(out, fmt.Sprintf("memory: neither fits in %s per device: dp=%d needs %s, pp=%d %s (stage %d holds %s)",
+				Bytes(req.MemoryPerDevice), dp.DP, Bytes(dp.MemoryBytesPerDevice), pp.PP, Bytes(pp.MemoryBytesPerDevice),
+				argmax(pp.StageWeightBytes), Bytes(pp.WeightBytesPerDevice)))
+		case pp.WeightBytesPerDevice < dp.WeightBytesPerDevice:
+			out = append(out, fmt.Sprintf("memory: pp=%d holds at most %s of weights per device, dp=%d %s; this matters only when memory is tight (limit: %s)",
+				pp.PP, Bytes(pp.WeightBytesPerDevice), dp.DP, Bytes(dp.WeightBytesPerDevice), limit(req.MemoryPerDevice)))
+		case req.Costs.Weights.Total() == 0:
+			out = append(out, "memory: the model holds no weights, so memory favours no mesh")
+		}
+	}
+	if len(v.PipelineOnlyFits) > 0 {
+		names := make([]string, len(v.PipelineOnlyFits))
+		for i, m := range v.PipelineOnlyFits {
+			names[i] = m.String()
+		}
+		out = append(out, "fit only thanks to the pipeline split (their pp=1 counterparts do not): "+strings.Join(names, "; "))
+	}
+	if fastest, ok := lowest(all); ok && (v.DP == nil || fastest.Mesh != v.DP.Mesh) {
+		one, err := Predict(req.Workload, Mesh{1, 1, 1, 1}, req.Costs, 0)
+		if err == nil && one.FirstSampleMS > 0 {
+			out = append(out, fmt.Sprintf("lowest first-sample latency: %v at %s ms, %sx of one device's %s ms",
+				fastest.Mesh, ms(fastest.FirstSampleMS), strconv.FormatFloat(fastest.FirstSampleMS/one.FirstSampleMS, 'f', 2, 64), ms(one.FirstSampleMS)))
+		}
+	}
+	return out
+}
+
+// lowest returns the feasible prediction with the lowest first-sample latency.
+func lowest(all []Prediction) (Prediction, bool) {
+	var best Prediction
+	ok := false
+	for _, p := range all {
+		if p.Feasible && (!ok || Compare(GoalLatency, p, best) < 0) {
+			best, ok = p, true
+		}
+	}
+	return best, ok
+}
+
+func sum(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
+func ms(v float64) string   { return strconv.FormatFloat(v, 'f', 2, 64) }
+func rate(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+func pct(v float64) string  { return strconv.FormatFloat(100*v, 'f', 1, 64) }
+
+func limit(b int64) string {
+	if b <= 0 {
+		return "none"
+	}
+	return Bytes(b)
+}
+
+// Bytes formats a byte count with a binary unit: "512 B", "1.50 GiB".
+func Bytes(b int64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%d B", b)
+	}
+	div, exp := int64(unit), 0
+	for n := b / unit; n >= unit && exp < 5; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.2f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# prepare.sh: on the development machine, put what scripts/gpu-check.sh needs into the
+# git-ignored folders the device tool carries: .gpu/bin/vdpp (built here, linux/amd64),
+# .gpu/golden/dev (a copy of ../shared/golden/dev) and third_party_ref/diffusers/src
+# (diffusers' source, from a git mirror such as the search tool's fetch of
+# github:huggingface/diffusers; pipelines pruned to stay under the 64 MiB carry limit).
+#
+# Usage: scripts/gpu/prepare.sh [DIFFUSERS_GIT_DIR]
+#   DIFFUSERS_GIT_DIR defaults to /work/.mirror/huggingface+diffusers/repo
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+mirror=${1:-/work/.mirror/huggingface+diffusers/repo}
+shared=${VDPP_SHARED:-../shared}
+
+mkdir -p .gpu/bin .gpu/golden
+CGO_ENABLED=1 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags=-s -o .gpu/bin/vdpp ./cmd/vdpp
+rm -rf .gpu/golden/dev && cp -r "$shared/golden/dev" .gpu/golden/dev
+
+if [[ ! -d third_party_ref/diffusers/src/diffusers ]]; then
+	mkdir -p third_party_ref/diffusers
+	git --git-dir="$mirror" archive HEAD src/diffusers | tar -x -C third_party_ref/diffusers
+	git --git-dir="$mirror" rev-parse HEAD >third_party_ref/diffusers/COMMIT
+fi
+# The UNet needs diffusers' models/, utils/ and configuration code, not the pipelines.
+find third_party_ref/diffusers/src/diffusers/pipelines third_party_ref/diffusers/src/diffusers/modular_pipelines \
+	-mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
+{ git check-ignore -q .gpu && git check-ignore -q third_party_ref; } || { echo "prepare: .gpu/ or third_party_ref/ is not git-ignored" >&2; exit 1; }
+du -sh .gpu third_party_ref

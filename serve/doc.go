@@ -1,0 +1,21 @@
+// Package serve is vdpp's inference server: an HTTP API that accepts image-to-video jobs,
+// a bounded FIFO queue, a coordinator that runs every job's denoising steps on K worker
+// processes with step-level batching, progress events, cancellation, Prometheus metrics,
+// a durable job store (bbolt plus files) and recovery from a lost worker.
+//
+// Contract:
+//   - A job's final latent is bit-identical to Reference (a one-process run of the same
+//     Generator, Stepper and seed) whatever the number of workers, the batch composition,
+//     worker deaths or server restarts, provided the model computes each batch row
+//     independently (the synthetic and dummy models do; model.Denoiser documents it).
+//   - An accepted job (202) is on disk before the reply; it ends succeeded, failed (with an
+//     error) or cancelled, never silently lost.
+//   - Every bad request gets a 4xx JSON body {"error": "..."}; nothing a client sends can
+//     crash the server or disturb another job.
+//
+// The coordinator (Coordinator) is the keeper of every sample's latest latent: it hands a
+// batch "run steps [a,b) on these latents" to the worker owning that stage and keeps the
+// input latent until the worker returns the result, so a worker's death costs at most one
+// stage of work. I/O lives at the edges (http.go, store.go, pool.go, conn.go); the batching
+// and planning rules (batch.go, plan.go) are pure.
+package serve

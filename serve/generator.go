@@ -1,0 +1,130 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"sort"
+	"sync"
+
+	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/sched"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// ErrNoGenerator is returned for a model that has no Generator (no conditioning or decoder
+// is wired for it yet).
+var ErrNoGenerator = errors.New("serve: no generator for model")
+
+// Sample is the state of one job at step 0: what the first stage starts from.
+type Sample struct {
+	// Latent is [1, T, C, H, W], already multiplied by init_noise_sigma.
+	Latent *tensor.Dense
+	// Cond is the sample's conditioning (computed once, handed along with the latent).
+	Cond model.Conditioning
+	// Guidance holds per-frame CFG weights [T], or nil for an unguided job.
+	Guidance []float32
+}
+
+// Generator is the model-specific edge of the server: it turns a request into the initial
+// Sample and a final latent into frames. The server, queue and workers never look inside;
+// the real SVD path (CLIP image embedding, VAE encode, VAE decode) plugs in here.
+type Generator interface {
+	// Prepare builds the initial sample for img and p. It must be deterministic in
+	// (img, p) (p.Seed seeds the noise).
+	Prepare(ctx context.Context, img image.Image, p Params, sc *sched.Euler) (*Sample, error)
+	// Decode turns a final latent [1, T, C, H, W] into frames [T, 3, p.Height, p.Width]
+	// with values in [0, 1].
+	Decode(ctx context.Context, latent *tensor.Dense, p Params) (*tensor.Dense, error)
+}
+
+// ModelSpec names the model every process of a server loads: the coordinator builds the
+// Generator from it, each worker the Denoiser.
+type ModelSpec struct {
+	// Name is "synthetic", "builtin" or a checkpoint folder (then Name is "svd" and Dir
+	// the folder).
+	Name   string
+	Dir    string
+	StepMS float64
+	Cost   string
+}
+
+// DenoiserConfig is the model.Config a worker builds its Denoiser from.
+func (m ModelSpec) DenoiserConfig() model.Config {
+	return model.Config{Name: m.Name, Dir: m.Dir, StepMS: m.StepMS, Cost: m.Cost, LatentChannels: 4}
+}
+
+// SchedConfig is the scheduler configuration of the model (SVD's for every model today).
+func (m ModelSpec) SchedConfig() sched.Config { return sched.DefaultSVDConfig() }
+
+// GeneratorFactory builds a Generator for a model.
+type GeneratorFactory func(ModelSpec) (Generator, error)
+
+var (
+	genMu       sync.RWMutex
+	genRegistry = map[string]GeneratorFactory{}
+)
+
+// RegisterGenerator makes a Generator available for model name. It panics on a duplicate.
+func RegisterGenerator(name string, f GeneratorFactory) {
+	genMu.Lock()
+	defer genMu.Unlock()
+	if _, dup := genRegistry[name]; dup {
+		panic("serve: RegisterGenerator called twice for " + name)
+	}
+	genRegistry[name] = f
+}
+
+// NewGenerator builds the Generator registered for spec.Name.
+func NewGenerator(spec ModelSpec) (Generator, error) {
+	genMu.RLock()
+	f, ok := genRegistry[spec.Name]
+	genMu.RUnlock()
+	if !ok {
+		genMu.RLock()
+		names := make([]string, 0, len(genRegistry))
+		for n := range genRegistry {
+			names = append(names, n)
+		}
+		genMu.RUnlock()
+		sort.Strings(names)
+		return nil, fmt.Errorf("%w %q (have: %v)", ErrNoGenerator, spec.Name, names)
+	}
+	return f(spec)
+}
+
+func init() {
+	RegisterGenerator("synthetic", func(ModelSpec) (Generator, error) { return Synthetic{}, nil })
+}
+
+// NewScheduler returns the Euler scheduler of spec for steps steps.
+func NewScheduler(spec ModelSpec, steps int) (*sched.Euler, error) {
+	sc, err := sched.New(spec.SchedConfig(), steps)
+	if err != nil {
+		return nil, fmt.Errorf("serve: scheduler for %d steps: %w", steps, err)
+	}
+	return sc, nil
+}
+
+// Reference runs a job the way one process would: Prepare, then every step with one
+// Stepper on a batch of one. Its result is what the server's output must equal, bit for bit.
+func Reference(ctx context.Context, gen Generator, den model.Denoiser, spec ModelSpec, img image.Image, p Params) (*tensor.Dense, error) {
+	sc, err := NewScheduler(spec, p.Steps)
+	if err != nil {
+		return nil, err
+	}
+	s, err := gen.Prepare(ctx, img, p, sc)
+	if err != nil {
+		return nil, err
+	}
+	it := &pipeline.Item{Samples: []int64{0}, Latent: s.Latent.Clone(), Cond: []model.Conditioning{s.Cond}, Guidance: s.Guidance}
+	st := &pipeline.Stepper{Model: den, Sched: sc}
+	for it.Step = 0; it.Step < p.Steps; it.Step++ {
+		if err := st.Step(ctx, it); err != nil {
+			return nil, fmt.Errorf("serve: reference step %d: %w", it.Step, err)
+		}
+	}
+	return it.Latent, nil
+}

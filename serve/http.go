@@ -1,0 +1,390 @@
+package serve
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	_ "image/jpeg" // uploads may be JPEG
+	_ "image/png"  // or PNG
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vdpp/vdpp/video"
+)
+
+// maxParamsBytes bounds the JSON part of an upload.
+const maxParamsBytes = 64 << 10
+
+// apiError is the body of every error response.
+type apiError struct {
+	Error string `json:"error"`
+	// Code is a stable machine-readable reason.
+	Code string `json:"code"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code string, err error) {
+	writeJSON(w, status, apiError{Error: err.Error(), Code: code})
+}
+
+// errorStatus maps an error to its HTTP status and code.
+func errorStatus(err error) (int, string) {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return http.StatusRequestEntityTooLarge, "body_too_large"
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound, "not_found"
+	case errors.Is(err, ErrQueueFull):
+		return http.StatusTooManyRequests, "queue_full"
+	case errors.Is(err, ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, "over_limit"
+	case errors.Is(err, ErrBadParams):
+		return http.StatusBadRequest, "bad_params"
+	case errors.Is(err, video.ErrNotImage):
+		return http.StatusUnsupportedMediaType, "not_image"
+	case errors.Is(err, ErrFinished), errors.Is(err, ErrNotReady):
+		return http.StatusConflict, "conflict"
+	case errors.Is(err, ErrClosed):
+		return http.StatusServiceUnavailable, "shutting_down"
+	case errors.Is(err, video.ErrNoFFmpeg):
+		return http.StatusNotImplemented, "no_ffmpeg"
+	}
+	return http.StatusInternalServerError, "internal"
+}
+
+func (s *Server) fail(w http.ResponseWriter, err error) {
+	st, code := errorStatus(err)
+	if st >= 500 {
+		s.log.Error("request failed", "err", err)
+	}
+	if st == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", strconv.Itoa(s.coord.RetryAfter()))
+	}
+	writeError(w, st, code, err)
+}
+
+// Handler returns the server's HTTP API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/videos", s.handleSubmit)
+	mux.HandleFunc("GET /v1/videos/{id}", s.handleStatus)
+	mux.HandleFunc("GET /v1/videos/{id}/content", s.handleContent)
+	mux.HandleFunc("GET /v1/videos/{id}/events", s.handleEvents)
+	mux.HandleFunc("DELETE /v1/videos/{id}", s.handleCancel)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", s.handleReady)
+	mux.Handle("GET /metrics", s.metrics.Handler())
+	mux.HandleFunc("GET /v1/admin/workers", s.admin(s.handleWorkers))
+	mux.HandleFunc("POST /v1/admin/workers/{rank}/kill", s.admin(s.handleKill))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no_route", fmt.Errorf("no route for %s %s", r.Method, r.URL.Path))
+	})
+	return s.recoverer(s.auth(mux))
+}
+
+// recoverer turns a handler panic into a 500 JSON error instead of a dropped connection.
+func (s *Server) recoverer(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("handler panic", "path", r.URL.Path, "panic", v)
+				writeError(w, http.StatusInternalServerError, "internal", fmt.Errorf("internal error"))
+			}
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// auth requires "Authorization: Bearer TOKEN" on everything but /healthz and /readyz when
+// a token is configured.
+func (s *Server) auth(h http.Handler) http.Handler {
+	if s.cfg.Token == "" {
+		return h
+	}
+	want := []byte("Bearer " + s.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" &&
+			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="vdpp"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", errors.New("missing or wrong bearer token"))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// admin restricts a handler to loopback clients (on top of the token, when one is set).
+func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			writeError(w, http.StatusForbidden, "forbidden", errors.New("admin endpoints answer loopback clients only"))
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes)
+	p, img, err := s.readUpload(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	st, err := s.coord.Submit(p, img)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/videos/"+st.ID)
+	writeJSON(w, http.StatusAccepted, st)
+}
+
+// readUpload parses the multipart body: an "image" part (PNG or JPEG) and an optional
+// "params" part (JSON).
+func (s *Server) readUpload(r *http.Request) (Params, []byte, error) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" {
+		return Params{}, nil, fmt.Errorf("%w: want a multipart/form-data body with an image part and a params part", ErrBadParams)
+	}
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return Params{}, nil, fmt.Errorf("%w: %v", ErrBadParams, err)
+	}
+	var img, params []byte
+	seenParams := false
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return Params{}, nil, wrapRead(err)
+		}
+		switch part.FormName() {
+		case "image":
+			if img != nil {
+				return Params{}, nil, fmt.Errorf("%w: two image parts", ErrBadParams)
+			}
+			if img, err = io.ReadAll(part); err != nil {
+				return Params{}, nil, wrapRead(err)
+			}
+		case "params":
+			if seenParams {
+				return Params{}, nil, fmt.Errorf("%w: two params parts", ErrBadParams)
+			}
+			seenParams = true
+			if params, err = io.ReadAll(io.LimitReader(part, maxParamsBytes+1)); err != nil {
+				return Params{}, nil, wrapRead(err)
+			}
+			if len(params) > maxParamsBytes {
+				return Params{}, nil, fmt.Errorf("%w: params part over %d bytes", ErrTooLarge, maxParamsBytes)
+			}
+		default:
+			return Params{}, nil, fmt.Errorf("%w: unknown form part %q (want image and params)", ErrBadParams, part.FormName())
+		}
+	}
+	if img == nil {
+		return Params{}, nil, fmt.Errorf("%w: no image part", ErrBadParams)
+	}
+	if err := CheckImage(img, s.cfg.Limits.MaxImagePixels); err != nil {
+		return Params{}, nil, err
+	}
+	p, err := ParseParams(params, s.cfg.Limits)
+	if err != nil {
+		return Params{}, nil, err
+	}
+	return p, img, nil
+}
+
+func wrapRead(err error) error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return err
+	}
+	return fmt.Errorf("%w: reading the upload: %v", ErrBadParams, err)
+}
+
+// CheckImage verifies that data is a decodable PNG or JPEG of at most maxPixels pixels
+// (checked from the header before decoding, so a decompression bomb costs nothing).
+func CheckImage(data []byte, maxPixels int) error {
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
+	if err != nil || (format != "png" && format != "jpeg") {
+		return fmt.Errorf("%w: the image part is not a PNG or JPEG image", video.ErrNotImage)
+	}
+	if cfg.Width < 1 || cfg.Height < 1 {
+		return fmt.Errorf("%w: the image is empty", video.ErrNotImage)
+	}
+	if maxPixels > 0 && cfg.Width*cfg.Height > maxPixels {
+		return fmt.Errorf("%w: image %dx%d has more than %d pixels", ErrTooLarge, cfg.Width, cfg.Height, maxPixels)
+	}
+	if _, _, err := image.Decode(bytes.NewReader(data)); err != nil {
+		return fmt.Errorf("%w: %v", video.ErrNotImage, err)
+	}
+	return nil
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := s.coord.Status(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	st, err := s.coord.Cancel(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, st)
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
+	joined, want := s.coord.Ready()
+	body := map[string]any{"ready": joined == want, "workers": joined, "nproc": want}
+	if joined != want {
+		writeJSON(w, http.StatusServiceUnavailable, body)
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+func (s *Server) handleWorkers(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.pool.Workers())
+}
+
+func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
+	rank, err := strconv.Atoi(r.PathValue("rank"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_rank", fmt.Errorf("rank %q is not an integer", r.PathValue("rank")))
+		return
+	}
+	if err := s.pool.Kill(rank); err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]int{"killed": rank})
+}
+
+// handleContent serves a finished job's video: MP4 (default), GIF (?format=gif) or the
+// raw final latent (?format=latent: little-endian float32, shape in X-Latent-Shape).
+func (s *Server) handleContent(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	st, err := s.coord.Status(id)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if st.State != StateSucceeded {
+		s.fail(w, fmt.Errorf("%w: job %s is %s", ErrNotReady, id, st.State))
+		return
+	}
+	format := r.URL.Query().Get("format")
+	switch format {
+	case "", "mp4":
+		s.serveRendered(w, r, id, st, "output.mp4", "video/mp4")
+	case "gif":
+		s.serveRendered(w, r, id, st, "output.gif", "image/gif")
+	case "latent":
+		b, err := s.store.ReadFile(id, finalFile)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		shape, _ := s.coord.latentShape(id)
+		parts := make([]string, len(shape))
+		for i, d := range shape {
+			parts[i] = strconv.Itoa(d)
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("X-Latent-Shape", strings.Join(parts, ","))
+		w.Write(b)
+	default:
+		writeError(w, http.StatusBadRequest, "bad_format", fmt.Errorf("unknown format %q (want mp4, gif or latent)", format))
+	}
+}
+
+func (s *Server) serveRendered(w http.ResponseWriter, r *http.Request, id string, st Status, name, ctype string) {
+	dir, err := s.store.JobDir(id)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	path := filepath.Join(dir, name)
+	if _, err := os.Stat(path); err != nil {
+		if err := s.render(r, id, st, path); err != nil {
+			s.fail(w, err)
+			return
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", ctype)
+	http.ServeContent(w, r, name, time.Time{}, f)
+}
+
+func (s *Server) render(r *http.Request, id string, st Status, path string) error {
+	shape, err := s.coord.latentShape(id)
+	if err != nil {
+		return err
+	}
+	b, err := s.store.ReadFile(id, finalFile)
+	if err != nil {
+		return err
+	}
+	lat, err := DecodeLatent(b, shape)
+	if err != nil {
+		return err
+	}
+	frames, err := s.gen.Decode(r.Context(), lat, st.Params)
+	if err != nil {
+		return err
+	}
+	imgs, err := video.FramesFromTensor(frames)
+	if err != nil {
+		return err
+	}
+	list := make([]image.Image, len(imgs))
+	for i, m := range imgs {
+		list[i] = m
+	}
+	if strings.HasSuffix(path, ".gif") {
+		var buf bytes.Buffer
+		if err := video.WriteGIF(&buf, list, float64(st.Params.FPS)); err != nil {
+			return err
+		}
+		return writeSynced(path, buf.Bytes())
+	}
+	return s.mp4(path, list, float64(st.Params.FPS))
+}

@@ -1,0 +1,268 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/synthetic"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+func TestCancel(t *testing.T) {
+	ts := startServer(t, Config{NProc: 2, MaxRunning: 1, Spec: ModelSpec{Name: "synthetic", StepMS: 10}})
+	img := testPNG(t, 4)
+	slow := `{"num_frames":1,"steps":40,"height":8,"width":8}`
+	running := ts.submit(img, slow)
+	queued := ts.submit(img, slow)
+	// Wait until the first job has run a few steps.
+	deadline := time.Now().Add(5 * time.Second)
+	for ts.status(running.ID).Progress.Step < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("job never made progress")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := ts.status(queued.ID); st.State != StateQueued {
+		t.Fatalf("second job %s, want queued (max-running 1)", st.State)
+	}
+	for _, id := range []string{queued.ID, running.ID} {
+		if resp, b := ts.do("DELETE", "/v1/videos/"+id, nil, ""); resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("cancel: %d %s", resp.StatusCode, b)
+		}
+	}
+	if st := ts.status(queued.ID); st.State != StateCancelled {
+		t.Fatalf("queued job after cancel: %s", st.State)
+	}
+	t0 := time.Now()
+	st := ts.wait(running.ID, 5*time.Second)
+	if st.State != StateCancelled || st.Progress.Step >= 40 {
+		t.Fatalf("running job after cancel: %+v", st)
+	}
+	if d := time.Since(t0); d > time.Second {
+		t.Fatalf("cancel took %v; a step is 10 ms", d)
+	}
+	// The slot is free again: a new job runs to the end.
+	next := ts.submit(img, `{"num_frames":1,"steps":3,"height":8,"width":8}`)
+	if st := ts.wait(next.ID, 5*time.Second); st.State != StateSucceeded {
+		t.Fatalf("job after cancel: %+v", st)
+	}
+	// Cancelling twice is harmless; a cancelled job has no content.
+	if resp, _ := ts.do("DELETE", "/v1/videos/"+running.ID, nil, ""); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("second cancel: %d", resp.StatusCode)
+	}
+	if resp, _ := ts.do("GET", "/v1/videos/"+running.ID+"/content", nil, ""); resp.StatusCode != http.StatusConflict {
+		t.Fatalf("content of a cancelled job: %d", resp.StatusCode)
+	}
+}
+
+func TestQueueFull429(t *testing.T) {
+	ts := startServer(t, Config{NProc: 1, MaxRunning: 1, MaxQueue: 2, Spec: ModelSpec{Name: "synthetic", StepMS: 20}})
+	img := testPNG(t, 5)
+	var accepted []string
+	var got429 bool
+	for i := 0; i < 6 && !got429; i++ {
+		body, ct := multipartBody(t, img, `{"num_frames":1,"steps":10,"height":8,"width":8}`)
+		resp, b := ts.do("POST", "/v1/videos", body, ct)
+		switch resp.StatusCode {
+		case http.StatusAccepted:
+			var st Status
+			mustJSON(t, b, &st)
+			accepted = append(accepted, st.ID)
+		case http.StatusTooManyRequests:
+			got429 = true
+			if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 {
+				t.Fatalf("Retry-After %q", resp.Header.Get("Retry-After"))
+			}
+		default:
+			t.Fatalf("submit %d: %d %s", i, resp.StatusCode, b)
+		}
+	}
+	if !got429 || len(accepted) != 3 {
+		t.Fatalf("429 after %d accepted jobs (want 3: 1 running + 2 queued)", len(accepted))
+	}
+	// Every accepted job still completes.
+	for _, id := range accepted {
+		if st := ts.wait(id, 10*time.Second); st.State != StateSucceeded {
+			t.Fatalf("job %s: %+v", id, st)
+		}
+	}
+	_, m := ts.do("GET", "/metrics", nil, "")
+	if !containsLine(string(m), "vdpp_jobs_rejected_total 1") {
+		t.Fatalf("rejections not counted:\n%s", m)
+	}
+}
+
+func TestAuthToken(t *testing.T) {
+	ts := startServer(t, Config{Token: "s3cret", Spec: ModelSpec{Name: "synthetic"}})
+	img := testPNG(t, 1)
+	body, ct := multipartBody(t, img, fmt.Sprintf(smallJob, 1))
+	if resp, b := ts.do("POST", "/v1/videos", body, ct); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no token: %d %s", resp.StatusCode, b)
+	}
+	body, ct = multipartBody(t, img, fmt.Sprintf(smallJob, 1))
+	if resp, _ := ts.do("POST", "/v1/videos", body, ct, "Authorization", "Bearer wrong"); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %d", resp.StatusCode)
+	}
+	body, ct = multipartBody(t, img, fmt.Sprintf(smallJob, 1))
+	if resp, b := ts.do("POST", "/v1/videos", body, ct, "Authorization", "Bearer s3cret"); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("right token: %d %s", resp.StatusCode, b)
+	}
+	if resp, _ := ts.do("GET", "/metrics", nil, ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("metrics without token: %d", resp.StatusCode)
+	}
+	if resp, _ := ts.do("GET", "/healthz", nil, ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz is open: %d", resp.StatusCode)
+	}
+}
+
+// TestBatchingKeepsBits runs many jobs through few workers with batches of up to 4 and
+// checks every output against the one-process run.
+func TestBatchingKeepsBits(t *testing.T) {
+	ts := startServer(t, Config{NProc: 2, MaxBatch: 4, Spec: ModelSpec{Name: "synthetic", StepMS: 2}})
+	type sub struct {
+		id  string
+		img []byte
+		p   string
+	}
+	subs := make([]sub, 16)
+	var wg sync.WaitGroup
+	for i := range subs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			img := testPNG(t, i)
+			p := fmt.Sprintf(`{"num_frames":2,"steps":6,"height":16,"width":16,"seed":%d,"max_guidance":%d}`, i, 1+i%2*2)
+			subs[i] = sub{ts.submit(img, p).ID, img, p}
+		}()
+	}
+	wg.Wait()
+	for _, s := range subs {
+		if st := ts.wait(s.id, 20*time.Second); st.State != StateSucceeded {
+			t.Fatalf("job %s: %+v", s.id, st)
+		}
+		if !tensor.BitEqual(ts.latent(s.id), reference(t, s.img, mustParams(t, s.p))) {
+			t.Fatalf("job %s differs from the one-process run", s.id)
+		}
+	}
+	_, m := ts.do("GET", "/metrics", nil, "")
+	if containsLine(string(m), `vdpp_batch_size_bucket{le="1"} `+strconv.Itoa(int(countLine(string(m), "vdpp_batch_size_count")))) {
+		t.Fatalf("no batch held more than one sample:\n%s", m)
+	}
+}
+
+// TestRestartKeepsJobs stops a server mid-load and starts another on the same data dir:
+// finished jobs stay downloadable and unfinished ones complete with the same bits.
+func TestRestartKeepsJobs(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, NProc: 2, MaxRunning: 2, Spec: ModelSpec{Name: "synthetic", StepMS: 5}}
+	ts := startServer(t, cfg)
+	img := testPNG(t, 9)
+	var ids []string
+	var params []string
+	for i := 0; i < 8; i++ {
+		p := fmt.Sprintf(`{"num_frames":1,"steps":6,"height":8,"width":8,"seed":%d}`, 100+i)
+		ids = append(ids, ts.submit(img, p).ID)
+		params = append(params, p)
+	}
+	first := ts.wait(ids[0], 10*time.Second)
+	if first.State != StateSucceeded {
+		t.Fatalf("first job: %+v", first)
+	}
+	firstLatent := ts.latent(ids[0])
+	ts.Close()
+
+	ts2 := startServer(t, cfg)
+	if !tensor.BitEqual(ts2.latent(ids[0]), firstLatent) {
+		t.Fatal("finished job's output changed across the restart")
+	}
+	for i, id := range ids {
+		st := ts2.wait(id, 20*time.Second)
+		if st.State != StateSucceeded {
+			t.Fatalf("job %d after restart: %+v", i, st)
+		}
+		if !tensor.BitEqual(ts2.latent(id), reference(t, img, mustParams(t, params[i]))) {
+			t.Fatalf("job %d differs from the one-process run after the restart", i)
+		}
+	}
+}
+
+// TestWorkerKilledMidJob kills ranks while jobs run: every job completes, bit-identical.
+func TestWorkerKilledMidJob(t *testing.T) {
+	ts := startServer(t, Config{NProc: 3, MaxBatch: 2, Spec: ModelSpec{Name: "synthetic", StepMS: 3}, HeartbeatTimeout: time.Second})
+	img := testPNG(t, 11)
+	var ids, params []string
+	for i := 0; i < 10; i++ {
+		p := fmt.Sprintf(`{"num_frames":2,"steps":9,"height":8,"width":16,"seed":%d,"max_guidance":2}`, i)
+		ids = append(ids, ts.submit(img, p).ID)
+		params = append(params, p)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for k := 0; k < 3; k++ {
+			time.Sleep(40 * time.Millisecond)
+			if resp, b := ts.do("POST", fmt.Sprintf("/v1/admin/workers/%d/kill", 1+k%2), nil, ""); resp.StatusCode != http.StatusAccepted {
+				t.Errorf("kill: %d %s", resp.StatusCode, b)
+			}
+		}
+	}()
+	restarted := 0
+	for i, id := range ids {
+		st := ts.wait(id, 30*time.Second)
+		if st.State != StateSucceeded {
+			t.Fatalf("job %d: %+v", i, st)
+		}
+		restarted += st.Restarts
+		if !tensor.BitEqual(ts.latent(id), reference(t, img, mustParams(t, params[i]))) {
+			t.Fatalf("job %d differs from the no-fault run", i)
+		}
+	}
+	wg.Wait()
+	_, m := ts.do("GET", "/metrics", nil, "")
+	if countLine(string(m), "vdpp_worker_lost_total") < 1 || countLine(string(m), "vdpp_worker_restarts_total") < 1 {
+		t.Fatalf("no worker loss recorded:\n%s", m)
+	}
+	t.Logf("%d sample-stage re-runs after kills", restarted)
+	// The pool brought every rank back.
+	ts.waitReady()
+}
+
+// hangOnce is a denoiser whose every call blocks until its worker is stopped.
+type hangOnce struct{ model.Denoiser }
+
+func (hangOnce) Predict(ctx context.Context, _ model.Input) (*tensor.Dense, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestStalledWorkerRestarted: a rank that keeps answering pings but never finishes a step is
+// declared dead after the stall timeout, restarted, and the job completes with the same bits.
+func TestStalledWorkerRestarted(t *testing.T) {
+	spec := ModelSpec{Name: "synthetic"}
+	var made atomic.Int32
+	launcher := InProcLauncher{Spec: spec, NewDenoiser: func() (model.Denoiser, error) {
+		d, err := synthetic.New(spec.DenoiserConfig())
+		if made.Add(1) == 1 { // the first rank started (rank 0) hangs
+			return hangOnce{d}, err
+		}
+		return d, err
+	}}
+	ts := startServer(t, Config{NProc: 2, Spec: spec, Launcher: launcher, StallTimeout: 300 * time.Millisecond})
+	img := testPNG(t, 2)
+	p := `{"num_frames":1,"steps":4,"height":8,"width":8,"seed":3}`
+	st := ts.wait(ts.submit(img, p).ID, 10*time.Second)
+	if st.State != StateSucceeded || st.Restarts < 1 {
+		t.Fatalf("job %+v", st)
+	}
+	if !tensor.BitEqual(ts.latent(st.ID), reference(t, img, mustParams(t, p))) {
+		t.Fatal("output differs from the one-process run")
+	}
+}

@@ -1,0 +1,121 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// ErrBadParams marks a request whose JSON parameters are malformed or out of range.
+var ErrBadParams = errors.New("serve: bad parameters")
+
+// ErrTooLarge marks a request beyond the server's limits (frames, resolution, steps).
+var ErrTooLarge = errors.New("serve: request exceeds a server limit")
+
+// Params are a job's generation parameters, the same knobs as `vdpp generate`. Zero
+// fields take the defaults of DefaultParams when parsed.
+type Params struct {
+	NumFrames        int     `json:"num_frames"`
+	Steps            int     `json:"steps"`
+	Height           int     `json:"height"`
+	Width            int     `json:"width"`
+	MinGuidance      float64 `json:"min_guidance"`
+	MaxGuidance      float64 `json:"max_guidance"`
+	FPS              int     `json:"fps"`
+	MotionBucketID   int     `json:"motion_bucket_id"`
+	NoiseAugStrength float64 `json:"noise_aug_strength"`
+	DecodeChunkSize  int     `json:"decode_chunk_size"`
+	Seed             int64   `json:"seed"`
+}
+
+// DefaultParams are Stable Video Diffusion's defaults (14 frames at 1024x576, 25 steps,
+// guidance 1 -> 3, 7 fps, motion bucket 127, noise augmentation 0.02).
+func DefaultParams() Params {
+	return Params{NumFrames: 14, Steps: 25, Height: 576, Width: 1024, MinGuidance: 1, MaxGuidance: 3,
+		FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02, DecodeChunkSize: 0}
+}
+
+// Guided reports whether the job runs classifier-free guidance (max guidance > 1, as SVD).
+func (p Params) Guided() bool { return p.MaxGuidance > 1 }
+
+// LatentShape returns the per-sample latent [T, C, H/8, W/8] for c latent channels.
+func (p Params) LatentShape(c int) []int { return []int{p.NumFrames, c, p.Height / 8, p.Width / 8} }
+
+// Limits bound what a request may ask for; the flags --max-frames, --max-resolution,
+// --max-steps and --max-body-bytes set them.
+type Limits struct {
+	MaxFrames      int   // frames per video
+	MaxResolution  int   // largest of height and width, in pixels
+	MaxSteps       int   // denoising steps
+	MaxBodyBytes   int64 // whole request body
+	MaxImagePixels int   // decoded input image width*height
+}
+
+// DefaultLimits are the server's limits unless flags say otherwise.
+func DefaultLimits() Limits {
+	return Limits{MaxFrames: 25, MaxResolution: 1024, MaxSteps: 50, MaxBodyBytes: 10 << 20, MaxImagePixels: 4096 * 4096}
+}
+
+// ParseParams decodes a job's JSON parameters over DefaultParams and validates them
+// against lim. Unknown fields, trailing data, wrong types and out-of-range values wrap
+// ErrBadParams; values beyond lim wrap ErrTooLarge. An empty body means all defaults.
+func ParseParams(data []byte, lim Limits) (Params, error) {
+	p := DefaultParams()
+	if len(bytes.TrimSpace(data)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p); err != nil {
+			return Params{}, fmt.Errorf("%w: %v", ErrBadParams, err)
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return Params{}, fmt.Errorf("%w: trailing data after the JSON object", ErrBadParams)
+		}
+	}
+	if err := p.Validate(lim); err != nil {
+		return Params{}, err
+	}
+	return p, nil
+}
+
+// Validate checks ranges (ErrBadParams) and the server's limits (ErrTooLarge).
+func (p Params) Validate(lim Limits) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrBadParams}, args...)...)
+	}
+	big := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrTooLarge}, args...)...)
+	}
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	switch {
+	case p.NumFrames < 1:
+		return bad("num_frames %d must be at least 1", p.NumFrames)
+	case p.Steps < 1:
+		return bad("steps %d must be at least 1", p.Steps)
+	case p.Height < 8 || p.Width < 8 || p.Height%8 != 0 || p.Width%8 != 0:
+		return bad("height %d and width %d must be positive multiples of 8", p.Height, p.Width)
+	case !finite(p.MinGuidance) || !finite(p.MaxGuidance) || p.MinGuidance < 0 || p.MaxGuidance < 0 || p.MinGuidance > 100 || p.MaxGuidance > 100:
+		return bad("guidance min %v max %v must be in [0, 100]", p.MinGuidance, p.MaxGuidance)
+	case p.FPS < 1 || p.FPS > 240:
+		return bad("fps %d must be in [1, 240]", p.FPS)
+	case p.MotionBucketID < 0 || p.MotionBucketID > 1023:
+		return bad("motion_bucket_id %d must be in [0, 1023]", p.MotionBucketID)
+	case !finite(p.NoiseAugStrength) || p.NoiseAugStrength < 0 || p.NoiseAugStrength > 10:
+		return bad("noise_aug_strength %v must be in [0, 10]", p.NoiseAugStrength)
+	case p.DecodeChunkSize < 0:
+		return bad("decode_chunk_size %d must not be negative", p.DecodeChunkSize)
+	case p.Seed < 0:
+		return bad("seed %d must not be negative", p.Seed)
+	}
+	switch {
+	case lim.MaxFrames > 0 && p.NumFrames > lim.MaxFrames:
+		return big("num_frames %d exceeds --max-frames %d", p.NumFrames, lim.MaxFrames)
+	case lim.MaxResolution > 0 && max(p.Height, p.Width) > lim.MaxResolution:
+		return big("%dx%d exceeds --max-resolution %d", p.Width, p.Height, lim.MaxResolution)
+	case lim.MaxSteps > 0 && p.Steps > lim.MaxSteps:
+		return big("steps %d exceeds --max-steps %d", p.Steps, lim.MaxSteps)
+	}
+	return nil
+}

@@ -1,0 +1,383 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/model"
+)
+
+// Proc is a started worker rank.
+type Proc interface {
+	Pid() int
+	// Wait returns when the worker has exited.
+	Wait() error
+	// Kill ends the worker abruptly (SIGKILL for a process).
+	Kill() error
+	// Stop asks the worker to end (SIGTERM for a process).
+	Stop() error
+}
+
+// Launcher starts worker ranks that connect to the coordinator at addr with secret.
+type Launcher interface {
+	Start(rank int, addr string, secret []byte) (Proc, error)
+}
+
+// ExecLauncher starts each rank as a child process: Executable (default: this binary)
+// with Args(rank) (default: "worker serve" plus Spec's flags), the secret in SecretEnv and
+// the launcher variables RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE.
+type ExecLauncher struct {
+	Executable     string
+	Spec           ModelSpec
+	NProc          int
+	Args           func(rank int, addr string) []string
+	Stdout, Stderr io.Writer
+}
+
+// WorkerArgs are the arguments of `vdpp worker serve` for one rank.
+func WorkerArgs(spec ModelSpec, rank int, addr string) []string {
+	return []string{"worker", "serve", "--connect=" + addr, "--rank=" + strconv.Itoa(rank),
+		"--model=" + spec.Name, "--model-dir=" + spec.Dir,
+		"--step-ms=" + strconv.FormatFloat(spec.StepMS, 'g', -1, 64), "--cost=" + spec.Cost}
+}
+
+// Start implements Launcher.
+func (l ExecLauncher) Start(rank int, addr string, secret []byte) (Proc, error) {
+	exe := l.Executable
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("serve: find own executable: %w", err)
+		}
+	}
+	args := WorkerArgs(l.Spec, rank, addr)
+	if l.Args != nil {
+		args = l.Args(rank, addr)
+	}
+	env := append(os.Environ(), SecretEnv+"="+fmt.Sprintf("%x", secret),
+		"RANK="+strconv.Itoa(rank), "WORLD_SIZE="+strconv.Itoa(max(l.NProc, rank+1)),
+		"LOCAL_RANK="+strconv.Itoa(rank), "LOCAL_WORLD_SIZE="+strconv.Itoa(max(l.NProc, rank+1)))
+	out, errw := l.Stdout, l.Stderr
+	if out == nil {
+		out = os.Stderr
+	}
+	if errw == nil {
+		errw = os.Stderr
+	}
+	p, err := dist.StartProcess(dist.ProcSpec{Rank: rank, LocalRank: rank, Path: exe, Args: args, Env: env,
+		Stdout: &prefixWriter{w: out, prefix: fmt.Sprintf("[worker %d] ", rank)},
+		Stderr: &prefixWriter{w: errw, prefix: fmt.Sprintf("[worker %d] ", rank)}})
+	if err != nil {
+		return nil, err
+	}
+	e := &execProc{p: p, done: make(chan struct{})}
+	go func() {
+		e.err = p.Wait()
+		close(e.done)
+	}()
+	return e, nil
+}
+
+// execProc reaps its child exactly once (in its own goroutine), so any number of callers
+// may Wait.
+type execProc struct {
+	p    dist.Process
+	done chan struct{}
+	err  error
+}
+
+func (e *execProc) Pid() int { return e.p.Pid() }
+func (e *execProc) Wait() error {
+	<-e.done
+	return e.err
+}
+func (e *execProc) Kill() error { return e.p.Signal(syscall.SIGKILL) }
+func (e *execProc) Stop() error { return e.p.Signal(syscall.SIGTERM) }
+
+// prefixWriter prefixes each line (workers' logs in the server's stderr).
+type prefixWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+	line   []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range b {
+		if len(p.line) == 0 {
+			p.line = append(p.line, p.prefix...)
+		}
+		p.line = append(p.line, c)
+		if c == '\n' {
+			p.w.Write(p.line)
+			p.line = p.line[:0]
+		}
+	}
+	return len(b), nil
+}
+
+// InProcLauncher runs each rank as goroutines of this process (tests, and --nproc on a
+// single process). Kill closes the rank's connection abruptly, as a dead process would.
+type InProcLauncher struct {
+	Spec ModelSpec
+	// NewDenoiser builds a rank's model (default model.New(Spec.DenoiserConfig())).
+	NewDenoiser func() (model.Denoiser, error)
+	Log         *slog.Logger
+}
+
+// Start implements Launcher.
+func (l InProcLauncher) Start(rank int, addr string, secret []byte) (Proc, error) {
+	var den model.Denoiser
+	if l.NewDenoiser != nil {
+		var err error
+		if den, err = l.NewDenoiser(); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := dialCoordinator(ctx, addr, rank, -1, secret)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	p := &inProc{cancel: cancel, conn: conn, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.err = RunWorker(ctx, WorkerConfig{Rank: rank, Spec: l.Spec, Denoiser: den, Conn: conn, Log: l.Log})
+	}()
+	return p, nil
+}
+
+type inProc struct {
+	cancel context.CancelFunc
+	conn   net.Conn
+	done   chan struct{}
+	err    error
+}
+
+func (p *inProc) Pid() int { return -1 }
+func (p *inProc) Wait() error {
+	<-p.done
+	if p.err == nil {
+		return errors.New("exited")
+	}
+	return p.err
+}
+func (p *inProc) Kill() error {
+	if tc, ok := p.conn.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	p.conn.Close()
+	p.cancel()
+	return nil
+}
+func (p *inProc) Stop() error { p.cancel(); return nil }
+
+// WorkerInfo describes one rank for the admin API.
+type WorkerInfo struct {
+	Rank      int  `json:"rank"`
+	Pid       int  `json:"pid"`
+	Connected bool `json:"connected"`
+	Restarts  int  `json:"restarts"`
+	Gone      bool `json:"gone"` // exited with no restarts left
+}
+
+// Pool starts the worker ranks and restarts a rank that exits, up to MaxRestarts times per
+// rank, writing the live pids to PidFile (one "RANK PID" line per rank) when set.
+type Pool struct {
+	Launcher    Launcher
+	NProc       int
+	MaxRestarts int
+	PidFile     string
+	Log         *slog.Logger
+	// OnRestart is called for each restart (metrics).
+	OnRestart func(rank int)
+	// Connected reports whether a rank is connected (for Workers).
+	Connected func(rank int) bool
+
+	mu      sync.Mutex
+	procs   []Proc
+	info    []WorkerInfo
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// Start launches every rank; each is supervised until Close.
+func (p *Pool) Start(addr string, secret []byte) error {
+	if p.Log == nil {
+		p.Log = slog.New(slog.DiscardHandler)
+	}
+	p.procs = make([]Proc, p.NProc)
+	p.info = make([]WorkerInfo, p.NProc)
+	for r := range p.NProc {
+		p.info[r].Rank = r
+		proc, err := p.Launcher.Start(r, addr, secret)
+		if err != nil {
+			p.Close()
+			return fmt.Errorf("serve: start worker %d: %w", r, err)
+		}
+		p.mu.Lock()
+		p.procs[r], p.info[r].Pid = proc, proc.Pid()
+		p.mu.Unlock()
+	}
+	p.writePids()
+	for r := range p.NProc {
+		p.wg.Add(1)
+		go p.supervise(r, addr, secret)
+	}
+	return nil
+}
+
+func (p *Pool) supervise(rank int, addr string, secret []byte) {
+	defer p.wg.Done()
+	for {
+		p.mu.Lock()
+		proc := p.procs[rank]
+		p.mu.Unlock()
+		err := proc.Wait()
+		p.mu.Lock()
+		if p.closing {
+			p.mu.Unlock()
+			return
+		}
+		if p.info[rank].Restarts >= p.MaxRestarts {
+			p.info[rank].Gone = true
+			p.mu.Unlock()
+			p.Log.Error("worker exited; no restarts left", "rank", rank, "err", err, "max_restarts", p.MaxRestarts)
+			p.writePids()
+			return
+		}
+		p.info[rank].Restarts++
+		p.mu.Unlock()
+		p.Log.Warn("worker exited; restarting", "rank", rank, "err", err)
+		if p.OnRestart != nil {
+			p.OnRestart(rank)
+		}
+		for {
+			time.Sleep(100 * time.Millisecond)
+			np, serr := p.Launcher.Start(rank, addr, secret)
+			p.mu.Lock()
+			if p.closing {
+				p.mu.Unlock()
+				if serr == nil {
+					np.Kill()
+					np.Wait()
+				}
+				return
+			}
+			if serr == nil {
+				p.procs[rank], p.info[rank].Pid = np, np.Pid()
+				p.mu.Unlock()
+				break
+			}
+			p.mu.Unlock()
+			p.Log.Error("restart worker", "rank", rank, "err", serr)
+			time.Sleep(time.Second)
+		}
+		p.writePids()
+	}
+}
+
+// Kill ends rank abruptly (the admin endpoint and fault tests use it).
+func (p *Pool) Kill(rank int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if rank < 0 || rank >= len(p.procs) || p.procs[rank] == nil {
+		return fmt.Errorf("%w: worker rank %d", ErrNotFound, rank)
+	}
+	return p.procs[rank].Kill()
+}
+
+// Workers describes every rank.
+func (p *Pool) Workers() []WorkerInfo {
+	p.mu.Lock()
+	out := append([]WorkerInfo(nil), p.info...)
+	p.mu.Unlock()
+	for i := range out {
+		if p.Connected != nil {
+			out[i].Connected = p.Connected(out[i].Rank)
+		}
+	}
+	return out
+}
+
+func (p *Pool) writePids() {
+	if p.PidFile == "" {
+		return
+	}
+	p.mu.Lock()
+	var b strings.Builder
+	for _, in := range p.info {
+		if !in.Gone {
+			fmt.Fprintf(&b, "%d %d\n", in.Rank, in.Pid)
+		}
+	}
+	p.mu.Unlock()
+	if err := writeSynced(p.PidFile, []byte(b.String())); err != nil {
+		p.Log.Error("write pid file", "err", err)
+	}
+}
+
+// Close stops every rank (SIGTERM, then SIGKILL after a second) and waits for them.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closing = true
+	procs := append([]Proc(nil), p.procs...)
+	p.mu.Unlock()
+	for _, pr := range procs {
+		if pr != nil {
+			pr.Stop()
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		for _, pr := range procs {
+			if pr != nil {
+				pr.Wait()
+			}
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		for _, pr := range procs {
+			if pr != nil {
+				pr.Kill()
+			}
+		}
+		<-done
+	}
+	p.wg.Wait()
+}
+
+// killIf kills rank's current process if its pid is pid (a worker whose connection died
+// but whose process may still run is ended, so the supervisor restarts it cleanly).
+func (p *Pool) killIf(rank, pid int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closing || rank < 0 || rank >= len(p.procs) || p.procs[rank] == nil || p.procs[rank].Pid() != pid {
+		return
+	}
+	p.procs[rank].Kill()
+}
+
+// markClosing stops restarts: a rank that exits from now on stays down.
+func (p *Pool) markClosing() {
+	p.mu.Lock()
+	p.closing = true
+	p.mu.Unlock()
+}

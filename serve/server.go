@@ -1,0 +1,201 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"image"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/vdpp/vdpp/video"
+)
+
+// Config is everything `vdpp serve` configures.
+type Config struct {
+	// Listen is the HTTP address (default 127.0.0.1:8080; port 0 picks a free one).
+	Listen string
+	// Token, when set, is the bearer token every API call must present.
+	Token   string
+	DataDir string
+	Spec    ModelSpec
+	NProc   int
+	Limits  Limits
+	// MaxBatch, MaxQueue, MaxRunning: see CoordConfig.
+	MaxBatch, MaxQueue, MaxRunning int
+	// MaxRestarts bounds the restarts of each worker rank.
+	MaxRestarts int
+	// StallTimeout: see CoordConfig (default 60 s; negative disables).
+	StallTimeout time.Duration
+	// Launcher starts worker ranks (default ExecLauncher: child processes of this binary).
+	Launcher Launcher
+	// PidFile, when set, receives "RANK PID" lines for the live workers.
+	PidFile                     string
+	Heartbeat, HeartbeatTimeout time.Duration
+	Log                         *slog.Logger
+	// WorkerOutput receives the worker processes' logs (default os.Stderr).
+	WorkerOutput io.Writer
+	// MP4 writes an MP4 (default: H.264 through ffmpeg when it is installed, else
+	// WriteMP4PCM).
+	MP4 func(path string, frames []image.Image, fps float64) error
+}
+
+// Server is a running `vdpp serve`.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	store   *Store
+	gen     Generator
+	coord   *Coordinator
+	pool    *Pool
+	metrics *Metrics
+	http    *http.Server
+	ln, wln net.Listener
+	done    chan struct{}
+	once    sync.Once
+	mp4     func(path string, frames []image.Image, fps float64) error
+	errc    chan error
+}
+
+// New opens the data dir and builds the server; Start runs it.
+func New(cfg Config) (*Server, error) {
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:8080"
+	}
+	if cfg.DataDir == "" {
+		return nil, fmt.Errorf("serve: --data-dir is required")
+	}
+	if cfg.Limits == (Limits{}) {
+		cfg.Limits = DefaultLimits()
+	}
+	if cfg.Limits.MaxBodyBytes <= 0 {
+		cfg.Limits.MaxBodyBytes = DefaultLimits().MaxBodyBytes
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	gen, err := NewGenerator(cfg.Spec)
+	if err != nil {
+		return nil, err
+	}
+	store, err := OpenStore(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	stall := cfg.StallTimeout
+	if stall == 0 {
+		stall = 60 * time.Second
+	}
+	m := NewMetrics()
+	coord, err := NewCoordinator(CoordConfig{Spec: cfg.Spec, Generator: gen, Store: store, NProc: cfg.NProc,
+		MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, Metrics: m, Log: cfg.Log,
+		StallTimeout: stall})
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Log, store: store, gen: gen, coord: coord, metrics: m, done: make(chan struct{}), mp4: cfg.MP4, errc: make(chan error, 2)}
+	if s.mp4 == nil {
+		s.mp4 = writeMP4
+	}
+	launcher := cfg.Launcher
+	if launcher == nil {
+		launcher = ExecLauncher{Spec: cfg.Spec, NProc: cfg.NProc, Stdout: cfg.WorkerOutput, Stderr: cfg.WorkerOutput}
+	}
+	s.pool = &Pool{Launcher: launcher, NProc: cfg.NProc, MaxRestarts: cfg.MaxRestarts, PidFile: cfg.PidFile, Log: cfg.Log,
+		OnRestart: func(int) { m.restarts.Inc() },
+		Connected: func(rank int) bool { c := coord; c.mu.Lock(); defer c.mu.Unlock(); return c.workers[rank] != nil }}
+	coord.onLost = func(rank, pid int) { s.pool.killIf(rank, pid) }
+	return s, nil
+}
+
+// Start listens for HTTP and for workers, and starts the worker ranks. It returns once the
+// HTTP listener is bound (Addr is valid); the ranks join in the background (see /readyz).
+func (s *Server) Start() error {
+	wln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("serve: worker listener: %w", err)
+	}
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		wln.Close()
+		return fmt.Errorf("serve: listen %s: %w", s.cfg.Listen, err)
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && s.cfg.Token == "" {
+		s.log.Warn("listening beyond loopback without an API token", "addr", ln.Addr())
+	}
+	s.ln, s.wln = ln, wln
+	secret := make([]byte, SecretLen)
+	rand.Read(secret)
+	go s.coord.watchStalls(s.done)
+	go func() {
+		if err := s.coord.ServeWorkers(wln, secret, s.cfg.Heartbeat, s.cfg.HeartbeatTimeout); err != nil {
+			s.errc <- err
+		}
+	}()
+	if err := s.pool.Start(wln.Addr().String(), secret); err != nil {
+		ln.Close()
+		wln.Close()
+		return err
+	}
+	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.errc <- err
+		}
+	}()
+	return nil
+}
+
+// Addr is the HTTP listener's address ("127.0.0.1:PORT").
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Err receives a fatal listener error.
+func (s *Server) Err() <-chan error { return s.errc }
+
+// Pool returns the worker pool (admin and fault tests).
+func (s *Server) Pool() *Pool { return s.pool }
+
+// Coordinator returns the coordinator.
+func (s *Server) Coordinator() *Coordinator { return s.coord }
+
+// Close stops HTTP (open event streams end), the workers and the coordinator, then closes
+// the store. Unfinished jobs stay queued in the store.
+func (s *Server) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.done)
+		if s.http != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			s.http.Shutdown(ctx)
+			cancel()
+		}
+		if s.wln != nil {
+			s.wln.Close()
+		}
+		s.pool.markClosing() // workers that see their connection close now are not restarted
+		s.coord.Close()
+		s.pool.Close()
+		err = s.store.Close()
+	})
+	return err
+}
+
+// writeMP4 encodes with ffmpeg when it is on the PATH and falls back to WriteMP4PCM.
+func writeMP4(path string, frames []image.Image, fps float64) error {
+	err := video.WriteMP4(path, frames, fps)
+	if !errors.Is(err, video.ErrNoFFmpeg) {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := WriteMP4PCM(&buf, frames, int(fps)); err != nil {
+		return err
+	}
+	return writeSynced(path, buf.Bytes())
+}
