@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/vdpp/vdpp/dist"
 	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/svd"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
@@ -49,12 +52,29 @@ func newParts(o Options, stages int) (*parts, error) {
 	if o.Guided() {
 		guidance = sched.GuidanceWeights(float32(o.MinGuidance), float32(o.GuidanceScale), o.LatentFrames)
 	}
+	w := &NoiseWorkload{Seed: o.Seed, Shape: o.LatentShape(), InitNoiseSigma: sc.InitNoiseSigma, Guidance: guidance}
+	if sd, ok := d.(*svd.Denoiser); ok {
+		w.Cond = svdConditioning(sd.P.UNetConfig, o)
+	}
 	return &parts{
 		plan:     plan,
 		stepper:  &pipeline.Stepper{Model: d, Sched: sc},
-		workload: &NoiseWorkload{Seed: o.Seed, Shape: o.LatentShape(), InitNoiseSigma: sc.InitNoiseSigma, Guidance: guidance},
+		workload: w,
 		weights:  d.WeightBytes(),
 	}, nil
+}
+
+// svdConditioning gives the real UNet random conditioning of the right shapes (the benchmark
+// measures the denoiser, not the image encoder): an image embedding, image latents and the
+// default added time ids (fps 7 -> 6, motion bucket 127, augmentation 0.02).
+func svdConditioning(cfg checkpoint.UNetConfig, o Options) func(r *rand.Rand) model.Conditioning {
+	return func(r *rand.Rand) model.Conditioning {
+		return model.Conditioning{
+			svd.KeyImageEmbeddings: RandomTensor(r, 1, 1, cfg.CrossAttentionDim[0]),
+			svd.KeyImageLatents:    RandomTensor(r, 1, o.LatentChannels, o.LatentHeight, o.LatentWidth),
+			svd.KeyAddedTimeIDs:    {Shape: []int{1, 3}, Data: []float32{6, 127, 0.02}},
+		}
+	}
 }
 
 // rankResult is what each worker writes to RunDir/rank-N.json.

@@ -23,24 +23,33 @@ type NoiseWorkload struct {
 	InitNoiseSigma float32 // from the scheduler
 	Guidance       []float32
 	Now            func() time.Time
+	// Cond builds a sample's conditioning from its noise stream (after the latent noise was
+	// drawn); nil gives the synthetic model's per-channel vector.
+	Cond func(r *rand.Rand) model.Conditioning
 
 	mu          sync.Mutex
 	completions map[int64]int64
 	finals      map[int64]*tensor.Dense
 }
 
-// SampleNoise returns sample s's initial noise (unscaled) and its conditioning vector.
-func SampleNoise(seed, s int64, shape []int) (noise *tensor.Dense, cond *tensor.Dense) {
+// SampleNoise returns sample s's initial noise (unscaled) and the stream it was drawn from,
+// positioned for drawing the sample's conditioning.
+func SampleNoise(seed, s int64, shape []int) (*tensor.Dense, *rand.Rand) {
 	r := rand.New(rand.NewPCG(uint64(seed), uint64(s)))
-	noise = tensor.New(shape...)
+	noise := tensor.New(shape...)
 	for i := range noise.Data {
 		noise.Data[i] = float32(r.NormFloat64())
 	}
-	cond = tensor.New(shape[1])
-	for i := range cond.Data {
-		cond.Data[i] = float32(r.NormFloat64())
+	return noise, r
+}
+
+// RandomTensor draws a tensor of N(0,1) values from r.
+func RandomTensor(r *rand.Rand, shape ...int) *tensor.Dense {
+	t := tensor.New(shape...)
+	for i := range t.Data {
+		t.Data[i] = float32(r.NormFloat64())
 	}
-	return noise, cond
+	return t
 }
 
 // Prepare implements pipeline.Workload.
@@ -52,12 +61,16 @@ func (w *NoiseWorkload) Prepare(_ context.Context, group int64, samples []int64)
 	lat := tensor.New(append([]int{len(samples)}, w.Shape...)...)
 	it := &pipeline.Item{Group: group, Samples: samples, Latent: lat, Guidance: w.Guidance}
 	for r, s := range samples {
-		noise, cond := SampleNoise(w.Seed, s, w.Shape)
+		noise, rng := SampleNoise(w.Seed, s, w.Shape)
 		dst := lat.Data[r*per : (r+1)*per]
 		for i, v := range noise.Data {
 			dst[i] = v * w.InitNoiseSigma
 		}
-		it.Cond = append(it.Cond, model.Conditioning{synthetic.CondKey: cond})
+		if w.Cond != nil {
+			it.Cond = append(it.Cond, w.Cond(rng))
+		} else {
+			it.Cond = append(it.Cond, model.Conditioning{synthetic.CondKey: RandomTensor(rng, w.Shape[1])})
+		}
 	}
 	return it, nil
 }

@@ -189,12 +189,11 @@ func (s *Server) Close() error {
 
 // writeMP4 encodes with ffmpeg when it is on the PATH and falls back to WriteMP4PCM.
 func writeMP4(path string, frames []image.Image, fps float64) error {
-	err := video.WriteMP4(path, frames, fps)
-	if !errors.Is(err, video.ErrNoFFmpeg) {
+	if err := video.WriteMP4(path, frames, fps); !errors.Is(err, video.ErrNoFFmpeg) {
 		return err
 	}
 	var buf bytes.Buffer
-	if err := WriteMP4PCM(&buf, frames, int(fps)); err != nil {
+	if err := video.WriteMP4PCM(&buf, frames, int(fps)); err != nil {
 		return err
 	}
 	return writeSynced(path, buf.Bytes())

@@ -24,6 +24,9 @@ func writeFileAtomic(path string, write func(w io.Writer) error) (err error) {
 	if err = write(tmp); err != nil {
 		return err
 	}
+	if err = tmp.Chmod(0o644); err != nil { // CreateTemp makes 0600; outputs are for sharing
+		return fmt.Errorf("video: write %s: %w", path, err)
+	}
 	if err = tmp.Close(); err != nil {
 		return fmt.Errorf("video: write %s: %w", path, err)
 	}

@@ -52,7 +52,10 @@ func to8(v float32) uint8 {
 
 // FrameStats summarises a tensor's values (population standard deviation).
 type FrameStats struct {
-	Min, Max, Mean, Std float64
+	Min  float64 `json:"min"`
+	Max  float64 `json:"max"`
+	Mean float64 `json:"mean"`
+	Std  float64 `json:"std"`
 }
 
 // Stats returns the minimum, maximum, mean and standard deviation of all elements of

@@ -102,6 +102,9 @@ func (m MP4Writer) Write(path string, frames []image.Image, fps float64) (err er
 	if werr != nil || cerr != nil {
 		return fmt.Errorf("video: mp4: feeding ffmpeg: %w", errors.Join(werr, cerr))
 	}
+	if err = os.Chmod(tmpName, 0o644); err != nil {
+		return fmt.Errorf("video: mp4: %w", err)
+	}
 	if err = os.Rename(tmpName, path); err != nil {
 		return fmt.Errorf("video: mp4: rename into %s: %w", path, err)
 	}

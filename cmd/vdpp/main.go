@@ -42,6 +42,7 @@ func commands() []command {
 		{"launch", "start K workers of this binary with torchrun-style variables", runLaunch},
 		{"serve", "serve image-to-video jobs over HTTP with K worker processes", runServe},
 		{"loadtest", "drive a vdpp server with concurrent clients and report latency", runLoadtest},
+		{"generate", "turn an image into videos through the K-stage pipeline", runGenerate},
 		{"parity", "compare the SVD networks with reference outputs (golden cases)", runParity},
 		{"worker", "run one rank of a launched job (internal)", runWorker},
 		{"version", "print the version", func(_ context.Context, _ []string, w, _ io.Writer) error {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vdpp/vdpp/bench"
 	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/generate"
 )
 
 // runWorker runs one rank of a launched job: `vdpp worker JOB [flags]`, with the rank and
@@ -32,6 +33,15 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		return bench.RunWorker(ctx, o, env, log)
+	case "generate":
+		o := generate.DefaultOptions()
+		fs := flag.NewFlagSet("worker generate", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		o.RegisterFlags(fs)
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return err
+		}
+		return generate.RunRank(ctx, o, env, log)
 	case "serve":
 		return runServeWorker(ctx, args[1:], stderr, env.Rank)
 	default:

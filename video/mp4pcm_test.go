@@ -1,4 +1,4 @@
-package serve
+package video
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-func gradientFrames(n, w, h int) []image.Image {
+func pcmGradientFrames(n, w, h int) []image.Image {
 	out := make([]image.Image, n)
 	for f := range out {
 		img := image.NewNRGBA(image.Rect(0, 0, w, h))
@@ -47,7 +47,7 @@ func TestWriteMP4PCMStructure(t *testing.T) {
 	cases := []struct{ n, w, h, fps int }{{1, 16, 16, 7}, {3, 24, 40, 30}, {2, 64, 8, 1}}
 	for _, c := range cases {
 		var buf bytes.Buffer
-		if err := WriteMP4PCM(&buf, gradientFrames(c.n, c.w, c.h), c.fps); err != nil {
+		if err := WriteMP4PCM(&buf, pcmGradientFrames(c.n, c.w, c.h), c.fps); err != nil {
 			t.Fatal(err)
 		}
 		bx := boxes(t, buf.Bytes())
@@ -88,7 +88,7 @@ func TestWriteMP4PCMDecodes(t *testing.T) {
 		t.Skip("ffmpeg not installed")
 	}
 	const n, w, h = 3, 40, 24
-	frames := gradientFrames(n, w, h)
+	frames := pcmGradientFrames(n, w, h)
 	var buf bytes.Buffer
 	if err := WriteMP4PCM(&buf, frames, 7); err != nil {
 		t.Fatal(err)

@@ -1,33 +1,35 @@
-package serve
+package video
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"image"
 	"io"
+	"math"
 )
 
 // WriteMP4PCM writes frames as an MP4 file (ISO BMFF, moov first) holding an H.264
 // Constrained Baseline stream whose every picture is an IDR slice of I_PCM macroblocks: the
 // samples are stored uncompressed (BT.601 limited-range YUV 4:2:0), so any H.264 decoder
 // plays it, no encoder library or ffmpeg is needed, and the file is about 1.5 bytes per
-// pixel per frame. The server uses it when ffmpeg is not installed. Frames must share one
+// pixel per frame. WriteMP4Any uses it when ffmpeg is not installed. Frames must share one
 // size; fps is the frame rate (1..240).
 func WriteMP4PCM(w io.Writer, frames []image.Image, fps int) error {
 	if len(frames) == 0 {
-		return fmt.Errorf("serve: mp4: no frames")
+		return fmt.Errorf("video: mp4: no frames")
 	}
 	if fps < 1 || fps > 240 {
-		return fmt.Errorf("serve: mp4: fps %d out of range", fps)
+		return fmt.Errorf("video: mp4: fps %d out of range", fps)
 	}
 	b := frames[0].Bounds()
 	width, height := b.Dx(), b.Dy()
 	if width < 2 || height < 2 || width > 4096 || height > 4096 {
-		return fmt.Errorf("serve: mp4: frame size %dx%d out of range", width, height)
+		return fmt.Errorf("video: mp4: frame size %dx%d out of range", width, height)
 	}
 	for i, f := range frames {
 		if f.Bounds().Dx() != width || f.Bounds().Dy() != height {
-			return fmt.Errorf("serve: mp4: frame %d is %v, frame 0 is %dx%d", i, f.Bounds().Size(), width, height)
+			return fmt.Errorf("video: mp4: frame %d is %v, frame 0 is %dx%d", i, f.Bounds().Size(), width, height)
 		}
 	}
 	mbw, mbh := (width+15)/16, (height+15)/16
@@ -300,4 +302,22 @@ func moovBox(samples [][]byte, sps, pps []byte, width, height, fps int, chunkOff
 	mdia := box("mdia", mdhd, hdlr, minf)
 	trak := box("trak", tkhd, mdia)
 	return box("moov", mvhd, trak)
+}
+
+// WriteMP4Any writes an MP4 with ffmpeg (H.264, compressed) when it is on the PATH, and
+// otherwise with WriteMP4PCM (uncompressed H.264, playable everywhere, larger). It returns
+// which encoder was used: "ffmpeg" or "uncompressed (ffmpeg not on PATH)". The file is
+// written atomically.
+func WriteMP4Any(path string, frames []image.Image, fps float64) (string, error) {
+	err := WriteMP4(path, frames, fps)
+	if err == nil {
+		return "ffmpeg", nil
+	}
+	if !errors.Is(err, ErrNoFFmpeg) {
+		return "", err
+	}
+	enc := "uncompressed (ffmpeg not on PATH)"
+	return enc, writeFileAtomic(path, func(w io.Writer) error {
+		return WriteMP4PCM(w, frames, max(1, int(math.Round(fps))))
+	})
 }

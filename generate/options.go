@@ -1,0 +1,122 @@
+// Package generate is `vdpp generate`: image in, videos out, through the K-stage step
+// pipeline. Stage 0 loads the image encoder, VAE encoder and UNet and computes each sample's
+// conditioning once; middle stages load only the UNet; the last stage loads the UNet and the
+// VAE decoder and writes, per sample, video.gif, video.mp4, frames/NNN.png and report.json.
+//
+// Contract: the same seed gives bit-identical frames with 1 or K processes (sample s draws
+// its noise from a stream keyed by (seed, s); batch composition does not depend on K). Bad
+// input (a missing or non-image file, a missing config, a corrupt or mis-shaped checkpoint,
+// impossible sizes) is reported before any worker starts, as one line naming the file.
+package generate
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// ErrOptions marks invalid command-line options.
+var ErrOptions = errors.New("generate: bad options")
+
+// Options are the flags of `vdpp generate` (0 means the checkpoint's default).
+type Options struct {
+	Model            string // checkpoint folder
+	Variant          string
+	Image            string
+	NumFrames        int
+	Steps            int
+	Height, Width    int
+	MinGuidance      float64
+	MaxGuidance      float64
+	FPS              int
+	MotionBucketID   int
+	NoiseAugStrength float64
+	DecodeChunkSize  int
+	Seed             int64
+	NumSamples       int
+	MicroBatch       int
+	NProc            int
+	Out              string
+	Backend          string
+	Timeout          time.Duration
+	Progress         string // "auto", "bar" or "plain"
+}
+
+// DefaultOptions mirrors the pipeline's defaults; sizes left at 0 come from the checkpoint.
+func DefaultOptions() Options {
+	return Options{
+		MinGuidance: 1, MaxGuidance: 3, FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02,
+		Steps: 25, Height: 576, Width: 1024, NumSamples: 1, MicroBatch: 1, NProc: 1, Out: "out",
+		Timeout: 10 * time.Minute, Progress: "auto",
+	}
+}
+
+// RegisterFlags binds the options to fs.
+func (o *Options) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Model, "model", o.Model, "checkpoint folder in the diffusers layout")
+	fs.StringVar(&o.Variant, "variant", o.Variant, `weights variant, e.g. "fp16" (converted to float32)`)
+	fs.StringVar(&o.Image, "image", o.Image, "input image (PNG or JPEG)")
+	fs.IntVar(&o.NumFrames, "num-frames", o.NumFrames, "frames (0: the UNet config's num_frames)")
+	fs.IntVar(&o.Steps, "steps", o.Steps, "denoising steps")
+	fs.IntVar(&o.Height, "height", o.Height, "video height (a multiple of the VAE's factor)")
+	fs.IntVar(&o.Width, "width", o.Width, "video width")
+	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "guidance weight of the first frame")
+	fs.Float64Var(&o.MaxGuidance, "max-guidance", o.MaxGuidance, "guidance weight of the last frame (> 1 turns on CFG)")
+	fs.IntVar(&o.FPS, "fps", o.FPS, "frames per second (the UNet is conditioned on fps-1)")
+	fs.IntVar(&o.MotionBucketID, "motion-bucket-id", o.MotionBucketID, "motion conditioning")
+	fs.Float64Var(&o.NoiseAugStrength, "noise-aug-strength", o.NoiseAugStrength, "noise added to the conditioning image")
+	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "frames decoded at once (0: all)")
+	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed; sample s uses the stream (seed, s)")
+	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "videos to generate from the image")
+	fs.IntVar(&o.MicroBatch, "micro-batch", o.MicroBatch, "samples per UNet call")
+	fs.IntVar(&o.NProc, "nproc", o.NProc, "pipeline stages, one process each")
+	fs.StringVar(&o.Out, "out", o.Out, "output folder")
+	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend (default: GOMLX_BACKEND or go)")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for every hand-off between stages")
+	fs.StringVar(&o.Progress, "progress", o.Progress, "progress display: auto, bar or plain")
+}
+
+// WorkerArgs renders the options as flags for `vdpp worker generate`.
+func (o Options) WorkerArgs() []string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	i := strconv.Itoa
+	return []string{
+		"--model=" + o.Model, "--variant=" + o.Variant, "--image=" + o.Image,
+		"--num-frames=" + i(o.NumFrames), "--steps=" + i(o.Steps), "--height=" + i(o.Height), "--width=" + i(o.Width),
+		"--min-guidance=" + f(o.MinGuidance), "--max-guidance=" + f(o.MaxGuidance), "--fps=" + i(o.FPS),
+		"--motion-bucket-id=" + i(o.MotionBucketID), "--noise-aug-strength=" + f(o.NoiseAugStrength),
+		"--decode-chunk-size=" + i(o.DecodeChunkSize), "--seed=" + strconv.FormatInt(o.Seed, 10),
+		"--num-samples=" + i(o.NumSamples), "--micro-batch=" + i(o.MicroBatch), "--nproc=" + i(o.NProc),
+		"--out=" + o.Out, "--backend=" + o.Backend, "--timeout=" + o.Timeout.String(), "--progress=plain",
+	}
+}
+
+// Validate checks what can be checked without opening files.
+func (o Options) Validate() error {
+	switch {
+	case o.Model == "":
+		return fmt.Errorf("%w: --model DIR is required", ErrOptions)
+	case o.Image == "":
+		return fmt.Errorf("%w: --image FILE is required", ErrOptions)
+	case o.NumSamples < 1:
+		return fmt.Errorf("%w: --num-samples %d", ErrOptions, o.NumSamples)
+	case o.MicroBatch < 1:
+		return fmt.Errorf("%w: --micro-batch %d", ErrOptions, o.MicroBatch)
+	case o.NProc < 1:
+		return fmt.Errorf("%w: --nproc %d", ErrOptions, o.NProc)
+	case o.Steps < o.NProc:
+		return fmt.Errorf("%w: --steps %d cannot fill --nproc %d stages", ErrOptions, o.Steps, o.NProc)
+	case o.Out == "":
+		return fmt.Errorf("%w: --out is required", ErrOptions)
+	case o.Timeout <= 0:
+		return fmt.Errorf("%w: --timeout %v", ErrOptions, o.Timeout)
+	}
+	switch o.Progress {
+	case "auto", "bar", "plain":
+	default:
+		return fmt.Errorf("%w: --progress %q (want auto, bar or plain)", ErrOptions, o.Progress)
+	}
+	return nil
+}

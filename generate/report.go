@@ -1,0 +1,45 @@
+package generate
+
+import (
+	"github.com/vdpp/vdpp/video"
+)
+
+// StageWeights is what one pipeline stage holds.
+type StageWeights struct {
+	Rank       int              `json:"rank"`
+	Steps      [2]int           `json:"steps"`
+	Components map[string]int64 `json:"weight_bytes"`
+	LoadMS     float64          `json:"load_ms"`
+}
+
+// Timings are a sample's phases in milliseconds. Load is the slowest rank's model load.
+type Timings struct {
+	LoadMS         float64 `json:"load_ms"`
+	ConditioningMS float64 `json:"conditioning_ms"`
+	DiffusionMS    float64 `json:"diffusion_ms"`
+	DecodeMS       float64 `json:"decode_ms"`
+}
+
+// SampleReport is report.json of one sample.
+type SampleReport struct {
+	Sample      int64            `json:"sample"`
+	Seed        int64            `json:"seed"`
+	Model       string           `json:"model"`
+	Image       string           `json:"image"`
+	Frames      int              `json:"num_frames"`
+	Height      int              `json:"height"`
+	Width       int              `json:"width"`
+	Steps       int              `json:"steps"`
+	MinGuidance float64          `json:"min_guidance"`
+	MaxGuidance float64          `json:"max_guidance"`
+	FPS         int              `json:"fps"`
+	MotionID    int              `json:"motion_bucket_id"`
+	NoiseAug    float64          `json:"noise_aug_strength"`
+	DecodeChunk int              `json:"decode_chunk_size"`
+	NProc       int              `json:"nproc"`
+	Stages      []StageWeights   `json:"stages"`
+	Timings     Timings          `json:"timings_ms"`
+	Pixels      video.FrameStats `json:"pixel_stats"`
+	Files       []string         `json:"files"`
+	MP4         string           `json:"mp4"`
+}

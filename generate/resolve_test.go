@@ -1,0 +1,169 @@
+package generate
+
+import (
+	"encoding/json"
+	"image"
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vdpp/vdpp/internal/shared"
+	"github.com/vdpp/vdpp/safetensors"
+)
+
+// copyCheckpoint copies the golden dev checkpoint (not its cases) into a temp folder.
+func copyCheckpoint(t *testing.T) string {
+	t.Helper()
+	src := shared.Require(t, "golden", "dev")
+	dst := t.TempDir()
+	err := filepath.Walk(src, func(path string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		if strings.HasPrefix(rel, "cases") {
+			return filepath.SkipDir
+		}
+		out := filepath.Join(dst, rel)
+		if info.IsDir() {
+			return os.MkdirAll(out, 0o755)
+		}
+		in, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		f, err := os.Create(out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(f, in)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func writePNG(t *testing.T) string {
+	t.Helper()
+	img := image.NewNRGBA(image.Rect(0, 0, 40, 24))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(i * 7)
+	}
+	p := filepath.Join(t.TempDir(), "in.png")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := png.Encode(f, img); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Every bad input is caught before any worker starts, as one line naming the file (and the
+// tensor where there is one).
+func TestResolveRejectsBadInput(t *testing.T) {
+	img := writePNG(t)
+	tests := []struct {
+		name  string
+		break_ func(t *testing.T, dir string) (image string)
+		want  []string
+	}{
+		{"truncated safetensors", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "unet", "diffusion_pytorch_model.safetensors")
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, b[:len(b)/2], 0o644)
+			return img
+		}, []string{"unet/diffusion_pytorch_model.safetensors"}},
+		{"tensor of the wrong shape", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "vae", "diffusion_pytorch_model.safetensors")
+			f, err := safetensors.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ts []safetensors.NamedTensor
+			for _, n := range f.Names() {
+				x, _ := f.Tensor(n)
+				if n == "decoder.conv_out.bias" {
+					x.Shape = []int{1, x.Shape[0]}
+				}
+				ts = append(ts, safetensors.NamedTensor{Name: n, Tensor: x})
+			}
+			f.Close()
+			if err := safetensors.WriteFile(p, ts, nil); err != nil {
+				t.Fatal(err)
+			}
+			return img
+		}, []string{"vae/diffusion_pytorch_model.safetensors", "decoder.conv_out.bias", "[1 3]", "[3]"}},
+		{"missing config", func(t *testing.T, dir string) string {
+			os.Remove(filepath.Join(dir, "unet", "config.json"))
+			return img
+		}, []string{"unet/config.json"}},
+		{"missing model_index", func(t *testing.T, dir string) string {
+			os.Remove(filepath.Join(dir, "model_index.json"))
+			return img
+		}, []string{"model_index.json"}},
+		{"non-image input", func(t *testing.T, dir string) string {
+			p := filepath.Join(t.TempDir(), "notes.png")
+			os.WriteFile(p, []byte("this is not an image"), 0o644)
+			return p
+		}, []string{"notes.png"}},
+		{"missing image", func(t *testing.T, dir string) string {
+			return filepath.Join(dir, "nope.jpg")
+		}, []string{"nope.jpg"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := copyCheckpoint(t)
+			o := DefaultOptions()
+			o.Model, o.Image, o.Height, o.Width = dir, tc.break_(t, dir), 32, 32
+			_, err := Resolve(o)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error spans several lines: %q", msg)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not mention %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+func TestResolveDefaultsAndSizes(t *testing.T) {
+	dir := shared.Require(t, "golden", "dev")
+	o := DefaultOptions()
+	o.Model, o.Image, o.Height, o.Width = dir, writePNG(t), 32, 32
+	got, err := Resolve(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		NumFrames int `json:"num_frames"`
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "unet", "config.json"))
+	json.Unmarshal(b, &cfg)
+	if got.NumFrames != cfg.NumFrames {
+		t.Fatalf("num frames %d, want the config's %d", got.NumFrames, cfg.NumFrames)
+	}
+	o.Height = 31 // not a multiple of the VAE factor (2 for the dev VAE)
+	if _, err := Resolve(o); err == nil || !strings.Contains(err.Error(), "multiples") {
+		t.Fatalf("bad height: %v", err)
+	}
+	o.Height, o.NProc, o.Steps = 32, 5, 4
+	if _, err := Resolve(o); err == nil {
+		t.Fatal("more stages than steps accepted")
+	}
+}

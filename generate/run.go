@@ -1,0 +1,151 @@
+package generate
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/model/svd"
+	"github.com/vdpp/vdpp/video"
+)
+
+// LaunchFunc starts nproc local workers running `vdpp <args...>` and waits for them.
+type LaunchFunc func(ctx context.Context, nproc int, args []string) error
+
+// Runner runs `vdpp generate`.
+type Runner struct {
+	// Launch starts the workers of a multi-process run; tests swap it.
+	Launch LaunchFunc
+	Log    *slog.Logger
+	// Progress receives the progress bar or lines; Terminal says whether it is a terminal.
+	Progress io.Writer
+	Terminal bool
+}
+
+// Resolve checks the inputs before anything runs and fills defaults from the checkpoint:
+// the checkpoint's configs and weight headers, the image, and the sizes.
+func Resolve(o Options) (Options, error) {
+	if err := o.Validate(); err != nil {
+		return o, err
+	}
+	ck, err := svd.Preflight(o.Model, o.Variant, svd.AllParts)
+	if err != nil {
+		return o, err
+	}
+	ucfg, _ := ck.UNetConfig()
+	vcfg, _ := ck.VAEConfig()
+	if o.NumFrames == 0 {
+		o.NumFrames = ucfg.NumFrames
+	}
+	f := vcfg.DownsampleFactor()
+	if o.NumFrames < 1 {
+		return o, fmt.Errorf("%w: --num-frames %d", ErrOptions, o.NumFrames)
+	}
+	if o.Height < f || o.Width < f || o.Height%f != 0 || o.Width%f != 0 {
+		return o, fmt.Errorf("%w: --width %d --height %d must be positive multiples of %d (the VAE's factor)", ErrOptions, o.Width, o.Height, f)
+	}
+	if o.MinGuidance > o.MaxGuidance {
+		return o, fmt.Errorf("%w: --min-guidance %v > --max-guidance %v", ErrOptions, o.MinGuidance, o.MaxGuidance)
+	}
+	if _, err := video.LoadImage(o.Image); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// Run generates o.NumSamples videos and returns the sample folders.
+func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
+	o, err := Resolve(o)
+	if err != nil {
+		return nil, err
+	}
+	log := r.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
+	done := make(chan struct{})
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		r.showProgress(o, done)
+	}()
+	if o.NProc == 1 {
+		err = RunRank(ctx, o, dist.SingleProcess(), log)
+	} else {
+		launch := r.Launch
+		if launch == nil {
+			launch = defaultLaunch
+		}
+		err = launch(ctx, o.NProc, append([]string{"worker", "generate"}, o.WorkerArgs()...))
+	}
+	close(done)
+	<-progressDone
+	dirs := finished(o)
+	if err != nil {
+		if len(dirs) > 0 {
+			return dirs, fmt.Errorf("%w (%d finished samples kept in %s)", err, len(dirs), o.Out)
+		}
+		return nil, err
+	}
+	return dirs, nil
+}
+
+func defaultLaunch(ctx context.Context, nproc int, args []string) error {
+	return dist.Launch(ctx, dist.LaunchOptions{NProcPerNode: nproc, NNodes: 1, Command: args, Stdout: os.Stderr, Stderr: os.Stderr})
+}
+
+// finished lists the sample folders whose report.json exists.
+func finished(o Options) []string {
+	var out []string
+	for s := 0; s < o.NumSamples; s++ {
+		dir := filepath.Join(o.Out, fmt.Sprintf("sample-%03d", s))
+		if _, err := os.Stat(filepath.Join(dir, "report.json")); err == nil {
+			out = append(out, dir)
+		}
+	}
+	return out
+}
+
+// showProgress draws a bar on a terminal, or logs a line per finished sample otherwise,
+// until done is closed.
+func (r *Runner) showProgress(o Options, done <-chan struct{}) {
+	w := r.Progress
+	if w == nil {
+		return
+	}
+	bar := o.Progress == "bar" || (o.Progress == "auto" && r.Terminal)
+	start := time.Now()
+	last := -1
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n := len(finished(o))
+		if n != last {
+			if bar {
+				const width = 30
+				fill := width * n / o.NumSamples
+				fmt.Fprintf(w, "\r[%s%s] %d/%d samples  %5.1fs", strings.Repeat("=", fill), strings.Repeat(" ", width-fill), n, o.NumSamples, time.Since(start).Seconds())
+			} else if n > 0 {
+				fmt.Fprintf(w, "generate: %d/%d samples done (%.1fs)\n", n, o.NumSamples, time.Since(start).Seconds())
+			}
+			last = n
+		}
+		select {
+		case <-done:
+			if bar {
+				fmt.Fprintln(w)
+			}
+			return
+		case <-tick.C:
+		}
+	}
+}

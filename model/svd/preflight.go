@@ -1,0 +1,68 @@
+package svd
+
+import (
+	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/svd/clip"
+	"github.com/vdpp/vdpp/model/svd/unet"
+	"github.com/vdpp/vdpp/model/svd/vae"
+)
+
+// Preflight checks a checkpoint folder without loading weights: model_index.json, every
+// config, and the header of every weights file a run with parts would read, against the
+// tensors the networks expect (names and shapes). Errors name the file and the tensor.
+func Preflight(dir, variant string, parts Parts) (*checkpoint.Checkpoint, error) {
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	ucfg, err := ck.UNetConfig()
+	if err != nil {
+		return nil, err
+	}
+	vcfg, err := ck.VAEConfig()
+	if err != nil {
+		return nil, err
+	}
+	ccfg, err := ck.CLIPConfig()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := ck.FeatureExtractor(); err != nil {
+		return nil, err
+	}
+	if _, err := ck.SchedulerConfigPath(); err != nil {
+		return nil, err
+	}
+	type check struct {
+		component, variant string
+		expected           func() (map[string][]int, error)
+		opts               checkpoint.LoadOptions
+	}
+	var checks []check
+	if parts.Denoiser {
+		checks = append(checks, check{checkpoint.UNet, variant, func() (map[string][]int, error) { return unet.ExpectedTensors(ucfg) }, checkpoint.LoadOptions{}})
+	}
+	if parts.Conditioner {
+		checks = append(checks, check{checkpoint.ImageEncoder, clipVariant(ck, variant), func() (map[string][]int, error) { return clip.ExpectedTensors(ccfg) },
+			checkpoint.LoadOptions{Ignore: []string{clip.PositionIDsBuffer}}})
+	}
+	if parts.Conditioner || parts.Decoder {
+		checks = append(checks, check{checkpoint.VAE, vaeVariant(ck, variant), func() (map[string][]int, error) { return vae.ExpectedTensors(vcfg) }, checkpoint.LoadOptions{}})
+	}
+	for _, c := range checks {
+		exp, err := c.expected()
+		if err != nil {
+			return nil, err
+		}
+		f, path, err := ck.OpenWeights(c.component, c.variant)
+		if err != nil {
+			return nil, err
+		}
+		problems := checkpoint.CheckTensors(f, exp, c.opts)
+		f.Close()
+		if len(problems) > 0 {
+			return nil, &checkpoint.LoadError{Path: path, Problems: problems}
+		}
+	}
+	return ck, nil
+}
