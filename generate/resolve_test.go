@@ -73,9 +73,9 @@ func writePNG(t *testing.T) string {
 func TestResolveRejectsBadInput(t *testing.T) {
 	img := writePNG(t)
 	tests := []struct {
-		name  string
+		name   string
 		break_ func(t *testing.T, dir string) (image string)
-		want  []string
+		want   []string
 	}{
 		{"truncated safetensors", func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, "unet", "diffusion_pytorch_model.safetensors")
