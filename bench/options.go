@@ -26,6 +26,10 @@ type Options struct {
 	Cost           string
 	Seed           int64
 	NProc          int
+	PP, CFG, CP    int
+	DP             int
+	Plan           string // "" or "auto": let the planner choose the mesh
+	Goal           string // planner goal for --plan auto: throughput or latency
 	NoBaseline     bool
 	MinGuidance    float64
 	GuidanceScale  float64
@@ -45,7 +49,7 @@ func DefaultOptions() Options {
 	return Options{
 		Model: "synthetic", TotalSteps: 28, NumSamples: 60, WarmupSamples: 4, MicroBatch: 1,
 		HiddenChannels: 32, LatentChannels: 4, LatentFrames: 4, LatentHeight: 16, LatentWidth: 16,
-		StepMS: 1, Cost: "sleep", Seed: 0, NProc: 7, MinGuidance: 1, GuidanceScale: 1,
+		StepMS: 1, Cost: "sleep", Seed: 0, MinGuidance: 1, GuidanceScale: 1, Goal: "throughput",
 		Timeout: 60 * time.Second,
 	}
 }
@@ -66,7 +70,13 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.StepMS, "step-ms", o.StepMS, "synthetic model: cost of one sample-step in ms")
 	fs.StringVar(&o.Cost, "cost", o.Cost, "synthetic model: how the cost is spent: sleep (to a deadline) or spin")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed for noise, conditioning and dummy weights")
-	fs.IntVar(&o.NProc, "nproc", o.NProc, "pipeline stages, one process each")
+	fs.IntVar(&o.NProc, "nproc", o.NProc, "processes (default 7); alone it means a 7-stage pipeline")
+	fs.IntVar(&o.PP, "pp", o.PP, "pipeline stages (mesh: pp x cfg x cp x dp processes)")
+	fs.IntVar(&o.CFG, "cfg", o.CFG, "CFG-parallel degree: 2 runs the unconditional and conditional halves on two ranks")
+	fs.IntVar(&o.CP, "cp", o.CP, "context-parallel degree: the frames of a sample split over this many ranks")
+	fs.IntVar(&o.DP, "dp", o.DP, "data-parallel replicas: samples spread over this many pipelines")
+	fs.StringVar(&o.Plan, "plan", o.Plan, `"auto": the planner picks the mesh for --nproc devices (see vdpp plan)`)
+	fs.StringVar(&o.Goal, "goal", o.Goal, "planner goal for --plan auto: throughput or latency")
 	fs.BoolVar(&o.NoBaseline, "no-baseline", o.NoBaseline, "skip the one-rank baseline run")
 	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "guidance weight of the first frame (guided runs)")
 	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "guidance weight of the last frame; > 1 runs classifier-free guidance")
@@ -89,19 +99,62 @@ func (o Options) WorkerArgs() []string {
 		"--latent-frames=" + strconv.Itoa(o.LatentFrames), "--latent-height=" + strconv.Itoa(o.LatentHeight),
 		"--latent-width=" + strconv.Itoa(o.LatentWidth), "--step-ms=" + f(o.StepMS), "--cost=" + o.Cost,
 		"--seed=" + strconv.FormatInt(o.Seed, 10), "--nproc=" + strconv.Itoa(o.NProc),
+		"--pp=" + strconv.Itoa(o.PP), "--cfg=" + strconv.Itoa(o.CFG), "--cp=" + strconv.Itoa(o.CP), "--dp=" + strconv.Itoa(o.DP),
 		"--min-guidance=" + f(o.MinGuidance), "--guidance-scale=" + f(o.GuidanceScale),
 		"--timeout=" + o.Timeout.String(), "--backend=" + o.Backend, "--run-dir=" + o.RunDir,
 	}
 	return args
 }
 
-// Validate checks the options before any process starts.
+// ResolveMesh fills the mesh degrees: none given means a pure pipeline of --nproc (default
+// 7) stages; otherwise unset degrees are 1, except pp, which takes what --nproc leaves.
+// The product is the number of processes; a --nproc that disagrees is an error.
+func (o Options) ResolveMesh() (Options, error) {
+	if o.PP == 0 && o.CFG == 0 && o.CP == 0 && o.DP == 0 {
+		if o.NProc == 0 {
+			o.NProc = 7
+		}
+		o.PP, o.CFG, o.CP, o.DP = o.NProc, 1, 1, 1
+		return o, nil
+	}
+	one := func(v *int) {
+		if *v == 0 {
+			*v = 1
+		}
+	}
+	one(&o.CFG)
+	one(&o.CP)
+	one(&o.DP)
+	if o.PP == 0 {
+		o.PP = 1
+		if rest := o.CFG * o.CP * o.DP; o.NProc > 0 && o.NProc%rest == 0 {
+			o.PP = o.NProc / rest
+		}
+	}
+	world := o.PP * o.CFG * o.CP * o.DP
+	if o.NProc != 0 && o.NProc != world {
+		return o, fmt.Errorf("bench: --nproc %d but --pp %d x --cfg %d x --cp %d x --dp %d = %d processes", o.NProc, o.PP, o.CFG, o.CP, o.DP, world)
+	}
+	o.NProc = world
+	if o.CFG == 2 && !o.Guided() {
+		o.GuidanceScale = 3 // --cfg 2 means a guided run; SVD's default last-frame weight
+	}
+	return o, nil
+}
+
+// Validate checks resolved options (see ResolveMesh) before any process starts.
 func (o Options) Validate() error {
 	switch {
-	case o.NProc < 1:
-		return fmt.Errorf("bench: --nproc %d: need at least 1", o.NProc)
-	case o.TotalSteps < o.NProc:
-		return fmt.Errorf("bench: --total-steps %d < --nproc %d: %w", o.TotalSteps, o.NProc, pipeline.ErrBadPlan)
+	case o.NProc < 1 || o.PP < 1 || o.CFG < 1 || o.CP < 1 || o.DP < 1:
+		return fmt.Errorf("bench: mesh pp %d x cfg %d x cp %d x dp %d (%d processes): every degree must be at least 1", o.PP, o.CFG, o.CP, o.DP, o.NProc)
+	case o.PP*o.CFG*o.CP*o.DP != o.NProc:
+		return fmt.Errorf("bench: --nproc %d but --pp %d x --cfg %d x --cp %d x --dp %d = %d processes", o.NProc, o.PP, o.CFG, o.CP, o.DP, o.PP*o.CFG*o.CP*o.DP)
+	case o.CFG > 2:
+		return fmt.Errorf("bench: --cfg %d: guidance has two halves (use 1 or 2)", o.CFG)
+	case o.CP > o.LatentFrames:
+		return fmt.Errorf("bench: --cp %d > --latent-frames %d", o.CP, o.LatentFrames)
+	case o.TotalSteps < o.PP:
+		return fmt.Errorf("bench: --total-steps %d < %d pipeline stages: %w", o.TotalSteps, o.PP, pipeline.ErrBadPlan)
 	case o.NumSamples < 1:
 		return fmt.Errorf("bench: --num-samples %d: need at least 1", o.NumSamples)
 	case o.WarmupSamples < 0 || o.WarmupSamples >= o.NumSamples:

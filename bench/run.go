@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,6 +37,28 @@ func DefaultLaunch(ctx context.Context, nproc int, args []string) error {
 // Run executes the benchmark and returns its report. It writes the JSON, trace and SVG
 // outputs named in o; the caller prints the Markdown table.
 func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
+	switch o.Plan {
+	case "":
+	case "auto":
+		if o.PP+o.CFG+o.CP+o.DP > 0 {
+			return Report{}, fmt.Errorf("bench: --plan auto chooses --pp/--cfg/--cp/--dp itself; give only --nproc")
+		}
+		auto, best, err := AutoMesh(ctx, o)
+		if err != nil {
+			return Report{}, err
+		}
+		if r.Log != nil {
+			r.Log.Info("planner's choice", "mesh", best.Mesh.String(), "goal", o.Goal,
+				"predicted_first_sample_ms", best.FirstSampleMS, "predicted_throughput", best.ThroughputPerS)
+		}
+		o = auto
+	default:
+		return Report{}, fmt.Errorf("bench: --plan %q: only \"auto\" is known", o.Plan)
+	}
+	o, err := o.ResolveMesh()
+	if err != nil {
+		return Report{}, err
+	}
 	if err := o.Validate(); err != nil {
 		return Report{}, err
 	}
@@ -57,11 +78,11 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 	defer os.RemoveAll(dir)
 	o.RunDir = dir
 
-	plan, err := pipeline.EvenStages(o.TotalSteps, o.NProc)
+	plan, err := pipeline.EvenStages(o.TotalSteps, o.PP)
 	if err != nil {
 		return Report{}, err
 	}
-	log.Info("stage plan", "plan", pipeline.FormatPlan(plan))
+	log.Info("mesh", "pp", o.PP, "cfg", o.CFG, "cp", o.CP, "dp", o.DP, "processes", o.NProc, "guided", o.Guided(), "plan", pipeline.FormatPlan(plan))
 	if err := launch(ctx, o.NProc, append([]string{"worker", "bench"}, o.WorkerArgs()...)); err != nil {
 		return Report{}, fmt.Errorf("bench: pipeline run: %w", err)
 	}
@@ -69,15 +90,28 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	last := results[o.NProc-1]
-	finals, err := readFinals(filepath.Join(dir, last.FinalFile), last.FinalShape, o.NumSamples)
-	if err != nil {
-		return Report{}, err
+	finalsByID := map[int64]*tensor.Dense{}
+	completionByID := map[int64]int64{}
+	var perReplica []map[int64]int64
+	for _, res := range results {
+		if res.FinalFile == "" {
+			continue
+		}
+		if err := readFinals(filepath.Join(dir, res.FinalFile), res.FinalShape, res.FinalIDs, finalsByID); err != nil {
+			return Report{}, err
+		}
+		for s, t := range res.Completions {
+			completionByID[s] = t
+		}
+		perReplica = append(perReplica, res.Completions)
+	}
+	if len(finalsByID) != o.NumSamples || len(completionByID) != o.NumSamples {
+		return Report{}, fmt.Errorf("bench: the recording ranks reported %d of %d samples", len(finalsByID), o.NumSamples)
 	}
 
 	rep := Report{
 		Model: o.Model, Command: "vdpp bench " + strings.Join(o.WorkerArgs()[:len(o.WorkerArgs())-1], " "), Host: CurrentHost(),
-		NProc: o.NProc, PP: o.NProc, CFG: 1, CP: 1, DP: 1,
+		NProc: o.NProc, PP: o.PP, CFG: o.CFG, CP: o.CP, DP: o.DP,
 		TotalSteps: o.TotalSteps, NumSamples: o.NumSamples, WarmupSamples: o.WarmupSamples,
 		MicroBatch: o.MicroBatch, LatentShape: append([]int{1}, o.LatentShape()...), StepMS: o.StepMS,
 	}
@@ -86,30 +120,36 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 		rep.StageSteps = append(rep.StageSteps, res.Stage)
 		events = append(events, res.Events...)
 	}
-	completions := sortedCompletions(last.Completions)
+	completions := sortedCompletions(completionByID)
 	timing, err := ComputeTiming(results[0].StartNS, completions, o.WarmupSamples)
 	if err != nil {
+		return Report{}, err
+	}
+	if timing.SteadySampleMS, err = SteadyPerSampleMS(perReplica, o.MicroBatch, o.WarmupSamples); err != nil {
 		return Report{}, err
 	}
 	rep.SetTiming(timing)
 	rep.PerRank = steadyRankStats(events, o.NProc, int64(o.WarmupSamples))
 
 	if !o.NoBaseline {
-		log.Info("baseline: one rank, every step", "samples", o.NumSamples)
+		log.Info("baseline: one rank, every step", "samples", o.NumSamples, "guided", o.Guided())
 		bstart, bcomp, bfinals, err := runBaseline(ctx, o)
 		if err != nil {
 			return Report{}, fmt.Errorf("bench: baseline: %w", err)
 		}
-		bt, err := ComputeTiming(bstart, bcomp, o.WarmupSamples)
+		bt, err := ComputeTiming(bstart, sortedCompletions(bcomp), o.WarmupSamples)
 		if err != nil {
+			return Report{}, fmt.Errorf("bench: baseline: %w", err)
+		}
+		if bt.SteadySampleMS, err = SteadyPerSampleMS([]map[int64]int64{bcomp}, o.MicroBatch, o.WarmupSamples); err != nil {
 			return Report{}, fmt.Errorf("bench: baseline: %w", err)
 		}
 		rep.SetBaselineTiming(bt)
 		rep.ComputeSpeedup()
 		equal, maxRel := true, 0.0
-		for s := range finals {
-			equal = equal && tensor.BitEqual(finals[s], bfinals[s])
-			maxRel = max(maxRel, tensor.RelL2(finals[s], bfinals[s]))
+		for s, f := range bfinals {
+			equal = equal && tensor.BitEqual(finalsByID[int64(s)], f)
+			maxRel = max(maxRel, tensor.RelL2(finalsByID[int64(s)], f))
 		}
 		rep.EqualToBaseline = &equal
 		rep.MaxRelL2VsBaseline = &maxRel
@@ -143,10 +183,13 @@ func steadyRankStats(events []Event, nranks int, warmup int64) []RankStats {
 }
 
 // runBaseline runs the same workload on one stage in this process.
-func runBaseline(ctx context.Context, o Options) (int64, []int64, []*tensor.Dense, error) {
+func runBaseline(ctx context.Context, o Options) (int64, map[int64]int64, []*tensor.Dense, error) {
 	p, err := newParts(o, 1)
 	if err != nil {
 		return 0, nil, nil, err
+	}
+	if c, ok := p.stepper.Model.(interface{ Close() error }); ok {
+		defer c.Close()
 	}
 	start := time.Now().UnixNano()
 	err = pipeline.Run(ctx, pipeline.Config{
@@ -161,7 +204,7 @@ func runBaseline(ctx context.Context, o Options) (int64, []int64, []*tensor.Dens
 	for s := range finals {
 		finals[s] = finalsByID[int64(s)]
 	}
-	return start, sortedCompletions(comp), finals, nil
+	return start, comp, finals, nil
 }
 
 func readRankResults(dir string, n int) ([]rankResult, error) {
@@ -175,9 +218,6 @@ func readRankResults(dir string, n int) ([]rankResult, error) {
 		if err := json.Unmarshal(b, &out[r]); err != nil {
 			return nil, fmt.Errorf("bench: rank %d result %s: %w", r, path, err)
 		}
-	}
-	if len(out[n-1].Completions) == 0 {
-		return nil, errors.New("bench: the last rank recorded no completions")
 	}
 	return out, nil
 }

@@ -223,3 +223,46 @@ func EventWindow(events []Event) (start, end int64, ok bool) {
 	}
 	return start, end, ok
 }
+
+// SteadyPerSampleMS is the steady time per sample of a mesh whose replicas complete items
+// (micro-batches of `micro` consecutive samples) independently: within each replica, the
+// gaps between consecutive completed items after warm-up, each divided by the item's sample
+// count; their median over all replicas, divided by the number of replicas. With one replica
+// and micro-batch 1 it is exactly SteadyIntervalMS; unlike the median interval of merged
+// completions it does not collapse when replicas or micro-batches finish together.
+func SteadyPerSampleMS(replicas []map[int64]int64, micro, warmup int) (float64, error) {
+	if micro < 1 {
+		micro = 1
+	}
+	var gaps []float64
+	for _, comp := range replicas {
+		items := map[int64]int64{} // item -> completion time (latest of its samples)
+		sizes := map[int64]int{}
+		for s, t := range comp {
+			if s < int64(warmup) {
+				continue
+			}
+			g := s / int64(micro)
+			items[g] = max(items[g], t)
+			sizes[g]++
+		}
+		ids := make([]int64, 0, len(items))
+		for g := range items {
+			ids = append(ids, g)
+		}
+		slices.Sort(ids)
+		for i := 1; i < len(ids); i++ {
+			gaps = append(gaps, float64(items[ids[i]]-items[ids[i-1]])/float64(sizes[ids[i]]))
+		}
+	}
+	if len(gaps) == 0 {
+		return 0, fmt.Errorf("steady per sample: %w: no two measured items complete in one replica", ErrTooFewSamples)
+	}
+	slices.Sort(gaps)
+	n := len(gaps)
+	med := gaps[n/2]
+	if n%2 == 0 {
+		med = (gaps[n/2-1] + gaps[n/2]) / 2
+	}
+	return med / nsPerMS / float64(len(replicas)), nil
+}

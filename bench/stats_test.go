@@ -260,3 +260,33 @@ func TestEventWindow(t *testing.T) {
 		t.Errorf("got [%d, %d] %v, want [2, 12] true (the invalid event is skipped)", s, e, ok)
 	}
 }
+
+func TestSteadyPerSampleMS(t *testing.T) {
+	ms := func(v float64) int64 { return int64(v * 1e6) }
+	tests := []struct {
+		name     string
+		replicas []map[int64]int64
+		micro    int
+		warmup   int
+		want     float64
+	}{
+		{"one replica equals the median interval", []map[int64]int64{{0: ms(10), 1: ms(14), 2: ms(18), 3: ms(23)}}, 1, 0, 4},
+		{"warm-up dropped", []map[int64]int64{{0: ms(1), 1: ms(20), 2: ms(24), 3: ms(28)}}, 1, 1, 4},
+		{"micro-batch finishes together", []map[int64]int64{{0: ms(8), 1: ms(8), 2: ms(16), 3: ms(16), 4: ms(24), 5: ms(24)}}, 2, 0, 4},
+		{"two replicas in step", []map[int64]int64{{0: ms(10), 2: ms(20), 4: ms(30)}, {1: ms(10.1), 3: ms(20.1), 5: ms(30.1)}}, 1, 0, 5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := SteadyPerSampleMS(tc.replicas, tc.micro, tc.warmup)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(got-tc.want) > 1e-9 {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if _, err := SteadyPerSampleMS([]map[int64]int64{{0: 1}}, 1, 0); !errors.Is(err, ErrTooFewSamples) {
+		t.Fatalf("one sample: %v", err)
+	}
+}

@@ -88,6 +88,7 @@ type rankResult struct {
 	Completions map[int64]int64 `json:"completions,omitempty"`
 	FinalShape  []int           `json:"final_shape,omitempty"`
 	FinalFile   string          `json:"final_file,omitempty"`
+	FinalIDs    []int64         `json:"final_ids,omitempty"` // samples in FinalFile, in order
 }
 
 // recorder collects pipeline events as bench events for one rank.
@@ -115,16 +116,24 @@ func (r *recorder) on(e pipeline.Event) {
 // rank of a launched world. It writes its timeline (and, on the last stage, the final
 // latents) under o.RunDir.
 func RunWorker(ctx context.Context, o Options, env dist.Env, log *slog.Logger) error {
+	o, err := o.ResolveMesh()
+	if err != nil {
+		return err
+	}
 	if err := o.Validate(); err != nil {
 		return err
 	}
 	if env.WorldSize != o.NProc {
-		return fmt.Errorf("bench: world size %d but --nproc %d", env.WorldSize, o.NProc)
+		return fmt.Errorf("bench: world size %d but the mesh needs %d processes", env.WorldSize, o.NProc)
 	}
 	if o.RunDir == "" {
 		return fmt.Errorf("bench: worker needs --run-dir")
 	}
-	p, err := newParts(o, env.WorldSize)
+	mesh, err := dist.NewMesh(o.PP, o.CFG, o.CP, o.DP, env.WorldSize)
+	if err != nil {
+		return err
+	}
+	p, err := newParts(o, o.PP)
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", env.Rank, err)
 	}
@@ -133,15 +142,24 @@ func RunWorker(ctx context.Context, o Options, env dist.Env, log *slog.Logger) e
 		return fmt.Errorf("rank %d: %w", env.Rank, err)
 	}
 	defer tr.Close()
+	place, err := pipeline.Place(mesh, tr)
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", env.Rank, err)
+	}
+	if err := place.Configure(p.stepper, o.LatentFrames); err != nil {
+		return fmt.Errorf("rank %d: %w", env.Rank, err)
+	}
 	if env.Rank == 0 {
-		log.Info("stage plan", "steps", o.TotalSteps, "stages", len(p.plan), "plan", pipeline.FormatPlan(p.plan))
+		log.Info("mesh", "mesh", mesh.String(), "plan", pipeline.FormatPlan(p.plan))
 	}
 	rec := &recorder{rank: env.Rank}
-	res := rankResult{Rank: env.Rank, Stage: [2]int{p.plan[env.Rank].Start, p.plan[env.Rank].End}, WeightBytes: p.weights}
+	rng := p.plan[place.Stage]
+	res := rankResult{Rank: env.Rank, Stage: [2]int{rng.Start, rng.End}, WeightBytes: p.weights}
 	res.StartNS = time.Now().UnixNano()
 	err = pipeline.Run(ctx, pipeline.Config{
-		Plan: p.plan, Stage: env.Rank, PrevRank: env.Rank - 1, NextRank: env.Rank + 1,
+		Plan: p.plan, Stage: place.Stage, PrevRank: place.PrevRank, NextRank: place.NextRank,
 		TotalSteps: o.TotalSteps, NumSamples: o.NumSamples, MicroBatch: o.MicroBatch,
+		Replica: place.Replica, Replicas: place.Replicas,
 		Transport: tr, Stepper: p.stepper, Workload: p.workload, OnEvent: rec.on, Log: log,
 	})
 	if err != nil {
@@ -149,16 +167,26 @@ func RunWorker(ctx context.Context, o Options, env dist.Env, log *slog.Logger) e
 	}
 	res.EndNS = time.Now().UnixNano()
 	res.Events = rec.events
-	if env.Rank == env.WorldSize-1 {
+	if place.Records {
 		comp, finals := p.workload.Results()
 		res.Completions = comp
 		res.FinalShape = o.LatentShape()
-		res.FinalFile = "final.f32"
-		if err := writeFinals(filepath.Join(o.RunDir, res.FinalFile), finals, o.NumSamples); err != nil {
+		res.FinalFile = fmt.Sprintf("final-%d.f32", env.Rank)
+		res.FinalIDs = sortedIDs(finals)
+		if err := writeFinals(filepath.Join(o.RunDir, res.FinalFile), finals, res.FinalIDs); err != nil {
 			return fmt.Errorf("rank %d: %w", env.Rank, err)
 		}
 	}
 	return writeJSONFile(filepath.Join(o.RunDir, fmt.Sprintf("rank-%d.json", env.Rank)), res)
+}
+
+func sortedIDs[V any](m map[int64]V) []int64 {
+	ids := make([]int64, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
 }
 
 func writeJSONFile(path string, v any) error {
@@ -173,15 +201,15 @@ func writeJSONFile(path string, v any) error {
 	return os.Rename(tmp, path)
 }
 
-// writeFinals writes the final latents of samples 0..n-1 as little-endian float32, in order.
-func writeFinals(path string, finals map[int64]*tensor.Dense, n int) error {
+// writeFinals writes the final latents of samples ids as little-endian float32, in order.
+func writeFinals(path string, finals map[int64]*tensor.Dense, ids []int64) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	var buf []byte
-	for s := int64(0); s < int64(n); s++ {
+	for _, s := range ids {
 		t, ok := finals[s]
 		if !ok {
 			return fmt.Errorf("bench: no final latent for sample %d", s)
@@ -197,34 +225,30 @@ func writeFinals(path string, finals map[int64]*tensor.Dense, n int) error {
 	return f.Close()
 }
 
-func readFinals(path string, shape []int, n int) ([]*tensor.Dense, error) {
+// readFinals reads what writeFinals wrote into finals, by sample id.
+func readFinals(path string, shape []int, ids []int64, finals map[int64]*tensor.Dense) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
 	per := tensor.NumElements(shape)
 	buf := make([]byte, 4*per)
-	out := make([]*tensor.Dense, n)
-	for s := range out {
+	for _, s := range ids {
 		if _, err := io.ReadFull(f, buf); err != nil {
-			return nil, fmt.Errorf("bench: %s: sample %d: %w", path, s, err)
+			return fmt.Errorf("bench: %s: sample %d: %w", path, s, err)
 		}
 		t := tensor.New(shape...)
 		for i := range t.Data {
 			t.Data[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
 		}
-		out[s] = t
+		finals[s] = t
 	}
-	return out, nil
+	return nil
 }
 
 func sortedCompletions(m map[int64]int64) []int64 {
-	ids := make([]int64, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	ids := sortedIDs(m)
 	out := make([]int64, len(ids))
 	for i, id := range ids {
 		out[i] = m[id]

@@ -83,10 +83,36 @@ type Denoiser interface {
 // Paced is implemented by simulator denoisers whose cost is a wall-clock budget for a whole
 // denoising step (the model call plus the scheduler arithmetic around it), so that the
 // engine's own per-step work is inside the simulated cost rather than added to it. The engine
-// calls Pace once per step, after the step, with the step's start time and the number of
-// model rows it evaluated; Pace returns when the budget is spent.
+// calls Pace once per step, after the step, with the step's start time and the work this
+// rank did in full-sample rows (a rank evaluating 2 rows on half of the frames reports 1);
+// Pace returns when the budget is spent.
 type Paced interface {
-	Pace(start time.Time, rows int)
+	Pace(start time.Time, rows float64)
+}
+
+// FrameComm is what a context-parallel group offers a model: exchanges between the ranks that
+// each hold a slice of a sample's frames. Index and Size place this rank in the group.
+type FrameComm interface {
+	Index() int
+	Size() int
+	// AllToAll sends parts[i] to member i and returns what each member sent here.
+	AllToAll(ctx context.Context, parts []*tensor.Dense) ([]*tensor.Dense, error)
+	// AllGather returns every member's t, in member order.
+	AllGather(ctx context.Context, t *tensor.Dense) ([]*tensor.Dense, error)
+}
+
+// FramePart places a context-parallel rank's frames: it holds frames [Lo, Hi) of Total.
+type FramePart struct {
+	Lo, Hi, Total int
+	Comm          FrameComm
+}
+
+// ContextParallel is implemented by denoisers that can evaluate a slice of every row's
+// frames as one member of a context-parallel group: in.Latents holds frames [Lo, Hi) only,
+// and the model exchanges through part.Comm what its temporal layers need. The output covers
+// the same frames. Models whose frames are independent need no exchange.
+type ContextParallel interface {
+	PredictFrames(ctx context.Context, in Input, part FramePart) (*tensor.Dense, error)
 }
 
 // Closer is implemented by denoisers that hold resources (compiled graphs, mmaps).

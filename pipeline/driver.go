@@ -37,6 +37,9 @@ type Config struct {
 	TotalSteps int
 	NumSamples int
 	MicroBatch int
+	// Replica and Replicas split the items over data-parallel replicas: this stage handles
+	// the items g with g % Replicas == Replica (default: one replica, every item).
+	Replica, Replicas int
 
 	Transport dist.Transport
 	Stepper   *Stepper
@@ -71,6 +74,12 @@ func (c *Config) defaults() error {
 	if c.NumSamples < 1 {
 		return fmt.Errorf("pipeline: %d samples", c.NumSamples)
 	}
+	if c.Replicas < 1 {
+		c.Replicas = 1
+	}
+	if c.Replica < 0 || c.Replica >= c.Replicas {
+		return fmt.Errorf("pipeline: replica %d of %d", c.Replica, c.Replicas)
+	}
 	if c.SendQueue < 1 {
 		c.SendQueue = 2
 	}
@@ -99,8 +108,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	groups := Groups(cfg.NumSamples, cfg.MicroBatch)
+	mine := ReplicaItems(len(groups), cfg.Replica, cfg.Replicas)
 	rng := cfg.Plan[cfg.Stage]
-	st := NewStage(rng, cfg.TotalSteps, int64(len(groups)))
+	st := NewStage(rng, cfg.TotalSteps, mine)
 	first, last := rng.Start == 0, rng.End == cfg.TotalSteps
 	where := fmt.Sprintf("stage %d (steps %v)", cfg.Stage, rng)
 
@@ -110,12 +120,12 @@ func Run(ctx context.Context, cfg Config) error {
 
 	inbox := make(chan *Item, cfg.InboxSize)
 	if !first {
-		go cfg.receive(ctx, len(groups), inbox, errc, where)
+		go cfg.receive(ctx, len(mine), inbox, errc, where)
 	}
 	var prepared chan preparedItem
 	if first && cfg.PrepareAhead > 0 {
 		prepared = make(chan preparedItem, cfg.PrepareAhead)
-		go cfg.prepareAhead(ctx, groups, prepared)
+		go cfg.prepareAhead(ctx, mine, groups, prepared)
 	}
 	outbox := make(chan *Item, cfg.SendQueue)
 	sent := make(chan struct{})
@@ -228,10 +238,10 @@ func (cfg *Config) prepare(ctx context.Context, group int64, samples []int64) pr
 	return preparedItem{it, err}
 }
 
-// prepareAhead prepares every group in order into out (bounded), stopping at the first error.
-func (cfg *Config) prepareAhead(ctx context.Context, groups [][]int64, out chan<- preparedItem) {
-	for g, samples := range groups {
-		p := cfg.prepare(ctx, int64(g), samples)
+// prepareAhead prepares the items in order into out (bounded), stopping at the first error.
+func (cfg *Config) prepareAhead(ctx context.Context, items []int64, groups [][]int64, out chan<- preparedItem) {
+	for _, g := range items {
+		p := cfg.prepare(ctx, g, groups[g])
 		select {
 		case out <- p:
 		case <-ctx.Done():
@@ -241,6 +251,16 @@ func (cfg *Config) prepareAhead(ctx context.Context, groups [][]int64, out chan<
 			return
 		}
 	}
+}
+
+// ReplicaItems lists the item ids of replica r of n for a run of items items: g with
+// g % n == r, in order. Round-robin keeps every replica's share within one item of the others.
+func ReplicaItems(items, r, n int) []int64 {
+	var out []int64
+	for g := r; g < items; g += n {
+		out = append(out, int64(g))
+	}
+	return out
 }
 
 // receive reads exactly n hand-offs from the previous rank into inbox.

@@ -46,24 +46,31 @@ type Action struct {
 type Stage struct {
 	rng         Range
 	first, last bool
-	groups      int64
+	groups      []int64        // the items this stage handles, in the order the first stage makes them
+	member      map[int64]bool // set of groups
 
-	nextPrepare int64   // first stage: next group to create
+	nextPrepare int            // first stage: index into groups of the next item to create
 	queue       []*Item // delivered, not started
 	cur         *Item   // item being computed
 	inFlight    bool    // an action on cur is outstanding
-	handled     int64   // groups forwarded or finished
+	handled     int     // groups forwarded or finished
 	seen        map[int64]bool
 }
 
 // NewStage returns the state machine for the stage running rng of a plan whose steps end at
-// totalSteps, for a run of `groups` items.
-func NewStage(rng Range, totalSteps int, groups int64) *Stage {
+// totalSteps, handling the items (group ids) listed in groups — all of a run's items, or a
+// data-parallel replica's share of them.
+func NewStage(rng Range, totalSteps int, groups []int64) *Stage {
+	member := make(map[int64]bool, len(groups))
+	for _, g := range groups {
+		member[g] = true
+	}
 	return &Stage{
 		rng:    rng,
 		first:  rng.Start == 0,
 		last:   rng.End == totalSteps,
-		groups: groups,
+		groups: append([]int64(nil), groups...),
+		member: member,
 		seen:   map[int64]bool{},
 	}
 }
@@ -75,8 +82,8 @@ func (s *Stage) Deliver(it *Item) error {
 		return fmt.Errorf("%w: stage %v is first and receives nothing (group %d)", ErrProtocol, s.rng, it.Group)
 	case it.Step != s.rng.Start:
 		return fmt.Errorf("%w: stage %v got group %d at step %d", ErrProtocol, s.rng, it.Group, it.Step)
-	case it.Group < 0 || it.Group >= s.groups:
-		return fmt.Errorf("%w: stage %v got group %d of %d", ErrProtocol, s.rng, it.Group, s.groups)
+	case !s.member[it.Group]:
+		return fmt.Errorf("%w: stage %v got group %d, which is not one of its %d", ErrProtocol, s.rng, it.Group, len(s.groups))
 	case s.seen[it.Group]:
 		return fmt.Errorf("%w: stage %v got group %d twice", ErrProtocol, s.rng, it.Group)
 	}
@@ -92,11 +99,11 @@ func (s *Stage) Next() Action {
 	}
 	if s.cur == nil {
 		switch {
-		case s.handled == s.groups:
+		case s.handled == len(s.groups):
 			return Action{Kind: ActDone}
-		case s.first && s.nextPrepare < s.groups:
+		case s.first && s.nextPrepare < len(s.groups):
 			s.inFlight = true
-			return Action{Kind: ActPrepare, Group: s.nextPrepare}
+			return Action{Kind: ActPrepare, Group: s.groups[s.nextPrepare]}
 		case len(s.queue) > 0:
 			s.cur, s.queue = s.queue[0], s.queue[1:]
 		default:
@@ -117,7 +124,7 @@ func (s *Stage) Next() Action {
 
 // Prepared hands the stage the item built for an ActPrepare.
 func (s *Stage) Prepared(it *Item) error {
-	if !s.inFlight || s.cur != nil || !s.first || it.Group != s.nextPrepare {
+	if !s.inFlight || s.cur != nil || !s.first || s.nextPrepare >= len(s.groups) || it.Group != s.groups[s.nextPrepare] {
 		return fmt.Errorf("%w: unexpected prepared group %d", ErrProtocol, it.Group)
 	}
 	if it.Step != 0 {
@@ -154,4 +161,4 @@ func (s *Stage) release(kind ActionKind) error {
 }
 
 // Pending returns how many groups this stage has not yet forwarded or finished.
-func (s *Stage) Pending() int64 { return s.groups - s.handled }
+func (s *Stage) Pending() int { return len(s.groups) - s.handled }

@@ -58,17 +58,17 @@ func TestStageTraces(t *testing.T) {
 		name   string
 		rng    Range
 		total  int
-		groups int64
+		groups []int64
 		in     []*Item
 		want   []string
 	}{
-		{"first", Range{0, 2}, 5, 2, nil,
+		{"first", Range{0, 2}, 5, []int64{0, 1}, nil,
 			[]string{"prepare", "c0", "c1", "fwd", "prepare", "c0", "c1", "fwd"}},
-		{"middle", Range{2, 4}, 5, 2, []*Item{{Group: 0, Step: 2}, {Group: 1, Step: 2}},
+		{"middle", Range{2, 4}, 5, []int64{0, 1}, []*Item{{Group: 0, Step: 2}, {Group: 1, Step: 2}},
 			[]string{"c2", "c3", "fwd", "c2", "c3", "fwd"}},
-		{"last", Range{4, 5}, 5, 2, []*Item{{Group: 0, Step: 4}, {Group: 1, Step: 4}},
+		{"last", Range{4, 5}, 5, []int64{0, 1}, []*Item{{Group: 0, Step: 4}, {Group: 1, Step: 4}},
 			[]string{"c4", "fin", "c4", "fin"}},
-		{"only", Range{0, 2}, 2, 1, nil,
+		{"only", Range{0, 2}, 2, []int64{0}, nil,
 			[]string{"prepare", "c0", "c1", "fin"}},
 	}
 	for _, tc := range tests {
@@ -82,7 +82,7 @@ func TestStageTraces(t *testing.T) {
 }
 
 func TestStageRejects(t *testing.T) {
-	mid := func() *Stage { return NewStage(Range{2, 4}, 6, 2) }
+	mid := func() *Stage { return NewStage(Range{2, 4}, 6, []int64{0, 1}) }
 	tests := []struct {
 		name string
 		do   func() error
@@ -94,7 +94,7 @@ func TestStageRejects(t *testing.T) {
 			_ = s.Deliver(&Item{Group: 1, Step: 2})
 			return s.Deliver(&Item{Group: 1, Step: 2})
 		}},
-		{"first stage receives", func() error { return NewStage(Range{0, 2}, 6, 2).Deliver(&Item{Step: 0}) }},
+		{"first stage receives", func() error { return NewStage(Range{0, 2}, 6, []int64{0, 1}).Deliver(&Item{Step: 0}) }},
 		{"computed without compute", func() error { return mid().Computed() }},
 		{"finished on middle stage", func() error {
 			s := mid()
@@ -117,12 +117,39 @@ func TestStageRejects(t *testing.T) {
 }
 
 func TestStageNoneWhileInFlight(t *testing.T) {
-	s := NewStage(Range{0, 1}, 2, 1)
+	s := NewStage(Range{0, 1}, 2, []int64{0})
 	if a := s.Next(); a.Kind != ActPrepare {
 		t.Fatalf("first action %v", a.Kind)
 	}
 	if a := s.Next(); a.Kind != ActNone {
 		t.Fatalf("second action while preparing = %v, want none", a.Kind)
+	}
+}
+
+// A data-parallel replica's stage handles only its own items, in order.
+func TestStageReplicaShare(t *testing.T) {
+	st := NewStage(Range{0, 1}, 2, []int64{1, 3})
+	var made []int64
+	for i := 0; i < 10; i++ {
+		a := st.Next()
+		if a.Kind == ActDone {
+			break
+		}
+		switch a.Kind {
+		case ActPrepare:
+			made = append(made, a.Group)
+			st.Prepared(&Item{Group: a.Group})
+		case ActCompute:
+			st.Computed()
+		case ActForward:
+			st.Forwarded()
+		}
+	}
+	if !reflect.DeepEqual(made, []int64{1, 3}) {
+		t.Fatalf("prepared %v, want [1 3]", made)
+	}
+	if err := NewStage(Range{1, 2}, 2, []int64{1, 3}).Deliver(&Item{Group: 2, Step: 1}); !errors.Is(err, ErrProtocol) {
+		t.Fatalf("foreign group accepted: %v", err)
 	}
 }
 

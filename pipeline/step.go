@@ -10,13 +10,36 @@ import (
 	"github.com/vdpp/vdpp/tensor"
 )
 
+// HalfExchanger splits a guided step over a CFG-parallel pair of ranks: the rank with Index
+// 0 evaluates the unconditional rows, Index 1 the conditional rows, and Exchange returns both
+// halves on both ranks.
+type HalfExchanger interface {
+	Index() int
+	Exchange(ctx context.Context, mine *tensor.Dense) (uncond, cond *tensor.Dense, err error)
+}
+
+// FrameSplit makes a step context parallel: this rank evaluates frames [Part.Lo, Part.Hi)
+// (the model exchanges what its temporal layers need through Part.Comm) and Gather collects
+// every member's output, in member order, so each rank ends the step with the whole sample.
+type FrameSplit struct {
+	Part   model.FramePart
+	Gather func(ctx context.Context, mine *tensor.Dense) ([]*tensor.Dense, error)
+}
+
 // Stepper runs one denoising step on an item, exactly as SVD's loop does:
 // scale_model_input, the model call (both CFG halves in one batch, unconditional rows first),
-// the per-frame guidance combination, and the Euler step. It reuses its buffers, so one
-// Stepper serves one goroutine.
+// the per-frame guidance combination, and the Euler step. With CFG or CP set, the model call
+// is split over ranks and the pieces are gathered before the combination, so every rank
+// computes the same bits as one rank alone would (for models whose rows and frames are
+// computed independently; context-parallel models match within float tolerance). It reuses
+// its buffers, so one Stepper serves one goroutine.
 type Stepper struct {
 	Model model.Denoiser
 	Sched *sched.Euler
+	// CFG, when set, splits guided steps over a CFG-parallel pair.
+	CFG HalfExchanger
+	// CP, when set, splits the frames over a context-parallel group.
+	CP *FrameSplit
 	// Observe, when set, sees every step's raw model output (both CFG halves) and the
 	// guided output before the Euler step; parity checks use it. It must not keep the slices.
 	Observe func(it *Item, step int, modelOut *tensor.Dense, guided []float32)
@@ -36,14 +59,19 @@ func (s *Stepper) Step(ctx context.Context, it *Item) error {
 	if k < 0 || k >= len(s.Sched.Timesteps) {
 		return fmt.Errorf("pipeline: group %d: step %d outside the schedule's %d steps", it.Group, k, len(s.Sched.Timesteps))
 	}
-	rows, n := x.Shape[0], x.Len()
+	rows, n, frames := x.Shape[0], x.Len(), x.Shape[1]
 	guided := it.Guidance != nil
-	frames := x.Shape[1]
 	if guided && len(it.Guidance) != frames {
 		return fmt.Errorf("pipeline: group %d: %d guidance weights for %d frames", it.Group, len(it.Guidance), frames)
 	}
+	if s.CFG != nil && !guided {
+		return fmt.Errorf("pipeline: group %d: CFG-parallel ranks need a guided run", it.Group)
+	}
+
+	// The rows this rank evaluates: both halves [uncond..., cond...] when guided on one
+	// rank, one half with CFG parallelism, the plain rows otherwise.
 	inRows := rows
-	if guided {
+	if guided && s.CFG == nil {
 		inRows = 2 * rows
 	}
 	s.ensureInput(inRows, x.Shape)
@@ -57,26 +85,38 @@ func (s *Stepper) Step(ctx context.Context, it *Item) error {
 			conds[r] = it.Cond[r]
 		}
 	}
-	if guided {
+	switch {
+	case guided && s.CFG == nil:
 		copy(s.in.Data[n:2*n], s.in.Data[:n])
 		copy(conds[rows:], conds[:rows])
 		for r := 0; r < rows; r++ {
 			uncond[r] = true
 		}
+	case guided:
+		for r := 0; r < rows; r++ {
+			uncond[r] = s.CFG.Index() == 0
+		}
 	}
-	out, err := s.Model.Predict(ctx, model.Input{
-		Latents:  s.in,
-		Sigma:    s.Sched.Sigmas[k],
-		Timestep: s.Sched.Timesteps[k],
-		Step:     k,
-		Cond:     conds,
-		Uncond:   uncond,
-	})
+	in := model.Input{Latents: s.in, Sigma: s.Sched.Sigmas[k], Timestep: s.Sched.Timesteps[k], Step: k, Cond: conds, Uncond: uncond}
+	out, work, err := s.predict(ctx, in)
 	if err != nil {
-		return fmt.Errorf("pipeline: group %d step %d: denoiser: %w", it.Group, k, err)
+		return fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
 	}
-	if out.Len() != s.in.Len() {
-		return fmt.Errorf("pipeline: group %d step %d: denoiser returned %v for input %v", it.Group, k, out.Shape, s.in.Shape)
+	if s.CFG != nil {
+		u, c, err := s.CFG.Exchange(ctx, out)
+		if err != nil {
+			return fmt.Errorf("pipeline: group %d step %d: cfg exchange: %w", it.Group, k, err)
+		}
+		if u.Len() != n || c.Len() != n {
+			return fmt.Errorf("pipeline: group %d step %d: cfg halves %v %v for latent %v", it.Group, k, u.Shape, c.Shape, x.Shape)
+		}
+		both := tensor.New(append([]int{2 * rows}, x.Shape[1:]...)...)
+		copy(both.Data[:n], u.Data)
+		copy(both.Data[n:], c.Data)
+		out = both
+	}
+	if want := map[bool]int{true: 2 * n, false: n}[guided]; out.Len() != want {
+		return fmt.Errorf("pipeline: group %d step %d: denoiser returned %v for latent %v", it.Group, k, out.Shape, x.Shape)
 	}
 	v := out.Data
 	if guided {
@@ -99,9 +139,81 @@ func (s *Stepper) Step(ctx context.Context, it *Item) error {
 		return fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
 	}
 	if p, ok := s.Model.(model.Paced); ok {
-		p.Pace(start, inRows)
+		p.Pace(start, work)
 	}
 	return nil
+}
+
+// predict runs the model on in, over this rank's frames when context parallel, and returns
+// the whole output and the work done here in full-sample rows.
+func (s *Stepper) predict(ctx context.Context, in model.Input) (*tensor.Dense, float64, error) {
+	rows := float64(in.Rows())
+	if s.CP == nil {
+		out, err := s.Model.Predict(ctx, in)
+		return out, rows, err
+	}
+	cpm, ok := s.Model.(model.ContextParallel)
+	if !ok {
+		return nil, 0, fmt.Errorf("pipeline: the model (%T) does not support context parallelism", s.Model)
+	}
+	p := s.CP.Part
+	local := in
+	local.Latents = sliceFrames(in.Latents, p.Lo, p.Hi)
+	mine, err := cpm.PredictFrames(ctx, local, p)
+	if err != nil {
+		return nil, 0, err
+	}
+	parts, err := s.CP.Gather(ctx, mine)
+	if err != nil {
+		return nil, 0, fmt.Errorf("cp gather: %w", err)
+	}
+	out, err := concatFrames(parts, in.Latents.Shape)
+	return out, rows * float64(p.Hi-p.Lo) / float64(p.Total), err
+}
+
+// sliceFrames copies frames [lo, hi) of x [N, T, ...] into a new [N, hi-lo, ...] tensor.
+func sliceFrames(x *tensor.Dense, lo, hi int) *tensor.Dense {
+	n, t := x.Shape[0], x.Shape[1]
+	per := x.Len() / (n * t)
+	out := tensor.New(append([]int{n, hi - lo}, x.Shape[2:]...)...)
+	for r := 0; r < n; r++ {
+		copy(out.Data[r*(hi-lo)*per:(r+1)*(hi-lo)*per], x.Data[(r*t+lo)*per:(r*t+hi)*per])
+	}
+	return out
+}
+
+// concatFrames joins per-member frame slices [N, t_i, ...] into [N, sum t_i, ...] = shape.
+func concatFrames(parts []*tensor.Dense, shape []int) (*tensor.Dense, error) {
+	n, t := shape[0], shape[1]
+	out := tensor.New(shape...)
+	per := out.Len() / (n * t)
+	f := 0
+	for i, p := range parts {
+		if len(p.Shape) != len(shape) || p.Shape[0] != n {
+			return nil, fmt.Errorf("pipeline: cp member %d returned %v for rows of %v", i, p.Shape, shape)
+		}
+		ti := p.Shape[1]
+		if f+ti > t || p.Len() != n*ti*per {
+			return nil, fmt.Errorf("pipeline: cp member %d returned %v; frames do not add up to %v", i, p.Shape, shape)
+		}
+		for r := 0; r < n; r++ {
+			copy(out.Data[(r*t+f)*per:(r*t+f+ti)*per], p.Data[r*ti*per:(r+1)*ti*per])
+		}
+		f += ti
+	}
+	if f != t {
+		return nil, fmt.Errorf("pipeline: cp members returned %d of %d frames", f, t)
+	}
+	return out, nil
+}
+
+// FrameRanges cuts t frames over c ranks: contiguous ranges whose sizes differ by at most one
+// (larger first), so frame counts not divisible by c work.
+func FrameRanges(t, c int) ([]Range, error) {
+	if c < 1 || t < c {
+		return nil, fmt.Errorf("pipeline: %d frames cannot be split over %d context-parallel ranks", t, c)
+	}
+	return EvenStages(t, c)
 }
 
 func (s *Stepper) ensureInput(rows int, shape []int) {
@@ -116,4 +228,8 @@ func (s *Stepper) ensureInput(rows int, shape []int) {
 		}
 	}
 	s.in = tensor.New(want...)
+}
+
+func modelFramePart(r Range, total int, comm model.FrameComm) model.FramePart {
+	return model.FramePart{Lo: r.Start, Hi: r.End, Total: total, Comm: comm}
 }

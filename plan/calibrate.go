@@ -109,7 +109,7 @@ func (c *Calibrator) timeStep(ctx context.Context, d model.Denoiser, rows int, s
 			return fmt.Errorf("plan: calibrate step (%d rows, %v): %w", rows, shape, err)
 		}
 		if p, ok := d.(model.Paced); ok {
-			p.Pace(start, rows)
+			p.Pace(start, float64(rows))
 		}
 		return nil
 	})

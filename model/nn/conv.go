@@ -206,7 +206,9 @@ func convIm2Col(x, w *Node, stride int, pads [][2]int) *Node {
 	wperm[d+1] = 1
 	wk := Reshape(TransposeAllAxes(w, wperm...), o, k, c)
 
-	y := DotGeneral(patches, []int{d + 1, d + 2}, nil, wk, []int{1, 2}, nil) // [N, o..., O]
+	rows := patches.Shape().Size() / (k * c)
+	y := MatMulNT(Reshape(patches, rows, k*c), Reshape(wk, o, k*c))
+	y = Reshape(y, append(append([]int{xd[0]}, out...), o)...) // [N, o..., O]
 	back := make([]int, d+2)
 	back[0], back[1] = 0, d+1
 	for i := range d {

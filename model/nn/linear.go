@@ -13,7 +13,10 @@ func Linear(x, w, b *Node) *Node {
 	if w.Rank() != 2 || x.Shape().Dim(-1) != w.Shape().Dim(1) {
 		panic(fmt.Errorf("nn: Linear: x %v and weight %v do not match", x.Shape(), w.Shape()))
 	}
-	y := DotGeneral(x, []int{x.Rank() - 1}, nil, w, []int{1}, nil)
+	dims := x.Shape().Dimensions
+	in, out := dims[len(dims)-1], w.Shape().Dim(0)
+	y := MatMulNT(Reshape(x, -1, in), w)
+	y = Reshape(y, append(dims[:len(dims)-1:len(dims)-1], out)...)
 	if b != nil {
 		y = Add(y, ExpandLeftToRank(b, y.Rank()))
 	}

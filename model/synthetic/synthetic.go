@@ -61,11 +61,17 @@ func New(cfg model.Config) (*Denoiser, error) {
 func (d *Denoiser) WeightBytes() int64 { return 0 }
 
 // Pace implements model.Paced: it returns no earlier than start + rows*StepMS.
-func (d *Denoiser) Pace(start time.Time, rows int) {
+func (d *Denoiser) Pace(start time.Time, rows float64) {
 	if d.StepMS <= 0 {
 		return
 	}
-	d.SleepUntil(start.Add(time.Duration(d.StepMS * float64(rows) * float64(time.Millisecond))))
+	d.SleepUntil(start.Add(time.Duration(d.StepMS * rows * float64(time.Millisecond))))
+}
+
+// PredictFrames implements model.ContextParallel: the update is elementwise, so a slice of
+// frames is computed exactly as in the whole sample and nothing is exchanged.
+func (d *Denoiser) PredictFrames(ctx context.Context, in model.Input, _ model.FramePart) (*tensor.Dense, error) {
+	return d.Predict(ctx, in)
 }
 
 // Predict implements model.Denoiser. It does not spend the step's cost; Pace does.

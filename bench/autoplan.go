@@ -1,0 +1,60 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/plan"
+)
+
+// AutoMesh asks the planner for the best mesh of o.NProc devices (default 7) for o's
+// workload and goal: the synthetic model's step cost is its --step-ms, other models are
+// measured; the hand-off link is measured on TCP loopback. It returns o with the mesh set
+// and the planner's choice.
+func AutoMesh(ctx context.Context, o Options) (Options, plan.Prediction, error) {
+	devices := o.NProc
+	if devices == 0 {
+		devices = 7
+	}
+	goal, err := plan.ParseGoal(o.Goal)
+	if err != nil {
+		return o, plan.Prediction{}, err
+	}
+	shape := o.LatentShape()
+	w := plan.Workload{Steps: o.TotalSteps, Samples: o.NumSamples, Frames: o.LatentFrames, Height: o.LatentHeight,
+		Width: o.LatentWidth, Channels: o.LatentChannels, Guided: o.Guided(), MicroBatch: o.MicroBatch}
+	cal := &plan.Calibrator{}
+	var costs plan.Costs
+	if o.Model == "synthetic" {
+		link, _, err := cal.MeasureLink(ctx, int64(4*o.MicroBatch*o.LatentFrames*o.LatentChannels*o.LatentHeight*o.LatentWidth))
+		if err != nil {
+			return o, plan.Prediction{}, err
+		}
+		costs = plan.SyntheticCosts(o.StepMS, o.LatentFrames, link)
+	} else {
+		d, err := model.New(model.Config{Name: o.Model, Dir: o.ModelDir, StepMS: o.StepMS, Cost: o.Cost,
+			HiddenChannels: o.HiddenChannels, LatentChannels: o.LatentChannels, Seed: o.Seed, Backend: o.Backend})
+		if err != nil {
+			return o, plan.Prediction{}, err
+		}
+		if c, ok := d.(model.Closer); ok {
+			defer c.Close()
+		}
+		c, err := cal.Calibrate(ctx, o.Model, d, shape, plan.Weights{Denoiser: d.WeightBytes()})
+		if err != nil {
+			return o, plan.Prediction{}, err
+		}
+		costs = c.Costs
+	}
+	res, err := plan.Plan(plan.Request{Workload: w, Devices: devices, Costs: costs, Goal: goal})
+	if err != nil {
+		return o, plan.Prediction{}, err
+	}
+	best, ok := res.Best()
+	if !ok {
+		return o, plan.Prediction{}, fmt.Errorf("bench: --plan auto: no feasible mesh for %d devices", devices)
+	}
+	o.PP, o.CFG, o.CP, o.DP, o.NProc = best.PP, best.CFG, best.CP, best.DP, devices
+	return o, best, nil
+}

@@ -1,0 +1,48 @@
+package nn
+
+import (
+	"runtime"
+
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
+)
+
+// simpleGoSmallDot is simplego's (GoMLX v0.26) threshold between its two DotGeneral
+// kernels: a product whose lhs-cross × rhs-cross size per batch element is at most this
+// (16 blocks of 64×64) runs the "small" kernel, which parallelises over the batch axis only,
+// so a product without a batch axis runs on one core.
+const simpleGoSmallDot = 16 * 64 * 64
+
+// minRowsPerSplit is the fewest rows a batch slice of a split product gets: below it the
+// goroutine hand-off costs more than the second core saves.
+const minRowsPerSplit = 64
+
+// MatMulNT returns x·wᵀ for x [M, K] and w [N, K]: [M, N]. It is the one place that shapes
+// the plain matrix products of Linear and the im2col convolution for the backend: on simplego,
+// a product that would run its single-threaded small kernel is cut into P row slices
+// stacked on a batch axis (w broadcast to each), so the kernel spreads them over P cores;
+// each output element is still the same dot product in the same order, so the result is
+// bit-identical to the unsplit product. Elsewhere it is one DotGeneral.
+func MatMulNT(x, w *Node) *Node {
+	m, k, n := x.Shape().Dim(0), x.Shape().Dim(1), w.Shape().Dim(0)
+	if p := rowSplits(x.Graph(), m, n); p > 1 {
+		xb := Reshape(x, p, m/p, k)
+		wb := BroadcastToDims(InsertAxes(w, 0), p, n, k)
+		return Reshape(DotGeneral(xb, []int{2}, []int{0}, wb, []int{2}, []int{0}), m, n)
+	}
+	return DotGeneral(x, []int{1}, nil, w, []int{1}, nil)
+}
+
+// rowSplits returns how many row slices MatMulNT cuts an [m, ·]·[·, n] product into: 1
+// unless the backend is simplego, the product runs its small kernel, and each of the P
+// slices (P ≤ the CPU count, P dividing m) keeps at least minRowsPerSplit rows.
+func rowSplits(g *Graph, m, n int) int {
+	if !IsSimpleGo(g.Backend()) || m*n > simpleGoSmallDot {
+		return 1
+	}
+	for p := min(runtime.NumCPU(), m/minRowsPerSplit); p > 1; p-- {
+		if m%p == 0 {
+			return p
+		}
+	}
+	return 1
+}

@@ -1,0 +1,107 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// Placement is where one rank sits in a pp x cfg x cp x dp mesh run: its pipeline stage and
+// neighbours, its data-parallel replica, and the groups its steps exchange over.
+type Placement struct {
+	Mesh     dist.Mesh
+	Coord    dist.Coord
+	Groups   dist.MeshGroups
+	Stage    int
+	PrevRank int // -1 on the first stage
+	NextRank int // -1 on the last stage
+	Replica  int
+	Replicas int
+	// Records is true on the one rank per replica that reports finished items: the last
+	// stage's cfg 0, cp 0 member (the others hold the same bits).
+	Records bool
+}
+
+// Place computes rank tr.Rank()'s placement in mesh and opens its groups.
+func Place(mesh dist.Mesh, tr dist.Transport) (Placement, error) {
+	if tr.Size() != mesh.Size() {
+		return Placement{}, fmt.Errorf("pipeline: mesh %v needs %d ranks, the world has %d", mesh, mesh.Size(), tr.Size())
+	}
+	groups, err := mesh.Groups(tr)
+	if err != nil {
+		return Placement{}, err
+	}
+	return placement(mesh, tr.Rank(), groups), nil
+}
+
+// PlaceAlone is the placement of a one-rank run (no transport).
+func PlaceAlone() Placement {
+	return placement(dist.Mesh{PP: 1, CFG: 1, CP: 1, DP: 1}, 0, dist.MeshGroups{})
+}
+
+func placement(mesh dist.Mesh, rank int, groups dist.MeshGroups) Placement {
+	c := mesh.Coords(rank)
+	chain := mesh.PPGroup(rank)
+	p := Placement{Mesh: mesh, Coord: c, Groups: groups, Stage: c.PP, PrevRank: -1, NextRank: -1,
+		Replica: c.DP, Replicas: mesh.DP}
+	if c.PP > 0 {
+		p.PrevRank = chain[c.PP-1]
+	}
+	if c.PP < mesh.PP-1 {
+		p.NextRank = chain[c.PP+1]
+	}
+	p.Records = c.PP == mesh.PP-1 && c.CFG == 0 && c.CP == 0
+	return p
+}
+
+// Configure sets the stepper's CFG and CP splits for this placement (frames is the latent's
+// frame count).
+func (p Placement) Configure(st *Stepper, frames int) error {
+	if p.Mesh.CFG == 2 {
+		st.CFG = cfgPair{p.Groups.CFG}
+	} else if p.Mesh.CFG > 2 {
+		return fmt.Errorf("pipeline: --cfg %d: classifier-free guidance has two halves (use 1 or 2)", p.Mesh.CFG)
+	}
+	if p.Mesh.CP > 1 {
+		ranges, err := FrameRanges(frames, p.Mesh.CP)
+		if err != nil {
+			return err
+		}
+		r := ranges[p.Coord.CP]
+		g := p.Groups.CP
+		st.CP = &FrameSplit{
+			Part: modelFramePart(r, frames, groupComm{g}),
+			Gather: func(ctx context.Context, mine *tensor.Dense) ([]*tensor.Dense, error) {
+				return dist.AllGather(ctx, g, mine)
+			},
+		}
+	}
+	return nil
+}
+
+// cfgPair exchanges CFG halves over a two-member group.
+type cfgPair struct{ g *dist.Group }
+
+func (c cfgPair) Index() int { return c.g.Rank() }
+
+func (c cfgPair) Exchange(ctx context.Context, mine *tensor.Dense) (*tensor.Dense, *tensor.Dense, error) {
+	parts, err := dist.AllGather(ctx, c.g, mine)
+	if err != nil {
+		return nil, nil, err
+	}
+	return parts[0], parts[1], nil
+}
+
+// groupComm adapts a dist.Group to model.FrameComm.
+type groupComm struct{ g *dist.Group }
+
+func (c groupComm) Index() int { return c.g.Rank() }
+func (c groupComm) Size() int  { return c.g.Size() }
+func (c groupComm) AllToAll(ctx context.Context, parts []*tensor.Dense) ([]*tensor.Dense, error) {
+	return dist.AllToAll(ctx, c.g, parts)
+}
+func (c groupComm) AllGather(ctx context.Context, t *tensor.Dense) ([]*tensor.Dense, error) {
+	return dist.AllGather(ctx, c.g, t)
+}
