@@ -17,9 +17,9 @@ import (
 )
 
 type meshSpec struct {
-	pp, cfg, cp, dp      int
+	pp, cfg, cp, dp       int
 	steps, samples, micro int
-	frames               int
+	frames                int
 }
 
 // runMesh runs a whole mesh in this process over the in-process transport and returns the

@@ -49,7 +49,7 @@ type Stage struct {
 	groups      []int64        // the items this stage handles, in the order the first stage makes them
 	member      map[int64]bool // set of groups
 
-	nextPrepare int            // first stage: index into groups of the next item to create
+	nextPrepare int     // first stage: index into groups of the next item to create
 	queue       []*Item // delivered, not started
 	cur         *Item   // item being computed
 	inFlight    bool    // an action on cur is outstanding
