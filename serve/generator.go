@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
@@ -43,21 +44,82 @@ type Generator interface {
 // ModelSpec names the model every process of a server loads: the coordinator builds the
 // Generator from it, each worker the Denoiser.
 type ModelSpec struct {
-	// Name is "synthetic", "builtin" or a checkpoint folder (then Name is "svd" and Dir
-	// the folder).
-	Name   string
-	Dir    string
-	StepMS float64
-	Cost   string
+	// Name is "synthetic" or "svd" (then Dir is the checkpoint folder; `--model builtin`
+	// and `--model DIR` both resolve to "svd" with a folder).
+	Name string
+	Dir  string
+	// Variant is the checkpoint's weights variant ("" for fp32, "fp16"); Backend the GoMLX
+	// backend spec ("" for the default). Both only matter to checkpoint models.
+	Variant, Backend string
+	StepMS           float64
+	Cost             string
 }
 
 // DenoiserConfig is the model.Config a worker builds its Denoiser from.
 func (m ModelSpec) DenoiserConfig() model.Config {
-	return model.Config{Name: m.Name, Dir: m.Dir, StepMS: m.StepMS, Cost: m.Cost, LatentChannels: 4}
+	return model.Config{Name: m.Name, Dir: m.Dir, Variant: m.Variant, Backend: m.Backend, StepMS: m.StepMS, Cost: m.Cost, LatentChannels: 4}
 }
 
-// SchedConfig is the scheduler configuration of the model (SVD's for every model today).
-func (m ModelSpec) SchedConfig() sched.Config { return sched.DefaultSVDConfig() }
+// SchedConfig is the scheduler configuration of the model: the checkpoint's
+// scheduler/scheduler_config.json when the spec names a folder, SVD's defaults otherwise.
+// Coordinator and workers read the same file, so they build the same schedule.
+func (m ModelSpec) SchedConfig() (sched.Config, error) {
+	if m.Dir == "" {
+		return sched.DefaultSVDConfig(), nil
+	}
+	ck, err := checkpoint.Open(m.Dir)
+	if err != nil {
+		return sched.Config{}, fmt.Errorf("serve: scheduler of %s: %w", m.Dir, err)
+	}
+	path, err := ck.SchedulerConfigPath()
+	if err != nil {
+		return sched.Config{}, fmt.Errorf("serve: scheduler of %s: %w", m.Dir, err)
+	}
+	cfg, err := sched.LoadConfig(path)
+	if err != nil {
+		return sched.Config{}, fmt.Errorf("serve: scheduler of %s: %w", m.Dir, err)
+	}
+	return cfg, nil
+}
+
+// DefaultMaxBatch is the --max-batch used when none is given: 4 for the simulator models,
+// whose batch rows are computed independently, and 1 for every other model (the SVD UNet's
+// rows are not guaranteed bit-independent of the batch they share, see Reference).
+func (m ModelSpec) DefaultMaxBatch() int {
+	switch m.Name {
+	case "synthetic", "dummy":
+		return 4
+	}
+	return 1
+}
+
+// ParamsModel is implemented by Generators whose model has its own defaults and limits
+// (a checkpoint's frame count, its VAE's downsampling factor). The server parses a job's
+// JSON over DefaultParams and refuses, with a 400, what CheckParams refuses.
+type ParamsModel interface {
+	// DefaultParams are the parameters of a job whose JSON leaves them out.
+	DefaultParams() Params
+	// CheckParams returns an error wrapping ErrBadParams (or ErrTooLarge) for parameters
+	// the model cannot run; p has already passed Params.Validate.
+	CheckParams(p Params) error
+}
+
+// ParseJobParams parses a job's JSON parameters for gen: over gen's defaults when it is a
+// ParamsModel (DefaultParams otherwise), validated against lim and then by the model.
+func ParseJobParams(gen Generator, data []byte, lim Limits) (Params, error) {
+	pm, ok := gen.(ParamsModel)
+	if !ok {
+		return ParseParams(data, lim)
+	}
+	p, err := ParseParamsOver(data, pm.DefaultParams(), lim)
+	if err != nil {
+		return Params{}, err
+	}
+	if err := pm.CheckParams(p); err != nil {
+		return Params{}, err
+	}
+	return p, nil
+}
 
 // GeneratorFactory builds a Generator for a model.
 type GeneratorFactory func(ModelSpec) (Generator, error)
@@ -101,7 +163,11 @@ func init() {
 
 // NewScheduler returns the Euler scheduler of spec for steps steps.
 func NewScheduler(spec ModelSpec, steps int) (*sched.Euler, error) {
-	sc, err := sched.New(spec.SchedConfig(), steps)
+	cfg, err := spec.SchedConfig()
+	if err != nil {
+		return nil, err
+	}
+	sc, err := sched.New(cfg, steps)
 	if err != nil {
 		return nil, fmt.Errorf("serve: scheduler for %d steps: %w", steps, err)
 	}

@@ -214,7 +214,7 @@ func (s *Server) readUpload(r *http.Request) (Params, []byte, error) {
 	if err := CheckImage(img, s.cfg.Limits.MaxImagePixels); err != nil {
 		return Params{}, nil, err
 	}
-	p, err := ParseParams(params, s.cfg.Limits)
+	p, err := ParseJobParams(s.gen, params, s.cfg.Limits)
 	if err != nil {
 		return Params{}, nil, err
 	}

@@ -63,7 +63,13 @@ func DefaultLimits() Limits {
 // against lim. Unknown fields, trailing data, wrong types and out-of-range values wrap
 // ErrBadParams; values beyond lim wrap ErrTooLarge. An empty body means all defaults.
 func ParseParams(data []byte, lim Limits) (Params, error) {
-	p := DefaultParams()
+	return ParseParamsOver(data, DefaultParams(), lim)
+}
+
+// ParseParamsOver is ParseParams with the defaults taken from base (a model's own
+// defaults, see ParamsModel).
+func ParseParamsOver(data []byte, base Params, lim Limits) (Params, error) {
+	p := base
 	if len(bytes.TrimSpace(data)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()

@@ -27,7 +27,8 @@ type Config struct {
 	Spec    ModelSpec
 	NProc   int
 	Limits  Limits
-	// MaxBatch, MaxQueue, MaxRunning: see CoordConfig.
+	// MaxBatch, MaxQueue, MaxRunning: see CoordConfig. MaxBatch 0 means
+	// Spec.DefaultMaxBatch() (1 for checkpoint models).
 	MaxBatch, MaxQueue, MaxRunning int
 	// MaxRestarts bounds the restarts of each worker rank.
 	MaxRestarts int
@@ -80,12 +81,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.MaxBatch < 1 {
+		cfg.MaxBatch = cfg.Spec.DefaultMaxBatch()
+	}
 	gen, err := NewGenerator(cfg.Spec)
 	if err != nil {
 		return nil, err
 	}
 	store, err := OpenStore(cfg.DataDir)
 	if err != nil {
+		closeGenerator(gen)
 		return nil, err
 	}
 	stall := cfg.StallTimeout
@@ -98,6 +103,7 @@ func New(cfg Config) (*Server, error) {
 		StallTimeout: stall})
 	if err != nil {
 		store.Close()
+		closeGenerator(gen)
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, store: store, gen: gen, coord: coord, metrics: m, done: make(chan struct{}), mp4: cfg.MP4, errc: make(chan error, 2)}
@@ -182,9 +188,18 @@ func (s *Server) Close() error {
 		s.pool.markClosing() // workers that see their connection close now are not restarted
 		s.coord.Close()
 		s.pool.Close()
-		err = s.store.Close()
+		err = errors.Join(s.store.Close(), closeGenerator(s.gen))
 	})
 	return err
+}
+
+// closeGenerator releases a Generator that holds resources (an SVD generator's compiled
+// encoders and decoder).
+func closeGenerator(g Generator) error {
+	if c, ok := g.(interface{ Close() error }); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // writeMP4 encodes with ffmpeg when it is on the PATH and falls back to WriteMP4PCM.

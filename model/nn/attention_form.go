@@ -42,5 +42,8 @@ func attentionChunk(budget int64, batchHeads, sq, sk, bytesPerElem int) int {
 func AttentionAuto(q, k, v *Node, heads int) *Node {
 	b, sq, sk := q.Shape().Dim(0), q.Shape().Dim(1), k.Shape().Dim(1)
 	chunk := AttentionChunkFor(q.Graph().Backend(), b*heads, sq, sk, q.DType().Size())
+	if GradientSafe(q.Graph()) {
+		chunk = 0 // a forward Slice has no gradient on simplego
+	}
 	return AttentionChunked(q, k, v, heads, chunk)
 }

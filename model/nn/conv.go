@@ -19,6 +19,9 @@ const (
 	ConvIm2Col
 	// ConvNative uses the backend's ConvGeneral.
 	ConvNative
+	// ConvGather is im2col with the patches gathered by one Gather: the form whose
+	// gradient simplego can run (see GradientSafe); same values as ConvIm2Col.
+	ConvGather
 )
 
 // String names the form.
@@ -30,6 +33,8 @@ func (f ConvForm) String() string {
 		return "im2col"
 	case ConvNative:
 		return "native"
+	case ConvGather:
+		return "gather"
 	}
 	return fmt.Sprintf("ConvForm(%d)", int(f))
 }
@@ -42,6 +47,15 @@ func ConvFormFor(b backends.Backend) ConvForm {
 		return ConvIm2Col
 	}
 	return ConvNative
+}
+
+// ConvFormForGraph is ConvFormFor for a graph: ConvGather in a GradientSafe (training on
+// simplego) graph, ConvFormFor(its backend) otherwise.
+func ConvFormForGraph(g *Graph) ConvForm {
+	if GradientSafe(g) {
+		return ConvGather
+	}
+	return ConvFormFor(g.Backend())
 }
 
 // ConvOpts configures Conv2D and Conv3D. The zero value is stride 1, no padding, form
@@ -101,7 +115,7 @@ func convND(x, w, b *Node, o ConvOpts, d int) *Node {
 	}
 	form := o.Form
 	if form == ConvAuto {
-		form = ConvFormFor(x.Graph().Backend())
+		form = ConvFormForGraph(x.Graph())
 	}
 	var y *Node
 	switch form {
@@ -109,6 +123,8 @@ func convND(x, w, b *Node, o ConvOpts, d int) *Node {
 		y = convIm2Col(x, w, stride, pads)
 	case ConvNative:
 		y = convNative(x, w, stride, pads)
+	case ConvGather:
+		y = convGather(x, w, stride, pads)
 	default:
 		panic(fmt.Errorf("nn: unknown conv form %v", form))
 	}

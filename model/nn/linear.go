@@ -39,7 +39,6 @@ func GEGLU(x, w, b *Node) *Node {
 	if n%2 != 0 {
 		panic(fmt.Errorf("nn: GEGLU: projection size %d is odd", n))
 	}
-	hidden := SliceAxis(h, -1, AxisRange(0, n/2))
-	gate := SliceAxis(h, -1, AxisRange(n/2, n))
+	hidden, gate := SplitHalves(h)
 	return Mul(hidden, GELU(gate))
 }

@@ -14,7 +14,7 @@ const simpleGoSmallDot = 16 * 64 * 64
 
 // minRowsPerSplit is the fewest rows a batch slice of a split product gets: below it the
 // goroutine hand-off costs more than the second core saves.
-const minRowsPerSplit = 64
+const minRowsPerSplit = 32
 
 // MatMulNT returns x·wᵀ for x [M, K] and w [N, K]: [M, N]. It is the one place that shapes
 // the plain matrix products of Linear and the im2col convolution for the backend: on simplego,
@@ -32,17 +32,28 @@ func MatMulNT(x, w *Node) *Node {
 	return DotGeneral(x, []int{1}, nil, w, []int{1}, nil)
 }
 
-// rowSplits returns how many row slices MatMulNT cuts an [m, ·]·[·, n] product into: 1
-// unless the backend is simplego, the product runs its small kernel, and each of the P
-// slices (P ≤ the CPU count, P dividing m) keeps at least minRowsPerSplit rows.
+// rowSplits returns how many row slices MatMulNT cuts an [m, k]·[n, k]ᵀ product into on
+// the graph's backend. Elsewhere than simplego it is 1. On simplego it is the smallest P
+// dividing m such that each slice runs the small kernel ((m/P)·n ≤ simpleGoSmallDot) and
+// there are at least as many slices as CPUs (each keeping minRowsPerSplit rows): the small
+// kernel then needs no re-blocking copies of its operands (the large one copies both into
+// 64×64 blocks, padding every dimension to a multiple of 64) and runs the slices in
+// parallel. The weight is broadcast to every slice, so a split whose P copies of w would
+// exceed a quarter of x (P·n > m/4) is not made and the product is left to the large
+// kernel (1 is returned).
 func rowSplits(g *Graph, m, n int) int {
-	if !IsSimpleGo(g.Backend()) || m*n > simpleGoSmallDot {
+	if !IsSimpleGo(g.Backend()) {
 		return 1
 	}
-	for p := min(runtime.NumCPU(), m/minRowsPerSplit); p > 1; p-- {
-		if m%p == 0 {
-			return p
+	want := max(1, min(runtime.NumCPU(), m/minRowsPerSplit))
+	for p := want; p <= m; p++ {
+		if m%p != 0 || (m/p)*n > simpleGoSmallDot {
+			continue
 		}
+		if p > want && p*n > m/4 {
+			return 1
+		}
+		return p
 	}
 	return 1
 }

@@ -23,9 +23,9 @@ func TestPerfMatmul(t *testing.T) {
 		t.Skip()
 	}
 	r := rand.New(rand.NewPCG(1, 1))
-	shapes := [][3]int{{1792, 32, 32}, {1792, 32, 96}, {1792, 32, 256}, {1792, 128, 32}, {1792, 288, 32}, {448, 576, 64}, {112, 1152, 128}, {4096, 288, 32}, {4096, 32, 32}}
-	for _, conf := range []string{"go:ops_sequential", "go:ops_sequential,dotgeneral_large", "go:ops_sequential,dotgeneral_small"} {
-		be, err := backends.NewWithConfig(conf)
+	shapes := [][3]int{{1792, 32, 32}, {1792, 32, 96}, {1792, 32, 256}, {1792, 128, 32}, {1792, 288, 32}, {448, 576, 64}, {112, 1152, 128}, {4096, 288, 32}, {4096, 32, 32}, {14336, 576, 64}, {14336, 64, 512}, {3584, 1152, 128}}
+	for _, conf := range []string{"go:ops_sequential", "split"} {
+		be, err := backends.NewWithConfig("go:ops_sequential")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,6 +33,9 @@ func TestPerfMatmul(t *testing.T) {
 			m, k, n := s[0], s[1], s[2]
 			x, w := randDense(r, m, k), randDense(r, n, k)
 			p, _ := NewProgram(be, nil, "mm", func(_ Scope, in []*Node) []*Node {
+				if conf == "split" {
+					return []*Node{MatMulNT(in[0], in[1])}
+				}
 				return []*Node{DotGeneral(in[0], []int{1}, nil, in[1], []int{1}, nil)}
 			})
 			p.Run(x, w)

@@ -503,7 +503,7 @@ func (r *runner) verify(ctx context.Context) (ok, bad int, err error) {
 		if j.state != serve.StateSucceeded {
 			continue
 		}
-		p, err := serve.ParseParams([]byte(r.o.Params), serve.Limits{})
+		p, err := serve.ParseJobParams(gen, []byte(r.o.Params), serve.Limits{})
 		if err != nil {
 			return ok, bad, err
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/vdpp/vdpp/tensor"
 )
 
-
 // The golden dev folder passes: every stored tensor is compared and within tolerance.
 func TestGoldenDevPasses(t *testing.T) {
 	dir := shared.Require(t, "golden", "dev")

@@ -1,0 +1,24 @@
+// Package train trains vdpp's built-in model: a small Stable Video Diffusion (the same
+// UNetSpatioTemporalConditionModel, AutoencoderKLTemporalDecoder and
+// CLIPVisionModelWithProjection code as the real checkpoint, with the configs of Configs)
+// on the procedural dataset (data/procedural), with GoMLX's autodiff and Adam.
+//
+// Training has two phases. PhaseVAE trains the autoencoder on 14-frame clips (every frame
+// encoded, a posterior sample decoded by the temporal decoder with num_frames = 14):
+// L1 + MSE reconstruction plus a small KL term. PhaseUNet freezes the VAE and the image
+// encoder (a fixed random CLIP, see Configs) and trains the UNet with SVD's EDM objective in
+// v-prediction form: ln σ ~ N(PMean, PStd), x = x0 + σ·n, the network sees c_in·x =
+// x/√(σ²+1) with timestep 0.25·ln σ and must output F with x0 = c_skip·x + c_out·F,
+// c_skip = 1/(σ²+1), c_out = −σ/√(σ²+1) — exactly what sched's Euler v-prediction step
+// assumes — under the EDM weight (σ²+1)/σ², i.e. a plain MSE on F. The conditioning is
+// built as the pipeline builds it: the CLIP embedding of frame 0, the VAE mode of
+// frame 0 + 0.02·ε (not scaled), added_time_ids [6, 127, 0.02]; with probability
+// CondDropout both the embedding and the image latents are zeroed (the pipeline's
+// unconditional rows), which classifier-free guidance needs.
+//
+// Contract: a run is a pure function of its Options and the step it resumes from: the
+// batch of step k is drawn from a PCG stream keyed by (seed, phase, k), so a resumed run
+// continues bit for bit where a checkpoint left it (the checkpoint holds every weight, the
+// Adam moments and the step). I/O (checkpoints, the loss log, progress) lives in Run;
+// the step functions are deterministic given their inputs.
+package train
