@@ -23,7 +23,7 @@ func AutoMesh(ctx context.Context, o Options) (Options, plan.Prediction, error) 
 	}
 	shape := o.LatentShape()
 	w := plan.Workload{Steps: o.TotalSteps, Samples: o.NumSamples, Frames: o.LatentFrames, Height: o.LatentHeight,
-		Width: o.LatentWidth, Channels: o.LatentChannels, Guided: o.Guided(), MicroBatch: o.MicroBatch}
+		Width: o.LatentWidth, Channels: o.LatentChannels, Guided: o.Guided(), MicroBatch: o.MicroBatch, Warmup: o.WarmupSamples}
 	cal := &plan.Calibrator{}
 	var costs plan.Costs
 	if o.Model == "synthetic" {

@@ -155,6 +155,9 @@ func RunWorker(ctx context.Context, o Options, env dist.Env, log *slog.Logger) e
 	rec := &recorder{rank: env.Rank}
 	rng := p.plan[place.Stage]
 	res := rankResult{Rank: env.Rank, Stage: [2]int{rng.Start, rng.End}, WeightBytes: p.weights}
+	if err := startBarrier(ctx, tr); err != nil {
+		return fmt.Errorf("rank %d: %w", env.Rank, err)
+	}
 	res.StartNS = time.Now().UnixNano()
 	err = pipeline.Run(ctx, pipeline.Config{
 		Plan: p.plan, Stage: place.Stage, PrevRank: place.PrevRank, NextRank: place.NextRank,
@@ -178,6 +181,25 @@ func RunWorker(ctx context.Context, o Options, env dist.Env, log *slog.Logger) e
 		}
 	}
 	return writeJSONFile(filepath.Join(o.RunDir, fmt.Sprintf("rank-%d.json", env.Rank)), res)
+}
+
+// startBarrier holds every rank until all of them are ready, so the ranks start their runs
+// (and rank 0 its clock, which first-sample latency is measured from) together. Without it
+// the first collective of a cfg or cp group waits for the last process to finish starting,
+// and that start-up skew (milliseconds on a loaded host) would count as latency.
+func startBarrier(ctx context.Context, tr dist.Transport) error {
+	ranks := make([]int, tr.Size())
+	for i := range ranks {
+		ranks[i] = i
+	}
+	g, err := dist.NewNamedGroup(tr, "bench-start", ranks)
+	if err != nil {
+		return fmt.Errorf("bench: start barrier: %w", err)
+	}
+	if err := dist.Barrier(ctx, g); err != nil {
+		return fmt.Errorf("bench: start barrier: %w", err)
+	}
+	return nil
 }
 
 func sortedIDs[V any](m map[int64]V) []int64 {

@@ -98,12 +98,14 @@ func (s *Stepper) Step(ctx context.Context, it *Item) error {
 		}
 	}
 	in := model.Input{Latents: s.in, Sigma: s.Sched.Sigmas[k], Timestep: s.Sched.Timesteps[k], Step: k, Cond: conds, Uncond: uncond}
-	out, work, err := s.predict(ctx, in)
+	out, work, comm, err := s.predict(ctx, in)
 	if err != nil {
 		return fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
 	}
 	if s.CFG != nil {
+		t0 := time.Now()
 		u, c, err := s.CFG.Exchange(ctx, out)
+		comm += time.Since(t0)
 		if err != nil {
 			return fmt.Errorf("pipeline: group %d step %d: cfg exchange: %w", it.Group, k, err)
 		}
@@ -139,36 +141,40 @@ func (s *Stepper) Step(ctx context.Context, it *Item) error {
 		return fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
 	}
 	if p, ok := s.Model.(model.Paced); ok {
-		p.Pace(start, work)
+		// The simulated compute budget excludes the time spent in exchanges: a real model
+		// pays collectives on top of its compute, so the simulator must too.
+		p.Pace(start.Add(comm), work)
 	}
 	return nil
 }
 
 // predict runs the model on in, over this rank's frames when context parallel, and returns
-// the whole output and the work done here in full-sample rows.
-func (s *Stepper) predict(ctx context.Context, in model.Input) (*tensor.Dense, float64, error) {
+// the whole output, the work done here in full-sample rows and the time spent gathering.
+func (s *Stepper) predict(ctx context.Context, in model.Input) (*tensor.Dense, float64, time.Duration, error) {
 	rows := float64(in.Rows())
 	if s.CP == nil {
 		out, err := s.Model.Predict(ctx, in)
-		return out, rows, err
+		return out, rows, 0, err
 	}
 	cpm, ok := s.Model.(model.ContextParallel)
 	if !ok {
-		return nil, 0, fmt.Errorf("pipeline: the model (%T) does not support context parallelism", s.Model)
+		return nil, 0, 0, fmt.Errorf("pipeline: the model (%T) does not support context parallelism", s.Model)
 	}
 	p := s.CP.Part
 	local := in
 	local.Latents = sliceFrames(in.Latents, p.Lo, p.Hi)
 	mine, err := cpm.PredictFrames(ctx, local, p)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
+	t0 := time.Now()
 	parts, err := s.CP.Gather(ctx, mine)
+	comm := time.Since(t0)
 	if err != nil {
-		return nil, 0, fmt.Errorf("cp gather: %w", err)
+		return nil, 0, comm, fmt.Errorf("cp gather: %w", err)
 	}
 	out, err := concatFrames(parts, in.Latents.Shape)
-	return out, rows * float64(p.Hi-p.Lo) / float64(p.Total), err
+	return out, rows * float64(p.Hi-p.Lo) / float64(p.Total), comm, err
 }
 
 // sliceFrames copies frames [lo, hi) of x [N, T, ...] into a new [N, hi-lo, ...] tensor.

@@ -21,7 +21,7 @@ func ExamplePlan() {
 		return
 	}
 	for _, p := range res.Configs {
-		fmt.Printf("%v: first %.1f ms, %.0f samples/s\n", p.Mesh, p.FirstSampleMS, p.ThroughputPerS)
+		fmt.Printf("%v: first %.1f ms, %.0f samples/s\n", p.Mesh, p.FirstSampleMS, p.SteadyThroughputPerS)
 	}
 	fmt.Println(res.Verdict.Throughput, res.Verdict.Latency)
 	fmt.Println(res.Notes[1])

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/vdpp/vdpp/pipeline"
 )
@@ -36,10 +37,23 @@ import (
 //	                                                      slowest stage (or the link, if
 //	                                                      slower); sending overlaps compute
 //	u        = min(dp, I)                                 replicas with work
-//	throughput = u * b / interval * 1000                  samples per second, steady
-//	makespan = first + (ceil(I/dp) - 1) * interval        all samples done (exact for
-//	                                                      identical items: a flow shop whose
-//	                                                      machines are the stages and links)
+//	steady_throughput = u * b / interval * 1000           samples per second, steady state
+//	                                                      (what the planner ranks by)
+//	C_g      = first + floor(g/dp) * interval             completion of item g (items go to
+//	                                                      replica g mod dp, round-robin; exact
+//	                                                      for identical items: a flow shop
+//	                                                      whose machines are the stages and
+//	                                                      links)
+//	throughput = WindowThroughput(sample completions, W)  bench's definition: sort the samples'
+//	                                                      completions C_g, drop the first W
+//	                                                      (w.Warmup), (n-1) / (last - first);
+//	                                                      above the steady rate when replicas
+//	                                                      finish in bursts (dp) and the window
+//	                                                      starts and ends on a burst
+//	steady_sample = interval / (b * dp)                   bench's SteadyPerSampleMS: the median
+//	                                                      gap per item of a replica, per
+//	                                                      sample, over the replicas
+//	makespan = first + (ceil(I/dp) - 1) * interval        all samples done
 //	weight_k = Denoiser + [k=0](ImageEncoder+VAEEncoder) + [k=pp-1] VAEDecoder
 //	weight   = max_k weight_k                             per device; cfg and cp ranks of a
 //	                                                      stage and every dp replica hold what
@@ -102,10 +116,15 @@ type Prediction struct {
 	StageMS    []float64 `json:"stage_ms"`
 	HandOffMS  float64   `json:"hand_off_ms"`
 
-	FirstSampleMS  float64 `json:"predicted_first_sample_ms"`
-	IntervalMS     float64 `json:"predicted_interval_ms"` // per replica, between completed items
+	FirstSampleMS float64 `json:"predicted_first_sample_ms"`
+	IntervalMS    float64 `json:"predicted_interval_ms"` // per replica, between completed items
+	// ThroughputPerS is what `vdpp bench` reports as throughput_samples_per_s: samples per
+	// second over the window after the workload's warm-up completions (WindowThroughput).
 	ThroughputPerS float64 `json:"predicted_throughput_samples_per_s"`
-	// SteadySampleMS is 1000 / throughput: the mean time per sample of the whole mesh.
+	// SteadyThroughputPerS is the steady-state rate u*b/interval, independent of the number
+	// of samples and the warm-up; the planner ranks and compares meshes by it.
+	SteadyThroughputPerS float64 `json:"predicted_steady_throughput_samples_per_s"`
+	// SteadySampleMS is what bench reports as steady_sample_ms: interval / (b * dp).
 	SteadySampleMS float64 `json:"predicted_steady_sample_ms"`
 	MakespanMS     float64 `json:"predicted_makespan_ms"`
 	ActiveReplicas int     `json:"active_replicas"`
@@ -173,8 +192,12 @@ func Predict(w Workload, m Mesh, c Costs, memoryPerDevice int64) (Prediction, er
 	}
 	p.ActiveReplicas = min(m.DP, items)
 	if p.IntervalMS > 0 {
-		p.ThroughputPerS = float64(p.ActiveReplicas*b) / p.IntervalMS * 1e3
-		p.SteadySampleMS = 1e3 / p.ThroughputPerS
+		p.SteadyThroughputPerS = float64(p.ActiveReplicas*b) / p.IntervalMS * 1e3
+		p.SteadySampleMS = p.IntervalMS / float64(b*m.DP)
+		p.ThroughputPerS = p.SteadyThroughputPerS
+		if tput, ok := WindowThroughput(SampleCompletions(w, m.DP, p.FirstSampleMS, p.IntervalMS), w.Warmup); ok {
+			p.ThroughputPerS = tput
+		}
 	}
 	p.MakespanMS = p.FirstSampleMS + float64(ceilDiv(items, m.DP)-1)*p.IntervalMS
 
@@ -192,4 +215,37 @@ func Predict(w Workload, m Mesh, c Costs, memoryPerDevice int64) (Prediction, er
 	p.MemoryBytesPerDevice = p.WeightBytesPerDevice + c.ActivationBytesPerRowFrame*r*f
 	p.Feasible = memoryPerDevice <= 0 || p.MemoryBytesPerDevice <= memoryPerDevice
 	return p, nil
+}
+
+// SampleCompletions returns the predicted completion time (ms from the start) of every
+// sample of w on dp replicas whose first item completes at first and whose later items
+// follow every interval ms: item g (replica g mod dp) completes at first + floor(g/dp) *
+// interval, and all its samples with it. The result is in sample order.
+func SampleCompletions(w Workload, dp int, first, interval float64) []float64 {
+	b := w.Batch()
+	dp = max(1, dp)
+	out := make([]float64, w.Samples)
+	for s := range out {
+		g := s / b
+		out[s] = first + float64(g/dp)*interval
+	}
+	return out
+}
+
+// WindowThroughput is bench's throughput definition applied to completion times in ms (any
+// order): sort them, drop the first warmup, and return (n-1) / (last - first) per second
+// over the n that remain. ok is false when fewer than two remain or they coincide.
+func WindowThroughput(completionsMS []float64, warmup int) (perS float64, ok bool) {
+	warmup = max(0, warmup)
+	if len(completionsMS)-warmup < 2 {
+		return 0, false
+	}
+	c := slices.Clone(completionsMS)
+	slices.Sort(c)
+	c = c[warmup:]
+	span := c[len(c)-1] - c[0]
+	if span <= 0 {
+		return 0, false
+	}
+	return float64(len(c)-1) / span * 1e3, true
 }

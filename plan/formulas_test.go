@@ -73,7 +73,7 @@ func TestPredictFormulas(t *testing.T) {
 				name      string
 				got, want float64
 			}{{"step", p.StepMS, tc.step}, {"first", p.FirstSampleMS, tc.first}, {"interval", p.IntervalMS, tc.interval},
-				{"throughput", p.ThroughputPerS, tc.tput}, {"makespan", p.MakespanMS, tc.makespan}} {
+				{"steady throughput", p.SteadyThroughputPerS, tc.tput}, {"makespan", p.MakespanMS, tc.makespan}} {
 				if !near(f.got, f.want) {
 					t.Errorf("%s = %v, want %v", f.name, f.got, f.want)
 				}
@@ -183,5 +183,75 @@ func TestEnumerate(t *testing.T) {
 	}
 	if _, err := Enumerate(small(4, 1, false), 0); !errors.Is(err, ErrBadInput) {
 		t.Errorf("0 devices: %v", err)
+	}
+}
+
+func TestWindowThroughput(t *testing.T) {
+	tests := []struct {
+		name   string
+		c      []float64
+		warmup int
+		want   float64
+		ok     bool
+	}{
+		{"even completions", []float64{10, 20, 30, 40}, 0, 3 / 30.0 * 1e3, true},
+		{"warm-up dropped, any order", []float64{40, 10, 30, 20, 50}, 2, 2 / 20.0 * 1e3, true},
+		{"bursts of 4, warm-up = one burst", []float64{1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3}, 4, 7 / 1.0 * 1e3, true},
+		{"too few after warm-up", []float64{1, 2, 3}, 2, 0, false},
+		{"all at once", []float64{5, 5, 5}, 0, 0, false},
+		{"negative warm-up is none", []float64{0, 4}, -1, 1 / 4.0 * 1e3, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := WindowThroughput(tc.c, tc.warmup)
+			if ok != tc.ok || !near(got, tc.want) {
+				t.Fatalf("WindowThroughput = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestSampleCompletions(t *testing.T) {
+	w := small(16, 7, false)
+	w.MicroBatch = 2 // items {0,1} {2,3} {4,5} {6}
+	got := SampleCompletions(w, 2, 100, 10)
+	// items 0 and 1 on replicas 0 and 1 finish at 100; items 2 and 3 at 110.
+	want := []float64{100, 100, 100, 100, 110, 110, 110}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("SampleCompletions = %v, want %v", got, want)
+	}
+}
+
+// TestPredictBenchQuantities checks that Predict reports the numbers `vdpp bench` measures:
+// the throughput over the window after the warm-up completions and the steady time per
+// sample of SteadyPerSampleMS.
+func TestPredictBenchQuantities(t *testing.T) {
+	syn := SyntheticCosts(5, 8, Link{})
+	w := Workload{Steps: 16, Samples: 24, Frames: 8, Channels: 4, Height: 16, Width: 16, Guided: true, Warmup: 4}
+	tests := []struct {
+		name         string
+		m            Mesh
+		tput, steady float64
+		steadyTput   float64
+	}{
+		// 24 samples in bursts of 4 every 160 ms; the first burst is the warm-up: 19 samples
+		// in 4 intervals.
+		{"dp4 finishes in bursts", Mesh{1, 1, 1, 4}, 19 / (4 * 160.0) * 1e3, 40, 25},
+		// one completion every 40 ms: 19 intervals for 19 samples.
+		{"pp4 completes evenly", Mesh{4, 1, 1, 1}, 25, 40, 25},
+		// bursts of 2 every 80 ms (cfg halves the step): warm-up = two bursts; 19 in 9.
+		{"cfg2 dp2", Mesh{1, 2, 1, 2}, 19 / (9 * 80.0) * 1e3, 40, 25},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Predict(w, tc.m, syn, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !near(p.ThroughputPerS, tc.tput) || !near(p.SteadySampleMS, tc.steady) || !near(p.SteadyThroughputPerS, tc.steadyTput) {
+				t.Fatalf("throughput %v steady %v ms steady rate %v; want %v, %v, %v",
+					p.ThroughputPerS, p.SteadySampleMS, p.SteadyThroughputPerS, tc.tput, tc.steady, tc.steadyTput)
+			}
+		})
 	}
 }

@@ -106,12 +106,13 @@ func Plan(req Request) (Result, error) {
 }
 
 // Compare orders two predictions for goal: negative when a is better. Latency: lower
-// first-sample latency, then higher throughput; throughput: the reverse. Ties (within a
+// first-sample latency, then higher steady throughput; throughput: the reverse. It uses the
+// steady rate, not the benchmark window's (which depends on how the warm-up cut falls). Ties (within a
 // relative 1e-9) go to fewer pipeline stages, then lower memory per device, then the
 // smaller (pp, cfg, cp, dp) in order, so the ranking is deterministic.
 func Compare(goal Goal, a, b Prediction) int {
 	lat := cmpFloat(a.FirstSampleMS, b.FirstSampleMS)
-	tput := -cmpFloat(a.ThroughputPerS, b.ThroughputPerS)
+	tput := -cmpFloat(a.SteadyThroughputPerS, b.SteadyThroughputPerS)
 	primary, secondary := tput, lat
 	if goal == GoalLatency {
 		primary, secondary = lat, tput

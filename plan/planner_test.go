@@ -116,7 +116,7 @@ func TestPlanOrdering(t *testing.T) {
 		}
 		if got := meshes(res.Configs); !reflect.DeepEqual(got, tc.want) {
 			for _, p := range res.Configs {
-				t.Logf("%v first %.3f tput %.3f", p.Mesh, p.FirstSampleMS, p.ThroughputPerS)
+				t.Logf("%v first %.3f tput %.3f", p.Mesh, p.FirstSampleMS, p.SteadyThroughputPerS)
 			}
 			t.Errorf("%s order %v\nwant %v", tc.goal, got, tc.want)
 		}
@@ -129,16 +129,16 @@ func TestPlanOrdering(t *testing.T) {
 }
 
 func TestCompareTieBreaks(t *testing.T) {
-	a := Prediction{Mesh: Mesh{1, 1, 1, 2}, FirstSampleMS: 10, ThroughputPerS: 100, MemoryBytesPerDevice: 5}
+	a := Prediction{Mesh: Mesh{1, 1, 1, 2}, FirstSampleMS: 10, SteadyThroughputPerS: 100, MemoryBytesPerDevice: 5}
 	tests := []struct {
 		name string
 		b    Prediction
 		want int // sign of Compare(goal, a, b)
 	}{
-		{"fewer stages wins a tie", Prediction{Mesh: Mesh{2, 1, 1, 1}, FirstSampleMS: 10, ThroughputPerS: 100, MemoryBytesPerDevice: 1}, -1},
-		{"lower memory wins next", Prediction{Mesh: Mesh{1, 2, 1, 1}, FirstSampleMS: 10, ThroughputPerS: 100, MemoryBytesPerDevice: 4}, 1},
-		{"rounding noise is a tie", Prediction{Mesh: Mesh{1, 1, 1, 2}, FirstSampleMS: 10 + 1e-12, ThroughputPerS: 100, MemoryBytesPerDevice: 5}, 0},
-		{"primary decides", Prediction{Mesh: Mesh{4, 1, 1, 1}, FirstSampleMS: 9, ThroughputPerS: 200, MemoryBytesPerDevice: 1}, 1},
+		{"fewer stages wins a tie", Prediction{Mesh: Mesh{2, 1, 1, 1}, FirstSampleMS: 10, SteadyThroughputPerS: 100, MemoryBytesPerDevice: 1}, -1},
+		{"lower memory wins next", Prediction{Mesh: Mesh{1, 2, 1, 1}, FirstSampleMS: 10, SteadyThroughputPerS: 100, MemoryBytesPerDevice: 4}, 1},
+		{"rounding noise is a tie", Prediction{Mesh: Mesh{1, 1, 1, 2}, FirstSampleMS: 10 + 1e-12, SteadyThroughputPerS: 100, MemoryBytesPerDevice: 5}, 0},
+		{"primary decides", Prediction{Mesh: Mesh{4, 1, 1, 1}, FirstSampleMS: 9, SteadyThroughputPerS: 200, MemoryBytesPerDevice: 1}, 1},
 	}
 	for _, tc := range tests {
 		for _, g := range []Goal{GoalLatency, GoalThroughput} {
@@ -210,11 +210,19 @@ func TestWriteJSONShape(t *testing.T) {
 	if got := doc.Configs[1]["predicted_throughput_samples_per_s"].(float64); !near(got, 250) {
 		t.Errorf("pp7 throughput %v", got)
 	}
+	// dp7 finishes in bursts of 7: bench's window over all 60 completions (no warm-up) is
+	// 59 samples in 8 intervals of 28 ms, above the steady 250/s.
+	if got := doc.Configs[0]["predicted_throughput_samples_per_s"].(float64); !near(got, 59/(8*28.0)*1e3) {
+		t.Errorf("dp7 window throughput %v", got)
+	}
+	if got := doc.Configs[0]["predicted_steady_throughput_samples_per_s"].(float64); !near(got, 250) {
+		t.Errorf("dp7 steady throughput %v", got)
+	}
 	var tbl bytes.Buffer
 	if err := WriteTable(&tbl, res); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| 1 | pp=1 cfg=1 cp=1 dp=7 | 28.00 | 250.0 | 4.00 | 0 B | yes |", "| 2 | pp=7 cfg=1 cp=1 dp=1 | 28.60 | 250.0 |", "- throughput: data parallelism equals"} {
+	for _, want := range []string{"| 1 | pp=1 cfg=1 cp=1 dp=7 | 28.00 | 250.0 | 263.4 | 4.00 | 0 B | yes |", "| 2 | pp=7 cfg=1 cp=1 dp=1 | 28.60 | 250.0 |", "- throughput: data parallelism equals"} {
 		if !strings.Contains(tbl.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, tbl.String())
 		}

@@ -33,16 +33,16 @@ func WriteTable(w io.Writer, r Result) error {
 	var b strings.Builder
 	wl := r.Workload
 	fmt.Fprintf(&b, "## vdpp plan: %d devices, goal %s\n\n", r.Devices, r.Goal)
-	fmt.Fprintf(&b, "**Workload:** %d samples x %d steps, latent [%d,%d,%d,%d], guided %v, micro-batch %d, memory per device %s\n\n",
-		wl.Samples, wl.Steps, wl.Frames, wl.Channels, wl.Height, wl.Width, wl.Guided, wl.Batch(), limit(r.MemoryPerDevice))
-	b.WriteString("| # | mesh | first sample (ms) | throughput (samples/s) | steady (ms/sample) | weights / device | feasible | notes |\n")
-	b.WriteString("|---:|:---|---:|---:|---:|---:|:---|:---|\n")
+	fmt.Fprintf(&b, "**Workload:** %d samples x %d steps, latent [%d,%d,%d,%d], guided %v, micro-batch %d, %d warm-up, memory per device %s\n\n",
+		wl.Samples, wl.Steps, wl.Frames, wl.Channels, wl.Height, wl.Width, wl.Guided, wl.Batch(), wl.Warmup, limit(r.MemoryPerDevice))
+	b.WriteString("| # | mesh | first sample (ms) | steady throughput (samples/s) | bench window (samples/s) | steady (ms/sample) | weights / device | feasible | notes |\n")
+	b.WriteString("|---:|:---|---:|---:|---:|---:|---:|:---|:---|\n")
 	row := func(i string, p Prediction) {
 		feas := "yes"
 		if !p.Feasible {
 			feas = "no"
 		}
-		fmt.Fprintf(&b, "| %s | %v | %s | %s | %s | %s | %s | %s |\n", i, p.Mesh, ms(p.FirstSampleMS), rate(p.ThroughputPerS),
+		fmt.Fprintf(&b, "| %s | %v | %s | %s | %s | %s | %s | %s | %s |\n", i, p.Mesh, ms(p.FirstSampleMS), rate(p.SteadyThroughputPerS), rate(p.ThroughputPerS),
 			ms(p.SteadySampleMS), Bytes(p.WeightBytesPerDevice), feas, strings.Join(p.Notes, "; "))
 	}
 	for i, p := range r.Configs {

@@ -61,7 +61,7 @@ func judge(req Request, all []Prediction) Verdict {
 		v.PP = &p
 	}
 	if v.DP != nil && v.PP != nil {
-		v.Throughput = relation(v.DP.ThroughputPerS, v.PP.ThroughputPerS, true)
+		v.Throughput = relation(v.DP.SteadyThroughputPerS, v.PP.SteadyThroughputPerS, true)
 		v.Latency = relation(v.DP.FirstSampleMS, v.PP.FirstSampleMS, false)
 	}
 	for _, p := range all {
@@ -137,7 +137,7 @@ func verdictNotes(req Request, res Result, all []Prediction) []string {
 	v := res.Verdict
 	if best, ok := res.Best(); ok {
 		out = append(out, fmt.Sprintf("best for %s: %v: first sample %s ms, %s samples/s, %s weights per device",
-			res.Goal, best.Mesh, ms(best.FirstSampleMS), rate(best.ThroughputPerS), Bytes(best.WeightBytesPerDevice)))
+			res.Goal, best.Mesh, ms(best.FirstSampleMS), rate(best.SteadyThroughputPerS), Bytes(best.WeightBytesPerDevice)))
 	} else {
 		small := all[0]
 		for _, p := range all {
@@ -158,7 +158,7 @@ func verdictNotes(req Request, res Result, all []Prediction) []string {
 		switch v.Throughput {
 		case RelEqual:
 			out = append(out, fmt.Sprintf("throughput: data parallelism equals the step pipeline: dp=%d %s samples/s%s vs pp=%d %s samples/s%s; with the full model on every device a step pipeline can at best match dp",
-				dp.DP, rate(dp.ThroughputPerS), fit(dp), pp.PP, rate(pp.ThroughputPerS), fit(pp)))
+				dp.DP, rate(dp.SteadyThroughputPerS), fit(dp), pp.PP, rate(pp.SteadyThroughputPerS), fit(pp)))
 		case RelDPBetter:
 			why := ""
 			switch {
@@ -169,14 +169,14 @@ func verdictNotes(req Request, res Result, all []Prediction) []string {
 					ms(pp.IntervalMS), ms(dp.IntervalMS), dp.DP, ms(dp.IntervalMS/float64(dp.DP)))
 			}
 			out = append(out, fmt.Sprintf("throughput: data parallelism beats the step pipeline: dp=%d %s samples/s%s vs pp=%d %s samples/s%s (%s%% more)%s",
-				dp.DP, rate(dp.ThroughputPerS), fit(dp), pp.PP, rate(pp.ThroughputPerS), fit(pp), pct(dp.ThroughputPerS/pp.ThroughputPerS-1), why))
+				dp.DP, rate(dp.SteadyThroughputPerS), fit(dp), pp.PP, rate(pp.SteadyThroughputPerS), fit(pp), pct(dp.SteadyThroughputPerS/pp.SteadyThroughputPerS-1), why))
 		case RelPPBetter:
 			why := ""
 			if dp.ActiveReplicas < dp.DP {
 				why = fmt.Sprintf(": %d items keep only %d of %d replicas busy", req.Workload.Items(), dp.ActiveReplicas, dp.DP)
 			}
 			out = append(out, fmt.Sprintf("throughput: the step pipeline beats data parallelism: pp=%d %s samples/s%s vs dp=%d %s samples/s%s%s",
-				pp.PP, rate(pp.ThroughputPerS), fit(pp), dp.DP, rate(dp.ThroughputPerS), fit(dp), why))
+				pp.PP, rate(pp.SteadyThroughputPerS), fit(pp), dp.DP, rate(dp.SteadyThroughputPerS), fit(dp), why))
 		}
 		lat := fmt.Sprintf("first sample: dp=%d %s ms, pp=%d %s ms", dp.DP, ms(dp.FirstSampleMS), pp.PP, ms(pp.FirstSampleMS))
 		switch v.Latency {

@@ -10,7 +10,9 @@ var ErrBadInput = errors.New("plan: bad input")
 
 // Workload is what is to be generated: Samples samples of Steps denoising steps each, on
 // latents [Frames, Channels, Height, Width] (float32), classifier-free guided or not, with
-// MicroBatch samples per denoiser call (0 means 1).
+// MicroBatch samples per denoiser call (0 means 1). Warmup is the number of first
+// completions a benchmark leaves out of its throughput window (bench's --warmup-samples), so
+// the predicted throughput is the quantity `vdpp bench` reports.
 type Workload struct {
 	Steps      int  `json:"steps"`
 	Samples    int  `json:"samples"`
@@ -20,6 +22,7 @@ type Workload struct {
 	Channels   int  `json:"channels"`
 	Guided     bool `json:"guided"`
 	MicroBatch int  `json:"micro_batch"`
+	Warmup     int  `json:"warmup_samples"`
 }
 
 // Validate checks that every size is positive.
@@ -35,6 +38,9 @@ func (w Workload) Validate() error {
 	}
 	if w.MicroBatch < 0 {
 		return fmt.Errorf("%w: workload micro_batch = %d", ErrBadInput, w.MicroBatch)
+	}
+	if w.Warmup < 0 {
+		return fmt.Errorf("%w: workload warmup_samples = %d", ErrBadInput, w.Warmup)
 	}
 	return nil
 }

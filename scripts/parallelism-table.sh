@@ -29,7 +29,9 @@ command -v jq >/dev/null || { echo "$0: needs jq" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 has_mesh_flags=0
-"$vdpp" bench -h 2>&1 | grep -q -- '-pp ' && has_mesh_flags=1
+# bench -h exits non-zero; read its help first (pipefail would hide a match).
+bench_help=$("$vdpp" bench -h 2>&1 || true)
+[[ $bench_help == *"-pp int"* ]] && has_mesh_flags=1
 
 echo "| mesh | predicted first (ms) | measured first (ms) | error | predicted throughput (/s) | measured throughput (/s) | error |"
 echo "|:---|---:|---:|---:|---:|---:|---:|"

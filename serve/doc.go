@@ -7,7 +7,9 @@
 //   - A job's final latent is bit-identical to Reference (a one-process run of the same
 //     Generator, Stepper and seed) whatever the number of workers, the batch composition,
 //     worker deaths or server restarts, provided the model computes each batch row
-//     independently (the synthetic and dummy models do; model.Denoiser documents it).
+//     independently (the synthetic and dummy models do; model.Denoiser documents it). For
+//     checkpoint models, whose rows are not promised independent, --max-batch defaults to 1
+//     (ModelSpec.DefaultMaxBatch). The SVD Generator lives in serve/svdgen.
 //   - An accepted job (202) is on disk before the reply; it ends succeeded, failed (with an
 //     error) or cancelled, never silently lost.
 //   - Every bad request gets a 4xx JSON body {"error": "..."}; nothing a client sends can

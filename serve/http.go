@@ -354,6 +354,9 @@ func (s *Server) serveRendered(w http.ResponseWriter, r *http.Request, id string
 	http.ServeContent(w, r, name, time.Time{}, f)
 }
 
+// render decodes a finished job's final latent and writes path (output.mp4 or output.gif);
+// the other format is written from the same frames when it is missing, so a model whose
+// decode is expensive (the SVD VAE) decodes each job once.
 func (s *Server) render(r *http.Request, id string, st Status, path string) error {
 	shape, err := s.coord.latentShape(id)
 	if err != nil {
@@ -379,12 +382,29 @@ func (s *Server) render(r *http.Request, id string, st Status, path string) erro
 	for i, m := range imgs {
 		list[i] = m
 	}
+	if err := s.writeRendered(path, list, st.Params.FPS); err != nil {
+		return err
+	}
+	other := filepath.Join(filepath.Dir(path), "output.gif")
+	if strings.HasSuffix(path, ".gif") {
+		other = filepath.Join(filepath.Dir(path), "output.mp4")
+	}
+	if _, err := os.Stat(other); err != nil {
+		if err := s.writeRendered(other, list, st.Params.FPS); err != nil {
+			s.log.Warn("render second format", "id", id, "path", other, "err", err)
+		}
+	}
+	return nil
+}
+
+// writeRendered writes frames as a GIF (path ends in .gif) or an MP4.
+func (s *Server) writeRendered(path string, list []image.Image, fps int) error {
 	if strings.HasSuffix(path, ".gif") {
 		var buf bytes.Buffer
-		if err := video.WriteGIF(&buf, list, float64(st.Params.FPS)); err != nil {
+		if err := video.WriteGIF(&buf, list, float64(fps)); err != nil {
 			return err
 		}
 		return writeSynced(path, buf.Bytes())
 	}
-	return s.mp4(path, list, float64(st.Params.FPS))
+	return s.mp4(path, list, float64(fps))
 }

@@ -41,7 +41,7 @@ func vaeLoss(s nn.Scope, cfg checkpoint.VAEConfig, x, eps *Node, frames int) (lo
 	g := x.Graph()
 	moments := vae.BuildEncoderMoments(s, x, cfg)
 	mean, logvar := splitAxis1(moments)
-	logvar = Clamp(Scalar(g, logvar.DType(), -30), logvar, Scalar(g, logvar.DType(), 20))
+	logvar = Min(Max(logvar, Scalar(g, logvar.DType(), -30)), Scalar(g, logvar.DType(), 20))
 	std := Exp(MulScalar(logvar, 0.5))
 	z := Add(mean, Mul(std, eps))
 	rec := vae.BuildDecoder(s, z, frames, cfg)

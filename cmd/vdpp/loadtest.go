@@ -27,11 +27,20 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.BoolVar(&o.Verify, "verify", false, "re-compute every output in this process and compare bit for bit")
 	fs.DurationVar(&o.KillEvery, "kill-every", 0, "kill one worker rank at this interval (0: never)")
 	fs.StringVar(&o.KillPidFile, "kill-rank-pid-file", "", "kill workers by the pids in this file (the server's --worker-pid-file) instead of the admin endpoint")
-	fs.StringVar(&o.Model.Name, "model", "synthetic", "model the server runs (for --verify)")
+	var modelName string
+	fs.StringVar(&modelName, "model", "synthetic", "model the server runs (for --verify): synthetic, builtin or a checkpoint folder")
+	fs.StringVar(&o.Model.Variant, "variant", "", "checkpoint weights variant (for --verify)")
+	fs.StringVar(&o.Model.Backend, "backend", "", "GoMLX backend (for --verify)")
 	fs.StringVar(&jsonPath, "json", "", "write the report as JSON to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	spec, err := modelSpec(modelName)
+	if err != nil {
+		return err
+	}
+	spec.Variant, spec.Backend = o.Model.Variant, o.Model.Backend
+	o.Model = spec
 	o.Log = newLogger(stderr)
 	rep, err := loadtest.Run(ctx, o)
 	if err != nil {

@@ -45,6 +45,7 @@ func commands() []command {
 		{"generate", "turn an image into videos through the K-stage pipeline", runGenerate},
 		{"parity", "compare the SVD networks with reference outputs (golden cases)", runParity},
 		{"data", "write samples of the procedural video dataset and a contact sheet", runData},
+		{"train", "train the built-in model (VAE, then UNet) on the procedural dataset", runTrain},
 		{"worker", "run one rank of a launched job (internal)", runWorker},
 		{"version", "print the version", func(_ context.Context, _ []string, w, _ io.Writer) error {
 			_, err := fmt.Fprintln(w, "vdpp", version)

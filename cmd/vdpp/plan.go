@@ -19,7 +19,7 @@ type planFlags struct {
 	hidden                             int
 	seed                               int64
 	stepMS                             float64
-	steps, samples, microBatch         int
+	steps, samples, microBatch, warmup int
 	frames, channels, height, width    int
 	guidanceScale                      float64
 	devices                            int
@@ -47,6 +47,7 @@ func (f *planFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.steps, "total-steps", 28, "denoising steps per sample")
 	fs.IntVar(&f.samples, "num-samples", 60, "samples to generate")
 	fs.IntVar(&f.microBatch, "micro-batch", 1, "samples per denoiser call")
+	fs.IntVar(&f.warmup, "warmup-samples", 4, "first completions left out of the throughput window, as in vdpp bench")
 	fs.IntVar(&f.frames, "latent-frames", 4, "latent frames T")
 	fs.IntVar(&f.channels, "latent-channels", 4, "latent channels C")
 	fs.IntVar(&f.height, "latent-height", 16, "latent height H")
@@ -72,7 +73,7 @@ func (f *planFlags) register(fs *flag.FlagSet) {
 
 func (f *planFlags) workload() plan.Workload {
 	return plan.Workload{Steps: f.steps, Samples: f.samples, Frames: f.frames, Height: f.height, Width: f.width,
-		Channels: f.channels, Guided: f.guidanceScale > 1, MicroBatch: f.microBatch}
+		Channels: f.channels, Guided: f.guidanceScale > 1, MicroBatch: f.microBatch, Warmup: f.warmup}
 }
 
 // runPlan is `vdpp plan`: predict every mesh of --devices devices and rank them.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/serve"
+	_ "github.com/vdpp/vdpp/serve/svdgen" // the "svd" generator: --model DIR and builtin
 )
 
 // runServe is `vdpp serve`: the HTTP job server with K worker processes.
@@ -23,11 +25,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP listen address (port 0 picks a free one); without a token keep it on loopback")
 	fs.StringVar(&cfg.Token, "api-token", os.Getenv("VDPP_API_TOKEN"), "bearer token required on every API call (default $VDPP_API_TOKEN)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "vdpp-data", "folder of the job database and outputs")
-	fs.StringVar(&modelName, "model", "synthetic", "model: synthetic, builtin, or a checkpoint folder")
+	fs.StringVar(&modelName, "model", "synthetic", "model: synthetic, builtin, or a checkpoint folder (diffusers SVD layout)")
+	fs.StringVar(&cfg.Spec.Variant, "variant", "", `checkpoint weights variant, e.g. "fp16" (converted to float32)`)
+	fs.StringVar(&cfg.Spec.Backend, "backend", "", "GoMLX backend of the checkpoint model (default: GOMLX_BACKEND or go)")
 	fs.Float64Var(&cfg.Spec.StepMS, "step-ms", 1, "synthetic model: cost of one sample-step in ms")
 	fs.StringVar(&cfg.Spec.Cost, "cost", "sleep", "synthetic model: sleep or spin")
 	fs.IntVar(&cfg.NProc, "nproc", 2, "worker ranks (pipeline stages)")
-	fs.IntVar(&cfg.MaxBatch, "max-batch", 4, "samples per denoiser call")
+	fs.IntVar(&cfg.MaxBatch, "max-batch", 0, "samples per denoiser call (0: 4 for synthetic, 1 for a checkpoint, whose rows are not guaranteed bit-independent)")
 	fs.IntVar(&cfg.MaxQueue, "max-queue", 64, "jobs that may wait for a slot; more get 429")
 	fs.IntVar(&cfg.MaxRunning, "max-running", 0, "jobs in the pipeline at once (default 2*nproc*max-batch)")
 	fs.IntVar(&cfg.MaxRestarts, "max-restarts", 100, "restarts allowed per worker rank")
@@ -47,7 +51,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	spec.StepMS, spec.Cost = cfg.Spec.StepMS, cfg.Spec.Cost
+	spec.StepMS, spec.Cost, spec.Variant, spec.Backend = cfg.Spec.StepMS, cfg.Spec.Cost, cfg.Spec.Variant, cfg.Spec.Backend
 	cfg.Spec = spec
 	log := newLogger(stderr)
 	cfg.Log = log
@@ -64,7 +68,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintf(stdout, "listening on http://%s\n", srv.Addr())
-	log.Info("serving", "model", spec.Name, "nproc", cfg.NProc, "data_dir", cfg.DataDir)
+	log.Info("serving", "model", spec.Name, "dir", spec.Dir, "nproc", cfg.NProc, "data_dir", cfg.DataDir)
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
@@ -76,10 +80,35 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return err
 }
 
-// modelSpec maps --model to a ModelSpec: a registered name, "builtin", or a folder.
+// errBuiltinUnavailable is the answer to --model builtin in a build without the built-in
+// trained model.
+var errBuiltinUnavailable = errors.New("serve: builtin model not available in this build")
+
+// resolveBuiltin maps "builtin" to the folder of the built-in trained checkpoint; nil while
+// this build has none.
+var resolveBuiltin func(name string) (dir string, err error)
+
+// modelSpec maps --model to a ModelSpec: a folder or "builtin" (both the "svd" model with
+// that folder), or a registered name ("synthetic").
 func modelSpec(name string) (serve.ModelSpec, error) {
+	if name == "builtin" {
+		if resolveBuiltin == nil {
+			return serve.ModelSpec{}, errBuiltinUnavailable
+		}
+		dir, err := resolveBuiltin(name)
+		if err == nil {
+			dir, err = filepath.Abs(dir)
+		}
+		if err != nil {
+			return serve.ModelSpec{}, fmt.Errorf("serve: builtin model: %w", err)
+		}
+		return serve.ModelSpec{Name: "svd", Dir: dir}, nil
+	}
 	if st, err := os.Stat(name); err == nil && st.IsDir() {
-		abs, _ := filepath.Abs(name)
+		abs, err := filepath.Abs(name)
+		if err != nil {
+			return serve.ModelSpec{}, fmt.Errorf("serve: model folder %s: %w", name, err)
+		}
 		return serve.ModelSpec{Name: "svd", Dir: abs}, nil
 	}
 	if name == "" {
@@ -97,6 +126,8 @@ func runServeWorker(ctx context.Context, args []string, stderr io.Writer, rank i
 	fs.IntVar(&cfg.Rank, "rank", rank, "this worker's rank")
 	fs.StringVar(&cfg.Spec.Name, "model", "synthetic", "model name")
 	fs.StringVar(&cfg.Spec.Dir, "model-dir", "", "checkpoint folder")
+	fs.StringVar(&cfg.Spec.Variant, "variant", "", "checkpoint weights variant")
+	fs.StringVar(&cfg.Spec.Backend, "backend", "", "GoMLX backend")
 	fs.Float64Var(&cfg.Spec.StepMS, "step-ms", 1, "synthetic model: cost of one sample-step in ms")
 	fs.StringVar(&cfg.Spec.Cost, "cost", "sleep", "synthetic model: sleep or spin")
 	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", serve.DefaultHeartbeatTimeout, "give up on a silent server after this")

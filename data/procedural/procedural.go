@@ -70,12 +70,12 @@ const (
 // Palette holds the object colours; colour i moves in direction i·60° (0° = +x, 90° = +y,
 // image rows grow downwards).
 var Palette = []color.RGBA{
-	{230, 60, 50, 255},   // red: right
-	{240, 200, 40, 255},  // yellow: down-right
-	{60, 200, 80, 255},   // green: down-left
-	{60, 210, 220, 255},  // cyan: left
-	{70, 100, 240, 255},  // blue: up-left
-	{220, 80, 220, 255},  // magenta: up-right
+	{230, 60, 50, 255},  // red: right
+	{240, 200, 40, 255}, // yellow: down-right
+	{60, 200, 80, 255},  // green: down-left
+	{60, 210, 220, 255}, // cyan: left
+	{70, 100, 240, 255}, // blue: up-left
+	{220, 80, 220, 255}, // magenta: up-right
 }
 
 // Background is the plain background colour.

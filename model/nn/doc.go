@@ -54,6 +54,12 @@
 // form built from Slice/Concatenate feeding one DotGeneral (simplego's only parallel op); on
 // every other backend (XLA) the native ConvGeneral. Both forms are tested to agree.
 //
+// # Matrix products
+//
+// Linear and the im2col convolutions multiply through MatMulNT, which on simplego cuts the
+// rows into batch slices that its small DotGeneral kernel runs in parallel (see
+// docs/performance.md); elsewhere it is one DotGeneral.
+//
 // # Attention form
 //
 // AttentionChunkFor chooses, in this one place, how attention is blocked: the query chunk

@@ -17,11 +17,14 @@ const simpleGoSmallDot = 16 * 64 * 64
 const minRowsPerSplit = 32
 
 // MatMulNT returns x·wᵀ for x [M, K] and w [N, K]: [M, N]. It is the one place that shapes
-// the plain matrix products of Linear and the im2col convolution for the backend: on simplego,
-// a product that would run its single-threaded small kernel is cut into P row slices
-// stacked on a batch axis (w broadcast to each), so the kernel spreads them over P cores;
-// each output element is still the same dot product in the same order, so the result is
-// bit-identical to the unsplit product. Elsewhere it is one DotGeneral.
+// the plain matrix products of Linear and the convolutions for the backend. On simplego the
+// rows are cut into P slices stacked on a batch axis (w broadcast to each; P from
+// rowSplits) so that every slice runs simplego's small kernel and the slices run in
+// parallel: a product that would run the small kernel on one core gets every core, and one
+// that would run the large kernel skips its re-blocking copies and 64-padding. In the small
+// kernel each output element is the same dot product in the same order however the rows are
+// sliced, so a split of a small product is bit-identical to the single DotGeneral. Elsewhere
+// (XLA) it is one DotGeneral.
 func MatMulNT(x, w *Node) *Node {
 	m, k, n := x.Shape().Dim(0), x.Shape().Dim(1), w.Shape().Dim(0)
 	if p := rowSplits(x.Graph(), m, n); p > 1 {
@@ -45,7 +48,12 @@ func rowSplits(g *Graph, m, n int) int {
 	if !IsSimpleGo(g.Backend()) {
 		return 1
 	}
-	want := max(1, min(runtime.NumCPU(), m/minRowsPerSplit))
+	return simpleGoRowSplits(runtime.NumCPU(), m, n)
+}
+
+// simpleGoRowSplits is rowSplits on simplego with cpus CPUs.
+func simpleGoRowSplits(cpus, m, n int) int {
+	want := max(1, min(cpus, m/minRowsPerSplit))
 	for p := want; p <= m; p++ {
 		if m%p != 0 || (m/p)*n > simpleGoSmallDot {
 			continue

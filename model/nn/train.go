@@ -17,7 +17,10 @@ var trainingGraphs sync.Map // *Graph -> struct{}
 // of this package then pick gradient-safe forms (GradientSafe); the values they compute
 // are the same. Call it at the start of a training graph's build function; UnmarkTraining
 // forgets the graph.
-func MarkTraining(g *Graph) { trainingGraphs.Store(g, struct{}{}) }
+func MarkTraining(g *Graph) {
+	installGradients()
+	trainingGraphs.Store(g, struct{}{})
+}
 
 // UnmarkTraining forgets a graph marked by MarkTraining.
 func UnmarkTraining(g *Graph) { trainingGraphs.Delete(g) }

@@ -62,3 +62,39 @@ func BenchmarkUNetMid(b *testing.B) {
 		run()
 	}
 }
+
+// smallBenchConfig is the "small model" of docs/performance.md: three levels of 32, 64, 128
+// channels, heads of 32, 64 and 64 features.
+const smallBenchConfig = `{
+  "addition_time_embed_dim": 32, "projection_class_embeddings_input_dim": 96,
+  "block_out_channels": [32, 64, 128], "cross_attention_dim": 128,
+  "down_block_types": ["CrossAttnDownBlockSpatioTemporal", "CrossAttnDownBlockSpatioTemporal", "DownBlockSpatioTemporal"],
+  "up_block_types": ["UpBlockSpatioTemporal", "CrossAttnUpBlockSpatioTemporal", "CrossAttnUpBlockSpatioTemporal"],
+  "in_channels": 8, "out_channels": 4, "layers_per_block": 2,
+  "num_attention_heads": [1, 1, 2], "num_frames": 14
+}`
+
+// BenchmarkUNetSmall times one call of the small random UNet on [2, 14, 8, 8, 8]: a
+// 14-frame 64x64 video with classifier-free guidance (batch 2). A few seconds on simplego.
+func BenchmarkUNetSmall(b *testing.B) {
+	cfg := parseConfig(b, smallBenchConfig)
+	m, err := New(cfg, randomWeights(b, cfg, 5), backend(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	sample := randomTensor(1, 2, cfg.NumFrames, cfg.InChannels, 8, 8)
+	ehs := randomTensor(2, 2, 1, cfg.CrossAttentionDim[0])
+	ids := &tensor.Dense{Shape: []int{2, 3}, Data: []float32{6, 127, 0.02, 6, 127, 0.02}}
+	ts := &tensor.Dense{Shape: []int{1}, Data: []float32{0.7}}
+	run := func() {
+		if _, err := m.Forward(sample, ts, ehs, ids); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run() // compile
+	b.ResetTimer()
+	for range b.N {
+		run()
+	}
+}

@@ -18,6 +18,7 @@ type Model struct {
 	cfg     checkpoint.UNetConfig
 	weights *nn.Weights
 	prog    *nn.Program
+	cpPlans cpPlans // ForwardFrames' plans and segments
 }
 
 // Load reads ck's unet config and the weights file of variant ("" for fp32, "fp16", ...),
@@ -102,7 +103,7 @@ func (m *Model) WeightBytes() int64 { return m.weights.Bytes() }
 
 // Close releases the compiled graphs; the Model must not be used afterwards.
 func (m *Model) Close() error {
-	if err := m.prog.Close(); err != nil {
+	if err := errors.Join(m.prog.Close(), m.cpPlans.close()); err != nil {
 		return fmt.Errorf("unet: close: %w", err)
 	}
 	return nil

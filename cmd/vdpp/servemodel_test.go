@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vdpp/vdpp/internal/shared"
+	"github.com/vdpp/vdpp/serve/loadtest"
+)
+
+// TestModelSpec: --model maps a folder and "builtin" to the svd model with a folder, names
+// to themselves, and "builtin" without a built-in model to a clear error.
+func TestModelSpec(t *testing.T) {
+	dir := t.TempDir()
+	builtinDir := t.TempDir()
+	cases := []struct {
+		name     string
+		model    string
+		resolver func(string) (string, error)
+		wantName string
+		wantDir  string
+		wantErr  error
+	}{
+		{"folder", dir, nil, "svd", dir, nil},
+		{"relative folder", filepath.Join(dir, "."), nil, "svd", dir, nil},
+		{"synthetic", "synthetic", nil, "synthetic", "", nil},
+		{"empty", "", nil, "", "", errUsage},
+		{"builtin not in this build", "builtin", nil, "", "", errBuiltinUnavailable},
+		{"builtin resolved", "builtin", func(string) (string, error) { return builtinDir, nil }, "svd", builtinDir, nil},
+		{"builtin resolver fails", "builtin", func(string) (string, error) { return "", errors.New("no weights") }, "", "", nil},
+	}
+	defer func(r func(string) (string, error)) { resolveBuiltin = r }(resolveBuiltin)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resolveBuiltin = c.resolver
+			spec, err := modelSpec(c.model)
+			if c.wantName == "" {
+				if err == nil || (c.wantErr != nil && !errors.Is(err, c.wantErr)) {
+					t.Fatalf("modelSpec(%q) = %+v, %v; want error %v", c.model, spec, err, c.wantErr)
+				}
+				return
+			}
+			if err != nil || spec.Name != c.wantName || spec.Dir != c.wantDir {
+				t.Fatalf("modelSpec(%q) = %+v, %v; want %s %s", c.model, spec, err, c.wantName, c.wantDir)
+			}
+		})
+	}
+	resolveBuiltin = nil
+	if _, err := modelSpec("builtin"); err == nil || err.Error() != "serve: builtin model not available in this build" {
+		t.Fatalf("builtin error: %v", err)
+	}
+}
+
+// TestServeBinarySVD: the real binary serves a checkpoint with worker processes (the
+// folder, --variant and --backend reach `vdpp worker serve`): a small job completes and
+// downloads as a GIF.
+func TestServeBinarySVD(t *testing.T) {
+	ckpt := shared.Require(t, "golden", "dev")
+	dir := t.TempDir()
+	cmd := exec.Command(vdppBin, "serve", "--listen", "127.0.0.1:0", "--model", ckpt, "--variant", "fp16", "--backend", "go",
+		"--nproc", "2", "--data-dir", filepath.Join(dir, "data"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no listening line: %v\n%s", err, stderr.String())
+	}
+	url := strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+	waitReady(t, url)
+
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	fw, _ := mw.CreateFormField("params")
+	fw.Write([]byte(`{"num_frames":1,"steps":2,"height":16,"width":16,"max_guidance":1,"seed":3}`))
+	fw, _ = mw.CreateFormFile("image", "a.png")
+	fw.Write(loadtest.TestImage(3))
+	mw.Close()
+	resp, err := http.Post(url+"/v1/videos", mw.FormDataContentType(), &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		ID    string `json:"id"`
+		State string `json:"state"`
+		Error string `json:"error"`
+	}
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit: %d %+v\n%s", resp.StatusCode, st, stderr.String())
+	}
+	for deadline := time.Now().Add(time.Minute); st.State != "succeeded"; time.Sleep(50 * time.Millisecond) {
+		if st.State == "failed" || st.State == "cancelled" || time.Now().After(deadline) {
+			t.Fatalf("job %s: %s %s\n%s", st.ID, st.State, st.Error, stderr.String())
+		}
+		r, err := http.Get(url + "/v1/videos/" + st.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.NewDecoder(r.Body).Decode(&st)
+		r.Body.Close()
+	}
+	r, err := http.Get(url + "/v1/videos/" + st.ID + "/content?format=gif")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gif, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if r.StatusCode != http.StatusOK || !bytes.HasPrefix(gif, []byte("GIF89a")) {
+		t.Fatalf("gif: %d, %d bytes", r.StatusCode, len(gif))
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("server exit: %v\n%s", err, stderr.String())
+	}
+}

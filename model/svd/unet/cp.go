@@ -1,0 +1,233 @@
+package unet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// Frames places a context-parallel member's frames: it holds frames [Lo, Hi) of Total.
+// The members of a group, in member order, must hold consecutive ranges that cover
+// [0, Total); their sizes may differ.
+type Frames struct{ Lo, Hi, Total int }
+
+// Comm is what ForwardFrames needs from the context-parallel group (model.FrameComm
+// satisfies it). Every member must make the same sequence of calls.
+type Comm interface {
+	Index() int
+	Size() int
+	// AllToAll sends parts[i] to member i and returns what each member sent here.
+	AllToAll(ctx context.Context, parts []*tensor.Dense) ([]*tensor.Dense, error)
+	// AllGather returns every member's t, in member order.
+	AllGather(ctx context.Context, t *tensor.Dense) ([]*tensor.Dense, error)
+}
+
+// ErrFrames: the members' frame ranges or input shapes do not fit together.
+var ErrFrames = errors.New("unet: context-parallel frames do not fit")
+
+// ForwardFrames is Forward evaluated by one member of a context-parallel group: sample
+// [B, Hi-Lo, Cin, h, w] holds frames [part.Lo, part.Hi) of every row; timestep, ehs and
+// addedTimeIDs are the whole rows' (as for Forward, the same on every member). The result
+// is the prediction for the member's frames, [B, Hi-Lo, Cout, h, w]; concatenated over the
+// members it matches Forward on all frames to fp32 rounding.
+//
+// Spatial layers run on the member's frames. The temporal layers exchange through comm:
+// each temporal res-block sends its GroupNorm partial statistics (combined exactly into the
+// statistics over all frames) and one halo frame to each neighbouring member, twice (once
+// per convolution, whose kernel spans three frames); each temporal transformer layer moves
+// its tokens to a spatial split (every member gets all frames at 1/C of the positions), runs
+// attention across frames there, and moves them back (two all-to-alls). The network runs as
+// a sequence of compiled segments between these exchanges (ContextParallelSteps counts
+// them). Every member must call ForwardFrames with the same shapes (except the frame count)
+// and the same timestep, ehs and ids.
+func (m *Model) ForwardFrames(ctx context.Context, sample, timestep, ehs, addedTimeIDs *tensor.Dense, part Frames, comm Comm) (*tensor.Dense, error) {
+	for i, t := range []*tensor.Dense{sample, timestep, ehs, addedTimeIDs} {
+		if t == nil {
+			return nil, fmt.Errorf("%w: input %d is nil", ErrInput, i)
+		}
+	}
+	if comm == nil {
+		return nil, fmt.Errorf("%w: nil comm", ErrFrames)
+	}
+	if err := checkInputShapes(m.cfg, sample.Shape, timestep.Shape, ehs.Shape, addedTimeIDs.Shape); err != nil {
+		return nil, err
+	}
+	if part.Lo < 0 || part.Hi <= part.Lo || part.Hi > part.Total || sample.Shape[1] != part.Hi-part.Lo {
+		return nil, fmt.Errorf("%w: frames [%d, %d) of %d with a sample of %d frames", ErrFrames, part.Lo, part.Hi, part.Total, sample.Shape[1])
+	}
+	r := &cpRunner{ctx: ctx, comm: comm, model: m, rows: sample.Shape[0], lo: part.Lo, hi: part.Hi}
+	if err := r.layout(part.Total, sample.Shape); err != nil {
+		return nil, err
+	}
+	plan, err := m.cpPlans.get(m, sample.Shape[3], sample.Shape[4])
+	if err != nil {
+		return nil, err
+	}
+	edge := tensor.New(2)
+	if part.Lo > 0 {
+		edge.Data[0] = 1
+	}
+	if part.Hi < part.Total {
+		edge.Data[1] = 1
+	}
+	r.regs = map[string]*tensor.Dense{regSample: sample, regTimestep: timestep, regIDs: addedTimeIDs, regEHS: ehs, regEdge: edge}
+	if err := r.run(plan); err != nil {
+		return nil, err
+	}
+	out := r.regs[regOut]
+	d := out.Shape
+	return &tensor.Dense{Shape: []int{r.rows, r.hi - r.lo, d[1], d[2], d[3]}, Data: out.Data}, nil
+}
+
+// cpPlans caches a Model's context-parallel plans (one per latent size) and their
+// compiled segments.
+type cpPlans struct {
+	mu    sync.Mutex
+	plans map[[2]int]*cpPlan
+}
+
+func (c *cpPlans) get(m *Model, h, w int) (*cpPlan, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.plans[[2]int{h, w}]; ok {
+		return p, nil
+	}
+	p, err := newCPPlan(m.cfg, h, w)
+	if err != nil {
+		return nil, err
+	}
+	if c.plans == nil {
+		c.plans = map[[2]int]*cpPlan{}
+	}
+	c.plans[[2]int{h, w}] = p
+	return p, nil
+}
+
+// close releases every compiled segment.
+func (c *cpPlans) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, p := range c.plans {
+		for _, st := range p.steps {
+			if st.prog != nil {
+				errs = append(errs, st.prog.Close())
+			}
+		}
+	}
+	c.plans = nil
+	return errors.Join(errs...)
+}
+
+// program returns the step's compiled program, creating it on first use.
+func (st *cpStep) program(m *Model, k int) (*nn.Program, error) {
+	st.progOnce.Do(func() {
+		st.prog, st.progErr = nn.NewProgram(m.prog.Backend(), m.weights, fmt.Sprintf("unet-cp-%d-%s", k, st.name), st.build())
+	})
+	return st.prog, st.progErr
+}
+
+// cpRunner is one member's execution of a plan.
+type cpRunner struct {
+	ctx      context.Context
+	comm     Comm
+	rows     int
+	lo, hi   int
+	total    int
+	los, his []int // every member's frame range
+	regs     map[string]*tensor.Dense
+	model    *Model
+}
+
+// layout all-gathers the members' frame ranges and sample shapes and checks that they fit.
+func (r *cpRunner) layout(total int, shape []int) error {
+	size, me := r.comm.Size(), r.comm.Index()
+	if size < 1 || me < 0 || me >= size {
+		return fmt.Errorf("%w: member %d of %d", ErrFrames, me, size)
+	}
+	mine := &tensor.Dense{Shape: []int{6}, Data: []float32{
+		float32(r.lo), float32(r.hi), float32(total), float32(shape[0]), float32(shape[3]), float32(shape[4])}}
+	all, err := r.comm.AllGather(r.ctx, mine)
+	if err != nil {
+		return fmt.Errorf("unet: context-parallel layout: %w", err)
+	}
+	if len(all) != size {
+		return fmt.Errorf("%w: all-gather returned %d parts for %d members", ErrFrames, len(all), size)
+	}
+	r.total = total
+	r.los, r.his = make([]int, size), make([]int, size)
+	next := 0
+	for k, t := range all {
+		if t == nil || len(t.Data) != 6 {
+			return fmt.Errorf("%w: member %d sent a malformed layout", ErrFrames, k)
+		}
+		lo, hi := int(t.Data[0]), int(t.Data[1])
+		if lo != next || hi <= lo || int(t.Data[2]) != total {
+			return fmt.Errorf("%w: member %d holds frames [%d, %d) of %d; member order must tile [0, %d)", ErrFrames, k, lo, hi, int(t.Data[2]), total)
+		}
+		if !slices.Equal(t.Data[3:], mine.Data[3:]) {
+			return fmt.Errorf("%w: member %d has rows x h x w %v, member %d has %v", ErrFrames, k, t.Data[3:], me, mine.Data[3:])
+		}
+		r.los[k], r.his[k] = lo, hi
+		next = hi
+	}
+	if next != total {
+		return fmt.Errorf("%w: the members hold frames [0, %d) of %d", ErrFrames, next, total)
+	}
+	return nil
+}
+
+// run executes the plan's steps, dropping registers as soon as no later step reads them.
+func (r *cpRunner) run(p *cpPlan) error {
+	for k, st := range p.steps {
+		if err := r.ctx.Err(); err != nil {
+			return err
+		}
+		var err error
+		if st.exch != nil {
+			err = r.exchange(st.exch)
+		} else {
+			err = r.segment(st, k)
+		}
+		if err != nil {
+			return fmt.Errorf("unet: context-parallel step %d (%s): %w", k, st.name, err)
+		}
+		for name := range r.regs {
+			if !slices.Contains(st.live, name) {
+				delete(r.regs, name)
+			}
+		}
+	}
+	return nil
+}
+
+// segment runs one compiled segment on its input registers.
+func (r *cpRunner) segment(st *cpStep, k int) error {
+	in := make([]*tensor.Dense, len(st.in))
+	for i, name := range st.in {
+		in[i] = r.regs[name]
+		if in[i] == nil {
+			return fmt.Errorf("register %q is empty", name)
+		}
+	}
+	if st.spatial && in[0].Len() == 0 {
+		return nil // no positions on this member: the register passes through
+	}
+	prog, err := st.program(r.model, k)
+	if err != nil {
+		return err
+	}
+	out, err := prog.Run(in...)
+	if err != nil {
+		return err
+	}
+	for i, name := range st.out {
+		r.regs[name] = out[i]
+	}
+	return nil
+}

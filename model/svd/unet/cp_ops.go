@@ -1,0 +1,173 @@
+package unet
+
+import (
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
+
+	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/nn"
+)
+
+// Graph pieces of the context-parallel forward. Activations of the frame split are
+// [B·Tl, C, h, w] (Tl = the member's frame count); the row count B is read from the time
+// embedding emb [B, E].
+
+// cpEmbedding is Build's time + added-time embedding: [B, E] (one row per video).
+func cpEmbedding(s nn.Scope, cfg checkpoint.UNetConfig, timestep, ids *Node) *Node {
+	b, k := ids.Shape().Dim(0), ids.Shape().Dim(1)
+	embDim := cfg.TimeEmbedDim()
+	ts := BroadcastToDims(Reshape(timestep, -1), b)
+	emb := timestepEmbedding(s.In("time_embedding"), nn.Timesteps(ts, cfg.BlockOutChannels[0], true, 0), embDim, embDim)
+	aug := nn.Timesteps(Reshape(ids, b*k), cfg.AdditionTimeEmbedDim, true, 0)
+	aug = Reshape(aug, b, k*cfg.AdditionTimeEmbedDim)
+	return Add(emb, timestepEmbedding(s.In("add_embedding"), aug, embDim, embDim))
+}
+
+// cpConvIn flattens the sample [B, Tl, Cin, h, w] to frames and applies conv_in.
+func cpConvIn(s nn.Scope, cfg checkpoint.UNetConfig, sample *Node) *Node {
+	d := sample.Shape().Dimensions
+	g := sample.Graph()
+	c0 := cfg.BlockOutChannels[0]
+	x := Reshape(sample, d[0]*d[1], d[2], d[3], d[4])
+	return nn.Conv2D(x, s.Param(g, "conv_in.weight", c0, d[2], 3, 3), s.Param(g, "conv_in.bias", c0), nn.ConvOpts{Padding: 1})
+}
+
+// cpHead is the output head: conv_norm_out, SiLU, conv_out.
+func cpHead(s nn.Scope, cfg checkpoint.UNetConfig, x *Node) *Node {
+	g := x.Graph()
+	c0 := cfg.BlockOutChannels[0]
+	x = nn.GroupNorm(x, s.Param(g, "conv_norm_out.weight", c0), s.Param(g, "conv_norm_out.bias", c0), groups, epsOut)
+	return nn.Conv2D(nn.SiLU(x), s.Param(g, "conv_out.weight", cfg.OutChannels, c0, 3, 3),
+		s.Param(g, "conv_out.bias", cfg.OutChannels), nn.ConvOpts{Padding: 1})
+}
+
+// framesPerRow returns Tl for x [B·Tl, ...] and emb [B, E].
+func framesPerRow(x, emb *Node) (b, tl int) {
+	b = emb.Shape().Dim(0)
+	return b, x.Shape().Dim(0) / b
+}
+
+// cpSpatialRes is the spatial half of a SpatioTemporalResBlock (s is the block's scope):
+// the ResnetBlock2D output hs [B·Tl, C, h, w] and the partial statistics of the temporal
+// block's norm1 over the member's frames.
+func cpSpatialRes(s nn.Scope, x, emb *Node, cout int, eps float64) (hs, stats *Node) {
+	b, tl := framesPerRow(x, emb)
+	hs = resnetBlock2D(s.In("spatial_res_block"), x, repeatInterleave(emb, tl), cout, eps)
+	return hs, partialStats(hs, b)
+}
+
+// partialStats returns, for x [B·Tl, C, h, w], the mean and the sum of squared deviations
+// from it (M2) of every (row, channel group) over the member's frames: [B, G, 2]. Members
+// combine them exactly (Chan et al.'s parallel variance) into the GroupNorm statistics over
+// all frames.
+func partialStats(x *Node, b int) *Node {
+	xg := Reshape(x, b, -1, groups, x.Shape().Size()/(x.Shape().Dim(0)*groups)) // [B, Tl, G, R]
+	mean := ReduceAndKeep(xg, ReduceMean, 1, 3)
+	m2 := ReduceSum(Square(Sub(xg, mean)), 1, 3) // [B, G]
+	return Stack([]*Node{Reshape(mean, b, groups), m2}, -1)
+}
+
+// normWith applies a GroupNorm with given statistics gn [B, G, 2] (mean, variance) to
+// v [B, n, C, h, w], then gamma and beta per channel.
+func normWith(v, gn, gamma, beta *Node, eps float64) *Node {
+	d := v.Shape().Dimensions
+	b, n, c := d[0], d[1], d[2]
+	vg := Reshape(v, b, n, groups, -1)
+	mean := Reshape(Slice(gn, AxisRange(), AxisRange(), AxisElem(0)), b, 1, groups, 1)
+	variance := Reshape(Slice(gn, AxisRange(), AxisRange(), AxisElem(1)), b, 1, groups, 1)
+	y := Reshape(Div(Sub(vg, mean), Sqrt(AddScalar(variance, eps))), d...)
+	y = Mul(y, Reshape(gamma, 1, 1, c, 1, 1))
+	return Add(y, Reshape(beta, 1, 1, c, 1, 1))
+}
+
+// temporalConv is norm + SiLU + the (3, 1, 1) convolution of a TemporalResnetBlock over a
+// member's frames x [B, Tl, C, h, w] with the neighbouring frames prev and next
+// [B, C, h, w]; edge [2] zeroes a neighbour at the ends of the video (the convolution's
+// zero padding). It returns [B, C, Tl, h, w].
+func temporalConv(s nn.Scope, norm, conv string, x, gn, prev, next, edge *Node, eps float64) *Node {
+	g := x.Graph()
+	d := x.Shape().Dimensions
+	b, c, hh, ww := d[0], d[2], d[3], d[4]
+	gamma, beta := s.Param(g, norm+".weight", c), s.Param(g, norm+".bias", c)
+	act := func(v *Node) *Node { return nn.SiLU(normWith(v, gn, gamma, beta, eps)) }
+	edgeAt := func(i int) *Node { return Reshape(Slice(edge, AxisElem(i))) }
+	p := Mul(act(Reshape(prev, b, 1, c, hh, ww)), edgeAt(0))
+	n := Mul(act(Reshape(next, b, 1, c, hh, ww)), edgeAt(1))
+	ext := TransposeAllAxes(Concatenate([]*Node{p, act(x), n}, 1), 0, 2, 1, 3, 4) // [B, C, Tl+2, h, w]
+	return nn.Conv3D(ext, s.Param(g, conv+".weight", c, c, 3, 1, 1), s.Param(g, conv+".bias", c), nn.ConvOpts{})
+}
+
+// cpTemporalConv1 is the first half of the TemporalResnetBlock (s is the
+// SpatioTemporalResBlock's scope): norm1 with the global statistics gn, SiLU, conv1 and
+// the time embedding; th [B·Tl, C, h, w] and norm2's partial statistics.
+func cpTemporalConv1(s nn.Scope, x, gn, prev, next, edge, emb *Node, eps float64) (th, stats *Node) {
+	b, tl := framesPerRow(x, emb)
+	ts := s.In("temporal_res_block")
+	g := x.Graph()
+	d := x.Shape().Dimensions
+	c, hh, ww := d[1], d[2], d[3]
+	h := temporalConv(ts, "norm1", "conv1", Reshape(x, b, tl, c, hh, ww), gn, prev, next, edge, eps) // [B, C, Tl, h, w]
+	e := emb.Shape().Dim(-1)
+	temb := Reshape(repeatInterleave(emb, tl), b, tl, e)
+	t := nn.Linear(nn.SiLU(temb), ts.Param(g, "time_emb_proj.weight", c, e), ts.Param(g, "time_emb_proj.bias", c)) // [B, Tl, C]
+	h = Add(h, InsertAxes(TransposeAllAxes(t, 0, 2, 1), -1, -1))
+	th = Reshape(TransposeAllAxes(h, 0, 2, 1, 3, 4), d...)
+	return th, partialStats(th, b)
+}
+
+// cpTemporalConv2 finishes the SpatioTemporalResBlock: norm2 with the global statistics,
+// SiLU, conv2, the residual, and the time mixer between x (the spatial output) and the
+// temporal output.
+func cpTemporalConv2(s nn.Scope, x, th, gn, prev, next, edge *Node, eps float64) *Node {
+	d := x.Shape().Dimensions
+	b := gn.Shape().Dim(0)
+	tl := d[0] / b
+	c, hh, ww := d[1], d[2], d[3]
+	ts := s.In("temporal_res_block")
+	h := temporalConv(ts, "norm2", "conv2", Reshape(th, b, tl, c, hh, ww), gn, prev, next, edge, eps) // [B, C, Tl, h, w]
+	xs := TransposeAllAxes(Reshape(x, b, tl, c, hh, ww), 0, 2, 1, 3, 4)
+	out := alphaBlend(s.In("time_mixer"), xs, Add(xs, h))
+	return Reshape(TransposeAllAxes(out, 0, 2, 1, 3, 4), d...)
+}
+
+// cpTransformerIn is the start of a TransformerSpatioTemporalModel on the frame split:
+// GroupNorm (per frame), tokens [B·Tl, h·w, C], proj_in.
+func cpTransformerIn(s nn.Scope, x *Node, a attnSpec) *Node {
+	g := x.Graph()
+	d := x.Shape().Dimensions
+	bt, c, hh, ww := d[0], d[1], d[2], d[3]
+	inner := a.heads * a.headDim
+	h := nn.GroupNorm(x, s.Param(g, "norm.weight", c), s.Param(g, "norm.bias", c), groups, transformerGroupNormEps)
+	h = Reshape(TransposeAllAxes(h, 0, 2, 3, 1), bt, hh*ww, c)
+	return nn.Linear(h, s.Param(g, "proj_in.weight", inner, c), s.Param(g, "proj_in.bias", inner))
+}
+
+// cpTemporalTransformer is layer l's temporal half on the spatial split: tokens
+// [B, T, Sm, C] of all T frames at Sm positions, the frame position embedding (frame
+// indices 0..T-1), the TemporalBasicTransformerBlock and the time mixer.
+func cpTemporalTransformer(s nn.Scope, tok, ehs *Node, l int, a attnSpec) *Node {
+	g := tok.Graph()
+	d := tok.Shape().Dimensions
+	b, t, sm, c := d[0], d[1], d[2], d[3]
+	pos := make([]float32, t)
+	for i := range pos {
+		pos[i] = float32(i)
+	}
+	pe := nn.Timesteps(Const(g, pos), c, true, 0)
+	pe = timestepEmbedding(s.In("time_pos_embed"), pe, 4*c, c)
+	pe = Reshape(BroadcastToDims(InsertAxes(pe, 0), b, t, c), b*t, 1, c)
+	h := Reshape(tok, b*t, sm, c)
+	mix := temporalBasicTransformerBlock(s.Inf("temporal_transformer_blocks.%d", l), Add(h, pe), ehs, frames{b: b, t: t}, a)
+	h = alphaBlend(s.In("time_mixer"), h, mix)
+	return Reshape(h, d...)
+}
+
+// cpTransformerOut is proj_out, back to [B·Tl, C, h, w], plus the residual.
+func cpTransformerOut(s nn.Scope, tok, res *Node) *Node {
+	g := tok.Graph()
+	d := res.Shape().Dimensions
+	bt, c, hh, ww := d[0], d[1], d[2], d[3]
+	inner := tok.Shape().Dim(-1)
+	h := nn.Linear(tok, s.Param(g, "proj_out.weight", c, inner), s.Param(g, "proj_out.bias", c))
+	h = TransposeAllAxes(Reshape(h, bt, hh, ww, c), 0, 3, 1, 2)
+	return Add(h, res)
+}

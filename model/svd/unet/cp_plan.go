@@ -1,0 +1,411 @@
+package unet
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
+
+	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/nn"
+)
+
+// The context-parallel forward (ForwardFrames) is the UNet of Build cut into graph segments
+// separated by exchanges that run in Go between the members of the group: a GoMLX graph
+// cannot call a collective in the middle of an execution. A cpPlan is that sequence for one
+// config and latent size. Values flow between steps through named registers (tensors held
+// in Go); a liveness pass gives each segment exactly the registers it reads and returns
+// exactly those a later step needs, so a skip connection travels only into the segment that
+// consumes it.
+
+// Register names of the plan's inputs and fixed values.
+const (
+	regSample   = "sample"   // [B, Tl, Cin, h, w], the member's frames
+	regTimestep = "timestep" // as given to ForwardFrames
+	regIDs      = "ids"      // [B, K]
+	regEHS      = "ehs"      // [B, S, D]
+	regEdge     = "edge"     // [2]: 1 when the member has a previous / next neighbour frame
+	regEmb      = "emb"      // [B, E], the time embedding of each row
+	regX        = "x"        // [B·Tl, C, h, w], the running activation (frame split)
+	regStats    = "st"       // [B, G, 2]: a member's GroupNorm mean and M2 per row and group
+	regGN1      = "gn1"      // [B, G, 2]: global mean and variance, temporal norm1
+	regGN2      = "gn2"      // [B, G, 2]: global mean and variance, temporal norm2
+	regXPrev    = "xprev"    // [B, C, h, w]: the frame before the member's first (or zeros)
+	regXNext    = "xnext"    // [B, C, h, w]: the frame after the member's last (or zeros)
+	regTH       = "th"       // [B·Tl, C, h, w]: temporal resnet after conv1
+	regHPrev    = "hprev"    // halo frames of th
+	regHNext    = "hnext"
+	regRes      = "res"    // transformer residual
+	regTok      = "tok"    // [B·Tl, S, C] transformer tokens (frame split)
+	regTokSpace = "tsp"    // [B, T, Sm, C] transformer tokens (spatial split: all frames)
+	regOut      = "out"    // [B·Tl, Cout, h, w]
+	regSkipFmt  = "skip%d" // skip connections, numbered in push order
+)
+
+// planInputs are the registers the runner sets before the first step.
+var planInputs = []string{regSample, regTimestep, regIDs, regEHS, regEdge}
+
+// env maps register names to the nodes of the segment being built.
+type env map[string]*Node
+
+// gop is one piece of graph-building code in a segment: it reads and writes registers.
+type gop struct {
+	reads, writes []string
+	build         func(s nn.Scope, e env)
+}
+
+// exchangeKind is what an exchange step does.
+type exchangeKind int
+
+const (
+	// exHalo: all-to-all of a member's GroupNorm partial statistics (to every member) and
+	// of its first / last frame of src (to the previous / next member).
+	exHalo exchangeKind = iota
+	// exToSpace: all-to-all from the frame split [B·Tl, S, C] to the spatial split
+	// [B, T, Sm, C].
+	exToSpace
+	// exToFrames: the inverse of exToSpace.
+	exToFrames
+)
+
+// exchange is a step that runs in Go between segments.
+type exchange struct {
+	kind exchangeKind
+	src  string // exHalo: the activation whose halo frames are sent
+	// exHalo: where the global statistics and the two halo frames go.
+	gn, prev, next string
+}
+
+func (x *exchange) reads() []string {
+	switch x.kind {
+	case exHalo:
+		return []string{x.src, regStats}
+	case exToSpace:
+		return []string{regTok}
+	default:
+		return []string{regTokSpace}
+	}
+}
+
+func (x *exchange) writes() []string {
+	switch x.kind {
+	case exHalo:
+		return []string{x.gn, x.prev, x.next}
+	case exToSpace:
+		return []string{regTokSpace}
+	default:
+		return []string{regTok}
+	}
+}
+
+// cpStep is a graph segment (ops) or an exchange (exch).
+type cpStep struct {
+	name string
+	ops  []gop
+	exch *exchange
+	// spatial marks a segment on the spatial split; a member whose spatial slice is empty
+	// (fewer positions than members) skips it, its only register passing through.
+	spatial bool
+
+	in, out []string // segment inputs and outputs, from the liveness pass
+	live    []string // registers live after the step
+
+	progOnce sync.Once
+	prog     *nn.Program
+	progErr  error
+}
+
+// cpPlan is the step sequence of the context-parallel forward for one latent size.
+type cpPlan struct {
+	steps []*cpStep
+}
+
+// segments returns the number of graph segments and of exchanges.
+func (p *cpPlan) counts() (segments, exchanges int) {
+	for _, st := range p.steps {
+		if st.exch != nil {
+			exchanges++
+		} else {
+			segments++
+		}
+	}
+	return segments, exchanges
+}
+
+// planBuilder appends ops to the open segment and closes it at each exchange.
+type planBuilder struct {
+	cfg   checkpoint.UNetConfig
+	steps []*cpStep
+	open  *cpStep
+	skips []skipEntry // the simulated skip stack
+	nskip int
+	h, w  int // the spatial size of the running activation
+}
+
+type skipEntry struct {
+	reg  string
+	h, w int
+}
+
+func (p *planBuilder) op(name string, reads, writes []string, build func(s nn.Scope, e env)) {
+	if p.open == nil {
+		p.open = &cpStep{name: name}
+		p.steps = append(p.steps, p.open)
+	}
+	p.open.ops = append(p.open.ops, gop{reads: reads, writes: writes, build: build})
+}
+
+func (p *planBuilder) exchange(name string, x *exchange) {
+	p.open = nil
+	p.steps = append(p.steps, &cpStep{name: name, exch: x})
+}
+
+// spatialSegment appends a segment of its own on the spatial split.
+func (p *planBuilder) spatialSegment(name string, reads []string, build func(s nn.Scope, e env)) {
+	p.open = nil
+	p.steps = append(p.steps, &cpStep{name: name, spatial: true,
+		ops: []gop{{reads: reads, writes: []string{regTokSpace}, build: build}}})
+}
+
+func (p *planBuilder) push() {
+	reg := fmt.Sprintf(regSkipFmt, p.nskip)
+	p.nskip++
+	p.skips = append(p.skips, skipEntry{reg, p.h, p.w})
+	p.op("skip", []string{regX}, []string{reg}, func(_ nn.Scope, e env) { e[reg] = e[regX] })
+}
+
+func (p *planBuilder) pop() {
+	sk := p.skips[len(p.skips)-1]
+	p.skips = p.skips[:len(p.skips)-1]
+	p.op("concat", []string{regX, sk.reg}, []string{regX}, func(_ nn.Scope, e env) {
+		e[regX] = Concatenate([]*Node{e[regX], e[sk.reg]}, 1)
+	})
+}
+
+// newCPPlan builds the plan of the UNet of cfg for latents of h x w, mirroring Build step
+// for step (the tests compare the two).
+func newCPPlan(cfg checkpoint.UNetConfig, h, w int) (*cpPlan, error) {
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	p := &planBuilder{cfg: cfg, h: h, w: w}
+	n := cfg.NumBlocks()
+	ch := cfg.BlockOutChannels
+
+	p.op("embed", []string{regTimestep, regIDs}, []string{regEmb}, func(s nn.Scope, e env) {
+		e[regEmb] = cpEmbedding(s, cfg, e[regTimestep], e[regIDs])
+	})
+	p.op("conv_in", []string{regSample}, []string{regX}, func(s nn.Scope, e env) {
+		e[regX] = cpConvIn(s, cfg, e[regSample])
+	})
+	p.push()
+
+	for i := range n {
+		path := fmt.Sprintf("down_blocks.%d", i)
+		attn := cfg.DownHasAttention(i)
+		eps := epsDown
+		if attn {
+			eps = epsCrossDown
+		}
+		for l := range cfg.LayersPerBlock[i] {
+			p.resBlock(fmt.Sprintf("%s.resnets.%d", path, l), ch[i], eps)
+			if attn {
+				p.transformer(fmt.Sprintf("%s.attentions.%d", path, l), spec(cfg, i, l))
+			}
+			p.push()
+		}
+		if i < n-1 {
+			c := ch[i]
+			p.op(path+".downsamplers", []string{regX}, []string{regX}, func(s nn.Scope, e env) {
+				x := e[regX]
+				g := x.Graph()
+				bs := s.In(path)
+				e[regX] = nn.Conv2D(x, bs.Param(g, "downsamplers.0.conv.weight", c, c, 3, 3),
+					bs.Param(g, "downsamplers.0.conv.bias", c), nn.ConvOpts{Stride: 2, Padding: 1})
+			})
+			p.h, p.w = (p.h-1)/2+1, (p.w-1)/2+1
+			p.push()
+		}
+	}
+
+	p.resBlock("mid_block.resnets.0", ch[n-1], epsMid)
+	p.transformer("mid_block.attentions.0", spec(cfg, n-1, 0))
+	p.resBlock("mid_block.resnets.1", ch[n-1], epsMid)
+
+	factor := 1 << (n - 1)
+	toSkipSize := h%factor != 0 || w%factor != 0
+	for j := range n {
+		i := n - 1 - j
+		path := fmt.Sprintf("up_blocks.%d", j)
+		attn := cfg.UpHasAttention(j)
+		for l := range cfg.LayersPerBlock[i] + 1 {
+			p.pop()
+			p.resBlock(fmt.Sprintf("%s.resnets.%d", path, l), ch[i], epsUp)
+			if attn {
+				p.transformer(fmt.Sprintf("%s.attentions.%d", path, l), spec(cfg, i, l))
+			}
+		}
+		if j < n-1 {
+			oh, ow := 2*p.h, 2*p.w
+			if toSkipSize {
+				sk := p.skips[len(p.skips)-1]
+				oh, ow = sk.h, sk.w
+			}
+			c := ch[i]
+			p.op(path+".upsamplers", []string{regX}, []string{regX}, func(s nn.Scope, e env) {
+				x := resizeNearest(e[regX], oh, ow)
+				g := x.Graph()
+				us := s.In(path)
+				e[regX] = nn.Conv2D(x, us.Param(g, "upsamplers.0.conv.weight", c, c, 3, 3),
+					us.Param(g, "upsamplers.0.conv.bias", c), nn.ConvOpts{Padding: 1})
+			})
+			p.h, p.w = oh, ow
+		}
+	}
+	if len(p.skips) != 0 {
+		return nil, fmt.Errorf("%w: context-parallel plan left %d skips", ErrConfig, len(p.skips))
+	}
+	p.op("head", []string{regX}, []string{regOut}, func(s nn.Scope, e env) {
+		e[regOut] = cpHead(s, cfg, e[regX])
+	})
+
+	plan := &cpPlan{steps: p.steps}
+	if err := plan.liveness(); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+// resBlock appends a SpatioTemporalResBlock: the spatial resnet and norm1's partial
+// statistics; an exchange of statistics and halo frames; norm1 + conv1 over the member's
+// frames and one halo frame each side, and norm2's partial statistics; a second exchange;
+// norm2 + conv2 and the time mixer.
+func (p *planBuilder) resBlock(path string, cout int, eps float64) {
+	p.op(path+".spatial", []string{regX, regEmb}, []string{regX, regStats}, func(s nn.Scope, e env) {
+		e[regX], e[regStats] = cpSpatialRes(s.In(path), e[regX], e[regEmb], cout, eps)
+	})
+	p.exchange(path+".halo1", &exchange{kind: exHalo, src: regX, gn: regGN1, prev: regXPrev, next: regXNext})
+	p.op(path+".temporal1", []string{regX, regGN1, regXPrev, regXNext, regEdge, regEmb}, []string{regTH, regStats},
+		func(s nn.Scope, e env) {
+			e[regTH], e[regStats] = cpTemporalConv1(s.In(path), e[regX], e[regGN1], e[regXPrev], e[regXNext], e[regEdge], e[regEmb], eps)
+		})
+	p.exchange(path+".halo2", &exchange{kind: exHalo, src: regTH, gn: regGN2, prev: regHPrev, next: regHNext})
+	p.op(path+".temporal2", []string{regX, regTH, regGN2, regHPrev, regHNext, regEdge}, []string{regX},
+		func(s nn.Scope, e env) {
+			e[regX] = cpTemporalConv2(s.In(path), e[regX], e[regTH], e[regGN2], e[regHPrev], e[regHNext], e[regEdge], eps)
+		})
+}
+
+// transformer appends a TransformerSpatioTemporalModel: norm, proj_in and the spatial
+// block on the member's frames; per layer an all-to-all to the spatial split, the temporal
+// block and the time mixer over all frames, and an all-to-all back; proj_out and the
+// residual.
+func (p *planBuilder) transformer(path string, a attnSpec) {
+	p.op(path+".in", []string{regX}, []string{regRes, regTok}, func(s nn.Scope, e env) {
+		e[regRes], e[regTok] = e[regX], cpTransformerIn(s.In(path), e[regX], a)
+	})
+	for l := range a.layers {
+		p.op(fmt.Sprintf("%s.spatial.%d", path, l), []string{regTok, regEHS}, []string{regTok}, func(s nn.Scope, e env) {
+			e[regTok] = basicTransformerBlock(s.In(path).Inf("transformer_blocks.%d", l), e[regTok], e[regEHS], a)
+		})
+		p.exchange(fmt.Sprintf("%s.to_space.%d", path, l), &exchange{kind: exToSpace})
+		p.spatialSegment(fmt.Sprintf("%s.temporal.%d", path, l), []string{regTokSpace, regEHS}, func(s nn.Scope, e env) {
+			e[regTokSpace] = cpTemporalTransformer(s.In(path), e[regTokSpace], e[regEHS], l, a)
+		})
+		p.exchange(fmt.Sprintf("%s.to_frames.%d", path, l), &exchange{kind: exToFrames})
+	}
+	p.op(path+".out", []string{regTok, regRes}, []string{regX}, func(s nn.Scope, e env) {
+		e[regX] = cpTransformerOut(s.In(path), e[regTok], e[regRes])
+	})
+}
+
+// liveness fills every step's in, out and live lists, working backwards from the output.
+func (p *cpPlan) liveness() error {
+	live := map[string]bool{regOut: true}
+	for k := len(p.steps) - 1; k >= 0; k-- {
+		st := p.steps[k]
+		st.live = sortedKeys(live)
+		var uses, defs []string
+		if st.exch != nil {
+			uses, defs = st.exch.reads(), st.exch.writes()
+		} else {
+			for _, o := range st.ops {
+				for _, r := range o.reads {
+					if !slices.Contains(defs, r) && !slices.Contains(uses, r) {
+						uses = append(uses, r)
+					}
+				}
+				for _, w := range o.writes {
+					if !slices.Contains(defs, w) {
+						defs = append(defs, w)
+					}
+				}
+			}
+			st.in = uses
+			st.out = nil
+			for _, d := range defs {
+				if live[d] {
+					st.out = append(st.out, d)
+				}
+			}
+			if len(st.out) == 0 {
+				return fmt.Errorf("unet: context-parallel plan: segment %q computes nothing used later", st.name)
+			}
+			if st.spatial && (len(st.in) == 0 || st.in[0] != regTokSpace || !slices.Equal(st.out, []string{regTokSpace})) {
+				return fmt.Errorf("unet: context-parallel plan: spatial segment %q must map %s to itself", st.name, regTokSpace)
+			}
+		}
+		for _, d := range defs {
+			delete(live, d)
+		}
+		for _, u := range uses {
+			live[u] = true
+		}
+	}
+	for r := range live {
+		if !slices.Contains(planInputs, r) {
+			return fmt.Errorf("unet: context-parallel plan reads %q before any step writes it", r)
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// build returns the BuildFunc of a segment.
+func (st *cpStep) build() nn.BuildFunc {
+	return func(s nn.Scope, in []*Node) []*Node {
+		e := make(env, len(st.in)+len(st.out))
+		for i, name := range st.in {
+			e[name] = in[i]
+		}
+		for _, o := range st.ops {
+			o.build(s, e)
+		}
+		out := make([]*Node, len(st.out))
+		for i, name := range st.out {
+			out[i] = e[name]
+		}
+		return out
+	}
+}
+
+// ContextParallelSteps reports how ForwardFrames cuts the UNet of cfg for latents of
+// h x w: the number of graph segments (each compiled once per set of shapes) and of
+// exchanges between them (each one collective over the group).
+func ContextParallelSteps(cfg checkpoint.UNetConfig, h, w int) (segments, exchanges int, err error) {
+	p, err := newCPPlan(cfg, h, w)
+	if err != nil {
+		return 0, 0, err
+	}
+	segments, exchanges = p.counts()
+	return segments, exchanges, nil
+}

@@ -1,0 +1,102 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/safetensors"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// Export writes the diffusers folder of a run to out: model_index.json, the five component
+// configs, unet/ and vae/ diffusion_pytorch_model.safetensors from the run's checkpoints
+// (the UNet's initial weights when the run has no UNet checkpoint yet) and
+// image_encoder/model.safetensors (the fixed random encoder of seed). The VAE config gets
+// the scaling factor the UNet phase trained with.
+func Export(runDir, out string, seed uint64) error {
+	cfgs := TinyConfigs()
+	ucfg, _, ccfg, err := cfgs.Parsed()
+	if err != nil {
+		return err
+	}
+	vctx, _, err := loadContext(StatePath(runDir, PhaseVAE))
+	if err != nil {
+		return err
+	}
+	vw, err := modelWeights(vctx)
+	if err != nil {
+		return err
+	}
+	var uw map[string]*tensor.Dense
+	uctx, umeta, err := loadContext(StatePath(runDir, PhaseUNet))
+	switch {
+	case err == nil:
+		if uw, err = modelWeights(uctx); err != nil {
+			return err
+		}
+		if sf, err := strconv.ParseFloat(umeta["scaling_factor"], 64); err == nil {
+			cfgs.VAE["scaling_factor"] = sf
+		}
+	case errors.Is(err, os.ErrNotExist) || errors.Is(err, ErrCheckpoint):
+		if uw, err = UNetInitWeights(ucfg, seed); err != nil {
+			return err
+		}
+	default:
+		return err
+	}
+	cw, err := CLIPWeights(ccfg, seed)
+	if err != nil {
+		return err
+	}
+	return WriteFolder(out, cfgs, uw, vw, cw)
+}
+
+// WriteFolder writes a diffusers folder from configs and weights.
+func WriteFolder(out string, cfgs Configs, unetW, vaeW, clipW map[string]*tensor.Dense) error {
+	files := map[string]map[string]any{
+		checkpoint.IndexFile:                                                   cfgs.Index,
+		filepath.Join(checkpoint.UNet, "config.json"):                          cfgs.UNet,
+		filepath.Join(checkpoint.VAE, "config.json"):                           cfgs.VAE,
+		filepath.Join(checkpoint.ImageEncoder, "config.json"):                  cfgs.CLIP,
+		filepath.Join(checkpoint.Scheduler, "scheduler_config.json"):           cfgs.Scheduler,
+		filepath.Join(checkpoint.FeatureExtractor, "preprocessor_config.json"): cfgs.Features,
+	}
+	for name, m := range files {
+		b, err := marshal(m)
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(out, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("train: export: %w", err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return fmt.Errorf("train: export: %w", err)
+		}
+	}
+	weights := map[string]map[string]*tensor.Dense{
+		filepath.Join(checkpoint.UNet, "diffusion_pytorch_model.safetensors"): unetW,
+		filepath.Join(checkpoint.VAE, "diffusion_pytorch_model.safetensors"):  vaeW,
+		filepath.Join(checkpoint.ImageEncoder, "model.safetensors"):           clipW,
+	}
+	for name, w := range weights {
+		names := make([]string, 0, len(w))
+		for n := range w {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		ts := make([]safetensors.NamedTensor, len(names))
+		for i, n := range names {
+			ts[i] = safetensors.NamedTensor{Name: n, Tensor: w[n]}
+		}
+		if err := safetensors.WriteFile(filepath.Join(out, name), ts, map[string]string{"format": "pt"}); err != nil {
+			return fmt.Errorf("train: export %s: %w", name, err)
+		}
+	}
+	return nil
+}

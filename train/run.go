@@ -1,0 +1,360 @@
+package train
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/vdpp/vdpp/data/procedural"
+	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/model/svd/clip"
+	"github.com/vdpp/vdpp/model/svd/unet"
+	"github.com/vdpp/vdpp/model/svd/vae"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// Phases of a training run.
+const (
+	PhaseVAE  = "vae"
+	PhaseUNet = "unet"
+)
+
+// ErrOptions is returned for invalid options.
+var ErrOptions = errors.New("train: bad options")
+
+// Options configure a run.
+type Options struct {
+	Dir    string // run folder: checkpoints, loss log
+	Phase  string // PhaseVAE or PhaseUNet
+	Steps  int    // train until this step (a resumed run continues up to it)
+	Batch  int    // clips per step
+	LR     float64
+	Seed   uint64 // weights init, batch sampling, noise
+	Data   uint64 // dataset seed
+	Train  int    // number of distinct training clips (indices 0..Train-1)
+	Resume bool   // continue from Dir's checkpoint of the phase
+	// VAEFrames is the clip length the VAE phase trains on (the first frames of a clip);
+	// 0 means the dataset's 14.
+	VAEFrames int
+	// VAECrop, when > 0, trains the VAE on random crops of this size (the same window in
+	// every frame of a clip; a multiple of the downsampling factor): the networks are
+	// convolutional, and a 32x32 crop costs a quarter of a 64x64 frame.
+	VAECrop int
+
+	CheckpointEvery int // steps; 0 = only at the end
+	// MaxDuration stops the run (with a checkpoint) once exceeded; 0 = no limit.
+	MaxDuration time.Duration
+
+	// Diffusion objective.
+	PMean, PStd  float64 // ln σ ~ N(PMean, PStd²)
+	CondDropout  float64 // probability of zeroing image embedding and image latents
+	NoiseAug     float64 // noise_aug_strength of the conditioning image
+	FPS, Motion  int     // added_time_ids: fps (the UNet gets fps-1) and motion bucket
+	Progress     io.Writer
+	Terminal     bool // Progress is a terminal: draw a bar instead of log lines
+	ProgressEach int  // plain log line every N steps (default 10)
+}
+
+// DefaultOptions returns the settings used for the built-in model.
+func DefaultOptions() Options {
+	return Options{Phase: PhaseVAE, Steps: 1000, Batch: 1, LR: 5e-4, Seed: 1, Data: 1, Train: 4096,
+		CheckpointEvery: 50, PMean: 0.0, PStd: 1.4, CondDropout: 0.1, NoiseAug: 0.02, FPS: 7, Motion: 127,
+		ProgressEach: 10}
+}
+
+// Validate checks the options.
+func (o Options) Validate() error {
+	switch {
+	case o.Dir == "":
+		return fmt.Errorf("%w: no run folder", ErrOptions)
+	case o.Phase != PhaseVAE && o.Phase != PhaseUNet:
+		return fmt.Errorf("%w: phase %q (want %s or %s)", ErrOptions, o.Phase, PhaseVAE, PhaseUNet)
+	case o.VAECrop < 0 || o.VAECrop%8 != 0:
+		return fmt.Errorf("%w: crop %d is not a multiple of 8", ErrOptions, o.VAECrop)
+	case o.Steps < 0 || o.Batch < 1 || o.Train < 1:
+		return fmt.Errorf("%w: steps %d, batch %d, train clips %d", ErrOptions, o.Steps, o.Batch, o.Train)
+	case !(o.LR > 0) || o.PStd < 0 || o.CondDropout < 0 || o.CondDropout > 1:
+		return fmt.Errorf("%w: lr %v, p_std %v, dropout %v", ErrOptions, o.LR, o.PStd, o.CondDropout)
+	}
+	return nil
+}
+
+// StatePath is the checkpoint file of a phase in a run folder.
+func StatePath(dir, phase string) string { return filepath.Join(dir, phase+".state.safetensors") }
+
+// LossLogPath is the JSON-lines loss log of a run folder.
+func LossLogPath(dir string) string { return filepath.Join(dir, "loss.jsonl") }
+
+// LogLine is one line of the loss log.
+type LogLine struct {
+	Phase    string  `json:"phase"`
+	Step     int     `json:"step"`
+	Loss     float64 `json:"loss"`
+	MSE      float64 `json:"mse,omitempty"`
+	StepS    float64 `json:"step_s"`
+	ElapsedS float64 `json:"elapsed_s"`
+}
+
+// Result summarises a run.
+type Result struct {
+	Phase     string
+	FromStep  int
+	Step      int
+	LastLoss  float64
+	FirstLoss float64
+	Wall      time.Duration
+}
+
+// Run trains one phase on backend b. A PhaseUNet run needs the run folder's VAE
+// checkpoint (the VAE is frozen). It checkpoints every CheckpointEvery steps and at the end.
+func Run(b backends.Backend, o Options) (Result, error) {
+	if err := o.Validate(); err != nil {
+		return Result{}, err
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return Result{}, fmt.Errorf("train: %w", err)
+	}
+	ucfg, vcfg, ccfg, err := TinyConfigs().Parsed()
+	if err != nil {
+		return Result{}, err
+	}
+	var ph phase
+	switch o.Phase {
+	case PhaseVAE:
+		ph, err = newVAEPhase(b, o, vcfg)
+	default:
+		ph, err = newUNetPhase(b, o, ucfg, vcfg, ccfg)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return loop(o, ph)
+}
+
+// phase is one phase's model state and batch maker.
+type phase interface {
+	ctx() *context.Context
+	step() int // steps done when the phase was opened
+	meta() map[string]string
+	// batch returns the inputs of step k (deterministic in the seed and k).
+	batch(k int) ([]*tensor.Dense, error)
+	stepper() *stepper
+}
+
+// openContext restores the phase's checkpoint (Resume) or initialises weights.
+func openContext(o Options, init func() (map[string]*tensor.Dense, error)) (*context.Context, int, map[string]string, error) {
+	path := StatePath(o.Dir, o.Phase)
+	if o.Resume {
+		ctx, meta, err := loadContext(path)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		step, err := strconv.Atoi(meta["step"])
+		if err != nil {
+			return nil, 0, nil, fmt.Errorf("%w: %s: step %q", ErrCheckpoint, path, meta["step"])
+		}
+		return ctx, step, meta, nil
+	}
+	w, err := init()
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return newContext(w), 0, map[string]string{}, nil
+}
+
+// rngFor returns the random stream of step k of a phase.
+func rngFor(o Options, k int) *rand.Rand {
+	tag := uint64(1)
+	if o.Phase == PhaseUNet {
+		tag = 2
+	}
+	return rand.New(rand.NewPCG(o.Seed*1000003+tag, uint64(k)))
+}
+
+func normal(r *rand.Rand, shape ...int) *tensor.Dense {
+	t := tensor.New(shape...)
+	for i := range t.Data {
+		t.Data[i] = float32(r.NormFloat64())
+	}
+	return t
+}
+
+// ---- VAE phase ----
+
+type vaePhase struct {
+	o    Options
+	cfg  checkpoint.VAEConfig
+	c    *context.Context
+	s    *stepper
+	from int
+	md   map[string]string
+}
+
+func newVAEPhase(b backends.Backend, o Options, cfg checkpoint.VAEConfig) (*vaePhase, error) {
+	ctx, from, md, err := openContext(o, func() (map[string]*tensor.Dense, error) {
+		exp, err := vae.ExpectedTensors(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return InitWeights(exp, o.Seed, 0), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	frames := vaeFrames(o)
+	s, err := newStepper(b, ctx, o.LR, func(s nn.Scope, in []*graph.Node) []*graph.Node {
+		loss, mse := vaeLoss(s, cfg, in[0], in[1], frames)
+		return []*graph.Node{loss, mse}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &vaePhase{o: o, cfg: cfg, c: ctx, s: s, from: from, md: md}, nil
+}
+
+func (p *vaePhase) ctx() *context.Context   { return p.c }
+func (p *vaePhase) step() int               { return p.from }
+func (p *vaePhase) meta() map[string]string { return map[string]string{} }
+func (p *vaePhase) stepper() *stepper       { return p.s }
+// vaeFrames is the VAE phase's clip length.
+func vaeFrames(o Options) int {
+	if o.VAEFrames > 0 {
+		return min(o.VAEFrames, procedural.DefaultConfig().Frames)
+	}
+	return procedural.DefaultConfig().Frames
+}
+
+func (p *vaePhase) batch(k int) ([]*tensor.Dense, error) {
+	dc := procedural.DefaultConfig()
+	dc.Frames = vaeFrames(p.o)
+	r := rngFor(p.o, k)
+	n := p.o.Batch
+	cs := dc.Height
+	if p.o.VAECrop > 0 {
+		cs = min(p.o.VAECrop, dc.Height, dc.Width)
+	}
+	x := tensor.New(n*dc.Frames, 3, cs, cs)
+	plane := cs * cs
+	for i := 0; i < n; i++ {
+		v := procedural.ToTensor(procedural.Video(dc, p.o.Data, procedural.Train, r.IntN(p.o.Train)))
+		oy, ox := r.IntN(dc.Height-cs+1), r.IntN(dc.Width-cs+1)
+		for f := 0; f < dc.Frames; f++ {
+			for c := 0; c < 3; c++ {
+				dst := x.Data[((i*dc.Frames+f)*3+c)*plane:]
+				src := v.Data[(f*3+c)*dc.Height*dc.Width:]
+				for y := 0; y < cs; y++ {
+					copy(dst[y*cs:(y+1)*cs], src[(oy+y)*dc.Width+ox:(oy+y)*dc.Width+ox+cs])
+				}
+			}
+		}
+	}
+	f := p.cfg.DownsampleFactor()
+	eps := normal(r, n*dc.Frames, p.cfg.LatentChannels, cs/f, cs/f)
+	return []*tensor.Dense{x, eps}, nil
+}
+
+// ---- loop ----
+
+func loop(o Options, ph phase) (Result, error) {
+	start := time.Now()
+	res := Result{Phase: o.Phase, FromStep: ph.step(), Step: ph.step(), FirstLoss: math.NaN(), LastLoss: math.NaN()}
+	logf, err := os.OpenFile(LossLogPath(o.Dir), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return res, fmt.Errorf("train: loss log: %w", err)
+	}
+	defer logf.Close()
+	enc := json.NewEncoder(logf)
+	save := func(step int) error {
+		md := ph.meta()
+		md["phase"], md["step"], md["seed"] = o.Phase, strconv.Itoa(step), strconv.FormatUint(o.Seed, 10)
+		return saveContext(StatePath(o.Dir, o.Phase), ph.ctx(), md)
+	}
+	each := max(o.ProgressEach, 1)
+	var emaStep float64
+	for k := ph.step(); k < o.Steps; k++ {
+		if o.MaxDuration > 0 && time.Since(start) > o.MaxDuration {
+			break
+		}
+		t0 := time.Now()
+		in, err := ph.batch(k)
+		if err != nil {
+			return res, err
+		}
+		vals, err := ph.stepper().Step(in...)
+		if err != nil {
+			return res, fmt.Errorf("train: %s step %d: %w", o.Phase, k, err)
+		}
+		if math.IsNaN(vals[0]) || math.IsInf(vals[0], 0) {
+			return res, fmt.Errorf("train: %s step %d: loss is %v", o.Phase, k, vals[0])
+		}
+		dt := time.Since(t0).Seconds()
+		if emaStep == 0 {
+			emaStep = dt
+		} else {
+			emaStep = 0.9*emaStep + 0.1*dt
+		}
+		line := LogLine{Phase: o.Phase, Step: k + 1, Loss: vals[0], StepS: dt, ElapsedS: time.Since(start).Seconds()}
+		if len(vals) > 1 {
+			line.MSE = vals[1]
+		}
+		if err := enc.Encode(line); err != nil {
+			return res, fmt.Errorf("train: loss log: %w", err)
+		}
+		if math.IsNaN(res.FirstLoss) {
+			res.FirstLoss = vals[0]
+		}
+		res.LastLoss, res.Step = vals[0], k+1
+		progress(o, each, line, emaStep)
+		if o.CheckpointEvery > 0 && (k+1)%o.CheckpointEvery == 0 {
+			if err := save(k + 1); err != nil {
+				return res, err
+			}
+		}
+	}
+	if o.Terminal && o.Progress != nil {
+		fmt.Fprintln(o.Progress)
+	}
+	res.Wall = time.Since(start)
+	return res, save(res.Step)
+}
+
+// progress draws the bar (terminal) or a log line every each steps.
+func progress(o Options, each int, l LogLine, stepS float64) {
+	if o.Progress == nil {
+		return
+	}
+	eta := time.Duration(float64(o.Steps-l.Step) * stepS * float64(time.Second)).Round(time.Second)
+	if o.Terminal {
+		const width = 30
+		done := width * l.Step / max(o.Steps, 1)
+		bar := make([]byte, width)
+		for i := range bar {
+			bar[i] = '.'
+			if i < done {
+				bar[i] = '#'
+			}
+		}
+		fmt.Fprintf(o.Progress, "\r%s [%s] %d/%d loss %.4f %.2fs/step eta %s   ", o.Phase, bar, l.Step, o.Steps, l.Loss, stepS, eta)
+		return
+	}
+	if l.Step%each == 0 || l.Step == o.Steps {
+		fmt.Fprintf(o.Progress, "train %s step %d/%d loss %.5f mse %.5f %.2fs/step elapsed %.0fs eta %s\n", o.Phase, l.Step, o.Steps, l.Loss, l.MSE, stepS, l.ElapsedS, eta)
+	}
+}
+
+var (
+	_ = clip.ExpectedTensors
+	_ = unet.ExpectedTensors
+)

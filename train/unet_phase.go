@@ -1,0 +1,251 @@
+package train
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/vdpp/vdpp/data/procedural"
+	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/model/svd/clip"
+	"github.com/vdpp/vdpp/model/svd/unet"
+	"github.com/vdpp/vdpp/model/svd/vae"
+	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/video"
+)
+
+// clipSeedOffset separates the fixed image encoder's seed from the networks' seeds.
+const clipSeedOffset = 7919
+
+// CLIPWeights returns the fixed random image encoder of the built-in model for seed.
+func CLIPWeights(cfg checkpoint.CLIPVisionConfig, seed uint64) (map[string]*tensor.Dense, error) {
+	exp, err := clip.ExpectedTensors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return InitWeights(exp, seed+clipSeedOffset, 0), nil
+}
+
+// UNetInitWeights returns the UNet's initial (untrained) weights for seed.
+func UNetInitWeights(cfg checkpoint.UNetConfig, seed uint64) (map[string]*tensor.Dense, error) {
+	exp, err := unet.ExpectedTensors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return InitWeights(exp, seed, 0.5), nil
+}
+
+// isEncoderTensor reports whether a VAE tensor belongs to the encoder half.
+func isEncoderTensor(name string) bool { return !strings.HasPrefix(name, "decoder.") }
+
+// frozen are the networks the UNet phase runs forward only.
+type frozen struct {
+	enc   *vae.Model
+	clip  *clip.Model
+	ccfg  checkpoint.CLIPVisionConfig
+	sf    float64
+	lat   map[int]*tensor.Dense // scaled latents [T, C, h, w] by clip index
+	emb   map[int]*tensor.Dense // image embeddings [D] by clip index
+	dc    procedural.Config
+	data  uint64
+	split procedural.Split
+}
+
+// newFrozen loads the run folder's VAE encoder and builds the fixed image encoder.
+func newFrozen(b backends.Backend, dir string, vcfg checkpoint.VAEConfig, ccfg checkpoint.CLIPVisionConfig, seed, data uint64) (*frozen, error) {
+	vctx, _, err := loadContext(StatePath(dir, PhaseVAE))
+	if err != nil {
+		return nil, fmt.Errorf("train: the UNet phase needs a trained VAE: %w", err)
+	}
+	all, err := modelWeights(vctx)
+	if err != nil {
+		return nil, err
+	}
+	encW := map[string]*tensor.Dense{}
+	for n, t := range all {
+		if isEncoderTensor(n) {
+			encW[n] = t
+		}
+	}
+	enc, err := vae.NewParts(vcfg, encW, b, true, false)
+	if err != nil {
+		return nil, err
+	}
+	cw, err := CLIPWeights(ccfg, seed)
+	if err != nil {
+		return nil, err
+	}
+	cm, err := clip.New(ccfg, cw, b)
+	if err != nil {
+		return nil, err
+	}
+	return &frozen{enc: enc, clip: cm, ccfg: ccfg, lat: map[int]*tensor.Dense{}, emb: map[int]*tensor.Dense{},
+		dc: procedural.DefaultConfig(), data: data, split: procedural.Train}, nil
+}
+
+// latents returns the VAE mode of every frame of training clip i, unscaled.
+func (f *frozen) rawLatents(i int) (*tensor.Dense, error) {
+	x := procedural.ToTensor(procedural.Video(f.dc, f.data, f.split, i))
+	post, err := f.enc.Encode(x)
+	if err != nil {
+		return nil, err
+	}
+	return post.Mode(), nil
+}
+
+// scaledLatents returns the cached scaled latents of clip i.
+func (f *frozen) scaledLatents(i int) (*tensor.Dense, error) {
+	if l, ok := f.lat[i]; ok {
+		return l, nil
+	}
+	l, err := f.rawLatents(i)
+	if err != nil {
+		return nil, err
+	}
+	for j := range l.Data {
+		l.Data[j] *= float32(f.sf)
+	}
+	f.lat[i] = l
+	return l, nil
+}
+
+// embedding returns the cached CLIP image embedding of clip i's first frame.
+func (f *frozen) embedding(i int) (*tensor.Dense, error) {
+	if e, ok := f.emb[i]; ok {
+		return e, nil
+	}
+	frame := procedural.Render(f.dc, procedural.NewScene(f.dc, f.data, f.split, i).At(f.dc, 0))
+	px, err := video.CLIPInput(frame, f.ccfg.ImageSize, video.CLIPMean, video.CLIPStd)
+	if err != nil {
+		return nil, err
+	}
+	e, _, err := f.clip.Forward(px)
+	if err != nil {
+		return nil, err
+	}
+	f.emb[i] = e
+	return e, nil
+}
+
+// ScalingFactor estimates the VAE scaling factor as 1/std of the latents of n clips.
+func (f *frozen) scalingFactor(n int) (float64, error) {
+	var s, s2, cnt float64
+	for i := 0; i < n; i++ {
+		l, err := f.rawLatents(i)
+		if err != nil {
+			return 0, err
+		}
+		for _, v := range l.Data {
+			s += float64(v)
+			s2 += float64(v) * float64(v)
+			cnt++
+		}
+	}
+	mean := s / cnt
+	std := math.Sqrt(max(s2/cnt-mean*mean, 1e-12))
+	return 1 / std, nil
+}
+
+type unetPhase struct {
+	o    Options
+	cfg  checkpoint.UNetConfig
+	vcfg checkpoint.VAEConfig
+	c    *context.Context
+	s    *stepper
+	from int
+	fz   *frozen
+}
+
+func newUNetPhase(b backends.Backend, o Options, ucfg checkpoint.UNetConfig, vcfg checkpoint.VAEConfig, ccfg checkpoint.CLIPVisionConfig) (*unetPhase, error) {
+	fz, err := newFrozen(b, o.Dir, vcfg, ccfg, o.Seed, o.Data)
+	if err != nil {
+		return nil, err
+	}
+	ctx, from, md, err := openContext(o, func() (map[string]*tensor.Dense, error) { return UNetInitWeights(ucfg, o.Seed) })
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := md["scaling_factor"]; ok {
+		if fz.sf, err = strconv.ParseFloat(v, 64); err != nil {
+			return nil, fmt.Errorf("%w: scaling_factor %q", ErrCheckpoint, v)
+		}
+	} else if fz.sf, err = fz.scalingFactor(32); err != nil {
+		return nil, err
+	}
+	s, err := newStepper(b, ctx, o.LR, func(s nn.Scope, in []*graph.Node) []*graph.Node {
+		return []*graph.Node{unetLoss(s, ucfg, in[0], in[1], in[2], in[3], in[4], in[5])}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &unetPhase{o: o, cfg: ucfg, vcfg: vcfg, c: ctx, s: s, from: from, fz: fz}, nil
+}
+
+func (p *unetPhase) ctx() *context.Context { return p.c }
+func (p *unetPhase) step() int             { return p.from }
+func (p *unetPhase) stepper() *stepper     { return p.s }
+func (p *unetPhase) meta() map[string]string {
+	return map[string]string{"scaling_factor": strconv.FormatFloat(p.fz.sf, 'g', -1, 64)}
+}
+
+// ScalingFactor is the VAE scaling factor the phase trains with.
+func (p *unetPhase) ScalingFactor() float64 { return p.fz.sf }
+
+func (p *unetPhase) batch(k int) ([]*tensor.Dense, error) {
+	r := rngFor(p.o, k)
+	n := p.o.Batch
+	dc := p.fz.dc
+	f := p.vcfg.DownsampleFactor()
+	c, h, w := p.vcfg.LatentChannels, dc.Height/f, dc.Width/f
+	per := dc.Frames * c * h * w
+	x0 := tensor.New(n, dc.Frames, c, h, w)
+	sigma := tensor.New(n)
+	img := tensor.New(n, 3, dc.Height, dc.Width)
+	d := p.cfg.CrossAttentionDim[len(p.cfg.CrossAttentionDim)-1]
+	ehs := tensor.New(n, 1, d)
+	ids := tensor.New(n, 3)
+	drop := make([]bool, n)
+	imgPer := 3 * dc.Height * dc.Width
+	for i := 0; i < n; i++ {
+		idx := r.IntN(p.o.Train)
+		l, err := p.fz.scaledLatents(idx)
+		if err != nil {
+			return nil, err
+		}
+		copy(x0.Data[i*per:(i+1)*per], l.Data)
+		sigma.Data[i] = float32(math.Exp(p.o.PMean + p.o.PStd*r.NormFloat64()))
+		drop[i] = r.Float64() < p.o.CondDropout
+		frame0 := procedural.ToTensor(procedural.Video(procedural.Config{Width: dc.Width, Height: dc.Height, Frames: 1,
+			MinObjects: dc.MinObjects, MaxObjects: dc.MaxObjects, MinHalf: dc.MinHalf, MaxHalf: dc.MaxHalf}, p.fz.data, p.fz.split, idx))
+		for j := 0; j < imgPer; j++ {
+			img.Data[i*imgPer+j] = frame0.Data[j] + float32(p.o.NoiseAug)*float32(r.NormFloat64())
+		}
+		if !drop[i] {
+			e, err := p.fz.embedding(idx)
+			if err != nil {
+				return nil, err
+			}
+			copy(ehs.Data[i*d:(i+1)*d], e.Data)
+		}
+		copy(ids.Data[3*i:], []float32{float32(p.o.FPS - 1), float32(p.o.Motion), float32(p.o.NoiseAug)})
+	}
+	noise := normal(r, n, dc.Frames, c, h, w)
+	post, err := p.fz.enc.Encode(img)
+	if err != nil {
+		return nil, err
+	}
+	lat := post.Mode()
+	cp := c * h * w
+	for i := 0; i < n; i++ {
+		if drop[i] {
+			clear(lat.Data[i*cp : (i+1)*cp])
+		}
+	}
+	return []*tensor.Dense{x0, noise, sigma, lat, ehs, ids}, nil
+}
