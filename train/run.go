@@ -1,6 +1,7 @@
 package train
 
 import (
+	stdcontext "context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,6 +57,9 @@ type Options struct {
 	CheckpointEvery int // steps; 0 = only at the end
 	// MaxDuration stops the run (with a checkpoint) once exceeded; 0 = no limit.
 	MaxDuration time.Duration
+
+	// Configs replaces TinyConfigs (tests use smaller networks); nil means TinyConfigs.
+	Configs *Configs
 
 	// Diffusion objective.
 	PMean, PStd  float64 // ln σ ~ N(PMean, PStd²)
@@ -118,15 +122,20 @@ type Result struct {
 }
 
 // Run trains one phase on backend b. A PhaseUNet run needs the run folder's VAE
-// checkpoint (the VAE is frozen). It checkpoints every CheckpointEvery steps and at the end.
-func Run(b backends.Backend, o Options) (Result, error) {
+// checkpoint (the VAE is frozen). It checkpoints every CheckpointEvery steps and at the end;
+// when ctx is cancelled (Ctrl-C) it stops after the current step and checkpoints too.
+func Run(ctx stdcontext.Context, b backends.Backend, o Options) (Result, error) {
 	if err := o.Validate(); err != nil {
 		return Result{}, err
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return Result{}, fmt.Errorf("train: %w", err)
 	}
-	ucfg, vcfg, ccfg, err := TinyConfigs().Parsed()
+	cfgs := TinyConfigs()
+	if o.Configs != nil {
+		cfgs = *o.Configs
+	}
+	ucfg, vcfg, ccfg, err := cfgs.Parsed()
 	if err != nil {
 		return Result{}, err
 	}
@@ -140,7 +149,7 @@ func Run(b backends.Backend, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return loop(o, ph)
+	return loop(ctx, o, ph)
 }
 
 // phase is one phase's model state and batch maker.
@@ -228,6 +237,7 @@ func (p *vaePhase) ctx() *context.Context   { return p.c }
 func (p *vaePhase) step() int               { return p.from }
 func (p *vaePhase) meta() map[string]string { return map[string]string{} }
 func (p *vaePhase) stepper() *stepper       { return p.s }
+
 // vaeFrames is the VAE phase's clip length.
 func vaeFrames(o Options) int {
 	if o.VAEFrames > 0 {
@@ -267,7 +277,7 @@ func (p *vaePhase) batch(k int) ([]*tensor.Dense, error) {
 
 // ---- loop ----
 
-func loop(o Options, ph phase) (Result, error) {
+func loop(ctx stdcontext.Context, o Options, ph phase) (Result, error) {
 	start := time.Now()
 	res := Result{Phase: o.Phase, FromStep: ph.step(), Step: ph.step(), FirstLoss: math.NaN(), LastLoss: math.NaN()}
 	logf, err := os.OpenFile(LossLogPath(o.Dir), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -284,7 +294,7 @@ func loop(o Options, ph phase) (Result, error) {
 	each := max(o.ProgressEach, 1)
 	var emaStep float64
 	for k := ph.step(); k < o.Steps; k++ {
-		if o.MaxDuration > 0 && time.Since(start) > o.MaxDuration {
+		if o.MaxDuration > 0 && time.Since(start) > o.MaxDuration || ctx.Err() != nil {
 			break
 		}
 		t0 := time.Now()

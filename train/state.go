@@ -43,8 +43,8 @@ func newContext(weights map[string]*tensor.Dense) *context.Context {
 func modelWeights(ctx *context.Context) (map[string]*tensor.Dense, error) {
 	out := map[string]*tensor.Dense{}
 	for v := range ctx.IterVariables() {
-		if v.Scope() != context.RootScope {
-			continue
+		if v.Scope() != context.RootScope || v.Shape().DType != dtypes.Float32 {
+			continue // optimizer state and step counters
 		}
 		d, err := hostTensor(v)
 		if err != nil {

@@ -15,7 +15,7 @@ import (
 // runTrain is `vdpp train --dir DIR --phase vae|unet --steps N [--resume] [--export OUT]`:
 // train the built-in model's VAE or UNet on the procedural dataset, checkpointing into DIR;
 // with --export, write the diffusers folder of DIR's latest checkpoints to OUT afterwards.
-func runTrain(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := train.DefaultOptions()
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -37,8 +37,19 @@ func runTrain(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Float64Var(&o.CondDropout, "cond-dropout", o.CondDropout, "conditioning dropout probability (UNet phase)")
 	backend := fs.String("backend", "", "GoMLX backend: go, xla:cuda, xla:/path/plugin.so (default: automatic)")
 	export := fs.String("export", "", "after training, write the diffusers folder to this path")
+	exportOnly := fs.Bool("export-only", false, "only write the diffusers folder of DIR's checkpoints to --export")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *exportOnly {
+		if *export == "" {
+			return fmt.Errorf("%w: --export-only needs --export OUT", errUsage)
+		}
+		if err := train.Export(o.Dir, *export, o.Seed); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "exported %s\n", *export)
+		return nil
 	}
 	b, err := nn.NewBackend(*backend)
 	if err != nil {
@@ -50,7 +61,7 @@ func runTrain(_ context.Context, args []string, stdout, stderr io.Writer) error 
 			o.Terminal = true
 		}
 	}
-	res, err := train.Run(b, o)
+	res, err := train.Run(ctx, b, o)
 	if err != nil {
 		return err
 	}

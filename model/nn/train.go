@@ -137,7 +137,7 @@ func convGather(x, w *Node, stride int, pads [][2]int) *Node {
 	}
 	wperm[d+1] = 1
 	wk := Reshape(TransposeAllAxes(w, wperm...), o, k*c)
-	y := MatMulNT(patches, wk)                                 // [N·positions, O]
+	y := MatMulNT(patches, wk)                             // [N·positions, O]
 	y = Reshape(y, append(append([]int{n}, out...), o)...) // [N, o..., O]
 	back := make([]int, d+2)
 	back[1] = d + 1

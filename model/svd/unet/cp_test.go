@@ -120,8 +120,9 @@ func forwardCP(t testing.TB, m *Model, counts []int, sample, ts, ehs, ids *tenso
 // within this relative L2 in fp32.
 const cpTolerance = 1e-5
 
-// TestForwardFramesGolden: on the dev checkpoint's unet_forward case (3 frames), 1, 2 and 3
-// members give the one-rank output to fp32 rounding.
+// TestForwardFramesGolden: on the dev checkpoint's unet_forward case (3 frames), 2 and 3
+// members give the one-rank output to fp32 rounding (one member is covered by
+// TestForwardFramesConfigs).
 func TestForwardFramesGolden(t *testing.T) {
 	ck := devCheckpoint(t)
 	m := devModel(t, "")
@@ -132,7 +133,7 @@ func TestForwardFramesGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, counts := range [][]int{{3}, {2, 1}, {1, 1, 1}} {
+	for _, counts := range [][]int{{2, 1}, {1, 1, 1}} {
 		t.Run(fmt.Sprintf("C=%d", len(counts)), func(t *testing.T) {
 			start := time.Now()
 			got := forwardCP(t, m, counts, s, ts, e, ids)
@@ -163,7 +164,6 @@ func TestForwardFramesConfigs(t *testing.T) {
 		{"T=5 C=3 7x5", smallConfig2, 1, 7, 5, []int{2, 2, 1}},
 		{"3 levels T=4 C=3 4x4 (1 position at the mid block)", smallConfig3, 2, 4, 4, []int{2, 1, 1}},
 		{"3 levels T=4 C=1 4x4", smallConfig3, 2, 4, 4, []int{4}},
-		{"3 levels T=4 C=2 10x6", smallConfig3, 2, 10, 6, []int{2, 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := parseConfig(t, tc.cfg)

@@ -16,6 +16,11 @@
 //     the loader's check and the network can never disagree.
 //   - Model is a loaded network bound to a backend; Forward is safe for concurrent use and
 //     deterministic (same inputs, bit-identical outputs).
+//   - ForwardFrames is Forward for one member of a context-parallel group holding a
+//     contiguous slice of the frames: the temporal layers exchange GroupNorm statistics,
+//     halo frames and (all-to-all) attention tokens through a Comm, the network runs as
+//     compiled segments between the exchanges, and the members' outputs joined over frames
+//     match Forward within 1e-5 relative L2 in fp32 (fp32 rounding, not bit for bit).
 //
 // Conventions taken from diffusers that are easy to get wrong: the time mixers of the
 // UNet weight the spatial branch with alpha = sigmoid(mix_factor); the temporal

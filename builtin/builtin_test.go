@@ -1,0 +1,73 @@
+package builtin
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/model/svd"
+)
+
+func TestResolveAndLoad(t *testing.T) {
+	t.Setenv("VDPP_CACHE_DIR", t.TempDir())
+	dir, err := Resolve(Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model_index.json")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := nn.NewBackend("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := svd.Load(dir, "", b, svd.AllParts)
+	if err != nil {
+		t.Fatalf("svd.Load(builtin): %v", err)
+	}
+	defer p.Close()
+	if p.UNetConfig.NumFrames != 14 || p.VAEConfig.DownsampleFactor() != 8 {
+		t.Fatalf("config: %d frames, factor %d", p.UNetConfig.NumFrames, p.VAEConfig.DownsampleFactor())
+	}
+	other, err := Resolve(dir)
+	if err != nil || other != dir {
+		t.Fatalf("Resolve(dir) = %q, %v", other, err)
+	}
+	if _, err := Resolve(filepath.Join(dir, "missing")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing folder: %v", err)
+	}
+}
+
+func TestExtractIsIdempotent(t *testing.T) {
+	root := t.TempDir()
+	a, err := Extract(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Extract(root)
+	if err != nil || a != b {
+		t.Fatalf("second extract %q %v, first %q", b, err, a)
+	}
+	entries, _ := os.ReadDir(root)
+	if len(entries) != 1 {
+		t.Fatalf("%d entries in the cache root, want 1 (no leftovers)", len(entries))
+	}
+}
+
+func TestSizeBudget(t *testing.T) {
+	var total int64
+	err := filepath.Walk("model", func(_ string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			total += info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total > 30<<20 {
+		t.Fatalf("built-in model is %d bytes, over 30 MB", total)
+	}
+}

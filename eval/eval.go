@@ -1,0 +1,215 @@
+// Package eval measures an image-to-video checkpoint on the held-out split of the
+// procedural dataset (data/procedural): for each held-out clip the model generates a video
+// from the clip's first frame, and every generated frame is compared with the true frame
+// (PSNR and SSIM on [0, 1] RGB), next to two baselines: repeating the first frame, and the
+// same pipeline with an untrained (freshly initialised) UNet.
+//
+// Contract: Run is deterministic for a given checkpoint, options and backend: clips come
+// from the dataset seed, noise from the generation seed. Metrics are pure functions
+// (PSNR, SSIM); Run does no I/O besides what its Generator does; writing the JSON report
+// is left to Report.WriteJSON.
+package eval
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"image"
+	"os"
+
+	"github.com/vdpp/vdpp/data/procedural"
+	"github.com/vdpp/vdpp/model/svd"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// Options configure Run.
+type Options struct {
+	Samples   int    // held-out clips, indices 0..Samples-1
+	DataSeed  uint64 // dataset seed
+	Steps     int    // denoising steps
+	Seed      int64  // generation seed
+	Untrained bool   // also evaluate the untrained-UNet baseline
+	// MinGuidance and MaxGuidance override the checkpoint's defaults when > 0.
+	MinGuidance, MaxGuidance float64
+}
+
+// DefaultOptions evaluates 8 held-out clips with 25 steps.
+func DefaultOptions() Options {
+	return Options{Samples: 8, DataSeed: 1, Steps: 25, Seed: 0, Untrained: true}
+}
+
+// Generator produces a video [T, 3, H, W] in [0, 1] from a first frame.
+type Generator func(ctx context.Context, img image.Image, sample int64) (*tensor.Dense, error)
+
+// Curve is a per-frame metric (index 0 is the first frame) and its mean over frames
+// 2..N (indices 1..N-1), the frames the model has to predict.
+type Curve struct {
+	PerFrame   []float64 `json:"per_frame"`
+	AfterFirst float64   `json:"after_first"`
+}
+
+// Report is the result of Run; the top-level *_after_first fields are what checks read.
+type Report struct {
+	Model                string  `json:"model"`
+	Samples              int     `json:"samples"`
+	Steps                int     `json:"steps"`
+	Frames               int     `json:"frames"`
+	PSNRAfterFirst       float64 `json:"psnr_after_first"`
+	SSIMAfterFirst       float64 `json:"ssim_after_first"`
+	RepeatPSNRAfterFirst float64 `json:"baseline_repeat_first_psnr_after_first"`
+	RepeatSSIMAfterFirst float64 `json:"baseline_repeat_first_ssim_after_first"`
+	UntrainedPSNR        float64 `json:"untrained_psnr_after_first"`
+	UntrainedSSIM        float64 `json:"untrained_ssim_after_first"`
+	PSNR                 Curve   `json:"psnr"`
+	SSIM                 Curve   `json:"ssim"`
+	RepeatPSNR           Curve   `json:"baseline_repeat_first_psnr"`
+	RepeatSSIM           Curve   `json:"baseline_repeat_first_ssim"`
+	UntrainedPSNRCurve   *Curve  `json:"untrained_psnr,omitempty"`
+	UntrainedSSIMCurve   *Curve  `json:"untrained_ssim,omitempty"`
+	WallS                float64 `json:"wall_s"`
+}
+
+// WriteJSON writes the report to path.
+func (r Report) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	return nil
+}
+
+// accum sums per-frame metrics over clips.
+type accum struct {
+	psnr, ssim []float64
+	n          int
+}
+
+func newAccum(t int) *accum { return &accum{psnr: make([]float64, t), ssim: make([]float64, t)} }
+
+// add scores a predicted clip against the truth, both [T, 3, H, W] in [0, 1].
+func (a *accum) add(pred, truth *tensor.Dense) error {
+	if !tensor.SameShape(pred, truth) || len(truth.Shape) != 4 {
+		return fmt.Errorf("eval: prediction %v and truth %v differ", pred.Shape, truth.Shape)
+	}
+	t, c, h, w := truth.Shape[0], truth.Shape[1], truth.Shape[2], truth.Shape[3]
+	per := c * h * w
+	for f := 0; f < t; f++ {
+		p, q := pred.Data[f*per:(f+1)*per], truth.Data[f*per:(f+1)*per]
+		ps, err := PSNR(p, q)
+		if err != nil {
+			return err
+		}
+		ss, err := SSIM(p, q, c, h, w)
+		if err != nil {
+			return err
+		}
+		a.psnr[f] += ps
+		a.ssim[f] += ss
+	}
+	a.n++
+	return nil
+}
+
+func (a *accum) curves() (Curve, Curve) {
+	mk := func(s []float64) Curve {
+		c := Curve{PerFrame: make([]float64, len(s))}
+		for i, v := range s {
+			c.PerFrame[i] = v / float64(max(a.n, 1))
+		}
+		c.AfterFirst = MeanAfterFirst(c.PerFrame)
+		return c
+	}
+	return mk(a.psnr), mk(a.ssim)
+}
+
+// MeanAfterFirst is the mean of values[1:] (0 for fewer than two values).
+func MeanAfterFirst(values []float64) float64 {
+	if len(values) < 2 {
+		return 0
+	}
+	var s float64
+	for _, v := range values[1:] {
+		s += v
+	}
+	return s / float64(len(values)-1)
+}
+
+// Truth returns held-out clip i of the dataset as [T, 3, H, W] in [0, 1] and its first
+// frame.
+func Truth(c procedural.Config, seed uint64, i int) (*tensor.Dense, image.Image) {
+	frames := procedural.Video(c, seed, procedural.HeldOut, i)
+	t := procedural.ToTensor(frames)
+	for j, v := range t.Data {
+		t.Data[j] = (v + 1) / 2
+	}
+	return t, frames[0]
+}
+
+// RepeatFirst returns the clip's first frame repeated over all frames.
+func RepeatFirst(truth *tensor.Dense) *tensor.Dense {
+	out := tensor.New(truth.Shape...)
+	per := len(truth.Data) / truth.Shape[0]
+	for f := 0; f < truth.Shape[0]; f++ {
+		copy(out.Data[f*per:(f+1)*per], truth.Data[:per])
+	}
+	return out
+}
+
+// Run evaluates gen (and untrained, when not nil) on o.Samples held-out clips.
+func Run(ctx context.Context, o Options, gen, untrained Generator, progress func(i int)) (Report, error) {
+	dc := defaultData()
+	model, rep, base := newAccum(dc.Frames), newAccum(dc.Frames), newAccum(dc.Frames)
+	for i := 0; i < o.Samples; i++ {
+		if err := ctx.Err(); err != nil {
+			return Report{}, err
+		}
+		truth, first := Truth(dc, o.DataSeed, i)
+		pred, err := gen(ctx, first, int64(i))
+		if err != nil {
+			return Report{}, fmt.Errorf("eval: clip %d: %w", i, err)
+		}
+		if err := model.add(pred, truth); err != nil {
+			return Report{}, err
+		}
+		if err := rep.add(RepeatFirst(truth), truth); err != nil {
+			return Report{}, err
+		}
+		if untrained != nil {
+			up, err := untrained(ctx, first, int64(i))
+			if err != nil {
+				return Report{}, fmt.Errorf("eval: clip %d (untrained): %w", i, err)
+			}
+			if err := base.add(up, truth); err != nil {
+				return Report{}, err
+			}
+		}
+		if progress != nil {
+			progress(i)
+		}
+	}
+	r := Report{Samples: o.Samples, Steps: o.Steps, Frames: dc.Frames}
+	r.PSNR, r.SSIM = model.curves()
+	r.RepeatPSNR, r.RepeatSSIM = rep.curves()
+	r.PSNRAfterFirst, r.SSIMAfterFirst = r.PSNR.AfterFirst, r.SSIM.AfterFirst
+	r.RepeatPSNRAfterFirst, r.RepeatSSIMAfterFirst = r.RepeatPSNR.AfterFirst, r.RepeatSSIM.AfterFirst
+	if untrained != nil {
+		p, s := base.curves()
+		r.UntrainedPSNRCurve, r.UntrainedSSIMCurve = &p, &s
+		r.UntrainedPSNR, r.UntrainedSSIM = p.AfterFirst, s.AfterFirst
+	}
+	return r, nil
+}
+
+// PipelineGenerator returns a Generator running p with params pr (Seed from o) in this
+// process.
+func PipelineGenerator(p *svd.Pipeline, pr svd.Params) Generator {
+	return func(ctx context.Context, img image.Image, sample int64) (*tensor.Dense, error) {
+		return Generate(ctx, p, img, pr, sample)
+	}
+}
+
+// defaultData is the dataset configuration Run evaluates on.
+func defaultData() procedural.Config { return procedural.DefaultConfig() }

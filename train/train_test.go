@@ -1,0 +1,182 @@
+package train
+
+import (
+	stdcontext "context"
+	"math"
+	"os"
+	"reflect"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+
+	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/model/svd/vae"
+	"github.com/vdpp/vdpp/model/svd/unet"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// microConfigs shrinks the networks so that a training step takes well under a second.
+func microConfigs() Configs {
+	c := TinyConfigs()
+	c.VAE["block_out_channels"] = []int{32, 32}
+	c.VAE["down_block_types"] = []string{"DownEncoderBlock2D", "DownEncoderBlock2D"}
+	c.UNet["block_out_channels"] = []int{32, 32}
+	c.UNet["num_attention_heads"] = []int{1, 1}
+	c.UNet["num_frames"] = 2
+	return c
+}
+
+func vaeExpected(cfg checkpoint.VAEConfig) (map[string][]int, error) { return vae.ExpectedTensors(cfg) }
+
+func equalAny(a, b any) bool { return reflect.DeepEqual(a, b) }
+
+func fill(seed uint64, shape ...int) *tensor.Dense {
+	r := rngFor(Options{Seed: seed}, 0)
+	return normal(r, shape...)
+}
+
+// TestVAELossDecreases overfits one batch with the micro VAE: the loss must fall.
+func TestVAELossDecreases(t *testing.T) {
+	b, err := nn.NewBackend("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, vcfg, _, err := microConfigs().Parsed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := vaeExpected(vcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := newContext(InitWeights(exp, 1, 0))
+	s, err := newStepper(b, ctx, 3e-3, func(sc nn.Scope, in []*graph.Node) []*graph.Node {
+		l, m := vaeLoss(sc, vcfg, in[0], in[1], 2)
+		return []*graph.Node{l, m}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := fill(1, 2, 3, 8, 8)
+	for i := range x.Data {
+		x.Data[i] = float32(math.Tanh(float64(x.Data[i])))
+	}
+	eps := tensor.New(2, 4, 4, 4) // deterministic decoder input: the posterior mean
+	var first, last float64
+	for i := 0; i < 8; i++ {
+		v, err := s.Step(x, eps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = v[0]
+		}
+		last = v[0]
+	}
+	if !(last < 0.9*first) {
+		t.Fatalf("loss %v -> %v: did not decrease by 10%%", first, last)
+	}
+}
+
+// TestUNetLossDecreases overfits one batch with the micro UNet under the EDM v-loss.
+func TestUNetLossDecreases(t *testing.T) {
+	b, err := nn.NewBackend("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ucfg, _, _, err := microConfigs().Parsed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := UNetInitWeights(ucfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := newContext(w)
+	s, err := newStepper(b, ctx, 3e-3, func(sc nn.Scope, in []*graph.Node) []*graph.Node {
+		return []*graph.Node{unetLoss(sc, ucfg, in[0], in[1], in[2], in[3], in[4], in[5])}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x0, noise := fill(2, 1, 2, 4, 4, 4), fill(3, 1, 2, 4, 4, 4)
+	sigma := &tensor.Dense{Shape: []int{1}, Data: []float32{1.5}}
+	lat, ehs := fill(4, 1, 4, 4, 4), fill(5, 1, 1, 64)
+	ids := &tensor.Dense{Shape: []int{1, 3}, Data: []float32{6, 127, 0.02}}
+	var first, last float64
+	for i := 0; i < 6; i++ {
+		v, err := s.Step(x0, noise, sigma, lat, ehs, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = v[0]
+		}
+		last = v[0]
+	}
+	if !(last < 0.9*first) {
+		t.Fatalf("loss %v -> %v: did not decrease by 10%%", first, last)
+	}
+	_ = unet.ErrInput
+}
+
+// TestResumeEqualsUninterrupted: 2 steps + resume to 4 gives the same weights, Adam state
+// and loss log values as 4 steps in one go.
+func TestResumeEqualsUninterrupted(t *testing.T) {
+	b, err := nn.NewBackend("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := microConfigs()
+	opts := func(dir string, steps int, resume bool) Options {
+		o := DefaultOptions()
+		o.Dir, o.Steps, o.Resume, o.Configs = dir, steps, resume, &cfg
+		o.VAEFrames, o.VAECrop, o.CheckpointEvery, o.Train = 2, 16, 0, 8
+		return o
+	}
+	a, c := t.TempDir(), t.TempDir()
+	ra, err := Run(stdcontext.Background(), b, opts(a, 4, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(stdcontext.Background(), b, opts(c, 2, false)); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := Run(stdcontext.Background(), b, opts(c, 4, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.FromStep != 2 || rc.Step != 4 || ra.Step != 4 {
+		t.Fatalf("steps: resumed %d -> %d, straight %d", rc.FromStep, rc.Step, ra.Step)
+	}
+	if ra.LastLoss != rc.LastLoss {
+		t.Fatalf("last loss %v (straight) != %v (resumed)", ra.LastLoss, rc.LastLoss)
+	}
+	ca, _, err := loadContext(StatePath(a, PhaseVAE))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, _, err := loadContext(StatePath(c, PhaseVAE))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for v := range ca.IterVariables() {
+		w := cc.GetVariableByScopeAndName(v.Scope(), v.Name())
+		if w == nil {
+			t.Fatalf("resumed state lacks %s", v.ScopeAndName())
+		}
+		x, y := v.MustValue().Value(), w.MustValue().Value()
+		if !equalAny(x, y) {
+			t.Fatalf("variable %s differs after resume", v.ScopeAndName())
+		}
+		n++
+	}
+	if n < 10 {
+		t.Fatalf("only %d variables compared", n)
+	}
+	if _, err := os.Stat(LossLogPath(c)); err != nil {
+		t.Fatal(err)
+	}
+}
