@@ -31,6 +31,10 @@ type Options struct {
 	Untrained bool   // also evaluate the untrained-UNet baseline
 	// MinGuidance and MaxGuidance override the checkpoint's defaults when > 0.
 	MinGuidance, MaxGuidance float64
+	// Keep, when set, sees every clip's truth and generated video ([T, 3, H, W] in [0, 1]).
+	Keep func(i int, truth, pred *tensor.Dense)
+	// Reconstruct, when set, autoencodes the truth (VAE upper bound on the PSNR).
+	Reconstruct func(truth *tensor.Dense) (*tensor.Dense, error)
 }
 
 // DefaultOptions evaluates 8 held-out clips with 25 steps.
@@ -66,6 +70,8 @@ type Report struct {
 	RepeatSSIM           Curve   `json:"baseline_repeat_first_ssim"`
 	UntrainedPSNRCurve   *Curve  `json:"untrained_psnr,omitempty"`
 	UntrainedSSIMCurve   *Curve  `json:"untrained_ssim,omitempty"`
+	VAEReconPSNR         float64 `json:"vae_reconstruction_psnr,omitempty"`
+	VAEReconSSIM         float64 `json:"vae_reconstruction_ssim,omitempty"`
 	WallS                float64 `json:"wall_s"`
 }
 
@@ -161,7 +167,7 @@ func RepeatFirst(truth *tensor.Dense) *tensor.Dense {
 // Run evaluates gen (and untrained, when not nil) on o.Samples held-out clips.
 func Run(ctx context.Context, o Options, gen, untrained Generator, progress func(i int)) (Report, error) {
 	dc := defaultData()
-	model, rep, base := newAccum(dc.Frames), newAccum(dc.Frames), newAccum(dc.Frames)
+	model, rep, base, rec := newAccum(dc.Frames), newAccum(dc.Frames), newAccum(dc.Frames), newAccum(dc.Frames)
 	for i := 0; i < o.Samples; i++ {
 		if err := ctx.Err(); err != nil {
 			return Report{}, err
@@ -176,6 +182,18 @@ func Run(ctx context.Context, o Options, gen, untrained Generator, progress func
 		}
 		if err := rep.add(RepeatFirst(truth), truth); err != nil {
 			return Report{}, err
+		}
+		if o.Keep != nil {
+			o.Keep(i, truth, pred)
+		}
+		if o.Reconstruct != nil {
+			rc, err := o.Reconstruct(truth)
+			if err != nil {
+				return Report{}, fmt.Errorf("eval: clip %d (reconstruction): %w", i, err)
+			}
+			if err := rec.add(rc, truth); err != nil {
+				return Report{}, err
+			}
 		}
 		if untrained != nil {
 			up, err := untrained(ctx, first, int64(i))
@@ -195,6 +213,10 @@ func Run(ctx context.Context, o Options, gen, untrained Generator, progress func
 	r.RepeatPSNR, r.RepeatSSIM = rep.curves()
 	r.PSNRAfterFirst, r.SSIMAfterFirst = r.PSNR.AfterFirst, r.SSIM.AfterFirst
 	r.RepeatPSNRAfterFirst, r.RepeatSSIMAfterFirst = r.RepeatPSNR.AfterFirst, r.RepeatSSIM.AfterFirst
+	if o.Reconstruct != nil {
+		p, s := rec.curves()
+		r.VAEReconPSNR, r.VAEReconSSIM = mean(p.PerFrame), mean(s.PerFrame)
+	}
 	if untrained != nil {
 		p, s := base.curves()
 		r.UntrainedPSNRCurve, r.UntrainedSSIMCurve = &p, &s
@@ -213,3 +235,36 @@ func PipelineGenerator(p *svd.Pipeline, pr svd.Params) Generator {
 
 // defaultData is the dataset configuration Run evaluates on.
 func defaultData() procedural.Config { return procedural.DefaultConfig() }
+
+func mean(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(max(len(v), 1))
+}
+
+// Reconstructor returns the VAE round trip of p (encode every frame, take the mode, scale,
+// decode all frames together) for truth videos in [0, 1].
+func Reconstructor(p *svd.Pipeline) func(truth *tensor.Dense) (*tensor.Dense, error) {
+	return func(truth *tensor.Dense) (*tensor.Dense, error) {
+		x := tensor.New(truth.Shape...)
+		for i, v := range truth.Data {
+			x.Data[i] = 2*v - 1
+		}
+		post, err := p.VAEEnc.Encode(x)
+		if err != nil {
+			return nil, err
+		}
+		z := post.Mode()
+		sf := float32(p.VAEConfig.ScalingFactor)
+		for i := range z.Data {
+			z.Data[i] *= sf
+		}
+		raw, err := p.Decode(z, 0)
+		if err != nil {
+			return nil, err
+		}
+		return svd.ToUnit(raw), nil
+	}
+}

@@ -53,6 +53,9 @@ type Options struct {
 	// every frame of a clip; a multiple of the downsampling factor): the networks are
 	// convolutional, and a 32x32 crop costs a quarter of a 64x64 frame.
 	VAECrop int
+	// DecoderOnly freezes the VAE encoder (its latent space stays what a UNet trained on
+	// it expects) and trains the temporal decoder only.
+	DecoderOnly bool
 
 	CheckpointEvery int // steps; 0 = only at the end
 	// MaxDuration stops the run (with a checkpoint) once exceeded; 0 = no limit.
@@ -221,6 +224,13 @@ func newVAEPhase(b backends.Backend, o Options, cfg checkpoint.VAEConfig) (*vaeP
 	})
 	if err != nil {
 		return nil, err
+	}
+	if o.DecoderOnly {
+		for v := range ctx.IterVariables() {
+			if v.Scope() == context.RootScope && isEncoderTensor(v.Name()) {
+				v.SetTrainable(false)
+			}
+		}
 	}
 	frames := vaeFrames(o)
 	s, err := newStepper(b, ctx, o.LR, func(s nn.Scope, in []*graph.Node) []*graph.Node {

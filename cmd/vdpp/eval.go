@@ -33,6 +33,10 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&o.MinGuidance, "min-guidance", 0, "first-frame guidance (0 = pipeline default)")
 	fs.Float64Var(&o.MaxGuidance, "max-guidance", 0, "last-frame guidance (0 = pipeline default)")
 	initSeed := fs.Uint64("init-seed", 1, "seed of the untrained UNet's initial weights")
+	sheet := fs.String("sheet", "", "write a contact sheet PNG (rows: true clip, generated clip) of the first clips")
+	gifDir := fs.String("gif-dir", "", "write side-by-side GIFs (true | generated) of the first clips here")
+	media := fs.Int("media-clips", 4, "clips shown in --sheet and --gif-dir")
+	recon := fs.Bool("recon", true, "also score the VAE round trip (an upper bound for the model)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -72,6 +76,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		q.UNet = um
 		untrained = eval.PipelineGenerator(&q, pr)
 	}
+	m := &evalMedia{max: *media, gifDir: *gifDir}
+	o.Keep = m.keep
+	if *recon {
+		o.Reconstruct = eval.Reconstructor(p)
+	}
 	start := time.Now()
 	rep, err := eval.Run(ctx, o, eval.PipelineGenerator(p, pr), untrained, func(i int) {
 		fmt.Fprintf(stderr, "eval: clip %d/%d (%.0fs)\n", i+1, o.Samples, time.Since(start).Seconds())
@@ -85,6 +94,12 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "  repeat frame 1   PSNR %6.2f dB  SSIM %.4f\n", rep.RepeatPSNRAfterFirst, rep.RepeatSSIMAfterFirst)
 	if o.Untrained {
 		fmt.Fprintf(stdout, "  untrained UNet   PSNR %6.2f dB  SSIM %.4f\n", rep.UntrainedPSNR, rep.UntrainedSSIM)
+	}
+	if *recon {
+		fmt.Fprintf(stdout, "  VAE round trip   PSNR %6.2f dB  SSIM %.4f (all frames)\n", rep.VAEReconPSNR, rep.VAEReconSSIM)
+	}
+	if err := m.writeSheet(*sheet); err != nil {
+		return err
 	}
 	if *jsonOut != "" {
 		return rep.WriteJSON(*jsonOut)

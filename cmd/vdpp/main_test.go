@@ -14,8 +14,11 @@ import (
 	"time"
 )
 
-// gomlxNoRace leaves GoMLX uninstrumented in -race builds.
-const gomlxNoRace = "github.com/gomlx/gomlx/...=-race=false"
+// gomlxNoRace leaves GoMLX uninstrumented in -race builds, as the README's test command
+// does. -l (no inlining there) keeps GoMLX from compiling its own uninstrumented copies of
+// the standard library's generic code (sync.Map's), which the linker could otherwise hand
+// to instrumented packages and so produce false reports.
+const gomlxNoRace = "github.com/gomlx/gomlx/...=-race=false -l"
 
 // vdppBin is the real binary, built once by TestMain; the multi-process tests run it.
 var vdppBin string
@@ -86,6 +89,10 @@ func TestBenchPipelineEqualsBaseline(t *testing.T) {
 			[][2]int{{0, 3}, {3, 5}, {5, 7}}},
 		{"synthetic guided micro-batch", []string{"--nproc", "2", "--total-steps", "4", "--num-samples", "5", "--warmup-samples", "1",
 			"--micro-batch", "2", "--guidance-scale", "3", "--step-ms", "0"}, [][2]int{{0, 2}, {2, 4}}},
+		{"mesh pp2 x cfg2", []string{"--pp", "2", "--cfg", "2", "--total-steps", "4", "--num-samples", "4", "--warmup-samples", "1", "--step-ms", "0"},
+			[][2]int{{0, 2}, {0, 2}, {2, 4}, {2, 4}}},
+		{"mesh cp2 x dp2, 3 frames", []string{"--cp", "2", "--dp", "2", "--guidance-scale", "3", "--latent-frames", "3", "--total-steps", "3",
+			"--num-samples", "5", "--warmup-samples", "1", "--step-ms", "0"}, [][2]int{{0, 3}, {0, 3}, {0, 3}, {0, 3}}},
 		{"dummy", []string{"--model", "dummy", "--nproc", "2", "--total-steps", "4", "--num-samples", "3", "--warmup-samples", "1",
 			"--hidden-channels", "8", "--latent-frames", "2", "--latent-height", "8", "--latent-width", "8"}, [][2]int{{0, 2}, {2, 4}}},
 	}

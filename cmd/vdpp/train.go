@@ -29,6 +29,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Train, "train-clips", o.Train, "distinct training clips")
 	fs.IntVar(&o.VAEFrames, "vae-frames", 0, "VAE phase: clip length (0 = 14)")
 	fs.IntVar(&o.VAECrop, "vae-crop", 0, "VAE phase: train on random square crops of this size (0 = whole frames)")
+	fs.BoolVar(&o.DecoderOnly, "decoder-only", false, "VAE phase: freeze the encoder, train the decoder")
 	fs.BoolVar(&o.Resume, "resume", false, "continue from DIR's checkpoint of the phase")
 	fs.IntVar(&o.CheckpointEvery, "checkpoint-every", o.CheckpointEvery, "checkpoint every N steps")
 	fs.DurationVar(&o.MaxDuration, "max-duration", 0, "stop (with a checkpoint) after this long; 0 = no limit")
