@@ -57,7 +57,7 @@ func DefaultOptions() Options {
 // RegisterFlags binds every option to fs, with o's current values as defaults.
 func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Model, "model", o.Model, "denoiser: synthetic, dummy or svd")
-	fs.StringVar(&o.ModelDir, "model-dir", o.ModelDir, "checkpoint folder (diffusers layout) for --model svd")
+	fs.StringVar(&o.ModelDir, "model-dir", o.ModelDir, `checkpoint folder (diffusers layout) for --model svd, or "builtin"`)
 	fs.IntVar(&o.TotalSteps, "total-steps", o.TotalSteps, "denoising steps per sample")
 	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "samples to generate")
 	fs.IntVar(&o.WarmupSamples, "warmup-samples", o.WarmupSamples, "first completions excluded from steady-state numbers")

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/dist"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/checkpoint"
@@ -37,8 +38,14 @@ func newParts(o Options, stages int) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
+	dir := o.ModelDir
+	if dir == builtin.Name {
+		if dir, err = builtin.Resolve(dir); err != nil {
+			return nil, err
+		}
+	}
 	d, err := model.New(model.Config{
-		Name: o.Model, Dir: o.ModelDir, StepMS: o.StepMS, Cost: o.Cost,
+		Name: o.Model, Dir: dir, StepMS: o.StepMS, Cost: o.Cost,
 		HiddenChannels: o.HiddenChannels, LatentChannels: o.LatentChannels, Seed: o.Seed, Backend: o.Backend,
 	})
 	if err != nil {

@@ -81,23 +81,26 @@ func CacheRoot() string {
 }
 
 var (
-	dirOnce sync.Once
-	dirPath string
-	dirErr  error
+	hashOnce sync.Once
+	hashSum  string
+	hashErr  error
 )
 
-// Dir materialises the embedded model under CacheRoot()/builtin-<hash prefix> (once per
-// process; a folder already there from an earlier run is reused) and returns its path.
-func Dir() (string, error) {
-	dirOnce.Do(func() { dirPath, dirErr = Extract(CacheRoot()) })
-	return dirPath, dirErr
+// cachedHash is Hash computed once per process.
+func cachedHash() (string, error) {
+	hashOnce.Do(func() { hashSum, hashErr = Hash() })
+	return hashSum, hashErr
 }
+
+// Dir materialises the embedded model under CacheRoot()/builtin-<hash prefix> (a folder
+// already there from an earlier run is reused) and returns its path.
+func Dir() (string, error) { return Extract(CacheRoot()) }
 
 // Extract writes the embedded folder to root/builtin-<hash prefix> unless it is already
 // complete there, and returns that path. It writes into a temporary sibling and renames,
 // so concurrent processes never see a partial folder.
 func Extract(root string) (string, error) {
-	sum, err := Hash()
+	sum, err := cachedHash()
 	if err != nil {
 		return "", err
 	}

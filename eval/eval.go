@@ -245,8 +245,8 @@ func mean(v []float64) float64 {
 }
 
 // Reconstructor returns the VAE round trip of p (encode every frame, take the mode, scale,
-// decode all frames together) for truth videos in [0, 1].
-func Reconstructor(p *svd.Pipeline) func(truth *tensor.Dense) (*tensor.Dense, error) {
+// decode in chunks of chunk frames, 0 = all together) for truth videos in [0, 1].
+func Reconstructor(p *svd.Pipeline, chunk int) func(truth *tensor.Dense) (*tensor.Dense, error) {
 	return func(truth *tensor.Dense) (*tensor.Dense, error) {
 		x := tensor.New(truth.Shape...)
 		for i, v := range truth.Data {
@@ -261,7 +261,7 @@ func Reconstructor(p *svd.Pipeline) func(truth *tensor.Dense) (*tensor.Dense, er
 		for i := range z.Data {
 			z.Data[i] *= sf
 		}
-		raw, err := p.Decode(z, 0)
+		raw, err := p.Decode(z, chunk)
 		if err != nil {
 			return nil, err
 		}

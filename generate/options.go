@@ -55,7 +55,7 @@ func DefaultOptions() Options {
 
 // RegisterFlags binds the options to fs.
 func (o *Options) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.Model, "model", o.Model, "checkpoint folder in the diffusers layout")
+	fs.StringVar(&o.Model, "model", o.Model, `checkpoint folder in the diffusers layout, or "builtin"`)
 	fs.StringVar(&o.Variant, "variant", o.Variant, `weights variant, e.g. "fp16" (converted to float32)`)
 	fs.StringVar(&o.Image, "image", o.Image, "input image (PNG or JPEG)")
 	fs.IntVar(&o.NumFrames, "num-frames", o.NumFrames, "frames (0: the UNet config's num_frames)")

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/dist"
 	"github.com/vdpp/vdpp/model/svd"
 	"github.com/vdpp/vdpp/video"
@@ -33,6 +34,13 @@ type Runner struct {
 func Resolve(o Options) (Options, error) {
 	if err := o.Validate(); err != nil {
 		return o, err
+	}
+	if o.Model == builtin.Name {
+		dir, err := builtin.Resolve(o.Model)
+		if err != nil {
+			return o, err
+		}
+		o.Model = dir
 	}
 	ck, err := svd.Preflight(o.Model, o.Variant, svd.AllParts)
 	if err != nil {

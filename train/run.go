@@ -20,8 +20,6 @@ import (
 	"github.com/vdpp/vdpp/data/procedural"
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
-	"github.com/vdpp/vdpp/model/svd/clip"
-	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/vae"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -373,8 +371,3 @@ func progress(o Options, each int, l LogLine, stepS float64) {
 		fmt.Fprintf(o.Progress, "train %s step %d/%d loss %.5f mse %.5f %.2fs/step elapsed %.0fs eta %s\n", o.Phase, l.Step, o.Steps, l.Loss, l.MSE, stepS, l.ElapsedS, eta)
 	}
 }
-
-var (
-	_ = clip.ExpectedTensors
-	_ = unet.ExpectedTensors
-)

@@ -36,6 +36,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	sheet := fs.String("sheet", "", "write a contact sheet PNG (rows: true clip, generated clip) of the first clips")
 	gifDir := fs.String("gif-dir", "", "write side-by-side GIFs (true | generated) of the first clips here")
 	media := fs.Int("media-clips", 4, "clips shown in --sheet and --gif-dir")
+	chunk := fs.Int("decode-chunk-size", 0, "frames the VAE decodes together (0 = all)")
 	recon := fs.Bool("recon", true, "also score the VAE round trip (an upper bound for the model)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -55,6 +56,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer p.Close()
 	pr := p.DefaultParams()
 	pr.Height, pr.Width, pr.Steps, pr.Seed = 64, 64, o.Steps, o.Seed
+	pr.DecodeChunkSize = *chunk
 	if o.MinGuidance > 0 {
 		pr.MinGuidance = o.MinGuidance
 	}
@@ -79,7 +81,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	m := &evalMedia{max: *media, gifDir: *gifDir}
 	o.Keep = m.keep
 	if *recon {
-		o.Reconstruct = eval.Reconstructor(p)
+		o.Reconstruct = eval.Reconstructor(p, *chunk)
 	}
 	start := time.Now()
 	rep, err := eval.Run(ctx, o, eval.PipelineGenerator(p, pr), untrained, func(i int) {

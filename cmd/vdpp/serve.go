@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/vdpp/vdpp/builtin"
+
 	"context"
 	"encoding/hex"
 	"errors"
@@ -84,9 +86,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // trained model.
 var errBuiltinUnavailable = errors.New("serve: builtin model not available in this build")
 
-// resolveBuiltin maps "builtin" to the folder of the built-in trained checkpoint; nil while
-// this build has none.
-var resolveBuiltin func(name string) (dir string, err error)
+// resolveBuiltin maps "builtin" to the folder of the built-in trained checkpoint (a
+// variable so tests can swap it; nil means a build without one).
+var resolveBuiltin = builtin.Resolve
 
 // modelSpec maps --model to a ModelSpec: a folder or "builtin" (both the "svd" model with
 // that folder), or a registered name ("synthetic").

@@ -22,6 +22,7 @@ func init() {
 		if cfg.Dir == "" {
 			return nil, fmt.Errorf("svd: --model-dir is required")
 		}
+
 		b, err := nn.NewBackend(cfg.Backend)
 		if err != nil {
 			return nil, err
