@@ -16,8 +16,9 @@ import (
 	"github.com/vdpp/vdpp/video"
 )
 
-// LaunchFunc starts nproc local workers running `vdpp <args...>` and waits for them.
-type LaunchFunc func(ctx context.Context, nproc int, args []string) error
+// LaunchFunc starts nproc local workers running `vdpp <args...>`, their output going to
+// out, and waits for them.
+type LaunchFunc func(ctx context.Context, nproc int, args []string, out io.Writer) error
 
 // Runner runs `vdpp generate`.
 type Runner struct {
@@ -80,6 +81,18 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("generate: %w", err)
 	}
+	// With a progress bar on the terminal, the log lines (this process's and the workers')
+	// go to OUT/generate.log instead, so they do not tear the bar.
+	var workerOut io.Writer = os.Stderr
+	if r.bar(o) {
+		lf, err := os.Create(filepath.Join(o.Out, "generate.log"))
+		if err != nil {
+			return nil, fmt.Errorf("generate: %w", err)
+		}
+		defer lf.Close()
+		log = slog.New(slog.NewTextHandler(lf, nil))
+		workerOut = lf
+	}
 	done := make(chan struct{})
 	progressDone := make(chan struct{})
 	go func() {
@@ -93,11 +106,14 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 		if launch == nil {
 			launch = defaultLaunch
 		}
-		err = launch(ctx, o.NProc, append([]string{"worker", "generate"}, o.WorkerArgs()...))
+		err = launch(ctx, o.NProc, append([]string{"worker", "generate"}, o.WorkerArgs()...), workerOut)
 	}
 	close(done)
 	<-progressDone
 	dirs := finished(o)
+	if err != nil && r.bar(o) {
+		err = fmt.Errorf("%w (worker logs: %s)", err, filepath.Join(o.Out, "generate.log"))
+	}
 	if err != nil {
 		if len(dirs) > 0 {
 			return dirs, fmt.Errorf("%w (%d finished samples kept in %s)", err, len(dirs), o.Out)
@@ -107,8 +123,13 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 	return dirs, nil
 }
 
-func defaultLaunch(ctx context.Context, nproc int, args []string) error {
-	return dist.Launch(ctx, dist.LaunchOptions{NProcPerNode: nproc, NNodes: 1, Command: args, Stdout: os.Stderr, Stderr: os.Stderr})
+func defaultLaunch(ctx context.Context, nproc int, args []string, out io.Writer) error {
+	return dist.Launch(ctx, dist.LaunchOptions{NProcPerNode: nproc, NNodes: 1, Command: args, Stdout: out, Stderr: out})
+}
+
+// bar reports whether progress is drawn as a bar (on a terminal, or when asked).
+func (r *Runner) bar(o Options) bool {
+	return r.Progress != nil && (o.Progress == "bar" || (o.Progress == "auto" && r.Terminal))
 }
 
 // finished lists the sample folders whose report.json exists.
@@ -130,12 +151,12 @@ func (r *Runner) showProgress(o Options, done <-chan struct{}) {
 	if w == nil {
 		return
 	}
-	bar := o.Progress == "bar" || (o.Progress == "auto" && r.Terminal)
+	bar := r.bar(o)
 	start := time.Now()
 	last := -1
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	for {
+	for final := false; ; {
 		n := len(finished(o))
 		if n != last {
 			if bar {
@@ -147,12 +168,15 @@ func (r *Runner) showProgress(o Options, done <-chan struct{}) {
 			}
 			last = n
 		}
-		select {
-		case <-done:
+		if final {
 			if bar {
 				fmt.Fprintln(w)
 			}
 			return
+		}
+		select {
+		case <-done:
+			final = true // one last count, then stop
 		case <-tick.C:
 		}
 	}
