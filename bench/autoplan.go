@@ -10,9 +10,13 @@ import (
 
 // AutoMesh asks the planner for the best mesh of o.NProc devices (default 7) for o's
 // workload and goal: the synthetic model's step cost is its --step-ms, other models are
-// measured; the hand-off link is measured on TCP loopback. It returns o with the mesh set
+// measured; the all-gathers over 2..devices processes and the hand-off are measured
+// between real processes started by launch (DefaultLaunch when nil), as `vdpp plan` does. It returns o with the mesh set
 // and the planner's choice.
-func AutoMesh(ctx context.Context, o Options) (Options, plan.Prediction, error) {
+func AutoMesh(ctx context.Context, o Options, launch LaunchFunc) (Options, plan.Prediction, error) {
+	if launch == nil {
+		launch = DefaultLaunch
+	}
 	devices := o.NProc
 	if devices == 0 {
 		devices = 7
@@ -25,9 +29,10 @@ func AutoMesh(ctx context.Context, o Options) (Options, plan.Prediction, error) 
 	w := plan.Workload{Steps: o.TotalSteps, Samples: o.NumSamples, Frames: o.LatentFrames, Height: o.LatentHeight,
 		Width: o.LatentWidth, Channels: o.LatentChannels, Guided: o.Guided(), MicroBatch: o.MicroBatch, Warmup: o.WarmupSamples}
 	cal := &plan.Calibrator{}
+	latent := int64(4 * max(1, o.MicroBatch) * o.LatentFrames * o.LatentChannels * o.LatentHeight * o.LatentWidth)
 	var costs plan.Costs
 	if o.Model == "synthetic" {
-		link, _, err := cal.MeasureLink(ctx, int64(4*o.MicroBatch*o.LatentFrames*o.LatentChannels*o.LatentHeight*o.LatentWidth))
+		link, _, err := cal.MeasureLink(ctx, latent)
 		if err != nil {
 			return o, plan.Prediction{}, err
 		}
@@ -46,6 +51,14 @@ func AutoMesh(ctx context.Context, o Options) (Options, plan.Prediction, error) 
 			return o, plan.Prediction{}, err
 		}
 		costs = c.Costs
+	}
+	if devices >= 2 {
+		// The same path as `vdpp plan`: all-gathers and the hand-off between real processes.
+		pc, err := (&plan.ProcessCalibrator{Launch: plan.LaunchFunc(launch), Gap: plan.StepGap(w, costs.Step, devices)}).Measure(ctx, devices, latent)
+		if err != nil {
+			return o, plan.Prediction{}, err
+		}
+		costs = pc.Apply(costs)
 	}
 	res, err := plan.Plan(plan.Request{Workload: w, Devices: devices, Costs: costs, Goal: goal})
 	if err != nil {

@@ -43,7 +43,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 		if o.PP+o.CFG+o.CP+o.DP > 0 {
 			return Report{}, fmt.Errorf("bench: --plan auto chooses --pp/--cfg/--cp/--dp itself; give only --nproc")
 		}
-		auto, best, err := AutoMesh(ctx, o)
+		auto, best, err := AutoMesh(ctx, o, r.Launch)
 		if err != nil {
 			return Report{}, err
 		}

@@ -201,8 +201,8 @@ func (c *Calibrator) MeasureLink(ctx context.Context, bytes int64) (Link, []Meas
 }
 
 // Calibrate measures the step cost of d and the link on the latent shape [T, C, H, W] and
-// returns a calibration with the given weights (collectives use the measured link; prepare
-// and finish costs are not measured and stay 0).
+// returns a calibration with the given weights (collectives use the measured link, until a
+// ProcessCalibrator's costs are applied; prepare and finish costs are not measured and stay 0).
 func (c *Calibrator) Calibrate(ctx context.Context, name string, d model.Denoiser, shape []int, weights Weights) (Calibration, error) {
 	sc, sm, err := c.MeasureStep(ctx, d, shape)
 	if err != nil {
@@ -217,6 +217,9 @@ func (c *Calibrator) Calibrate(ctx context.Context, name string, d model.Denoise
 		return Calibration{}, err
 	}
 	costs := Costs{Step: sc, HandOff: link, Collective: link, CPAllToAllsPerStep: 1, Weights: weights}
+	if name == "synthetic" {
+		costs.CPAllToAllsPerStep = 0 // its cp step exchanges only the output gather
+	}
 	cal := Calibration{Version: CalibrationVersion, Model: name, LatentShape: slices.Clone(shape), Costs: costs, Measurements: append(sm, lm...)}
 	return cal, cal.Validate()
 }

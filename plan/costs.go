@@ -26,6 +26,18 @@ type Link struct {
 	BytesPerS float64 `json:"bytes_per_s"`
 }
 
+// GroupCost is a measured all-gather over Size processes, each contributing Bytes: the
+// median time one step of a group loses to it (see ProcessCalibrator). With Then > 1 it is
+// the sequence a cfg x cp step runs: an all-gather over the Size members of a cp group,
+// then one over the Then members of a cfg group, which ties all Size*Then ranks together
+// every step (each waits for its cfg partner, who waited for its own cp group).
+type GroupCost struct {
+	Size  int     `json:"size"`
+	Then  int     `json:"then,omitempty"`
+	Bytes int64   `json:"bytes"`
+	MS    float64 `json:"ms"`
+}
+
 // Weights are the weight bytes of each model component.
 type Weights struct {
 	Denoiser     int64 `json:"denoiser"`
@@ -42,10 +54,16 @@ type Costs struct {
 	Step StepCost `json:"step"`
 	// HandOff carries one latent from a pipeline stage to the next.
 	HandOff Link `json:"hand_off"`
-	// Collective is the per-message cost inside a cfg or cp group (all-gather, all-to-all).
+	// Collective is the per-message cost inside a cfg or cp group (all-gather, all-to-all)
+	// where no measured group cost applies.
 	Collective Link `json:"collective"`
-	// CPAllToAllsPerStep is how many all-to-alls a cp group runs per denoising step
-	// (for the SVD UNet: two per temporal layer).
+	// AllGathers are all-gathers measured between real processes, one per group size; an
+	// all-gather over a group of a listed size costs its MS (plus Collective's bandwidth
+	// term for bytes beyond the measured ones) instead of the Collective link's ring.
+	AllGathers []GroupCost `json:"all_gathers,omitempty"`
+	// CPAllToAllsPerStep is how many all-to-alls a cp group runs per denoising step inside
+	// the model (for the SVD UNet: two per temporal layer; 0 for the synthetic model). The
+	// all-gather of the outputs that ends every cp step is always counted.
 	CPAllToAllsPerStep int `json:"cp_all_to_alls_per_step"`
 	// CPBytesPerFrame is what each all-to-all moves per row and per local frame; 0 means
 	// the latent's frame size.
@@ -64,10 +82,9 @@ type Costs struct {
 // collectives over link, and no weights.
 func SyntheticCosts(stepMS float64, frames int, link Link) Costs {
 	return Costs{
-		Step:               StepCost{RowMS: stepMS, RefFrames: frames, FrameScaling: 1},
-		HandOff:            link,
-		Collective:         link,
-		CPAllToAllsPerStep: 1,
+		Step:       StepCost{RowMS: stepMS, RefFrames: frames, FrameScaling: 1},
+		HandOff:    link,
+		Collective: link,
 	}
 }
 
@@ -84,6 +101,14 @@ func (c Costs) Validate() error {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			return fmt.Errorf("%w: cost %s = %v", ErrBadInput, f.name, f.v)
 		}
+	}
+	seen := map[[2]int]bool{}
+	for i, g := range c.AllGathers {
+		key := [2]int{g.Size, g.Then}
+		if g.Size < 2 || g.Then == 1 || g.Then < 0 || g.Bytes < 0 || g.MS < 0 || math.IsNaN(g.MS) || math.IsInf(g.MS, 0) || seen[key] {
+			return fmt.Errorf("%w: all_gathers[%d] = %+v (size >= 2, then 0 or >= 2, once; bytes and ms >= 0)", ErrBadInput, i, g)
+		}
+		seen[key] = true
 	}
 	if c.Step.FrameScaling > 1 {
 		return fmt.Errorf("%w: step.frame_scaling %v > 1", ErrBadInput, c.Step.FrameScaling)

@@ -18,12 +18,21 @@ import (
 //	f        = ceil(w.Frames / cp)                        frames per cp rank (the largest share)
 //	step(r,f)= Fixed + Row * r * ((1-s) + s * f/Ref)      c.Step; s = FrameScaling
 //	link(B)  = Latency + B / Bandwidth                    one message of B bytes
-//	gather   = (cfg-1) * link(r * f * frameBytes)         cfg all-gather of each rank's half
-//	                                                      (ring: g-1 messages of one share)
-//	a2a      = A * (cp-1) * link(r * f * Bcp / cp)        cp: A all-to-alls per step, each
-//	                                                      rank sends 1/cp of its r*f*Bcp bytes
-//	                                                      to each of the cp-1 others
-//	T        = step(r,f) + gather + a2a                   one step of one item (collectives
+//	AG(g,B)  = M_g + (g-1) * max(0, B - B_g) / Bandwidth  all-gather over g ranks of B bytes each
+//	                                                      when measured between processes for
+//	                                                      g (c.AllGathers: M_g at B_g bytes);
+//	         = (g-1) * link(B)                            otherwise (ring: g-1 messages)
+//	cpgather = AG(cp, r * f * frameBytes)                 cp: every step ends gathering the
+//	                                                      ranks' frames of the output
+//	gather   = AG(cfg, r * Frames * frameBytes)           cfg: then the two halves (all frames)
+//	                                                      (cfg > 1 and cp > 1: the pair is one
+//	                                                      measured sequence AG(cp then cfg)
+//	                                                      when c.AllGathers has it)
+//	a2a      = A * (cp-1) * link(r * f * Bcp / cp)        cp: A all-to-alls per step inside the
+//	                                                      model (SVD UNet; 0 for synthetic),
+//	                                                      each rank sends 1/cp of its r*f*Bcp
+//	                                                      bytes to each of the cp-1 others
+//	T        = step(r,f) + cpgather + gather + a2a        one step of one item (collectives
 //	                                                      are synchronous: not overlapped)
 //	extra_0  = b * Prepare, extra_{pp-1} += b * Finish    conditioning on stage 0, decode on
 //	                                                      the last stage
@@ -92,6 +101,44 @@ func (l Link) AllGatherMS(g int, share int64) float64 {
 	return float64(g-1) * l.MS(share)
 }
 
+// AllGatherMS is AG(g, share) of the model above: the measured all-gather over g processes
+// when c.AllGathers has one for g, else the Collective link's ring.
+func (c Costs) AllGatherMS(g int, share int64) float64 {
+	if g <= 1 {
+		return 0
+	}
+	for _, m := range c.AllGathers {
+		if m.Size != g || m.Then != 0 {
+			continue
+		}
+		ms := m.MS
+		if extra := share - m.Bytes; extra > 0 && c.Collective.BytesPerS > 0 {
+			ms += float64(g-1) * float64(extra) / c.Collective.BytesPerS * 1e3
+		}
+		return ms
+	}
+	return c.Collective.AllGatherMS(g, share)
+}
+
+// nestedGatherMS is the measured sequence of an all-gather over cp members then one over cfg
+// members (each contributing share bytes to the first), when c.AllGathers has it.
+func (c Costs) nestedGatherMS(cp, cfg int, share int64) (float64, bool) {
+	if cp <= 1 || cfg <= 1 {
+		return 0, false
+	}
+	for _, m := range c.AllGathers {
+		if m.Size != cp || m.Then != cfg {
+			continue
+		}
+		ms := m.MS
+		if extra := share - m.Bytes; extra > 0 && c.Collective.BytesPerS > 0 {
+			ms += float64(cp-1+(cfg-1)*cp) * float64(extra) / c.Collective.BytesPerS * 1e3
+		}
+		return ms, true
+	}
+	return 0, false
+}
+
 // AllToAllMS is an all-to-all over g ranks, each holding local bytes and sending local/g to
 // each of the others: (g-1) * link(local/g).
 func (l Link) AllToAllMS(g int, local int64) float64 {
@@ -156,13 +203,17 @@ func Predict(w Workload, m Mesh, c Costs, memoryPerDevice int64) (Prediction, er
 	p.FramesPerRank = ceilDiv(w.Frames, m.CP)
 	r, f := int64(p.RowsPerCall), int64(p.FramesPerRank)
 	p.ComputeStepMS = c.Step.MS(p.RowsPerCall, p.FramesPerRank)
-	gather := c.Collective.AllGatherMS(m.CFG, r*f*w.FrameBytes())
+	cpGather := c.AllGatherMS(m.CP, r*f*w.FrameBytes())
+	gather := c.AllGatherMS(m.CFG, r*int64(w.Frames)*w.FrameBytes())
+	if ms, ok := c.nestedGatherMS(m.CP, m.CFG, r*f*w.FrameBytes()); ok {
+		cpGather, gather = ms, 0
+	}
 	cpBytes := c.CPBytesPerFrame
 	if cpBytes == 0 {
 		cpBytes = w.FrameBytes()
 	}
 	a2a := float64(c.CPAllToAllsPerStep) * c.Collective.AllToAllMS(m.CP, r*f*cpBytes)
-	p.CollectiveStepMS = gather + a2a
+	p.CollectiveStepMS = cpGather + gather + a2a
 	p.StepMS = p.ComputeStepMS + p.CollectiveStepMS
 
 	extra := make([]float64, m.PP)

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/vdpp/vdpp/dist"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/plan"
 )
@@ -26,7 +27,7 @@ type planFlags struct {
 	goal                               string
 	memory                             int64
 	calibration                        string
-	measure                            bool
+	measure, measureProcs              bool
 	handoffMS, bandwidth               float64
 	prepareMS, finishMS                float64
 	cpAllToAlls                        int
@@ -58,11 +59,12 @@ func (f *planFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.memory, "memory-per-device", 0, "memory of each device in bytes (0: no limit)")
 	fs.StringVar(&f.calibration, "calibration", "", "calibration JSON: read if it exists, else measure and write it")
 	fs.BoolVar(&f.measure, "measure", true, "measure the step and hand-off costs here (false: use --step-ms, --handoff-ms, --bandwidth as given)")
+	fs.BoolVar(&f.measureProcs, "measure-processes", true, "when measuring: also time all-gathers over 2..devices real processes and a 2-process hand-off (vdpp worker calibrate)")
 	fs.Float64Var(&f.handoffMS, "handoff-ms", 0.1, "latency of one hand-off or collective message, ms (given: overrides the measured or calibrated value)")
 	fs.Float64Var(&f.bandwidth, "bandwidth", 0, "link bandwidth in bytes/s, 0: unlimited (given: overrides the measured or calibrated value)")
 	fs.Float64Var(&f.prepareMS, "prepare-ms", 0, "conditioning cost per sample on stage 0, ms")
 	fs.Float64Var(&f.finishMS, "finish-ms", 0, "decode cost per sample on the last stage, ms")
-	fs.IntVar(&f.cpAllToAlls, "cp-all-to-alls", -1, "all-to-alls per step in a cp group (-1: from the calibration, 1 if none)")
+	fs.IntVar(&f.cpAllToAlls, "cp-all-to-alls", -1, "all-to-alls per step inside the model in a cp group (-1: from the calibration, else 0 for synthetic, 1 for others)")
 	fs.Float64Var(&f.frameScaling, "frame-scaling", -1, "share of the row cost proportional to frames, in [0,1] (-1: measured; 1 for synthetic, whose cost is per frame under cp)")
 	fs.Int64Var(&f.weights[0], "denoiser-bytes", -1, "denoiser weight bytes (-1: from the model)")
 	fs.Int64Var(&f.weights[1], "image-encoder-bytes", 0, "image encoder weight bytes (stage 0 only)")
@@ -74,6 +76,17 @@ func (f *planFlags) register(fs *flag.FlagSet) {
 func (f *planFlags) workload() plan.Workload {
 	return plan.Workload{Steps: f.steps, Samples: f.samples, Frames: f.frames, Height: f.height, Width: f.width,
 		Channels: f.channels, Guided: f.guidanceScale > 1, MicroBatch: f.microBatch, Warmup: f.warmup}
+}
+
+// latentBytes is one item's latent: micro-batch x T x C x H x W float32s.
+func (f *planFlags) latentBytes() int64 {
+	return 4 * int64(max(1, f.microBatch)) * int64(f.frames) * int64(f.channels) * int64(f.height) * int64(f.width)
+}
+
+// launchSelf runs nproc copies of this executable with args through dist.Launch, their
+// output on stderr.
+func launchSelf(ctx context.Context, nproc int, args []string) error {
+	return dist.Launch(ctx, dist.LaunchOptions{NProcPerNode: nproc, NNodes: 1, Command: args, Stdout: os.Stderr, Stderr: os.Stderr})
 }
 
 // runPlan is `vdpp plan`: predict every mesh of --devices devices and rank them.
@@ -150,6 +163,22 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 		if err != nil {
 			return plan.Costs{}, err
 		}
+		if f.measureProcs && f.devices >= 2 {
+			gap := plan.StepGap(f.workload(), cal.Costs.Step, f.devices)
+			pc, err := (&plan.ProcessCalibrator{Launch: launchSelf, Gap: gap}).Measure(ctx, f.devices, f.latentBytes())
+			if err != nil {
+				return plan.Costs{}, err
+			}
+			cal.Costs = pc.Apply(cal.Costs)
+			cal.Measurements = append(cal.Measurements, pc.Measurements...)
+			for _, g := range pc.AllGathers {
+				if g.Then > 0 {
+					fmt.Fprintf(stderr, "vdpp plan: measured all-gather over %d processes then over %d: %.3f ms\n", g.Size, g.Then, g.MS)
+					continue
+				}
+				fmt.Fprintf(stderr, "vdpp plan: measured all-gather over %d processes: %.3f ms\n", g.Size, g.MS)
+			}
+		}
 		c = cal.Costs
 		denoiserBytes = d.WeightBytes()
 		fmt.Fprintf(stderr, "vdpp plan: measured step %.4f ms/row + %.4f ms/call, hand-off %.4f ms + %.0f bytes/s\n",
@@ -180,9 +209,12 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 	if c.Step.RefFrames < 1 {
 		c.Step.RefFrames = f.frames
 	}
-	if f.cpAllToAlls >= 0 {
+	switch {
+	case f.cpAllToAlls >= 0:
 		c.CPAllToAllsPerStep = f.cpAllToAlls
-	} else if c.CPAllToAllsPerStep == 0 {
+	case f.modelName == "synthetic":
+		c.CPAllToAllsPerStep = 0 // its cp step exchanges nothing but the output gather
+	case c.CPAllToAllsPerStep == 0:
 		c.CPAllToAllsPerStep = 1
 	}
 	if f.prepareMS > 0 {

@@ -16,7 +16,7 @@ import (
 // world read from torchrun / LeaderWorkerSet variables.
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: vdpp worker JOB [flags] (jobs: bench, serve)", errUsage)
+		return fmt.Errorf("%w: vdpp worker JOB [flags] (jobs: bench, generate, calibrate, serve)", errUsage)
 	}
 	env, err := dist.EnvFromOS(os.Getenv)
 	if err != nil {
@@ -42,6 +42,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		return generate.RunRank(ctx, o, env, log)
+	case "calibrate":
+		return runCalibrateWorker(ctx, args[1:], stderr, env, log)
 	case "serve":
 		return runServeWorker(ctx, args[1:], stderr, env.Rank)
 	default:

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/plan"
+)
+
+// runCalibrateWorker is the hidden `vdpp worker calibrate` job that `vdpp plan` and
+// `vdpp bench --plan auto` launch: every rank times an all-gather over the whole world (and
+// a hand-off in a world of two); rank 0 writes the result to --out.
+func runCalibrateWorker(ctx context.Context, args []string, stderr io.Writer, env dist.Env, log *slog.Logger) error {
+	fs := flag.NewFlagSet("worker calibrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	bytes := fs.Int64("bytes", 4, "bytes each member contributes to the all-gather (and of the hand-off)")
+	repeats := fs.Int("repeats", 50, "timed repetitions")
+	gap := fs.Duration("gap", 2*time.Millisecond, "idle pause before each timed collective")
+	out := fs.String("out", "", "result file (rank 0)")
+	timeout := fs.Duration("timeout", 60*time.Second, "connect and receive timeout")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	tr, err := dist.Dial(ctx, env, dist.Options{RecvTimeout: *timeout, ConnectTimeout: *timeout, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	res, err := (&plan.Calibrator{Repeats: *repeats, Gap: *gap}).GroupWorker(ctx, tr, *bytes)
+	if err != nil {
+		return err
+	}
+	if env.Rank != 0 || *out == "" {
+		return nil
+	}
+	return plan.WriteGroupResult(*out, res)
+}
