@@ -123,6 +123,11 @@ func (g *Group) String() string { return fmt.Sprintf("group %s%v", namePrefix(g.
 // same time as each other and as the pipeline hand-offs.
 type MeshGroups struct {
 	PP, CFG, CP, DP *Group
+	// Joint is the cfg x cp group (named "cfgcp": the ranks with this rank's pp and dp
+	// coordinates, in (cfg, cp) order), set when both degrees exceed 1, so a step can gather
+	// frames and CFG halves in one collective. It shares pairs with CFG and CP; its own tag
+	// keeps the traffic apart.
+	Joint *Group
 }
 
 // Groups builds the local rank's groups of m on tr; tr's world must be m's.
@@ -146,6 +151,20 @@ func (m Mesh) Groups(tr Transport) (MeshGroups, error) {
 		case AxisDP:
 			out.DP = g
 		}
+	}
+	if m.CFG > 1 && m.CP > 1 {
+		c := m.Coords(tr.Rank())
+		var ranks []int
+		for cfg := 0; cfg < m.CFG; cfg++ {
+			for cp := 0; cp < m.CP; cp++ {
+				ranks = append(ranks, m.Rank(Coord{PP: c.PP, CFG: cfg, CP: cp, DP: c.DP}))
+			}
+		}
+		g, err := NewNamedGroup(tr, "cfgcp", ranks)
+		if err != nil {
+			return MeshGroups{}, err
+		}
+		out.Joint = g
 	}
 	return out, nil
 }

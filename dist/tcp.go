@@ -61,9 +61,14 @@ func (t *TCPTransport) Send(ctx context.Context, to int, m Message) error {
 	if err != nil {
 		return err
 	}
+	// Closed first: when this transport is closed its peers are dead too, and a select
+	// with both ready would pick either at random.
 	select {
 	case <-t.closing:
 		return fmt.Errorf("rank %d: send to rank %d: %w", t.rank, to, ErrClosed)
+	default:
+	}
+	select {
 	case <-p.dead:
 		return fmt.Errorf("rank %d: send to rank %d: %w", t.rank, to, p.err)
 	default:

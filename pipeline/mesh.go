@@ -77,6 +77,15 @@ func (p Placement) Configure(st *Stepper, frames int) error {
 				return dist.AllGather(ctx, g, mine)
 			},
 		}
+		if p.Mesh.CFG == 2 {
+			jg := p.Groups.Joint
+			if jg == nil {
+				return fmt.Errorf("pipeline: mesh %v: no cfg x cp group (use Place)", p.Mesh)
+			}
+			st.Joint = func(ctx context.Context, mine *tensor.Dense) ([]*tensor.Dense, error) {
+				return dist.AllGather(ctx, jg, mine)
+			}
+		}
 	}
 	return nil
 }

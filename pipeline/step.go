@@ -40,6 +40,10 @@ type Stepper struct {
 	CFG HalfExchanger
 	// CP, when set, splits the frames over a context-parallel group.
 	CP *FrameSplit
+	// Joint, when set with both CFG and CP, replaces the two exchanges of a step (the
+	// frames within the cp group, then the halves within the cfg pair) by one all-gather
+	// over the cfg x cp group, in (cfg, cp) order: one synchronisation per step, not two.
+	Joint func(ctx context.Context, mine *tensor.Dense) ([]*tensor.Dense, error)
 	// Observe, when set, sees every step's raw model output (both CFG halves) and the
 	// guided output before the Euler step; parity checks use it. It must not keep the slices.
 	Observe func(it *Item, step int, modelOut *tensor.Dense, guided []float32)
@@ -104,7 +108,7 @@ func (s *Stepper) Step(ctx context.Context, it *Item) error {
 	}
 	if s.CFG != nil {
 		t0 := time.Now()
-		u, c, err := s.CFG.Exchange(ctx, out)
+		u, c, err := s.exchangeHalves(ctx, out, x.Shape)
 		comm += time.Since(t0)
 		if err != nil {
 			return fmt.Errorf("pipeline: group %d step %d: cfg exchange: %w", it.Group, k, err)
@@ -148,6 +152,30 @@ func (s *Stepper) Step(ctx context.Context, it *Item) error {
 	return nil
 }
 
+// exchangeHalves returns both CFG halves of a step's model output, whole in frames: through
+// the joint cfg x cp all-gather when set (mine holds this rank's frames only), else through
+// the cfg pair (mine holds every frame).
+func (s *Stepper) exchangeHalves(ctx context.Context, mine *tensor.Dense, latent []int) (u, c *tensor.Dense, err error) {
+	if s.Joint == nil || s.CP == nil {
+		return s.CFG.Exchange(ctx, mine)
+	}
+	parts, err := s.Joint(ctx, mine)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(parts)%2 != 0 {
+		return nil, nil, fmt.Errorf("pipeline: joint cfg x cp exchange returned %d parts", len(parts))
+	}
+	half := len(parts) / 2
+	if u, err = concatFrames(parts[:half], latent); err != nil {
+		return nil, nil, err
+	}
+	if c, err = concatFrames(parts[half:], latent); err != nil {
+		return nil, nil, err
+	}
+	return u, c, nil
+}
+
 // predict runs the model on in, over this rank's frames when context parallel, and returns
 // the whole output, the work done here in full-sample rows and the time spent gathering.
 func (s *Stepper) predict(ctx context.Context, in model.Input) (*tensor.Dense, float64, time.Duration, error) {
@@ -167,6 +195,10 @@ func (s *Stepper) predict(ctx context.Context, in model.Input) (*tensor.Dense, f
 	if err != nil {
 		return nil, 0, 0, err
 	}
+	work := rows * float64(p.Hi-p.Lo) / float64(p.Total)
+	if s.Joint != nil && s.CFG != nil {
+		return mine, work, 0, nil // frames and halves are gathered together in Step
+	}
 	t0 := time.Now()
 	parts, err := s.CP.Gather(ctx, mine)
 	comm := time.Since(t0)
@@ -174,7 +206,7 @@ func (s *Stepper) predict(ctx context.Context, in model.Input) (*tensor.Dense, f
 		return nil, 0, comm, fmt.Errorf("cp gather: %w", err)
 	}
 	out, err := concatFrames(parts, in.Latents.Shape)
-	return out, rows * float64(p.Hi-p.Lo) / float64(p.Total), comm, err
+	return out, work, comm, err
 }
 
 // sliceFrames copies frames [lo, hi) of x [N, T, ...] into a new [N, hi-lo, ...] tensor.

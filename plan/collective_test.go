@@ -25,8 +25,6 @@ func TestPredictMeasuredAllGathers(t *testing.T) {
 	inj.AllGathers = measured
 	svd := inj
 	svd.CPAllToAllsPerStep = 3
-	nested := inj
-	nested.AllGathers = append(slices.Clone(measured), GroupCost{Size: 2, Then: 2, Bytes: latent, MS: 4})
 	bw := syn
 	bw.Collective.BytesPerS = float64(latent) * 1e3 // one latent per ms
 	bw.AllGathers = []GroupCost{{Size: 2, Bytes: latent / 2, MS: 1}}
@@ -41,12 +39,10 @@ func TestPredictMeasuredAllGathers(t *testing.T) {
 		{"cfg2: one measured all-gather over 2", Mesh{1, 2, 1, 1}, inj, 5, 1.5},
 		{"cfg2 unmeasured: the link's ring", Mesh{1, 2, 1, 1}, syn, 5, 0.02},
 		{"cp4: one measured all-gather over 4", Mesh{1, 1, 4, 1}, inj, 2.5, 2.5},
-		{"cp2 x cfg2: two all-gathers over 2", Mesh{1, 2, 2, 1}, inj, 2.5, 3},
+		{"cp2 x cfg2: one joint all-gather over 4", Mesh{1, 2, 2, 1}, inj, 2.5, 2.5},
 		{"cp4 unmeasured: ring of 3 messages", Mesh{1, 1, 4, 1}, syn, 2.5, 0.06},
 		{"cp2 svd: gather plus 3 all-to-alls", Mesh{1, 1, 2, 1}, svd, 5, 1.5 + 3*0.02},
-		{"cp2 x cfg2 measured as one sequence", Mesh{1, 2, 2, 1}, nested, 2.5, 4},
-		{"cp4 x cfg2: no sequence measured for 4 then 2", Mesh{1, 2, 4, 1}, nested, 1.25, 2.5 + 1.5},
-		{"cp2 alone ignores the sequence", Mesh{1, 1, 2, 1}, nested, 5, 1.5},
+		{"cp4 x cfg2: joint over 8, unmeasured: ring of 7", Mesh{1, 2, 4, 1}, inj, 1.25, 7 * 0.02},
 		{"pp2 x dp2: no collective", Mesh{2, 1, 1, 2}, inj, 10, 0},
 		{"cfg2: bytes beyond the measured ones at the bandwidth", Mesh{1, 2, 1, 1}, bw, 5, 1 + 0.5},
 	}
@@ -67,7 +63,7 @@ func TestPredictMeasuredAllGathers(t *testing.T) {
 }
 
 func TestCostsRejectBadAllGathers(t *testing.T) {
-	for _, gs := range [][]GroupCost{{{Size: 1, MS: 1}}, {{Size: 2, MS: -1}}, {{Size: 2, MS: 1}, {Size: 2, MS: 2}}, {{Size: 3, Bytes: -4}}, {{Size: 2, Then: 1, MS: 1}}, {{Size: 2, Then: 2}, {Size: 2, Then: 2}}} {
+	for _, gs := range [][]GroupCost{{{Size: 1, MS: 1}}, {{Size: 2, MS: -1}}, {{Size: 2, MS: 1}, {Size: 2, MS: 2}}, {{Size: 3, Bytes: -4}}} {
 		c := SyntheticCosts(1, 4, Link{})
 		c.AllGathers = gs
 		if err := c.Validate(); !errors.Is(err, ErrBadInput) {
@@ -157,18 +153,18 @@ func TestProcessCalibratorMeasure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []GroupCost{{Size: 2, Bytes: 4096, MS: 0}, {Size: 4, Bytes: 4096, MS: 0}, {Size: 2, Then: 2, Bytes: 4096, MS: 0}}
+	want := []GroupCost{{Size: 2, Bytes: 4096, MS: 0}, {Size: 4, Bytes: 4096, MS: 0}}
 	if !reflect.DeepEqual(pc.AllGathers, want) {
 		t.Errorf("all-gathers %+v, want %+v", pc.AllGathers, want)
 	}
 	if pc.HandOff != (Link{LatencyMS: 0.5}) {
 		t.Errorf("hand-off %+v, want 0.5 ms latency", pc.HandOff)
 	}
-	if len(pc.Measurements) != 5 || pc.Measurements[2].Name != "all-gather/2+all-gather/2" {
+	if len(pc.Measurements) != 4 || pc.Measurements[1].Name != "all-gather/4" {
 		t.Errorf("measurements %+v", pc.Measurements)
 	}
 	c := pc.Apply(SyntheticCosts(1, 4, Link{LatencyMS: 9}))
-	if c.HandOff.LatencyMS != 0.5 || c.Collective.LatencyMS != 9 || len(c.AllGathers) != 3 {
+	if c.HandOff.LatencyMS != 0.5 || c.Collective.LatencyMS != 9 || len(c.AllGathers) != 2 {
 		t.Errorf("applied %+v", c)
 	}
 	if _, err := (&ProcessCalibrator{}).Measure(context.Background(), 2, 4); !errors.Is(err, ErrBadInput) {
@@ -181,7 +177,6 @@ func TestGroupResultCostsRejects(t *testing.T) {
 		{World: 3, Bytes: 4},
 		{World: 4, Bytes: 4, AllGathers: []GroupCost{{Size: 3, MS: 1}}},
 		{World: 4, Bytes: 4, AllGathers: []GroupCost{{Size: 2, MS: -1}}},
-		{World: 4, Bytes: 4, AllGathers: []GroupCost{{Size: 4, Then: 2, MS: 1}}},
 	} {
 		if _, err := r.Costs(4); !errors.Is(err, ErrBadInput) {
 			t.Errorf("%+v: %v", r, err)

@@ -27,13 +27,10 @@ type Link struct {
 }
 
 // GroupCost is a measured all-gather over Size processes, each contributing Bytes: the
-// median time one step of a group loses to it (see ProcessCalibrator). With Then > 1 it is
-// the sequence a cfg x cp step runs: an all-gather over the Size members of a cp group,
-// then one over the Then members of a cfg group, which ties all Size*Then ranks together
-// every step (each waits for its cfg partner, who waited for its own cp group).
+// mean time one step of a group loses to it (see ProcessCalibrator). A cfg x cp mesh uses
+// the entry for cfg*cp: its steps gather frames and halves in one all-gather.
 type GroupCost struct {
 	Size  int     `json:"size"`
-	Then  int     `json:"then,omitempty"`
 	Bytes int64   `json:"bytes"`
 	MS    float64 `json:"ms"`
 }
@@ -102,13 +99,12 @@ func (c Costs) Validate() error {
 			return fmt.Errorf("%w: cost %s = %v", ErrBadInput, f.name, f.v)
 		}
 	}
-	seen := map[[2]int]bool{}
+	seen := map[int]bool{}
 	for i, g := range c.AllGathers {
-		key := [2]int{g.Size, g.Then}
-		if g.Size < 2 || g.Then == 1 || g.Then < 0 || g.Bytes < 0 || g.MS < 0 || math.IsNaN(g.MS) || math.IsInf(g.MS, 0) || seen[key] {
-			return fmt.Errorf("%w: all_gathers[%d] = %+v (size >= 2, then 0 or >= 2, once; bytes and ms >= 0)", ErrBadInput, i, g)
+		if g.Size < 2 || g.Bytes < 0 || g.MS < 0 || math.IsNaN(g.MS) || math.IsInf(g.MS, 0) || seen[g.Size] {
+			return fmt.Errorf("%w: all_gathers[%d] = %+v (size >= 2, once; bytes and ms >= 0)", ErrBadInput, i, g)
 		}
-		seen[key] = true
+		seen[g.Size] = true
 	}
 	if c.Step.FrameScaling > 1 {
 		return fmt.Errorf("%w: step.frame_scaling %v > 1", ErrBadInput, c.Step.FrameScaling)

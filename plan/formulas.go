@@ -25,9 +25,10 @@ import (
 //	cpgather = AG(cp, r * f * frameBytes)                 cp: every step ends gathering the
 //	                                                      ranks' frames of the output
 //	gather   = AG(cfg, r * Frames * frameBytes)           cfg: then the two halves (all frames)
-//	                                                      (cfg > 1 and cp > 1: the pair is one
-//	                                                      measured sequence AG(cp then cfg)
-//	                                                      when c.AllGathers has it)
+//	joint    = AG(cfg*cp, r * f * frameBytes)             cfg > 1 and cp > 1: the engine gathers
+//	                                                      frames and halves in ONE all-gather
+//	                                                      over the cfg x cp group, which
+//	                                                      replaces cpgather + gather
 //	a2a      = A * (cp-1) * link(r * f * Bcp / cp)        cp: A all-to-alls per step inside the
 //	                                                      model (SVD UNet; 0 for synthetic),
 //	                                                      each rank sends 1/cp of its r*f*Bcp
@@ -108,7 +109,7 @@ func (c Costs) AllGatherMS(g int, share int64) float64 {
 		return 0
 	}
 	for _, m := range c.AllGathers {
-		if m.Size != g || m.Then != 0 {
+		if m.Size != g {
 			continue
 		}
 		ms := m.MS
@@ -118,25 +119,6 @@ func (c Costs) AllGatherMS(g int, share int64) float64 {
 		return ms
 	}
 	return c.Collective.AllGatherMS(g, share)
-}
-
-// nestedGatherMS is the measured sequence of an all-gather over cp members then one over cfg
-// members (each contributing share bytes to the first), when c.AllGathers has it.
-func (c Costs) nestedGatherMS(cp, cfg int, share int64) (float64, bool) {
-	if cp <= 1 || cfg <= 1 {
-		return 0, false
-	}
-	for _, m := range c.AllGathers {
-		if m.Size != cp || m.Then != cfg {
-			continue
-		}
-		ms := m.MS
-		if extra := share - m.Bytes; extra > 0 && c.Collective.BytesPerS > 0 {
-			ms += float64(cp-1+(cfg-1)*cp) * float64(extra) / c.Collective.BytesPerS * 1e3
-		}
-		return ms, true
-	}
-	return 0, false
 }
 
 // AllToAllMS is an all-to-all over g ranks, each holding local bytes and sending local/g to
@@ -205,8 +187,8 @@ func Predict(w Workload, m Mesh, c Costs, memoryPerDevice int64) (Prediction, er
 	p.ComputeStepMS = c.Step.MS(p.RowsPerCall, p.FramesPerRank)
 	cpGather := c.AllGatherMS(m.CP, r*f*w.FrameBytes())
 	gather := c.AllGatherMS(m.CFG, r*int64(w.Frames)*w.FrameBytes())
-	if ms, ok := c.nestedGatherMS(m.CP, m.CFG, r*f*w.FrameBytes()); ok {
-		cpGather, gather = ms, 0
+	if m.CP > 1 && m.CFG > 1 {
+		cpGather, gather = c.AllGatherMS(m.CP*m.CFG, r*f*w.FrameBytes()), 0
 	}
 	cpBytes := c.CPBytesPerFrame
 	if cpBytes == 0 {

@@ -62,40 +62,6 @@ func (c *Calibrator) GroupWorker(ctx context.Context, tr dist.Transport, bytes i
 		}
 		res.AllGathers = append(res.AllGathers, GroupCost{Size: g, Bytes: bytes, MS: max(0, mean(busy[3:])-mean(idle))})
 	}
-	// The step of a cfg x cp mesh: an all-gather over the cp group, then one over the cfg
-	// pair (cfg is at most 2), within blocks of 2*cp ranks.
-	for cp := 2; 2*cp <= n; cp++ {
-		if n%(2*cp) != 0 {
-			continue
-		}
-		lo := me / (2 * cp) * (2 * cp)
-		var inner []int
-		for j := range cp {
-			inner = append(inner, lo+2*j+(me-lo)%2)
-		}
-		pair := []int{me &^ 1, me | 1}
-		cpg, err := dist.NewNamedGroup(tr, fmt.Sprintf("calibrate-cp%d", cp), inner)
-		if err != nil {
-			return GroupResult{}, fmt.Errorf("plan: calibrate cp group of %d: %w", cp, err)
-		}
-		cfgg, err := dist.NewNamedGroup(tr, fmt.Sprintf("calibrate-cp%d-cfg", cp), pair)
-		if err != nil {
-			return GroupResult{}, fmt.Errorf("plan: calibrate cfg pair: %w", err)
-		}
-		busy := make([]float64, reps+3)
-		for i := range busy {
-			t0 := c.now()
-			c.pause()
-			if _, err := dist.AllGather(ctx, cpg, x); err != nil {
-				return GroupResult{}, fmt.Errorf("plan: calibrate all-gather over cp %d: %w", cp, err)
-			}
-			if _, err := dist.AllGather(ctx, cfgg, x); err != nil {
-				return GroupResult{}, fmt.Errorf("plan: calibrate all-gather over a cfg pair: %w", err)
-			}
-			busy[i] = msSince(c, t0)
-		}
-		res.AllGathers = append(res.AllGathers, GroupCost{Size: cp, Then: 2, Bytes: bytes, MS: max(0, mean(busy[3:])-mean(idle))})
-	}
 	peer := me ^ 1
 	if n >= 2 && peer < n {
 		for _, size := range []int64{4, max(4, bytes)} {

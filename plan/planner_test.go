@@ -103,11 +103,12 @@ func TestPlanOrdering(t *testing.T) {
 		want []Mesh
 	}{
 		// Latency: cfg 2 halves the rows, cp 2 halves the frames; each adds collectives.
-		// cfg 2 and cp 2 tie (1.1 ms steps): the lower cfg goes first.
-		{GoalLatency, []Mesh{{1, 2, 2, 1}, {1, 1, 4, 1}, {1, 1, 2, 2}, {1, 2, 1, 2}, {2, 1, 2, 1}, {2, 2, 1, 1}, {1, 1, 1, 4}, {2, 1, 1, 2}, {4, 1, 1, 1}}},
+		// cfg 2 and cp 2 tie (1.1 ms steps): the lower cfg goes first. cfg2 x cp2 and cp4
+		// tie too (both do one all-gather over 4 per step): cp4 first.
+		{GoalLatency, []Mesh{{1, 1, 4, 1}, {1, 2, 2, 1}, {1, 1, 2, 2}, {1, 2, 1, 2}, {2, 1, 2, 1}, {2, 2, 1, 1}, {1, 1, 1, 4}, {2, 1, 1, 2}, {4, 1, 1, 1}}},
 		// Throughput: every rank busy every interval; collectives cost throughput; ties
 		// (dp4, pp2 dp2, pp4 all at 71.4/s) go to lower latency first.
-		{GoalThroughput, []Mesh{{1, 1, 1, 4}, {2, 1, 1, 2}, {4, 1, 1, 1}, {1, 1, 2, 2}, {1, 2, 1, 2}, {2, 1, 2, 1}, {2, 2, 1, 1}, {1, 2, 2, 1}, {1, 1, 4, 1}}},
+		{GoalThroughput, []Mesh{{1, 1, 1, 4}, {2, 1, 1, 2}, {4, 1, 1, 1}, {1, 1, 2, 2}, {1, 2, 1, 2}, {2, 1, 2, 1}, {2, 2, 1, 1}, {1, 1, 4, 1}, {1, 2, 2, 1}}},
 	}
 	for _, tc := range tests {
 		res, err := Plan(Request{Workload: w, Devices: 4, Costs: c, Goal: tc.goal})

@@ -103,13 +103,10 @@ func (r GroupResult) Costs(devices int) (ProcessCosts, error) {
 	}
 	pc := ProcessCosts{AllGathers: append([]GroupCost(nil), r.AllGathers...)}
 	for _, g := range r.AllGathers {
-		if g.Size < 2 || devices%(g.Size*max(1, g.Then)) != 0 || g.MS < 0 {
+		if g.Size < 2 || devices%g.Size != 0 || g.MS < 0 {
 			return ProcessCosts{}, fmt.Errorf("%w: calibration of %d processes: all-gather %+v", ErrBadInput, devices, g)
 		}
 		name := fmt.Sprintf("all-gather/%d", g.Size)
-		if g.Then > 0 {
-			name += fmt.Sprintf("+all-gather/%d", g.Then)
-		}
 		pc.Measurements = append(pc.Measurements, Measurement{Name: name, Bytes: g.Bytes, MS: g.MS})
 	}
 	pc.HandOff = FitLink(r.Bytes, r.HandOffSmallMS, r.HandOffMS)

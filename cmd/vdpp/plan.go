@@ -172,10 +172,6 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 			cal.Costs = pc.Apply(cal.Costs)
 			cal.Measurements = append(cal.Measurements, pc.Measurements...)
 			for _, g := range pc.AllGathers {
-				if g.Then > 0 {
-					fmt.Fprintf(stderr, "vdpp plan: measured all-gather over %d processes then over %d: %.3f ms\n", g.Size, g.Then, g.MS)
-					continue
-				}
 				fmt.Fprintf(stderr, "vdpp plan: measured all-gather over %d processes: %.3f ms\n", g.Size, g.MS)
 			}
 		}
