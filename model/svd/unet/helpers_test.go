@@ -9,36 +9,17 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
-
-	"github.com/vdpp/vdpp/internal/shared"
+	"github.com/vdpp/vdpp/internal/goldentest"
 	"github.com/vdpp/vdpp/model/checkpoint"
-	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
 )
 
-// testBackend is one simplego backend shared by the package's tests.
-var testBackend = sync.OnceValues(func() (backends.Backend, error) { return nn.NewBackend("go") })
-
-func backend(t testing.TB) backends.Backend {
-	t.Helper()
-	b, err := testBackend()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// devCheckpoint opens the golden dev checkpoint (skipping outside CI when absent).
-func devCheckpoint(t testing.TB) *checkpoint.Checkpoint {
-	t.Helper()
-	ck, err := checkpoint.Open(shared.Require(t, "golden", "dev"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ck
-}
+// The shared golden-data helpers (internal/goldentest), under this package's test names.
+var (
+	backend       = goldentest.Backend
+	devCheckpoint = goldentest.Checkpoint
+)
 
 // devModels caches the dev UNet per variant: loading and compiling are the slow part.
 var devModels sync.Map // variant -> *Model
