@@ -51,6 +51,10 @@ type Options struct {
 	// every frame of a clip; a multiple of the downsampling factor): the networks are
 	// convolutional, and a 32x32 crop costs a quarter of a 64x64 frame.
 	VAECrop int
+	// InitFrom, when set and not resuming, starts the phase's network from the weights of a
+	// diffusers folder (e.g. the shipped builtin/model) instead of random ones; the
+	// optimizer state starts fresh.
+	InitFrom string
 	// DecoderOnly freezes the VAE encoder (its latent space stays what a UNet trained on
 	// it expects) and trains the temporal decoder only.
 	DecoderOnly bool
@@ -181,7 +185,13 @@ func openContext(o Options, init func() (map[string]*tensor.Dense, error)) (*con
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	return newContext(w), 0, map[string]string{}, nil
+	md := map[string]string{}
+	if o.InitFrom != "" {
+		if w, md, err = initFromFolder(o, w); err != nil {
+			return nil, 0, nil, err
+		}
+	}
+	return newContext(w), 0, md, nil
 }
 
 // rngFor returns the random stream of step k of a phase.
@@ -370,4 +380,35 @@ func progress(o Options, each int, l LogLine, stepS float64) {
 	if l.Step%each == 0 || l.Step == o.Steps {
 		fmt.Fprintf(o.Progress, "train %s step %d/%d loss %.5f mse %.5f %.2fs/step elapsed %.0fs eta %s\n", o.Phase, l.Step, o.Steps, l.Loss, l.MSE, stepS, l.ElapsedS, eta)
 	}
+}
+
+// initFromFolder replaces the initial weights w by the phase's component of the diffusers
+// folder o.InitFrom (same names and shapes required). For the UNet phase it also returns
+// the folder's VAE scaling factor as checkpoint metadata, so latents keep their scale.
+func initFromFolder(o Options, w map[string]*tensor.Dense) (map[string]*tensor.Dense, map[string]string, error) {
+	ck, err := checkpoint.Open(o.InitFrom)
+	if err != nil {
+		return nil, nil, fmt.Errorf("train: --init-from: %w", err)
+	}
+	comp := checkpoint.VAE
+	if o.Phase == PhaseUNet {
+		comp = checkpoint.UNet
+	}
+	exp := make(map[string][]int, len(w))
+	for n, t := range w {
+		exp[n] = t.Shape
+	}
+	loaded, err := ck.LoadComponent(comp, "", exp, checkpoint.LoadOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("train: --init-from: %w", err)
+	}
+	md := map[string]string{}
+	if o.Phase == PhaseUNet {
+		vc, err := ck.VAEConfig()
+		if err != nil {
+			return nil, nil, err
+		}
+		md["scaling_factor"] = strconv.FormatFloat(vc.ScalingFactor, 'g', -1, 64)
+	}
+	return loaded, md, nil
 }

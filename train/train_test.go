@@ -178,3 +178,45 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestInitFromFolder: a phase started from a diffusers folder holds exactly its weights.
+func TestInitFromFolder(t *testing.T) {
+	b, err := nn.NewBackend("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := microConfigs()
+	ucfg, vcfg, ccfg, err := cfg.Parsed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, _ := vaeExpected(vcfg)
+	vw := InitWeights(exp, 42, 0)
+	uw, _ := UNetInitWeights(ucfg, 1)
+	cw, _ := CLIPWeights(ccfg, 1)
+	folder := t.TempDir()
+	if err := WriteFolder(folder, cfg, uw, vw, cw); err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultOptions()
+	o.Dir, o.Steps, o.Configs, o.InitFrom, o.CheckpointEvery = t.TempDir(), 0, &cfg, folder, 0
+	if _, err := Run(stdcontext.Background(), b, o); err != nil {
+		t.Fatal(err)
+	}
+	ctx, _, err := loadContext(StatePath(o.Dir, PhaseVAE))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := modelWeights(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(vw) {
+		t.Fatalf("%d tensors, want %d", len(got), len(vw))
+	}
+	for n, w := range vw {
+		if !tensor.BitEqual(got[n], w) {
+			t.Fatalf("tensor %s differs from the folder's", n)
+		}
+	}
+}

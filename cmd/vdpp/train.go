@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/train"
 )
@@ -29,6 +30,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Train, "train-clips", o.Train, "distinct training clips")
 	fs.IntVar(&o.VAEFrames, "vae-frames", 0, "VAE phase: clip length (0 = 14)")
 	fs.IntVar(&o.VAECrop, "vae-crop", 0, "VAE phase: train on random square crops of this size (0 = whole frames)")
+	fs.StringVar(&o.InitFrom, "init-from", "", "start from the weights of a diffusers folder (or builtin) instead of random ones")
 	fs.BoolVar(&o.DecoderOnly, "decoder-only", false, "VAE phase: freeze the encoder, train the decoder")
 	fs.BoolVar(&o.Resume, "resume", false, "continue from DIR's checkpoint of the phase")
 	fs.IntVar(&o.CheckpointEvery, "checkpoint-every", o.CheckpointEvery, "checkpoint every N steps")
@@ -51,6 +53,12 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stdout, "exported %s\n", *export)
 		return nil
+	}
+	if o.InitFrom != "" {
+		var err error
+		if o.InitFrom, err = builtin.Resolve(o.InitFrom); err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
 	}
 	b, err := nn.NewBackend(*backend)
 	if err != nil {
