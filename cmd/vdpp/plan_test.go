@@ -53,7 +53,8 @@ func TestRunPlan(t *testing.T) {
 		note      string
 	}{
 		{"throughput on 7", []string{"--devices", "7", "--goal", "throughput"}, [4]int{1, 1, 1, 7}, 2, 0, "data parallelism equals the step pipeline"},
-		{"latency guided on 4", []string{"--devices", "4", "--goal", "latency", "--guidance-scale", "3"}, [4]int{1, 2, 2, 1}, 9, 0, "lowest first-sample latency: pp=1 cfg=2 cp=2 dp=1"},
+		// cp4 and cfg2 x cp2 tie (one all-gather over 4 per step, the same compute); the lower cfg wins.
+		{"latency guided on 4", []string{"--devices", "4", "--goal", "latency", "--guidance-scale", "3"}, [4]int{1, 1, 4, 1}, 9, 0, "lowest first-sample latency: pp=1 cfg=1 cp=4 dp=1"},
 		{"memory tight on 2", []string{"--devices", "2", "--latent-frames", "1", "--denoiser-bytes", "1000", "--image-encoder-bytes", "300", "--vae-decoder-bytes", "300", "--memory-per-device", "1400"},
 			[4]int{2, 1, 1, 1}, 1, 1, "the pipeline wins here"},
 	}
