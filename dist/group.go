@@ -1,11 +1,14 @@
 package dist
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
 	"sync"
+
+	"github.com/vdpp/vdpp/tensor"
 )
 
 // ErrGroup: a process group cannot be formed (no members, a repeated or out-of-range rank,
@@ -167,4 +170,17 @@ func (m Mesh) Groups(tr Transport) (MeshGroups, error) {
 		out.Joint = g
 	}
 	return out, nil
+}
+
+// Index is Rank under the name model.FrameComm uses, so a *Group is a FrameComm as it is.
+func (g *Group) Index() int { return g.Rank() }
+
+// AllGather is the package's AllGather over g.
+func (g *Group) AllGather(ctx context.Context, t *tensor.Dense) ([]*tensor.Dense, error) {
+	return AllGather(ctx, g, t)
+}
+
+// AllToAll is the package's AllToAll over g.
+func (g *Group) AllToAll(ctx context.Context, parts []*tensor.Dense) ([]*tensor.Dense, error) {
+	return AllToAll(ctx, g, parts)
 }

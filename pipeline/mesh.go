@@ -72,7 +72,7 @@ func (p Placement) Configure(st *Stepper, frames int) error {
 		r := ranges[p.Coord.CP]
 		g := p.Groups.CP
 		st.CP = &FrameSplit{
-			Part: modelFramePart(r, frames, groupComm{g}),
+			Part: modelFramePart(r, frames, g),
 			Gather: func(ctx context.Context, mine *tensor.Dense) ([]*tensor.Dense, error) {
 				return dist.AllGather(ctx, g, mine)
 			},
@@ -101,16 +101,4 @@ func (c cfgPair) Exchange(ctx context.Context, mine *tensor.Dense) (*tensor.Dens
 		return nil, nil, err
 	}
 	return parts[0], parts[1], nil
-}
-
-// groupComm adapts a dist.Group to model.FrameComm.
-type groupComm struct{ g *dist.Group }
-
-func (c groupComm) Index() int { return c.g.Rank() }
-func (c groupComm) Size() int  { return c.g.Size() }
-func (c groupComm) AllToAll(ctx context.Context, parts []*tensor.Dense) ([]*tensor.Dense, error) {
-	return dist.AllToAll(ctx, c.g, parts)
-}
-func (c groupComm) AllGather(ctx context.Context, t *tensor.Dense) ([]*tensor.Dense, error) {
-	return dist.AllGather(ctx, c.g, t)
 }

@@ -16,18 +16,6 @@ import (
 	"github.com/vdpp/vdpp/tensor"
 )
 
-// groupComm adapts a dist.Group to model.FrameComm (as the engine does).
-type groupComm struct{ g *dist.Group }
-
-func (c groupComm) Index() int { return c.g.Rank() }
-func (c groupComm) Size() int  { return c.g.Size() }
-func (c groupComm) AllToAll(ctx context.Context, parts []*tensor.Dense) ([]*tensor.Dense, error) {
-	return dist.AllToAll(ctx, c.g, parts)
-}
-func (c groupComm) AllGather(ctx context.Context, t *tensor.Dense) ([]*tensor.Dense, error) {
-	return dist.AllGather(ctx, c.g, t)
-}
-
 func randDense(r *rand.Rand, shape ...int) *tensor.Dense {
 	d := tensor.New(shape...)
 	for i := range d.Data {
@@ -86,7 +74,7 @@ func TestPredictFrames(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		part.Comm = groupComm{g}
+		part.Comm = g
 		local := in
 		local.Latents = framesOf(in.Latents, part.Lo, part.Hi)
 		wg.Go(func() { outs[i], errs[i] = d.PredictFrames(context.Background(), local, part) })
@@ -108,7 +96,7 @@ func TestPredictFrames(t *testing.T) {
 	}
 	// A part whose size disagrees with the latents is refused.
 	bad := parts[0]
-	bad.Comm = groupComm{}
+	bad.Comm = (*dist.Group)(nil)
 	if _, err := d.PredictFrames(context.Background(), in, bad); err == nil {
 		t.Fatal("PredictFrames accepted 5 frames for the part [0, 3)")
 	}

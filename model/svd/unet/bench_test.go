@@ -10,11 +10,15 @@ import (
 // BenchmarkUNetDev times one UNet call on the dev checkpoint's unet_forward case
 // ([2, 3, 8, 16, 16]); the graph is compiled before the timer starts.
 func BenchmarkUNetDev(b *testing.B) {
-	ck := devCheckpoint(b)
-	m := devModel(b, "")
-	in := readCase(b, ck, "unet_forward", "inputs")
+	in := readCase(b, devCheckpoint(b), "unet_forward", "inputs")
+	benchForward(b, devModel(b, ""), in["sample"], in["timestep"], in["encoder_hidden_states"], in["added_time_ids"])
+}
+
+// benchForward times m.Forward on the given inputs; the graph is compiled before the timer
+// starts.
+func benchForward(b *testing.B, m *Model, sample, ts, ehs, ids *tensor.Dense) {
 	run := func() {
-		if _, err := m.Forward(in["sample"], in["timestep"], in["encoder_hidden_states"], in["added_time_ids"]); err != nil {
+		if _, err := m.Forward(sample, ts, ehs, ids); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -23,6 +27,22 @@ func BenchmarkUNetDev(b *testing.B) {
 	for range b.N {
 		run()
 	}
+}
+
+// benchRandom times a random-weight UNet of the JSON config on batch rows of h x w latents.
+func benchRandom(b *testing.B, config string, seed uint64, batch, h, w int) {
+	cfg := parseConfig(b, config)
+	m, err := New(cfg, randomWeights(b, cfg, seed), backend(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	ids := tensor.New(batch, 3)
+	for r := 0; r < batch; r++ {
+		copy(ids.Data[3*r:], []float32{6, 127, 0.02})
+	}
+	benchForward(b, m, randomTensor(1, batch, cfg.NumFrames, cfg.InChannels, h, w),
+		&tensor.Dense{Shape: []int{1}, Data: []float32{0.7}}, randomTensor(2, batch, 1, cfg.CrossAttentionDim[0]), ids)
 }
 
 // midConfig is a mid-size UNet: three levels of 64, 128, 256 channels, 64-wide heads.
@@ -41,26 +61,7 @@ func BenchmarkUNetMid(b *testing.B) {
 	if os.Getenv("VDPP_BENCH_MID") != "1" {
 		b.Skip("set VDPP_BENCH_MID=1 to run")
 	}
-	cfg := parseConfig(b, midConfig)
-	m, err := New(cfg, randomWeights(b, cfg, 3), backend(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
-	sample := randomTensor(1, 1, cfg.NumFrames, cfg.InChannels, 32, 32)
-	ehs := randomTensor(2, 1, 1, cfg.CrossAttentionDim[0])
-	ids := &tensor.Dense{Shape: []int{1, 3}, Data: []float32{6, 127, 0.02}}
-	ts := &tensor.Dense{Shape: []int{1}, Data: []float32{0.7}}
-	run := func() {
-		if _, err := m.Forward(sample, ts, ehs, ids); err != nil {
-			b.Fatal(err)
-		}
-	}
-	run() // compile
-	b.ResetTimer()
-	for range b.N {
-		run()
-	}
+	benchRandom(b, midConfig, 3, 1, 32, 32)
 }
 
 // smallBenchConfig is the "small model" of docs/performance.md: three levels of 32, 64, 128
@@ -77,24 +78,5 @@ const smallBenchConfig = `{
 // BenchmarkUNetSmall times one call of the small random UNet on [2, 14, 8, 8, 8]: a
 // 14-frame 64x64 video with classifier-free guidance (batch 2). A few seconds on simplego.
 func BenchmarkUNetSmall(b *testing.B) {
-	cfg := parseConfig(b, smallBenchConfig)
-	m, err := New(cfg, randomWeights(b, cfg, 5), backend(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
-	sample := randomTensor(1, 2, cfg.NumFrames, cfg.InChannels, 8, 8)
-	ehs := randomTensor(2, 2, 1, cfg.CrossAttentionDim[0])
-	ids := &tensor.Dense{Shape: []int{2, 3}, Data: []float32{6, 127, 0.02, 6, 127, 0.02}}
-	ts := &tensor.Dense{Shape: []int{1}, Data: []float32{0.7}}
-	run := func() {
-		if _, err := m.Forward(sample, ts, ehs, ids); err != nil {
-			b.Fatal(err)
-		}
-	}
-	run() // compile
-	b.ResetTimer()
-	for range b.N {
-		run()
-	}
+	benchRandom(b, smallBenchConfig, 5, 2, 8, 8)
 }

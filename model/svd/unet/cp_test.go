@@ -12,18 +12,6 @@ import (
 	"github.com/vdpp/vdpp/tensor"
 )
 
-// groupComm adapts a dist.Group to Comm (as the engine's adapter does).
-type groupComm struct{ g *dist.Group }
-
-func (c groupComm) Index() int { return c.g.Rank() }
-func (c groupComm) Size() int  { return c.g.Size() }
-func (c groupComm) AllToAll(ctx context.Context, parts []*tensor.Dense) ([]*tensor.Dense, error) {
-	return dist.AllToAll(ctx, c.g, parts)
-}
-func (c groupComm) AllGather(ctx context.Context, t *tensor.Dense) ([]*tensor.Dense, error) {
-	return dist.AllGather(ctx, c.g, t)
-}
-
 // localComms returns the Comms of an in-process group of size members.
 func localComms(t testing.TB, size int) []Comm {
 	t.Helper()
@@ -38,7 +26,7 @@ func localComms(t testing.TB, size int) []Comm {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[i] = groupComm{g}
+		out[i] = g
 	}
 	return out
 }
