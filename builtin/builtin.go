@@ -25,6 +25,11 @@ import (
 // Name is the --model value that selects the built-in model.
 const Name = "builtin"
 
+// DecodeChunkSize is the number of frames the built-in model's VAE decodes together by
+// default (generate's and eval's -1): its temporal decoder was trained on 7-frame clips, and
+// two chunks decode at once on two cores (vae.Model.Decode).
+const DecodeChunkSize = 7
+
 //go:embed all:model
 var files embed.FS
 

@@ -48,7 +48,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		MinGuidance: 1, MaxGuidance: 3, FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02,
-		Steps: 25, Height: 576, Width: 1024, NumSamples: 1, MicroBatch: 1, NProc: 1, Out: "out",
+		Steps: 25, DecodeChunkSize: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Out: "out",
 		Timeout: 10 * time.Minute, Progress: "auto",
 	}
 }
@@ -60,14 +60,14 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Image, "image", o.Image, "input image (PNG or JPEG)")
 	fs.IntVar(&o.NumFrames, "num-frames", o.NumFrames, "frames (0: the UNet config's num_frames)")
 	fs.IntVar(&o.Steps, "steps", o.Steps, "denoising steps")
-	fs.IntVar(&o.Height, "height", o.Height, "video height (a multiple of the VAE's factor)")
-	fs.IntVar(&o.Width, "width", o.Width, "video width")
+	fs.IntVar(&o.Height, "height", o.Height, "video height, a multiple of the VAE's factor (0: the model's: 576 for SVD, 64 for builtin)")
+	fs.IntVar(&o.Width, "width", o.Width, "video width (0: the model's: 1024 for SVD, 64 for builtin)")
 	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "guidance weight of the first frame")
 	fs.Float64Var(&o.MaxGuidance, "max-guidance", o.MaxGuidance, "guidance weight of the last frame (> 1 turns on CFG)")
 	fs.IntVar(&o.FPS, "fps", o.FPS, "frames per second (the UNet is conditioned on fps-1)")
 	fs.IntVar(&o.MotionBucketID, "motion-bucket-id", o.MotionBucketID, "motion conditioning")
 	fs.Float64Var(&o.NoiseAugStrength, "noise-aug-strength", o.NoiseAugStrength, "noise added to the conditioning image")
-	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "frames decoded at once (0: all)")
+	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "frames decoded at once (0: all; -1: the model's default, 7 for builtin, all otherwise)")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed; sample s uses the stream (seed, s)")
 	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "videos to generate from the image")
 	fs.IntVar(&o.MicroBatch, "micro-batch", o.MicroBatch, "samples per UNet call")

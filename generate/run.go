@@ -36,6 +36,12 @@ func Resolve(o Options) (Options, error) {
 	if err := o.Validate(); err != nil {
 		return o, err
 	}
+	if o.DecodeChunkSize < 0 {
+		o.DecodeChunkSize = 0
+		if o.Model == builtin.Name {
+			o.DecodeChunkSize = builtin.DecodeChunkSize
+		}
+	}
 	if o.Model == builtin.Name {
 		dir, err := builtin.Resolve(o.Model)
 		if err != nil {
@@ -51,6 +57,9 @@ func Resolve(o Options) (Options, error) {
 	vcfg, _ := ck.VAEConfig()
 	if o.NumFrames == 0 {
 		o.NumFrames = ucfg.NumFrames
+	}
+	if o.Height == 0 && o.Width == 0 {
+		o.Height, o.Width = svd.NativeSize(vcfg)
 	}
 	f := vcfg.DownsampleFactor()
 	if o.NumFrames < 1 {

@@ -13,17 +13,21 @@ type Configs struct {
 	UNet, VAE, CLIP, Scheduler, Features, Index map[string]any
 }
 
-// TinyConfigs returns the built-in model's configs: 64x64 RGB, 14 frames.
+// TinyConfigs returns the built-in model's configs: 64x64 RGB, 14 frames. They are sized for
+// a 2-core CPU on GoMLX's pure-Go backend, where a UNet call's cost follows the latent's
+// area (docs/builtin-model.md has the timings that chose them):
 //
-//   - VAE: 4 levels (downsampling factor 8, as SVD) of 32, 32, 64, 64 channels, one resnet
-//     per level, 4 latent channels: a 64x64 frame becomes an 8x8x4 latent.
-//   - UNet: 2 levels of 32 and 64 channels, one layer per block, the spatio-temporal
-//     transformer only at the 4x4 level (and the mid block), heads of 32 channels,
-//     cross-attention width 64, 14 frames; about 1.9 M parameters.
+//   - VAE: 5 levels of 32 channels (downsampling factor 16), one resnet per level, 16 latent
+//     channels: a 64x64 frame becomes a 4x4x16 latent (256 numbers, as many as SVD's 8x8x4
+//     would be at this size, at a quarter of the UNet's cost).
+//   - UNet: 2 levels of 32 and 64 channels (4x4 and 2x2), one layer per block, the
+//     spatio-temporal transformer in the mid block (2x2 tokens, 14 frames), heads of 32
+//     channels, cross-attention width 64, 14 frames, in 32 / out 16; about 1.1 M parameters.
 //   - Image encoder: a 2-layer ViT of width 64 on 32x32 pixels (patch 8), projection 64.
 //
 // Every channel count is a multiple of 32 because the architecture's GroupNorms use 32
-// groups.
+// groups; layers_per_block is at least 1 because the temporal decoder's mid block always
+// runs its first resnet.
 func TinyConfigs() Configs {
 	return Configs{
 		UNet: map[string]any{
@@ -32,26 +36,26 @@ func TinyConfigs() Configs {
 			"addition_time_embed_dim":               32,
 			"block_out_channels":                    []int{32, 64},
 			"cross_attention_dim":                   64,
-			"down_block_types":                      []string{"DownBlockSpatioTemporal", "CrossAttnDownBlockSpatioTemporal"},
-			"up_block_types":                        []string{"CrossAttnUpBlockSpatioTemporal", "UpBlockSpatioTemporal"},
-			"in_channels":                           8,
-			"out_channels":                          4,
+			"down_block_types":                      []string{"DownBlockSpatioTemporal", "DownBlockSpatioTemporal"},
+			"up_block_types":                        []string{"UpBlockSpatioTemporal", "UpBlockSpatioTemporal"},
+			"in_channels":                           32,
+			"out_channels":                          16,
 			"layers_per_block":                      1,
 			"num_attention_heads":                   []int{1, 2},
 			"num_frames":                            14,
 			"projection_class_embeddings_input_dim": 96,
-			"sample_size":                           8,
+			"sample_size":                           4,
 			"transformer_layers_per_block":          1,
 		},
 		VAE: map[string]any{
 			"_class_name":        "AutoencoderKLTemporalDecoder",
 			"_diffusers_version": "0.31.0",
-			"block_out_channels": []int{32, 32, 64, 64},
-			"down_block_types":   []string{"DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D"},
+			"block_out_channels": []int{32, 32, 32, 32, 32},
+			"down_block_types":   []string{"DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D"},
 			"force_upcast":       true,
 			"in_channels":        3,
 			"out_channels":       3,
-			"latent_channels":    4,
+			"latent_channels":    16,
 			"layers_per_block":   1,
 			"sample_size":        64,
 			"scaling_factor":     1.0,

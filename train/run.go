@@ -90,8 +90,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: no run folder", ErrOptions)
 	case o.Phase != PhaseVAE && o.Phase != PhaseUNet:
 		return fmt.Errorf("%w: phase %q (want %s or %s)", ErrOptions, o.Phase, PhaseVAE, PhaseUNet)
-	case o.VAECrop < 0 || o.VAECrop%8 != 0:
-		return fmt.Errorf("%w: crop %d is not a multiple of 8", ErrOptions, o.VAECrop)
+	case o.VAECrop < 0:
+		return fmt.Errorf("%w: crop %d", ErrOptions, o.VAECrop)
 	case o.Steps < 0 || o.Batch < 1 || o.Train < 1:
 		return fmt.Errorf("%w: steps %d, batch %d, train clips %d", ErrOptions, o.Steps, o.Batch, o.Train)
 	case !(o.LR > 0) || o.PStd < 0 || o.CondDropout < 0 || o.CondDropout > 1:
@@ -223,6 +223,9 @@ type vaePhase struct {
 }
 
 func newVAEPhase(b backends.Backend, o Options, cfg checkpoint.VAEConfig) (*vaePhase, error) {
+	if f := cfg.DownsampleFactor(); o.VAECrop%f != 0 {
+		return nil, fmt.Errorf("%w: crop %d is not a multiple of the VAE's downsampling factor %d", ErrOptions, o.VAECrop, f)
+	}
 	ctx, from, md, err := openContext(o, func() (map[string]*tensor.Dense, error) {
 		exp, err := vae.ExpectedTensors(cfg)
 		if err != nil {

@@ -20,6 +20,8 @@ func microConfigs() Configs {
 	c := TinyConfigs()
 	c.VAE["block_out_channels"] = []int{32, 32}
 	c.VAE["down_block_types"] = []string{"DownEncoderBlock2D", "DownEncoderBlock2D"}
+	c.VAE["latent_channels"] = 4
+	c.UNet["in_channels"], c.UNet["out_channels"] = 8, 4
 	c.UNet["block_out_channels"] = []int{32, 32}
 	c.UNet["num_attention_heads"] = []int{1, 1}
 	c.UNet["num_frames"] = 2

@@ -51,7 +51,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stderr, "demo: built-in model %s, image %s\n", dir, img)
 	run := func(k int, sub string) (time.Duration, []string, error) {
 		o := generate.DefaultOptions()
-		o.Model, o.Image, o.Height, o.Width = dir, img, 64, 64
+		o.Model, o.Image, o.DecodeChunkSize = dir, img, builtin.DecodeChunkSize
 		o.Steps, o.NumSamples, o.NProc, o.Backend = *steps, *samples, k, *backend
 		o.Out = filepath.Join(*out, sub)
 		r := &generate.Runner{Log: newLogger(stderr), Progress: stderr, Terminal: term.IsTerminal(int(os.Stderr.Fd()))}

@@ -36,10 +36,16 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	sheet := fs.String("sheet", "", "write a contact sheet PNG (rows: true clip, generated clip) of the first clips")
 	gifDir := fs.String("gif-dir", "", "write side-by-side GIFs (true | generated) of the first clips here")
 	media := fs.Int("media-clips", 4, "clips shown in --sheet and --gif-dir")
-	chunk := fs.Int("decode-chunk-size", 0, "frames the VAE decodes together (0 = all)")
+	chunk := fs.Int("decode-chunk-size", -1, "frames the VAE decodes together (0: all; -1: the model's default, 7 for builtin, all otherwise)")
 	recon := fs.Bool("recon", true, "also score the VAE round trip (an upper bound for the model)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *chunk < 0 {
+		*chunk = 0
+		if *modelFlag == builtin.Name {
+			*chunk = builtin.DecodeChunkSize
+		}
 	}
 	dir, err := builtin.Resolve(*modelFlag)
 	if err != nil {

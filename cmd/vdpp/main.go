@@ -76,7 +76,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
+		stopProfile := startProfile(stderr)
 		err := c.run(ctx, args[1:], stdout, stderr)
+		stopProfile()
 		switch {
 		case err == nil:
 			return 0

@@ -37,6 +37,19 @@ func NewBackend(spec string) (backends.Backend, error) {
 // 2·NumCPU independent DotGenerals in flight (the SVD UNet on a 2-core machine) deadlocks.
 const SimpleGoConfig = "go:ops_sequential"
 
+// simpleGoConfig returns SimpleGoConfig plus the options of a "go:OPTS" config (e.g.
+// "go:dotgeneral_large"); "ops_parallel" among them replaces "ops_sequential".
+func simpleGoConfig(config string) string {
+	opts, ok := strings.CutPrefix(config, "go:")
+	if !ok || opts == "" {
+		return SimpleGoConfig
+	}
+	if strings.Contains(opts, "ops_parallel") {
+		return "go:" + opts
+	}
+	return SimpleGoConfig + "," + opts
+}
+
 // envMu serialises the environment changes of concurrent NewResolvedBackend calls.
 var envMu sync.Mutex
 
@@ -46,7 +59,7 @@ func NewResolvedBackend(r backendspec.Resolution) (b backends.Backend, err error
 	var inner error
 	err = catch(func() {
 		if r.Kind != backendspec.KindXLA {
-			b, inner = backends.NewWithConfig(SimpleGoConfig)
+			b, inner = backends.NewWithConfig(simpleGoConfig(r.Config))
 			return
 		}
 		envMu.Lock()

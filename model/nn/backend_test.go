@@ -34,3 +34,16 @@ func TestNewBackendSpecs(t *testing.T) {
 		b.Finalize()
 	}
 }
+
+func TestSimpleGoConfig(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"go", SimpleGoConfig},
+		{"go:", SimpleGoConfig},
+		{"go:dotgeneral_large", SimpleGoConfig + ",dotgeneral_large"},
+		{"go:ops_parallel,parallelism=4", "go:ops_parallel,parallelism=4"},
+	} {
+		if got := simpleGoConfig(tc.in); got != tc.want {
+			t.Errorf("simpleGoConfig(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -175,13 +175,26 @@ type Params struct {
 	Seed             int64
 }
 
-// DefaultParams returns diffusers' defaults for this checkpoint: 576x1024, num_frames from
-// the UNet config, 25 steps, guidance 1 -> 3, fps 7, motion bucket 127, augmentation 0.02.
+// DefaultParams returns diffusers' defaults for this checkpoint: NativeSize (576x1024 for the
+// released models), num_frames from the UNet config, 25 steps, guidance 1 -> 3, fps 7,
+// motion bucket 127, augmentation 0.02.
 func (p *Pipeline) DefaultParams() Params {
+	h, w := NativeSize(p.VAEConfig)
 	return Params{
-		NumFrames: p.UNetConfig.NumFrames, Steps: 25, Height: 576, Width: 1024,
+		NumFrames: p.UNetConfig.NumFrames, Steps: 25, Height: h, Width: w,
 		MinGuidance: 1, MaxGuidance: 3, FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02,
 	}
+}
+
+// NativeSize is the video size a checkpoint generates by default: 576x1024 (height x
+// width, the diffusers pipeline's default) for a VAE of sample_size 512 or more, as the
+// released SVD models have, and a sample_size square otherwise (small models such as the
+// built-in one, 64x64).
+func NativeSize(vcfg checkpoint.VAEConfig) (height, width int) {
+	if vcfg.SampleSize >= 512 || vcfg.SampleSize <= 0 {
+		return 576, 1024
+	}
+	return vcfg.SampleSize, vcfg.SampleSize
 }
 
 // Guided reports whether classifier-free guidance is on (diffusers: max guidance > 1).

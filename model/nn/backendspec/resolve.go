@@ -92,7 +92,15 @@ func Resolve(spec string, p Probe) (Resolution, error) {
 	}
 	switch {
 	case base == "go" || base == "simplego" || strings.HasPrefix(base, "go:"):
-		r.Kind, r.Config = KindGo, "go"
+		// simplego's own options (go:parallelism=N,dotgeneral_large, ...) pass through.
+		goOpts := r.PluginOptions
+		if o, ok := strings.CutPrefix(base, "go:"); ok && o != "" {
+			goOpts = append([]string{o}, goOpts...)
+		}
+		r.Kind, r.Config, r.PluginOptions = KindGo, "go", nil
+		if len(goOpts) > 0 {
+			r.Config = "go:" + strings.Join(goOpts, ",")
+		}
 		return r, nil
 	case base == "xla:cuda" || base == "cuda":
 		return resolveCUDA(r, p)

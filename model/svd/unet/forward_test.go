@@ -211,3 +211,47 @@ func TestContextTokens(t *testing.T) {
 		t.Fatalf("two identical context tokens vs one: rel L2 %.3g", rel)
 	}
 }
+
+// TestForwardRowSplit checks Forward's row splitting (simplego runs rows concurrently): a
+// split call gives each row exactly what a call with that row alone gives, and matches the
+// unsplit batch call to float32 rounding.
+func TestForwardRowSplit(t *testing.T) {
+	cfg := parseConfig(t, smallConfig2)
+	m, err := New(cfg, randomWeights(t, cfg, 5), backend(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const b = 3
+	sample := randomTensor(1, b, 2, cfg.InChannels, 8, 8)
+	ehs := randomTensor(2, b, 1, cfg.CrossAttentionDim[0])
+	ids := randomTensor(3, b, cfg.NumAddedTimeIDs())
+	ts := &tensor.Dense{Shape: []int{b}, Data: []float32{0.7, -0.2, 1.3}}
+	forward := func(rowPar int) *tensor.Dense {
+		t.Helper()
+		m.rowPar = rowPar
+		out, err := m.Forward(sample, ts, ehs, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	whole, split := forward(1), forward(2)
+	if rel := tensor.RelL2(split, whole); rel > 1e-6 {
+		t.Fatalf("split vs whole batch: rel L2 %.3g", rel)
+	}
+	m.rowPar = 1
+	for r := 0; r < b; r++ {
+		alone, err := m.Forward(sample.Rows(r, r+1), ts.Rows(r, r+1), ehs.Rows(r, r+1), ids.Rows(r, r+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Chunks(3, 2) = [0,2) [2,3): row 2 runs alone in the split call.
+		if r == 2 && !tensor.BitEqual(alone, split.Rows(r, r+1)) {
+			t.Errorf("row %d: split call differs from the row alone", r)
+		}
+		if rel := tensor.RelL2(split.Rows(r, r+1), alone); rel > 1e-6 {
+			t.Errorf("row %d: rel L2 %.3g against the row alone", r, rel)
+		}
+	}
+}

@@ -19,6 +19,10 @@ type Model struct {
 	weights *nn.Weights
 	prog    *nn.Program
 	cpPlans cpPlans // ForwardFrames' plans and segments
+	// rowPar is how many batch rows Forward runs at once as separate executions
+	// (nn.RowParallelism); each row's result does not depend on the split, because rows
+	// never interact in the network.
+	rowPar int
 }
 
 // Load reads ck's unet config and the weights file of variant ("" for fp32, "fp16", ...),
@@ -73,7 +77,7 @@ func New(cfg checkpoint.UNetConfig, weights map[string]*tensor.Dense, backend ba
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
-	return &Model{cfg: cfg, weights: w, prog: prog}, nil
+	return &Model{cfg: cfg, weights: w, prog: prog, rowPar: nn.RowParallelism(backend)}, nil
 }
 
 // Forward runs the network: sample [B, T, Cin, h, w], timestep [B], [1] or a scalar,
@@ -88,6 +92,26 @@ func (m *Model) Forward(sample, timestep, ehs, addedTimeIDs *tensor.Dense) (*ten
 	if err := checkInputShapes(m.cfg, sample.Shape, timestep.Shape, ehs.Shape, addedTimeIDs.Shape); err != nil {
 		return nil, err
 	}
+	b := sample.Shape[0]
+	if m.rowPar <= 1 || b == 1 {
+		return m.forward(sample, timestep, ehs, addedTimeIDs)
+	}
+	perRowTimestep := len(timestep.Shape) == 1 && timestep.Shape[0] == b && b > 1
+	out, err := nn.RunSplit(tensor.Chunks(b, m.rowPar, 0), m.rowPar, func(start, end int) (*tensor.Dense, error) {
+		ts := timestep
+		if perRowTimestep {
+			ts = timestep.Rows(start, end)
+		}
+		return m.forward(sample.Rows(start, end), ts, ehs.Rows(start, end), addedTimeIDs.Rows(start, end))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("unet: forward %v: %w", sample.Shape, err)
+	}
+	return out, nil
+}
+
+// forward runs one execution of the network.
+func (m *Model) forward(sample, timestep, ehs, addedTimeIDs *tensor.Dense) (*tensor.Dense, error) {
 	out, err := m.prog.Run(sample, timestep, ehs, addedTimeIDs)
 	if err != nil {
 		return nil, fmt.Errorf("unet: forward %v: %w", sample.Shape, err)

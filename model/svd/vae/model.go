@@ -39,6 +39,7 @@ type Model struct {
 	weights *nn.Weights
 	enc     *nn.Program // nil without the encoder
 	dec     *nn.Program // nil without the decoder
+	rowPar  int         // chunks Decode runs at once (nn.RowParallelism)
 }
 
 // Load reads vae/config.json and the vae weights of variant ("" for fp32, "fp16", ...) from
@@ -110,7 +111,7 @@ func newParts(cfg checkpoint.VAEConfig, weights map[string]*tensor.Dense, backen
 	if err != nil {
 		return nil, fmt.Errorf("vae: %w", err)
 	}
-	m := &Model{cfg: cfg, weights: w}
+	m := &Model{cfg: cfg, weights: w, rowPar: nn.RowParallelism(backend)}
 	if encoder {
 		m.enc, err = nn.NewProgram(backend, w, "vae.encode", func(s nn.Scope, in []*graph.Node) []*graph.Node {
 			o := buildEncoder(s, in[0].Graph(), in[0], cfg)
@@ -179,7 +180,9 @@ func (m *Model) Encode(image *tensor.Dense) (Posterior, error) {
 // (about [-1, 1]). With chunk <= 0 or chunk >= F all frames are decoded together
 // (vae.decode(z, num_frames=F)); otherwise frames are decoded in consecutive chunks of
 // chunk frames (the last chunk shorter), each with num_frames = its length, and
-// concatenated — the temporal layers then see only a chunk's frames.
+// concatenated — the temporal layers then see only a chunk's frames. Chunks are independent,
+// so on a backend that runs ops on one core (simplego) nn.RowParallelism of them run at
+// once; the result is the same as one after another.
 func (m *Model) Decode(latents *tensor.Dense, chunk int) (*tensor.Dense, error) {
 	if m.dec == nil {
 		return nil, ErrNoDecoder
@@ -195,26 +198,17 @@ func (m *Model) Decode(latents *tensor.Dense, chunk int) (*tensor.Dense, error) 
 		}
 		return out[0], nil
 	}
-	per := tensor.NumElements(latents.Shape[1:])
-	var res *tensor.Dense
-	for start := 0; start < f; start += chunk {
-		end := min(start+chunk, f)
-		part := &tensor.Dense{
-			Shape: append([]int{end - start}, latents.Shape[1:]...),
-			Data:  latents.Data[start*per : end*per],
-		}
-		out, err := m.dec.Run(part)
+	out, err := nn.RunSplit(tensor.Chunks(f, 0, chunk), m.rowPar, func(start, end int) (*tensor.Dense, error) {
+		out, err := m.dec.Run(latents.Rows(start, end))
 		if err != nil {
 			return nil, fmt.Errorf("vae: decode frames [%d, %d) of %v: %w", start, end, latents.Shape, err)
 		}
-		o := out[0]
-		if res == nil {
-			res = tensor.New(append([]int{f}, o.Shape[1:]...)...)
-		}
-		perOut := len(o.Data) / (end - start)
-		copy(res.Data[start*perOut:end*perOut], o.Data)
+		return out[0], nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return res, nil
+	return out, nil
 }
 
 // checkInput checks that t is [N, channels, H, W] with N, H, W > 0.

@@ -88,30 +88,35 @@ func TestDecodeChunks(t *testing.T) {
 		{chunk: 2, splits: [][2]int{{0, 2}, {2, 3}}},
 		{chunk: 1, splits: [][2]int{{0, 1}, {1, 2}, {2, 3}}},
 	}
-	for _, tt := range tests {
-		got, err := m.Decode(z, tt.chunk)
-		if err != nil {
-			t.Fatalf("chunk %d: %v", tt.chunk, err)
-		}
-		if !slices.Equal(got.Shape, []int{3, 3, 32, 32}) {
-			t.Fatalf("chunk %d: shape %v", tt.chunk, got.Shape)
-		}
-		if len(tt.splits) == 1 {
-			if !tensor.BitEqual(got, full) {
-				t.Errorf("chunk %d differs from the full decode", tt.chunk)
-			}
-			continue
-		}
-		if d := tensor.RelL2(got, full); d < 1e-3 {
-			t.Errorf("chunk %d: rel L2 %.3g to the full decode; the temporal layers should see fewer frames", tt.chunk, d)
-		}
-		for _, sp := range tt.splits {
-			alone, err := m.Decode(frames(z, sp[0], sp[1]), 0)
+	// Chunks run concurrently (rowPar > 1) or one after another; either way each chunk
+	// must decode exactly as it does alone.
+	for _, par := range []int{1, 3} {
+		m.rowPar = par
+		for _, tt := range tests {
+			got, err := m.Decode(z, tt.chunk)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("chunk %d: %v", tt.chunk, err)
 			}
-			if !tensor.BitEqual(frames(got, sp[0], sp[1]), alone) {
-				t.Errorf("chunk %d: frames %v differ from decoding them alone", tt.chunk, sp)
+			if !slices.Equal(got.Shape, []int{3, 3, 32, 32}) {
+				t.Fatalf("chunk %d: shape %v", tt.chunk, got.Shape)
+			}
+			if len(tt.splits) == 1 {
+				if !tensor.BitEqual(got, full) {
+					t.Errorf("chunk %d differs from the full decode", tt.chunk)
+				}
+				continue
+			}
+			if d := tensor.RelL2(got, full); d < 1e-3 {
+				t.Errorf("chunk %d: rel L2 %.3g to the full decode; the temporal layers should see fewer frames", tt.chunk, d)
+			}
+			for _, sp := range tt.splits {
+				alone, err := m.Decode(frames(z, sp[0], sp[1]), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !tensor.BitEqual(frames(got, sp[0], sp[1]), alone) {
+					t.Errorf("chunk %d: frames %v differ from decoding them alone", tt.chunk, sp)
+				}
 			}
 		}
 	}
