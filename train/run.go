@@ -231,7 +231,9 @@ func newVAEPhase(b backends.Backend, o Options, cfg checkpoint.VAEConfig) (*vaeP
 		if err != nil {
 			return nil, err
 		}
-		return InitWeights(exp, o.Seed, 0), nil
+		w := InitWeights(exp, o.Seed, 0)
+		initLogVar(w, cfg.LatentChannels)
+		return w, nil
 	})
 	if err != nil {
 		return nil, err
@@ -252,6 +254,22 @@ func newVAEPhase(b backends.Backend, o Options, cfg checkpoint.VAEConfig) (*vaeP
 		return nil, err
 	}
 	return &vaePhase{o: o, cfg: cfg, c: ctx, s: s, from: from, md: md}, nil
+}
+
+// initLogVarBias is the initial log-variance of the VAE posterior (std ≈ 0.018).
+const initLogVarBias = -8
+
+// initLogVar sets the log-variance half of quant_conv's bias to initLogVarBias. With the
+// default near-zero init the posterior starts at std 1 around a near-zero mean: the decoder
+// sees noise, learns the mean frame (the plain background here) and the encoder gets almost
+// no gradient, so training sat at the background-only loss for hundreds of steps. Released
+// VAEs have log-variances far below zero; starting there lets z carry the image at once.
+func initLogVar(w map[string]*tensor.Dense, latent int) {
+	if b, ok := w["quant_conv.bias"]; ok && len(b.Data) == 2*latent {
+		for i := latent; i < 2*latent; i++ {
+			b.Data[i] = initLogVarBias
+		}
+	}
 }
 
 func (p *vaePhase) ctx() *context.Context   { return p.c }

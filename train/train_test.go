@@ -222,3 +222,28 @@ func TestInitFromFolder(t *testing.T) {
 		}
 	}
 }
+
+func TestInitLogVar(t *testing.T) {
+	_, vcfg, _, err := microConfigs().Parsed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := vaeExpected(vcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := InitWeights(exp, 1, 0)
+	before := w["quant_conv.bias"].Clone()
+	initLogVar(w, vcfg.LatentChannels)
+	b := w["quant_conv.bias"].Data
+	lc := vcfg.LatentChannels
+	for i := range b {
+		want := before.Data[i]
+		if i >= lc {
+			want = initLogVarBias
+		}
+		if b[i] != want {
+			t.Fatalf("quant_conv.bias[%d] = %v, want %v (mean half unchanged, log-variance half %v)", i, b[i], want, float32(initLogVarBias))
+		}
+	}
+}
