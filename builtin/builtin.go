@@ -30,6 +30,19 @@ const Name = "builtin"
 // two chunks decode at once on two cores (vae.Model.Decode).
 const DecodeChunkSize = 7
 
+// DecodeChunk resolves a --decode-chunk-size value for the model named model: a negative
+// chunk means the model's default, DecodeChunkSize for builtin and all frames (0) for any
+// other model; other values are returned as they are.
+func DecodeChunk(model string, chunk int) int {
+	switch {
+	case chunk >= 0:
+		return chunk
+	case model == Name:
+		return DecodeChunkSize
+	}
+	return 0
+}
+
 //go:embed all:model
 var files embed.FS
 

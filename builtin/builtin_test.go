@@ -71,3 +71,19 @@ func TestSizeBudget(t *testing.T) {
 		t.Fatalf("built-in model is %d bytes, over 30 MB", total)
 	}
 }
+
+func TestDecodeChunk(t *testing.T) {
+	for _, tc := range []struct {
+		model       string
+		chunk, want int
+	}{
+		{Name, -1, DecodeChunkSize},
+		{"/some/svd", -1, 0},
+		{Name, 0, 0},
+		{"/some/svd", 3, 3},
+	} {
+		if got := DecodeChunk(tc.model, tc.chunk); got != tc.want {
+			t.Errorf("DecodeChunk(%q, %d) = %d, want %d", tc.model, tc.chunk, got, tc.want)
+		}
+	}
+}

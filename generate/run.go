@@ -36,12 +36,7 @@ func Resolve(o Options) (Options, error) {
 	if err := o.Validate(); err != nil {
 		return o, err
 	}
-	if o.DecodeChunkSize < 0 {
-		o.DecodeChunkSize = 0
-		if o.Model == builtin.Name {
-			o.DecodeChunkSize = builtin.DecodeChunkSize
-		}
-	}
+	o.DecodeChunkSize = builtin.DecodeChunk(o.Model, o.DecodeChunkSize)
 	if o.Model == builtin.Name {
 		dir, err := builtin.Resolve(o.Model)
 		if err != nil {

@@ -40,7 +40,6 @@ func Chunks(n, parts, chunk int) [][2]int {
 	}
 	if chunk <= 0 {
 		parts = max(1, min(parts, n))
-		chunk = 0
 		var out [][2]int
 		start := 0
 		for i := 0; i < parts; i++ {

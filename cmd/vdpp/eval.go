@@ -41,12 +41,6 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *chunk < 0 {
-		*chunk = 0
-		if *modelFlag == builtin.Name {
-			*chunk = builtin.DecodeChunkSize
-		}
-	}
 	dir, err := builtin.Resolve(*modelFlag)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
@@ -62,7 +56,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer p.Close()
 	pr := p.DefaultParams()
 	pr.Height, pr.Width, pr.Steps, pr.Seed = 64, 64, o.Steps, o.Seed
-	pr.DecodeChunkSize = *chunk
+	pr.DecodeChunkSize = builtin.DecodeChunk(*modelFlag, *chunk)
 	if o.MinGuidance > 0 {
 		pr.MinGuidance = o.MinGuidance
 	}

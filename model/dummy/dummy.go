@@ -216,7 +216,7 @@ func (d *Denoiser) Predict(ctx context.Context, in model.Input) (*tensor.Dense, 
 		if err != nil {
 			return nil, fmt.Errorf("dummy: row %d: %w", r, err)
 		}
-		x := &tensor.Dense{Shape: append([]int{1}, sh[1:]...), Data: in.Latents.Data[r*per : (r+1)*per]}
+		x := in.Latents.Rows(r, r+1)
 		res, err := d.prog.Run(x, t, vec)
 		if err != nil {
 			return nil, fmt.Errorf("dummy: row %d: %w", r, err)

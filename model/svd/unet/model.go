@@ -96,7 +96,7 @@ func (m *Model) Forward(sample, timestep, ehs, addedTimeIDs *tensor.Dense) (*ten
 	if m.rowPar <= 1 || b == 1 {
 		return m.forward(sample, timestep, ehs, addedTimeIDs)
 	}
-	perRowTimestep := len(timestep.Shape) == 1 && timestep.Shape[0] == b && b > 1
+	perRowTimestep := len(timestep.Shape) == 1 && timestep.Shape[0] == b
 	out, err := nn.RunSplit(tensor.Chunks(b, m.rowPar, 0), m.rowPar, func(start, end int) (*tensor.Dense, error) {
 		ts := timestep
 		if perRowTimestep {

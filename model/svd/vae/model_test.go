@@ -53,8 +53,7 @@ func randomTensor(seed uint64, shape ...int) *tensor.Dense {
 
 // frames returns frames [from, to) of a [F, ...] tensor.
 func frames(t *tensor.Dense, from, to int) *tensor.Dense {
-	per := tensor.NumElements(t.Shape[1:])
-	return &tensor.Dense{Shape: append([]int{to - from}, t.Shape[1:]...), Data: slices.Clone(t.Data[from*per : to*per])}
+	return t.Rows(from, to).Clone()
 }
 
 func allFinite(t *tensor.Dense) bool {
