@@ -9,6 +9,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 
+	"github.com/vdpp/vdpp/data/procedural"
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/svd/vae"
@@ -244,6 +245,31 @@ func TestInitLogVar(t *testing.T) {
 		}
 		if b[i] != want {
 			t.Fatalf("quant_conv.bias[%d] = %v, want %v (mean half unchanged, log-variance half %v)", i, b[i], want, float32(initLogVarBias))
+		}
+	}
+}
+
+// TestCropAtHoldsAnObject: every VAE crop lies inside the frame and contains the centre of
+// one of frame 0's objects.
+func TestCropAtHoldsAnObject(t *testing.T) {
+	dc := procedural.DefaultConfig()
+	for _, cs := range []int{16, 32, 48} {
+		r := rngFor(Options{Seed: 4}, cs)
+		for i := 0; i < 200; i++ {
+			sc := procedural.NewScene(dc, 1, procedural.Train, i)
+			oy, ox := cropAt(r, sc, dc, cs)
+			if oy < 0 || ox < 0 || oy+cs > dc.Height || ox+cs > dc.Width {
+				t.Fatalf("crop %d at (%d, %d) leaves the %dx%d frame", cs, oy, ox, dc.Height, dc.Width)
+			}
+			held := false
+			for _, o := range sc.Objects {
+				if y, x := int(o.Y), int(o.X); y >= oy && y < oy+cs && x >= ox && x < ox+cs {
+					held = true
+				}
+			}
+			if !held {
+				t.Fatalf("clip %d: crop %d at (%d, %d) holds no object centre of %+v", i, cs, oy, ox, sc.Objects)
+			}
 		}
 	}
 }
