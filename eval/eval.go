@@ -33,6 +33,9 @@ type Options struct {
 	MinGuidance, MaxGuidance float64
 	// Keep, when set, sees every clip's truth and generated video ([T, 3, H, W] in [0, 1]).
 	Keep func(i int, truth, pred *tensor.Dense)
+	// KeepReconstruction, when set with Reconstruct, sees every clip's VAE round trip
+	// (after Keep has seen the clip).
+	KeepReconstruction func(i int, rc *tensor.Dense)
 	// Reconstruct, when set, autoencodes the truth (VAE upper bound on the PSNR).
 	Reconstruct func(truth *tensor.Dense) (*tensor.Dense, error)
 }
@@ -193,6 +196,9 @@ func Run(ctx context.Context, o Options, gen, untrained Generator, progress func
 			}
 			if err := rec.add(rc, truth); err != nil {
 				return Report{}, err
+			}
+			if o.KeepReconstruction != nil {
+				o.KeepReconstruction(i, rc)
 			}
 		}
 		if untrained != nil {

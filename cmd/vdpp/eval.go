@@ -33,7 +33,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&o.MinGuidance, "min-guidance", 0, "first-frame guidance (0 = pipeline default)")
 	fs.Float64Var(&o.MaxGuidance, "max-guidance", 0, "last-frame guidance (0 = pipeline default)")
 	initSeed := fs.Uint64("init-seed", 1, "seed of the untrained UNet's initial weights")
-	sheet := fs.String("sheet", "", "write a contact sheet PNG (rows: true clip, generated clip) of the first clips")
+	sheet := fs.String("sheet", "", "write a contact sheet PNG (rows: true clip, generated clip, VAE round trip with --recon) of the first clips")
 	gifDir := fs.String("gif-dir", "", "write side-by-side GIFs (true | generated) of the first clips here")
 	media := fs.Int("media-clips", 4, "clips shown in --sheet and --gif-dir")
 	chunk := fs.Int("decode-chunk-size", -1, "frames the VAE decodes together (0: all; -1: the model's default, 7 for builtin, all otherwise)")
@@ -81,7 +81,8 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	m := &evalMedia{max: *media, gifDir: *gifDir}
 	o.Keep = m.keep
 	if *recon {
-		o.Reconstruct = eval.Reconstructor(p, *chunk)
+		o.Reconstruct = eval.Reconstructor(p, pr.DecodeChunkSize) // the chunking generation uses
+		o.KeepReconstruction = m.keepReconstruction
 	}
 	start := time.Now()
 	rep, err := eval.Run(ctx, o, eval.PipelineGenerator(p, pr), untrained, func(i int) {

@@ -13,7 +13,8 @@ import (
 )
 
 // evalMedia collects the first clips of an eval run and writes a contact sheet (rows:
-// truth, generated, per clip) and side-by-side GIFs (truth | generated).
+// truth, generated and, when scored, the VAE round trip, per clip) and side-by-side GIFs
+// (truth | generated).
 type evalMedia struct {
 	max     int
 	sheet   [][]image.Image
@@ -47,6 +48,21 @@ func (m *evalMedia) keep(i int, truth, pred *tensor.Dense) {
 		if err := os.MkdirAll(m.gifDir, 0o755); err == nil && video.WriteGIFFile(p, pair, 7) == nil {
 			m.written = append(m.written, p)
 		}
+	}
+}
+
+// keepReconstruction adds clip i's VAE round trip under its generated row: whatever the
+// VAE loses (colour, small objects) the model cannot produce either.
+func (m *evalMedia) keepReconstruction(i int, rc *tensor.Dense) {
+	if i >= m.max {
+		return
+	}
+	if rf, err := video.FramesFromTensor(rc); err == nil {
+		row := make([]image.Image, len(rf))
+		for f := range rf {
+			row[f] = rf[f]
+		}
+		m.sheet = append(m.sheet, row)
 	}
 }
 
