@@ -51,8 +51,11 @@ type ModelSpec struct {
 	// Variant is the checkpoint's weights variant ("" for fp32, "fp16"); Backend the GoMLX
 	// backend spec ("" for the default). Both only matter to checkpoint models.
 	Variant, Backend string
-	StepMS           float64
-	Cost             string
+	// DecodeChunkSize is the decode_chunk_size a job gets when its JSON leaves it out
+	// (0: all frames at once); the built-in model's decoder was trained on 7-frame chunks.
+	DecodeChunkSize int
+	StepMS          float64
+	Cost            string
 }
 
 // DenoiserConfig is the model.Config a worker builds its Denoiser from.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/internal/shared"
 	"github.com/vdpp/vdpp/serve/loadtest"
 )
@@ -31,14 +32,15 @@ func TestModelSpec(t *testing.T) {
 		wantName string
 		wantDir  string
 		wantErr  error
+		chunk    int // the spec's default decode chunk
 	}{
-		{"folder", dir, nil, "svd", dir, nil},
-		{"relative folder", filepath.Join(dir, "."), nil, "svd", dir, nil},
-		{"synthetic", "synthetic", nil, "synthetic", "", nil},
-		{"empty", "", nil, "", "", errUsage},
-		{"builtin not in this build", "builtin", nil, "", "", errBuiltinUnavailable},
-		{"builtin resolved", "builtin", func(string) (string, error) { return builtinDir, nil }, "svd", builtinDir, nil},
-		{"builtin resolver fails", "builtin", func(string) (string, error) { return "", errors.New("no weights") }, "", "", nil},
+		{"folder", dir, nil, "svd", dir, nil, 0},
+		{"relative folder", filepath.Join(dir, "."), nil, "svd", dir, nil, 0},
+		{"synthetic", "synthetic", nil, "synthetic", "", nil, 0},
+		{"empty", "", nil, "", "", errUsage, 0},
+		{"builtin not in this build", "builtin", nil, "", "", errBuiltinUnavailable, 0},
+		{"builtin resolved", "builtin", func(string) (string, error) { return builtinDir, nil }, "svd", builtinDir, nil, builtin.DecodeChunkSize},
+		{"builtin resolver fails", "builtin", func(string) (string, error) { return "", errors.New("no weights") }, "", "", nil, 0},
 	}
 	defer func(r func(string) (string, error)) { resolveBuiltin = r }(resolveBuiltin)
 	for _, c := range cases {
@@ -51,7 +53,7 @@ func TestModelSpec(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || spec.Name != c.wantName || spec.Dir != c.wantDir {
+			if err != nil || spec.Name != c.wantName || spec.Dir != c.wantDir || spec.DecodeChunkSize != c.chunk {
 				t.Fatalf("modelSpec(%q) = %+v, %v; want %s %s", c.model, spec, err, c.wantName, c.wantDir)
 			}
 		})

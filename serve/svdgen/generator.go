@@ -34,6 +34,8 @@ func init() {
 type Generator struct {
 	// cfg holds the checkpoint's configs only (no networks); it never changes.
 	cfg *svd.Pipeline
+	// decodeChunk is the default decode_chunk_size (ModelSpec.DecodeChunkSize).
+	decodeChunk int
 
 	mu sync.Mutex
 	p  *svd.Pipeline // nil once closed
@@ -58,7 +60,9 @@ func Open(spec serve.ModelSpec) (*Generator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("svdgen: %w", err)
 	}
-	return New(p), nil
+	g := New(p)
+	g.decodeChunk = max(spec.DecodeChunkSize, 0)
+	return g, nil
 }
 
 // New wraps an already loaded pipeline, which must hold the conditioner and the decoder;
@@ -89,10 +93,11 @@ func (g *Generator) pipeline() (*svd.Pipeline, error) {
 }
 
 // DefaultParams implements serve.ParamsModel: SVD's defaults with the checkpoint's frame
-// count (the UNet config's num_frames), as `vdpp generate`; the server's 14 when the config
-// has none.
+// count (the UNet config's num_frames) and native size, as `vdpp generate`; the server's 14
+// frames when the config has none; the model spec's decode chunk.
 func (g *Generator) DefaultParams() serve.Params {
 	p := FromSVD(g.cfg.DefaultParams())
+	p.DecodeChunkSize = g.decodeChunk
 	if p.NumFrames < 1 {
 		p.NumFrames = serve.DefaultParams().NumFrames
 	}
