@@ -151,20 +151,8 @@ func TestVAELossGradient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles two VAE training graphs")
 	}
-	_, vcfg, _, err := microConfigs().Parsed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	exp, err := vaeExpected(vcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := InitWeights(exp, 1, 0.05)
-	x := fill(1, 2, 3, 8, 8)
-	for i := range x.Data {
-		x.Data[i] = float32(math.Tanh(float64(x.Data[i])))
-	}
-	eps := fill(2, 2, 4, 4, 4)
+	vcfg, w := microVAE(t, 1, 0.05)
+	x, eps := frames(1, 2, 3, 8, 8), fill(2, 2, 4, 4, 4)
 	gc := newGradChecker(t, w, func(s nn.Scope, in []*graph.Node) *graph.Node {
 		_, mse := vaeLoss(s, vcfg, in[0], in[1], 2)
 		return mse // smooth (the L1 term's kinks would blur finite differences)

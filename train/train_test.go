@@ -31,6 +31,30 @@ func microConfigs() Configs {
 
 func vaeExpected(cfg checkpoint.VAEConfig) (map[string][]int, error) { return vae.ExpectedTensors(cfg) }
 
+// microVAE returns the micro VAE's config and initial weights (InitWeights with seed and
+// mixFactor).
+func microVAE(t *testing.T, seed uint64, mixFactor float32) (checkpoint.VAEConfig, map[string]*tensor.Dense) {
+	t.Helper()
+	_, vcfg, _, err := microConfigs().Parsed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := vaeExpected(vcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vcfg, InitWeights(exp, seed, mixFactor)
+}
+
+// frames returns random frames in (-1, 1): tanh of unit Gaussians.
+func frames(seed uint64, shape ...int) *tensor.Dense {
+	x := fill(seed, shape...)
+	for i := range x.Data {
+		x.Data[i] = float32(math.Tanh(float64(x.Data[i])))
+	}
+	return x
+}
+
 func equalAny(a, b any) bool { return reflect.DeepEqual(a, b) }
 
 func fill(seed uint64, shape ...int) *tensor.Dense {
@@ -44,15 +68,8 @@ func TestVAELossDecreases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, vcfg, _, err := microConfigs().Parsed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	exp, err := vaeExpected(vcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := newContext(InitWeights(exp, 1, 0))
+	vcfg, w := microVAE(t, 1, 0)
+	ctx := newContext(w)
 	s, err := newStepper(b, ctx, 3e-3, func(sc nn.Scope, in []*graph.Node) []*graph.Node {
 		l, m := vaeLoss(sc, vcfg, in[0], in[1], 2)
 		return []*graph.Node{l, m}
@@ -60,10 +77,7 @@ func TestVAELossDecreases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := fill(1, 2, 3, 8, 8)
-	for i := range x.Data {
-		x.Data[i] = float32(math.Tanh(float64(x.Data[i])))
-	}
+	x := frames(1, 2, 3, 8, 8)
 	eps := tensor.New(2, 4, 4, 4) // deterministic decoder input: the posterior mean
 	var first, last float64
 	for i := 0; i < 8; i++ {
@@ -225,15 +239,7 @@ func TestInitFromFolder(t *testing.T) {
 }
 
 func TestInitLogVar(t *testing.T) {
-	_, vcfg, _, err := microConfigs().Parsed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	exp, err := vaeExpected(vcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := InitWeights(exp, 1, 0)
+	vcfg, w := microVAE(t, 1, 0)
 	before := w["quant_conv.bias"].Clone()
 	initLogVar(w, vcfg.LatentChannels)
 	b := w["quant_conv.bias"].Data
