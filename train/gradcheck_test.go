@@ -166,18 +166,8 @@ func TestUNetLossGradient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles two UNet training graphs")
 	}
-	ucfg, _, _, err := microConfigs().Parsed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := UNetInitWeights(ucfg, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x0, noise := fill(2, 1, 2, 4, 4, 4), fill(3, 1, 2, 4, 4, 4)
-	sigma := &tensor.Dense{Shape: []int{1}, Data: []float32{1.5}}
-	lat, ehs := fill(4, 1, 4, 4, 4), fill(5, 1, 1, 64)
-	ids := &tensor.Dense{Shape: []int{1, 3}, Data: []float32{6, 127, 0.02}}
+	ucfg, w := microUNet(t)
+	x0, noise, sigma, lat, ehs, ids := unetBatch()
 	gc := newGradChecker(t, w, func(s nn.Scope, in []*graph.Node) *graph.Node {
 		return unetLoss(s, ucfg, in[0], in[1], in[2], in[3], in[4], in[5])
 	}, x0, noise, sigma, lat, ehs, ids)

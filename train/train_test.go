@@ -46,6 +46,27 @@ func microVAE(t *testing.T, seed uint64, mixFactor float32) (checkpoint.VAEConfi
 	return vcfg, InitWeights(exp, seed, mixFactor)
 }
 
+// microUNet returns the micro UNet's config and initial weights (seed 1).
+func microUNet(t *testing.T) (checkpoint.UNetConfig, map[string]*tensor.Dense) {
+	t.Helper()
+	ucfg, _, _, err := microConfigs().Parsed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := UNetInitWeights(ucfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ucfg, w
+}
+
+// unetBatch returns one fixed micro-UNet training batch: x0, noise, sigma 1.5, image
+// latents, image embedding and added time ids.
+func unetBatch() (x0, noise, sigma, lat, ehs, ids *tensor.Dense) {
+	return fill(2, 1, 2, 4, 4, 4), fill(3, 1, 2, 4, 4, 4), &tensor.Dense{Shape: []int{1}, Data: []float32{1.5}},
+		fill(4, 1, 4, 4, 4), fill(5, 1, 1, 64), &tensor.Dense{Shape: []int{1, 3}, Data: []float32{6, 127, 0.02}}
+}
+
 // frames returns random frames in (-1, 1): tanh of unit Gaussians.
 func frames(seed uint64, shape ...int) *tensor.Dense {
 	x := fill(seed, shape...)
@@ -101,14 +122,7 @@ func TestUNetLossDecreases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ucfg, _, _, err := microConfigs().Parsed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := UNetInitWeights(ucfg, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ucfg, w := microUNet(t)
 	ctx := newContext(w)
 	s, err := newStepper(b, ctx, 3e-3, func(sc nn.Scope, in []*graph.Node) []*graph.Node {
 		return []*graph.Node{unetLoss(sc, ucfg, in[0], in[1], in[2], in[3], in[4], in[5])}
@@ -116,10 +130,7 @@ func TestUNetLossDecreases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x0, noise := fill(2, 1, 2, 4, 4, 4), fill(3, 1, 2, 4, 4, 4)
-	sigma := &tensor.Dense{Shape: []int{1}, Data: []float32{1.5}}
-	lat, ehs := fill(4, 1, 4, 4, 4), fill(5, 1, 1, 64)
-	ids := &tensor.Dense{Shape: []int{1, 3}, Data: []float32{6, 127, 0.02}}
+	x0, noise, sigma, lat, ehs, ids := unetBatch()
 	var first, last float64
 	for i := 0; i < 6; i++ {
 		v, err := s.Step(x0, noise, sigma, lat, ehs, ids)
