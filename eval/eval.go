@@ -24,11 +24,12 @@ import (
 
 // Options configure Run.
 type Options struct {
-	Samples   int    // held-out clips, indices 0..Samples-1
-	DataSeed  uint64 // dataset seed
-	Steps     int    // denoising steps
-	Seed      int64  // generation seed
-	Untrained bool   // also evaluate the untrained-UNet baseline
+	Samples   int             // held-out clips, indices 0..Samples-1
+	DataSeed  uint64          // dataset seed
+	Rule      procedural.Rule // dataset rule (procedural.ConfigFor)
+	Steps     int             // denoising steps
+	Seed      int64           // generation seed
+	Untrained bool            // also evaluate the untrained-UNet baseline
 	// MinGuidance and MaxGuidance override the checkpoint's defaults when > 0.
 	MinGuidance, MaxGuidance float64
 	// Keep, when set, sees every clip's truth and generated video ([T, 3, H, W] in [0, 1]).
@@ -42,7 +43,7 @@ type Options struct {
 
 // DefaultOptions evaluates 8 held-out clips with 25 steps.
 func DefaultOptions() Options {
-	return Options{Samples: 8, DataSeed: 1, Steps: 25, Seed: 0, Untrained: true}
+	return Options{Samples: 8, DataSeed: 1, Rule: procedural.DefaultRule, Steps: 25, Seed: 0, Untrained: true}
 }
 
 // Generator produces a video [T, 3, H, W] in [0, 1] from a first frame.
@@ -169,7 +170,7 @@ func RepeatFirst(truth *tensor.Dense) *tensor.Dense {
 
 // Run evaluates gen (and untrained, when not nil) on o.Samples held-out clips.
 func Run(ctx context.Context, o Options, gen, untrained Generator, progress func(i int)) (Report, error) {
-	dc := defaultData()
+	dc := procedural.ConfigFor(o.Rule)
 	model, rep, base, rec := newAccum(dc.Frames), newAccum(dc.Frames), newAccum(dc.Frames), newAccum(dc.Frames)
 	for i := 0; i < o.Samples; i++ {
 		if err := ctx.Err(); err != nil {
@@ -238,9 +239,6 @@ func PipelineGenerator(p *svd.Pipeline, pr svd.Params) Generator {
 		return Generate(ctx, p, img, pr, sample)
 	}
 }
-
-// defaultData is the dataset configuration Run evaluates on.
-func defaultData() procedural.Config { return procedural.DefaultConfig() }
 
 func mean(v []float64) float64 {
 	var s float64

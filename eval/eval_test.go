@@ -2,6 +2,7 @@ package eval
 
 import (
 	"context"
+	"github.com/vdpp/vdpp/data/procedural"
 	"image"
 	"math"
 	"testing"
@@ -62,7 +63,7 @@ func TestSSIM(t *testing.T) {
 func TestRunBaselines(t *testing.T) {
 	// A generator that returns the truth scores MaxPSNR and SSIM 1; repeat-first scores less.
 	perfect := func(_ context.Context, _ image.Image, sample int64) (*tensor.Dense, error) {
-		tr, _ := Truth(defaultData(), 1, int(sample))
+		tr, _ := Truth(procedural.DefaultConfig(), 1, int(sample))
 		return tr, nil
 	}
 	rep, err := Run(context.Background(), Options{Samples: 2, DataSeed: 1, Steps: 1}, perfect, perfect, nil)

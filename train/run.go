@@ -40,10 +40,11 @@ type Options struct {
 	Steps  int    // train until this step (a resumed run continues up to it)
 	Batch  int    // clips per step
 	LR     float64
-	Seed   uint64 // weights init, batch sampling, noise
-	Data   uint64 // dataset seed
-	Train  int    // number of distinct training clips (indices 0..Train-1)
-	Resume bool   // continue from Dir's checkpoint of the phase
+	Seed   uint64          // weights init, batch sampling, noise
+	Data   uint64          // dataset seed
+	Rule   procedural.Rule // dataset rule (procedural.ConfigFor)
+	Train  int             // number of distinct training clips (indices 0..Train-1)
+	Resume bool            // continue from Dir's checkpoint of the phase
 	// VAEFrames is the clip length the VAE phase trains on (the first frames of a clip);
 	// 0 means the dataset's 14.
 	VAEFrames int
@@ -78,7 +79,7 @@ type Options struct {
 
 // DefaultOptions returns the settings used for the built-in model.
 func DefaultOptions() Options {
-	return Options{Phase: PhaseVAE, Steps: 1000, Batch: 1, LR: 5e-4, Seed: 1, Data: 1, Train: 4096,
+	return Options{Phase: PhaseVAE, Steps: 1000, Batch: 1, LR: 5e-4, Seed: 1, Data: 1, Rule: procedural.DefaultRule, Train: 4096,
 		CheckpointEvery: 50, PMean: 0.0, PStd: 1.4, CondDropout: 0.1, NoiseAug: 0.02, FPS: 7, Motion: 127,
 		ProgressEach: 10}
 }
@@ -179,6 +180,10 @@ func openContext(o Options, init func() (map[string]*tensor.Dense, error)) (*con
 		if err != nil {
 			return nil, 0, nil, fmt.Errorf("%w: %s: step %q", ErrCheckpoint, path, meta["step"])
 		}
+		// Checkpoints from before the rule was recorded carry none and resume as they are.
+		if r, ok := meta[metaDataRule]; ok && r != o.Rule.String() {
+			return nil, 0, nil, fmt.Errorf("%w: %s was trained on the %s dataset rule, not %s", ErrOptions, path, r, o.Rule)
+		}
 		return ctx, step, meta, nil
 	}
 	w, err := init()
@@ -193,6 +198,9 @@ func openContext(o Options, init func() (map[string]*tensor.Dense, error)) (*con
 	}
 	return newContext(w), 0, md, nil
 }
+
+// metaDataRule is the checkpoint metadata key of the dataset rule a phase trains on.
+const metaDataRule = "data_rule"
 
 // rngFor returns the random stream of step k of a phase.
 func rngFor(o Options, k int) *rand.Rand {
@@ -280,13 +288,13 @@ func (p *vaePhase) stepper() *stepper       { return p.s }
 // vaeFrames is the VAE phase's clip length.
 func vaeFrames(o Options) int {
 	if o.VAEFrames > 0 {
-		return min(o.VAEFrames, procedural.DefaultConfig().Frames)
+		return min(o.VAEFrames, procedural.ConfigFor(o.Rule).Frames)
 	}
-	return procedural.DefaultConfig().Frames
+	return procedural.ConfigFor(o.Rule).Frames
 }
 
 func (p *vaePhase) batch(k int) ([]*tensor.Dense, error) {
-	dc := procedural.DefaultConfig()
+	dc := procedural.ConfigFor(p.o.Rule)
 	dc.Frames = vaeFrames(p.o)
 	r := rngFor(p.o, k)
 	n := p.o.Batch
@@ -345,6 +353,7 @@ func loop(ctx stdcontext.Context, o Options, ph phase) (Result, error) {
 	save := func(step int) error {
 		md := ph.meta()
 		md["phase"], md["step"], md["seed"] = o.Phase, strconv.Itoa(step), strconv.FormatUint(o.Seed, 10)
+		md[metaDataRule] = o.Rule.String()
 		return saveContext(StatePath(o.Dir, o.Phase), ph.ctx(), md)
 	}
 	each := max(o.ProgressEach, 1)

@@ -2,9 +2,11 @@ package train
 
 import (
 	stdcontext "context"
+	"errors"
 	"math"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -204,6 +206,15 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	}
 	if _, err := os.Stat(LossLogPath(c)); err != nil {
 		t.Fatal(err)
+	}
+	// The checkpoint records its dataset rule; resuming on another rule is refused.
+	other := opts(c, 6, true)
+	other.Rule = procedural.HeadingRule
+	if other.Rule == DefaultOptions().Rule {
+		other.Rule = procedural.ColourRule
+	}
+	if _, err := Run(stdcontext.Background(), b, other); !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), "rule") {
+		t.Fatalf("resume on the %s rule: %v, want ErrOptions naming the rule", other.Rule, err)
 	}
 }
 

@@ -58,7 +58,7 @@ type frozen struct {
 }
 
 // newFrozen loads the run folder's VAE encoder and builds the fixed image encoder.
-func newFrozen(b backends.Backend, dir string, vcfg checkpoint.VAEConfig, ccfg checkpoint.CLIPVisionConfig, seed, data uint64) (*frozen, error) {
+func newFrozen(b backends.Backend, dir string, vcfg checkpoint.VAEConfig, ccfg checkpoint.CLIPVisionConfig, seed, data uint64, rule procedural.Rule) (*frozen, error) {
 	vctx, _, err := loadContext(StatePath(dir, PhaseVAE))
 	if err != nil {
 		return nil, fmt.Errorf("train: the UNet phase needs a trained VAE: %w", err)
@@ -86,7 +86,7 @@ func newFrozen(b backends.Backend, dir string, vcfg checkpoint.VAEConfig, ccfg c
 		return nil, err
 	}
 	return &frozen{enc: enc, clip: cm, ccfg: ccfg, lat: map[int]*tensor.Dense{}, emb: map[int]*tensor.Dense{},
-		dc: procedural.DefaultConfig(), data: data, split: procedural.Train}, nil
+		dc: procedural.ConfigFor(rule), data: data, split: procedural.Train}, nil
 }
 
 // latents returns the VAE mode of every frame of training clip i, unscaled.
@@ -163,7 +163,7 @@ type unetPhase struct {
 }
 
 func newUNetPhase(b backends.Backend, o Options, ucfg checkpoint.UNetConfig, vcfg checkpoint.VAEConfig, ccfg checkpoint.CLIPVisionConfig) (*unetPhase, error) {
-	fz, err := newFrozen(b, o.Dir, vcfg, ccfg, o.Seed, o.Data)
+	fz, err := newFrozen(b, o.Dir, vcfg, ccfg, o.Seed, o.Data, o.Rule)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,8 @@ func runData(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	split := fs.String("split", "heldout", "train or heldout")
 	n := fs.Int("n", 16, "number of samples")
 	seed := fs.Uint64("seed", 1, "dataset seed")
+	rule := procedural.DefaultRule
+	ruleFlag(fs, &rule)
 	format := fs.String("format", "png", "png (a folder of frames per sample) or safetensors (one [N,T,3,H,W] tensor in [-1,1])")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -29,7 +31,7 @@ func runData(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if *n < 1 {
 		return fmt.Errorf("%w: --n must be positive", errUsage)
 	}
-	paths, err := procedural.Write(*out, procedural.DefaultConfig(), *seed, sp, *n, procedural.Format(*format))
+	paths, err := procedural.Write(*out, procedural.ConfigFor(rule), *seed, sp, *n, procedural.Format(*format))
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&o.Steps, "steps", o.Steps, "denoising steps")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "generation seed")
 	fs.Uint64Var(&o.DataSeed, "data-seed", o.DataSeed, "dataset seed")
+	ruleFlag(fs, &o.Rule)
 	fs.BoolVar(&o.Untrained, "untrained", o.Untrained, "also evaluate the untrained-UNet baseline")
 	fs.Float64Var(&o.MinGuidance, "min-guidance", 0, "first-frame guidance (0 = pipeline default)")
 	fs.Float64Var(&o.MaxGuidance, "max-guidance", 0, "last-frame guidance (0 = pipeline default)")

@@ -27,6 +27,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&o.LR, "lr", o.LR, "Adam learning rate")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the weights, batches and noise")
 	fs.Uint64Var(&o.Data, "data-seed", o.Data, "dataset seed")
+	ruleFlag(fs, &o.Rule)
 	fs.IntVar(&o.Train, "train-clips", o.Train, "distinct training clips")
 	fs.IntVar(&o.VAEFrames, "vae-frames", 0, "VAE phase: clip length (0 = 14)")
 	fs.IntVar(&o.VAECrop, "vae-crop", 0, "VAE phase: train on random square crops of this size (0 = whole frames)")

@@ -59,13 +59,53 @@ const (
 	Circle Shape = iota
 	// Square moves at SquareSpeed pixels per frame.
 	Square
+	// Arrow is the heading rule's shape: a triangle whose tip points along its velocity.
+	Arrow
 )
+
+// Rule names how the first frame determines the future.
+type Rule int
+
+const (
+	// ColourRule: an object's palette colour sets its direction (colour i moves at i·60°)
+	// and its shape its speed (circle CircleSpeed, square SquareSpeed).
+	ColourRule Rule = iota
+	// HeadingRule: every object is an arrowhead of one colour (ArrowColour) moving at
+	// ArrowSpeed where it points; after a bounce it points along its new velocity.
+	HeadingRule
+)
+
+// String names the rule.
+func (r Rule) String() string {
+	switch r {
+	case ColourRule:
+		return "colour"
+	case HeadingRule:
+		return "heading"
+	}
+	return fmt.Sprintf("Rule(%d)", int(r))
+}
+
+// ParseRule parses "colour" or "heading".
+func ParseRule(s string) (Rule, error) {
+	switch s {
+	case "colour", "color":
+		return ColourRule, nil
+	case "heading":
+		return HeadingRule, nil
+	}
+	return 0, fmt.Errorf("procedural: unknown rule %q (want colour or heading)", s)
+}
 
 // Speeds in pixels per frame, by shape.
 const (
 	CircleSpeed = 3.0
 	SquareSpeed = 1.5
+	ArrowSpeed  = 2.5
 )
+
+// ArrowColour is the one object colour of the heading rule.
+var ArrowColour = color.RGBA{235, 225, 200, 255}
 
 // Palette holds the object colours; colour i moves in direction i·60° (0° = +x, 90° = +y,
 // image rows grow downwards).
@@ -81,17 +121,38 @@ var Palette = []color.RGBA{
 // Background is the plain background colour.
 var Background = color.RGBA{24, 26, 34, 255}
 
-// Config sets the clip geometry.
+// Config sets the clip geometry and the rule.
 type Config struct {
+	Rule                  Rule
 	Width, Height, Frames int
 	MinObjects            int
 	MaxObjects            int
 	MinHalf, MaxHalf      float64 // half-size (radius) range in pixels
 }
 
-// DefaultConfig is 64x64, 14 frames, 1-3 objects of radius 6-9 px.
-func DefaultConfig() Config {
-	return Config{Width: 64, Height: 64, Frames: 14, MinObjects: 1, MaxObjects: 3, MinHalf: 6, MaxHalf: 9}
+// DefaultRule is the rule of the dataset vdpp's built-in model is trained and evaluated on.
+const DefaultRule = ColourRule
+
+// DefaultConfig is ConfigFor(DefaultRule).
+func DefaultConfig() Config { return ConfigFor(DefaultRule) }
+
+// ConfigFor returns the 64x64, 14-frame configuration of a rule: ColourConfig or
+// HeadingConfig.
+func ConfigFor(r Rule) Config {
+	if r == HeadingRule {
+		return HeadingConfig()
+	}
+	return ColourConfig()
+}
+
+// ColourConfig is the colour rule, 64x64, 14 frames, 1-3 objects of radius 6-9 px.
+func ColourConfig() Config {
+	return Config{Rule: ColourRule, Width: 64, Height: 64, Frames: 14, MinObjects: 1, MaxObjects: 3, MinHalf: 6, MaxHalf: 9}
+}
+
+// HeadingConfig is the heading rule, 64x64, 14 frames, 1-3 arrows of corner radius 8-12 px.
+func HeadingConfig() Config {
+	return Config{Rule: HeadingRule, Width: 64, Height: 64, Frames: 14, MinObjects: 1, MaxObjects: 3, MinHalf: 8, MaxHalf: 12}
 }
 
 // Validate checks the configuration.
@@ -107,7 +168,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Object is one shape: its colour index, shape, half-size and its centre and velocity at
+// Object is one shape: its colour index (unused by arrows), shape, half-size (for an
+// arrow, the distance from its centre to its corners) and its centre and velocity at
 // frame 0.
 type Object struct {
 	Colour int
@@ -137,6 +199,18 @@ func NewScene(c Config, seed uint64, split Split, index int) Scene {
 	r := rand.New(rand.NewPCG(seed^uint64(split+1)*0x9E3779B97F4A7C15, uint64(index)))
 	n := c.MinObjects + r.IntN(c.MaxObjects-c.MinObjects+1)
 	objs := make([]Object, n)
+	if c.Rule == HeadingRule {
+		for i := range objs {
+			o := Object{Shape: Arrow}
+			o.Half = c.MinHalf + r.Float64()*(c.MaxHalf-c.MinHalf)
+			o.X = o.Half + r.Float64()*(float64(c.Width)-2*o.Half)
+			o.Y = o.Half + r.Float64()*(float64(c.Height)-2*o.Half)
+			a := r.Float64() * 2 * math.Pi
+			o.VX, o.VY = ArrowSpeed*math.Cos(a), ArrowSpeed*math.Sin(a)
+			objs[i] = o
+		}
+		return Scene{Objects: objs}
+	}
 	for i := range objs {
 		o := Object{Colour: r.IntN(len(Palette)), Shape: Shape(r.IntN(2))}
 		o.Half = c.MinHalf + r.Float64()*(c.MaxHalf-c.MinHalf)
@@ -193,7 +267,7 @@ func Render(c Config, objs []Object) *image.RGBA {
 					col := Background
 					for _, o := range objs {
 						if inside(o, px, py) {
-							col = Palette[o.Colour]
+							col = o.colour()
 						}
 					}
 					acc[0] += int(col.R)
@@ -208,10 +282,37 @@ func Render(c Config, objs []Object) *image.RGBA {
 	return img
 }
 
+func (o Object) colour() color.RGBA {
+	if o.Shape == Arrow {
+		return ArrowColour
+	}
+	return Palette[o.Colour]
+}
+
+// arrowRearAngle is the angle between an arrow's heading and the directions from its
+// centre to its two rear corners.
+const arrowRearAngle = 140 * math.Pi / 180
+
 func inside(o Object, px, py float64) bool {
 	dx, dy := px-o.X, py-o.Y
-	if o.Shape == Square {
+	switch o.Shape {
+	case Square:
 		return math.Abs(dx) <= o.Half && math.Abs(dy) <= o.Half
+	case Arrow:
+		h := math.Atan2(o.VY, o.VX)
+		var v [3][2]float64
+		for i, a := range [3]float64{h, h + arrowRearAngle, h - arrowRearAngle} {
+			v[i] = [2]float64{o.Half * math.Cos(a), o.Half * math.Sin(a)}
+		}
+		// The point is inside when it is on the same side of all three edges.
+		var pos, neg bool
+		for i := range v {
+			a, b := v[i], v[(i+1)%3]
+			cross := (b[0]-a[0])*(dy-a[1]) - (b[1]-a[1])*(dx-a[0])
+			pos = pos || cross > 0
+			neg = neg || cross < 0
+		}
+		return !(pos && neg)
 	}
 	return dx*dx+dy*dy <= o.Half*o.Half
 }

@@ -60,7 +60,7 @@ func TestVelocityRule(t *testing.T) {
 			t.Errorf("colour %d shape %d: (%v, %v), want (%v, %v)", tc.colour, tc.shape, vx, vy, tc.vx, tc.vy)
 		}
 	}
-	c := DefaultConfig()
+	c := ColourConfig()
 	for i := 0; i < 50; i++ {
 		for _, o := range NewScene(c, 1, Train, i).Objects {
 			vx, vy := Velocity(o.Colour, o.Shape)
@@ -106,7 +106,7 @@ func TestBounce(t *testing.T) {
 }
 
 func TestRenderAndSheet(t *testing.T) {
-	c := DefaultConfig()
+	c := ColourConfig()
 	o := Object{Colour: 2, Shape: Square, Half: 8, X: 32, Y: 32}
 	img := Render(c, []Object{o})
 	if got := img.RGBAAt(32, 32); got != Palette[2] {
