@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -111,8 +112,24 @@ func TestAuthToken(t *testing.T) {
 		t.Fatalf("wrong token: %d", resp.StatusCode)
 	}
 	body, ct = multipartBody(t, img, fmt.Sprintf(smallJob, 1))
-	if resp, b := ts.do("POST", "/v1/videos", body, ct, "Authorization", "Bearer s3cret"); resp.StatusCode != http.StatusAccepted {
+	resp, b := ts.do("POST", "/v1/videos", body, ct, "Authorization", "Bearer s3cret")
+	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("right token: %d %s", resp.StatusCode, b)
+	}
+	// Let the job finish: Close does not wait for a job's last store write, and the data
+	// folder is removed right after it.
+	var st Status
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !st.State.Final(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s still %s", st.ID, st.State)
+		}
+		_, sb := ts.do("GET", "/v1/videos/"+st.ID, nil, "", "Authorization", "Bearer s3cret")
+		if err := json.Unmarshal(sb, &st); err != nil {
+			t.Fatalf("status: %v: %s", err, sb)
+		}
 	}
 	if resp, _ := ts.do("GET", "/metrics", nil, ""); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("metrics without token: %d", resp.StatusCode)
