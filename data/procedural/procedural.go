@@ -202,9 +202,7 @@ func NewScene(c Config, seed uint64, split Split, index int) Scene {
 	if c.Rule == HeadingRule {
 		for i := range objs {
 			o := Object{Shape: Arrow}
-			o.Half = c.MinHalf + r.Float64()*(c.MaxHalf-c.MinHalf)
-			o.X = o.Half + r.Float64()*(float64(c.Width)-2*o.Half)
-			o.Y = o.Half + r.Float64()*(float64(c.Height)-2*o.Half)
+			o.place(c, r)
 			a := r.Float64() * 2 * math.Pi
 			o.VX, o.VY = ArrowSpeed*math.Cos(a), ArrowSpeed*math.Sin(a)
 			objs[i] = o
@@ -213,13 +211,18 @@ func NewScene(c Config, seed uint64, split Split, index int) Scene {
 	}
 	for i := range objs {
 		o := Object{Colour: r.IntN(len(Palette)), Shape: Shape(r.IntN(2))}
-		o.Half = c.MinHalf + r.Float64()*(c.MaxHalf-c.MinHalf)
-		o.X = o.Half + r.Float64()*(float64(c.Width)-2*o.Half)
-		o.Y = o.Half + r.Float64()*(float64(c.Height)-2*o.Half)
+		o.place(c, r)
 		o.VX, o.VY = Velocity(o.Colour, o.Shape)
 		objs[i] = o
 	}
 	return Scene{Objects: objs}
+}
+
+// place draws the object's half-size and a centre that keeps it inside the frame.
+func (o *Object) place(c Config, r *rand.Rand) {
+	o.Half = c.MinHalf + r.Float64()*(c.MaxHalf-c.MinHalf)
+	o.X = o.Half + r.Float64()*(float64(c.Width)-2*o.Half)
+	o.Y = o.Half + r.Float64()*(float64(c.Height)-2*o.Half)
 }
 
 // reflect moves a coordinate p by v within [lo, hi], bouncing elastically, and returns
