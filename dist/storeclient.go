@@ -176,7 +176,11 @@ func (c *StoreClient) Barrier(ctx context.Context, name string, n int) error {
 	}
 	done := "barrier/" + name + "/done"
 	if count == int64(n) {
-		return c.Set(ctx, done, []byte(strconv.Itoa(n)))
+		// All n have arrived: that is this caller's barrier passed. The Set only releases
+		// the others, who may already be gone (a released store host can exit before this
+		// reply reaches us); if it never lands, they see the error on their own Wait.
+		_ = c.Set(ctx, done, []byte(strconv.Itoa(n)))
+		return nil
 	}
 	_, err = c.Wait(ctx, done)
 	return err
