@@ -2,6 +2,7 @@ package train
 
 import (
 	"fmt"
+	"image"
 	"math"
 	"strconv"
 	"strings"
@@ -115,13 +116,19 @@ func (f *frozen) scaledLatents(i int) (*tensor.Dense, error) {
 	return l, nil
 }
 
+// firstFrame renders frame 0 of training clip i under the run's rule: the image the
+// conditioning (CLIP embedding and image latents) is built from. Both must come from
+// f.dc itself; a config rebuilt field by field loses the rule and draws another scene.
+func (f *frozen) firstFrame(i int) *image.RGBA {
+	return procedural.Render(f.dc, procedural.NewScene(f.dc, f.data, f.split, i).At(f.dc, 0))
+}
+
 // embedding returns the cached CLIP image embedding of clip i's first frame.
 func (f *frozen) embedding(i int) (*tensor.Dense, error) {
 	if e, ok := f.emb[i]; ok {
 		return e, nil
 	}
-	frame := procedural.Render(f.dc, procedural.NewScene(f.dc, f.data, f.split, i).At(f.dc, 0))
-	px, err := video.CLIPInput(frame, f.ccfg.ImageSize, video.CLIPMean, video.CLIPStd)
+	px, err := video.CLIPInput(f.firstFrame(i), f.ccfg.ImageSize, video.CLIPMean, video.CLIPStd)
 	if err != nil {
 		return nil, err
 	}
@@ -221,8 +228,7 @@ func (p *unetPhase) batch(k int) ([]*tensor.Dense, error) {
 		copy(x0.Data[i*per:(i+1)*per], l.Data)
 		sigma.Data[i] = float32(math.Exp(p.o.PMean + p.o.PStd*r.NormFloat64()))
 		drop[i] = r.Float64() < p.o.CondDropout
-		frame0 := procedural.ToTensor(procedural.Video(procedural.Config{Width: dc.Width, Height: dc.Height, Frames: 1,
-			MinObjects: dc.MinObjects, MaxObjects: dc.MaxObjects, MinHalf: dc.MinHalf, MaxHalf: dc.MaxHalf}, p.fz.data, p.fz.split, idx))
+		frame0 := procedural.ToTensor([]*image.RGBA{p.fz.firstFrame(idx)})
 		for j := 0; j < imgPer; j++ {
 			img.Data[i*imgPer+j] = frame0.Data[j] + float32(p.o.NoiseAug)*float32(r.NormFloat64())
 		}
