@@ -259,6 +259,10 @@ func (s Scene) At(c Config, t int) []Object {
 // supersampling.
 func Render(c Config, objs []Object) *image.RGBA {
 	img := image.NewRGBA(image.Rect(0, 0, c.Width, c.Height))
+	shapes := make([]outline, len(objs))
+	for i, o := range objs {
+		shapes[i] = outlineOf(o)
+	}
 	const ss = 4
 	for y := 0; y < c.Height; y++ {
 		for x := 0; x < c.Width; x++ {
@@ -268,9 +272,9 @@ func Render(c Config, objs []Object) *image.RGBA {
 					px := float64(x) + (float64(sx)+0.5)/ss
 					py := float64(y) + (float64(sy)+0.5)/ss
 					col := Background
-					for _, o := range objs {
-						if inside(o, px, py) {
-							col = o.colour()
+					for _, sh := range shapes {
+						if sh.inside(px, py) {
+							col = sh.o.colour()
 						}
 					}
 					acc[0] += int(col.R)
@@ -296,18 +300,34 @@ func (o Object) colour() color.RGBA {
 // centre to its two rear corners.
 const arrowRearAngle = 140 * math.Pi / 180
 
-func inside(o Object, px, py float64) bool {
+// outline is an object ready to be hit-tested: for an arrow, its three corners relative
+// to its centre, computed once per frame rather than at every supersample.
+type outline struct {
+	o       Object
+	corners [3][2]float64
+}
+
+func outlineOf(o Object) outline {
+	sh := outline{o: o}
+	if o.Shape == Arrow {
+		h := math.Atan2(o.VY, o.VX)
+		for i, a := range [3]float64{h, h + arrowRearAngle, h - arrowRearAngle} {
+			sh.corners[i] = [2]float64{o.Half * math.Cos(a), o.Half * math.Sin(a)}
+		}
+	}
+	return sh
+}
+
+// inside reports whether the point (px, py) is covered by the object.
+func (sh *outline) inside(px, py float64) bool {
+	o := &sh.o
 	dx, dy := px-o.X, py-o.Y
 	switch o.Shape {
 	case Square:
 		return math.Abs(dx) <= o.Half && math.Abs(dy) <= o.Half
 	case Arrow:
-		h := math.Atan2(o.VY, o.VX)
-		var v [3][2]float64
-		for i, a := range [3]float64{h, h + arrowRearAngle, h - arrowRearAngle} {
-			v[i] = [2]float64{o.Half * math.Cos(a), o.Half * math.Sin(a)}
-		}
 		// The point is inside when it is on the same side of all three edges.
+		v := &sh.corners
 		var pos, neg bool
 		for i := range v {
 			a, b := v[i], v[(i+1)%3]
