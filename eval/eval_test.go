@@ -66,7 +66,7 @@ func TestRunBaselines(t *testing.T) {
 		tr, _ := Truth(procedural.DefaultConfig(), 1, int(sample))
 		return tr, nil
 	}
-	rep, err := Run(context.Background(), Options{Samples: 2, DataSeed: 1, Steps: 1}, perfect, perfect, nil)
+	rep, err := Run(context.Background(), Options{Samples: 2, DataSeed: 1, Rule: procedural.DefaultRule, Steps: 1}, perfect, perfect, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

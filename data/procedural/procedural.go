@@ -1,8 +1,10 @@
-// Package procedural generates vdpp's procedural video dataset: short clips of 1-3 coloured
-// shapes on a plain background in which the first frame determines the future. Each
-// object's colour sets its direction of motion and its shape sets its speed; objects move
-// in straight lines and bounce off the walls (elastic reflection), and nothing random
-// happens after frame 0, so a generated clip can be compared with the true continuation.
+// Package procedural generates vdpp's procedural video dataset: short clips of 1-3 shapes
+// on a plain dark background in which the first frame determines the future. Under the
+// heading rule (DefaultRule, the built-in model's) the shapes are arrowheads that fly where
+// they point; under the colour rule an object's colour sets its direction and its shape its
+// speed. Objects move in straight lines and bounce off the walls (elastic reflection), and
+// nothing random happens after frame 0, so a generated clip can be compared with the true
+// continuation.
 //
 // Contract: a sample is a pure function of (seed, split, index): Sample never reads a
 // clock or global state, and the same arguments give bit-identical frames on every run and
@@ -131,7 +133,7 @@ type Config struct {
 }
 
 // DefaultRule is the rule of the dataset vdpp's built-in model is trained and evaluated on.
-const DefaultRule = ColourRule
+const DefaultRule = HeadingRule
 
 // DefaultConfig is ConfigFor(DefaultRule).
 func DefaultConfig() Config { return ConfigFor(DefaultRule) }
