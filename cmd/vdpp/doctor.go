@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
@@ -30,6 +31,8 @@ type doctorReport struct {
 	Tried            bool                    `json:"tried"`
 	Backend          string                  `json:"backend,omitempty"`
 	TryError         string                  `json:"try_error,omitempty"`
+	// CPUMatMul names the kernel simplego's float32 matrix products run on.
+	CPUMatMul string `json:"cpu_matmul"`
 }
 
 // runDoctor prints what vdpp detects about GPUs and PJRT plugins and which backend a
@@ -45,7 +48,7 @@ func runDoctor(_ context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	p := backendspec.OSProbe()
-	rep := doctorReport{GPU: backendspec.DetectGPU(p), Spec: *spec}
+	rep := doctorReport{GPU: backendspec.DetectGPU(p), Spec: *spec, CPUMatMul: cpuMatMul()}
 	rep.CUDAPlugin, rep.PluginSearched = backendspec.FindCUDAPlugin(p)
 	rep.CUDADataDir, rep.CUDADataDirTried = backendspec.FindCUDADataDir(p, rep.CUDAPlugin)
 	rep.MissingCUDALibs, _ = backendspec.MissingCUDALibs(p, rep.CUDAPlugin)
@@ -109,6 +112,7 @@ func writeDoctor(w io.Writer, rep doctorReport) error {
 	} else {
 		fmt.Fprintf(&b, "CUDA libraries:    driver, cuBLAS and cuDNN found\n")
 	}
+	fmt.Fprintf(&b, "CPU matrix kernel: %s\n", rep.CPUMatMul)
 	spec := rep.Spec
 	if spec == "" {
 		spec = "(automatic)"
@@ -186,4 +190,18 @@ func tryBackend(r backendspec.Resolution) (string, error) {
 		return name, fmt.Errorf("64x64 matrix product: relative L2 error %.3g > 1e-3", rel)
 	}
 	return name, nil
+}
+
+// cpuMatMul describes the kernel behind simplego's float32 matrix products (--backend go).
+func cpuMatMul() string {
+	switch installed, err := nn.SimpleGoGEMM(); {
+	case installed:
+		return "vdpp gemm (AVX2/FMA assembly)"
+	case err != nil:
+		return "simplego's scalar loop (" + err.Error() + ")"
+	case os.Getenv(nn.GEMMEnv) == "simplego":
+		return "simplego's scalar loop (" + nn.GEMMEnv + "=simplego)"
+	default:
+		return "simplego's scalar loop (this CPU lacks AVX2/FMA)"
+	}
 }

@@ -44,11 +44,13 @@ func TestDoctorJSON(t *testing.T) {
 		Tried      bool
 		Backend    string
 		TryError   string `json:"try_error"`
+		CPUMatMul  string `json:"cpu_matmul"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
 	}
-	if rep.Resolution.Config != "go" || !rep.Tried || rep.TryError != "" || rep.GPU.Evidence == "" || !strings.HasPrefix(rep.Backend, "SimpleGo") {
+	if rep.Resolution.Config != "go" || !rep.Tried || rep.TryError != "" || rep.GPU.Evidence == "" || !strings.HasPrefix(rep.Backend, "SimpleGo") ||
+		rep.CPUMatMul != cpuMatMul() || rep.CPUMatMul == "" {
 		t.Errorf("report %+v", rep)
 	}
 }

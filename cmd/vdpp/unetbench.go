@@ -55,9 +55,19 @@ func runUNetBench(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return fmt.Errorf("write %s: %w", *jsonPath, err)
 		}
 	}
-	_, err = fmt.Fprintf(stdout, "unet %s %s %s batch %d, %d frames, %dx%d: median %.2f ms (min %.2f, first call %.1f s), %.1f TFLOP a call, %.1f TFLOP/s\n",
-		res.Config, res.Backend, res.DType, res.Batch, res.Frames, res.Height, res.Width, res.MedianMS, res.MinMS, res.FirstCallS, res.FLOPs/1e12, res.TFLOPS)
+	_, err = fmt.Fprintf(stdout, "unet %s %s %s batch %d, %d frames, %dx%d: median %.2f ms (min %.2f, first call %.1f s), %s a call, %s/s\n",
+		res.Config, res.Backend, res.DType, res.Batch, res.Frames, res.Height, res.Width, res.MedianMS, res.MinMS, res.FirstCallS,
+		flopsString(res.FLOPs), flopsString(res.TFLOPS*1e12))
 	return err
+}
+
+// flopsString prints a FLOP count in TFLOP, or in GFLOP below one TFLOP (the small
+// configs' calls are a fraction of a GFLOP, which "0.0 TFLOP" hides).
+func flopsString(f float64) string {
+	if f >= 1e12 {
+		return fmt.Sprintf("%.1f TFLOP", f/1e12)
+	}
+	return fmt.Sprintf("%.2f GFLOP", f/1e9)
 }
 
 // writeUNetCount prints unetcost's count for o's config and shape as JSON.

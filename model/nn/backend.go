@@ -38,16 +38,23 @@ func NewBackend(spec string) (backends.Backend, error) {
 const SimpleGoConfig = "go:ops_sequential"
 
 // simpleGoConfig returns SimpleGoConfig plus the options of a "go:OPTS" config (e.g.
-// "go:dotgeneral_large"); "ops_parallel" among them replaces "ops_sequential".
-func simpleGoConfig(config string) string {
+// "go:dotgeneral_large"); "ops_parallel" among them replaces "ops_sequential". With
+// fastGEMM (internal/gemm installed as the product kernel, see SimpleGoGEMM) every
+// DotGeneral takes simplego's "small" path, the one that calls that kernel, unless OPTS
+// chooses a path itself (options are applied in order, so the caller's come last).
+func simpleGoConfig(config string, fastGEMM bool) string {
+	base := SimpleGoConfig
+	if fastGEMM {
+		base += ",dotgeneral_small"
+	}
 	opts, ok := strings.CutPrefix(config, "go:")
 	if !ok || opts == "" {
-		return SimpleGoConfig
+		return base
 	}
 	if strings.Contains(opts, "ops_parallel") {
 		return "go:" + opts
 	}
-	return SimpleGoConfig + "," + opts
+	return base + "," + opts
 }
 
 // envMu serialises the environment changes of concurrent NewResolvedBackend calls.
@@ -59,7 +66,8 @@ func NewResolvedBackend(r backendspec.Resolution) (b backends.Backend, err error
 	var inner error
 	err = catch(func() {
 		if r.Kind != backendspec.KindXLA {
-			b, inner = backends.NewWithConfig(simpleGoConfig(r.Config))
+			fastGEMM, _ := SimpleGoGEMM()
+			b, inner = backends.NewWithConfig(simpleGoConfig(r.Config, fastGEMM))
 			return
 		}
 		envMu.Lock()

@@ -39,3 +39,30 @@ func BenchmarkConv2D(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulNT times the products of Linear and the im2col convolutions through the
+// backend; run it with VDPP_GEMM=simplego to compare with simplego's own kernel.
+func BenchmarkMatMulNT(b *testing.B) {
+	r := rand.New(rand.NewPCG(2, 2))
+	for _, sz := range []struct{ m, k, n int }{{896, 288, 32}, {448, 576, 64}, {3584, 1152, 128}} {
+		x, w := randDense(r, sz.m, sz.k), randDense(r, sz.n, sz.k)
+		b.Run(fmt.Sprintf("M%d-K%d-N%d", sz.m, sz.k, sz.n), func(b *testing.B) {
+			p, err := NewProgram(testBackend(b), nil, "bench", func(_ Scope, in []*Node) []*Node {
+				return []*Node{MatMulNT(in[0], in[1])}
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			if _, err := p.Run(x, w); err != nil { // compile outside the timer
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := p.Run(x, w); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(2*float64(sz.m*sz.k*sz.n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

@@ -1,0 +1,17 @@
+package gemm
+
+// kernel4x16Go is the portable kernel: c[r*ldc+j] = Σ_{p<k} a[r*lda+p]·b[p*16+j] for r < 4,
+// j < 16, summing over p in increasing order.
+func kernel4x16Go(k int, a []float32, lda int, b []float32, c []float32, ldc int) {
+	for r := 0; r < 4; r++ {
+		var acc [16]float32
+		row := a[r*lda : r*lda+k]
+		for p, av := range row {
+			panel := b[p*16 : p*16+16]
+			for j := range acc {
+				acc[j] += av * panel[j]
+			}
+		}
+		copy(c[r*ldc:r*ldc+16], acc[:])
+	}
+}
