@@ -166,6 +166,8 @@ type phase interface {
 	// batch returns the inputs of step k (deterministic in the seed and k).
 	batch(k int) ([]*tensor.Dense, error)
 	stepper() *stepper
+	// flush writes what the phase caches in the run folder; it runs at every checkpoint.
+	flush() error
 }
 
 // openContext restores the phase's checkpoint (Resume) or initialises weights.
@@ -284,6 +286,7 @@ func (p *vaePhase) ctx() *context.Context   { return p.c }
 func (p *vaePhase) step() int               { return p.from }
 func (p *vaePhase) meta() map[string]string { return map[string]string{} }
 func (p *vaePhase) stepper() *stepper       { return p.s }
+func (p *vaePhase) flush() error            { return nil }
 
 // vaeFrames is the VAE phase's clip length.
 func vaeFrames(o Options) int {
@@ -354,6 +357,9 @@ func loop(ctx stdcontext.Context, o Options, ph phase) (Result, error) {
 		md := ph.meta()
 		md["phase"], md["step"], md["seed"] = o.Phase, strconv.Itoa(step), strconv.FormatUint(o.Seed, 10)
 		md[metaDataRule] = o.Rule.String()
+		if err := ph.flush(); err != nil {
+			return err
+		}
 		return saveContext(StatePath(o.Dir, o.Phase), ph.ctx(), md)
 	}
 	each := max(o.ProgressEach, 1)

@@ -51,11 +51,16 @@ type frozen struct {
 	clip  *clip.Model
 	ccfg  checkpoint.CLIPVisionConfig
 	sf    float64
+	raw   map[int]*tensor.Dense // unscaled latents [T, C, h, w] by clip index (cached on disk)
 	lat   map[int]*tensor.Dense // scaled latents [T, C, h, w] by clip index
-	emb   map[int]*tensor.Dense // image embeddings [D] by clip index
+	emb   map[int]*tensor.Dense // image embeddings [D] by clip index (cached on disk)
 	dc    procedural.Config
 	data  uint64
 	split procedural.Split
+
+	cachePath  string // LatentCachePath of the run folder
+	cacheKey   string // latentCacheKey of these networks and dataset
+	cacheDirty bool   // clips were encoded since the cache was last written
 }
 
 // newFrozen loads the run folder's VAE encoder and builds the fixed image encoder.
@@ -86,18 +91,28 @@ func newFrozen(b backends.Backend, dir string, vcfg checkpoint.VAEConfig, ccfg c
 	if err != nil {
 		return nil, err
 	}
-	return &frozen{enc: enc, clip: cm, ccfg: ccfg, lat: map[int]*tensor.Dense{}, emb: map[int]*tensor.Dense{},
-		dc: procedural.ConfigFor(rule), data: data, split: procedural.Train}, nil
+	f := &frozen{enc: enc, clip: cm, ccfg: ccfg,
+		raw: map[int]*tensor.Dense{}, lat: map[int]*tensor.Dense{}, emb: map[int]*tensor.Dense{},
+		dc: procedural.ConfigFor(rule), data: data, split: procedural.Train, cachePath: LatentCachePath(dir)}
+	f.cacheKey = latentCacheKey(encW, ccfg, seed+clipSeedOffset, f)
+	f.loadLatentCache()
+	return f, nil
 }
 
-// latents returns the VAE mode of every frame of training clip i, unscaled.
+// rawLatents returns the VAE mode of every frame of training clip i, unscaled; the
+// result is cached and must not be modified.
 func (f *frozen) rawLatents(i int) (*tensor.Dense, error) {
+	if l, ok := f.raw[i]; ok {
+		return l, nil
+	}
 	x := procedural.ToTensor(procedural.Video(f.dc, f.data, f.split, i))
 	post, err := f.enc.Encode(x)
 	if err != nil {
 		return nil, err
 	}
-	return post.Mode(), nil
+	l := post.Mode()
+	f.raw[i], f.cacheDirty = l, true
+	return l, nil
 }
 
 // scaledLatents returns the cached scaled latents of clip i.
@@ -105,12 +120,13 @@ func (f *frozen) scaledLatents(i int) (*tensor.Dense, error) {
 	if l, ok := f.lat[i]; ok {
 		return l, nil
 	}
-	l, err := f.rawLatents(i)
+	raw, err := f.rawLatents(i)
 	if err != nil {
 		return nil, err
 	}
-	for j := range l.Data {
-		l.Data[j] *= float32(f.sf)
+	l := tensor.New(raw.Shape...)
+	for j, v := range raw.Data {
+		l.Data[j] = v * float32(f.sf)
 	}
 	f.lat[i] = l
 	return l, nil
@@ -136,7 +152,7 @@ func (f *frozen) embedding(i int) (*tensor.Dense, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.emb[i] = e
+	f.emb[i], f.cacheDirty = e, true
 	return e, nil
 }
 
@@ -182,7 +198,7 @@ func newUNetPhase(b backends.Backend, o Options, ucfg checkpoint.UNetConfig, vcf
 		if fz.sf, err = strconv.ParseFloat(v, 64); err != nil {
 			return nil, fmt.Errorf("%w: scaling_factor %q", ErrCheckpoint, v)
 		}
-	} else if fz.sf, err = fz.scalingFactor(32); err != nil {
+	} else if fz.sf, err = fz.scalingFactor(min(32, o.Train)); err != nil {
 		return nil, err
 	}
 	s, err := newStepper(b, ctx, o.LR, func(s nn.Scope, in []*graph.Node) []*graph.Node {
@@ -197,6 +213,7 @@ func newUNetPhase(b backends.Backend, o Options, ucfg checkpoint.UNetConfig, vcf
 func (p *unetPhase) ctx() *context.Context { return p.c }
 func (p *unetPhase) step() int             { return p.from }
 func (p *unetPhase) stepper() *stepper     { return p.s }
+func (p *unetPhase) flush() error          { return p.fz.saveLatentCache() }
 func (p *unetPhase) meta() map[string]string {
 	return map[string]string{"scaling_factor": strconv.FormatFloat(p.fz.sf, 'g', -1, 64)}
 }
