@@ -41,9 +41,10 @@ type Options struct {
 	Reconstruct func(truth *tensor.Dense) (*tensor.Dense, error)
 }
 
-// DefaultOptions evaluates 8 held-out clips with 25 steps.
+// DefaultOptions evaluates 32 held-out clips with 25 steps: with 8, which clips happen to
+// be drawn moved the model's margin over the repeat baseline by more than the margin itself.
 func DefaultOptions() Options {
-	return Options{Samples: 8, DataSeed: 1, Rule: procedural.DefaultRule, Steps: 25, Seed: 0, Untrained: true}
+	return Options{Samples: 32, DataSeed: 1, Rule: procedural.DefaultRule, Steps: 25, Seed: 0, Untrained: true}
 }
 
 // Generator produces a video [T, 3, H, W] in [0, 1] from a first frame.
