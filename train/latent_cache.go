@@ -72,21 +72,12 @@ func (f *frozen) loadLatentCache() {
 		if err != nil || !strings.HasPrefix(name, prefix) {
 			return
 		}
-		info, _ := sf.Info(name)
-		data, err := sf.Bytes(name)
-		if err != nil || info.DType != safetensors.F32 {
+		if info, _ := sf.Info(name); info.DType != safetensors.F32 {
 			return
 		}
-		shape := make([]int, len(info.Shape))
-		for j, d := range info.Shape {
-			shape[j] = int(d)
-		}
-		t := tensor.New(shape...)
-		if len(data) != 4*len(t.Data) {
+		t, err := sf.Tensor(name)
+		if err != nil {
 			return
-		}
-		for j := range t.Data {
-			t.Data[j] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*j:]))
 		}
 		dst[i] = t
 	}
@@ -98,20 +89,13 @@ func (f *frozen) saveLatentCache() error {
 	if !f.cacheDirty || f.cachePath == "" {
 		return nil
 	}
-	var raws []safetensors.RawTensor
-	add := func(prefix string, m map[int]*tensor.Dense) {
+	var named []safetensors.NamedTensor
+	for prefix, m := range map[string]map[int]*tensor.Dense{cacheLatPrefix: f.raw, cacheEmbPrefix: f.emb} {
 		for i, t := range m {
-			b := make([]byte, 4*len(t.Data))
-			for j, v := range t.Data {
-				binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(v))
-			}
-			raws = append(raws, safetensors.RawTensor{Name: prefix + strconv.Itoa(i), DType: safetensors.F32, Shape: slices.Clone(t.Shape), Data: b})
+			named = append(named, safetensors.NamedTensor{Name: prefix + strconv.Itoa(i), Tensor: t})
 		}
 	}
-	add(cacheLatPrefix, f.raw)
-	add(cacheEmbPrefix, f.emb)
-	slices.SortFunc(raws, func(a, b safetensors.RawTensor) int { return strings.Compare(a.Name, b.Name) })
-	if err := safetensors.WriteRawFile(f.cachePath, raws, map[string]string{cacheKeyMeta: f.cacheKey}); err != nil {
+	if err := safetensors.WriteFile(f.cachePath, named, map[string]string{cacheKeyMeta: f.cacheKey}); err != nil {
 		return fmt.Errorf("train: latent cache: %w", err)
 	}
 	f.cacheDirty = false
