@@ -8,17 +8,29 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/gomlx/gomlx/pkg/ml/context"
+
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
 )
 
+// ExportOptions configure Export.
+type ExportOptions struct {
+	Seed uint64 // seed of the run (the fixed image encoder and the UNet's initial weights)
+	// Raw exports the trained weights themselves even where a checkpoint holds their
+	// moving average (Options.EMA).
+	Raw bool
+}
+
 // Export writes the diffusers folder of a run to out: model_index.json, the five component
 // configs, unet/ and vae/ diffusion_pytorch_model.safetensors from the run's checkpoints
-// (the UNet's initial weights when the run has no UNet checkpoint yet) and
-// image_encoder/model.safetensors (the fixed random encoder of seed). The VAE config gets
+// (their weights' moving averages where the checkpoints have them, unless o.Raw; the
+// UNet's initial weights when the run has no UNet checkpoint yet) and
+// image_encoder/model.safetensors (the fixed random encoder of o.Seed). The VAE config gets
 // the scaling factor the UNet phase trained with.
-func Export(runDir, out string, seed uint64) error {
+func Export(runDir, out string, o ExportOptions) error {
+	seed := o.Seed
 	cfgs := TinyConfigs()
 	ucfg, _, ccfg, err := cfgs.Parsed()
 	if err != nil {
@@ -28,7 +40,7 @@ func Export(runDir, out string, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	vw, err := modelWeights(vctx)
+	vw, err := exportWeights(vctx, o.Raw)
 	if err != nil {
 		return err
 	}
@@ -36,7 +48,7 @@ func Export(runDir, out string, seed uint64) error {
 	uctx, umeta, err := loadContext(StatePath(runDir, PhaseUNet))
 	switch {
 	case err == nil:
-		if uw, err = modelWeights(uctx); err != nil {
+		if uw, err = exportWeights(uctx, o.Raw); err != nil {
 			return err
 		}
 		if sf, err := strconv.ParseFloat(umeta["scaling_factor"], 64); err == nil {
@@ -54,6 +66,16 @@ func Export(runDir, out string, seed uint64) error {
 		return err
 	}
 	return WriteFolder(out, cfgs, uw, vw, cw)
+}
+
+// exportWeights returns the weights of a phase checkpoint to export: the moving averages
+// where it has them, unless raw.
+func exportWeights(ctx *context.Context, raw bool) (map[string]*tensor.Dense, error) {
+	if raw {
+		return modelWeights(ctx)
+	}
+	w, _, err := emaWeights(ctx)
+	return w, err
 }
 
 // WriteFolder writes a diffusers folder from configs and weights.

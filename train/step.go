@@ -28,17 +28,29 @@ type stepper struct {
 
 // newStepper compiles (lazily, on the first Step) the training step of loss with Adam at
 // learning rate lr. Setting lr also overwrites a learning rate restored from a checkpoint.
-func newStepper(b backends.Backend, ctx *context.Context, lr float64, loss lossFunc) (*stepper, error) {
+// With emaDecay in (0, 1) each step also updates a moving average of the trainable weights
+// (see attachEMA); otherwise any averages in ctx are dropped.
+func newStepper(b backends.Backend, ctx *context.Context, lr, emaDecay float64, loss lossFunc) (*stepper, error) {
 	opt := optimizers.Adam().LearningRate(lr).Done()
 	lrVar := optimizers.LearningRateVarWithValue(ctx, dtypes.Float32, lr)
 	if err := lrVar.SetValue(tensors.FromScalar(float32(lr))); err != nil {
 		return nil, fmt.Errorf("train: learning rate: %w", err)
+	}
+	var pairs []emaPair
+	if emaDecay > 0 {
+		var err error
+		if pairs, err = attachEMA(ctx); err != nil {
+			return nil, err
+		}
+	} else if err := dropEMA(ctx); err != nil {
+		return nil, err
 	}
 	fn := func(ctx *context.Context, inputs []*graph.Node) []*graph.Node {
 		g := inputs[0].Graph()
 		nn.MarkTraining(g)
 		outs := loss(nn.ContextScope(ctx), inputs)
 		opt.UpdateGraph(ctx, g, outs[0])
+		updateEMAGraph(g, pairs, emaDecay)
 		return outs
 	}
 	exec, err := context.NewExec(b, ctx, fn)

@@ -93,7 +93,7 @@ func TestVAELossDecreases(t *testing.T) {
 	}
 	vcfg, w := microVAE(t, 1, 0)
 	ctx := newContext(w)
-	s, err := newStepper(b, ctx, 3e-3, func(sc nn.Scope, in []*graph.Node) []*graph.Node {
+	s, err := newStepper(b, ctx, 3e-3, 0, func(sc nn.Scope, in []*graph.Node) []*graph.Node {
 		l, m := vaeLoss(sc, vcfg, in[0], in[1], 2)
 		return []*graph.Node{l, m}
 	})
@@ -126,7 +126,7 @@ func TestUNetLossDecreases(t *testing.T) {
 	}
 	ucfg, w := microUNet(t)
 	ctx := newContext(w)
-	s, err := newStepper(b, ctx, 3e-3, func(sc nn.Scope, in []*graph.Node) []*graph.Node {
+	s, err := newStepper(b, ctx, 3e-3, 0, func(sc nn.Scope, in []*graph.Node) []*graph.Node {
 		return []*graph.Node{unetLoss(sc, ucfg, in[0], in[1], in[2], in[3], in[4], in[5])}
 	})
 	if err != nil {

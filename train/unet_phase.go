@@ -201,7 +201,7 @@ func newUNetPhase(b backends.Backend, o Options, ucfg checkpoint.UNetConfig, vcf
 	} else if fz.sf, err = fz.scalingFactor(min(32, o.Train)); err != nil {
 		return nil, err
 	}
-	s, err := newStepper(b, ctx, o.LR, func(s nn.Scope, in []*graph.Node) []*graph.Node {
+	s, err := newStepper(b, ctx, o.LR, o.EMA, func(s nn.Scope, in []*graph.Node) []*graph.Node {
 		return []*graph.Node{unetLoss(s, ucfg, in[0], in[1], in[2], in[3], in[4], in[5])}
 	})
 	if err != nil {

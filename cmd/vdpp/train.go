@@ -36,11 +36,13 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&o.Resume, "resume", false, "continue from DIR's checkpoint of the phase")
 	fs.IntVar(&o.CheckpointEvery, "checkpoint-every", o.CheckpointEvery, "checkpoint every N steps")
 	fs.DurationVar(&o.MaxDuration, "max-duration", 0, "stop (with a checkpoint) after this long; 0 = no limit")
+	fs.Float64Var(&o.EMA, "ema", 0, "keep a moving average of the weights with this decay per step, exported instead of them (0 = as the resumed checkpoint; < 0 = off)")
 	fs.Float64Var(&o.PMean, "p-mean", o.PMean, "ln sigma mean (UNet phase)")
 	fs.Float64Var(&o.PStd, "p-std", o.PStd, "ln sigma std (UNet phase)")
 	fs.Float64Var(&o.CondDropout, "cond-dropout", o.CondDropout, "conditioning dropout probability (UNet phase)")
 	backend := fs.String("backend", "", "GoMLX backend: go, xla:cuda, xla:/path/plugin.so (default: automatic)")
 	export := fs.String("export", "", "after training, write the diffusers folder to this path")
+	exportRaw := fs.Bool("export-raw", false, "export the trained weights, not their moving averages (--ema)")
 	exportOnly := fs.Bool("export-only", false, "only write the diffusers folder of DIR's checkpoints to --export")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -49,7 +51,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *export == "" {
 			return fmt.Errorf("%w: --export-only needs --export OUT", errUsage)
 		}
-		if err := train.Export(o.Dir, *export, o.Seed); err != nil {
+		if err := train.Export(o.Dir, *export, train.ExportOptions{Seed: o.Seed, Raw: *exportRaw}); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "exported %s\n", *export)
@@ -78,7 +80,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "trained %s steps %d -> %d in %s (loss %.5f -> %.5f); checkpoint %s\n",
 		res.Phase, res.FromStep, res.Step, res.Wall.Round(time.Second), res.FirstLoss, res.LastLoss, train.StatePath(o.Dir, o.Phase))
 	if *export != "" {
-		if err := train.Export(o.Dir, *export, o.Seed); err != nil {
+		if err := train.Export(o.Dir, *export, train.ExportOptions{Seed: o.Seed, Raw: *exportRaw}); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "exported %s\n", *export)
