@@ -87,3 +87,23 @@ func TestDecodeChunk(t *testing.T) {
 		}
 	}
 }
+
+func TestGuidance(t *testing.T) {
+	for _, tc := range []struct {
+		model            string
+		minG, maxG       float64
+		wantMin, wantMax float64
+	}{
+		{Name, -1, -1, MinGuidance, MaxGuidance},
+		{"/some/svd", -1, -1, 1, 3},
+		{Name, 1, -1, 1, MaxGuidance},
+		{"/some/svd", -1, 1, 1, 1},
+		{Name, 0, 0, 0, 0},
+		{"/some/svd", 2.5, 7, 2.5, 7},
+	} {
+		gotMin, gotMax := Guidance(tc.model, tc.minG, tc.maxG)
+		if gotMin != tc.wantMin || gotMax != tc.wantMax {
+			t.Errorf("Guidance(%q, %v, %v) = %v, %v; want %v, %v", tc.model, tc.minG, tc.maxG, gotMin, gotMax, tc.wantMin, tc.wantMax)
+		}
+	}
+}

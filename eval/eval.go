@@ -30,7 +30,8 @@ type Options struct {
 	Steps     int             // denoising steps
 	Seed      int64           // generation seed
 	Untrained bool            // also evaluate the untrained-UNet baseline
-	// MinGuidance and MaxGuidance override the checkpoint's defaults when > 0.
+	// MinGuidance and MaxGuidance are the guidance weights of the first and last frame the
+	// generator uses; Run records them in the report.
 	MinGuidance, MaxGuidance float64
 	// Keep, when set, sees every clip's truth and generated video ([T, 3, H, W] in [0, 1]).
 	Keep func(i int, truth, pred *tensor.Dense)
@@ -63,6 +64,8 @@ type Report struct {
 	Samples              int     `json:"samples"`
 	Steps                int     `json:"steps"`
 	Frames               int     `json:"frames"`
+	MinGuidance          float64 `json:"min_guidance"`
+	MaxGuidance          float64 `json:"max_guidance"`
 	PSNRAfterFirst       float64 `json:"psnr_after_first"`
 	SSIMAfterFirst       float64 `json:"ssim_after_first"`
 	RepeatPSNRAfterFirst float64 `json:"baseline_repeat_first_psnr_after_first"`
@@ -216,7 +219,7 @@ func Run(ctx context.Context, o Options, gen, untrained Generator, progress func
 			progress(i)
 		}
 	}
-	r := Report{Samples: o.Samples, Steps: o.Steps, Frames: dc.Frames}
+	r := Report{Samples: o.Samples, Steps: o.Steps, Frames: dc.Frames, MinGuidance: o.MinGuidance, MaxGuidance: o.MaxGuidance}
 	r.PSNR, r.SSIM = model.curves()
 	r.RepeatPSNR, r.RepeatSSIM = rep.curves()
 	r.PSNRAfterFirst, r.SSIMAfterFirst = r.PSNR.AfterFirst, r.SSIM.AfterFirst

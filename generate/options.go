@@ -47,7 +47,7 @@ type Options struct {
 // DefaultOptions mirrors the pipeline's defaults; sizes left at 0 come from the checkpoint.
 func DefaultOptions() Options {
 	return Options{
-		MinGuidance: 1, MaxGuidance: 3, FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02,
+		MinGuidance: -1, MaxGuidance: -1, FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02,
 		Steps: 25, DecodeChunkSize: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Out: "out",
 		Timeout: 10 * time.Minute, Progress: "auto",
 	}
@@ -62,8 +62,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Steps, "steps", o.Steps, "denoising steps")
 	fs.IntVar(&o.Height, "height", o.Height, "video height, a multiple of the VAE's factor (0: the model's: 576 for SVD, 64 for builtin)")
 	fs.IntVar(&o.Width, "width", o.Width, "video width (0: the model's: 1024 for SVD, 64 for builtin)")
-	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "guidance weight of the first frame")
-	fs.Float64Var(&o.MaxGuidance, "max-guidance", o.MaxGuidance, "guidance weight of the last frame (> 1 turns on CFG)")
+	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "guidance weight of the first frame (-1: the model's: 1 for SVD, 2 for builtin)")
+	fs.Float64Var(&o.MaxGuidance, "max-guidance", o.MaxGuidance, "guidance weight of the last frame, > 1 turns on CFG (-1: the model's: 3 for SVD, 4 for builtin)")
 	fs.IntVar(&o.FPS, "fps", o.FPS, "frames per second (the UNet is conditioned on fps-1)")
 	fs.IntVar(&o.MotionBucketID, "motion-bucket-id", o.MotionBucketID, "motion conditioning")
 	fs.Float64Var(&o.NoiseAugStrength, "noise-aug-strength", o.NoiseAugStrength, "noise added to the conditioning image")

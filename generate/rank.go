@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/dist"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/nn"
@@ -27,6 +28,8 @@ func RunRank(ctx context.Context, o Options, env dist.Env, log *slog.Logger) err
 	if err := o.Validate(); err != nil {
 		return err
 	}
+	// Resolve leaves the guidance set; options built in code may still say "the model's".
+	o.MinGuidance, o.MaxGuidance = builtin.Guidance(o.Model, o.MinGuidance, o.MaxGuidance)
 	if env.WorldSize != o.NProc {
 		return fmt.Errorf("generate: world size %d but --nproc %d", env.WorldSize, o.NProc)
 	}

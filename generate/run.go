@@ -37,6 +37,7 @@ func Resolve(o Options) (Options, error) {
 		return o, err
 	}
 	o.DecodeChunkSize = builtin.DecodeChunk(o.Model, o.DecodeChunkSize)
+	o.MinGuidance, o.MaxGuidance = builtin.Guidance(o.Model, o.MinGuidance, o.MaxGuidance)
 	if o.Model == builtin.Name {
 		dir, err := builtin.Resolve(o.Model)
 		if err != nil {

@@ -54,8 +54,11 @@ type ModelSpec struct {
 	// DecodeChunkSize is the decode_chunk_size a job gets when its JSON leaves it out
 	// (0: all frames at once); the built-in model's decoder was trained on 7-frame chunks.
 	DecodeChunkSize int
-	StepMS          float64
-	Cost            string
+	// MinGuidance and MaxGuidance are the guidance weights of the first and last frame a
+	// job gets when its JSON leaves them out; both 0 means the checkpoint's (SVD's 1 and 3).
+	MinGuidance, MaxGuidance float64
+	StepMS                   float64
+	Cost                     string
 }
 
 // DenoiserConfig is the model.Config a worker builds its Denoiser from.

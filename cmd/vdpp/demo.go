@@ -52,6 +52,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	run := func(k int, sub string) (time.Duration, []string, error) {
 		o := generate.DefaultOptions()
 		o.Model, o.Image, o.DecodeChunkSize = dir, img, builtin.DecodeChunkSize
+		o.MinGuidance, o.MaxGuidance = builtin.MinGuidance, builtin.MaxGuidance
 		o.Steps, o.NumSamples, o.NProc, o.Backend = *steps, *samples, k, *backend
 		o.Out = filepath.Join(*out, sub)
 		r := &generate.Runner{Log: newLogger(stderr), Progress: stderr, Terminal: term.IsTerminal(int(os.Stderr.Fd()))}

@@ -31,8 +31,8 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Uint64Var(&o.DataSeed, "data-seed", o.DataSeed, "dataset seed")
 	ruleFlag(fs, &o.Rule)
 	fs.BoolVar(&o.Untrained, "untrained", o.Untrained, "also evaluate the untrained-UNet baseline")
-	fs.Float64Var(&o.MinGuidance, "min-guidance", 0, "first-frame guidance (0 = pipeline default)")
-	fs.Float64Var(&o.MaxGuidance, "max-guidance", 0, "last-frame guidance (0 = pipeline default)")
+	fs.Float64Var(&o.MinGuidance, "min-guidance", -1, "first-frame guidance (-1: the model's: 1 for SVD, 2 for builtin)")
+	fs.Float64Var(&o.MaxGuidance, "max-guidance", -1, "last-frame guidance (-1: the model's: 3 for SVD, 4 for builtin)")
 	initSeed := fs.Uint64("init-seed", 1, "seed of the untrained UNet's initial weights")
 	sheet := fs.String("sheet", "", "write a contact sheet PNG (rows: true clip, generated clip, VAE round trip with --recon) of the first clips")
 	gifDir := fs.String("gif-dir", "", "write side-by-side GIFs (true | generated) of the first clips here")
@@ -58,12 +58,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	pr := p.DefaultParams()
 	pr.Height, pr.Width, pr.Steps, pr.Seed = 64, 64, o.Steps, o.Seed
 	pr.DecodeChunkSize = builtin.DecodeChunk(*modelFlag, *chunk)
-	if o.MinGuidance > 0 {
-		pr.MinGuidance = o.MinGuidance
+	pr.MinGuidance, pr.MaxGuidance = builtin.Guidance(*modelFlag, o.MinGuidance, o.MaxGuidance)
+	if pr.MinGuidance > pr.MaxGuidance {
+		return fmt.Errorf("%w: --min-guidance %v > --max-guidance %v", errUsage, pr.MinGuidance, pr.MaxGuidance)
 	}
-	if o.MaxGuidance > 0 {
-		pr.MaxGuidance = o.MaxGuidance
-	}
+	o.MinGuidance, o.MaxGuidance = pr.MinGuidance, pr.MaxGuidance
 	var untrained eval.Generator
 	if o.Untrained {
 		w, err := train.UNetInitWeights(p.UNetConfig, *initSeed)

@@ -104,7 +104,8 @@ func modelSpec(name string) (serve.ModelSpec, error) {
 		if err != nil {
 			return serve.ModelSpec{}, fmt.Errorf("serve: builtin model: %w", err)
 		}
-		return serve.ModelSpec{Name: "svd", Dir: dir, DecodeChunkSize: builtin.DecodeChunkSize}, nil
+		return serve.ModelSpec{Name: "svd", Dir: dir, DecodeChunkSize: builtin.DecodeChunkSize,
+			MinGuidance: builtin.MinGuidance, MaxGuidance: builtin.MaxGuidance}, nil
 	}
 	if st, err := os.Stat(name); err == nil && st.IsDir() {
 		abs, err := filepath.Abs(name)

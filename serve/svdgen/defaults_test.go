@@ -18,3 +18,23 @@ func TestDefaultDecodeChunk(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultGuidance: a job that leaves the guidance out gets the model spec's, or SVD's
+// 1 and 3 when the spec sets none.
+func TestDefaultGuidance(t *testing.T) {
+	for _, tc := range []struct {
+		spec             *[2]float64
+		wantMin, wantMax float64
+	}{
+		{nil, 1, 3},
+		{&[2]float64{2, 4}, 2, 4},
+	} {
+		p := &svd.Pipeline{}
+		p.UNetConfig.NumFrames = 14
+		g := New(p)
+		g.guidance = tc.spec
+		if got := g.DefaultParams(); got.MinGuidance != tc.wantMin || got.MaxGuidance != tc.wantMax {
+			t.Errorf("spec %v: default guidance %v -> %v, want %v -> %v", tc.spec, got.MinGuidance, got.MaxGuidance, tc.wantMin, tc.wantMax)
+		}
+	}
+}

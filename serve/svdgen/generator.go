@@ -36,6 +36,8 @@ type Generator struct {
 	cfg *svd.Pipeline
 	// decodeChunk is the default decode_chunk_size (ModelSpec.DecodeChunkSize).
 	decodeChunk int
+	// guidance, when set, is the default min and max guidance (ModelSpec).
+	guidance *[2]float64
 
 	mu sync.Mutex
 	p  *svd.Pipeline // nil once closed
@@ -62,6 +64,9 @@ func Open(spec serve.ModelSpec) (*Generator, error) {
 	}
 	g := New(p)
 	g.decodeChunk = max(spec.DecodeChunkSize, 0)
+	if spec.MinGuidance != 0 || spec.MaxGuidance != 0 {
+		g.guidance = &[2]float64{spec.MinGuidance, spec.MaxGuidance}
+	}
 	return g, nil
 }
 
@@ -94,10 +99,13 @@ func (g *Generator) pipeline() (*svd.Pipeline, error) {
 
 // DefaultParams implements serve.ParamsModel: SVD's defaults with the checkpoint's frame
 // count (the UNet config's num_frames) and native size, as `vdpp generate`; the server's 14
-// frames when the config has none; the model spec's decode chunk.
+// frames when the config has none; the model spec's decode chunk and guidance.
 func (g *Generator) DefaultParams() serve.Params {
 	p := FromSVD(g.cfg.DefaultParams())
 	p.DecodeChunkSize = g.decodeChunk
+	if g.guidance != nil {
+		p.MinGuidance, p.MaxGuidance = g.guidance[0], g.guidance[1]
+	}
 	if p.NumFrames < 1 {
 		p.NumFrames = serve.DefaultParams().NumFrames
 	}
