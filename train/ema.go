@@ -24,11 +24,27 @@ type emaPair struct{ weight, avg *context.Variable }
 // attachEMA gives every trainable root-scope variable of ctx a moving average under
 // emaScope. An average restored from a checkpoint is kept; a missing one starts as a copy
 // of the weight's current value (a run that turns the EMA on mid-way averages from there).
+// Averages of weights that are not trained now (a VAE encoder frozen by DecoderOnly) are
+// dropped: they would no longer follow the weight, and Export must write the weight itself.
 func attachEMA(ctx *context.Context) ([]emaPair, error) {
 	var weights []*context.Variable
+	trained := map[string]bool{}
+	var stale []string
 	for v := range ctx.IterVariables() {
-		if v.Scope() == context.RootScope && v.Trainable {
+		switch {
+		case v.Scope() == context.RootScope && v.Trainable:
 			weights = append(weights, v)
+			trained[v.Name()] = true
+		case v.Scope() == emaScope:
+			stale = append(stale, v.Name())
+		}
+	}
+	for _, n := range stale {
+		if trained[n] {
+			continue
+		}
+		if err := ctx.DeleteVariable(emaScope, n); err != nil {
+			return nil, fmt.Errorf("train: drop ema of frozen %s: %w", n, err)
 		}
 	}
 	emaCtx := ctx.InAbsPath(emaScope).Checked(false)
