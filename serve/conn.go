@@ -73,21 +73,27 @@ func (c *Coordinator) ServeWorkers(ln net.Listener, secret []byte, heartbeat, ti
 			}
 			w := &workerConn{rank: rank, pid: pid, wc: newWireConn(conn, timeout), out: make(chan dist.Message, 1024),
 				done: make(chan struct{}), outstanding: map[int64]*batch{}}
-			c.join(w)
+			if !c.join(w) {
+				return
+			}
+			defer c.wg.Done()
 			go c.writeLoop(w, heartbeat)
 			c.readLoop(w, timeout)
 		}()
 	}
 }
 
-func (c *Coordinator) join(w *workerConn) {
+// join registers w as its rank's connection and counts its read loop in wg (the caller
+// calls wg.Done when the loop ends). It refuses (false, w closed) once Close has begun.
+func (c *Coordinator) join(w *workerConn) bool {
 	c.mu.Lock()
 	old := c.workers[w.rank]
 	if c.closed {
 		c.mu.Unlock()
 		w.close()
-		return
+		return false
 	}
+	c.wg.Add(1)
 	c.workers[w.rank] = w
 	c.cfg.Log.Info("worker joined", "rank", w.rank, "pid", w.pid, "live", len(c.workers))
 	if old != nil {
@@ -95,6 +101,7 @@ func (c *Coordinator) join(w *workerConn) {
 	}
 	c.dispatchLocked()
 	c.mu.Unlock()
+	return true
 }
 
 func (c *Coordinator) writeLoop(w *workerConn, heartbeat time.Duration) {
@@ -118,12 +125,16 @@ func (c *Coordinator) writeLoop(w *workerConn, heartbeat time.Duration) {
 }
 
 // readLoop handles a worker's messages until its connection fails, then re-plans its work.
+// It runs counted in wg (see join), so Close waits for a message it has already received.
 func (c *Coordinator) readLoop(w *workerConn, timeout time.Duration) {
 	var err error
 	for {
 		var m dist.Message
 		if m, err = w.wc.recv(timeout); err != nil {
 			break
+		}
+		if h := c.hooks.received; h != nil {
+			h(m)
 		}
 		if err = c.handle(w, m); err != nil {
 			break

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vdpp/vdpp/dist"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/tensor"
@@ -112,6 +113,9 @@ type job struct {
 	created   time.Time
 	version   uint64
 	subs      map[chan struct{}]struct{}
+	// writes counts the record writes of this job still in flight; a job is never
+	// expired while one could put its record back.
+	writes int
 }
 
 // item is a running sample: the coordinator keeps its latest latent (the last one a worker
@@ -156,9 +160,26 @@ type Coordinator struct {
 	workers   map[int]*workerConn // live, by rank
 	counts    map[State]int
 	runEWMA   float64 // ms per job, for Retry-After
-	wg        sync.WaitGroup
+	// wg counts everything that may still write to the store: submissions being persisted,
+	// prepares, record and output writes, sweeps, and the read loops of worker connections
+	// (a result a read loop has received is recorded). It is only incremented under mu
+	// while !closed, or by a goroutine it already counts, so Close's Wait sees them all.
+	wg sync.WaitGroup
+	// unreaped holds expired jobs whose record delete failed; the next sweep retries.
+	unreaped []Record
 	// onLost is called (under mu) when a worker's connection is lost.
 	onLost func(rank, pid int)
+	hooks  coordHooks
+}
+
+// coordHooks are test seams; a nil hook does nothing. They are set before the coordinator
+// runs.
+type coordHooks struct {
+	// received runs in a worker's read loop for each message, before it is handled.
+	received func(m dist.Message)
+	// draining runs in Close once no new work can start, before it waits for the read
+	// loops and the store writes.
+	draining func()
 }
 
 // NewCoordinator loads the store: finished jobs stay downloadable, queued and running ones
@@ -218,13 +239,17 @@ func (c *Coordinator) Submit(p Params, img []byte) (Status, error) {
 	c.reserving++
 	c.nextSeq++
 	seq := c.nextSeq
+	c.wg.Add(1)
 	c.mu.Unlock()
+	defer c.wg.Done()
 
 	now := c.cfg.Now().UTC()
 	rec := Record{ID: newID(), Seq: seq, State: StateQueued, Params: p, CreatedAt: now}
 	err := c.cfg.Store.WriteFile(rec.ID, inputFile, img)
 	if err == nil {
-		err = c.cfg.Store.Put(rec)
+		if err = c.cfg.Store.Put(rec); err != nil {
+			c.cfg.Store.RemoveFiles(rec.ID) // no record points at them; best effort
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -465,7 +490,7 @@ func (c *Coordinator) endLocked(j *job, s State, msg string) {
 		c.cfg.Log.Warn("job failed", "id", j.rec.ID, "err", msg)
 	}
 	c.touchLocked(j)
-	c.persistLocked(j.rec)
+	c.persistLocked(j)
 	c.admitLocked()
 }
 
@@ -478,13 +503,20 @@ func (c *Coordinator) removeReadyLocked(it *item) {
 	}
 }
 
-func (c *Coordinator) persistLocked(rec Record) {
+// persistLocked writes j's record in the background. Its callers hold mu and either run
+// in a goroutine counted by wg or have checked !closed, so Close waits for the write.
+func (c *Coordinator) persistLocked(j *job) {
+	rec := j.rec
+	j.writes++
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		if err := c.cfg.Store.Put(rec); err != nil {
 			c.cfg.Log.Error("persist job", "id", rec.ID, "err", err)
 		}
+		c.mu.Lock()
+		j.writes--
+		c.mu.Unlock()
 	}()
 }
 
@@ -537,10 +569,14 @@ func (c *Coordinator) completeLocked(it *item) {
 }
 
 // Cancel asks for job id to stop: a queued job ends at once, a running one at its next step
-// boundary. Cancelling a cancelled job is a no-op; a finished one gives ErrFinished.
+// boundary. Cancelling a cancelled job is a no-op; a finished one gives ErrFinished, and
+// any cancel once Close has begun ErrClosed (the job stays as the store has it).
 func (c *Coordinator) Cancel(id string) (Status, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return Status{}, ErrClosed
+	}
 	j, ok := c.jobs[id]
 	if !ok {
 		return Status{}, fmt.Errorf("%w: %q", ErrNotFound, id)
@@ -663,8 +699,11 @@ func (c *Coordinator) Ready() (joined, want int) {
 	return len(c.workers), c.cfg.NProc
 }
 
-// Close stops scheduling and waits for the background writes. Jobs still running stay
-// queued in the store and resume on the next start.
+// Close stops scheduling, closes the worker connections and waits until nothing can write
+// to the store any more: the read loops (a result already received is still handled: a
+// job whose last step came back is written as succeeded), the output and record writes
+// they start, submissions being persisted, prepares and sweeps. Jobs still running stay
+// queued in the store and resume on the next start. The caller may close the store after.
 func (c *Coordinator) Close() {
 	c.mu.Lock()
 	c.closed = true
@@ -675,6 +714,9 @@ func (c *Coordinator) Close() {
 	c.mu.Unlock()
 	for _, w := range ws {
 		w.close()
+	}
+	if h := c.hooks.draining; h != nil {
+		h()
 	}
 	c.wg.Wait()
 }

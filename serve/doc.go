@@ -14,10 +14,20 @@
 //     error) or cancelled, never silently lost.
 //   - Every bad request gets a 4xx JSON body {"error": "..."}; nothing a client sends can
 //     crash the server or disturb another job.
+//   - Retention (Config.KeepJobs, `vdpp serve --keep-jobs`, default DefaultKeepJobs, 0 =
+//     forever): a finished job whose FinishedAt is more than KeepJobs ago is deleted, from
+//     memory first (every route then answers 404 as for an unknown id), then its files, then
+//     its record; queued and running jobs never are. Sweeps run at start-up (which also
+//     removes job folders with no record) and then every KeepJobs/10, clamped to [1 s, 1 h];
+//     which records expire at a time T is the pure ExpiredJobs.
+//   - Close loses no computed result: it waits for the worker read loops (a result already
+//     received is handled), the writes they start, submissions being persisted, sweeps and
+//     renders before it closes the store.
 //
 // The coordinator (Coordinator) is the keeper of every sample's latest latent: it hands a
 // batch "run steps [a,b) on these latents" to the worker owning that stage and keeps the
 // input latent until the worker returns the result, so a worker's death costs at most one
 // stage of work. I/O lives at the edges (http.go, store.go, pool.go, conn.go); the batching
-// and planning rules (batch.go, plan.go) are pure.
+// and planning rules (batch.go) and the retention rule (ExpiredJobs in retention.go) are
+// pure.
 package serve

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -358,6 +359,13 @@ func (s *Server) serveRendered(w http.ResponseWriter, r *http.Request, id string
 // the other format is written from the same frames when it is missing, so a model whose
 // decode is expensive (the SVD VAE) decodes each job once.
 func (s *Server) render(r *http.Request, id string, st Status, path string) error {
+	if err := s.beginRender(); err != nil {
+		return err
+	}
+	defer s.renders.Done()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.ctx, cancel)()
 	shape, err := s.coord.latentShape(id)
 	if err != nil {
 		return err
@@ -370,8 +378,11 @@ func (s *Server) render(r *http.Request, id string, st Status, path string) erro
 	if err != nil {
 		return err
 	}
-	frames, err := s.gen.Decode(r.Context(), lat, st.Params)
+	frames, err := s.gen.Decode(ctx, lat, st.Params)
 	if err != nil {
+		if s.ctx.Err() != nil {
+			return fmt.Errorf("%w: decode of job %s: %v", ErrClosed, id, err)
+		}
 		return err
 	}
 	imgs, err := video.FramesFromTensor(frames)

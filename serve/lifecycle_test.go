@@ -2,7 +2,6 @@ package serve
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -116,21 +115,8 @@ func TestAuthToken(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("right token: %d %s", resp.StatusCode, b)
 	}
-	// Let the job finish: Close does not wait for a job's last store write, and the data
-	// folder is removed right after it.
-	var st Status
-	if err := json.Unmarshal(b, &st); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(30 * time.Second); !st.State.Final(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s still %s", st.ID, st.State)
-		}
-		_, sb := ts.do("GET", "/v1/videos/"+st.ID, nil, "", "Authorization", "Bearer s3cret")
-		if err := json.Unmarshal(sb, &st); err != nil {
-			t.Fatalf("status: %v: %s", err, sb)
-		}
-	}
+	// The job may still be running when the test ends: Close waits for every store write
+	// before the data folder is removed.
 	if resp, _ := ts.do("GET", "/metrics", nil, ""); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("metrics without token: %d", resp.StatusCode)
 	}

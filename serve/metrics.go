@@ -21,6 +21,7 @@ type Metrics struct {
 	submitted   prometheus.Counter
 	rejected    prometheus.Counter
 	failed      prometheus.Counter
+	expired     prometheus.Counter
 	samples     prometheus.Counter
 	workerLost  prometheus.Counter
 	restarts    prometheus.Counter
@@ -43,10 +44,11 @@ func NewMetrics() *Metrics {
 	m.submitted = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_jobs_submitted_total", Help: "Jobs accepted (202)."})
 	m.rejected = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_jobs_rejected_total", Help: "Submissions refused because the queue was full (429)."})
 	m.failed = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_jobs_failed_total", Help: "Jobs that ended in failure."})
+	m.expired = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_jobs_expired_total", Help: "Finished jobs deleted (record and files) by the retention policy (--keep-jobs)."})
 	m.samples = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_samples_completed_total", Help: "Samples (videos) completed."})
 	m.workerLost = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_worker_lost_total", Help: "Worker connections lost (death, hang or replacement)."})
 	m.restarts = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_worker_restarts_total", Help: "Worker processes restarted."})
-	m.reg.MustRegister(m.stepLatency, m.batchSize, m.submitted, m.rejected, m.failed, m.samples, m.workerLost, m.restarts)
+	m.reg.MustRegister(m.stepLatency, m.batchSize, m.submitted, m.rejected, m.failed, m.expired, m.samples, m.workerLost, m.restarts)
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vdpp_samples_per_second", Help: "Samples completed per second over the last 10 s.",
 	}, m.rate))
@@ -60,7 +62,7 @@ func (m *Metrics) attach(c *Coordinator) {
 	}, func() float64 { _, q := c.Counts(); return float64(q) }))
 	for _, s := range []State{StateQueued, StateRunning, StateSucceeded, StateFailed, StateCancelled} {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "vdpp_jobs", Help: "Jobs by state.", ConstLabels: prometheus.Labels{"state": string(s)},
+			Name: "vdpp_jobs", Help: "Jobs the server holds, by state (expired jobs are no longer counted).", ConstLabels: prometheus.Labels{"state": string(s)},
 		}, func() float64 { n, _ := c.Counts(); return float64(n[s]) }))
 	}
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -45,7 +45,22 @@ type Config struct {
 	// MP4 writes an MP4 (default: H.264 through ffmpeg when it is installed, else
 	// WriteMP4PCM).
 	MP4 func(path string, frames []image.Image, fps float64) error
+	// KeepJobs is how long a finished (succeeded, failed or cancelled) job is kept: once
+	// its FinishedAt is more than KeepJobs ago, its record, its files and its place in
+	// memory are deleted, and its id answers 404 like one never seen. 0 keeps every job
+	// forever; negative is refused. `vdpp serve --keep-jobs` defaults to DefaultKeepJobs.
+	// Expired jobs are swept at start-up (New) and then every KeepJobs/10, clamped to
+	// [1 s, 1 h].
+	KeepJobs time.Duration
+	// Now is the server's clock (default time.Now): job times and their expiry.
+	Now func() time.Time
+	// SweepTick, when set, replaces the periodic sweep's ticker: every value received
+	// sweeps once (tests).
+	SweepTick <-chan time.Time
 }
+
+// shutdownGrace bounds how long Close waits for HTTP requests in progress.
+const shutdownGrace = 2 * time.Second
 
 // Server is a running `vdpp serve`.
 type Server struct {
@@ -62,6 +77,16 @@ type Server struct {
 	once    sync.Once
 	mp4     func(path string, frames []image.Image, fps float64) error
 	errc    chan error
+	// swept is closed when the sweep loop has ended (nil when none was started).
+	swept chan struct{}
+
+	// Renders (decode and write a job's GIF/MP4 on its first download) write job files;
+	// Close refuses new ones, cancels their context and waits for them.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	closing bool
+	renders sync.WaitGroup
 }
 
 // New opens the data dir and builds the server; Start runs it.
@@ -71,6 +96,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("serve: --data-dir is required")
+	}
+	if cfg.KeepJobs < 0 {
+		return nil, fmt.Errorf("serve: --keep-jobs %v: must be 0 (keep jobs forever) or positive", cfg.KeepJobs)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.Limits == (Limits{}) {
 		cfg.Limits = DefaultLimits()
@@ -100,16 +131,22 @@ func New(cfg Config) (*Server, error) {
 	m := NewMetrics()
 	coord, err := NewCoordinator(CoordConfig{Spec: cfg.Spec, Generator: gen, Store: store, NProc: cfg.NProc,
 		MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, Metrics: m, Log: cfg.Log,
-		StallTimeout: stall})
+		StallTimeout: stall, Now: cfg.Now})
 	if err != nil {
 		store.Close()
 		closeGenerator(gen)
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, store: store, gen: gen, coord: coord, metrics: m, done: make(chan struct{}), mp4: cfg.MP4, errc: make(chan error, 2)}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.mp4 == nil {
 		s.mp4 = writeMP4
 	}
+	// Nothing can submit yet: clear what interrupted runs left, then the expired jobs.
+	if n, err := coord.removeOrphans(); err != nil || n > 0 {
+		cfg.Log.Info("removed job folders without a record", "folders", n, "err", err)
+	}
+	s.Sweep()
 	launcher := cfg.Launcher
 	if launcher == nil {
 		launcher = ExecLauncher{Spec: cfg.Spec, NProc: cfg.NProc, Stdout: cfg.WorkerOutput, Stderr: cfg.WorkerOutput}
@@ -140,6 +177,15 @@ func (s *Server) Start() error {
 	secret := make([]byte, SecretLen)
 	rand.Read(secret)
 	go s.coord.watchStalls(s.done)
+	if s.cfg.KeepJobs > 0 {
+		tick, stop := s.cfg.SweepTick, func() {}
+		if tick == nil {
+			t := time.NewTicker(sweepInterval(s.cfg.KeepJobs))
+			tick, stop = t.C, t.Stop
+		}
+		s.swept = make(chan struct{})
+		go s.sweepLoop(tick, stop)
+	}
 	go func() {
 		if err := s.coord.ServeWorkers(wln, secret, s.cfg.Heartbeat, s.cfg.HeartbeatTimeout); err != nil {
 			s.errc <- err
@@ -171,26 +217,54 @@ func (s *Server) Pool() *Pool { return s.pool }
 // Coordinator returns the coordinator.
 func (s *Server) Coordinator() *Coordinator { return s.coord }
 
-// Close stops HTTP (open event streams end), the workers and the coordinator, then closes
-// the store. Unfinished jobs stay queued in the store.
+// Close stops HTTP (open event streams end; requests in progress get shutdownGrace), the
+// sweeps, the renders, the workers and the coordinator, and closes the store only once
+// nothing can write to it any more: a result the coordinator has already received from a
+// worker is recorded (a job whose last step came back ends succeeded, its latent on disk).
+// Unfinished jobs stay queued in the store.
 func (s *Server) Close() error {
 	var err error
 	s.once.Do(func() {
-		close(s.done)
+		close(s.done) // event streams and the sweep loop end
 		if s.http != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 			s.http.Shutdown(ctx)
 			cancel()
+		}
+		s.stopRenders()
+		if s.swept != nil {
+			<-s.swept
 		}
 		if s.wln != nil {
 			s.wln.Close()
 		}
 		s.pool.markClosing() // workers that see their connection close now are not restarted
-		s.coord.Close()
+		s.coord.Close()      // waits for read loops, result and record writes, submissions
 		s.pool.Close()
 		err = errors.Join(s.store.Close(), closeGenerator(s.gen))
 	})
 	return err
+}
+
+// beginRender counts a render for Close, or refuses with ErrClosed once Close has begun.
+func (s *Server) beginRender() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return ErrClosed
+	}
+	s.renders.Add(1)
+	return nil
+}
+
+// stopRenders refuses new renders, cancels the context of those in progress (a Generator
+// that has not started decoding gives up) and waits for them.
+func (s *Server) stopRenders() {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.cancel()
+	s.renders.Wait()
 }
 
 // closeGenerator releases a Generator that holds resources (an SVD generator's compiled

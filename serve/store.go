@@ -59,7 +59,9 @@ type Record struct {
 // Store keeps job records in a bbolt database (DIR/jobs.db) and each job's files under
 // DIR/jobs/ID/: input.img (the uploaded image), final.f32 (the final latent, little-endian
 // float32) and rendered outputs. Files are written to a temporary name, synced and renamed
-// before the record that points at them is committed.
+// before the record that points at them is committed. A deleted job's folder is first
+// renamed into DIR/trash/ (so its files vanish at once) and removed there, then its record
+// is deleted (see RemoveFiles and Delete).
 type Store struct {
 	db  *bolt.DB
 	dir string
@@ -67,8 +69,10 @@ type Store struct {
 
 // OpenStore opens (creating) the store under dir. Only one process may hold it.
 func OpenStore(dir string) (*Store, error) {
-	if err := os.MkdirAll(filepath.Join(dir, "jobs"), 0o755); err != nil {
-		return nil, fmt.Errorf("serve: data dir: %w", err)
+	for _, sub := range []string{"jobs", "trash"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return nil, fmt.Errorf("serve: data dir: %w", err)
+		}
 	}
 	db, err := bolt.Open(filepath.Join(dir, "jobs.db"), 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
@@ -118,6 +122,99 @@ func (s *Store) All() ([]Record, error) {
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	return out, err
+}
+
+// Delete removes the records of recs (found by sequence number; a record there with
+// another id is left alone) in one transaction. A missing record is not an error.
+func (s *Store) Delete(recs []Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(jobsBucket)
+		for _, r := range recs {
+			v := b.Get(seqKey(r.Seq))
+			if v == nil {
+				continue
+			}
+			var have struct {
+				ID string `json:"id"`
+			}
+			if err := json.Unmarshal(v, &have); err != nil {
+				return fmt.Errorf("serve: job record %d: %w", r.Seq, err)
+			}
+			if have.ID != r.ID {
+				continue
+			}
+			if err := b.Delete(seqKey(r.Seq)); err != nil {
+				return fmt.Errorf("serve: delete job %s: %w", r.ID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("serve: delete %d job records: %w", len(recs), err)
+	}
+	return nil
+}
+
+// RemoveFiles deletes job id's folder: it is renamed into DIR/trash/ first, so the job's
+// files disappear together and nothing written into the old path afterwards can land in
+// what is being removed, then removed. A job without a folder is not an error.
+func (s *Store) RemoveFiles(id string) error {
+	dir, err := s.JobDir(id)
+	if err != nil {
+		return err
+	}
+	trash := filepath.Join(s.dir, "trash", id)
+	if err := os.RemoveAll(trash); err != nil { // left by an interrupted delete
+		return fmt.Errorf("serve: job %s: %w", id, err)
+	}
+	if err := os.Rename(dir, trash); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("serve: job %s: detach files: %w", id, err)
+	}
+	if err := os.RemoveAll(trash); err != nil {
+		return fmt.Errorf("serve: job %s: remove files: %w", id, err)
+	}
+	return nil
+}
+
+// RemoveOrphans empties DIR/trash and deletes every job folder under DIR/jobs whose id
+// known reports false (files whose record was never committed or was deleted by an
+// interrupted run). Only call it while nothing can create a job: a submission writes its
+// folder before its record. It returns how many job folders it removed.
+func (s *Store) RemoveOrphans(known func(id string) bool) (int, error) {
+	var errs []error
+	trash := filepath.Join(s.dir, "trash")
+	ents, err := os.ReadDir(trash)
+	if err != nil {
+		return 0, fmt.Errorf("serve: trash: %w", err)
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(trash, e.Name())); err != nil {
+			errs = append(errs, fmt.Errorf("serve: trash: %w", err))
+		}
+	}
+	ents, err = os.ReadDir(filepath.Join(s.dir, "jobs"))
+	if err != nil {
+		return 0, fmt.Errorf("serve: job folders: %w", err)
+	}
+	n := 0
+	for _, e := range ents {
+		id := e.Name()
+		if !e.IsDir() || !idPattern.MatchString(id) || known(id) {
+			continue
+		}
+		if err := s.RemoveFiles(id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }
 
 // JobDir is the folder of job id's files.

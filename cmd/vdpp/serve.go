@@ -19,11 +19,49 @@ import (
 
 // runServe is `vdpp serve`: the HTTP job server with K worker processes.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, modelName, inproc, err := parseServeFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	spec, err := modelSpec(modelName)
+	if err != nil {
+		return err
+	}
+	spec.StepMS, spec.Cost, spec.Variant, spec.Backend = cfg.Spec.StepMS, cfg.Spec.Cost, cfg.Spec.Variant, cfg.Spec.Backend
+	cfg.Spec = spec
+	log := newLogger(stderr)
+	cfg.Log = log
+	cfg.WorkerOutput = stderr
+	if inproc {
+		cfg.Launcher = serve.InProcLauncher{Spec: spec, Log: log}
+	}
+	srv, err := serve.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		srv.Close()
+		return err
+	}
+	fmt.Fprintf(stdout, "listening on http://%s\n", srv.Addr())
+	log.Info("serving", "model", spec.Name, "dir", spec.Dir, "nproc", cfg.NProc, "data_dir", cfg.DataDir, "keep_jobs", cfg.KeepJobs)
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err = <-srv.Err():
+	}
+	if cerr := srv.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// parseServeFlags parses `vdpp serve`'s flags into a Config (the model still to be
+// resolved from the returned --model value) and --in-process.
+func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelName string, inproc bool, err error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	lim := serve.DefaultLimits()
-	cfg := serve.Config{}
-	var modelName string
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP listen address (port 0 picks a free one); without a token keep it on loopback")
 	fs.StringVar(&cfg.Token, "api-token", os.Getenv("VDPP_API_TOKEN"), "bearer token required on every API call (default $VDPP_API_TOKEN)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "vdpp-data", "folder of the job database and outputs")
@@ -44,42 +82,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.PidFile, "worker-pid-file", "", "write 'RANK PID' of every live worker here (fault tests)")
 	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", serve.DefaultHeartbeatTimeout, "a worker silent this long is declared dead")
 	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", 60*time.Second, "a worker holding a batch without finishing a step this long is restarted (negative: never)")
-	inproc := fs.Bool("in-process", false, "run the workers as goroutines of this process instead of child processes")
+	fs.DurationVar(&cfg.KeepJobs, "keep-jobs", serve.DefaultKeepJobs, "delete a finished job (record, input, latent, videos) this long after it finished; 0 keeps jobs forever")
+	fs.BoolVar(&inproc, "in-process", false, "run the workers as goroutines of this process instead of child processes")
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return cfg, "", false, err
+	}
+	if cfg.KeepJobs < 0 {
+		return cfg, "", false, fmt.Errorf("%w: --keep-jobs %v: must be 0 (keep jobs forever) or positive", errUsage, cfg.KeepJobs)
 	}
 	cfg.Limits = lim
-	spec, err := modelSpec(modelName)
-	if err != nil {
-		return err
-	}
-	spec.StepMS, spec.Cost, spec.Variant, spec.Backend = cfg.Spec.StepMS, cfg.Spec.Cost, cfg.Spec.Variant, cfg.Spec.Backend
-	cfg.Spec = spec
-	log := newLogger(stderr)
-	cfg.Log = log
-	cfg.WorkerOutput = stderr
-	if *inproc {
-		cfg.Launcher = serve.InProcLauncher{Spec: spec, Log: log}
-	}
-	srv, err := serve.New(cfg)
-	if err != nil {
-		return err
-	}
-	if err := srv.Start(); err != nil {
-		srv.Close()
-		return err
-	}
-	fmt.Fprintf(stdout, "listening on http://%s\n", srv.Addr())
-	log.Info("serving", "model", spec.Name, "dir", spec.Dir, "nproc", cfg.NProc, "data_dir", cfg.DataDir)
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-	case err = <-srv.Err():
-	}
-	if cerr := srv.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return cfg, modelName, inproc, nil
 }
 
 // errBuiltinUnavailable is the answer to --model builtin in a build without the built-in

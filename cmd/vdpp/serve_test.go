@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/serve"
 	"github.com/vdpp/vdpp/serve/loadtest"
 )
 
@@ -155,4 +157,36 @@ func readPids(t *testing.T, path string) []int {
 		}
 	}
 	return out
+}
+
+// TestServeKeepJobsFlag: --keep-jobs defaults to serve.DefaultKeepJobs, 0 keeps jobs
+// forever, and a negative value is a usage error.
+func TestServeKeepJobsFlag(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		want    time.Duration
+		wantErr error
+	}{
+		{"default", nil, serve.DefaultKeepJobs, nil},
+		{"forever", []string{"--keep-jobs", "0"}, 0, nil},
+		{"a day and a half", []string{"--keep-jobs=36h"}, 36 * time.Hour, nil},
+		{"negative", []string{"--keep-jobs", "-1h"}, 0, errUsage},
+		{"not a duration", []string{"--keep-jobs", "7d"}, 0, errUsage},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			cfg, _, _, err := parseServeFlags(c.args, &stderr)
+			if c.wantErr != nil {
+				if !errors.Is(err, c.wantErr) {
+					t.Fatalf("parseServeFlags(%q): %v, want %v", c.args, err, c.wantErr)
+				}
+				return
+			}
+			if err != nil || cfg.KeepJobs != c.want {
+				t.Fatalf("parseServeFlags(%q): keep %v, %v; want %v", c.args, cfg.KeepJobs, err, c.want)
+			}
+		})
+	}
 }

@@ -1,0 +1,143 @@
+package serve
+
+import (
+	"errors"
+	"time"
+)
+
+// DefaultKeepJobs is `vdpp serve --keep-jobs`'s default: a finished job is kept for a
+// week. Clients download a video minutes after it is done; a week also covers a client
+// that was away over a weekend, and bounds the data dir to about a week of output (an SVD
+// job's input, latent, GIF and MP4 are a few MB) and the server's memory to a week of
+// records.
+const DefaultKeepJobs = 7 * 24 * time.Hour
+
+// Bounds of the interval between two sweeps for expired jobs.
+const (
+	minSweepInterval = time.Second
+	maxSweepInterval = time.Hour
+)
+
+// ExpiredJobs returns the records of recs that are expired at now when finished jobs are
+// kept for keep: succeeded, failed or cancelled, with FinishedAt more than keep before now
+// (a finished record without FinishedAt counts from CreatedAt). A queued or running job
+// never expires, nor does any job when keep <= 0 (keep forever). ExpiredJobs is pure.
+func ExpiredJobs(recs []Record, now time.Time, keep time.Duration) []Record {
+	if keep <= 0 {
+		return nil
+	}
+	var out []Record
+	for _, r := range recs {
+		if !r.State.Final() {
+			continue
+		}
+		end := r.CreatedAt
+		if r.FinishedAt != nil {
+			end = *r.FinishedAt
+		}
+		if now.Sub(end) > keep {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// sweepInterval is how often a server with retention keep looks for expired jobs: a tenth
+// of keep, at least a second and at most an hour, so a job outlives keep by at most 10 %
+// (or an hour) and a short keep does not make the server sweep in a busy loop. It is 0 when
+// keep <= 0 (no sweeps).
+func sweepInterval(keep time.Duration) time.Duration {
+	if keep <= 0 {
+		return 0
+	}
+	return min(max(keep/10, minSweepInterval), maxSweepInterval)
+}
+
+// Expire deletes the jobs ExpiredJobs picks at now among the finished jobs that have no
+// record write in flight, and returns how many it deleted. A deleted job is first dropped
+// from memory (from then on every route answers 404, exactly as for an id never seen, and
+// its event streams end), then its files (RemoveFiles: renamed away at once, then removed),
+// then its record. If the process dies in between, the record of an expired job is left
+// and the next start's sweep deletes it; nothing visible points at missing files. After
+// Close it returns ErrClosed.
+func (c *Coordinator) Expire(now time.Time, keep time.Duration) (int, error) {
+	if keep <= 0 {
+		return 0, nil
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return 0, ErrClosed
+	}
+	var cands []Record
+	for _, j := range c.jobs {
+		if j.rec.State.Final() && j.writes == 0 {
+			cands = append(cands, j.rec)
+		}
+	}
+	dead := ExpiredJobs(cands, now, keep)
+	for _, r := range dead {
+		j := c.jobs[r.ID]
+		delete(c.jobs, r.ID)
+		c.counts[r.State]--
+		c.touchLocked(j) // an event stream wakes up, finds no job and ends
+	}
+	retry := c.unreaped
+	c.unreaped = nil
+	c.wg.Add(1)
+	c.mu.Unlock()
+	defer c.wg.Done()
+
+	var errs []error
+	for _, r := range dead {
+		if err := c.cfg.Store.RemoveFiles(r.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := c.cfg.Store.Delete(append(retry, dead...)); err != nil {
+		errs = append(errs, err)
+		c.mu.Lock()
+		c.unreaped = append(c.unreaped, append(retry, dead...)...)
+		c.mu.Unlock()
+	}
+	if len(dead) > 0 {
+		c.cfg.Metrics.expired.Add(float64(len(dead)))
+		c.cfg.Log.Info("expired finished jobs", "deleted", len(dead), "keep", keep)
+	}
+	return len(dead), errors.Join(errs...)
+}
+
+// removeOrphans deletes the job folders that no record points at (see
+// Store.RemoveOrphans). It runs before the server takes submissions.
+func (c *Coordinator) removeOrphans() (int, error) {
+	return c.cfg.Store.RemoveOrphans(func(id string) bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, ok := c.jobs[id]
+		return ok
+	})
+}
+
+// Sweep deletes the jobs expired at Config.Now under Config.KeepJobs (none when it is 0)
+// and returns how many; the sweep loop calls it, and New once before the server serves.
+func (s *Server) Sweep() (int, error) {
+	n, err := s.coord.Expire(s.cfg.Now(), s.cfg.KeepJobs)
+	if err != nil && !errors.Is(err, ErrClosed) {
+		s.log.Error("sweep expired jobs", "err", err)
+	}
+	return n, err
+}
+
+// sweepLoop sweeps on every tick until Close, then calls stop and closes s.swept.
+func (s *Server) sweepLoop(tick <-chan time.Time, stop func()) {
+	defer close(s.swept)
+	defer stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-tick:
+			s.Sweep()
+		}
+	}
+}
