@@ -24,12 +24,16 @@ import (
 
 // Options configure Run.
 type Options struct {
-	Samples   int             // held-out clips, indices 0..Samples-1
-	DataSeed  uint64          // dataset seed
-	Rule      procedural.Rule // dataset rule (procedural.ConfigFor)
-	Steps     int             // denoising steps
-	Seed      int64           // generation seed
-	Untrained bool            // also evaluate the untrained-UNet baseline
+	Samples int // clips, indices 0..Samples-1 of the split
+	// TrainSplit scores the first Samples clips of the training split instead of the
+	// held-out one: a model trained on them scores higher there, and the gap to the
+	// held-out score measures how much it memorised rather than learnt the rule.
+	TrainSplit bool
+	DataSeed   uint64          // dataset seed
+	Rule       procedural.Rule // dataset rule (procedural.ConfigFor)
+	Steps      int             // denoising steps
+	Seed       int64           // generation seed
+	Untrained  bool            // also evaluate the untrained-UNet baseline
 	// MinGuidance and MaxGuidance are the guidance weights of the first and last frame the
 	// generator uses; Run records them in the report.
 	MinGuidance, MaxGuidance float64
@@ -61,6 +65,7 @@ type Curve struct {
 // Report is the result of Run; the top-level *_after_first fields are what checks read.
 type Report struct {
 	Model                string  `json:"model"`
+	Split                string  `json:"split"`
 	Samples              int     `json:"samples"`
 	Steps                int     `json:"steps"`
 	Frames               int     `json:"frames"`
@@ -154,7 +159,12 @@ func MeanAfterFirst(values []float64) float64 {
 // Truth returns held-out clip i of the dataset as [T, 3, H, W] in [0, 1] and its first
 // frame.
 func Truth(c procedural.Config, seed uint64, i int) (*tensor.Dense, image.Image) {
-	frames := procedural.Video(c, seed, procedural.HeldOut, i)
+	return SplitTruth(c, seed, procedural.HeldOut, i)
+}
+
+// SplitTruth is Truth for clip i of any split.
+func SplitTruth(c procedural.Config, seed uint64, split procedural.Split, i int) (*tensor.Dense, image.Image) {
+	frames := procedural.Video(c, seed, split, i)
 	t := procedural.ToTensor(frames)
 	for j, v := range t.Data {
 		t.Data[j] = (v + 1) / 2
@@ -172,15 +182,20 @@ func RepeatFirst(truth *tensor.Dense) *tensor.Dense {
 	return out
 }
 
-// Run evaluates gen (and untrained, when not nil) on o.Samples held-out clips.
+// Run evaluates gen (and untrained, when not nil) on o.Samples held-out clips (training
+// clips with o.TrainSplit).
 func Run(ctx context.Context, o Options, gen, untrained Generator, progress func(i int)) (Report, error) {
 	dc := procedural.ConfigFor(o.Rule)
+	split := procedural.HeldOut
+	if o.TrainSplit {
+		split = procedural.Train
+	}
 	model, rep, base, rec := newAccum(dc.Frames), newAccum(dc.Frames), newAccum(dc.Frames), newAccum(dc.Frames)
 	for i := 0; i < o.Samples; i++ {
 		if err := ctx.Err(); err != nil {
 			return Report{}, err
 		}
-		truth, first := Truth(dc, o.DataSeed, i)
+		truth, first := SplitTruth(dc, o.DataSeed, split, i)
 		pred, err := gen(ctx, first, int64(i))
 		if err != nil {
 			return Report{}, fmt.Errorf("eval: clip %d: %w", i, err)
@@ -219,7 +234,7 @@ func Run(ctx context.Context, o Options, gen, untrained Generator, progress func
 			progress(i)
 		}
 	}
-	r := Report{Samples: o.Samples, Steps: o.Steps, Frames: dc.Frames, MinGuidance: o.MinGuidance, MaxGuidance: o.MaxGuidance}
+	r := Report{Split: split.String(), Samples: o.Samples, Steps: o.Steps, Frames: dc.Frames, MinGuidance: o.MinGuidance, MaxGuidance: o.MaxGuidance}
 	r.PSNR, r.SSIM = model.curves()
 	r.RepeatPSNR, r.RepeatSSIM = rep.curves()
 	r.PSNRAfterFirst, r.SSIMAfterFirst = r.PSNR.AfterFirst, r.SSIM.AfterFirst

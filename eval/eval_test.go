@@ -83,3 +83,29 @@ func TestRunBaselines(t *testing.T) {
 		t.Fatalf("MeanAfterFirst = %v", got)
 	}
 }
+
+func TestRunSplit(t *testing.T) {
+	// A generator that returns training clip i is perfect on the training split and not on
+	// the held-out one, so Run must score the split it was asked for.
+	trainClip := func(_ context.Context, _ image.Image, sample int64) (*tensor.Dense, error) {
+		tr, _ := SplitTruth(procedural.DefaultConfig(), 1, procedural.Train, int(sample))
+		return tr, nil
+	}
+	for _, tc := range []struct {
+		train     bool
+		wantSplit string
+		perfect   bool
+	}{
+		{train: true, wantSplit: "train", perfect: true},
+		{train: false, wantSplit: "heldout", perfect: false},
+	} {
+		o := Options{Samples: 2, DataSeed: 1, Rule: procedural.DefaultRule, Steps: 1, TrainSplit: tc.train}
+		rep, err := Run(context.Background(), o, trainClip, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Split != tc.wantSplit || (rep.PSNRAfterFirst == MaxPSNR) != tc.perfect {
+			t.Errorf("TrainSplit %v: split %q, PSNR %v; want split %q, perfect %v", tc.train, rep.Split, rep.PSNRAfterFirst, tc.wantSplit, tc.perfect)
+		}
+	}
+}

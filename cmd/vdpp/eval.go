@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/builtin"
+	"github.com/vdpp/vdpp/data/procedural"
 	"github.com/vdpp/vdpp/eval"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/svd"
@@ -17,7 +18,8 @@ import (
 
 // runEval is `vdpp eval --model DIR|builtin --json FILE`: generate the held-out clips of the
 // procedural dataset from their first frames and score them (PSNR, SSIM per frame) next to
-// the repeat-the-first-frame and untrained-UNet baselines.
+// the repeat-the-first-frame and untrained-UNet baselines (--split train scores training
+// clips instead).
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := eval.DefaultOptions()
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
@@ -25,7 +27,8 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	modelFlag := fs.String("model", builtin.Name, "diffusers folder, or builtin")
 	jsonOut := fs.String("json", "", "write the report as JSON to this file")
 	backend := fs.String("backend", "", "GoMLX backend (default: automatic)")
-	fs.IntVar(&o.Samples, "samples", o.Samples, "held-out clips to evaluate")
+	fs.IntVar(&o.Samples, "samples", o.Samples, "clips to evaluate")
+	split := fs.String("split", "heldout", "dataset split to score: heldout, or train (the first clips the model was trained on: the gap between the two measures memorisation)")
 	fs.IntVar(&o.Steps, "steps", o.Steps, "denoising steps")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "generation seed")
 	fs.Uint64Var(&o.DataSeed, "data-seed", o.DataSeed, "dataset seed")
@@ -42,6 +45,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	sp, err := procedural.ParseSplit(*split)
+	if err != nil {
+		return fmt.Errorf("%w: --split: %w", errUsage, err)
+	}
+	o.TrainSplit = sp == procedural.Train
 	dir, err := builtin.Resolve(*modelFlag)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
@@ -92,7 +100,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	rep.Model, rep.WallS = *modelFlag, time.Since(start).Seconds()
-	fmt.Fprintf(stdout, "held-out clips %d, %d steps: mean over frames 2..%d\n", o.Samples, o.Steps, rep.Frames)
+	fmt.Fprintf(stdout, "%s clips %d, %d steps: mean over frames 2..%d\n", rep.Split, o.Samples, o.Steps, rep.Frames)
 	fmt.Fprintf(stdout, "  model            PSNR %6.2f dB  SSIM %.4f\n", rep.PSNRAfterFirst, rep.SSIMAfterFirst)
 	fmt.Fprintf(stdout, "  repeat frame 1   PSNR %6.2f dB  SSIM %.4f\n", rep.RepeatPSNRAfterFirst, rep.RepeatSSIMAfterFirst)
 	if o.Untrained {

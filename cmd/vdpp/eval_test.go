@@ -6,6 +6,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -47,5 +48,14 @@ func TestEvalBuiltinReportAndSheet(t *testing.T) {
 	}
 	if h := img.Bounds().Dy(); h < 3*64 || h >= 4*64 {
 		t.Errorf("sheet is %d px high, want three 64-px rows", h)
+	}
+}
+
+// TestEvalSplitFlag: an unknown --split is a usage error (exit 2) that names the flag,
+// before any model is loaded.
+func TestEvalSplitFlag(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"eval", "--split", "validation"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "--split") {
+		t.Fatalf("exit %d, stderr %q; want 2 naming --split", code, stderr.String())
 	}
 }
