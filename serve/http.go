@@ -82,6 +82,16 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	writeError(w, st, code, err)
 }
 
+// failRead answers a failed read of job id's files. A job that expired after the handler
+// looked it up has left memory before its files go (Coordinator.Expire), so the failure
+// is answered as for an unknown id (404), not as a server error.
+func (s *Server) failRead(w http.ResponseWriter, id string, err error) {
+	if _, serr := s.coord.Status(id); errors.Is(serr, ErrNotFound) {
+		err = serr
+	}
+	s.fail(w, err)
+}
+
 // Handler returns the server's HTTP API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -314,12 +324,19 @@ func (s *Server) handleContent(w http.ResponseWriter, r *http.Request) {
 	case "gif":
 		s.serveRendered(w, r, id, st, "output.gif", "image/gif")
 	case "latent":
-		b, err := s.store.ReadFile(id, finalFile)
+		shape, err := s.coord.latentShape(id)
 		if err != nil {
 			s.fail(w, err)
 			return
 		}
-		shape, _ := s.coord.latentShape(id)
+		if h := s.hooks.contentRead; h != nil {
+			h(id)
+		}
+		b, err := s.store.ReadFile(id, finalFile)
+		if err != nil {
+			s.failRead(w, id, err)
+			return
+		}
 		parts := make([]string, len(shape))
 		for i, d := range shape {
 			parts[i] = strconv.Itoa(d)
@@ -338,16 +355,19 @@ func (s *Server) serveRendered(w http.ResponseWriter, r *http.Request, id string
 		s.fail(w, err)
 		return
 	}
+	if h := s.hooks.contentRead; h != nil {
+		h(id)
+	}
 	path := filepath.Join(dir, name)
 	if _, err := os.Stat(path); err != nil {
 		if err := s.render(r, id, st, path); err != nil {
-			s.fail(w, err)
+			s.failRead(w, id, err)
 			return
 		}
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		s.fail(w, err)
+		s.failRead(w, id, err)
 		return
 	}
 	defer f.Close()

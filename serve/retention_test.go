@@ -365,3 +365,42 @@ func TestKeepJobsNegativeRefused(t *testing.T) {
 		t.Fatalf("New with a negative KeepJobs: %v", err)
 	}
 }
+
+// TestContentRacingExpiry: a job that expires between a download's status check and its
+// file read answers 404 as an unknown id does, in every format, not a server error. The
+// expiry runs inside the handler (hooks.contentRead), so the race is hit every time.
+func TestContentRacingExpiry(t *testing.T) {
+	clk := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ts := startServer(t, Config{NProc: 1, StallTimeout: -1, KeepJobs: time.Hour, Now: clk.Now, SweepTick: make(chan time.Time)})
+	var expireErr error
+	ts.hooks.contentRead = func(string) {
+		clk.Advance(2 * time.Hour)
+		if n, err := ts.Sweep(); n != 1 || err != nil {
+			expireErr = fmt.Errorf("Sweep = %d, %v; want 1 job", n, err)
+		}
+	}
+	unknownResp, unknownBody := ts.do("GET", "/v1/videos/0123456789abcdef01234567/content", nil, "")
+	for i, route := range []string{"/content?format=latent", "/content", "/content?format=gif", "/content?format=gif (rendered before)"} {
+		route, rendered := strings.CutSuffix(route, " (rendered before)")
+		st := ts.wait(ts.submit(testPNG(t, 6), fmt.Sprintf(`{"num_frames":1,"steps":3,"height":8,"width":8,"seed":%d}`, i)).ID, 10*time.Second)
+		if st.State != StateSucceeded {
+			t.Fatalf("job: %+v", st)
+		}
+		waitStored(t, ts.store, st.ID, StateSucceeded)
+		if rendered {
+			hook := ts.hooks.contentRead
+			ts.hooks.contentRead = nil
+			if resp, b := ts.do("GET", "/v1/videos/"+st.ID+route, nil, ""); resp.StatusCode != http.StatusOK {
+				t.Fatalf("first download: %d %s", resp.StatusCode, b)
+			}
+			ts.hooks.contentRead = hook
+		}
+		resp, b := ts.do("GET", "/v1/videos/"+st.ID+route, nil, "")
+		if expireErr != nil {
+			t.Fatal(expireErr)
+		}
+		if resp.StatusCode != unknownResp.StatusCode || strings.ReplaceAll(string(b), st.ID, "0123456789abcdef01234567") != string(unknownBody) {
+			t.Errorf("GET %s racing expiry (rendered before: %v): %d %s; an unknown id gets %d %s", route, rendered, resp.StatusCode, b, unknownResp.StatusCode, unknownBody)
+		}
+	}
+}

@@ -79,6 +79,7 @@ type Server struct {
 	errc    chan error
 	// swept is closed when the sweep loop has ended (nil when none was started).
 	swept chan struct{}
+	hooks serverHooks
 
 	// Renders (decode and write a job's GIF/MP4 on its first download) write job files;
 	// Close refuses new ones, cancels their context and waits for them.
@@ -87,6 +88,13 @@ type Server struct {
 	mu      sync.Mutex
 	closing bool
 	renders sync.WaitGroup
+}
+
+// serverHooks are test seams; nil in production.
+type serverHooks struct {
+	// contentRead runs when a content download has found its job succeeded and is about
+	// to read the job's files.
+	contentRead func(id string)
 }
 
 // New opens the data dir and builds the server; Start runs it.
