@@ -136,7 +136,7 @@ type Result struct {
 }
 
 // Run trains one phase on backend b. A PhaseUNet run needs the run folder's VAE
-// checkpoint (the VAE is frozen). It checkpoints every CheckpointEvery steps and at the end;
+// checkpoint (the VAE is frozen); one started from InitFrom without it takes the folder's. It checkpoints every CheckpointEvery steps and at the end;
 // when ctx is cancelled (Ctrl-C) it stops after the current step and checkpoints too.
 func Run(ctx stdcontext.Context, b backends.Backend, o Options) (Result, error) {
 	if err := o.Validate(); err != nil {
@@ -161,6 +161,9 @@ func Run(ctx stdcontext.Context, b backends.Backend, o Options) (Result, error) 
 	if o.EMA > 0 && o.Progress != nil {
 		fmt.Fprintf(o.Progress, "train %s: weights EMA with decay %g\n", o.Phase, o.EMA)
 	}
+	if err := seedVAEFromInit(ctx, b, o); err != nil {
+		return Result{}, err
+	}
 	var ph phase
 	switch o.Phase {
 	case PhaseVAE:
@@ -172,6 +175,28 @@ func Run(ctx stdcontext.Context, b backends.Backend, o Options) (Result, error) 
 		return Result{}, err
 	}
 	return loop(ctx, o, ph)
+}
+
+// seedVAEFromInit gives a new UNet phase started from a diffusers folder (InitFrom) the
+// folder's VAE when the run folder has no VAE checkpoint yet: the UNet trains on the latents
+// of the VAE it will be shipped with, and Export finds both halves in the run folder. An
+// existing VAE checkpoint is kept (it may be one trained for this run).
+func seedVAEFromInit(ctx stdcontext.Context, b backends.Backend, o Options) error {
+	if o.Phase != PhaseUNet || o.InitFrom == "" || o.Resume {
+		return nil
+	}
+	if _, err := os.Stat(StatePath(o.Dir, PhaseVAE)); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	v := o
+	v.Phase, v.Steps, v.EMA, v.CheckpointEvery = PhaseVAE, 0, 0, 0
+	if _, err := Run(ctx, b, v); err != nil {
+		return fmt.Errorf("train: VAE checkpoint from --init-from %s: %w", o.InitFrom, err)
+	}
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, "train unet: frozen VAE taken from %s (%s)\n", o.InitFrom, StatePath(o.Dir, PhaseVAE))
+	}
+	return nil
 }
 
 // phase is one phase's model state and batch maker.

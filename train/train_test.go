@@ -260,6 +260,80 @@ func TestInitFromFolder(t *testing.T) {
 	}
 }
 
+// TestInitFromFolderUNet: a UNet phase started from a folder into an empty run folder
+// freezes the folder's VAE (written as the run's VAE checkpoint) and starts from its UNet;
+// a VAE checkpoint already in the run folder is kept.
+func TestInitFromFolderUNet(t *testing.T) {
+	b, err := nn.NewBackend("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := microConfigs()
+	ucfg, vcfg, ccfg, err := cfg.Parsed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, _ := vaeExpected(vcfg)
+	vw := InitWeights(exp, 42, 0)
+	uw, _ := UNetInitWeights(ucfg, 7)
+	cw, _ := CLIPWeights(ccfg, 1)
+	folder := t.TempDir()
+	if err := WriteFolder(folder, cfg, uw, vw, cw); err != nil {
+		t.Fatal(err)
+	}
+	check := func(phase string, want map[string]*tensor.Dense, dir string) {
+		t.Helper()
+		ctx, _, err := loadContext(StatePath(dir, phase))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := modelWeights(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d tensors, want %d", phase, len(got), len(want))
+		}
+		for n, w := range want {
+			if !tensor.BitEqual(got[n], w) {
+				t.Fatalf("%s tensor %s differs from the expected one", phase, n)
+			}
+		}
+	}
+	o := DefaultOptions()
+	o.Phase, o.Train = PhaseUNet, 2
+	o.Dir, o.Steps, o.Configs, o.InitFrom, o.CheckpointEvery = t.TempDir(), 0, &cfg, folder, 0
+	if _, err := Run(stdcontext.Background(), b, o); err != nil {
+		t.Fatal(err)
+	}
+	check(PhaseVAE, vw, o.Dir)
+	check(PhaseUNet, uw, o.Dir)
+
+	// A run folder with its own VAE keeps it.
+	o.Dir = t.TempDir()
+	v := o
+	v.Phase, v.InitFrom = PhaseVAE, ""
+	v.Seed = 43
+	if _, err := Run(stdcontext.Background(), b, v); err != nil {
+		t.Fatal(err)
+	}
+	ctx, _, err := loadContext(StatePath(o.Dir, PhaseVAE))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := modelWeights(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tensor.BitEqual(own["quant_conv.weight"], vw["quant_conv.weight"]) {
+		t.Fatal("the run's own VAE equals the folder's; the test cannot tell them apart")
+	}
+	if _, err := Run(stdcontext.Background(), b, o); err != nil {
+		t.Fatal(err)
+	}
+	check(PhaseVAE, own, o.Dir)
+}
+
 func TestInitLogVar(t *testing.T) {
 	vcfg, w := microVAE(t, 1, 0)
 	before := w["quant_conv.bias"].Clone()

@@ -77,8 +77,13 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "trained %s steps %d -> %d in %s (loss %.5f -> %.5f); checkpoint %s\n",
-		res.Phase, res.FromStep, res.Step, res.Wall.Round(time.Second), res.FirstLoss, res.LastLoss, train.StatePath(o.Dir, o.Phase))
+	if res.Step == res.FromStep {
+		// No step ran, so there is no loss to report (e.g. --steps 0 to seed a run folder).
+		fmt.Fprintf(stdout, "%s at step %d, nothing to train; checkpoint %s\n", res.Phase, res.Step, train.StatePath(o.Dir, o.Phase))
+	} else {
+		fmt.Fprintf(stdout, "trained %s steps %d -> %d in %s (loss %.5f -> %.5f); checkpoint %s\n",
+			res.Phase, res.FromStep, res.Step, res.Wall.Round(time.Second), res.FirstLoss, res.LastLoss, train.StatePath(o.Dir, o.Phase))
+	}
 	if *export != "" {
 		if err := train.Export(o.Dir, *export, train.ExportOptions{Seed: o.Seed, Raw: *exportRaw}); err != nil {
 			return err
