@@ -4,6 +4,7 @@ import (
 	stdcontext "context"
 	"io"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/vdpp/vdpp/model/nn"
@@ -119,5 +120,67 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := dst.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEncodeAhead: encoding every training clip up front with concurrent workers fills the
+// latent cache with exactly the values lazy encoding gives, for every clip, and a second
+// run finds nothing left to encode.
+func TestEncodeAhead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("encodes micro clips")
+	}
+	b, err := nn.NewBackend("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := microConfigs()
+	_, vcfg, ccfg, err := cfg.Parsed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	o := DefaultOptions()
+	o.Dir, o.Configs, o.CheckpointEvery, o.Steps = dir, &cfg, 0, 0 // an untrained VAE encodes as well
+	if _, err := Run(stdcontext.Background(), b, o); err != nil {
+		t.Fatal(err)
+	}
+	o.Phase, o.Train, o.EncodeWorkers = PhaseUNet, 3, 2
+	var log strings.Builder
+	o.Progress = &log
+	if _, err := Run(stdcontext.Background(), b, o); err != nil {
+		t.Fatal(err)
+	}
+	fz, err := newFrozen(b, dir, vcfg, ccfg, o.Seed, o.Data, o.Rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fz.raw) != o.Train || len(fz.emb) != o.Train {
+		t.Fatalf("cache holds %d latents and %d embeddings, want %d of each", len(fz.raw), len(fz.emb), o.Train)
+	}
+	lazy := &frozen{enc: fz.enc, clip: fz.clip, ccfg: fz.ccfg, dc: fz.dc, data: fz.data, split: fz.split,
+		raw: map[int]*tensor.Dense{}, emb: map[int]*tensor.Dense{}}
+	for i := 0; i < o.Train; i++ {
+		l, err := lazy.rawLatents(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := lazy.embedding(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !tensor.BitEqual(l, fz.raw[i]) || !tensor.BitEqual(e, fz.emb[i]) {
+			t.Fatalf("clip %d: encoded ahead differs from encoded lazily", i)
+		}
+	}
+	if !strings.Contains(log.String(), "encoded 3/3 clips") {
+		t.Fatalf("no progress line in %q", log.String())
+	}
+	log.Reset()
+	if _, err := Run(stdcontext.Background(), b, o); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(log.String(), "encoding") {
+		t.Fatalf("second run encoded again: %q", log.String())
 	}
 }

@@ -66,6 +66,11 @@ type Options struct {
 	// negative value turns it off and drops a checkpoint's averages.
 	EMA float64
 
+	// EncodeWorkers, when > 0, makes the UNet phase encode every training clip the latent
+	// cache lacks before its first step, with this many concurrent encoders; 0 encodes each
+	// clip when a step first draws it. Same values either way.
+	EncodeWorkers int
+
 	CheckpointEvery int // steps; 0 = only at the end
 	// MaxDuration stops the run (with a checkpoint) once exceeded; 0 = no limit.
 	MaxDuration time.Duration
@@ -103,6 +108,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: steps %d, batch %d, train clips %d", ErrOptions, o.Steps, o.Batch, o.Train)
 	case !(o.LR > 0) || o.PStd < 0 || o.CondDropout < 0 || o.CondDropout > 1:
 		return fmt.Errorf("%w: lr %v, p_std %v, dropout %v", ErrOptions, o.LR, o.PStd, o.CondDropout)
+	case o.EncodeWorkers < 0:
+		return fmt.Errorf("%w: encode workers %d", ErrOptions, o.EncodeWorkers)
 	case !(o.EMA < 1):
 		return fmt.Errorf("%w: ema decay %v (want < 1)", ErrOptions, o.EMA)
 	}
@@ -136,8 +143,9 @@ type Result struct {
 }
 
 // Run trains one phase on backend b. A PhaseUNet run needs the run folder's VAE
-// checkpoint (the VAE is frozen); one started from InitFrom without it takes the folder's. It checkpoints every CheckpointEvery steps and at the end;
-// when ctx is cancelled (Ctrl-C) it stops after the current step and checkpoints too.
+// checkpoint (the VAE is frozen); one started from InitFrom without it takes the folder's.
+// It checkpoints every CheckpointEvery steps and at the end; when ctx is cancelled (Ctrl-C)
+// it stops after the current step and checkpoints too.
 func Run(ctx stdcontext.Context, b backends.Backend, o Options) (Result, error) {
 	if err := o.Validate(); err != nil {
 		return Result{}, err
@@ -173,6 +181,11 @@ func Run(ctx stdcontext.Context, b backends.Backend, o Options) (Result, error) 
 	}
 	if err != nil {
 		return Result{}, err
+	}
+	if up, ok := ph.(*unetPhase); ok && o.EncodeWorkers > 0 {
+		if err := up.fz.encodeAhead(ctx, o.Train, o.EncodeWorkers, o.Progress); err != nil {
+			return Result{}, err
+		}
 	}
 	return loop(ctx, o, ph)
 }

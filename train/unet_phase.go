@@ -58,6 +58,10 @@ type frozen struct {
 	data  uint64
 	split procedural.Split
 
+	// newEncoders builds another copy of enc and clip (same weights) for a worker of
+	// encodeAhead, so concurrent encodes share no network state.
+	newEncoders func() (*vae.Model, *clip.Model, error)
+
 	cachePath  string // LatentCachePath of the run folder
 	cacheKey   string // latentCacheKey of these networks and dataset
 	cacheDirty bool   // clips were encoded since the cache was last written
@@ -79,19 +83,26 @@ func newFrozen(b backends.Backend, dir string, vcfg checkpoint.VAEConfig, ccfg c
 			encW[n] = t
 		}
 	}
-	enc, err := vae.NewParts(vcfg, encW, b, true, false)
-	if err != nil {
-		return nil, err
-	}
 	cw, err := CLIPWeights(ccfg, seed)
 	if err != nil {
 		return nil, err
 	}
-	cm, err := clip.New(ccfg, cw, b)
+	newEncoders := func() (*vae.Model, *clip.Model, error) {
+		enc, err := vae.NewParts(vcfg, encW, b, true, false)
+		if err != nil {
+			return nil, nil, err
+		}
+		cm, err := clip.New(ccfg, cw, b)
+		if err != nil {
+			return nil, nil, err
+		}
+		return enc, cm, nil
+	}
+	enc, cm, err := newEncoders()
 	if err != nil {
 		return nil, err
 	}
-	f := &frozen{enc: enc, clip: cm, ccfg: ccfg,
+	f := &frozen{enc: enc, clip: cm, ccfg: ccfg, newEncoders: newEncoders,
 		raw: map[int]*tensor.Dense{}, lat: map[int]*tensor.Dense{}, emb: map[int]*tensor.Dense{},
 		dc: procedural.ConfigFor(rule), data: data, split: procedural.Train, cachePath: LatentCachePath(dir)}
 	f.cacheKey = latentCacheKey(encW, ccfg, seed+clipSeedOffset, f)
@@ -105,14 +116,22 @@ func (f *frozen) rawLatents(i int) (*tensor.Dense, error) {
 	if l, ok := f.raw[i]; ok {
 		return l, nil
 	}
-	x := procedural.ToTensor(procedural.Video(f.dc, f.data, f.split, i))
-	post, err := f.enc.Encode(x)
+	l, err := f.encodeLatents(f.enc, i)
 	if err != nil {
 		return nil, err
 	}
-	l := post.Mode()
 	f.raw[i], f.cacheDirty = l, true
 	return l, nil
+}
+
+// encodeLatents returns the VAE mode of every frame of training clip i as enc encodes it.
+func (f *frozen) encodeLatents(enc *vae.Model, i int) (*tensor.Dense, error) {
+	x := procedural.ToTensor(procedural.Video(f.dc, f.data, f.split, i))
+	post, err := enc.Encode(x)
+	if err != nil {
+		return nil, err
+	}
+	return post.Mode(), nil
 }
 
 // scaledLatents returns the cached scaled latents of clip i.
@@ -144,16 +163,22 @@ func (f *frozen) embedding(i int) (*tensor.Dense, error) {
 	if e, ok := f.emb[i]; ok {
 		return e, nil
 	}
-	px, err := video.CLIPInput(f.firstFrame(i), f.ccfg.ImageSize, video.CLIPMean, video.CLIPStd)
-	if err != nil {
-		return nil, err
-	}
-	e, _, err := f.clip.Forward(px)
+	e, err := f.encodeEmbedding(f.clip, i)
 	if err != nil {
 		return nil, err
 	}
 	f.emb[i], f.cacheDirty = e, true
 	return e, nil
+}
+
+// encodeEmbedding returns cm's image embedding of training clip i's first frame.
+func (f *frozen) encodeEmbedding(cm *clip.Model, i int) (*tensor.Dense, error) {
+	px, err := video.CLIPInput(f.firstFrame(i), f.ccfg.ImageSize, video.CLIPMean, video.CLIPStd)
+	if err != nil {
+		return nil, err
+	}
+	e, _, err := cm.Forward(px)
+	return e, err
 }
 
 // ScalingFactor estimates the VAE scaling factor as 1/std of the latents of n clips.

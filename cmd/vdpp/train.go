@@ -34,6 +34,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.InitFrom, "init-from", "", "start from the weights of a diffusers folder (or builtin) instead of random ones")
 	fs.BoolVar(&o.DecoderOnly, "decoder-only", false, "VAE phase: freeze the encoder, train the decoder")
 	fs.BoolVar(&o.Resume, "resume", false, "continue from DIR's checkpoint of the phase")
+	fs.IntVar(&o.EncodeWorkers, "encode-workers", 0, "UNet phase: encode all --train-clips up front with this many concurrent encoders (0 = each clip when a step first draws it)")
 	fs.IntVar(&o.CheckpointEvery, "checkpoint-every", o.CheckpointEvery, "checkpoint every N steps")
 	fs.DurationVar(&o.MaxDuration, "max-duration", 0, "stop (with a checkpoint) after this long; 0 = no limit")
 	fs.Float64Var(&o.EMA, "ema", 0, "keep a moving average of the weights with this decay per step, exported instead of them (0 = as the resumed checkpoint; < 0 = off)")
