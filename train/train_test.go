@@ -218,46 +218,66 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	}
 }
 
+// microFolder writes a diffusers folder of the micro configs (VAE seed 42, UNet seed
+// unetSeed) and returns it with its VAE and UNet weights.
+func microFolder(t *testing.T, unetSeed uint64) (cfg Configs, folder string, vw, uw map[string]*tensor.Dense) {
+	t.Helper()
+	cfg = microConfigs()
+	ucfg, vcfg, ccfg, err := cfg.Parsed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, _ := vaeExpected(vcfg)
+	vw = InitWeights(exp, 42, 0)
+	uw, _ = UNetInitWeights(ucfg, unetSeed)
+	cw, _ := CLIPWeights(ccfg, 1)
+	folder = t.TempDir()
+	if err := WriteFolder(folder, cfg, uw, vw, cw); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, folder, vw, uw
+}
+
+// checkpointWeights returns the model weights of a phase's checkpoint in dir.
+func checkpointWeights(t *testing.T, dir, phase string) map[string]*tensor.Dense {
+	t.Helper()
+	ctx, _, err := loadContext(StatePath(dir, phase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := modelWeights(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// requireSameWeights fails unless got holds exactly want's tensors, bit for bit.
+func requireSameWeights(t *testing.T, what string, got, want map[string]*tensor.Dense) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d tensors, want %d", what, len(got), len(want))
+	}
+	for n, w := range want {
+		if !tensor.BitEqual(got[n], w) {
+			t.Fatalf("%s: tensor %s differs from the expected one", what, n)
+		}
+	}
+}
+
 // TestInitFromFolder: a phase started from a diffusers folder holds exactly its weights.
 func TestInitFromFolder(t *testing.T) {
 	b, err := nn.NewBackend("go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := microConfigs()
-	ucfg, vcfg, ccfg, err := cfg.Parsed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	exp, _ := vaeExpected(vcfg)
-	vw := InitWeights(exp, 42, 0)
-	uw, _ := UNetInitWeights(ucfg, 1)
-	cw, _ := CLIPWeights(ccfg, 1)
-	folder := t.TempDir()
-	if err := WriteFolder(folder, cfg, uw, vw, cw); err != nil {
-		t.Fatal(err)
-	}
+	cfg, folder, vw, _ := microFolder(t, 1)
 	o := DefaultOptions()
 	o.Dir, o.Steps, o.Configs, o.InitFrom, o.CheckpointEvery = t.TempDir(), 0, &cfg, folder, 0
 	if _, err := Run(stdcontext.Background(), b, o); err != nil {
 		t.Fatal(err)
 	}
-	ctx, _, err := loadContext(StatePath(o.Dir, PhaseVAE))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := modelWeights(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(vw) {
-		t.Fatalf("%d tensors, want %d", len(got), len(vw))
-	}
-	for n, w := range vw {
-		if !tensor.BitEqual(got[n], w) {
-			t.Fatalf("tensor %s differs from the folder's", n)
-		}
-	}
+	requireSameWeights(t, "vae", checkpointWeights(t, o.Dir, PhaseVAE), vw)
 }
 
 // TestInitFromFolderUNet: a UNet phase started from a folder into an empty run folder
@@ -268,70 +288,31 @@ func TestInitFromFolderUNet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := microConfigs()
-	ucfg, vcfg, ccfg, err := cfg.Parsed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	exp, _ := vaeExpected(vcfg)
-	vw := InitWeights(exp, 42, 0)
-	uw, _ := UNetInitWeights(ucfg, 7)
-	cw, _ := CLIPWeights(ccfg, 1)
-	folder := t.TempDir()
-	if err := WriteFolder(folder, cfg, uw, vw, cw); err != nil {
-		t.Fatal(err)
-	}
-	check := func(phase string, want map[string]*tensor.Dense, dir string) {
-		t.Helper()
-		ctx, _, err := loadContext(StatePath(dir, phase))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := modelWeights(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) != len(want) {
-			t.Fatalf("%s: %d tensors, want %d", phase, len(got), len(want))
-		}
-		for n, w := range want {
-			if !tensor.BitEqual(got[n], w) {
-				t.Fatalf("%s tensor %s differs from the expected one", phase, n)
-			}
-		}
-	}
+	cfg, folder, vw, uw := microFolder(t, 7)
 	o := DefaultOptions()
 	o.Phase, o.Train = PhaseUNet, 2
 	o.Dir, o.Steps, o.Configs, o.InitFrom, o.CheckpointEvery = t.TempDir(), 0, &cfg, folder, 0
 	if _, err := Run(stdcontext.Background(), b, o); err != nil {
 		t.Fatal(err)
 	}
-	check(PhaseVAE, vw, o.Dir)
-	check(PhaseUNet, uw, o.Dir)
+	requireSameWeights(t, "vae", checkpointWeights(t, o.Dir, PhaseVAE), vw)
+	requireSameWeights(t, "unet", checkpointWeights(t, o.Dir, PhaseUNet), uw)
 
 	// A run folder with its own VAE keeps it.
 	o.Dir = t.TempDir()
 	v := o
-	v.Phase, v.InitFrom = PhaseVAE, ""
-	v.Seed = 43
+	v.Phase, v.InitFrom, v.Seed = PhaseVAE, "", 43
 	if _, err := Run(stdcontext.Background(), b, v); err != nil {
 		t.Fatal(err)
 	}
-	ctx, _, err := loadContext(StatePath(o.Dir, PhaseVAE))
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, err := modelWeights(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	own := checkpointWeights(t, o.Dir, PhaseVAE)
 	if tensor.BitEqual(own["quant_conv.weight"], vw["quant_conv.weight"]) {
 		t.Fatal("the run's own VAE equals the folder's; the test cannot tell them apart")
 	}
 	if _, err := Run(stdcontext.Background(), b, o); err != nil {
 		t.Fatal(err)
 	}
-	check(PhaseVAE, own, o.Dir)
+	requireSameWeights(t, "own vae", checkpointWeights(t, o.Dir, PhaseVAE), own)
 }
 
 func TestInitLogVar(t *testing.T) {
