@@ -75,15 +75,23 @@ func (f *frozen) encodeAhead(ctx stdcontext.Context, count, workers int, progres
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				l, err := f.encodeLatents(enc, i)
-				if err != nil {
-					fail(fmt.Errorf("train: encode clip %d: %w", i, err))
-					continue
+				// A clip may have one half cached already (a fresh run's scaling factor
+				// encodes the first clips' latents only); only the missing half is encoded.
+				mu.Lock()
+				l, e := f.raw[i], f.emb[i]
+				mu.Unlock()
+				var err error
+				if l == nil {
+					if l, err = f.encodeLatents(enc, i); err != nil {
+						fail(fmt.Errorf("train: encode clip %d: %w", i, err))
+						continue
+					}
 				}
-				e, err := f.encodeEmbedding(cm, i)
-				if err != nil {
-					fail(fmt.Errorf("train: embed clip %d: %w", i, err))
-					continue
+				if e == nil {
+					if e, err = f.encodeEmbedding(cm, i); err != nil {
+						fail(fmt.Errorf("train: embed clip %d: %w", i, err))
+						continue
+					}
 				}
 				if err := record(i, l, e); err != nil {
 					fail(err)

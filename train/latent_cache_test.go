@@ -134,17 +134,16 @@ func TestEncodeAhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := microConfigs()
+	// Started from a folder, the run takes its scaling factor from the folder's VAE config
+	// and encodes nothing before encodeAhead, so every cached value comes from a worker.
+	cfg, folder, _, _ := microFolder(t, 1)
 	_, vcfg, ccfg, err := cfg.Parsed()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	o := DefaultOptions()
-	o.Dir, o.Configs, o.CheckpointEvery, o.Steps = dir, &cfg, 0, 0 // an untrained VAE encodes as well
-	if _, err := Run(stdcontext.Background(), b, o); err != nil {
-		t.Fatal(err)
-	}
+	o.Dir, o.Configs, o.CheckpointEvery, o.Steps, o.InitFrom = dir, &cfg, 0, 0, folder
 	o.Phase, o.Train, o.EncodeWorkers = PhaseUNet, 3, 2
 	var log strings.Builder
 	o.Progress = &log
