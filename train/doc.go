@@ -19,6 +19,6 @@
 // Contract: a run is a pure function of its Options and the step it resumes from: the
 // batch of step k is drawn from a PCG stream keyed by (seed, phase, k), so a resumed run
 // continues bit for bit where a checkpoint left it (the checkpoint holds every weight, the
-// Adam moments and the step). I/O (checkpoints, the loss log, progress) lives in Run;
+// Adam moments and the step), and the learning rate of step k is LRAt(o, k). I/O (checkpoints, the loss log, progress) lives in Run;
 // the step functions are deterministic given their inputs.
 package train

@@ -35,16 +35,21 @@ var ErrOptions = errors.New("train: bad options")
 
 // Options configure a run.
 type Options struct {
-	Dir    string // run folder: checkpoints, loss log
-	Phase  string // PhaseVAE or PhaseUNet
-	Steps  int    // train until this step (a resumed run continues up to it)
-	Batch  int    // clips per step
-	LR     float64
-	Seed   uint64          // weights init, batch sampling, noise
-	Data   uint64          // dataset seed
-	Rule   procedural.Rule // dataset rule (procedural.ConfigFor)
-	Train  int             // number of distinct training clips (indices 0..Train-1)
-	Resume bool            // continue from Dir's checkpoint of the phase
+	Dir   string // run folder: checkpoints, loss log
+	Phase string // PhaseVAE or PhaseUNet
+	Steps int    // train until this step (a resumed run continues up to it)
+	Batch int    // clips per step
+	LR    float64
+	// LRFinal, when > 0, decays the learning rate from LR to LRFinal along a half cosine
+	// between step LRDecayStart and Steps (LRAt): small steps at the end settle the
+	// weights that batch-of-one steps keep shaking. 0 keeps LR throughout.
+	LRFinal      float64
+	LRDecayStart int
+	Seed         uint64          // weights init, batch sampling, noise
+	Data         uint64          // dataset seed
+	Rule         procedural.Rule // dataset rule (procedural.ConfigFor)
+	Train        int             // number of distinct training clips (indices 0..Train-1)
+	Resume       bool            // continue from Dir's checkpoint of the phase
 	// VAEFrames is the clip length the VAE phase trains on (the first frames of a clip);
 	// 0 means the dataset's 14.
 	VAEFrames int
@@ -108,6 +113,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: steps %d, batch %d, train clips %d", ErrOptions, o.Steps, o.Batch, o.Train)
 	case !(o.LR > 0) || o.PStd < 0 || o.CondDropout < 0 || o.CondDropout > 1:
 		return fmt.Errorf("%w: lr %v, p_std %v, dropout %v", ErrOptions, o.LR, o.PStd, o.CondDropout)
+	case o.LRFinal < 0 || math.IsNaN(o.LRFinal) || o.LRDecayStart < 0:
+		return fmt.Errorf("%w: final lr %v from step %d", ErrOptions, o.LRFinal, o.LRDecayStart)
+	case o.LRFinal > 0 && o.LRDecayStart >= o.Steps:
+		return fmt.Errorf("%w: the lr decay starts at step %d, not before --steps %d", ErrOptions, o.LRDecayStart, o.Steps)
 	case o.EncodeWorkers < 0:
 		return fmt.Errorf("%w: encode workers %d", ErrOptions, o.EncodeWorkers)
 	case !(o.EMA < 1):
@@ -128,6 +137,7 @@ type LogLine struct {
 	Step     int     `json:"step"`
 	Loss     float64 `json:"loss"`
 	MSE      float64 `json:"mse,omitempty"`
+	LR       float64 `json:"lr,omitempty"` // learning rate of the step
 	StepS    float64 `json:"step_s"`
 	ElapsedS float64 `json:"elapsed_s"`
 }
@@ -426,6 +436,12 @@ func loop(ctx stdcontext.Context, o Options, ph phase) (Result, error) {
 			break
 		}
 		t0 := time.Now()
+		lr := LRAt(o, k)
+		if o.LRFinal > 0 {
+			if err := ph.stepper().SetLR(lr); err != nil {
+				return res, err
+			}
+		}
 		in, err := ph.batch(k)
 		if err != nil {
 			return res, err
@@ -443,7 +459,7 @@ func loop(ctx stdcontext.Context, o Options, ph phase) (Result, error) {
 		} else {
 			emaStep = 0.9*emaStep + 0.1*dt
 		}
-		line := LogLine{Phase: o.Phase, Step: k + 1, Loss: vals[0], StepS: dt, ElapsedS: time.Since(start).Seconds()}
+		line := LogLine{Phase: o.Phase, Step: k + 1, Loss: vals[0], LR: lr, StepS: dt, ElapsedS: time.Since(start).Seconds()}
 		if len(vals) > 1 {
 			line.MSE = vals[1]
 		}

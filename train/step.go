@@ -24,6 +24,7 @@ type stepper struct {
 	backend backends.Backend
 	ctx     *context.Context
 	exec    *context.Exec
+	lr      *context.Variable
 }
 
 // newStepper compiles (lazily, on the first Step) the training step of loss with Adam at
@@ -57,7 +58,15 @@ func newStepper(b backends.Backend, ctx *context.Context, lr, emaDecay float64, 
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
-	return &stepper{backend: b, ctx: ctx, exec: exec}, nil
+	return &stepper{backend: b, ctx: ctx, exec: exec, lr: lrVar}, nil
+}
+
+// SetLR sets the learning rate of the following steps (it is saved with the checkpoint).
+func (s *stepper) SetLR(lr float64) error {
+	if err := s.lr.SetValue(tensors.FromScalar(float32(lr))); err != nil {
+		return fmt.Errorf("train: learning rate: %w", err)
+	}
+	return nil
 }
 
 // Step runs one step on inputs and returns the loss and metrics.

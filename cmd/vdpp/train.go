@@ -25,6 +25,8 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Steps, "steps", o.Steps, "train until this step")
 	fs.IntVar(&o.Batch, "batch", o.Batch, "clips per step")
 	fs.Float64Var(&o.LR, "lr", o.LR, "Adam learning rate")
+	fs.Float64Var(&o.LRFinal, "lr-final", 0, "decay the learning rate along a half cosine to this value at --steps (0 = constant --lr)")
+	fs.IntVar(&o.LRDecayStart, "lr-decay-start", 0, "with --lr-final: the step the decay starts from")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the weights, batches and noise")
 	fs.Uint64Var(&o.Data, "data-seed", o.Data, "dataset seed")
 	ruleFlag(fs, &o.Rule)

@@ -45,3 +45,17 @@ func TestTrainInitFromBuiltinRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestTrainLRDecayFlags: a decay that would start at or after --steps is refused with a
+// message naming it, before anything is written.
+func TestTrainLRDecayFlags(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"train", "--dir", dir, "--steps", "10", "--lr-final", "1e-5", "--lr-decay-start", "10"}, &stdout, &stderr)
+	if code == 0 || !strings.Contains(stderr.String(), "lr decay starts at step 10") {
+		t.Fatalf("exit %d, stderr %q: want a failure naming the decay start", code, stderr.String())
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the refused run left %s behind (%v)", dir, err)
+	}
+}
