@@ -504,7 +504,11 @@ func progress(o Options, each int, l LogLine, stepS float64) {
 		return
 	}
 	if l.Step%each == 0 || l.Step == o.Steps {
-		fmt.Fprintf(o.Progress, "train %s step %d/%d loss %.5f mse %.5f %.2fs/step elapsed %.0fs eta %s\n", o.Phase, l.Step, o.Steps, l.Loss, l.MSE, stepS, l.ElapsedS, eta)
+		metric := ""
+		if o.Phase == PhaseVAE {
+			metric = fmt.Sprintf(" mse %.5f", l.MSE)
+		}
+		fmt.Fprintf(o.Progress, "train %s step %d/%d loss %.5f%s lr %.3g %.2fs/step elapsed %.0fs eta %s\n", o.Phase, l.Step, o.Steps, l.Loss, metric, l.LR, stepS, l.ElapsedS, eta)
 	}
 }
 
