@@ -2,12 +2,14 @@
 // procedural dataset (data/procedural): for each held-out clip the model generates a video
 // from the clip's first frame, and every generated frame is compared with the true frame
 // (PSNR and SSIM on [0, 1] RGB), next to two baselines: repeating the first frame, and the
-// same pipeline with an untrained (freshly initialised) UNet.
+// same pipeline with an untrained (freshly initialised) UNet. The report keeps every clip's
+// own scores, so Compare can pair two reports on the same clips: the A/B test of two models
+// or two sampling settings, with the standard error of the difference.
 //
 // Contract: Run is deterministic for a given checkpoint, options and backend: clips come
 // from the dataset seed, noise from the generation seed. Metrics are pure functions
-// (PSNR, SSIM); Run does no I/O besides what its Generator does; writing the JSON report
-// is left to Report.WriteJSON.
+// (PSNR, SSIM), and so is Compare; Run does no I/O besides what its Generator does; the
+// JSON report is written by Report.WriteJSON and read by ReadReport.
 package eval
 
 import (
@@ -66,11 +68,15 @@ type Curve struct {
 type Report struct {
 	Model                string  `json:"model"`
 	Split                string  `json:"split"`
+	Rule                 string  `json:"rule,omitempty"`
+	DataSeed             uint64  `json:"data_seed,omitempty"`
+	Seed                 int64   `json:"seed"`
 	Samples              int     `json:"samples"`
 	Steps                int     `json:"steps"`
 	Frames               int     `json:"frames"`
 	MinGuidance          float64 `json:"min_guidance"`
 	MaxGuidance          float64 `json:"max_guidance"`
+	DecodeChunk          int     `json:"decode_chunk_size,omitempty"` // frames decoded together (0: all); set by the caller
 	PSNRAfterFirst       float64 `json:"psnr_after_first"`
 	SSIMAfterFirst       float64 `json:"ssim_after_first"`
 	RepeatPSNRAfterFirst float64 `json:"baseline_repeat_first_psnr_after_first"`
@@ -86,6 +92,17 @@ type Report struct {
 	VAEReconPSNR         float64 `json:"vae_reconstruction_psnr,omitempty"`
 	VAEReconSSIM         float64 `json:"vae_reconstruction_ssim,omitempty"`
 	WallS                float64 `json:"wall_s"`
+	// Clips holds every clip's own scores, so two reports on the same clips can be
+	// compared clip by clip (Compare); their means are the *_after_first fields.
+	Clips []ClipScore `json:"clips,omitempty"`
+}
+
+// ClipScore is one clip's mean over frames 2..N, for the model and the repeat baseline.
+type ClipScore struct {
+	Index                int     `json:"index"`
+	PSNRAfterFirst       float64 `json:"psnr_after_first"`
+	SSIMAfterFirst       float64 `json:"ssim_after_first"`
+	RepeatPSNRAfterFirst float64 `json:"baseline_repeat_first_psnr_after_first"`
 }
 
 // WriteJSON writes the report to path.
@@ -108,28 +125,28 @@ type accum struct {
 
 func newAccum(t int) *accum { return &accum{psnr: make([]float64, t), ssim: make([]float64, t)} }
 
-// add scores a predicted clip against the truth, both [T, 3, H, W] in [0, 1].
-func (a *accum) add(pred, truth *tensor.Dense) error {
+// add scores a predicted clip against the truth, both [T, 3, H, W] in [0, 1], and returns
+// the clip's PSNR and SSIM means over frames 2..N.
+func (a *accum) add(pred, truth *tensor.Dense) (psnr, ssim float64, err error) {
 	if !tensor.SameShape(pred, truth) || len(truth.Shape) != 4 {
-		return fmt.Errorf("eval: prediction %v and truth %v differ", pred.Shape, truth.Shape)
+		return 0, 0, fmt.Errorf("eval: prediction %v and truth %v differ", pred.Shape, truth.Shape)
 	}
 	t, c, h, w := truth.Shape[0], truth.Shape[1], truth.Shape[2], truth.Shape[3]
 	per := c * h * w
+	ps, ss := make([]float64, t), make([]float64, t)
 	for f := 0; f < t; f++ {
 		p, q := pred.Data[f*per:(f+1)*per], truth.Data[f*per:(f+1)*per]
-		ps, err := PSNR(p, q)
-		if err != nil {
-			return err
+		if ps[f], err = PSNR(p, q); err != nil {
+			return 0, 0, err
 		}
-		ss, err := SSIM(p, q, c, h, w)
-		if err != nil {
-			return err
+		if ss[f], err = SSIM(p, q, c, h, w); err != nil {
+			return 0, 0, err
 		}
-		a.psnr[f] += ps
-		a.ssim[f] += ss
+		a.psnr[f] += ps[f]
+		a.ssim[f] += ss[f]
 	}
 	a.n++
-	return nil
+	return MeanAfterFirst(ps), MeanAfterFirst(ss), nil
 }
 
 func (a *accum) curves() (Curve, Curve) {
@@ -191,6 +208,7 @@ func Run(ctx context.Context, o Options, gen, untrained Generator, progress func
 		split = procedural.Train
 	}
 	model, rep, base, rec := newAccum(dc.Frames), newAccum(dc.Frames), newAccum(dc.Frames), newAccum(dc.Frames)
+	clips := make([]ClipScore, 0, o.Samples)
 	for i := 0; i < o.Samples; i++ {
 		if err := ctx.Err(); err != nil {
 			return Report{}, err
@@ -200,12 +218,14 @@ func Run(ctx context.Context, o Options, gen, untrained Generator, progress func
 		if err != nil {
 			return Report{}, fmt.Errorf("eval: clip %d: %w", i, err)
 		}
-		if err := model.add(pred, truth); err != nil {
+		cs := ClipScore{Index: i}
+		if cs.PSNRAfterFirst, cs.SSIMAfterFirst, err = model.add(pred, truth); err != nil {
 			return Report{}, err
 		}
-		if err := rep.add(RepeatFirst(truth), truth); err != nil {
+		if cs.RepeatPSNRAfterFirst, _, err = rep.add(RepeatFirst(truth), truth); err != nil {
 			return Report{}, err
 		}
+		clips = append(clips, cs)
 		if o.Keep != nil {
 			o.Keep(i, truth, pred)
 		}
@@ -214,7 +234,7 @@ func Run(ctx context.Context, o Options, gen, untrained Generator, progress func
 			if err != nil {
 				return Report{}, fmt.Errorf("eval: clip %d (reconstruction): %w", i, err)
 			}
-			if err := rec.add(rc, truth); err != nil {
+			if _, _, err := rec.add(rc, truth); err != nil {
 				return Report{}, err
 			}
 			if o.KeepReconstruction != nil {
@@ -226,7 +246,7 @@ func Run(ctx context.Context, o Options, gen, untrained Generator, progress func
 			if err != nil {
 				return Report{}, fmt.Errorf("eval: clip %d (untrained): %w", i, err)
 			}
-			if err := base.add(up, truth); err != nil {
+			if _, _, err := base.add(up, truth); err != nil {
 				return Report{}, err
 			}
 		}
@@ -234,7 +254,8 @@ func Run(ctx context.Context, o Options, gen, untrained Generator, progress func
 			progress(i)
 		}
 	}
-	r := Report{Split: split.String(), Samples: o.Samples, Steps: o.Steps, Frames: dc.Frames, MinGuidance: o.MinGuidance, MaxGuidance: o.MaxGuidance}
+	r := Report{Split: split.String(), Rule: o.Rule.String(), DataSeed: o.DataSeed, Seed: o.Seed, Samples: o.Samples, Steps: o.Steps,
+		Frames: dc.Frames, MinGuidance: o.MinGuidance, MaxGuidance: o.MaxGuidance, Clips: clips}
 	r.PSNR, r.SSIM = model.curves()
 	r.RepeatPSNR, r.RepeatSSIM = rep.curves()
 	r.PSNRAfterFirst, r.SSIMAfterFirst = r.PSNR.AfterFirst, r.SSIM.AfterFirst

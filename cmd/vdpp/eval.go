@@ -99,7 +99,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	rep.Model, rep.WallS = *modelFlag, time.Since(start).Seconds()
+	rep.Model, rep.DecodeChunk, rep.WallS = *modelFlag, pr.DecodeChunkSize, time.Since(start).Seconds()
 	fmt.Fprintf(stdout, "%s clips %d, %d steps: mean over frames 2..%d\n", rep.Split, o.Samples, o.Steps, rep.Frames)
 	fmt.Fprintf(stdout, "  model            PSNR %6.2f dB  SSIM %.4f\n", rep.PSNRAfterFirst, rep.SSIMAfterFirst)
 	fmt.Fprintf(stdout, "  repeat frame 1   PSNR %6.2f dB  SSIM %.4f\n", rep.RepeatPSNRAfterFirst, rep.RepeatSSIMAfterFirst)

@@ -47,6 +47,7 @@ func commands() []command {
 		{"data", "write samples of the procedural video dataset and a contact sheet", runData},
 		{"train", "train the built-in model (VAE, then UNet) on the procedural dataset", runTrain},
 		{"eval", "score a model on the held-out procedural clips (PSNR, SSIM, baselines)", runEval},
+		{"compare", "compare two eval reports clip by clip (difference, standard error)", runCompare},
 		{"demo", "turn the bundled example image into videos with the built-in model (pipeline vs one process)", runDemo},
 		{"worker", "run one rank of a launched job (internal)", runWorker},
 		{"version", "print the version", func(_ context.Context, _ []string, w, _ io.Writer) error {
