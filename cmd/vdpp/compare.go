@@ -19,11 +19,8 @@ func runCompare(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: vdpp compare A.json B.json   (two reports of vdpp eval --json on the same clips)")
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlagsAndArgs(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() != 2 {
 		return fmt.Errorf("%w: compare takes two eval reports (A.json B.json), got %d arguments", errUsage, fs.NArg())

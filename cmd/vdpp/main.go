@@ -113,16 +113,26 @@ func newLogger(stderr io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-// parseFlags parses args with fs, turning flag errors into errUsage.
+// parseFlags parses args with fs, turning flag errors into errUsage; arguments after the
+// flags are refused.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := parseFlagsAndArgs(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	return nil
+}
+
+// parseFlagsAndArgs is parseFlags for commands that take arguments after the flags
+// (fs.Args).
+func parseFlagsAndArgs(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	return nil
 }
