@@ -55,7 +55,7 @@ func Compare(a, b Report) (Comparison, error) {
 		return Comparison{}, err
 	}
 	var idx []int
-	var dp, ds, pa, pb, sa, sb []float64
+	var pa, pb, sa, sb []float64
 	for _, cb := range b.Clips {
 		ca, ok := byIndex[cb.Index]
 		if !ok {
@@ -64,13 +64,12 @@ func Compare(a, b Report) (Comparison, error) {
 		idx = append(idx, cb.Index)
 		pa, pb = append(pa, ca.PSNRAfterFirst), append(pb, cb.PSNRAfterFirst)
 		sa, sb = append(sa, ca.SSIMAfterFirst), append(sb, cb.SSIMAfterFirst)
-		dp, ds = append(dp, cb.PSNRAfterFirst-ca.PSNRAfterFirst), append(ds, cb.SSIMAfterFirst-ca.SSIMAfterFirst)
 	}
 	if len(idx) < 2 {
 		return Comparison{}, fmt.Errorf("%w: %d clips scored by both (need 2)", ErrIncomparable, len(idx))
 	}
 	slices.Sort(idx)
-	return Comparison{A: a, B: b, Clips: idx, PSNR: paired(pa, pb, dp), SSIM: paired(sa, sb, ds)}, nil
+	return Comparison{A: a, B: b, Clips: idx, PSNR: paired(pa, pb), SSIM: paired(sa, sb)}, nil
 }
 
 // clipsByIndex maps r's clips by index; a clip scored twice makes the pairing ambiguous.
@@ -85,8 +84,13 @@ func clipsByIndex(r Report) (map[int]ClipScore, error) {
 	return m, nil
 }
 
-func paired(a, b, d []float64) PairedDiff {
-	n := len(d)
+// paired summarises the differences b[i] − a[i] of one metric on the same clips.
+func paired(a, b []float64) PairedDiff {
+	n := len(a)
+	d := make([]float64, n)
+	for i := range d {
+		d[i] = b[i] - a[i]
+	}
 	m := mean(d)
 	var ss float64
 	wins := 0
