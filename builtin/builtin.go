@@ -6,7 +6,9 @@
 // once per content hash under the user cache directory (VDPP_CACHE_DIR overrides it), so
 // the ordinary checkpoint loader (model/checkpoint, svd.Load) reads it like any other
 // folder; Resolve maps the name "builtin" to that folder and leaves any other value alone,
-// so every --model DIR flag also accepts --model builtin.
+// so every --model DIR flag also accepts --model builtin. Sampling gives the default
+// guidance and decode chunk of a --model value: the folder's vdpp_sampling.json
+// (checkpoint.SamplingFile; the built-in model's says 2 -> 4 and 7 frames), else SVD's.
 package builtin
 
 import (
@@ -20,61 +22,47 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"github.com/vdpp/vdpp/model/checkpoint"
 )
 
 // Name is the --model value that selects the built-in model.
 const Name = "builtin"
 
 // DecodeChunkSize is the number of frames the built-in model's VAE decodes together by
-// default (generate's and eval's -1): its temporal decoder was trained on 7-frame clips, and
-// two chunks decode at once on two cores (vae.Model.Decode).
+// default: its temporal decoder was trained on 7-frame clips, and two chunks decode at once
+// on two cores (vae.Model.Decode). The model folder's vdpp_sampling.json says the same (a
+// test checks).
 const DecodeChunkSize = 7
 
-// DecodeChunk resolves a --decode-chunk-size value for the model named model: a negative
-// chunk means the model's default, DecodeChunkSize for builtin and all frames (0) for any
-// other model; other values are returned as they are.
-func DecodeChunk(model string, chunk int) int {
-	switch {
-	case chunk >= 0:
-		return chunk
-	case model == Name:
-		return DecodeChunkSize
-	}
-	return 0
-}
-
 // MinGuidance and MaxGuidance are the built-in model's default classifier-free guidance
-// weights of the first and the last frame (SVD's are 1 and 3). Measured with `vdpp eval`
-// (docs/builtin-model.md, session 7): on 16 held-out clips a first-frame weight of 2 or more
-// scored 0.3 dB above SVD's 1 -> 3 for the session-6 weights, and weights past 4 gained
-// nothing; for the shipped weights the two are within 0.04 dB on 32 clips.
+// weights of the first and the last frame (SVD's are 1 and 3), also in its
+// vdpp_sampling.json. Measured with `vdpp eval` (docs/builtin-model.md, session 7): on 16
+// held-out clips a first-frame weight of 2 or more scored 0.3 dB above SVD's 1 -> 3 for the
+// session-6 weights, and weights past 4 gained nothing; for the shipped weights the two are
+// within 0.04 dB on 32 clips.
 const (
 	MinGuidance = 2.0
 	MaxGuidance = 4.0
 )
 
-// SVD's default guidance weights of the first and last frame (diffusers'
-// StableVideoDiffusionPipeline).
-const (
-	svdMinGuidance = 1.0
-	svdMaxGuidance = 3.0
-)
-
-// Guidance resolves --min-guidance and --max-guidance values for the model named model: a
-// negative value means the model's default, MinGuidance and MaxGuidance for builtin and
-// SVD's 1 and 3 for any other model; other values are returned as they are.
-func Guidance(model string, minG, maxG float64) (float64, float64) {
-	dMin, dMax := svdMinGuidance, svdMaxGuidance
-	if model == Name {
-		dMin, dMax = MinGuidance, MaxGuidance
+// Sampling returns the default sampling settings (guidance, decode chunk) of the model a
+// --model value names: the built-in model's vdpp_sampling.json for "builtin", a folder's
+// own (checkpoint.ReadSampling: SVD's defaults when it has none), and SVD's defaults for a
+// value that is not a folder (a registered model name, or a path whose absence the
+// checkpoint loader reports with its own error).
+func Sampling(nameOrDir string) (checkpoint.Sampling, error) {
+	if nameOrDir == Name {
+		b, err := fs.ReadFile(FS(), checkpoint.SamplingFile)
+		if err != nil {
+			return checkpoint.Sampling{}, fmt.Errorf("builtin: %w", err)
+		}
+		return checkpoint.ParseSampling(Name+"/"+checkpoint.SamplingFile, b)
 	}
-	if minG < 0 {
-		minG = dMin
+	if st, err := os.Stat(nameOrDir); err != nil || !st.IsDir() {
+		return checkpoint.DefaultSampling, nil
 	}
-	if maxG < 0 {
-		maxG = dMax
-	}
-	return minG, maxG
+	return checkpoint.ReadSampling(nameOrDir)
 }
 
 //go:embed all:model

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/svd"
 )
@@ -72,38 +73,36 @@ func TestSizeBudget(t *testing.T) {
 	}
 }
 
-func TestDecodeChunk(t *testing.T) {
+func TestSampling(t *testing.T) {
+	got, err := Sampling(Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (checkpoint.Sampling{MinGuidance: MinGuidance, MaxGuidance: MaxGuidance, DecodeChunkSize: DecodeChunkSize}); got != want {
+		t.Fatalf("the embedded vdpp_sampling.json says %+v, the constants %+v", got, want)
+	}
+	// A folder: its own file, or SVD's defaults without one.
+	own, plain := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(own, checkpoint.SamplingFile), []byte(`{"min_guidance": 1.5, "max_guidance": 5}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
-		model       string
-		chunk, want int
+		model string
+		want  checkpoint.Sampling
 	}{
-		{Name, -1, DecodeChunkSize},
-		{"/some/svd", -1, 0},
-		{Name, 0, 0},
-		{"/some/svd", 3, 3},
+		{own, checkpoint.Sampling{MinGuidance: 1.5, MaxGuidance: 5}},
+		{plain, checkpoint.DefaultSampling},
+		{"synthetic", checkpoint.DefaultSampling},
+		{filepath.Join(plain, "missing"), checkpoint.DefaultSampling},
 	} {
-		if got := DecodeChunk(tc.model, tc.chunk); got != tc.want {
-			t.Errorf("DecodeChunk(%q, %d) = %d, want %d", tc.model, tc.chunk, got, tc.want)
+		if got, err := Sampling(tc.model); err != nil || got != tc.want {
+			t.Errorf("Sampling(%q) = %+v, %v; want %+v", tc.model, got, err, tc.want)
 		}
 	}
-}
-
-func TestGuidance(t *testing.T) {
-	for _, tc := range []struct {
-		model            string
-		minG, maxG       float64
-		wantMin, wantMax float64
-	}{
-		{Name, -1, -1, MinGuidance, MaxGuidance},
-		{"/some/svd", -1, -1, 1, 3},
-		{Name, 1, -1, 1, MaxGuidance},
-		{"/some/svd", -1, 1, 1, 1},
-		{Name, 0, 0, 0, 0},
-		{"/some/svd", 2.5, 7, 2.5, 7},
-	} {
-		gotMin, gotMax := Guidance(tc.model, tc.minG, tc.maxG)
-		if gotMin != tc.wantMin || gotMax != tc.wantMax {
-			t.Errorf("Guidance(%q, %v, %v) = %v, %v; want %v, %v", tc.model, tc.minG, tc.maxG, gotMin, gotMax, tc.wantMin, tc.wantMax)
-		}
+	if err := os.WriteFile(filepath.Join(own, checkpoint.SamplingFile), []byte(`{"max_guidance": 0.5}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Sampling(own); !errors.Is(err, checkpoint.ErrSampling) {
+		t.Fatalf("min 1 > max 0.5: %v, want checkpoint.ErrSampling", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 )
 
 // ErrIncomparable is returned by Compare for reports that do not score the same clips.
@@ -103,14 +104,45 @@ func paired(a, b []float64) PairedDiff {
 	return PairedDiff{MeanA: mean(a), MeanB: mean(b), Diff: m, StdErr: math.Sqrt(ss/float64(n-1)) / math.Sqrt(float64(n)), BWins: wins, N: n}
 }
 
-// Write prints the comparison as a small table.
+// SettingDiffs lists the sampling settings in which the two reports differ (steps,
+// guidance, generation seed, decode chunk, frames), each as "name A vs B". A comparison
+// of two models is clean only when it is empty: otherwise B − A mixes the models with
+// these settings.
+func (c Comparison) SettingDiffs() []string {
+	var d []string
+	add := func(name, a, b string) {
+		if a != b {
+			d = append(d, fmt.Sprintf("%s %s vs %s", name, a, b))
+		}
+	}
+	a, b := c.A, c.B
+	add("steps", fmt.Sprint(a.Steps), fmt.Sprint(b.Steps))
+	add("guidance", fmt.Sprintf("%g-%g", a.MinGuidance, a.MaxGuidance), fmt.Sprintf("%g-%g", b.MinGuidance, b.MaxGuidance))
+	add("seed", fmt.Sprint(a.Seed), fmt.Sprint(b.Seed))
+	add("decode chunk", chunkText(a.DecodeChunk), chunkText(b.DecodeChunk))
+	add("frames", fmt.Sprint(a.Frames), fmt.Sprint(b.Frames))
+	return d
+}
+
+// chunkText names a decode chunk size (0: all frames at once).
+func chunkText(n int) string {
+	if n > 0 {
+		return fmt.Sprintf("%d-frame chunks", n)
+	}
+	return "all frames"
+}
+
+// Write prints the comparison as a small table, after a warning line when the reports
+// differ in model and also in sampling settings (SettingDiffs).
 func (c Comparison) Write(w io.Writer) error {
 	setting := func(r Report) string {
-		chunk := "all frames"
-		if r.DecodeChunk > 0 {
-			chunk = fmt.Sprintf("%d-frame chunks", r.DecodeChunk)
+		return fmt.Sprintf("%s, %d steps, guidance %g-%g, seed %d, decoded in %s", r.Model, r.Steps, r.MinGuidance, r.MaxGuidance, r.Seed, chunkText(r.DecodeChunk))
+	}
+	if diffs := c.SettingDiffs(); c.A.Model != c.B.Model && len(diffs) > 0 {
+		if _, err := fmt.Fprintf(w, "warning: the reports differ in model and in %s; B-A measures both (run vdpp eval on one with the other's settings to compare the models alone)\n",
+			strings.Join(diffs, ", ")); err != nil {
+			return err
 		}
-		return fmt.Sprintf("%s, %d steps, guidance %g-%g, seed %d, decoded in %s", r.Model, r.Steps, r.MinGuidance, r.MaxGuidance, r.Seed, chunk)
 	}
 	_, err := fmt.Fprintf(w, "A: %s\nB: %s\n%d %s clips (%s rule, dataset seed %d), frames 2..N\n\n"+
 		"metric   A        B        B-A      stderr   B better on\n"+

@@ -96,6 +96,52 @@ func TestCompare(t *testing.T) {
 	}
 }
 
+// TestCompareSettingDiffs: two models compared under different sampling settings get a
+// warning naming each setting; two settings of one model, or two models under the same
+// settings, get none.
+func TestCompareSettingDiffs(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		model string // B's model (A's is "a")
+		edit  func(r *Report)
+		want  []string
+	}{
+		{"same settings", "b", func(*Report) {}, nil},
+		{"guidance", "b", func(r *Report) { r.MinGuidance, r.MaxGuidance = 1, 3 }, []string{"guidance 2-4 vs 1-3"}},
+		{"chunk and steps", "b", func(r *Report) { r.DecodeChunk, r.Steps = 0, 50 }, []string{"steps 25 vs 50", "decode chunk 7-frame chunks vs all frames"}},
+		{"seed and frames", "b", func(r *Report) { r.Seed, r.Frames = 3, 7 }, []string{"seed 0 vs 3", "frames 14 vs 7"}},
+		{"one model, two settings", "a", func(r *Report) { r.MinGuidance = 1 }, []string{"guidance 2-4 vs 1-4"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := report("a", 1, 2, 3), report(tc.model, 2, 3, 4)
+			for _, r := range []*Report{&a, &b} {
+				r.MinGuidance, r.MaxGuidance, r.DecodeChunk, r.Frames = 2, 4, 7, 14
+			}
+			tc.edit(&b)
+			c, err := Compare(a, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.SettingDiffs(); strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
+				t.Fatalf("SettingDiffs = %q, want %q", got, tc.want)
+			}
+			var buf bytes.Buffer
+			if err := c.Write(&buf); err != nil {
+				t.Fatal(err)
+			}
+			warned := strings.HasPrefix(buf.String(), "warning: the reports differ in model and in ")
+			if wantWarn := tc.model != "a" && len(tc.want) > 0; warned != wantWarn {
+				t.Fatalf("warning printed: %v, want %v:\n%s", warned, wantWarn, buf.String())
+			}
+			for _, d := range tc.want {
+				if warned && !strings.Contains(buf.String(), d) {
+					t.Errorf("warning lacks %q:\n%s", d, buf.String())
+				}
+			}
+		})
+	}
+}
+
 func TestCompareIncomparable(t *testing.T) {
 	base := report("a", 1, 2, 3)
 	for _, tc := range []struct {

@@ -29,7 +29,11 @@ func RunRank(ctx context.Context, o Options, env dist.Env, log *slog.Logger) err
 		return err
 	}
 	// Resolve leaves the guidance set; options built in code may still say "the model's".
-	o.MinGuidance, o.MaxGuidance = builtin.Guidance(o.Model, o.MinGuidance, o.MaxGuidance)
+	smp, err := builtin.Sampling(o.Model)
+	if err != nil {
+		return err
+	}
+	o.MinGuidance, o.MaxGuidance, o.DecodeChunkSize = smp.Resolve(o.MinGuidance, o.MaxGuidance, o.DecodeChunkSize)
 	if env.WorldSize != o.NProc {
 		return fmt.Errorf("generate: world size %d but --nproc %d", env.WorldSize, o.NProc)
 	}

@@ -167,3 +167,49 @@ func TestResolveDefaultsAndSizes(t *testing.T) {
 		t.Fatal("more stages than steps accepted")
 	}
 }
+
+// TestResolveSamplingDefaults: guidance and decode chunk left to the model (-1) come from
+// the folder's vdpp_sampling.json (SVD's 1 -> 3 and all frames without one, the built-in
+// model's 2 -> 4 and 7 frames for builtin); values given stay; a corrupt file is an error
+// naming it.
+func TestResolveSamplingDefaults(t *testing.T) {
+	t.Setenv("VDPP_CACHE_DIR", t.TempDir())
+	dir := copyCheckpoint(t)
+	img := writePNG(t)
+	resolve := func(model string, minG, maxG float64, chunk int) (Options, error) {
+		o := DefaultOptions()
+		o.Model, o.Image, o.Height, o.Width = model, img, 32, 32
+		o.MinGuidance, o.MaxGuidance, o.DecodeChunkSize = minG, maxG, chunk
+		return Resolve(o)
+	}
+	type want struct {
+		minG, maxG float64
+		chunk      int
+	}
+	check := func(name string, o Options, err error, w want) {
+		t.Helper()
+		if err != nil || o.MinGuidance != w.minG || o.MaxGuidance != w.maxG || o.DecodeChunkSize != w.chunk {
+			t.Fatalf("%s: guidance %v -> %v, chunk %d (%v); want %v -> %v, chunk %d", name, o.MinGuidance, o.MaxGuidance, o.DecodeChunkSize, err, w.minG, w.maxG, w.chunk)
+		}
+	}
+	o, err := resolve(dir, -1, -1, -1)
+	check("folder without the file", o, err, want{1, 3, 0})
+	o, err = resolve("builtin", -1, -1, -1)
+	check("builtin", o, err, want{2, 4, 7})
+
+	file := filepath.Join(dir, "vdpp_sampling.json")
+	if err := os.WriteFile(file, []byte(`{"min_guidance": 1.5, "max_guidance": 5, "decode_chunk_size": 3}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, err = resolve(dir, -1, -1, -1)
+	check("folder with the file", o, err, want{1.5, 5, 3})
+	o, err = resolve(dir, 1, -1, 0)
+	check("flags given", o, err, want{1, 5, 0})
+
+	if err := os.WriteFile(file, []byte(`{"min_guidance": 1.5, "max_guidance": 5,`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resolve(dir, -1, -1, -1); err == nil || !strings.Contains(err.Error(), file) {
+		t.Fatalf("corrupt vdpp_sampling.json: %v, want an error naming it", err)
+	}
+}

@@ -36,8 +36,11 @@ func Resolve(o Options) (Options, error) {
 	if err := o.Validate(); err != nil {
 		return o, err
 	}
-	o.DecodeChunkSize = builtin.DecodeChunk(o.Model, o.DecodeChunkSize)
-	o.MinGuidance, o.MaxGuidance = builtin.Guidance(o.Model, o.MinGuidance, o.MaxGuidance)
+	smp, err := builtin.Sampling(o.Model)
+	if err != nil {
+		return o, err
+	}
+	o.MinGuidance, o.MaxGuidance, o.DecodeChunkSize = smp.Resolve(o.MinGuidance, o.MaxGuidance, o.DecodeChunkSize)
 	if o.Model == builtin.Name {
 		dir, err := builtin.Resolve(o.Model)
 		if err != nil {

@@ -8,10 +8,19 @@ import (
 )
 
 // Configs are the component configs of the built-in model, as the JSON files of a
-// diffusers folder.
+// diffusers folder, and the sampling defaults written beside them
+// (checkpoint.SamplingFile; nil writes none).
 type Configs struct {
 	UNet, VAE, CLIP, Scheduler, Features, Index map[string]any
+	Sampling                                    *checkpoint.Sampling
 }
+
+// recipeSampling is the sampling defaults of a model trained by the built-in model's
+// recipe (docs/builtin-model.md): guidance 2 -> 4, measured with `vdpp eval` on the
+// built-in model (builtin.MinGuidance, MaxGuidance; a test checks they agree), and the
+// recipe's 7-frame decode chunk, which Export replaces by the clip length the run's VAE
+// last trained on where its checkpoint records one.
+var recipeSampling = checkpoint.Sampling{MinGuidance: 2, MaxGuidance: 4, DecodeChunkSize: 7}
 
 // TinyConfigs returns the built-in model's configs: 64x64 RGB, 14 frames. They are sized for
 // a 2-core CPU on GoMLX's pure-Go backend, where a UNet call's cost follows the latent's
@@ -30,6 +39,7 @@ type Configs struct {
 // groups; layers_per_block is at least 1 because the temporal decoder's mid block always
 // runs its first resnet.
 func TinyConfigs() Configs {
+	smp := recipeSampling
 	return Configs{
 		UNet: map[string]any{
 			"_class_name":                           "UNetSpatioTemporalConditionModel",
@@ -123,6 +133,7 @@ func TinyConfigs() Configs {
 			"unet":               []string{"diffusers", "UNetSpatioTemporalConditionModel"},
 			"vae":                []string{"diffusers", "AutoencoderKLTemporalDecoder"},
 		},
+		Sampling: &smp,
 	}
 }
 

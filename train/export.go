@@ -1,6 +1,7 @@
 package train
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -28,7 +29,10 @@ type ExportOptions struct {
 // (their weights' moving averages where the checkpoints have them, unless o.Raw; the
 // UNet's initial weights when the run has no UNet checkpoint yet) and
 // image_encoder/model.safetensors (the fixed random encoder of o.Seed). The VAE config gets
-// the scaling factor the UNet phase trained with.
+// the scaling factor the UNet phase trained with. vdpp_sampling.json gets the recipe's
+// guidance and, as the decode chunk, the clip length the VAE phase last trained on (the
+// recipe's 7 for a checkpoint written before that was recorded), so `--model OUT`
+// samples as `--model builtin` does.
 func Export(runDir, out string, o ExportOptions) error {
 	seed := o.Seed
 	cfgs := TinyConfigs()
@@ -36,10 +40,12 @@ func Export(runDir, out string, o ExportOptions) error {
 	if err != nil {
 		return err
 	}
-	vctx, _, err := loadContext(StatePath(runDir, PhaseVAE))
+	vctx, vmeta, err := loadContext(StatePath(runDir, PhaseVAE))
 	if err != nil {
 		return err
 	}
+	smp := exportSampling(*cfgs.Sampling, vmeta, ucfg.NumFrames)
+	cfgs.Sampling = &smp
 	vw, err := exportWeights(vctx, o.Raw)
 	if err != nil {
 		return err
@@ -68,6 +74,21 @@ func Export(runDir, out string, o ExportOptions) error {
 	return WriteFolder(out, cfgs, uw, vw, cw)
 }
 
+// exportSampling is the sampling defaults Export writes: base with, as the decode chunk,
+// the clip length the VAE checkpoint (metadata vaeMeta) last trained on where it records
+// one, and all frames (0) when that covers the UNet's numFrames.
+func exportSampling(base checkpoint.Sampling, vaeMeta map[string]string, numFrames int) checkpoint.Sampling {
+	n, err := strconv.Atoi(vaeMeta[metaVAEFrames])
+	switch {
+	case err != nil || n <= 0:
+	case n >= numFrames:
+		base.DecodeChunkSize = 0
+	default:
+		base.DecodeChunkSize = n
+	}
+	return base
+}
+
 // exportWeights returns the weights of a phase checkpoint to export: the moving averages
 // where it has them, unless raw.
 func exportWeights(ctx *context.Context, raw bool) (map[string]*tensor.Dense, error) {
@@ -78,7 +99,8 @@ func exportWeights(ctx *context.Context, raw bool) (map[string]*tensor.Dense, er
 	return w, err
 }
 
-// WriteFolder writes a diffusers folder from configs and weights.
+// WriteFolder writes a diffusers folder from configs and weights, and cfgs.Sampling as
+// checkpoint.SamplingFile when it is set.
 func WriteFolder(out string, cfgs Configs, unetW, vaeW, clipW map[string]*tensor.Dense) error {
 	files := map[string]map[string]any{
 		checkpoint.IndexFile:                                                   cfgs.Index,
@@ -98,6 +120,18 @@ func WriteFolder(out string, cfgs Configs, unetW, vaeW, clipW map[string]*tensor
 			return fmt.Errorf("train: export: %w", err)
 		}
 		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return fmt.Errorf("train: export: %w", err)
+		}
+	}
+	if cfgs.Sampling != nil {
+		if err := cfgs.Sampling.Validate(); err != nil {
+			return fmt.Errorf("train: export %s: %w", checkpoint.SamplingFile, err)
+		}
+		b, err := json.MarshalIndent(cfgs.Sampling, "", "  ")
+		if err != nil {
+			return fmt.Errorf("train: export %s: %w", checkpoint.SamplingFile, err)
+		}
+		if err := os.WriteFile(filepath.Join(out, checkpoint.SamplingFile), append(b, '\n'), 0o644); err != nil {
 			return fmt.Errorf("train: export: %w", err)
 		}
 	}

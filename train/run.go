@@ -268,6 +268,11 @@ func openContext(o Options, init func() (map[string]*tensor.Dense, error)) (*con
 // metaDataRule is the checkpoint metadata key of the dataset rule a phase trains on.
 const metaDataRule = "data_rule"
 
+// metaVAEFrames is the VAE checkpoint's metadata key of the clip length its temporal
+// decoder last trained on (Export's decode chunk); a VAE taken from --init-from records
+// that folder's decode chunk instead. Checkpoints from before it was recorded lack it.
+const metaVAEFrames = "vae_frames"
+
 // rngFor returns the random stream of step k of a phase.
 func rngFor(o Options, k int) *rand.Rand {
 	tag := uint64(1)
@@ -293,7 +298,9 @@ type vaePhase struct {
 	c    *context.Context
 	s    *stepper
 	from int
-	md   map[string]string
+	md   map[string]string // the metadata of the checkpoint or folder it started from
+	// trained is set once the phase has made a batch to train on.
+	trained bool
 }
 
 func newVAEPhase(b backends.Backend, o Options, cfg checkpoint.VAEConfig) (*vaePhase, error) {
@@ -346,11 +353,23 @@ func initLogVar(w map[string]*tensor.Dense, latent int) {
 	}
 }
 
-func (p *vaePhase) ctx() *context.Context   { return p.c }
-func (p *vaePhase) step() int               { return p.from }
-func (p *vaePhase) meta() map[string]string { return map[string]string{} }
-func (p *vaePhase) stepper() *stepper       { return p.s }
-func (p *vaePhase) flush() error            { return nil }
+func (p *vaePhase) ctx() *context.Context { return p.c }
+func (p *vaePhase) step() int             { return p.from }
+func (p *vaePhase) stepper() *stepper     { return p.s }
+func (p *vaePhase) flush() error          { return nil }
+
+// meta records the clip length the VAE last trained on (Export's decode chunk): this run's
+// once it has trained a step, else what its checkpoint or --init-from folder said.
+func (p *vaePhase) meta() map[string]string {
+	frames := p.md[metaVAEFrames]
+	if p.trained {
+		frames = strconv.Itoa(vaeFrames(p.o))
+	}
+	if frames == "" {
+		return map[string]string{}
+	}
+	return map[string]string{metaVAEFrames: frames}
+}
 
 // vaeFrames is the VAE phase's clip length.
 func vaeFrames(o Options) int {
@@ -361,6 +380,7 @@ func vaeFrames(o Options) int {
 }
 
 func (p *vaePhase) batch(k int) ([]*tensor.Dense, error) {
+	p.trained = true
 	dc := procedural.ConfigFor(p.o.Rule)
 	dc.Frames = vaeFrames(p.o)
 	r := rngFor(p.o, k)
@@ -533,6 +553,18 @@ func initFromFolder(o Options, w map[string]*tensor.Dense) (map[string]*tensor.D
 		return nil, nil, fmt.Errorf("train: --init-from: %w", err)
 	}
 	md := map[string]string{}
+	if o.Phase == PhaseVAE {
+		// The folder's decode chunk stands for the clip length its decoder trained on.
+		smp, err := checkpoint.ReadSampling(o.InitFrom)
+		if err != nil {
+			return nil, nil, fmt.Errorf("train: --init-from: %w", err)
+		}
+		frames := smp.DecodeChunkSize
+		if frames <= 0 {
+			frames = procedural.ConfigFor(o.Rule).Frames // decoded whole
+		}
+		md[metaVAEFrames] = strconv.Itoa(frames)
+	}
 	if o.Phase == PhaseUNet {
 		vc, err := ck.VAEConfig()
 		if err != nil {

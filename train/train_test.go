@@ -207,6 +207,10 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	if _, err := os.Stat(LossLogPath(c)); err != nil {
 		t.Fatal(err)
 	}
+	// The VAE checkpoint records the clip length it trained on (Export's decode chunk).
+	if _, meta, err := loadContext(StatePath(c, PhaseVAE)); err != nil || meta[metaVAEFrames] != "2" {
+		t.Fatalf("VAE checkpoint metadata %s = %q (%v), want 2", metaVAEFrames, meta[metaVAEFrames], err)
+	}
 	// The checkpoint records its dataset rule; resuming on another rule is refused.
 	other := opts(c, 6, true)
 	other.Rule = procedural.HeadingRule

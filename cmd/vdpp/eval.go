@@ -34,13 +34,13 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Uint64Var(&o.DataSeed, "data-seed", o.DataSeed, "dataset seed")
 	ruleFlag(fs, &o.Rule)
 	fs.BoolVar(&o.Untrained, "untrained", o.Untrained, "also evaluate the untrained-UNet baseline")
-	fs.Float64Var(&o.MinGuidance, "min-guidance", -1, "first-frame guidance (-1: the model's: 1 for SVD, 2 for builtin)")
-	fs.Float64Var(&o.MaxGuidance, "max-guidance", -1, "last-frame guidance (-1: the model's: 3 for SVD, 4 for builtin)")
+	fs.Float64Var(&o.MinGuidance, "min-guidance", -1, "first-frame guidance (-1: the model's vdpp_sampling.json: 2 for builtin; 1, as SVD, for a folder without one)")
+	fs.Float64Var(&o.MaxGuidance, "max-guidance", -1, "last-frame guidance (-1: the model's vdpp_sampling.json: 4 for builtin; 3, as SVD, for a folder without one)")
 	initSeed := fs.Uint64("init-seed", 1, "seed of the untrained UNet's initial weights")
 	sheet := fs.String("sheet", "", "write a contact sheet PNG (rows: true clip, generated clip, VAE round trip with --recon) of the first clips")
 	gifDir := fs.String("gif-dir", "", "write side-by-side GIFs (true | generated) of the first clips here")
 	media := fs.Int("media-clips", 4, "clips shown in --sheet and --gif-dir")
-	chunk := fs.Int("decode-chunk-size", -1, "frames the VAE decodes together (0: all; -1: the model's default, 7 for builtin, all otherwise)")
+	chunk := fs.Int("decode-chunk-size", -1, "frames the VAE decodes together (0: all; -1: the model's vdpp_sampling.json: 7 for builtin; all for a folder without one)")
 	recon := fs.Bool("recon", true, "also score the VAE round trip (an upper bound for the model)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -65,8 +65,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer p.Close()
 	pr := p.DefaultParams()
 	pr.Height, pr.Width, pr.Steps, pr.Seed = 64, 64, o.Steps, o.Seed
-	pr.DecodeChunkSize = builtin.DecodeChunk(*modelFlag, *chunk)
-	pr.MinGuidance, pr.MaxGuidance = builtin.Guidance(*modelFlag, o.MinGuidance, o.MaxGuidance)
+	smp, err := builtin.Sampling(*modelFlag)
+	if err != nil {
+		return err
+	}
+	pr.MinGuidance, pr.MaxGuidance, pr.DecodeChunkSize = smp.Resolve(o.MinGuidance, o.MaxGuidance, *chunk)
 	if pr.MinGuidance > pr.MaxGuidance {
 		return fmt.Errorf("%w: --min-guidance %v > --max-guidance %v", errUsage, pr.MinGuidance, pr.MaxGuidance)
 	}

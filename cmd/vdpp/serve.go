@@ -116,20 +116,30 @@ func modelSpec(name string) (serve.ModelSpec, error) {
 		if err != nil {
 			return serve.ModelSpec{}, fmt.Errorf("serve: builtin model: %w", err)
 		}
-		return serve.ModelSpec{Name: "svd", Dir: dir, DecodeChunkSize: builtin.DecodeChunkSize,
-			MinGuidance: builtin.MinGuidance, MaxGuidance: builtin.MaxGuidance}, nil
+		return folderSpec(name, dir)
 	}
 	if st, err := os.Stat(name); err == nil && st.IsDir() {
 		abs, err := filepath.Abs(name)
 		if err != nil {
 			return serve.ModelSpec{}, fmt.Errorf("serve: model folder %s: %w", name, err)
 		}
-		return serve.ModelSpec{Name: "svd", Dir: abs}, nil
+		return folderSpec(name, abs)
 	}
 	if name == "" {
 		return serve.ModelSpec{}, fmt.Errorf("%w: --model is empty", errUsage)
 	}
 	return serve.ModelSpec{Name: name}, nil
+}
+
+// folderSpec is the "svd" ModelSpec of the checkpoint folder dir (--model name): its
+// sampling defaults are what a job gets when its JSON leaves them out.
+func folderSpec(name, dir string) (serve.ModelSpec, error) {
+	smp, err := builtin.Sampling(name)
+	if err != nil {
+		return serve.ModelSpec{}, fmt.Errorf("serve: %w", err)
+	}
+	return serve.ModelSpec{Name: "svd", Dir: dir, DecodeChunkSize: smp.DecodeChunkSize,
+		MinGuidance: smp.MinGuidance, MaxGuidance: smp.MaxGuidance}, nil
 }
 
 // runServeWorker is `vdpp worker serve`: one worker rank of a server (started by it).

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/internal/shared"
+	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/serve/loadtest"
 )
 
@@ -25,6 +27,12 @@ import (
 func TestModelSpec(t *testing.T) {
 	dir := t.TempDir()
 	builtinDir := t.TempDir()
+	tuned, corrupt := t.TempDir(), t.TempDir()
+	for d, text := range map[string]string{tuned: `{"min_guidance": 2, "max_guidance": 4, "decode_chunk_size": 5}`, corrupt: `{"decode_chunk_size": "seven"}`} {
+		if err := os.WriteFile(filepath.Join(d, checkpoint.SamplingFile), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cases := []struct {
 		name     string
 		model    string
@@ -36,6 +44,8 @@ func TestModelSpec(t *testing.T) {
 	}{
 		{"folder", dir, nil, "svd", dir, nil, 0},
 		{"relative folder", filepath.Join(dir, "."), nil, "svd", dir, nil, 0},
+		{"folder with vdpp_sampling.json", tuned, nil, "svd", tuned, nil, 5},
+		{"folder with a corrupt vdpp_sampling.json", corrupt, nil, "", "", checkpoint.ErrSampling, 0},
 		{"synthetic", "synthetic", nil, "synthetic", "", nil, 0},
 		{"empty", "", nil, "", "", errUsage, 0},
 		{"builtin not in this build", "builtin", nil, "", "", errBuiltinUnavailable, 0},

@@ -12,7 +12,8 @@ import (
 
 // TestTrainInitFromBuiltinRoundTrip: a UNet phase seeded from the shipped model on a fresh
 // run folder (no VAE checkpoint of its own) and exported unchanged gives the shipped
-// weights back byte for byte, so `--init-from builtin` continues exactly what ships.
+// weights and sampling defaults back byte for byte, so `--init-from builtin` continues
+// exactly what ships and `--model OUT` samples as `--model builtin`.
 func TestTrainInitFromBuiltinRoundTrip(t *testing.T) {
 	dir, out := filepath.Join(t.TempDir(), "run"), filepath.Join(t.TempDir(), "model")
 	var stdout, stderr bytes.Buffer
@@ -31,7 +32,7 @@ func TestTrainInitFromBuiltinRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"unet/diffusion_pytorch_model.safetensors", "vae/diffusion_pytorch_model.safetensors", "image_encoder/model.safetensors"} {
+	for _, f := range []string{"unet/diffusion_pytorch_model.safetensors", "vae/diffusion_pytorch_model.safetensors", "image_encoder/model.safetensors", "vdpp_sampling.json"} {
 		got, err := os.ReadFile(filepath.Join(out, f))
 		if err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@
 //	image_encoder/config.json     + model[.fp16].safetensors (transformers names)
 //	scheduler/scheduler_config.json
 //	feature_extractor/preprocessor_config.json
+//	vdpp_sampling.json            (optional, vdpp's own: the model's default guidance and decode chunk)
 //
 // Contract:
 //   - Open reads and checks model_index.json only; configs and weights are read on demand,
@@ -19,6 +20,8 @@
 //   - LoadTensors checks a weights file against the exact set of names and shapes the
 //     network declares, reporting missing, unexpected and mis-shaped tensors (the first few,
 //     sorted by name) in one error, and converts fp16 / bf16 / fp64 weights to float32.
+//   - ReadSampling returns SVD's defaults (DefaultSampling) for a folder without
+//     vdpp_sampling.json, and refuses a file with unknown keys or unusable values.
 //   - Every error names the file it is about (and the tensor or key when there is one) and
 //     wraps one of the package's sentinel errors, matched with errors.Is.
 package checkpoint

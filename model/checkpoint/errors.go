@@ -20,4 +20,6 @@ var (
 	ErrTensorDType = errors.New("checkpoint: tensor dtype not convertible to float32")
 	// ErrKeyList: a key list text (name<TAB>[shape] lines) is malformed.
 	ErrKeyList = errors.New("checkpoint: bad key list")
+	// ErrSampling: the sampling settings file (SamplingFile) is malformed or unusable.
+	ErrSampling = errors.New("checkpoint: bad sampling settings")
 )

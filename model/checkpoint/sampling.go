@@ -1,0 +1,93 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+)
+
+// SamplingFile is the name of the optional file at a checkpoint's root that holds the
+// sampling settings the model was tuned for. It is vdpp's own file (diffusers ignores
+// it): diffusers keeps such defaults in pipeline code, which would make a folder exported
+// by `vdpp train` sample differently from the same weights shipped as the built-in model.
+const SamplingFile = "vdpp_sampling.json"
+
+// Sampling is a model's default sampling settings: what a caller uses where the user
+// leaves a setting to the model.
+type Sampling struct {
+	MinGuidance     float64 `json:"min_guidance"`      // CFG weight of the first frame
+	MaxGuidance     float64 `json:"max_guidance"`      // CFG weight of the last frame
+	DecodeChunkSize int     `json:"decode_chunk_size"` // frames the VAE decodes together; 0: all
+}
+
+// DefaultSampling is SVD's (diffusers' StableVideoDiffusionPipeline): guidance 1 -> 3 and
+// all frames decoded together. A folder without SamplingFile samples with it.
+var DefaultSampling = Sampling{MinGuidance: 1, MaxGuidance: 3}
+
+// Resolve fills the settings a caller left to the model (negative values) from s and
+// returns the others as they are.
+func (s Sampling) Resolve(minGuidance, maxGuidance float64, decodeChunk int) (float64, float64, int) {
+	if minGuidance < 0 {
+		minGuidance = s.MinGuidance
+	}
+	if maxGuidance < 0 {
+		maxGuidance = s.MaxGuidance
+	}
+	if decodeChunk < 0 {
+		decodeChunk = s.DecodeChunkSize
+	}
+	return minGuidance, maxGuidance, decodeChunk
+}
+
+// Validate checks that the settings can be used: finite, non-negative guidance with the
+// first frame's no larger than the last's, and a non-negative chunk size.
+func (s Sampling) Validate() error {
+	switch {
+	case math.IsNaN(s.MinGuidance) || math.IsInf(s.MinGuidance, 0) || math.IsNaN(s.MaxGuidance) || math.IsInf(s.MaxGuidance, 0):
+		return fmt.Errorf("guidance %v -> %v is not finite", s.MinGuidance, s.MaxGuidance)
+	case s.MinGuidance < 0 || s.MaxGuidance < 0:
+		return fmt.Errorf("guidance %v -> %v is negative", s.MinGuidance, s.MaxGuidance)
+	case s.MinGuidance > s.MaxGuidance:
+		return fmt.Errorf("min_guidance %v > max_guidance %v", s.MinGuidance, s.MaxGuidance)
+	case s.DecodeChunkSize < 0:
+		return fmt.Errorf("decode_chunk_size %d is negative", s.DecodeChunkSize)
+	}
+	return nil
+}
+
+// ParseSampling decodes a SamplingFile read from file (named in errors). Absent keys keep
+// DefaultSampling's values; unknown keys are refused, so a misspelt key is not silently
+// ignored.
+func ParseSampling(file string, data []byte) (Sampling, error) {
+	s := DefaultSampling
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return Sampling{}, fmt.Errorf("%w: %s: %w", ErrSampling, file, err)
+	}
+	if dec.More() {
+		return Sampling{}, fmt.Errorf("%w: %s: data after the JSON object", ErrSampling, file)
+	}
+	if err := s.Validate(); err != nil {
+		return Sampling{}, fmt.Errorf("%w: %s: %w", ErrSampling, file, err)
+	}
+	return s, nil
+}
+
+// ReadSampling reads dir's SamplingFile, or returns DefaultSampling when dir has none.
+func ReadSampling(dir string) (Sampling, error) {
+	p := filepath.Join(dir, SamplingFile)
+	b, err := os.ReadFile(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return DefaultSampling, nil
+	case err != nil:
+		return Sampling{}, fmt.Errorf("%w: %w", ErrSampling, err)
+	}
+	return ParseSampling(p, b)
+}
