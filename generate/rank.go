@@ -28,7 +28,8 @@ func RunRank(ctx context.Context, o Options, env dist.Env, log *slog.Logger) err
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	// Resolve leaves the guidance set; options built in code may still say "the model's".
+	// Resolve leaves guidance and decode chunk set; options built in code may still say
+	// "the model's".
 	smp, err := builtin.Sampling(o.Model)
 	if err != nil {
 		return err

@@ -45,3 +45,24 @@ func Example() {
 	// 25 [2 2 2 2] Dense[32 8 3 3] <nil>
 	// true
 }
+
+// ExampleReadSampling reads a folder's sampling defaults and fills the settings a user left
+// to the model (negative values) from them.
+func ExampleReadSampling() {
+	dir, _ := os.MkdirTemp("", "sampling-example")
+	defer os.RemoveAll(dir)
+	s, _ := checkpoint.ReadSampling(dir) // no vdpp_sampling.json: SVD's defaults
+	fmt.Printf("%+v\n", s)
+
+	os.WriteFile(filepath.Join(dir, checkpoint.SamplingFile), []byte(`{"min_guidance": 2, "max_guidance": 4, "decode_chunk_size": 7}`), 0o644)
+	s, err := checkpoint.ReadSampling(dir)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	minG, maxG, chunk := s.Resolve(-1, 6, -1) // --max-guidance 6, the rest left to the model
+	fmt.Println(minG, maxG, chunk)
+	// Output:
+	// {MinGuidance:1 MaxGuidance:3 DecodeChunkSize:0}
+	// 2 6 7
+}

@@ -45,17 +45,18 @@ func (s Sampling) Resolve(minGuidance, maxGuidance float64, decodeChunk int) (fl
 }
 
 // Validate checks that the settings can be used: finite, non-negative guidance with the
-// first frame's no larger than the last's, and a non-negative chunk size.
+// first frame's no larger than the last's, and a non-negative chunk size. Its errors wrap
+// ErrSampling.
 func (s Sampling) Validate() error {
 	switch {
 	case math.IsNaN(s.MinGuidance) || math.IsInf(s.MinGuidance, 0) || math.IsNaN(s.MaxGuidance) || math.IsInf(s.MaxGuidance, 0):
-		return fmt.Errorf("guidance %v -> %v is not finite", s.MinGuidance, s.MaxGuidance)
+		return fmt.Errorf("%w: guidance %v -> %v is not finite", ErrSampling, s.MinGuidance, s.MaxGuidance)
 	case s.MinGuidance < 0 || s.MaxGuidance < 0:
-		return fmt.Errorf("guidance %v -> %v is negative", s.MinGuidance, s.MaxGuidance)
+		return fmt.Errorf("%w: guidance %v -> %v is negative", ErrSampling, s.MinGuidance, s.MaxGuidance)
 	case s.MinGuidance > s.MaxGuidance:
-		return fmt.Errorf("min_guidance %v > max_guidance %v", s.MinGuidance, s.MaxGuidance)
+		return fmt.Errorf("%w: min_guidance %v > max_guidance %v", ErrSampling, s.MinGuidance, s.MaxGuidance)
 	case s.DecodeChunkSize < 0:
-		return fmt.Errorf("decode_chunk_size %d is negative", s.DecodeChunkSize)
+		return fmt.Errorf("%w: decode_chunk_size %d is negative", ErrSampling, s.DecodeChunkSize)
 	}
 	return nil
 }
@@ -74,7 +75,7 @@ func ParseSampling(file string, data []byte) (Sampling, error) {
 		return Sampling{}, fmt.Errorf("%w: %s: data after the JSON object", ErrSampling, file)
 	}
 	if err := s.Validate(); err != nil {
-		return Sampling{}, fmt.Errorf("%w: %s: %w", ErrSampling, file, err)
+		return Sampling{}, fmt.Errorf("%s: %w", file, err)
 	}
 	return s, nil
 }
