@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"image"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -184,7 +185,7 @@ func TestReportJSONRoundTrip(t *testing.T) {
 }
 
 // FuzzCompare: any two JSON documents parse or fail cleanly, and a comparison that
-// succeeds is antisymmetric.
+// succeeds is antisymmetric (its setting differences too) and prints.
 func FuzzCompare(f *testing.F) {
 	f.Add([]byte(`{"split":"heldout","clips":[{"index":0,"psnr_after_first":1},{"index":1,"psnr_after_first":2}]}`),
 		[]byte(`{"split":"heldout","clips":[{"index":1,"psnr_after_first":4},{"index":0,"psnr_after_first":3},{"index":0}]}`))
@@ -211,6 +212,12 @@ func FuzzCompare(f *testing.F) {
 		}
 		if ab.PSNR.N < 2 || ab.PSNR.N != ba.PSNR.N || math.Abs(ab.PSNR.Diff+ba.PSNR.Diff) > 1e-9*(1+math.Abs(ab.PSNR.Diff)) {
 			t.Fatalf("not antisymmetric: %+v vs %+v", ab.PSNR, ba.PSNR)
+		}
+		if len(ab.SettingDiffs()) != len(ba.SettingDiffs()) {
+			t.Fatalf("setting differences %q one way, %q the other", ab.SettingDiffs(), ba.SettingDiffs())
+		}
+		if err := ab.Write(io.Discard); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
