@@ -69,8 +69,8 @@ func selfAttention(s nn.Scope, g *Graph, h, buckets, maskAdd *Node, cfg Config) 
 		kh := Reshape(k, b, l, heads, dk)
 		vh := Reshape(v, b, l, heads, dk)
 		scores := DotGeneral(qh, []int{3}, []int{0, 2}, kh, []int{3}, []int{0, 2}) // [B, H, L, L]
-		bias := Reshape(Gather(rel, buckets), l, l, heads)                          // [L, L, H]
-		bias = InsertAxes(TransposeAllAxes(bias, 2, 0, 1), 0)                       // [1, H, L, L]
+		bias := Reshape(Gather(rel, buckets), l, l, heads)                         // [L, L, H]
+		bias = InsertAxes(TransposeAllAxes(bias, 2, 0, 1), 0)                      // [1, H, L, L]
 		// transformers adds the mask to the bias first, then the sum to the scores.
 		scores = Add(scores, Add(bias, maskAdd))
 		p := Softmax(scores, -1)
