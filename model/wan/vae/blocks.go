@@ -199,7 +199,7 @@ func downsample(s nn.Scope, g *Graph, x *Node, c *stepCache, mode resampleMode, 
 	prev := c.prev(g, d[0], d[1], 1, d[3], d[4])
 	c.keep(last)
 	xin := Concatenate([]*Node{prev, x}, 2)
-	y := nn.Conv3D(xin, tw, tb, nn.ConvOpts{}) // stride 1 in time ...
+	y := nn.Conv3D(xin, tw, tb, nn.ConvOpts{})                       // stride 1 in time ...
 	return SliceAxis(y, 2, AxisRange(0, y.Shape().Dim(2)).Stride(2)) // ... then every second frame
 }
 

@@ -52,22 +52,22 @@ type Config struct {
 
 // rawConfig mirrors Config with pointers, to tell absent / null keys from zeros.
 type rawConfig struct {
-	BaseDim             *int       `json:"base_dim"`
-	DecoderBaseDim      *int       `json:"decoder_base_dim"`
-	ZDim                *int       `json:"z_dim"`
-	DimMult             []int      `json:"dim_mult"`
-	NumResBlocks        *int       `json:"num_res_blocks"`
-	AttnScales          []float64  `json:"attn_scales"`
-	TemporalDownsample  []bool     `json:"temperal_downsample"`
-	LatentsMean         []float64  `json:"latents_mean"`
-	LatentsStd          []float64  `json:"latents_std"`
-	IsResidual          *bool      `json:"is_residual"`
-	InChannels          *int       `json:"in_channels"`
-	OutChannels         *int       `json:"out_channels"`
-	PatchSize           *int       `json:"patch_size"`
-	ScaleFactorTemporal *int       `json:"scale_factor_temporal"`
-	ScaleFactorSpatial  *int       `json:"scale_factor_spatial"`
-	ClassName           *string    `json:"_class_name"`
+	BaseDim             *int      `json:"base_dim"`
+	DecoderBaseDim      *int      `json:"decoder_base_dim"`
+	ZDim                *int      `json:"z_dim"`
+	DimMult             []int     `json:"dim_mult"`
+	NumResBlocks        *int      `json:"num_res_blocks"`
+	AttnScales          []float64 `json:"attn_scales"`
+	TemporalDownsample  []bool    `json:"temperal_downsample"`
+	LatentsMean         []float64 `json:"latents_mean"`
+	LatentsStd          []float64 `json:"latents_std"`
+	IsResidual          *bool     `json:"is_residual"`
+	InChannels          *int      `json:"in_channels"`
+	OutChannels         *int      `json:"out_channels"`
+	PatchSize           *int      `json:"patch_size"`
+	ScaleFactorTemporal *int      `json:"scale_factor_temporal"`
+	ScaleFactorSpatial  *int      `json:"scale_factor_spatial"`
+	ClassName           *string   `json:"_class_name"`
 }
 
 // Diffusers' AutoencoderKLWan defaults (the Wan 2.1 VAE).

@@ -17,7 +17,7 @@ func sliceBox(t *tensor.Dense, t0, t1, h0, h1, w0, w1 int) *tensor.Dense {
 	for bc := range d[0] * d[1] {
 		for f := t0; f < t1; f++ {
 			for y := h0; y < h1; y++ {
-				base := ((bc*d[2]+f)*d[3]+y)*d[4]
+				base := ((bc*d[2]+f)*d[3] + y) * d[4]
 				o += copy(out.Data[o:], t.Data[base+w0:base+w1])
 			}
 		}
