@@ -36,3 +36,20 @@ func checkResults(t *testing.T, res []Result) {
 		}
 	}
 }
+
+// TestGeneratedCases checks the committed cases made by scripts/wan-sched/make_cases.py.
+func TestGeneratedCases(t *testing.T) {
+	dirs, err := filepath.Glob(filepath.Join("testdata", "scheduler_*"))
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no cases in testdata (%v)", err)
+	}
+	for _, dir := range dirs {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			res, err := CheckCase(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkResults(t, res)
+		})
+	}
+}
