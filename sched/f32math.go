@@ -33,18 +33,76 @@ func powi32(x float32, e int) float32 {
 	return float32(math.Pow(float64(x), float64(e)))
 }
 
-// solve32 is torch.linalg.solve(A, b) for a small float32 system as the reference LAPACK
-// computes it (sgetrf: partial pivoting on the first largest |a|, the column scaled by the
-// float32 reciprocal of the pivot, rank-1 updates; sgetrs: unit-lower forward, then upper
-// backward substitution dividing by the diagonal). a is row-major n×n and is not modified.
-// A singular system yields Inf/NaN entries, as LAPACK's info > 0 makes torch raise; the
-// caller's inputs never are singular for distinct sigmas.
-func solve32(a []float32, b []float32) []float32 {
+// solve32 is torch.linalg.solve(A, b) for a small float32 system as torch 1.13 computes it
+// with the reference LAPACK. a is row-major n×n and is not modified. rowMajor says whether
+// torch received A contiguous: then it factors the buffer as LAPACK's column-major matrix,
+// that is Aᵀ, and solves with sgetrs' transposed path; otherwise (a sliced view) it copies
+// A to column-major and takes the plain path. Both use sgetrf (partial pivoting on the
+// first largest |a|, the column scaled by the float32 reciprocal of the pivot, rank-1
+// updates) and reference STRSM's operation order. A singular system yields Inf/NaN
+// entries where torch would raise; distinct sigmas never give one.
+func solve32(a []float32, b []float32, rowMajor bool) []float32 {
 	n := len(b)
 	m := make([]float32, len(a))
-	copy(m, a)
+	if rowMajor {
+		for i := range n {
+			for j := range n {
+				m[i*n+j] = a[j*n+i]
+			}
+		}
+	} else {
+		copy(m, a)
+	}
+	piv := lu32(m, n)
+	at := func(i, j int) float32 { return m[i*n+j] }
 	x := make([]float32, n)
 	copy(x, b)
+	if !rowMajor {
+		// sgetrs 'N': P, then L (unit lower) forward, then U backward.
+		for j, p := range piv {
+			x[j], x[p] = x[p], x[j]
+		}
+		for k := range n {
+			if x[k] != 0 {
+				for i := k + 1; i < n; i++ {
+					x[i] -= float32(x[k] * at(i, k))
+				}
+			}
+		}
+		for k := n - 1; k >= 0; k-- {
+			if x[k] != 0 {
+				x[k] /= at(k, k)
+				for i := range k {
+					x[i] -= float32(x[k] * at(i, k))
+				}
+			}
+		}
+		return x
+	}
+	// sgetrs 'T' on the factors of Aᵀ: Uᵀ forward, Lᵀ backward, then P in reverse.
+	for i := range n {
+		t := x[i]
+		for k := range i {
+			t -= float32(at(k, i) * x[k])
+		}
+		x[i] = t / at(i, i)
+	}
+	for i := n - 1; i >= 0; i-- {
+		t := x[i]
+		for k := i + 1; k < n; k++ {
+			t -= float32(at(k, i) * x[k])
+		}
+		x[i] = t
+	}
+	for j := n - 1; j >= 0; j-- {
+		x[j], x[piv[j]] = x[piv[j]], x[j]
+	}
+	return x
+}
+
+// lu32 is sgetrf on the row-major n×n matrix m, in place: m becomes L (unit, below the
+// diagonal) and U; the returned pivots say which row was swapped with row j at step j.
+func lu32(m []float32, n int) []int {
 	at := func(i, j int) *float32 { return &m[i*n+j] }
 	piv := make([]int, n)
 	for j := range n {
@@ -79,25 +137,7 @@ func solve32(a []float32, b []float32) []float32 {
 			}
 		}
 	}
-	for j, p := range piv {
-		x[j], x[p] = x[p], x[j]
-	}
-	for k := range n {
-		if x[k] != 0 {
-			for i := k + 1; i < n; i++ {
-				x[i] -= float32(x[k] * *at(i, k))
-			}
-		}
-	}
-	for k := n - 1; k >= 0; k-- {
-		if x[k] != 0 {
-			x[k] /= *at(k, k)
-			for i := range k {
-				x[i] -= float32(x[k] * *at(i, k))
-			}
-		}
-	}
-	return x
+	return piv
 }
 
 func abs32(x float32) float32 { return float32(math.Abs(float64(x))) }

@@ -292,7 +292,7 @@ func (u *UniPC) predictor(st *UniPCState, x []float32, idx, order int) []float32
 			for _, row := range r[:n] {
 				a = append(a, row[:n]...)
 			}
-			rhos = solve32(a, b[:n])
+			rhos = solve32(a, b[:n], false) // R[:-1, :-1] is a strided view in torch
 		}
 	}
 	c1, c2, c3 := u.updateCoeffs(alphaT, sigmaT, alphaS0, sigmaS0, hPhi1, bh)
@@ -331,7 +331,7 @@ func (u *UniPC) corrector(st *UniPCState, x0, sample []float32, idx int) []float
 		for _, row := range r {
 			a = append(a, row...)
 		}
-		rhos = solve32(a, b)
+		rhos = solve32(a, b, true) // torch.stack(R) is contiguous
 	}
 	rLast := rhos[len(rhos)-1]
 	c1, c2, c3 := u.updateCoeffs(alphaT, sigmaT, alphaS0, sigmaS0, hPhi1, bh)
