@@ -28,7 +28,8 @@ func checkResults(t *testing.T, res []Result) {
 	}
 	for _, r := range res {
 		t.Logf("%-16s rel L2 %.3e  max|d| %.3e  max ulp %d", r.Tensor, r.RelL2, r.MaxAbs, r.MaxULP)
-		if !r.Pass {
+		// The goal is well inside the runner's limit: 1e-6 (most cases are bit-exact).
+		if !r.Pass || r.RelL2 > 1e-6 {
 			t.Errorf("%s: rel L2 %.3e, max ulp %d (limit %s) %s", r.Tensor, r.RelL2, r.MaxULP, r.Limit, r.Error)
 		}
 		if (r.Tensor == "timesteps" || r.Tensor == "sigmas") && r.MaxULP != 0 {

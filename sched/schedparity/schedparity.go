@@ -19,6 +19,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/vdpp/vdpp/safetensors"
@@ -303,16 +304,11 @@ func sortedNames[V any](m map[string]V) []string {
 		names = append(names, n)
 	}
 	// Natural order: sample_step10 after sample_step9.
-	less := func(a, b string) bool {
+	slices.SortFunc(names, func(a, b string) int {
 		if len(a) != len(b) && strings.TrimRight(a, "0123456789") == strings.TrimRight(b, "0123456789") {
-			return len(a) < len(b)
+			return len(a) - len(b)
 		}
-		return a < b
-	}
-	for i := 1; i < len(names); i++ {
-		for j := i; j > 0 && less(names[j], names[j-1]); j-- {
-			names[j], names[j-1] = names[j-1], names[j]
-		}
-	}
+		return strings.Compare(a, b)
+	})
 	return names
 }
