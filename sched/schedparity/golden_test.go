@@ -38,7 +38,7 @@ func checkResults(t *testing.T, res []Result) {
 	}
 }
 
-// TestGeneratedCases checks the committed cases made by scripts/wan-sched/make_cases.py.
+// TestGeneratedCases checks the committed cases made by scripts/wanref/scheduler_cases.py.
 func TestGeneratedCases(t *testing.T) {
 	dirs, err := filepath.Glob(filepath.Join("testdata", "scheduler_*"))
 	if err != nil || len(dirs) == 0 {

@@ -2,23 +2,23 @@
 """Reference cases for vdpp's flow-matching schedulers (sched.UniPC, sched.FlowMatchEuler).
 
 Executes diffusers v0.35.2's UniPCMultistepScheduler and FlowMatchEulerDiscreteScheduler,
-unmodified, on Debian's python3-torch 1.13 (shims.py adds only import-time names), and writes
+unmodified, on Debian's python3-torch 1.13 (shims.py adds only import-time names here), and writes
 one case folder per configuration in the layout of shared/golden/wan-dev/cases/scheduler_*:
 case.json (args.config, args.num_inference_steps, args.mu, args.scheduler),
 inputs.safetensors (sample, model_output_step{i}) and outputs.safetensors (timesteps,
 sigmas, sample_step{i} = step(model_output_step{i}, timesteps[i], sample_step{i-1})).
 
-Usage (from the repository root):
-  git --git-dir=/work/.mirror/huggingface+diffusers/repo archive v0.35.2 src/diffusers | tar -x -C /tmp/d
-  /usr/bin/python3 scripts/wan-sched/make_cases.py /tmp/d/src sched/schedparity/testdata
+Usage (from the repository root; diffusers comes from the mirror, see common.py):
+  /usr/bin/python3 scripts/wanref/scheduler_cases.py sched/schedparity/testdata
 """
 import json
 import os
-import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import shims  # noqa: F401,E402  (must precede the diffusers import)
+from common import import_diffusers, write_safetensors  # noqa: E402
+
+import_diffusers()  # shims first, then diffusers v0.35.2 on sys.path
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -85,21 +85,6 @@ CASES = [
 SAMPLE_SHAPE = (2, 3, 1, 2, 4)  # batch 2, odd channel count: nothing depends on the Wan shapes
 
 
-def write_safetensors(path, tensors):
-    names = sorted(tensors)
-    header, offset, blobs = {}, 0, []
-    for n in names:
-        a = np.ascontiguousarray(tensors[n], dtype="<f4")
-        b = a.tobytes()
-        header[n] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
-        offset += len(b)
-        blobs.append(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
-
 def run_case(out_dir, name, kind, config, steps, mu, seed):
     from diffusers.schedulers.scheduling_flow_match_euler_discrete import FlowMatchEulerDiscreteScheduler
     from diffusers.schedulers.scheduling_unipc_multistep import UniPCMultistepScheduler
@@ -139,8 +124,7 @@ def run_case(out_dir, name, kind, config, steps, mu, seed):
 
 
 def main():
-    src, out_dir = sys.argv[1], sys.argv[2]
-    sys.path.insert(0, src)
+    out_dir = sys.argv[1]
     import diffusers
 
     assert diffusers.__version__ == "0.35.2", diffusers.__version__
