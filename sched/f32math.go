@@ -8,13 +8,11 @@ import (
 // float32 torch tensors. Every product that feeds a sum is wrapped in an explicit
 // float32(...) conversion: Go may otherwise fuse a·b + c into one FMA, torch does not.
 
-// log32 is the natural logarithm of a float32, correctly rounded. torch's float32 log
-// (SLEEF, 1 ulp) may differ from it by one ulp.
-func log32(x float32) float32 { return float32(math.Log(float64(x))) }
+// log32 is torch's float32 log: SLEEF's, within 1 ulp but not correctly rounded.
+func log32(x float32) float32 { return sleefLogf(x) }
 
-// expm1f32 is e^x − 1 for a float32, correctly rounded (torch's SLEEF expm1 may differ by
-// one ulp).
-func expm1f32(x float32) float32 { return float32(math.Expm1(float64(x))) }
+// expm1f32 is torch's float32 expm1 (SLEEF's).
+func expm1f32(x float32) float32 { return sleefExpm1f(x) }
 
 // powi32 is torch.pow(x, e) for a float32 tensor and a non-negative integer exponent:
 // torch special-cases 0 (ones), 1 (copy), 2 (x·x) and 3 (x·x·x) and calls std::pow

@@ -28,12 +28,13 @@ func checkResults(t *testing.T, res []Result) {
 	}
 	for _, r := range res {
 		t.Logf("%-16s rel L2 %.3e  max|d| %.3e  max ulp %d", r.Tensor, r.RelL2, r.MaxAbs, r.MaxULP)
-		// The goal is well inside the runner's limit: 1e-6 (most cases are bit-exact).
-		if !r.Pass || r.RelL2 > 1e-6 {
+		if !r.Pass {
 			t.Errorf("%s: rel L2 %.3e, max ulp %d (limit %s) %s", r.Tensor, r.RelL2, r.MaxULP, r.Limit, r.Error)
 		}
-		if (r.Tensor == "timesteps" || r.Tensor == "sigmas") && r.MaxULP != 0 {
-			t.Errorf("%s: %d ulp, want exact", r.Tensor, r.MaxULP)
+		// Far inside the runner's limits: every tensor of every case is bit-identical to
+		// diffusers on torch 1.13 CPU (NaN where the reference has NaN).
+		if r.MaxULP != 0 || r.RelL2 != 0 {
+			t.Errorf("%s: %d ulp, rel L2 %.3e: want the reference's bits", r.Tensor, r.MaxULP, r.RelL2)
 		}
 	}
 }
