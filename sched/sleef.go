@@ -149,7 +149,7 @@ func expk2f(d df) df {
 		l2L  = 1.428606765330187045e-06
 	)
 	u := (d.x + d.y) * float32(rLn2)
-	q := int32(math.RoundToEven(float64(u))) // cvtps_epi32, round to nearest even
+	q := int32(math.RoundToEven(float64(u)))   // cvtps_epi32, round to nearest even
 	s := dfAdd2DF(d, float32(float32(q)*-l2U)) // float32(...): never fused into an FMA
 	s = dfAdd2DF(s, float32(float32(q)*-l2L))
 	u = float32(+0.1980960224e-3)
