@@ -1,10 +1,12 @@
 package schedparity
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
 	"github.com/vdpp/vdpp/internal/shared"
+	"github.com/vdpp/vdpp/sched"
 )
 
 // TestWanDevCases checks the scheduler cases of shared/golden/wan-dev.
@@ -53,5 +55,45 @@ func TestGeneratedCases(t *testing.T) {
 			}
 			checkResults(t, res)
 		})
+	}
+}
+
+// TestWanDevPipelineSteps replays the scheduler part of the full_pipeline_moe case: the
+// checkpoint's scheduler_config.json gives the pipeline's timesteps and sigmas, and UniPC
+// steps on the recorded guided noise predictions give every recorded latent.
+func TestWanDevPipelineSteps(t *testing.T) {
+	root := shared.Require(t, "golden", "wan-dev")
+	cfg, err := sched.LoadUniPCConfig(filepath.Join(root, "scheduler", "scheduler_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "cases", "full_pipeline_moe")
+	in, err := readTensors(filepath.Join(dir, "inputs.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := readTensors(filepath.Join(dir, "outputs.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := sched.NewUniPC(cfg, len(out["timesteps"].data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact := func(name string, got []float32) {
+		t.Helper()
+		if _, _, ulp := compare(got, out[name].data); ulp != 0 || len(got) != len(out[name].data) {
+			t.Errorf("%s: %d ulp (%d values, reference %d)", name, ulp, len(got), len(out[name].data))
+		}
+	}
+	exact("timesteps", u.Timesteps())
+	exact("sigmas", u.Sigmas())
+	st := u.NewState()
+	x := in["latents"].data
+	for i, ts := range u.Timesteps() {
+		if x, err = u.Step(st, out[fmt.Sprintf("noise_pred_step%d", i)].data, ts, x); err != nil {
+			t.Fatal(err)
+		}
+		exact(fmt.Sprintf("latents_step%d", i), x)
 	}
 }
