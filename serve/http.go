@@ -95,11 +95,7 @@ func (s *Server) failRead(w http.ResponseWriter, id string, err error) {
 // Handler returns the server's HTTP API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/videos", s.handleSubmit)
-	mux.HandleFunc("GET /v1/videos/{id}", s.handleStatus)
-	mux.HandleFunc("GET /v1/videos/{id}/content", s.handleContent)
-	mux.HandleFunc("GET /v1/videos/{id}/events", s.handleEvents)
-	mux.HandleFunc("DELETE /v1/videos/{id}", s.handleCancel)
+	s.registerOpenAI(mux) // the /v1/videos routes of both APIs (openai.go) and the web page
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -129,18 +125,16 @@ func (s *Server) recoverer(h http.Handler) http.Handler {
 	})
 }
 
-// auth requires "Authorization: Bearer TOKEN" on everything but /healthz and /readyz when
-// a token is configured.
+// auth requires "Authorization: Bearer TOKEN" on everything but /healthz, /readyz and the
+// web page's files when a token is configured.
 func (s *Server) auth(h http.Handler) http.Handler {
 	if s.cfg.Token == "" {
 		return h
 	}
 	want := []byte("Bearer " + s.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" &&
-			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="vdpp"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", errors.New("missing or wrong bearer token"))
+		if !publicPath(r.URL.Path) && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			s.unauthorized(w, r)
 			return
 		}
 		h.ServeHTTP(w, r)
