@@ -3,7 +3,6 @@ package serve
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,6 +64,10 @@ func errorStatus(err error) (int, string) {
 		return http.StatusConflict, "conflict"
 	case errors.Is(err, ErrClosed):
 		return http.StatusServiceUnavailable, "shutting_down"
+	case errors.Is(err, ErrStorage) && isDiskFull(err):
+		return http.StatusInsufficientStorage, "insufficient_storage"
+	case errors.Is(err, ErrStorage):
+		return http.StatusServiceUnavailable, "storage_unavailable"
 	case errors.Is(err, video.ErrNoFFmpeg):
 		return http.StatusNotImplemented, "no_ffmpeg"
 	}
@@ -78,6 +81,12 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	}
 	if st == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", strconv.Itoa(s.coord.RetryAfter()))
+	}
+	if st >= 500 {
+		if st == http.StatusServiceUnavailable || st == http.StatusInsufficientStorage {
+			w.Header().Set("Retry-After", "5")
+		}
+		err = errors.New(publicMessage(code)) // the cause, with its paths, is logged above
 	}
 	writeError(w, st, code, err)
 }
@@ -108,10 +117,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	mux.HandleFunc("GET /v1/admin/workers", s.admin(s.handleWorkers))
 	mux.HandleFunc("POST /v1/admin/workers/{rank}/kill", s.admin(s.handleKill))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no_route", fmt.Errorf("no route for %s %s", r.Method, r.URL.Path))
-	})
-	return s.recoverer(s.auth(mux))
+	return s.recoverer(s.auth(jsonRouteErrors(mux)))
 }
 
 // recoverer turns a handler panic into a 500 JSON error instead of a dropped connection.
@@ -136,10 +142,8 @@ func (s *Server) auth(h http.Handler) http.Handler {
 	if s.cfg.Token == "" {
 		return h
 	}
-	want := []byte("Bearer " + s.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" &&
-			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && !tokenMatches(r.Header.Get("Authorization"), s.cfg.Token) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="vdpp"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", errors.New("missing or wrong bearer token"))
 			return
@@ -161,6 +165,10 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
+	if err := s.coord.StorageOK(); err != nil { // do not read an upload that cannot be kept
+		s.fail(w, err)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes)
 	p, img, err := s.readUpload(r)
 	if err != nil {
@@ -280,8 +288,14 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 	joined, want := s.coord.Ready()
-	body := map[string]any{"ready": joined == want, "workers": joined, "nproc": want}
-	if joined != want {
+	storage := "ok"
+	if err := s.coord.StorageOK(); err != nil {
+		s.log.Error("storage unavailable", "err", err)
+		storage = "unavailable"
+	}
+	ready := joined == want && storage == "ok"
+	body := map[string]any{"ready": ready, "workers": joined, "nproc": want, "storage": storage}
+	if !ready {
 		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
