@@ -1,13 +1,11 @@
 package serve
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"image"
 	"log/slog"
 	"sort"
 	"sync"
@@ -17,7 +15,6 @@ import (
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/tensor"
-	"github.com/vdpp/vdpp/video"
 )
 
 // Coordinator errors.
@@ -357,9 +354,9 @@ func (c *Coordinator) buildItem(j *job) (*item, error) {
 			return nil, errors.New("reading the stored upload failed") // no paths for clients
 		}
 	}
-	img, _, err := image.Decode(bytes.NewReader(data))
+	img, err := decodeImage(context.Background(), data, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", video.ErrNotImage, err)
+		return nil, err
 	}
 	sc, err := NewScheduler(c.cfg.Spec, j.rec.Params.Steps)
 	if err != nil {

@@ -250,22 +250,11 @@ func wrapRead(err error) error {
 }
 
 // CheckImage verifies that data is a decodable PNG or JPEG of at most maxPixels pixels
-// (checked from the header before decoding, so a decompression bomb costs nothing).
+// (checked from the header before decoding, so a decompression bomb costs nothing; the
+// pixels are decoded within the process's decode memory budget).
 func CheckImage(data []byte, maxPixels int) error {
-	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
-	if err != nil || (format != "png" && format != "jpeg") {
-		return fmt.Errorf("%w: the image part is not a PNG or JPEG image", video.ErrNotImage)
-	}
-	if cfg.Width < 1 || cfg.Height < 1 {
-		return fmt.Errorf("%w: the image is empty", video.ErrNotImage)
-	}
-	if maxPixels > 0 && cfg.Width*cfg.Height > maxPixels {
-		return fmt.Errorf("%w: image %dx%d has more than %d pixels", ErrTooLarge, cfg.Width, cfg.Height, maxPixels)
-	}
-	if _, _, err := image.Decode(bytes.NewReader(data)); err != nil {
-		return fmt.Errorf("%w: %v", video.ErrNotImage, err)
-	}
-	return nil
+	_, err := decodeImage(context.Background(), data, maxPixels)
+	return err
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -374,11 +363,21 @@ func (s *Server) serveRendered(w http.ResponseWriter, r *http.Request, id string
 		h(id)
 	}
 	path := filepath.Join(dir, name)
-	if _, err := os.Stat(path); err != nil {
-		if err := s.render(r, id, st, path); err != nil {
+	// Concurrent first downloads share one render; one that finds its format still missing
+	// afterwards (the render wrote the other) renders again.
+	for try := 0; try < 2; try++ {
+		if _, err := os.Stat(path); err == nil {
+			break
+		}
+		// The render outlives the request that started it (others may be waiting on it);
+		// Close still cancels it.
+		shared := r.WithContext(context.WithoutCancel(r.Context()))
+		if err := s.flights.do(r.Context(), id, func() error { return s.render(shared, id, st, path) }); err != nil {
 			s.failRead(w, id, err)
 			return
 		}
+		// The response's write deadline counts from here, not from before the render.
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(httpWriteTimeout))
 	}
 	f, err := os.Open(path)
 	if err != nil {

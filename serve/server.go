@@ -91,6 +91,7 @@ type Server struct {
 	mu      sync.Mutex
 	closing bool
 	renders sync.WaitGroup
+	flights renderFlights // concurrent first downloads share a render
 }
 
 // serverHooks are test seams; nil in production.
@@ -150,6 +151,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, store: store, gen: gen, coord: coord, metrics: m, done: make(chan struct{}), mp4: cfg.MP4, errc: make(chan error, 2)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.flights.init(m)
 	if s.mp4 == nil {
 		s.mp4 = writeMP4
 	}
