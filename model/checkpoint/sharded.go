@@ -118,7 +118,7 @@ func WeightsDirPath(dir, stem string) (path string, sharded bool, err error) {
 // no tensor the index does not assign to it.
 func LoadDir(dir, stem string, expected map[string][]int, opts LoadDirOptions) (map[string]*tensor.Dense, error) {
 	out := make(map[string]*tensor.Dense, len(expected))
-	err := LoadDirEach(dir, stem, expected, opts, func(name string, t *tensor.Dense) error {
+	err := loadDir(dir, stem, expected, opts, false, func(name string, t *tensor.Dense) error {
 		out[name] = t
 		return nil
 	})
@@ -130,9 +130,15 @@ func LoadDir(dir, stem string, expected map[string][]int, opts LoadDirOptions) (
 
 // LoadDirEach is LoadDir handing each tensor to each as soon as it is converted, in name
 // order, instead of returning them all: a caller that copies them elsewhere (onto a
-// backend) holds one at a time. Every check is made before the first call; an error
-// from each stops the load and is returned.
+// backend) needs memory for one tensor, not for all. The tensor's data is one buffer
+// reused from call to call: it is valid only until each returns. Every check is made
+// before the first call; an error from each stops the load and is returned.
 func LoadDirEach(dir, stem string, expected map[string][]int, opts LoadDirOptions, each func(name string, t *tensor.Dense) error) error {
+	return loadDir(dir, stem, expected, opts, true, each)
+}
+
+// loadDir is LoadDir (reuse false: every tensor in fresh memory) and LoadDirEach.
+func loadDir(dir, stem string, expected map[string][]int, opts LoadDirOptions, reuse bool, each func(name string, t *tensor.Dense) error) error {
 	path, sharded, err := WeightsDirPath(dir, stem)
 	if err != nil {
 		return err
@@ -189,9 +195,20 @@ func LoadDirEach(dir, stem string, expected map[string][]int, opts LoadDirOption
 	for _, n := range names {
 		total += infos[n].ByteLen()
 	}
+	var scratch []float32
 	for _, name := range names {
 		f := files[where[name]]
-		t, err := f.Tensor(name)
+		var t *tensor.Dense
+		var err error
+		if reuse {
+			var b []byte
+			if b, err = f.Bytes(name); err == nil {
+				scratch, err = safetensors.ToFloat32Into(scratch, infos[name].DType, b)
+				t = &tensor.Dense{Data: scratch}
+			}
+		} else {
+			t, err = f.Tensor(name)
+		}
 		if err != nil {
 			return fmt.Errorf("%s: tensor %q: %w", f.Path(), name, err)
 		}
