@@ -292,6 +292,11 @@ func (s *Server) oaCreate(w http.ResponseWriter, r *http.Request, mediaType stri
 	if err := s.store.WriteFile(st.ID, openAIMetaFile, meta); err != nil {
 		s.log.Warn("store the prompt", "id", st.ID, "err", err)
 	}
+	if _, err := s.coord.Status(st.ID); errors.Is(err, ErrNotFound) {
+		// Deleted by another client (who found it in the list) while the prompt was
+		// written: WriteFile may have made the folder again.
+		s.store.RemoveFiles(st.ID)
+	}
 	w.Header().Set("Location", "/v1/videos/"+openAIIDPrefix+st.ID)
 	writeJSON(w, http.StatusOK, s.openAIVideo(st))
 }
