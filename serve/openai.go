@@ -94,9 +94,6 @@ func openAIErrorType(status int) string {
 
 // writeOpenAIError answers an OpenAI-route error (a 429 with Retry-After).
 func (s *Server) writeOpenAIError(w http.ResponseWriter, e *openAIError) {
-	if e.Status >= 500 {
-		s.log.Error("request failed", "err", e.Message)
-	}
 	if e.Status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", strconv.Itoa(s.coord.RetryAfter()))
 	}
@@ -119,6 +116,14 @@ func (s *Server) oaFail(w http.ResponseWriter, err error, param string) {
 		param = ""
 	}
 	msg := strings.TrimPrefix(err.Error(), "serve: ")
+	if st >= 500 {
+		// As the native API: the cause (which may name data-dir files) goes to the log only.
+		s.log.Error("request failed", "err", err)
+		msg = publicMessage(code)
+		if st == http.StatusServiceUnavailable || st == http.StatusInsufficientStorage {
+			w.Header().Set("Retry-After", "5")
+		}
+	}
 	s.writeOpenAIError(w, oaErr(st, code, param, "%s", msg))
 }
 
@@ -208,6 +213,10 @@ func (s *Server) routeSubmit(w http.ResponseWriter, r *http.Request) {
 		s.handleSubmit(w, r)
 		return
 	}
+	if err := s.coord.StorageOK(); err != nil { // do not read an upload that cannot be kept
+		s.fail(w, err)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes))
 	if err != nil {
 		s.fail(w, wrapRead(err))
@@ -247,6 +256,10 @@ func (s *Server) servedModels() []string {
 func (s *Server) oaCreate(w http.ResponseWriter, r *http.Request, mediaType string, body []byte) {
 	var req openAIRequest
 	var err error
+	if err := s.coord.StorageOK(); err != nil { // do not read an upload that cannot be kept
+		s.oaFail(w, err, "")
+		return
+	}
 	if body == nil {
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes))
 		if err != nil {
