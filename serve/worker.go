@@ -14,6 +14,7 @@ import (
 	"github.com/vdpp/vdpp/dist"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -268,12 +269,15 @@ func dropRows(it *pipeline.Item, set map[int]bool) (*pipeline.Item, []int) {
 	per := it.Latent.Len() / len(it.Samples)
 	shape := append([]int{len(keep)}, it.Latent.Shape[1:]...)
 	out := &pipeline.Item{Group: it.Group, Step: it.Step, Guidance: it.Guidance, Latent: tensor.New(shape...)}
+	var states []sched.State
 	for j, i := range keep {
+		states = append(states, it.SchedState.Rows(len(it.Samples), i, i+1))
 		out.Samples = append(out.Samples, it.Samples[i])
 		copy(out.Latent.Data[j*per:(j+1)*per], it.Latent.Data[i*per:(i+1)*per])
 		if it.Cond != nil {
 			out.Cond = append(out.Cond, it.Cond[i])
 		}
 	}
+	out.SchedState, _ = sched.StackRows(states) // rows of one state: the same names
 	return out, dropped
 }
