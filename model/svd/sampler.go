@@ -2,7 +2,9 @@ package svd
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/gomlx/gomlx/backends"
 	"image"
 	"math/rand/v2"
 	"sync"
@@ -60,9 +62,12 @@ func (svdFamily) Open(dir string, o family.Options) (family.Sampler, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("svd: a model folder is required")
 	}
-	b, err := nn.NewBackend(o.Backend)
-	if err != nil {
-		return nil, err
+	var b backends.Backend
+	if parts := partsOf(o.Roles); parts != (Parts{}) {
+		var err error
+		if b, err = nn.NewBackend(o.Backend); err != nil {
+			return nil, err
+		}
 	}
 	p, err := Load(dir, o.Variant, b, partsOf(o.Roles))
 	if err != nil {
