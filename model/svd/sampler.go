@@ -122,13 +122,9 @@ func (s *Sampler) DefaultParams() family.Params {
 	return p
 }
 
-// Validate implements family.Sampler.
-func (s *Sampler) Validate(p family.Params) error {
-	if err := s.P.Validate(p); err != nil {
-		return fmt.Errorf("%w: %w", family.ErrParams, err)
-	}
-	return nil
-}
+// Validate implements family.Sampler: Pipeline.Validate, whose ErrParams is
+// family.ErrParams.
+func (s *Sampler) Validate(p family.Params) error { return s.P.Validate(p) }
 
 // LatentShape implements family.Sampler.
 func (s *Sampler) LatentShape(p family.Params) []int { return s.P.LatentShape(p) }

@@ -26,8 +26,14 @@ import (
 	"github.com/vdpp/vdpp/sched"
 )
 
-// ErrParams is returned for generation parameters the checkpoint cannot serve.
-var ErrParams = errors.New("svd: bad parameters")
+// ErrParams is returned for generation parameters the checkpoint cannot serve; it is also
+// family.ErrParams (errors.Is).
+var ErrParams error = paramsError{}
+
+type paramsError struct{}
+
+func (paramsError) Error() string        { return "svd: bad parameters" }
+func (paramsError) Is(target error) bool { return target == family.ErrParams }
 
 // Parts selects the components a process loads.
 type Parts struct {
