@@ -1,13 +1,11 @@
 package serve
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"image"
 	"log/slog"
 	"sort"
 	"sync"
@@ -18,7 +16,6 @@ import (
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
-	"github.com/vdpp/vdpp/video"
 )
 
 // Coordinator errors.
@@ -117,6 +114,18 @@ type job struct {
 	// writes counts the record writes of this job still in flight; a job is never
 	// expired while one could put its record back.
 	writes int
+	// wmu serialises the job's record writes; recVer counts the record versions handed to
+	// persistLocked, savedVer is the latest one that landed (saved is closed then).
+	wmu              sync.Mutex
+	recVer, savedVer uint64
+	saved            chan struct{}
+	// before is the state the job had when it ended; it is reported until the end record
+	// has landed (endSaved).
+	before   State
+	endSaved bool
+	// completing: the last step came back and the output is being written; a cancel is too
+	// late now (409).
+	completing bool
 }
 
 // item is a running sample: the coordinator keeps its latest latent (the last one a worker
@@ -172,7 +181,10 @@ type Coordinator struct {
 	unreaped []Record
 	// onLost is called (under mu) when a worker's connection is lost.
 	onLost func(rank, pid int)
-	hooks  coordHooks
+	// closing is closed by Close: store retries give up.
+	closing chan struct{}
+	health  storeHealth
+	hooks   coordHooks
 }
 
 // coordHooks are test seams; a nil hook does nothing. They are set before the coordinator
@@ -191,30 +203,43 @@ func NewCoordinator(cfg CoordConfig) (*Coordinator, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	c := &Coordinator{cfg: cfg, jobs: map[string]*job{}, workers: map[int]*workerConn{}, counts: map[State]int{}}
+	c := &Coordinator{cfg: cfg, jobs: map[string]*job{}, workers: map[int]*workerConn{}, counts: map[State]int{},
+		closing: make(chan struct{})}
 	recs, err := cfg.Store.All()
 	if err != nil {
 		return nil, err
 	}
+	var resumed []*job
 	for _, r := range recs {
-		j := &job{rec: r, stage: -1, created: r.CreatedAt}
-		c.nextSeq = max(c.nextSeq, r.Seq)
-		if !r.State.Final() {
-			if r.State == StateRunning {
-				j.rec.Restarts++
-			}
-			j.rec.State = StateQueued
-			j.rec.StartedAt = nil
-			c.queue = append(c.queue, j)
+		j := &job{rec: r, stage: -1, created: r.CreatedAt, endSaved: r.State.Final()}
+		if r.StartedAt != nil {
+			j.started = *r.StartedAt // a finished job keeps its timings
 		}
+		c.nextSeq = max(c.nextSeq, r.Seq)
 		c.jobs[r.ID] = j
 		c.counts[j.rec.State]++
+		if !r.State.Final() {
+			// An unfinished job lived through a server restart: count it, and rerun it
+			// unless a cancel was accepted for it.
+			j.rec.Restarts++
+			j.rec.StartedAt, j.started = nil, time.Time{}
+			c.setState(j, StateQueued)
+			resumed = append(resumed, j)
+		}
 	}
 	if len(c.queue) > 0 {
 		cfg.Log.Info("resuming jobs from the store", "queued", len(c.queue), "total", len(recs))
 	}
 	cfg.Metrics.attach(c)
 	c.mu.Lock()
+	for _, j := range resumed {
+		if j.rec.CancelRequested {
+			c.endLocked(j, StateCancelled, "")
+			continue
+		}
+		c.queue = append(c.queue, j)
+		c.persistLocked(j) // the restart count
+	}
 	c.admitLocked()
 	c.mu.Unlock()
 	return c, nil
@@ -248,9 +273,9 @@ func (c *Coordinator) Submit(p Params, img []byte) (Status, error) {
 
 	now := c.cfg.Now().UTC()
 	rec := Record{ID: newID(), Seq: seq, State: StateQueued, Params: p, CreatedAt: now}
-	err := c.cfg.Store.WriteFile(rec.ID, inputFile, img)
+	err := c.retry("upload of job "+rec.ID, submitAttempts, func() error { return c.cfg.Store.WriteFile(rec.ID, inputFile, img) })
 	if err == nil {
-		if err = c.cfg.Store.Put(rec); err != nil {
+		if err = c.retry("record of job "+rec.ID, submitAttempts, func() error { return c.cfg.Store.Put(rec) }); err != nil {
 			c.cfg.Store.RemoveFiles(rec.ID) // no record points at them; best effort
 		}
 	}
@@ -260,7 +285,7 @@ func (c *Coordinator) Submit(p Params, img []byte) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	j := &job{rec: rec, img: img, stage: -1, created: now}
+	j := &job{rec: rec, img: img, stage: -1, created: now, recVer: 1, savedVer: 1}
 	c.jobs[rec.ID] = j
 	c.counts[StateQueued]++
 	i := sort.Search(len(c.queue), func(i int) bool { return c.queue[i].rec.Seq > seq })
@@ -328,12 +353,13 @@ func (c *Coordinator) buildItem(j *job) (*item, error) {
 	if data == nil {
 		var err error
 		if data, err = c.cfg.Store.ReadFile(j.rec.ID, inputFile); err != nil {
-			return nil, err
+			c.cfg.Log.Error("read upload", "id", j.rec.ID, "err", err)
+			return nil, errors.New("reading the stored upload failed") // no paths for clients
 		}
 	}
-	img, _, err := image.Decode(bytes.NewReader(data))
+	img, err := decodeImage(context.Background(), data, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", video.ErrNotImage, err)
+		return nil, err
 	}
 	sc, err := NewScheduler(c.cfg.Spec, j.rec.Params.Steps)
 	if err != nil {
@@ -484,9 +510,11 @@ func (c *Coordinator) endLocked(j *job, s State, msg string) {
 	if j.rec.State.Final() {
 		return
 	}
-	if j.rec.State == StateRunning {
+	if j.rec.State == StateRunning && !j.completing {
 		c.running--
 	}
+	j.completing = false
+	j.before = j.rec.State
 	if j.it != nil {
 		c.removeReadyLocked(j.it)
 		j.it = nil
@@ -514,23 +542,6 @@ func (c *Coordinator) removeReadyLocked(it *item) {
 	}
 }
 
-// persistLocked writes j's record in the background. Its callers hold mu and either run
-// in a goroutine counted by wg or have checked !closed, so Close waits for the write.
-func (c *Coordinator) persistLocked(j *job) {
-	rec := j.rec
-	j.writes++
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		if err := c.cfg.Store.Put(rec); err != nil {
-			c.cfg.Log.Error("persist job", "id", rec.ID, "err", err)
-		}
-		c.mu.Lock()
-		j.writes--
-		c.mu.Unlock()
-	}()
-}
-
 // completeLocked takes a sample that ran its last step: its slot is freed at once and the
 // final latent is written before the job is marked succeeded.
 func (c *Coordinator) completeLocked(it *item) {
@@ -538,66 +549,70 @@ func (c *Coordinator) completeLocked(it *item) {
 	j.it = nil
 	j.stepsDone = j.rec.Params.Steps
 	j.stage = -1
+	j.completing = true
 	c.running--
 	c.admitLocked()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		err := c.cfg.Store.WriteFile(j.rec.ID, finalFile, EncodeLatent(it.latent))
-		c.mu.Lock()
-		rec := j.rec
-		c.mu.Unlock()
-		now := c.cfg.Now()
-		t := now.UTC()
-		rec.FinishedAt = &t
-		rec.LatentShape = it.latent.Shape
-		if err == nil {
-			rec.State = StateSucceeded
-			err = c.cfg.Store.Put(rec)
-		}
+		err := c.retry("output of job "+j.rec.ID, outputAttempts, func() error {
+			return c.cfg.Store.WriteFile(j.rec.ID, finalFile, EncodeLatent(it.latent))
+		})
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if j.rec.State.Final() {
 			return
 		}
 		if err != nil {
-			c.setState(j, StateFailed)
-			j.rec.Error = "store output: " + err.Error()
-			j.rec.FinishedAt = &t
-			c.touchLocked(j)
+			// The cause (with its paths) is in the log; the job's error is for clients.
+			c.endLocked(j, StateFailed, "storing the output failed")
 			return
 		}
+		now := c.cfg.Now()
+		t := now.UTC()
+		j.completing = false
+		j.before = j.rec.State
 		c.setState(j, StateSucceeded)
-		j.rec.FinishedAt, j.rec.LatentShape = rec.FinishedAt, rec.LatentShape
+		j.rec.FinishedAt, j.rec.LatentShape = &t, it.latent.Shape
 		run := now.Sub(j.started).Seconds() * 1000
 		if c.runEWMA == 0 {
 			c.runEWMA = run
 		}
 		c.runEWMA = 0.9*c.runEWMA + 0.1*run
 		c.cfg.Metrics.completed(now)
-		c.touchLocked(j)
+		c.persistLocked(j) // reported succeeded once the record has landed
 	}()
 }
 
 // Cancel asks for job id to stop: a queued job ends at once, a running one at its next step
-// boundary. Cancelling a cancelled job is a no-op; a finished one gives ErrFinished, and
-// any cancel once Close has begun ErrClosed (the job stays as the store has it).
+// boundary. It returns once that decision is durable (the cancelled record, or for a
+// running job a record saying a cancel was accepted, which a restart honours), so a nil
+// error means the job will not succeed. Cancelling a cancelled job is a no-op; a finished
+// one, or one whose last step has already come back, gives ErrFinished; any cancel once
+// Close has begun ErrClosed (the job stays as the store has it); a store that cannot record
+// the cancel within cancelWait ErrStorage (the job is still cancelled in memory).
 func (c *Coordinator) Cancel(id string) (Status, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return Status{}, ErrClosed
 	}
-	j, ok := c.jobs[id]
+	j, ok := c.lookupLocked(id)
 	if !ok {
-		return Status{}, fmt.Errorf("%w: %q", ErrNotFound, id)
+		c.mu.Unlock()
+		return Status{}, notFound(id)
 	}
-	switch j.rec.State {
-	case StateCancelled:
-		return c.statusLocked(j), nil
-	case StateSucceeded, StateFailed:
-		return c.statusLocked(j), fmt.Errorf("%w: %s is %s", ErrFinished, id, j.rec.State)
-	case StateQueued:
+	switch {
+	case j.rec.State == StateCancelled:
+	case j.rec.State.Final() || j.completing:
+		st := c.statusLocked(j)
+		state := j.rec.State
+		if j.completing {
+			state = "finishing"
+		}
+		c.mu.Unlock()
+		return st, fmt.Errorf("%w: %s is %s", ErrFinished, id, state)
+	case j.rec.State == StateQueued:
 		for i, q := range c.queue {
 			if q == j {
 				c.queue = append(c.queue[:i], c.queue[i+1:]...)
@@ -605,57 +620,71 @@ func (c *Coordinator) Cancel(id string) (Status, error) {
 			}
 		}
 		c.endLocked(j, StateCancelled, "")
-		return c.statusLocked(j), nil
-	}
-	j.cancelReq = true
-	c.touchLocked(j)
-	if it := j.it; it != nil {
-		if it.batch == nil {
-			c.endLocked(j, StateCancelled, "")
-		} else if j.stepsDone < j.rec.Params.Steps {
-			b := it.batch
-			for r, x := range b.items {
-				if x == it {
-					b.w.enqueue(cancelMessage(b.id, r))
+	case !j.cancelReq:
+		j.cancelReq = true
+		j.rec.CancelRequested = true
+		c.persistLocked(j)
+		c.touchLocked(j)
+		if it := j.it; it != nil {
+			if it.batch == nil {
+				c.endLocked(j, StateCancelled, "")
+			} else if j.stepsDone < j.rec.Params.Steps {
+				b := it.batch
+				for r, x := range b.items {
+					if x == it {
+						b.w.enqueue(cancelMessage(b.id, r))
+					}
 				}
 			}
 		}
 	}
-	return c.statusLocked(j), nil
+	ver := j.recVer
+	c.mu.Unlock()
+	err := c.waitSaved(j, ver, cancelWait)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.statusLocked(j), err
 }
 
 // Status returns job id's status.
 func (c *Coordinator) Status(id string) (Status, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	j, ok := c.jobs[id]
+	j, ok := c.lookupLocked(id)
 	if !ok {
-		return Status{}, fmt.Errorf("%w: %q", ErrNotFound, id)
+		return Status{}, notFound(id)
 	}
 	return c.statusLocked(j), nil
 }
 
+// statusLocked is what clients see of j. An end (succeeded, failed, cancelled) is shown
+// only once its record has landed in the store; until then j shows the state it ended
+// from, so no client ever sees an end state that a restart could undo.
 func (c *Coordinator) statusLocked(j *job) Status {
-	st := Status{ID: j.rec.ID, State: j.rec.State, Error: j.rec.Error, Params: j.rec.Params, CreatedAt: j.rec.CreatedAt,
-		FinishedAt: j.rec.FinishedAt, Restarts: j.rec.Restarts, Version: j.version,
-		Progress: Progress{Step: j.stepsDone, Steps: j.rec.Params.Steps, Stage: j.stage, Stages: j.stages}}
+	rec := j.rec
+	if rec.State.Final() && !j.endSaved {
+		rec.State, rec.Error, rec.FinishedAt = j.before, "", nil
+	}
+	st := Status{ID: rec.ID, State: rec.State, Error: rec.Error, Params: rec.Params, CreatedAt: rec.CreatedAt,
+		FinishedAt: rec.FinishedAt, Restarts: rec.Restarts, Version: j.version,
+		Progress: Progress{Step: j.stepsDone, Steps: rec.Params.Steps, Stage: j.stage, Stages: j.stages}}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	now := c.cfg.Now()
 	switch {
-	case j.rec.State == StateQueued:
+	case rec.State == StateQueued:
 		st.Timings.QueuedMS = ms(now.Sub(j.created))
 	case !j.started.IsZero():
 		st.Timings.QueuedMS = ms(j.started.Sub(j.created))
 		end := now
-		if j.rec.FinishedAt != nil {
-			end = *j.rec.FinishedAt
+		if rec.FinishedAt != nil {
+			end = *rec.FinishedAt
 		}
 		st.Timings.RunMS = ms(end.Sub(j.started))
 	}
-	if j.rec.FinishedAt != nil {
-		st.Timings.TotalMS = ms(j.rec.FinishedAt.Sub(j.rec.CreatedAt))
-		if j.rec.State == StateSucceeded {
-			st.Progress.Step = j.rec.Params.Steps
+	if rec.FinishedAt != nil {
+		st.Timings.TotalMS = ms(rec.FinishedAt.Sub(rec.CreatedAt))
+		if rec.State == StateSucceeded {
+			st.Progress.Step = rec.Params.Steps
 		}
 	}
 	return st
@@ -666,9 +695,9 @@ func (c *Coordinator) statusLocked(j *job) Status {
 func (c *Coordinator) Subscribe(id string) (<-chan struct{}, func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	j, ok := c.jobs[id]
+	j, ok := c.lookupLocked(id)
 	if !ok {
-		return nil, nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+		return nil, nil, notFound(id)
 	}
 	ch := make(chan struct{}, 1)
 	if j.subs == nil {
@@ -717,6 +746,9 @@ func (c *Coordinator) Ready() (joined, want int) {
 // queued in the store and resume on the next start. The caller may close the store after.
 func (c *Coordinator) Close() {
 	c.mu.Lock()
+	if !c.closed {
+		close(c.closing)
+	}
 	c.closed = true
 	ws := make([]*workerConn, 0, len(c.workers))
 	for _, w := range c.workers {
@@ -736,9 +768,9 @@ func (c *Coordinator) Close() {
 func (c *Coordinator) latentShape(id string) ([]int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	j, ok := c.jobs[id]
+	j, ok := c.lookupLocked(id)
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+		return nil, notFound(id)
 	}
 	if j.rec.State != StateSucceeded || len(j.rec.LatentShape) == 0 {
 		return nil, fmt.Errorf("%w: job %s is %s", ErrNotReady, id, j.rec.State)

@@ -21,15 +21,22 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer stop()
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		writeError(w, http.StatusInternalServerError, "internal", fmt.Errorf("streaming unsupported"))
-		return
+	// A stream outlives the server's read and write timeouts: lift them, and bound each
+	// write instead (a client that stops reading is dropped after sseWriteTimeout).
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Time{})
+	write := func(format string, args ...any) error {
+		rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return err
+		}
+		return rc.Flush()
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
 	w.WriteHeader(http.StatusOK)
 	keep := time.NewTicker(sseKeepAlive)
 	defer keep.Stop()
@@ -47,10 +54,9 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 				ev = "done"
 			}
 			b, _ := json.Marshal(st)
-			if _, err := fmt.Fprintf(w, "event: %s\nid: %d\ndata: %s\n\n", ev, st.Version, b); err != nil {
+			if err := write("event: %s\nid: %d\ndata: %s\n\n", ev, st.Version, b); err != nil {
 				return
 			}
-			fl.Flush()
 			if st.State.Final() {
 				return
 			}
@@ -62,10 +68,9 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-notify:
 		case <-keep.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			if err := write(": keep-alive\n\n"); err != nil {
 				return
 			}
-			fl.Flush()
 		}
 	}
 }

@@ -3,7 +3,6 @@ package serve
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,6 +64,10 @@ func errorStatus(err error) (int, string) {
 		return http.StatusConflict, "conflict"
 	case errors.Is(err, ErrClosed):
 		return http.StatusServiceUnavailable, "shutting_down"
+	case errors.Is(err, ErrStorage) && isDiskFull(err):
+		return http.StatusInsufficientStorage, "insufficient_storage"
+	case errors.Is(err, ErrStorage):
+		return http.StatusServiceUnavailable, "storage_unavailable"
 	case errors.Is(err, video.ErrNoFFmpeg):
 		return http.StatusNotImplemented, "no_ffmpeg"
 	}
@@ -78,6 +81,12 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	}
 	if st == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", strconv.Itoa(s.coord.RetryAfter()))
+	}
+	if st >= 500 {
+		if st == http.StatusServiceUnavailable || st == http.StatusInsufficientStorage {
+			w.Header().Set("Retry-After", "5")
+		}
+		err = errors.New(publicMessage(code)) // the cause, with its paths, is logged above
 	}
 	writeError(w, st, code, err)
 }
@@ -95,22 +104,16 @@ func (s *Server) failRead(w http.ResponseWriter, id string, err error) {
 // Handler returns the server's HTTP API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/videos", s.handleSubmit)
-	mux.HandleFunc("GET /v1/videos/{id}", s.handleStatus)
-	mux.HandleFunc("GET /v1/videos/{id}/content", s.handleContent)
-	mux.HandleFunc("GET /v1/videos/{id}/events", s.handleEvents)
-	mux.HandleFunc("DELETE /v1/videos/{id}", s.handleCancel)
+	s.registerOpenAI(mux) // the /v1/videos routes of both APIs (openai.go) and the web page
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Connection", "close") // a health probe never holds a connection open
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	mux.HandleFunc("GET /v1/admin/workers", s.admin(s.handleWorkers))
 	mux.HandleFunc("POST /v1/admin/workers/{rank}/kill", s.admin(s.handleKill))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no_route", fmt.Errorf("no route for %s %s", r.Method, r.URL.Path))
-	})
-	return s.recoverer(s.auth(mux))
+	return s.recoverer(s.auth(jsonRouteErrors(mux)))
 }
 
 // recoverer turns a handler panic into a 500 JSON error instead of a dropped connection.
@@ -129,18 +132,15 @@ func (s *Server) recoverer(h http.Handler) http.Handler {
 	})
 }
 
-// auth requires "Authorization: Bearer TOKEN" on everything but /healthz and /readyz when
-// a token is configured.
+// auth requires "Authorization: Bearer TOKEN" on everything but /healthz, /readyz and the
+// web page's files when a token is configured.
 func (s *Server) auth(h http.Handler) http.Handler {
 	if s.cfg.Token == "" {
 		return h
 	}
-	want := []byte("Bearer " + s.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" &&
-			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="vdpp"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", errors.New("missing or wrong bearer token"))
+		if !publicPath(r.URL.Path) && !tokenMatches(r.Header.Get("Authorization"), s.cfg.Token) {
+			s.unauthorized(w, r)
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -160,6 +160,10 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
+	if err := s.coord.StorageOK(); err != nil { // do not read an upload that cannot be kept
+		s.fail(w, err)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes)
 	p, img, err := s.readUpload(r)
 	if err != nil {
@@ -241,22 +245,11 @@ func wrapRead(err error) error {
 }
 
 // CheckImage verifies that data is a decodable PNG or JPEG of at most maxPixels pixels
-// (checked from the header before decoding, so a decompression bomb costs nothing).
+// (checked from the header before decoding, so a decompression bomb costs nothing; the
+// pixels are decoded within the process's decode memory budget).
 func CheckImage(data []byte, maxPixels int) error {
-	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
-	if err != nil || (format != "png" && format != "jpeg") {
-		return fmt.Errorf("%w: the image part is not a PNG or JPEG image", video.ErrNotImage)
-	}
-	if cfg.Width < 1 || cfg.Height < 1 {
-		return fmt.Errorf("%w: the image is empty", video.ErrNotImage)
-	}
-	if maxPixels > 0 && cfg.Width*cfg.Height > maxPixels {
-		return fmt.Errorf("%w: image %dx%d has more than %d pixels", ErrTooLarge, cfg.Width, cfg.Height, maxPixels)
-	}
-	if _, _, err := image.Decode(bytes.NewReader(data)); err != nil {
-		return fmt.Errorf("%w: %v", video.ErrNotImage, err)
-	}
-	return nil
+	_, err := decodeImage(context.Background(), data, maxPixels)
+	return err
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -279,8 +272,14 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 	joined, want := s.coord.Ready()
-	body := map[string]any{"ready": joined == want, "workers": joined, "nproc": want}
-	if joined != want {
+	storage := "ok"
+	if err := s.coord.StorageOK(); err != nil {
+		s.log.Error("storage unavailable", "err", err)
+		storage = "unavailable"
+	}
+	ready := joined == want && storage == "ok"
+	body := map[string]any{"ready": ready, "workers": joined, "nproc": want, "storage": storage}
+	if !ready {
 		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
@@ -359,11 +358,21 @@ func (s *Server) serveRendered(w http.ResponseWriter, r *http.Request, id string
 		h(id)
 	}
 	path := filepath.Join(dir, name)
-	if _, err := os.Stat(path); err != nil {
-		if err := s.render(r, id, st, path); err != nil {
+	// Concurrent first downloads share one render; one that finds its format still missing
+	// afterwards (the render wrote the other) renders again.
+	for try := 0; try < 2; try++ {
+		if _, err := os.Stat(path); err == nil {
+			break
+		}
+		// The render outlives the request that started it (others may be waiting on it);
+		// Close still cancels it.
+		shared := r.WithContext(context.WithoutCancel(r.Context()))
+		if err := s.flights.do(r.Context(), id, func() error { return s.render(shared, id, st, path) }); err != nil {
 			s.failRead(w, id, err)
 			return
 		}
+		// The response's write deadline counts from here, not from before the render.
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(httpWriteTimeout))
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -25,8 +25,11 @@ type Config struct {
 	Token   string
 	DataDir string
 	Spec    ModelSpec
-	NProc   int
-	Limits  Limits
+	// ServedModelNames are the names the OpenAI API answers to (a create's "model", GET
+	// /v1/models); the first is the one it reports. Default: Spec.Name.
+	ServedModelNames []string
+	NProc            int
+	Limits           Limits
 	// MaxBatch, MaxQueue, MaxRunning: see CoordConfig. MaxBatch 0 means
 	// Spec.DefaultMaxBatch() (1 for checkpoint models).
 	MaxBatch, MaxQueue, MaxRunning int
@@ -57,6 +60,9 @@ type Config struct {
 	// SweepTick, when set, replaces the periodic sweep's ticker: every value received
 	// sweeps once (tests).
 	SweepTick <-chan time.Time
+	// Conns bounds the HTTP connections (zero fields: DefaultConnLimits of the process's
+	// descriptor limit).
+	Conns ConnLimits
 }
 
 // shutdownGrace bounds how long Close waits for HTTP requests in progress.
@@ -88,6 +94,7 @@ type Server struct {
 	mu      sync.Mutex
 	closing bool
 	renders sync.WaitGroup
+	flights renderFlights // concurrent first downloads share a render
 }
 
 // serverHooks are test seams; nil in production.
@@ -147,6 +154,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, store: store, gen: gen, coord: coord, metrics: m, done: make(chan struct{}), mp4: cfg.MP4, errc: make(chan error, 2)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.flights.init(m)
 	if s.mp4 == nil {
 		s.mp4 = writeMP4
 	}
@@ -181,7 +189,9 @@ func (s *Server) Start() error {
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && s.cfg.Token == "" {
 		s.log.Warn("listening beyond loopback without an API token", "addr", ln.Addr())
 	}
-	s.ln, s.wln = ln, wln
+	s.cfg.Conns = s.cfg.Conns.withDefaults(fileLimit())
+	s.log.Info("connection limits", "max_conns", s.cfg.Conns.Max, "max_conns_per_client", s.cfg.Conns.PerClient)
+	s.ln, s.wln = newLimitListener(ln, s.cfg.Conns, s.metrics), wln
 	secret := make([]byte, SecretLen)
 	rand.Read(secret)
 	go s.coord.watchStalls(s.done)
@@ -204,9 +214,11 @@ func (s *Server) Start() error {
 		wln.Close()
 		return err
 	}
-	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout,
+		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: httpMaxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	go func() {
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.errc <- err
 		}
 	}()

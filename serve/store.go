@@ -54,6 +54,9 @@ type Record struct {
 	// Restarts counts how often the job's work was resumed after a worker loss or a
 	// server restart.
 	Restarts int `json:"restarts,omitempty"`
+	// CancelRequested: DELETE was answered 202 while the job was running; a restart ends
+	// it cancelled instead of running it again.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
 }
 
 // Store keeps job records in a bbolt database (DIR/jobs.db) and each job's files under
@@ -219,8 +222,8 @@ func (s *Store) RemoveOrphans(known func(id string) bool) (int, error) {
 
 // JobDir is the folder of job id's files.
 func (s *Store) JobDir(id string) (string, error) {
-	if !idPattern.MatchString(id) {
-		return "", fmt.Errorf("%w: %q", ErrNotFound, id)
+	if !ValidID(id) {
+		return "", notFound(id)
 	}
 	return filepath.Join(s.dir, "jobs", id), nil
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/vdpp/vdpp/serve"
@@ -20,6 +21,7 @@ import (
 // runServe is `vdpp serve`: the HTTP job server with K worker processes.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, modelName, inproc, err := parseServeFlags(args, stderr)
+	servedNames := cfg.ServedModelNames
 	if err != nil {
 		return err
 	}
@@ -29,6 +31,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	spec.StepMS, spec.Cost, spec.Variant, spec.Backend = cfg.Spec.StepMS, cfg.Spec.Cost, cfg.Spec.Variant, cfg.Spec.Backend
 	cfg.Spec = spec
+	cfg.ServedModelNames = servedModelNames(servedNames, modelName)
 	log := newLogger(stderr)
 	cfg.Log = log
 	cfg.WorkerOutput = stderr
@@ -79,10 +82,24 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelNa
 	fs.IntVar(&lim.MaxResolution, "max-resolution", lim.MaxResolution, "largest height or width accepted")
 	fs.IntVar(&lim.MaxSteps, "max-steps", lim.MaxSteps, "largest steps accepted")
 	fs.Int64Var(&lim.MaxBodyBytes, "max-body-bytes", lim.MaxBodyBytes, "largest request body")
+	fs.IntVar(&cfg.Conns.Max, "max-conns", 0, "HTTP connections held at once; more are answered 503 and closed (0: from the file-descriptor limit, leaving a quarter and at least 256 for the store and workers, at most 4096)")
+	fs.IntVar(&cfg.Conns.PerClient, "max-conns-per-client", 0, "HTTP connections one client IP address may hold (0: a quarter of --max-conns)")
 	fs.StringVar(&cfg.PidFile, "worker-pid-file", "", "write 'RANK PID' of every live worker here (fault tests)")
 	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", serve.DefaultHeartbeatTimeout, "a worker silent this long is declared dead")
 	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", 60*time.Second, "a worker holding a batch without finishing a step this long is restarted (negative: never)")
 	fs.DurationVar(&cfg.KeepJobs, "keep-jobs", serve.DefaultKeepJobs, "delete a finished job (record, input, latent, videos) this long after it finished; 0 keeps jobs forever")
+	fs.Func("served-model-name", "the model name(s) the OpenAI API answers to, comma-separated; the first is reported (default: the --model value, a folder's base name)", func(v string) error {
+		cfg.ServedModelNames = nil
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				cfg.ServedModelNames = append(cfg.ServedModelNames, n)
+			}
+		}
+		if len(cfg.ServedModelNames) == 0 {
+			return fmt.Errorf("no name in %q", v)
+		}
+		return nil
+	})
 	fs.BoolVar(&inproc, "in-process", false, "run the workers as goroutines of this process instead of child processes")
 	if err := parseFlags(fs, args); err != nil {
 		return cfg, "", false, err
@@ -172,4 +189,13 @@ func runServeWorker(ctx context.Context, args []string, stderr io.Writer, rank i
 	cfg.Heartbeat = time.Duration(0)
 	cfg.Log = newLogger(stderr).With("rank", cfg.Rank)
 	return serve.RunWorker(ctx, cfg)
+}
+
+// servedModelNames are the OpenAI API's names of the served model: --served-model-name
+// when given, else the --model value (a folder's base name).
+func servedModelNames(flagNames []string, modelName string) []string {
+	if len(flagNames) > 0 {
+		return flagNames
+	}
+	return []string{filepath.Base(filepath.Clean(modelName))}
 }

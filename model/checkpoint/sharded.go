@@ -1,0 +1,251 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/vdpp/vdpp/safetensors"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// ErrShardIndex: a sharded checkpoint's index (<stem>.safetensors.index.json) is malformed,
+// names a shard that is missing, or disagrees with its shards.
+var ErrShardIndex = errors.New("checkpoint: bad shard index")
+
+// IndexSuffix is appended to a weights file name to name its shard index, as transformers
+// and diffusers write them: "model.safetensors" -> "model.safetensors.index.json".
+const IndexSuffix = ".index.json"
+
+// ShardIndex is a parsed shard index: which shard file holds each tensor.
+type ShardIndex struct {
+	// WeightMap maps a tensor name to the shard file (a bare file name in the same folder).
+	WeightMap map[string]string
+	// TotalSize is metadata.total_size when present (bytes of all tensors), else 0.
+	TotalSize int64
+}
+
+// ParseShardIndex parses a shard index, {"metadata": {...}, "weight_map": {name: file}};
+// path names the file in errors. Every shard must be a bare "*.safetensors" file name
+// (no folder part), and the weight map must not be empty.
+func ParseShardIndex(path string, data []byte) (*ShardIndex, error) {
+	var raw struct {
+		Metadata  map[string]json.RawMessage `json:"metadata"`
+		WeightMap map[string]string          `json:"weight_map"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", path, ErrShardIndex, err)
+	}
+	if len(raw.WeightMap) == 0 {
+		return nil, fmt.Errorf("%s: %w: no \"weight_map\" entries", path, ErrShardIndex)
+	}
+	idx := &ShardIndex{WeightMap: make(map[string]string, len(raw.WeightMap))}
+	for _, name := range sortedKeys(raw.WeightMap) {
+		file := raw.WeightMap[name]
+		if name == "" {
+			return nil, fmt.Errorf("%s: %w: empty tensor name in \"weight_map\"", path, ErrShardIndex)
+		}
+		if !validShardName(file) {
+			return nil, fmt.Errorf("%s: %w: tensor %q: shard %q is not a bare *.safetensors file name", path, ErrShardIndex, name, file)
+		}
+		idx.WeightMap[name] = file
+	}
+	if v, ok := raw.Metadata["total_size"]; ok && strings.TrimSpace(string(v)) != "null" {
+		var n float64 // written as an integer, sometimes as a float
+		if err := json.Unmarshal(v, &n); err != nil || n < 0 || n > 1<<62 {
+			return nil, fmt.Errorf("%s: %w: metadata.total_size %s is not a byte count", path, ErrShardIndex, abbrev(v))
+		}
+		idx.TotalSize = int64(n)
+	}
+	return idx, nil
+}
+
+// validShardName accepts a bare file name ending in .safetensors.
+func validShardName(s string) bool {
+	return strings.HasSuffix(s, ".safetensors") && len(s) > len(".safetensors") &&
+		!strings.ContainsAny(s, `/\`+"\x00") && filepath.Base(s) == s && !strings.HasPrefix(s, ".")
+}
+
+// Shards returns the distinct shard file names, sorted.
+func (x *ShardIndex) Shards() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range x.WeightMap {
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Progress is called while tensors load with the bytes read so far (as stored, before
+// conversion to float32) and the total to read.
+type Progress func(loaded, total int64)
+
+// LoadDirOptions tunes LoadDir.
+type LoadDirOptions struct {
+	LoadOptions
+	// Progress, when not nil, is called after every tensor.
+	Progress Progress
+}
+
+// WeightsDirPath returns the weights of a transformers-style folder: dir/<stem>.safetensors
+// when it exists, else dir/<stem>.safetensors.index.json (sharded). The error names both
+// when neither exists.
+func WeightsDirPath(dir, stem string) (path string, sharded bool, err error) {
+	single := filepath.Join(dir, stem+".safetensors")
+	if st, err := os.Stat(single); err == nil && st.Mode().IsRegular() {
+		return single, false, nil
+	}
+	index := single + IndexSuffix
+	if st, err := os.Stat(index); err == nil && st.Mode().IsRegular() {
+		return index, true, nil
+	}
+	return "", false, fmt.Errorf("%s: %w: neither %s nor %s", dir, ErrWeights, filepath.Base(single), filepath.Base(index))
+}
+
+// LoadDir loads the weights of a transformers-style folder (see WeightsDirPath), one file
+// or the shards an index names, checks them against expected exactly as LoadTensors does
+// (a *LoadError naming the weights file or the index) and returns them as float32. Every
+// shard the index names must exist, hold every tensor the index assigns to it, and hold
+// no tensor the index does not assign to it.
+func LoadDir(dir, stem string, expected map[string][]int, opts LoadDirOptions) (map[string]*tensor.Dense, error) {
+	path, sharded, err := WeightsDirPath(dir, stem)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string]*safetensors.File{} // shard name -> open file
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	where := map[string]string{} // tensor -> shard name
+	if !sharded {
+		f, err := safetensors.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		files[filepath.Base(path)] = f
+		for _, n := range f.Names() {
+			where[n] = filepath.Base(path)
+		}
+	} else {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrShardIndex, err)
+		}
+		idx, err := ParseShardIndex(path, data)
+		if err != nil {
+			return nil, err
+		}
+		for _, shard := range idx.Shards() {
+			f, err := safetensors.Open(filepath.Join(dir, shard))
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("%s: %w: shard %s is missing", path, ErrShardIndex, shard)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: shard %s: %w", path, shard, err)
+			}
+			files[shard] = f
+		}
+		if err := checkShards(path, idx, files); err != nil {
+			return nil, err
+		}
+		where = idx.WeightMap
+	}
+	infos := make(map[string]safetensors.TensorInfo, len(where))
+	for name, shard := range where {
+		infos[name], _ = files[shard].Info(name)
+	}
+	if probs := checkInfos(infos, expected, opts.LoadOptions); len(probs) > 0 {
+		return nil, &LoadError{Path: path, Problems: probs, Max: opts.MaxProblems}
+	}
+	var total, loaded int64
+	names := sortedKeys(expected)
+	for _, n := range names {
+		total += infos[n].ByteLen()
+	}
+	out := make(map[string]*tensor.Dense, len(expected))
+	for _, name := range names {
+		f := files[where[name]]
+		t, err := f.Tensor(name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: tensor %q: %w", f.Path(), name, err)
+		}
+		t.Shape = append([]int(nil), expected[name]...)
+		out[name] = t
+		loaded += infos[name].ByteLen()
+		if opts.Progress != nil {
+			opts.Progress(loaded, total)
+		}
+	}
+	return out, nil
+}
+
+// checkShards checks that the shards hold exactly the tensors the index assigns to them.
+func checkShards(path string, idx *ShardIndex, files map[string]*safetensors.File) error {
+	for _, name := range sortedKeys(idx.WeightMap) {
+		shard := idx.WeightMap[name]
+		if _, ok := files[shard].Info(name); !ok {
+			return fmt.Errorf("%s: %w: tensor %q is not in shard %s", path, ErrShardIndex, name, shard)
+		}
+	}
+	for _, shard := range sortedKeys(files) {
+		for _, name := range files[shard].Names() {
+			if idx.WeightMap[name] != shard {
+				return fmt.Errorf("%s: %w: shard %s holds tensor %q, which the index does not assign to it", path, ErrShardIndex, shard, name)
+			}
+		}
+	}
+	return nil
+}
+
+// checkInfos is CheckTensors over tensor descriptions gathered from any number of files.
+func checkInfos(infos map[string]safetensors.TensorInfo, expected map[string][]int, opts LoadOptions) []Problem {
+	ignore := map[string]bool{}
+	for _, n := range opts.Ignore {
+		ignore[n] = true
+	}
+	var probs []Problem
+	for name, want := range expected {
+		info, ok := infos[name]
+		switch {
+		case !ok:
+			probs = append(probs, Problem{Name: name, Kind: Missing, Expected: want})
+		case !slices.Equal(info.Shape, want):
+			probs = append(probs, Problem{Name: name, Kind: ShapeMismatch, FileShape: info.Shape, Expected: want, DType: info.DType})
+		case !info.DType.IsFloat():
+			probs = append(probs, Problem{Name: name, Kind: BadDType, FileShape: info.Shape, Expected: want, DType: info.DType})
+		}
+	}
+	for name, info := range infos {
+		if _, ok := expected[name]; ok || ignore[name] {
+			continue
+		}
+		probs = append(probs, Problem{Name: name, Kind: Unexpected, FileShape: info.Shape, DType: info.DType})
+	}
+	sort.Slice(probs, func(i, j int) bool {
+		if probs[i].Name != probs[j].Name {
+			return probs[i].Name < probs[j].Name
+		}
+		return probs[i].Kind < probs[j].Kind
+	})
+	return probs
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,19 @@
+// Package wan is the Wan 2.x video model family (diffusers WanPipeline,
+// WanImageToVideoPipeline): a diffusion transformer denoiser, one or two of them (Wan 2.2's
+// high-noise and low-noise experts), a causal 3D VAE and flow-matching schedulers.
+//
+// This package reads a diffusers Wan folder (Open): model_index.json names the pipeline
+// class and the components, `boundary_ratio` (when set, `transformer` denoises the steps
+// with t >= boundary_ratio·num_train_timesteps and `transformer_2` the rest) and
+// `expand_timesteps` (Wan 2.2 TI2V: one timestep per token). The networks live in
+// subpackages: model/wan/transformer (WanTransformer3DModel); model/wan/parity checks them
+// against reference cases.
+//
+// # Contract
+//
+// Open checks the folder's structure before anything is loaded, and a folder that cannot
+// run is one error wrapping ErrFolder that names the file and what is wrong: a pipeline
+// class that is not Wan's, a missing transformer, boundary_ratio set while transformer_2
+// is missing (or not listed), a boundary_ratio outside [0, 1]. Nothing about sizes is
+// assumed: each component's config.json gives them.
+package wan

@@ -1,0 +1,29 @@
+package transformer_test
+
+import (
+	"fmt"
+
+	"github.com/vdpp/vdpp/model/wan/transformer"
+)
+
+// ExampleExpectedTensors lists the tensors of a small Wan transformer without allocating
+// any weights.
+func ExampleExpectedTensors() {
+	cfg, err := transformer.ParseConfig("transformer/config.json", []byte(`{
+		"num_attention_heads": 2, "attention_head_dim": 20, "num_layers": 2, "in_channels": 4,
+		"out_channels": 4, "text_dim": 32, "freq_dim": 32, "ffn_dim": 64}`))
+	if err != nil {
+		panic(err)
+	}
+	exp, err := transformer.ExpectedTensors(cfg)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(cfg)
+	fmt.Println(len(exp), "tensors")
+	fmt.Println(exp["patch_embedding.weight"], exp["blocks.1.scale_shift_table"], exp["proj_out.weight"])
+	// Output:
+	// wan transformer 2 layers, 2 heads x 20, patch [1 2 2], in 4, out 4, text 32, ffn 64
+	// 69 tensors
+	// [40 4 1 2 2] [1 6 40] [16 40]
+}

@@ -1,0 +1,248 @@
+package transformer
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+
+	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/safetensors"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// ConfigFile and WeightsStem name the files of a transformer folder.
+const (
+	ConfigFile  = "config.json"
+	WeightsStem = "diffusion_pytorch_model"
+)
+
+// ExpectedTensors lists every tensor the network reads for cfg (name -> shape), from the
+// same code that builds the graph.
+func ExpectedTensors(cfg Config) (map[string][]int, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := nn.NewBackend("go")
+	if err != nil {
+		return nil, err
+	}
+	p := cfg.PatchSize
+	return nn.Declare(b, func(s nn.Scope, g *graph.Graph) error {
+		x := graph.Parameter(g, "x", nn.F32(1, cfg.InChannels, p[0], p[1], p[2]))
+		t := graph.Parameter(g, "t", nn.F32(1))
+		textLen := 1
+		var img *graph.Node
+		if cfg.HasImage() {
+			textLen = TextContextLen
+			rows, n := 1, 1
+			if cfg.PosEmbedSeqLen > 0 {
+				rows, n = 2, cfg.PosEmbedSeqLen/2
+			}
+			img = graph.Parameter(g, "img", nn.F32(rows, n, cfg.ImageDim))
+		}
+		ehs := graph.Parameter(g, "ehs", nn.F32(1, textLen, cfg.TextDim))
+		Build(s, cfg, x, t, ehs, img)
+		return nil
+	})
+}
+
+// ignoredTensors are names diffusers skips when it loads a checkpoint
+// (_keys_to_ignore_on_load_unexpected: norm_added_q, which some I2V checkpoints carry).
+func ignoredTensors(cfg Config) []string {
+	out := make([]string, 0, cfg.NumLayers)
+	for l := range cfg.NumLayers {
+		out = append(out, fmt.Sprintf("blocks.%d.attn2.norm_added_q.weight", l))
+	}
+	return out
+}
+
+// Model is a loaded transformer ready to run: its weights live on one backend and a
+// Program compiles one graph per distinct set of input shapes. Forward is safe for
+// concurrent use.
+type Model struct {
+	cfg     Config
+	weights *nn.Weights
+	prog    *nn.Program
+	// rowPar is how many batch rows Forward runs at once as separate executions
+	// (nn.RowParallelism); rows never interact in the network.
+	rowPar int
+}
+
+// ReadConfig reads and validates dir/config.json.
+func ReadConfig(dir string) (Config, error) {
+	path := filepath.Join(dir, ConfigFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w: %w", path, ErrConfig, err)
+	}
+	return ParseConfig(path, data)
+}
+
+// WeightsPath returns dir's weights file for variant ("" for fp32, "fp16", "bf16"),
+// checking that it exists; the error names the file and what the folder holds instead.
+func WeightsPath(dir, variant string) (string, error) {
+	name := WeightsStem + ".safetensors"
+	if variant != "" {
+		name = WeightsStem + "." + variant + ".safetensors"
+	}
+	path := filepath.Join(dir, name)
+	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
+		return path, nil
+	}
+	hint := ""
+	if _, err := os.Stat(filepath.Join(dir, name+".index.json")); err == nil {
+		hint = " (the folder holds a sharded checkpoint, " + name + ".index.json; merge the shards into one file)"
+	} else if have, _ := filepath.Glob(filepath.Join(dir, "*.safetensors")); len(have) > 0 {
+		hint = fmt.Sprintf(" (present: %v)", baseNames(have))
+	}
+	return "", fmt.Errorf("%s: %w%s", path, checkpoint.ErrWeights, hint)
+}
+
+func baseNames(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = filepath.Base(p)
+	}
+	return out
+}
+
+// Load reads dir/config.json and the weights file of variant, checks the file against
+// ExpectedTensors (the error names the file and the tensors; it matches
+// checkpoint.ErrMissingTensor / ErrUnexpectedTensor / ErrShapeMismatch), converts the
+// weights to float32 and binds them to backend.
+func Load(dir, variant string, backend backends.Backend) (*Model, error) {
+	cfg, err := ReadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := ExpectedTensors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	path, err := WeightsPath(dir, variant)
+	if err != nil {
+		return nil, err
+	}
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := checkpoint.LoadTensors(f, path, exp, checkpoint.LoadOptions{Ignore: ignoredTensors(cfg)})
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg, ts, backend)
+}
+
+// New builds a Model from a config and float32 weights (diffusers names), checking that
+// weights holds exactly the tensors ExpectedTensors(cfg) lists (errors match
+// nn.ErrMissingTensor, nn.ErrUnexpectedTensor, nn.ErrShapeMismatch). The weights are
+// copied onto backend; the map may be dropped afterwards.
+func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend) (*Model, error) {
+	if backend == nil {
+		return nil, errors.New("wan/transformer: nil backend")
+	}
+	exp, err := ExpectedTensors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	got := make(map[string][]int, len(weights))
+	for name, t := range weights {
+		if t == nil {
+			return nil, fmt.Errorf("wan/transformer: tensor %q is nil", name)
+		}
+		got[name] = t.Shape
+	}
+	if err := nn.CheckTensors(exp, got); err != nil {
+		return nil, fmt.Errorf("wan/transformer: weights for %s: %w", cfg, err)
+	}
+	w, err := nn.NewWeights(backend, weights)
+	if err != nil {
+		return nil, fmt.Errorf("wan/transformer: %w", err)
+	}
+	prog, err := nn.NewProgram(backend, w, "wan-transformer", func(s nn.Scope, in []*graph.Node) []*graph.Node {
+		var img *graph.Node
+		if len(in) > 3 {
+			img = in[3]
+		}
+		return []*graph.Node{Build(s, cfg, in[0], in[1], in[2], img)}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("wan/transformer: %w", err)
+	}
+	return &Model{cfg: cfg, weights: w, prog: prog, rowPar: nn.RowParallelism(backend)}, nil
+}
+
+// Forward runs the network: hidden [B, in_channels, F, H, W], timestep a scalar, [1], [B]
+// or [B, tokens], ehs [B, L, text_dim], image [B, S, image_dim] for a transformer with
+// the image branch (nil otherwise) -> [B, out_channels, F', H', W'] (F' = F rounded down
+// to a multiple of p_t, likewise H', W'). The first call for a set of shapes compiles a
+// graph.
+func (m *Model) Forward(hidden, timestep, ehs, image *tensor.Dense) (*tensor.Dense, error) {
+	for i, t := range []*tensor.Dense{hidden, timestep, ehs} {
+		if t == nil {
+			return nil, fmt.Errorf("%w: input %d is nil", ErrInput, i)
+		}
+	}
+	var imgShape []int
+	if image != nil {
+		imgShape = image.Shape
+	}
+	sh, err := CheckInputs(m.cfg, hidden.Shape, timestep.Shape, ehs.Shape, imgShape)
+	if err != nil {
+		return nil, err
+	}
+	b := sh.Batch
+	if m.rowPar <= 1 || b == 1 || m.cfg.PosEmbedSeqLen > 0 {
+		return m.forward(hidden, timestep, ehs, image)
+	}
+	perRow := len(timestep.Shape) >= 1 && timestep.Shape[0] == b && b > 1
+	out, err := nn.RunSplit(tensor.Chunks(b, m.rowPar, 0), m.rowPar, func(start, end int) (*tensor.Dense, error) {
+		ts := timestep
+		if perRow {
+			ts = timestep.Rows(start, end)
+		}
+		var img *tensor.Dense
+		if image != nil {
+			img = image.Rows(start, end)
+		}
+		return m.forward(hidden.Rows(start, end), ts, ehs.Rows(start, end), img)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("wan/transformer: forward %v: %w", hidden.Shape, err)
+	}
+	return out, nil
+}
+
+// forward runs one execution of the network.
+func (m *Model) forward(hidden, timestep, ehs, image *tensor.Dense) (*tensor.Dense, error) {
+	in := []*tensor.Dense{hidden, timestep, ehs}
+	if image != nil {
+		in = append(in, image)
+	}
+	out, err := m.prog.Run(in...)
+	if err != nil {
+		return nil, fmt.Errorf("wan/transformer: forward %v: %w", hidden.Shape, err)
+	}
+	return out[0], nil
+}
+
+// Config returns the model's config.
+func (m *Model) Config() Config { return m.cfg }
+
+// WeightBytes returns the memory held by the weights (float32).
+func (m *Model) WeightBytes() int64 { return m.weights.Bytes() }
+
+// Close releases the compiled graphs; the Model must not be used afterwards.
+func (m *Model) Close() error {
+	if err := m.prog.Close(); err != nil {
+		return fmt.Errorf("wan/transformer: close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+"""Helpers shared by the Wan reference scripts: the diffusers source tree and safetensors I/O.
+
+diffusers comes from the bare mirror at /work/.mirror/huggingface+diffusers/repo (tag
+v0.35.2), extracted once into a cache folder; override with DIFFUSERS_SRC=/path/to/src.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+MIRROR = "/work/.mirror/huggingface+diffusers/repo"
+TAG = "v0.35.2"
+
+
+def diffusers_src():
+    src = os.environ.get("DIFFUSERS_SRC")
+    if src:
+        return src
+    cache = os.path.join(os.environ.get("TMPDIR", "/tmp"), "vdpp-diffusers-" + TAG)
+    if not os.path.isdir(os.path.join(cache, "src", "diffusers")):
+        os.makedirs(cache, exist_ok=True)
+        arch = subprocess.run(["git", "--git-dir=" + MIRROR, "archive", TAG, "src/diffusers"],
+                              check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", cache], input=arch, check=True)
+    return os.path.join(cache, "src")
+
+
+def import_diffusers():
+    """Installs the shims and puts diffusers v0.35.2 on sys.path; returns the shim list."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import shims  # noqa: F401
+    sys.path.insert(0, diffusers_src())
+    return shims.SHIMS
+
+
+_DT = {np.dtype("float32"): "F32", np.dtype("float16"): "F16", np.dtype("float64"): "F64"}
+
+
+def write_safetensors(path, tensors):
+    """Writes {name: np.ndarray} as a standard safetensors file (sorted keys, 8-byte padded)."""
+    header, blobs, off = {}, [], 0
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name])
+        b = a.astype(a.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": _DT[a.dtype], "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little"))
+        f.write(h)
+        for b in blobs:
+            f.write(b)

@@ -1,0 +1,108 @@
+package serve
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// idLen is the length of the ids this server hands out (newID: 12 random bytes in hex).
+const idLen = 24
+
+// ValidID reports whether id has the form of a job id: lowercase hex, 16 to 64 characters
+// (the ids of this server have 24; the range accepts older data dirs). Anything else is
+// answered as an unknown job without being looked up, stored or echoed. ValidID is pure.
+func ValidID(id string) bool {
+	return len(id) >= 16 && len(id) <= 64 && idPattern.MatchString(id)
+}
+
+// notFound is the error for an unknown job id; the id is quoted only when it is valid, so
+// an answer never echoes what a client made up.
+func notFound(id string) error {
+	if !ValidID(id) {
+		return fmt.Errorf("%w: not a job id", ErrNotFound)
+	}
+	return fmt.Errorf("%w: %q", ErrNotFound, id)
+}
+
+// lookupLocked finds job id, checking its form first.
+func (c *Coordinator) lookupLocked(id string) (*job, bool) {
+	if !ValidID(id) {
+		return nil, false
+	}
+	j, ok := c.jobs[id]
+	return j, ok
+}
+
+// bearerToken returns the token of an "Authorization: Bearer TOKEN" header; the scheme is
+// case-insensitive (RFC 7235) and surrounding blanks are ignored. bearerToken is pure.
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// tokenMatches compares the request's bearer token with want in constant time.
+func tokenMatches(header, want string) bool {
+	got, ok := bearerToken(header)
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// publicMessage is what a client is told about a server-side error of code: never the
+// underlying error, which may name files of the data dir (it goes to the log).
+func publicMessage(code string) string {
+	switch code {
+	case "storage_unavailable":
+		return "the server cannot store jobs right now; try again later"
+	case "insufficient_storage":
+		return "the server is out of storage; try again later"
+	case "shutting_down":
+		return "the server is shutting down"
+	case "no_ffmpeg":
+		return "this server cannot encode that format"
+	}
+	return "internal error"
+}
+
+// jsonRouteErrors answers what mux has no handler for as JSON: 405 with Allow for a known
+// path with another method, 404 no_route otherwise.
+func jsonRouteErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		probe := &headerCapture{header: http.Header{}}
+		h.ServeHTTP(probe, r)
+		if probe.status == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", probe.header.Get("Allow"))
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+				fmt.Errorf("method %s not allowed here (allowed: %s)", r.Method, probe.header.Get("Allow")))
+			return
+		}
+		writeError(w, http.StatusNotFound, "no_route", errors.New("no such route"))
+	})
+}
+
+// headerCapture records the status and headers a handler writes and drops its body.
+type headerCapture struct {
+	header http.Header
+	status int
+}
+
+func (c *headerCapture) Header() http.Header { return c.header }
+func (c *headerCapture) WriteHeader(st int) {
+	if c.status == 0 {
+		c.status = st
+	}
+}
+func (c *headerCapture) Write(b []byte) (int, error) {
+	c.WriteHeader(http.StatusOK)
+	return len(b), nil
+}
