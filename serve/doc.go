@@ -9,7 +9,9 @@
 //     worker deaths or server restarts, provided the model computes each batch row
 //     independently (the synthetic and dummy models do; model.Denoiser documents it). For
 //     checkpoint models, whose rows are not promised independent, --max-batch defaults to 1
-//     (ModelSpec.DefaultMaxBatch). The SVD Generator lives in serve/svdgen.
+//     (ModelSpec.DefaultMaxBatch). A model family that loads from a folder (SVD, the
+//     built-in model) gets a FamilyGenerator: its family.Sampler's conditioning and
+//     decoding roles; the workers hold its denoising role.
 //   - An accepted job (202) is on disk before the reply; it ends succeeded, failed (with an
 //     error) or cancelled, never silently lost.
 //   - Every bad request gets a 4xx JSON body {"error": "..."}; nothing a client sends can
