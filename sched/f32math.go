@@ -8,13 +8,11 @@ import (
 // float32 torch tensors. Every product that feeds a sum is wrapped in an explicit
 // float32(...) conversion: Go may otherwise fuse a·b + c into one FMA, torch does not.
 
-// log32 is the natural logarithm of a float32, correctly rounded. torch's float32 log
-// (SLEEF, 1 ulp) may differ from it by one ulp.
-func log32(x float32) float32 { return float32(math.Log(float64(x))) }
+// log32 is torch's float32 log: SLEEF's, within 1 ulp but not correctly rounded.
+func log32(x float32) float32 { return sleefLogf(x) }
 
-// expm1f32 is e^x − 1 for a float32, correctly rounded (torch's SLEEF expm1 may differ by
-// one ulp).
-func expm1f32(x float32) float32 { return float32(math.Expm1(float64(x))) }
+// expm1f32 is torch's float32 expm1 (SLEEF's).
+func expm1f32(x float32) float32 { return sleefExpm1f(x) }
 
 // powi32 is torch.pow(x, e) for a float32 tensor and a non-negative integer exponent:
 // torch special-cases 0 (ones), 1 (copy), 2 (x·x) and 3 (x·x·x) and calls std::pow
@@ -33,18 +31,76 @@ func powi32(x float32, e int) float32 {
 	return float32(math.Pow(float64(x), float64(e)))
 }
 
-// solve32 is torch.linalg.solve(A, b) for a small float32 system as the reference LAPACK
-// computes it (sgetrf: partial pivoting on the first largest |a|, the column scaled by the
-// float32 reciprocal of the pivot, rank-1 updates; sgetrs: unit-lower forward, then upper
-// backward substitution dividing by the diagonal). a is row-major n×n and is not modified.
-// A singular system yields Inf/NaN entries, as LAPACK's info > 0 makes torch raise; the
-// caller's inputs never are singular for distinct sigmas.
-func solve32(a []float32, b []float32) []float32 {
+// solve32 is torch.linalg.solve(A, b) for a small float32 system as torch 1.13 computes it
+// with the reference LAPACK. a is row-major n×n and is not modified. rowMajor says whether
+// torch received A contiguous: then it factors the buffer as LAPACK's column-major matrix,
+// that is Aᵀ, and solves with sgetrs' transposed path; otherwise (a sliced view) it copies
+// A to column-major and takes the plain path. Both use sgetrf (partial pivoting on the
+// first largest |a|, the column scaled by the float32 reciprocal of the pivot, rank-1
+// updates) and reference STRSM's operation order. A singular system yields Inf/NaN
+// entries where torch would raise; distinct sigmas never give one.
+func solve32(a []float32, b []float32, rowMajor bool) []float32 {
 	n := len(b)
 	m := make([]float32, len(a))
-	copy(m, a)
+	if rowMajor {
+		for i := range n {
+			for j := range n {
+				m[i*n+j] = a[j*n+i]
+			}
+		}
+	} else {
+		copy(m, a)
+	}
+	piv := lu32(m, n)
+	at := func(i, j int) float32 { return m[i*n+j] }
 	x := make([]float32, n)
 	copy(x, b)
+	if !rowMajor {
+		// sgetrs 'N': P, then L (unit lower) forward, then U backward.
+		for j, p := range piv {
+			x[j], x[p] = x[p], x[j]
+		}
+		for k := range n {
+			if x[k] != 0 {
+				for i := k + 1; i < n; i++ {
+					x[i] -= float32(x[k] * at(i, k))
+				}
+			}
+		}
+		for k := n - 1; k >= 0; k-- {
+			if x[k] != 0 {
+				x[k] /= at(k, k)
+				for i := range k {
+					x[i] -= float32(x[k] * at(i, k))
+				}
+			}
+		}
+		return x
+	}
+	// sgetrs 'T' on the factors of Aᵀ: Uᵀ forward, Lᵀ backward, then P in reverse.
+	for i := range n {
+		t := x[i]
+		for k := range i {
+			t -= float32(at(k, i) * x[k])
+		}
+		x[i] = t / at(i, i)
+	}
+	for i := n - 1; i >= 0; i-- {
+		t := x[i]
+		for k := i + 1; k < n; k++ {
+			t -= float32(at(k, i) * x[k])
+		}
+		x[i] = t
+	}
+	for j := n - 1; j >= 0; j-- {
+		x[j], x[piv[j]] = x[piv[j]], x[j]
+	}
+	return x
+}
+
+// lu32 is sgetrf on the row-major n×n matrix m, in place: m becomes L (unit, below the
+// diagonal) and U; the returned pivots say which row was swapped with row j at step j.
+func lu32(m []float32, n int) []int {
 	at := func(i, j int) *float32 { return &m[i*n+j] }
 	piv := make([]int, n)
 	for j := range n {
@@ -79,25 +135,7 @@ func solve32(a []float32, b []float32) []float32 {
 			}
 		}
 	}
-	for j, p := range piv {
-		x[j], x[p] = x[p], x[j]
-	}
-	for k := range n {
-		if x[k] != 0 {
-			for i := k + 1; i < n; i++ {
-				x[i] -= float32(x[k] * *at(i, k))
-			}
-		}
-	}
-	for k := n - 1; k >= 0; k-- {
-		if x[k] != 0 {
-			x[k] /= *at(k, k)
-			for i := range k {
-				x[i] -= float32(x[k] * *at(i, k))
-			}
-		}
-	}
-	return x
+	return piv
 }
 
 func abs32(x float32) float32 { return float32(math.Abs(float64(x))) }

@@ -6,7 +6,8 @@ import (
 
 // This file holds the float64 schedule arithmetic the flow-matching schedulers (UniPC with
 // flow sigmas, FlowMatchEulerDiscrete) share, written to round exactly like the numpy
-// expressions in diffusers v0.35.2.
+// expressions in diffusers v0.35.2. Products that feed a sum are wrapped in float64(...) so
+// that Go never fuses them into an FMA (numpy rounds twice).
 
 // npLinspace is numpy.linspace(start, stop, n) in float64: start + i·step with step =
 // (stop−start)/(n−1), two roundings per element, and the last element forced to stop.
@@ -21,9 +22,9 @@ func npLinspace(start, stop float64, n int) []float64 {
 	step := delta / float64(n-1)
 	for i := range out {
 		if step == 0 {
-			out[i] = float64(i)/float64(n-1)*delta + start
+			out[i] = float64(float64(i)/float64(n-1)*delta) + start
 		} else {
-			out[i] = float64(i)*step + start
+			out[i] = float64(float64(i)*step) + start
 		}
 	}
 	out[n-1] = stop
@@ -43,7 +44,7 @@ func npArangeDown(start, step float64) []float64 {
 	if n > 1 {
 		d := (start + -step) - start
 		for i := 1; i < n; i++ {
-			out[i] = start + float64(i)*d
+			out[i] = start + float64(float64(i)*d)
 		}
 	}
 	return out
@@ -51,7 +52,7 @@ func npArangeDown(start, step float64) []float64 {
 
 // flowShift is diffusers' static flow shift shift·s / (1 + (shift−1)·s) in float64.
 func flowShift(shift, s float64) float64 {
-	return shift * s / (1 + (shift-1)*s)
+	return shift * s / (1 + float64((shift-1)*s))
 }
 
 // timeShiftExponential is FlowMatchEulerDiscreteScheduler._time_shift_exponential with

@@ -69,6 +69,26 @@ func uniPCSpacedTimesteps(c UniPCConfig, n int) []int64 {
 	return out
 }
 
+// npSigmaToT is diffusers' _sigma_to_t for a float64 sigma and float32 log sigmas, with
+// numpy 1.24's value-based casting: the float64 log σ meets the float32 array as a float32
+// scalar, so the distances and the interpolation weight are float32, and only the final
+// (1−w)·low + w·high is float64. (The log sigmas themselves are correctly rounded here;
+// numpy's SIMD float32 log can differ by an ulp, which can move a truncated timestep.)
+func npSigmaToT(sigma float64, logSigmas []float32) float64 {
+	logSigma := float32(math.Log(math.Max(sigma, 1e-10)))
+	low := 0
+	for j, ls := range logSigmas {
+		if logSigma-ls >= 0 {
+			low = j
+		}
+	}
+	low = min(low, len(logSigmas)-2)
+	lo, hi := logSigmas[low], logSigmas[low+1]
+	w := (lo - logSigma) / (lo - hi)
+	w = min(max(w, 0), 1)
+	return float64(float64(1-w)*float64(low)) + float64(float64(w)*float64(low+1))
+}
+
 // finalSigma returns the sigma appended after the schedule: 0, or last for "sigma_min".
 func (c UniPCConfig) finalSigma(last float64) float64 {
 	if c.FinalSigmasType == "sigma_min" {
@@ -110,12 +130,12 @@ func UniPCSchedule(c UniPCConfig, numSteps int, mu float64) (timesteps []int64, 
 		if c.UseKarrasSigmas {
 			s64 = karrasSigmas(smin, smax, numSteps)
 			for i, s := range s64 {
-				timesteps[i] = int64(math.RoundToEven(sigmaToT(s, logSigmas)))
+				timesteps[i] = int64(math.RoundToEven(npSigmaToT(s, logSigmas)))
 			}
 		} else {
 			s64 = exponentialSigmas(smin, smax, numSteps)
 			for i, s := range s64 {
-				timesteps[i] = int64(sigmaToT(s, logSigmas))
+				timesteps[i] = int64(npSigmaToT(s, logSigmas))
 			}
 		}
 		s64 = append(s64, c.finalSigma(s64[numSteps-1]))

@@ -154,6 +154,9 @@ func (s *UniPCState) UnmarshalBinary(data []byte) error {
 	if len(r) != 0 {
 		return fmt.Errorf("%w: %d trailing bytes", ErrBadState, len(r))
 	}
+	if n != 0 && out.LastSample == nil && !slices.ContainsFunc(out.ModelOutputs, func(m []float32) bool { return m != nil }) {
+		return fmt.Errorf("%w: latent length %d without tensors", ErrBadState, n)
+	}
 	*s = out
 	return nil
 }

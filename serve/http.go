@@ -104,11 +104,7 @@ func (s *Server) failRead(w http.ResponseWriter, id string, err error) {
 // Handler returns the server's HTTP API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/videos", s.handleSubmit)
-	mux.HandleFunc("GET /v1/videos/{id}", s.handleStatus)
-	mux.HandleFunc("GET /v1/videos/{id}/content", s.handleContent)
-	mux.HandleFunc("GET /v1/videos/{id}/events", s.handleEvents)
-	mux.HandleFunc("DELETE /v1/videos/{id}", s.handleCancel)
+	s.registerOpenAI(mux) // the /v1/videos routes of both APIs (openai.go) and the web page
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Connection", "close") // a health probe never holds a connection open
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -136,16 +132,15 @@ func (s *Server) recoverer(h http.Handler) http.Handler {
 	})
 }
 
-// auth requires "Authorization: Bearer TOKEN" on everything but /healthz and /readyz when
-// a token is configured.
+// auth requires "Authorization: Bearer TOKEN" on everything but /healthz, /readyz and the
+// web page's files when a token is configured.
 func (s *Server) auth(h http.Handler) http.Handler {
 	if s.cfg.Token == "" {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && !tokenMatches(r.Header.Get("Authorization"), s.cfg.Token) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="vdpp"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", errors.New("missing or wrong bearer token"))
+		if !publicPath(r.URL.Path) && !tokenMatches(r.Header.Get("Authorization"), s.cfg.Token) {
+			s.unauthorized(w, r)
 			return
 		}
 		h.ServeHTTP(w, r)

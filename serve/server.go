@@ -25,8 +25,11 @@ type Config struct {
 	Token   string
 	DataDir string
 	Spec    ModelSpec
-	NProc   int
-	Limits  Limits
+	// ServedModelNames are the names the OpenAI API answers to (a create's "model", GET
+	// /v1/models); the first is the one it reports. Default: Spec.Name.
+	ServedModelNames []string
+	NProc            int
+	Limits           Limits
 	// MaxBatch, MaxQueue, MaxRunning: see CoordConfig. MaxBatch 0 means
 	// Spec.DefaultMaxBatch() (1 for checkpoint models).
 	MaxBatch, MaxQueue, MaxRunning int

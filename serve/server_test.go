@@ -38,7 +38,8 @@ func TestBadInput(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"not multipart", req{method: "POST", path: "/v1/videos", rawBody: `{"steps":2}`, ctype: "application/json"}, 400, "bad_params"},
+		// A JSON body is the OpenAI create (openai.go); any other non-multipart body is refused.
+		{"not multipart", req{method: "POST", path: "/v1/videos", rawBody: `{"steps":2}`, ctype: "text/plain"}, 400, "bad_params"},
 		{"no image part", req{method: "POST", path: "/v1/videos", params: `{"steps":2}`}, 400, "bad_params"},
 		{"text as image", req{method: "POST", path: "/v1/videos", img: []byte("hello, not an image")}, 415, "not_image"},
 		{"truncated png", req{method: "POST", path: "/v1/videos", img: img[:40]}, 415, "not_image"},

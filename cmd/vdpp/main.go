@@ -22,9 +22,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	_ "github.com/vdpp/vdpp/model/dummy"
-	_ "github.com/vdpp/vdpp/model/svd"
-	_ "github.com/vdpp/vdpp/model/synthetic"
+	_ "github.com/vdpp/vdpp/model/families" // every model family and simulator
 )
 
 // command is one subcommand.
@@ -43,7 +41,7 @@ func commands() []command {
 		{"serve", "serve image-to-video jobs over HTTP with K worker processes", runServe},
 		{"loadtest", "drive a vdpp server with concurrent clients and report latency", runLoadtest},
 		{"generate", "turn an image into videos through the K-stage pipeline", runGenerate},
-		{"parity", "compare the SVD networks with reference outputs (golden cases)", runParity},
+		{"parity", "compare the SVD or Wan networks with reference outputs (golden cases)", runParity},
 		{"data", "write samples of the procedural video dataset and a contact sheet", runData},
 		{"train", "train the built-in model (VAE, then UNet) on the procedural dataset", runTrain},
 		{"eval", "score a model on the held-out procedural clips (PSNR, SSIM, baselines)", runEval},

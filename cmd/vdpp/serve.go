@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/vdpp/vdpp/builtin"
+	"github.com/vdpp/vdpp/model/family"
 
 	"context"
 	"encoding/hex"
@@ -11,15 +12,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/vdpp/vdpp/serve"
-	_ "github.com/vdpp/vdpp/serve/svdgen" // the "svd" generator: --model DIR and builtin
 )
 
 // runServe is `vdpp serve`: the HTTP job server with K worker processes.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, modelName, inproc, err := parseServeFlags(args, stderr)
+	servedNames := cfg.ServedModelNames
 	if err != nil {
 		return err
 	}
@@ -29,6 +31,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	spec.StepMS, spec.Cost, spec.Variant, spec.Backend = cfg.Spec.StepMS, cfg.Spec.Cost, cfg.Spec.Variant, cfg.Spec.Backend
 	cfg.Spec = spec
+	cfg.ServedModelNames = servedModelNames(servedNames, modelName)
 	log := newLogger(stderr)
 	cfg.Log = log
 	cfg.WorkerOutput = stderr
@@ -85,6 +88,18 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelNa
 	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", serve.DefaultHeartbeatTimeout, "a worker silent this long is declared dead")
 	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", 60*time.Second, "a worker holding a batch without finishing a step this long is restarted (negative: never)")
 	fs.DurationVar(&cfg.KeepJobs, "keep-jobs", serve.DefaultKeepJobs, "delete a finished job (record, input, latent, videos) this long after it finished; 0 keeps jobs forever")
+	fs.Func("served-model-name", "the model name(s) the OpenAI API answers to, comma-separated; the first is reported (default: the --model value, a folder's base name)", func(v string) error {
+		cfg.ServedModelNames = nil
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				cfg.ServedModelNames = append(cfg.ServedModelNames, n)
+			}
+		}
+		if len(cfg.ServedModelNames) == 0 {
+			return fmt.Errorf("no name in %q", v)
+		}
+		return nil
+	})
 	fs.BoolVar(&inproc, "in-process", false, "run the workers as goroutines of this process instead of child processes")
 	if err := parseFlags(fs, args); err != nil {
 		return cfg, "", false, err
@@ -133,14 +148,19 @@ func modelSpec(name string) (serve.ModelSpec, error) {
 	return serve.ModelSpec{Name: name}, nil
 }
 
-// folderSpec is the "svd" ModelSpec of the checkpoint folder dir (--model name): its
-// sampling defaults are what a job gets when its JSON leaves them out.
+// folderSpec is the ModelSpec of the model folder dir (--model name), of the family its
+// model_index.json names: its sampling defaults are what a job gets when its JSON leaves
+// them out.
 func folderSpec(name, dir string) (serve.ModelSpec, error) {
 	smp, err := builtin.Sampling(name)
 	if err != nil {
 		return serve.ModelSpec{}, fmt.Errorf("serve: %w", err)
 	}
-	return serve.ModelSpec{Name: "svd", Dir: dir, DecodeChunkSize: smp.DecodeChunkSize,
+	m, err := family.ResolveDir(dir)
+	if err != nil {
+		return serve.ModelSpec{}, fmt.Errorf("serve: %w", err)
+	}
+	return serve.ModelSpec{Name: m.Family.Name(), Dir: dir, DecodeChunkSize: smp.DecodeChunkSize,
 		MinGuidance: smp.MinGuidance, MaxGuidance: smp.MaxGuidance}, nil
 }
 
@@ -169,4 +189,13 @@ func runServeWorker(ctx context.Context, args []string, stderr io.Writer, rank i
 	cfg.Heartbeat = time.Duration(0)
 	cfg.Log = newLogger(stderr).With("rank", cfg.Rank)
 	return serve.RunWorker(ctx, cfg)
+}
+
+// servedModelNames are the OpenAI API's names of the served model: --served-model-name
+// when given, else the --model value (a folder's base name).
+func servedModelNames(flagNames []string, modelName string) []string {
+	if len(flagNames) > 0 {
+		return flagNames
+	}
+	return []string{filepath.Base(filepath.Clean(modelName))}
 }

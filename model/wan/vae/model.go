@@ -64,9 +64,16 @@ func Load(vaeDir, variant string, backend backends.Backend) (*VAE, error) {
 		return nil, fmt.Errorf("%w: %v", ErrWeights, err)
 	}
 	path := filepath.Join(vaeDir, name)
+	if _, err := os.Stat(path); err != nil {
+		have, _ := filepath.Glob(filepath.Join(vaeDir, "*.safetensors"))
+		for i := range have {
+			have[i] = filepath.Base(have[i])
+		}
+		return nil, fmt.Errorf("%w: %s: no weights for variant %q (safetensors files there: %v)", ErrWeights, path, variant, have)
+	}
 	f, err := safetensors.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: variant %q: %v", ErrWeights, variant, err)
+		return nil, fmt.Errorf("%w: %v", ErrWeights, err)
 	}
 	defer f.Close()
 	ts, err := checkpoint.LoadTensors(f, path, want, checkpoint.LoadOptions{})

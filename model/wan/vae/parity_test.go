@@ -9,6 +9,7 @@ import (
 
 	"github.com/vdpp/vdpp/internal/shared"
 	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/tensor"
 )
 
 // parityTol is the relative L2 error every reference tensor must meet (fp32 reference).
@@ -82,5 +83,22 @@ func TestReferenceCases(t *testing.T) {
 			res, err = DecodeCase(v, dir)
 			checkErrors(t, res, err)
 		})
+	}
+}
+
+// Denormalize gives what WanPipeline hands to vae.decode.
+func TestGoldenDenormalize(t *testing.T) {
+	dir := shared.Require(t, "golden", "wan-dev")
+	v := load(t, filepath.Join(dir, "vae"))
+	case_, err := readTensors(filepath.Join(dir, "cases", "full_pipeline_moe", "outputs.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := v.Config().Denormalize(case_["latents_final"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tensor.BitEqual(got, case_["latents_denorm"]) {
+		t.Errorf("denormalised latents differ: rel L2 %.3g", tensor.RelL2(got, case_["latents_denorm"]))
 	}
 }

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// webScreenshot, when set, receives the web page's screenshot from TestWebPage (the one
+// in docs/ is made with -web-screenshot ../../docs/serve-web.png).
+var webScreenshot = flag.String("web-screenshot", "", "write TestWebPage's screenshot here")
+
+// e2eDir holds the Node end-to-end scripts and their package-lock (the openai SDK and
+// playwright-core); `npm ci` there installs them (.ci/run does).
+const e2eDir = "testdata/e2e"
+
+// needE2E skips the test (fails it under CI, which installs them) when node, the npm
+// modules or the named executables are missing.
+func needE2E(t *testing.T, module string, exes ...string) {
+	t.Helper()
+	missing := ""
+	if _, err := exec.LookPath("node"); err != nil {
+		missing = "node"
+	} else if _, err := os.Stat(filepath.Join(e2eDir, "node_modules", module, "package.json")); err != nil {
+		missing = "npm module " + module + " (run npm ci in cmd/vdpp/" + e2eDir + ")"
+	}
+	for _, e := range exes {
+		if _, err := os.Stat(e); err != nil && missing == "" {
+			missing = e
+		}
+	}
+	if missing == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI must run this test but %s is missing (see .ci/run)", missing)
+	}
+	t.Skipf("%s is missing", missing)
+}
+
+// startServeBinary runs `vdpp serve` on 127.0.0.1:0 with args and returns its URL; the
+// server is stopped with SIGTERM (and must exit 0) when the test ends.
+func startServeBinary(t *testing.T, args ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command(vdppBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data")}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("no listening line: %v\n%s", err, stderr.String())
+	}
+	m := regexp.MustCompile(`^listening on (http://127\.0\.0\.1:\d+)\n$`).FindStringSubmatch(line)
+	if m == nil {
+		cmd.Process.Kill()
+		t.Fatalf("first line %q", line)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve exited with %v\n%s", err, lastLines(stderr.String(), 20))
+			}
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("serve did not stop on SIGTERM")
+		}
+	})
+	waitReady(t, m[1])
+	return m[1]
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// runNode runs a script of e2eDir and fails the test unless it ends with its
+// "N passed, 0 failed" line.
+func runNode(t *testing.T, timeout time.Duration, script string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", append([]string{script}, args...)...)
+	cmd.Dir = e2eDir
+	out, err := cmd.CombinedOutput()
+	t.Logf("node %s:\n%s", script, out)
+	if err != nil || !regexp.MustCompile(`(?m)^\d+ passed, 0 failed$`).Match(out) {
+		t.Fatalf("node %s: %v", script, err)
+	}
+}
+
+// TestOpenAISDK drives the real binary with the official openai npm package (sdk.mjs):
+// models, create with an image file and with a data: URL, retrieve to completed, the three
+// content variants, auto-pagination both ways, delete, the SDK's typed errors (bad model,
+// bad size, missing image, unknown id, bad token) and a 429 the SDK retries after
+// Retry-After (one slot, a queue of one).
+func TestOpenAISDK(t *testing.T) {
+	needE2E(t, "openai")
+	url := startServeBinary(t, "--model", "synthetic", "--nproc", "1", "--max-running", "1", "--max-queue", "1",
+		"--step-ms", "20", "--api-token", "sdk-token", "--served-model-name", "vdpp-synthetic")
+	img, err := filepath.Abs("../../builtin/example.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runNode(t, 3*time.Minute, "sdk.mjs", url, img, "sdk-token", "vdpp-synthetic")
+}
+
+// TestWebPage drives the web page in Debian's headless Chromium (browser.mjs, with
+// playwright-core) against the real binary serving the built-in model with a token.
+func TestWebPage(t *testing.T) {
+	chromium := "/usr/bin/chromium"
+	if c := os.Getenv("CHROMIUM"); c != "" {
+		chromium = c
+	}
+	needE2E(t, "playwright-core", chromium)
+	url := startServeBinary(t, "--model", "builtin", "--nproc", "1", "--api-token", "web-token")
+	img, err := filepath.Abs("../../builtin/example.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(t.TempDir(), "page.png")
+	if *webScreenshot != "" {
+		if shot, err = filepath.Abs(*webScreenshot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runNode(t, 6*time.Minute, "browser.mjs", url, img, "web-token", shot)
+	if st, err := os.Stat(shot); err != nil || st.Size() == 0 {
+		t.Fatalf("no screenshot: %v", err)
+	}
+}

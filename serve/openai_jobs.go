@@ -1,0 +1,104 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Page returns up to limit jobs in submission order (newest first when desc) that come
+// after the job with id after ("" starts at the beginning), and whether more follow. An
+// after id the server does not hold is ErrNotFound.
+func (c *Coordinator) Page(after string, limit int, desc bool) ([]Status, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var from uint64
+	if after != "" {
+		j, ok := c.lookupLocked(after)
+		if !ok {
+			return nil, false, notFound(after)
+		}
+		from = j.rec.Seq
+	}
+	all := make([]*job, 0, len(c.jobs))
+	for _, j := range c.jobs {
+		if after == "" || (desc && j.rec.Seq < from) || (!desc && j.rec.Seq > from) {
+			all = append(all, j)
+		}
+	}
+	sort.Slice(all, func(a, b int) bool {
+		if desc {
+			return all[a].rec.Seq > all[b].rec.Seq
+		}
+		return all[a].rec.Seq < all[b].rec.Seq
+	})
+	more := len(all) > limit
+	if more {
+		all = all[:limit]
+	}
+	out := make([]Status, len(all))
+	for i, j := range all {
+		out[i] = c.statusLocked(j)
+	}
+	return out, more, nil
+}
+
+// deletePoll is how often Delete looks whether a cancelled job's last record write landed.
+const deletePoll = 10 * time.Millisecond
+
+// Delete deletes job id now, as Expire does at its term: a queued or running job is
+// cancelled first and Delete waits (at most wait, or until ctx ends) until it has ended
+// and its record is written; then the job leaves memory (every route answers 404), its
+// files go and then its record. An unknown id is ErrNotFound; after Close, ErrClosed.
+func (c *Coordinator) Delete(ctx context.Context, id string, wait time.Duration) error {
+	if _, err := c.Cancel(id); err != nil && !errors.Is(err, ErrFinished) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	notify, stop, err := c.Subscribe(id)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	tick := time.NewTicker(deletePoll)
+	defer tick.Stop()
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return ErrClosed
+		}
+		j, ok := c.jobs[id]
+		if !ok {
+			c.mu.Unlock()
+			return fmt.Errorf("%w: %q", ErrNotFound, id)
+		}
+		if j.rec.State.Final() && j.writes == 0 {
+			rec := j.rec
+			delete(c.jobs, id)
+			c.counts[rec.State]--
+			c.touchLocked(j) // event streams wake up, find no job and end
+			c.wg.Add(1)
+			c.mu.Unlock()
+			defer c.wg.Done()
+			ferr := c.cfg.Store.RemoveFiles(id)
+			if err := c.cfg.Store.Delete([]Record{rec}); err != nil {
+				c.mu.Lock()
+				c.unreaped = append(c.unreaped, rec) // the next sweep retries
+				c.mu.Unlock()
+				return err
+			}
+			return ferr
+		}
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: job %s did not stop within %v: %v", ErrNotReady, id, wait, ctx.Err())
+		case <-notify:
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,475 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	_ "image/jpeg"
+	"image/png"
+	"mime/multipart"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// oaBody is an OpenAI error body.
+type oaBody struct {
+	Error *struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	} `json:"error"`
+}
+
+// oaMultipart builds an OpenAI create body: text fields and, when img is not nil, the
+// input_reference file part.
+func oaMultipart(t testing.TB, img []byte, fields ...string) (*bytes.Buffer, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	for i := 0; i+1 < len(fields); i += 2 {
+		mw.WriteField(fields[i], fields[i+1])
+	}
+	if img != nil {
+		fw, _ := mw.CreateFormFile("input_reference", "in.png")
+		fw.Write(img)
+	}
+	mw.Close()
+	return &buf, mw.FormDataContentType()
+}
+
+func (ts *testServer) oaCreate(img []byte, fields ...string) OpenAIVideo {
+	ts.t.Helper()
+	body, ct := oaMultipart(ts.t, img, fields...)
+	resp, b := ts.do("POST", "/v1/videos", body, ct)
+	if resp.StatusCode != http.StatusOK {
+		ts.t.Fatalf("create: %d %s", resp.StatusCode, b)
+	}
+	var v OpenAIVideo
+	mustJSON(ts.t, b, &v)
+	return v
+}
+
+func (ts *testServer) oaWait(id string) OpenAIVideo {
+	ts.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, b := ts.do("GET", "/v1/videos/"+id, nil, "")
+		if resp.StatusCode != http.StatusOK {
+			ts.t.Fatalf("retrieve %s: %d %s", id, resp.StatusCode, b)
+		}
+		var v OpenAIVideo
+		mustJSON(ts.t, b, &v)
+		if v.Status == "completed" || v.Status == "failed" {
+			return v
+		}
+		if time.Now().After(deadline) {
+			ts.t.Fatalf("video %s still %s", id, v.Status)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// checkOAError asserts an OpenAI-shaped error with status, code and param ("" = null).
+func checkOAError(t *testing.T, resp *http.Response, b []byte, status int, code, param string) {
+	t.Helper()
+	var e oaBody
+	if err := json.Unmarshal(b, &e); err != nil || e.Error == nil || e.Error.Message == "" || e.Error.Type == "" {
+		t.Fatalf("not an OpenAI error (%v): %s", err, b)
+	}
+	if resp.StatusCode != status || e.Error.Code == nil || *e.Error.Code != code {
+		t.Fatalf("status %d code %v, want %d %s: %s", resp.StatusCode, e.Error.Code, status, code, b)
+	}
+	got := ""
+	if e.Error.Param != nil {
+		got = *e.Error.Param
+	}
+	if got != param {
+		t.Fatalf("param %q, want %q: %s", got, param, b)
+	}
+}
+
+func TestOpenAIFlow(t *testing.T) {
+	ts := startServer(t, Config{NProc: 2, Spec: ModelSpec{Name: "synthetic"}, ServedModelNames: []string{"svd-tiny", "alias"}, KeepJobs: time.Hour})
+	img := testPNG(t, 2)
+
+	// Multipart, as the SDK sends it: 2 s at 4 fps = 8 frames of 24x16.
+	v := ts.oaCreate(img, "model", "alias", "prompt", "a red ball", "seconds", "2", "fps", "4", "size", "24x16",
+		"num_inference_steps", "3", "seed", "5", "guidance_scale", "1")
+	if !strings.HasPrefix(v.ID, "video_") || v.Object != "video" || v.Model != "svd-tiny" || v.Size != "24x16" ||
+		v.Seconds != "2" || v.Prompt == nil || *v.Prompt != "a red ball" || v.RemixedFromVideoID != nil {
+		t.Fatalf("created: %+v", v)
+	}
+	done := ts.oaWait(v.ID)
+	if done.Status != "completed" || done.Progress != 100 || done.CompletedAt == nil || done.ExpiresAt == nil ||
+		*done.ExpiresAt != *done.CompletedAt+3600 || done.Error != nil {
+		t.Fatalf("completed: %+v", done)
+	}
+	// The same job through the native API: the mapped parameters and the reference bits.
+	st := ts.status(strings.TrimPrefix(v.ID, "video_"))
+	want := Params{NumFrames: 8, Steps: 3, Height: 16, Width: 24, MinGuidance: 1, MaxGuidance: 1, FPS: 4,
+		MotionBucketID: 127, NoiseAugStrength: 0.02, Seed: 5}
+	if st.Params != want {
+		t.Fatalf("params %+v, want %+v", st.Params, want)
+	}
+	if got, ref := ts.latent(st.ID), reference(t, img, want); !bytes.Equal(EncodeLatent(got), EncodeLatent(ref)) {
+		t.Fatal("latent differs from the one-process reference")
+	}
+
+	// Content variants.
+	for _, c := range []struct{ variant, ctype string }{{"", "video/mp4"}, {"video", "video/mp4"}, {"thumbnail", "image/png"}, {"spritesheet", "image/jpeg"}} {
+		resp, b := ts.do("GET", "/v1/videos/"+v.ID+"/content?variant="+c.variant, nil, "")
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != c.ctype || len(b) == 0 {
+			t.Fatalf("variant %q: %d %s", c.variant, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		if c.variant == "thumbnail" || c.variant == "spritesheet" {
+			m, _, err := image.Decode(bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantSize := image.Pt(24, 16)
+			if c.variant == "spritesheet" {
+				wantSize = image.Pt(3*24, 3*16) // 8 frames on a 3x3 grid
+			}
+			if m.Bounds().Size() != wantSize {
+				t.Fatalf("%s is %v, want %v", c.variant, m.Bounds().Size(), wantSize)
+			}
+		}
+	}
+	resp, b := ts.do("GET", "/v1/videos/"+v.ID+"/content?variant=webm", nil, "")
+	checkOAError(t, resp, b, 400, "invalid_value", "variant")
+
+	// JSON with a data: URL; no model means the served one.
+	js := fmt.Sprintf(`{"prompt":"x","input_reference":{"image_url":"data:image/png;base64,%s"},"size":"16x16","seconds":1,"num_inference_steps":2}`,
+		base64.StdEncoding.EncodeToString(img))
+	resp, b = ts.do("POST", "/v1/videos", strings.NewReader(js), "application/json")
+	if resp.StatusCode != 200 {
+		t.Fatalf("JSON create: %d %s", resp.StatusCode, b)
+	}
+	var v2 OpenAIVideo
+	mustJSON(t, b, &v2)
+	if v2.Seconds != "1" || v2.Size != "16x16" {
+		t.Fatalf("JSON create: %+v", v2)
+	}
+	ts.oaWait(v2.ID)
+	// A native job is visible to the OpenAI API too.
+	nat := ts.submit(img, fmt.Sprintf(smallJob, 3))
+	ts.wait(nat.ID, 10*time.Second)
+
+	// Pagination: newest first by default, then asc; after walks on.
+	ids := []string{"video_" + nat.ID, v2.ID, v.ID}
+	var got []string
+	after := ""
+	for page := 0; page < 5; page++ {
+		resp, b := ts.do("GET", "/v1/videos?limit=2"+after, nil, "")
+		var l struct {
+			Object  string        `json:"object"`
+			Data    []OpenAIVideo `json:"data"`
+			LastID  *string       `json:"last_id"`
+			HasMore bool          `json:"has_more"`
+		}
+		if resp.StatusCode != 200 {
+			t.Fatalf("list: %d %s", resp.StatusCode, b)
+		}
+		mustJSON(t, b, &l)
+		for _, x := range l.Data {
+			got = append(got, x.ID)
+		}
+		if !l.HasMore {
+			break
+		}
+		after = "&after=" + *l.LastID
+	}
+	if fmt.Sprint(got) != fmt.Sprint(ids) {
+		t.Fatalf("desc pages %v, want %v", got, ids)
+	}
+	resp, b = ts.do("GET", "/v1/videos?order=asc&after="+v.ID, nil, "")
+	if !bytes.Contains(b, []byte(v2.ID)) || bytes.Contains(b, []byte(`"id": "`+v.ID)) {
+		t.Fatalf("asc after the first: %s", b)
+	}
+	resp, b = ts.do("GET", "/v1/videos?limit=0", nil, "")
+	checkOAError(t, resp, b, 400, "invalid_value", "limit")
+	resp, b = ts.do("GET", "/v1/videos?order=up", nil, "")
+	checkOAError(t, resp, b, 400, "invalid_value", "order")
+
+	// Delete: the video and its files go; every route then answers 404.
+	resp, b = ts.do("DELETE", "/v1/videos/"+v.ID, nil, "")
+	if resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"video.deleted"`)) || !bytes.Contains(b, []byte(`"deleted": true`)) {
+		t.Fatalf("delete: %d %s", resp.StatusCode, b)
+	}
+	for _, path := range []string{"/v1/videos/" + v.ID, "/v1/videos/" + v.ID + "/content"} {
+		resp, b = ts.do("GET", path, nil, "")
+		checkOAError(t, resp, b, 404, "not_found", "")
+	}
+	if _, err := ts.store.JobDir(st.ID); err == nil {
+		if _, err := ts.store.ReadFile(st.ID, inputFile); err == nil {
+			t.Fatal("the deleted job's files are still there")
+		}
+	}
+	recs, _ := ts.store.All()
+	for _, r := range recs {
+		if r.ID == st.ID {
+			t.Fatal("the deleted job's record is still there")
+		}
+	}
+	resp, b = ts.do("DELETE", "/v1/videos/"+v.ID, nil, "")
+	checkOAError(t, resp, b, 404, "not_found", "")
+
+	// Models.
+	resp, b = ts.do("GET", "/v1/models", nil, "")
+	if resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"svd-tiny"`)) || !bytes.Contains(b, []byte(`"alias"`)) {
+		t.Fatalf("models: %s", b)
+	}
+	resp, b = ts.do("GET", "/v1/models/nope", nil, "")
+	checkOAError(t, resp, b, 404, "model_not_found", "model")
+
+	// The native API is unchanged: a bare id gets the native status.
+	resp, b = ts.do("GET", "/v1/videos/"+nat.ID, nil, "")
+	if resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"state": "succeeded"`)) {
+		t.Fatalf("native status: %s", b)
+	}
+}
+
+func TestOpenAIErrors(t *testing.T) {
+	lim := DefaultLimits()
+	lim.MaxFrames, lim.MaxResolution, lim.MaxSteps = 8, 64, 10
+	ts := startServer(t, Config{Limits: lim, Spec: ModelSpec{Name: "synthetic"}})
+	img := testPNG(t, 1)
+	cases := []struct {
+		name          string
+		img           []byte
+		fields        []string
+		status        int
+		code, param   string
+		rawJSON, ctyp string
+	}{
+		{"unknown model", img, []string{"model", "sora-2", "size", "16x16"}, 404, "model_not_found", "model", "", ""},
+		{"missing image", nil, []string{"prompt", "x", "size", "16x16"}, 400, "missing_required_parameter", "input_reference", "", ""},
+		{"not an image", []byte("hello"), []string{"size", "16x16"}, 415, "not_image", "input_reference", "", ""},
+		{"bad size syntax", img, []string{"size", "big"}, 400, "invalid_value", "size", "", ""},
+		{"size not a multiple of 8", img, []string{"size", "20x16"}, 400, "invalid_value", "size", "", ""},
+		{"size over the limit", img, []string{"size", "720x1280"}, 400, "over_limit", "size", "", ""},
+		{"too many seconds", img, []string{"size", "16x16", "seconds", "12"}, 400, "over_limit", "seconds", "", ""},
+		{"seconds not a number", img, []string{"size", "16x16", "seconds", "four"}, 400, "invalid_value", "seconds", "", ""},
+		{"negative seconds", img, []string{"size", "16x16", "seconds", "-1"}, 400, "invalid_value", "seconds", "", ""},
+		{"too many steps", img, []string{"size", "16x16", "seconds", "1", "num_inference_steps", "11"}, 400, "over_limit", "num_inference_steps", "", ""},
+		{"bad guidance", img, []string{"size", "16x16", "seconds", "1", "guidance_scale", "-3"}, 400, "invalid_value", "guidance_scale", "", ""},
+		{"negative seed", img, []string{"size", "16x16", "seconds", "1", "seed", "-3"}, 400, "invalid_value", "seed", "", ""},
+		{"unknown field", img, []string{"size", "16x16", "style", "noir"}, 400, "unknown_parameter", "style", "", ""},
+		{"file_id", nil, []string{"input_reference[file_id]", "file-1"}, 400, "invalid_value", "input_reference", "", ""},
+		{"remote url", nil, []string{"input_reference[image_url]", "https://example.com/a.png"}, 400, "invalid_value", "input_reference", "", ""},
+		{"bad json", nil, nil, 400, "invalid_json", "", `{"prompt":`, "application/json"},
+		{"json wrong type", nil, nil, 400, "invalid_value", "seconds", `{"seconds":[4]}`, "application/json"},
+		{"json missing image", nil, nil, 400, "missing_required_parameter", "input_reference", `{"prompt":"x"}`, "application/json"},
+		{"json bad data url", nil, nil, 400, "invalid_value", "input_reference", `{"input_reference":{"image_url":"data:image/png;base64,!!"}}`, "application/json"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var resp *http.Response
+			var b []byte
+			if tc.ctyp != "" {
+				resp, b = ts.do("POST", "/v1/videos", strings.NewReader(tc.rawJSON), tc.ctyp)
+			} else {
+				body, ct := oaMultipart(t, tc.img, tc.fields...)
+				resp, b = ts.do("POST", "/v1/videos", body, ct)
+			}
+			checkOAError(t, resp, b, tc.status, tc.code, tc.param)
+		})
+	}
+	if n, _ := ts.coord.Counts(); n[StateQueued]+n[StateRunning]+n[StateSucceeded] != 0 {
+		t.Fatalf("refused requests queued jobs: %v", n)
+	}
+	// Unknown ids on every OpenAI route.
+	for _, r := range []struct{ method, path string }{{"GET", "/v1/videos/video_0123456789abcdef0123"},
+		{"DELETE", "/v1/videos/video_0123456789abcdef0123"}, {"GET", "/v1/videos/video_0123456789abcdef0123/content"},
+		{"POST", "/v1/videos/video_0123456789abcdef0123/cancel"}, {"GET", "/v1/videos?after=video_0123456789abcdef0123"}} {
+		resp, b := ts.do(r.method, r.path, nil, "")
+		checkOAError(t, resp, b, 404, "not_found", "")
+	}
+}
+
+func TestOpenAICancelDeleteAndQueueFull(t *testing.T) {
+	ts := startServer(t, Config{NProc: 1, MaxRunning: 1, MaxQueue: 1, Spec: ModelSpec{Name: "synthetic", StepMS: 20}})
+	img := testPNG(t, 4)
+	running := ts.oaCreate(img, "size", "16x16", "seconds", "1", "fps", "2", "num_inference_steps", "50")
+	queued := ts.oaCreate(img, "size", "16x16", "seconds", "1", "fps", "2", "num_inference_steps", "2")
+	body, ct := oaMultipart(t, img, "size", "16x16")
+	resp, b := ts.do("POST", "/v1/videos", body, ct)
+	checkOAError(t, resp, b, 429, "queue_full", "")
+	if resp.Header.Get("Retry-After") == "" {
+		t.Fatal("429 without Retry-After")
+	}
+	// Content of an unfinished job is a conflict.
+	resp, b = ts.do("GET", "/v1/videos/"+running.ID+"/content", nil, "")
+	checkOAError(t, resp, b, 409, "conflict", "")
+	// Cancel the queued one: it ends failed with error code cancelled.
+	resp, b = ts.do("POST", "/v1/videos/"+queued.ID+"/cancel", nil, "")
+	var c OpenAIVideo
+	mustJSON(t, b, &c)
+	if resp.StatusCode != 200 || c.Status != "failed" || c.Error == nil || c.Error.Code != "cancelled" {
+		t.Fatalf("cancel: %d %s", resp.StatusCode, b)
+	}
+	// Delete the running one: cancelled at its next step, then deleted.
+	resp, b = ts.do("DELETE", "/v1/videos/"+running.ID, nil, "")
+	if resp.StatusCode != 200 {
+		t.Fatalf("delete running: %d %s", resp.StatusCode, b)
+	}
+	resp, b = ts.do("GET", "/v1/videos/"+running.ID, nil, "")
+	checkOAError(t, resp, b, 404, "not_found", "")
+	// Cancelling a finished job is a conflict.
+	resp, b = ts.do("POST", "/v1/videos/"+queued.ID+"/cancel", nil, "")
+	if resp.StatusCode != 200 { // a cancelled job cancels again as a no-op
+		t.Fatalf("re-cancel: %d %s", resp.StatusCode, b)
+	}
+	done := ts.oaCreate(img, "size", "16x16", "seconds", "1", "fps", "2", "num_inference_steps", "1")
+	ts.oaWait(done.ID)
+	resp, b = ts.do("POST", "/v1/videos/"+done.ID+"/cancel", nil, "")
+	checkOAError(t, resp, b, 409, "conflict", "")
+}
+
+func TestOpenAIAuthAndPage(t *testing.T) {
+	ts := startServer(t, Config{Token: "s3cret", Spec: ModelSpec{Name: "synthetic"}})
+	resp, b := ts.do("GET", "/v1/videos", nil, "")
+	checkOAError(t, resp, b, 401, "invalid_api_key", "")
+	resp, b = ts.do("GET", "/v1/models", nil, "", "Authorization", "Bearer s3cret")
+	if resp.StatusCode != 200 {
+		t.Fatalf("models with the token: %d %s", resp.StatusCode, b)
+	}
+	// The page and its files need no token (they hold no data); the API still does.
+	for _, p := range []string{"/", "/web/app.js", "/web/style.css"} {
+		resp, b := ts.do("GET", p, nil, "")
+		if resp.StatusCode != 200 || len(b) == 0 {
+			t.Fatalf("%s: %d", p, resp.StatusCode)
+		}
+	}
+	if resp, b := ts.do("GET", "/", nil, ""); !bytes.Contains(b, []byte("<title>vdpp</title>")) || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("page: %s", resp.Header.Get("Content-Type"))
+	}
+	if resp, _ := ts.do("GET", "/web/nothing.js", nil, ""); resp.StatusCode != 404 {
+		t.Fatalf("missing asset: %d", resp.StatusCode)
+	}
+}
+
+func TestOpenAIParams(t *testing.T) {
+	lim := DefaultLimits()
+	gen := Synthetic{}
+	def := DefaultParams()
+	cases := []struct {
+		name   string
+		fields map[string]string
+		want   func(p *Params)
+		param  string // "" = no error
+	}{
+		{"defaults", map[string]string{}, func(p *Params) {}, ""},
+		{"size", map[string]string{"size": "128x64"}, func(p *Params) { p.Width, p.Height = 128, 64 }, ""},
+		{"seconds at the default fps", map[string]string{"seconds": "2"}, func(p *Params) { p.NumFrames = 14 }, ""},
+		{"seconds rounds", map[string]string{"seconds": "1.1", "fps": "10"}, func(p *Params) { p.NumFrames, p.FPS = 11, 10 }, ""},
+		{"tiny seconds is one frame", map[string]string{"seconds": "0.01"}, func(p *Params) { p.NumFrames = 1 }, ""},
+		{"num_frames wins over seconds", map[string]string{"seconds": "3", "num_frames": "5"}, func(p *Params) { p.NumFrames = 5 }, ""},
+		{"guidance below the default min", map[string]string{"guidance_scale": "0.5"}, func(p *Params) { p.MinGuidance, p.MaxGuidance = 0.5, 0.5 }, ""},
+		{"guidance above", map[string]string{"guidance_scale": "5"}, func(p *Params) { p.MaxGuidance = 5 }, ""},
+		{"explicit min", map[string]string{"guidance_scale": "5", "min_guidance": "2"}, func(p *Params) { p.MinGuidance, p.MaxGuidance = 2, 5 }, ""},
+		{"native extras", map[string]string{"motion_bucket_id": "30", "noise_aug_strength": "0.1", "decode_chunk_size": "2", "seed": "9", "num_inference_steps": "7"},
+			func(p *Params) {
+				p.MotionBucketID, p.NoiseAugStrength, p.DecodeChunkSize, p.Seed, p.Steps = 30, 0.1, 2, 9, 7
+			}, ""},
+		{"negative prompt is accepted", map[string]string{"negative_prompt": "blur"}, func(p *Params) {}, ""},
+		{"size with spaces", map[string]string{"size": " 64x64 "}, func(p *Params) { p.Width, p.Height = 64, 64 }, ""},
+		{"width and height over size", map[string]string{"size": "64x64", "height": "32"}, func(p *Params) { p.Width, p.Height = 64, 32 }, ""},
+		{"n 1", map[string]string{"n": "1"}, func(p *Params) {}, ""},
+		{"n 2", map[string]string{"n": "2"}, nil, "n"},
+		{"width not a multiple", map[string]string{"width": "65"}, nil, "width"},
+		{"size 0", map[string]string{"size": "0x64"}, nil, "size"},
+		{"size over", map[string]string{"size": "2048x64"}, nil, "size"},
+		{"size letters", map[string]string{"size": "wide"}, nil, "size"},
+		{"fps 0", map[string]string{"fps": "0"}, nil, "fps"},
+		{"frames over", map[string]string{"num_frames": "26"}, nil, "num_frames"},
+		{"seconds over", map[string]string{"seconds": "4"}, nil, "seconds"},
+		{"seconds NaN", map[string]string{"seconds": "NaN"}, nil, "seconds"},
+		{"steps float", map[string]string{"num_inference_steps": "2.5"}, nil, "num_inference_steps"},
+		{"steps 0", map[string]string{"num_inference_steps": "0"}, nil, "num_inference_steps"},
+		{"guidance inf", map[string]string{"guidance_scale": "Inf"}, nil, "guidance_scale"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := OpenAIParams(gen, tc.fields, lim)
+			if tc.param != "" {
+				var oe *openAIError
+				if !errors.As(err, &oe) || oe.Param == nil || *oe.Param != tc.param || oe.Status != 400 {
+					t.Fatalf("error %v, want one on param %q", err, tc.param)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := def
+			tc.want(&want)
+			if p != want {
+				t.Fatalf("got %+v\nwant %+v", p, want)
+			}
+		})
+	}
+}
+
+func TestSpriteSheet(t *testing.T) {
+	frames := make([]image.Image, 5)
+	for i := range frames {
+		m := image.NewNRGBA(image.Rect(0, 0, 40, 20))
+		for j := range m.Pix {
+			m.Pix[j] = uint8(40 * i)
+		}
+		frames[i] = m
+	}
+	s := SpriteSheet(frames, 20)
+	if s.Bounds().Size() != image.Pt(3*20, 2*10) {
+		t.Fatalf("sheet %v", s.Bounds())
+	}
+	// Frame 4 is the second cell of the second row; the last cell is black.
+	if c := s.NRGBAAt(25, 15); c.R != 160 || c.A != 255 {
+		t.Fatalf("frame 4 cell %v", c)
+	}
+	if c := s.NRGBAAt(45, 15); c.R != 0 || c.A != 255 {
+		t.Fatalf("empty cell %v", c)
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, SpriteSheet(nil, 8)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzOpenAICreate feeds arbitrary bodies to both create parsers and the parameter
+// mapping: they must answer an error or valid Params, never panic.
+func FuzzOpenAICreate(f *testing.F) {
+	f.Add([]byte(`{"model":"m","prompt":"p","seconds":"4","size":"64x64","input_reference":{"image_url":"data:image/png;base64,AAAA"}}`), "x")
+	f.Add([]byte("--x\r\nContent-Disposition: form-data; name=\"seconds\"\r\n\r\n2\r\n--x--\r\n"), "x")
+	f.Add([]byte("--x\r\nContent-Disposition: form-data; name=\"input_reference\"; filename=\"a.png\"\r\n\r\nPNG\r\n--x--\r\n"), "x")
+	f.Add([]byte(`{"size":"8x8","num_frames":1e9}`), "b")
+	lim := DefaultLimits()
+	f.Fuzz(func(t *testing.T, body []byte, boundary string) {
+		for _, parse := range []func() (openAIRequest, error){
+			func() (openAIRequest, error) { return parseOpenAIJSON(body) },
+			func() (openAIRequest, error) { return parseOpenAIMultipart(body, boundary) },
+		} {
+			req, err := parse()
+			if err != nil {
+				var oe *openAIError
+				if !errors.As(err, &oe) || oe.Status != 400 {
+					t.Fatalf("parse error %v is not an OpenAI 400", err)
+				}
+				continue
+			}
+			p, err := OpenAIParams(Synthetic{}, req.Fields, lim)
+			if err == nil {
+				if verr := p.Validate(lim); verr != nil {
+					t.Fatalf("OpenAIParams gave invalid %+v: %v", p, verr)
+				}
+			}
+		}
+	})
+}

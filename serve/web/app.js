@@ -1,0 +1,278 @@
+// The vdpp web page: create jobs through the OpenAI Videos API, follow them over the
+// native event stream, show and download the results. No framework, no build step.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+const state = {
+  token: localStorage.getItem('vdpp-token') || '',
+  model: '',
+  jobs: new Map(),      // id -> OpenAI video object
+  following: new Set(), // ids with an open event stream
+  media: new Map(),     // id -> object URL of the MP4
+  tokenAsk: null,       // the pending token prompt
+};
+const FINAL = new Set(['completed', 'failed']);
+
+// api fetches path with the bearer token; on 401 it asks for the token and retries.
+async function api(path, opts = {}) {
+  const headers = Object.assign({}, opts.headers || {});
+  if (state.token) headers.Authorization = 'Bearer ' + state.token;
+  const r = await fetch(path, Object.assign({}, opts, { headers }));
+  if (r.status === 401) {
+    await askToken();
+    return api(path, opts);
+  }
+  return r;
+}
+
+// body decodes a JSON answer and throws the API's error message when it is not 2xx.
+async function body(r) {
+  const b = await r.json().catch(() => ({}));
+  if (!r.ok) {
+    const e = b.error;
+    throw new Error((e && (e.message || e)) || r.status + ' ' + r.statusText);
+  }
+  return b;
+}
+
+function askToken() {
+  if (!state.tokenAsk) {
+    state.tokenAsk = new Promise((resolve) => {
+      const d = $('token-dialog');
+      $('token').value = state.token;
+      d.addEventListener('close', () => {
+        state.token = $('token').value.trim();
+        localStorage.setItem('vdpp-token', state.token);
+        state.tokenAsk = null;
+        resolve();
+      }, { once: true });
+      d.showModal();
+    });
+  }
+  return state.tokenAsk;
+}
+
+const nativeID = (id) => id.replace(/^video_/, '');
+
+// ---- the form ----
+
+function setImage(file) {
+  if (!file) return;
+  const dt = new DataTransfer();
+  dt.items.add(file);
+  $('image').files = dt.files;
+  showPreview(file);
+}
+
+function showPreview(file) {
+  const img = $('preview');
+  img.src = URL.createObjectURL(file);
+  img.hidden = false;
+  $('drop-text').textContent = file.name;
+}
+
+function initForm() {
+  const drop = $('drop');
+  $('image').addEventListener('change', () => { if ($('image').files[0]) showPreview($('image').files[0]); });
+  drop.addEventListener('dragover', (e) => { e.preventDefault(); drop.classList.add('over'); });
+  drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+  drop.addEventListener('drop', (e) => {
+    e.preventDefault();
+    drop.classList.remove('over');
+    setImage(e.dataTransfer.files[0]);
+  });
+  $('create').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    $('form-error').textContent = '';
+    const file = $('image').files[0];
+    if (!file) { $('form-error').textContent = 'Pick an image first.'; return; }
+    const fd = new FormData();
+    if (state.model) fd.append('model', state.model);
+    fd.append('prompt', $('prompt').value);
+    fd.append('input_reference', file, file.name);
+    for (const el of $('create').querySelectorAll('.grid input')) {
+      if (el.value.trim() !== '') fd.append(el.name, el.value.trim());
+    }
+    $('submit').disabled = true;
+    try {
+      const v = await body(await api('/v1/videos', { method: 'POST', body: fd }));
+      upsert(v);
+      follow(v.id);
+    } catch (err) {
+      $('form-error').textContent = err.message;
+    } finally {
+      $('submit').disabled = false;
+    }
+  });
+  $('token-btn').addEventListener('click', () => askToken().then(refresh));
+}
+
+// ---- jobs ----
+
+function upsert(v) {
+  state.jobs.set(v.id, v);
+  render(v);
+  counts();
+}
+
+function counts() {
+  const n = { queued: 0, in_progress: 0, completed: 0, failed: 0 };
+  for (const v of state.jobs.values()) n[v.status]++;
+  $('counts').textContent = `${n.queued} queued · ${n.in_progress} running · ${n.completed} done · ${n.failed} failed`;
+  $('empty').hidden = state.jobs.size > 0;
+}
+
+function el(tag, attrs = {}, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'class') e.className = v; else if (k.startsWith('on')) e.addEventListener(k.slice(2), v); else e.setAttribute(k, v);
+  }
+  e.append(...kids);
+  return e;
+}
+
+// render creates or updates the card of video v (the media element is kept once made).
+function render(v) {
+  let li = document.querySelector(`li[data-id="${v.id}"]`);
+  if (!li) {
+    li = el('li', { class: 'job', 'data-id': v.id },
+      el('div', { class: 'top' }, el('span', { class: 'id', title: v.id }, v.id), el('span', { class: 'status' })),
+      el('progress', { max: '100', value: '0' }),
+      el('div', { class: 'media' }),
+      el('div', { class: 'meta' }),
+      el('div', { class: 'actions' }));
+    // Newest first.
+    const list = $('jobs');
+    const after = [...list.children].find((c) => (state.jobs.get(c.dataset.id) || {}).created_at < v.created_at);
+    list.insertBefore(li, after || null);
+  }
+  const st = li.querySelector('.status');
+  st.textContent = v.status === 'in_progress' ? `running ${v.progress}%` : v.status;
+  st.className = 'status ' + v.status;
+  const bar = li.querySelector('progress');
+  bar.value = v.progress;
+  bar.hidden = FINAL.has(v.status);
+  const when = new Date(v.created_at * 1000).toLocaleTimeString();
+  li.querySelector('.meta').textContent = `${v.size} · ${v.seconds} s · ${when}` +
+    (v.prompt ? ` · “${v.prompt}”` : '') + (v.error ? ` · ${v.error.message}` : '');
+  const actions = li.querySelector('.actions');
+  actions.replaceChildren();
+  if (!FINAL.has(v.status)) {
+    actions.append(el('button', { class: 'danger', onclick: () => cancel(v.id) }, 'Cancel'));
+  }
+  if (v.status === 'completed') {
+    loadMedia(v, li);
+    const url = state.media.get(v.id);
+    if (url) actions.append(el('a', { href: url, download: v.id + '.mp4', class: 'download' }, 'Download MP4'));
+  }
+  if (FINAL.has(v.status)) {
+    actions.append(el('button', { class: 'secondary', onclick: () => remove(v.id) }, 'Delete'));
+  }
+}
+
+async function loadMedia(v, li) {
+  if (state.media.has(v.id)) return;
+  state.media.set(v.id, null);
+  try {
+    const r = await api(`/v1/videos/${v.id}/content`);
+    if (!r.ok) throw new Error(await body(r));
+    const url = URL.createObjectURL(await r.blob());
+    state.media.set(v.id, url);
+    const video = el('video', { src: url, autoplay: '', muted: '', loop: '', playsinline: '', controls: '' });
+    video.muted = true;
+    video.addEventListener('error', () => gifFallback(v, video), { once: true });
+    li.querySelector('.media').replaceChildren(video);
+    render(state.jobs.get(v.id) || v);
+  } catch (err) {
+    state.media.delete(v.id);
+  }
+}
+
+// gifFallback shows the GIF where the browser cannot play the MP4.
+async function gifFallback(v, video) {
+  const r = await api(`/v1/videos/${nativeID(v.id)}/content?format=gif`);
+  if (!r.ok) return;
+  const img = el('img', { class: 'result', alt: 'result', src: URL.createObjectURL(await r.blob()) });
+  video.replaceWith(img);
+}
+
+async function cancel(id) {
+  try { upsert(await body(await api(`/v1/videos/${id}/cancel`, { method: 'POST' }))); } catch (err) { alert(err.message); }
+}
+
+async function remove(id) {
+  try {
+    await body(await api(`/v1/videos/${id}`, { method: 'DELETE' }));
+    state.jobs.delete(id);
+    const li = document.querySelector(`li[data-id="${id}"]`);
+    if (li) li.remove();
+    counts();
+  } catch (err) { alert(err.message); }
+}
+
+// follow reads the job's native event stream (fetch, so that the token can be sent) and
+// updates its progress on every event; at the end the video object is fetched again.
+async function follow(id) {
+  if (state.following.has(id)) return;
+  state.following.add(id);
+  try {
+    const r = await api(`/v1/videos/${id}/events`);
+    if (!r.ok || !r.body) return;
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += value;
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const chunk = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        const data = chunk.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
+        if (data) onEvent(id, JSON.parse(data));
+      }
+    }
+  } catch (err) {
+    // The stream broke (server restart): the periodic refresh picks the job up again.
+  } finally {
+    state.following.delete(id);
+  }
+  try { upsert(await body(await api(`/v1/videos/${id}`))); } catch (err) { /* deleted */ }
+}
+
+function onEvent(id, st) {
+  const v = state.jobs.get(id);
+  if (!v) return;
+  const status = { queued: 'queued', running: 'in_progress', succeeded: 'completed' }[st.state] || 'failed';
+  const progress = status === 'completed' ? 100 : st.progress.steps ? Math.min(99, Math.floor(100 * st.progress.step / st.progress.steps)) : 0;
+  if (status !== 'completed') upsert(Object.assign({}, v, { status, progress }));
+}
+
+async function refresh() {
+  try {
+    const page = await body(await api('/v1/videos?limit=50'));
+    $('conn').textContent = '';
+    const seen = new Set();
+    for (const v of page.data) {
+      seen.add(v.id);
+      const old = state.jobs.get(v.id);
+      if (!old || old.status !== v.status || (!FINAL.has(v.status) && !state.following.has(v.id))) upsert(v);
+      if (!FINAL.has(v.status)) follow(v.id);
+    }
+  } catch (err) {
+    $('conn').textContent = 'server unreachable: ' + err.message;
+  }
+}
+
+async function init() {
+  initForm();
+  try {
+    const m = await body(await api('/v1/models'));
+    state.model = m.data[0].id;
+    $('model').textContent = state.model;
+  } catch (err) { $('conn').textContent = err.message; }
+  await refresh();
+  setInterval(refresh, 3000);
+}
+
+init();
