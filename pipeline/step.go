@@ -64,16 +64,35 @@ type Stepper struct {
 type Expert struct {
 	Steps Range
 	Model model.Denoiser
+	// Guidance, when set, replaces a guided item's per-frame guidance weights on this
+	// expert's steps (Wan 2.2's guidance_scale_2 for the low-noise expert); it has one
+	// weight per frame. Unguided items stay unguided.
+	Guidance []float32
 }
 
 // ModelAt returns the denoiser of step k: the expert whose range holds k, else Model.
 func (s *Stepper) ModelAt(k int) model.Denoiser {
-	for _, e := range s.Experts {
-		if k >= e.Steps.Start && k < e.Steps.End {
-			return e.Model
-		}
+	if e := s.expertAt(k); e != nil {
+		return e.Model
 	}
 	return s.Model
+}
+
+func (s *Stepper) expertAt(k int) *Expert {
+	for i := range s.Experts {
+		if e := &s.Experts[i]; k >= e.Steps.Start && k < e.Steps.End {
+			return e
+		}
+	}
+	return nil
+}
+
+// guidanceAt returns the per-frame guidance weights of step k for it (nil when unguided).
+func (s *Stepper) guidanceAt(it *Item, k int) []float32 {
+	if e := s.expertAt(k); e != nil && e.Guidance != nil && it.Guidance != nil {
+		return e.Guidance
+	}
+	return it.Guidance
 }
 
 // Step advances it by one step in place (it.Step is not changed; the Stage does that).
@@ -92,9 +111,10 @@ func (s *Stepper) Step(ctx context.Context, it *Item) error {
 		return fmt.Errorf("pipeline: group %d: no denoiser loaded for step %d", it.Group, k)
 	}
 	rows, n, frames := x.Shape[0], x.Len(), x.Shape[1]
-	guided := it.Guidance != nil
-	if guided && len(it.Guidance) != frames {
-		return fmt.Errorf("pipeline: group %d: %d guidance weights for %d frames", it.Group, len(it.Guidance), frames)
+	weights := s.guidanceAt(it, k)
+	guided := weights != nil
+	if guided && len(weights) != frames {
+		return fmt.Errorf("pipeline: group %d step %d: %d guidance weights for %d frames", it.Group, k, len(weights), frames)
 	}
 	if s.CFG != nil && !guided {
 		return fmt.Errorf("pipeline: group %d: CFG-parallel ranks need a guided run", it.Group)
@@ -161,7 +181,7 @@ func (s *Stepper) Step(ctx context.Context, it *Item) error {
 		per := n / rows
 		for r := 0; r < rows; r++ {
 			lo, hi := r*per, (r+1)*per
-			if err := sched.CFGCombine(v[lo:hi], out.Data[lo:hi], out.Data[n+lo:n+hi], it.Guidance, per/frames); err != nil {
+			if err := sched.CFGCombine(v[lo:hi], out.Data[lo:hi], out.Data[n+lo:n+hi], weights, per/frames); err != nil {
 				return fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
 			}
 		}

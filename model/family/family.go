@@ -85,9 +85,14 @@ type Options struct {
 	Sim model.Config
 }
 
-// Input is what a generation starts from: an image for image-to-video families.
+// Input is what a generation starts from: an image for image-to-video families; the text
+// encoder's output for text-conditioned families (Wan), given as embeddings until a text
+// encoder runs in vdpp.
 type Input struct {
 	Image image.Image
+	// PromptEmbeds and NegativePromptEmbeds are [1, S, D] text embeddings (nil when the
+	// family takes none; a nil negative means the family's empty-prompt embedding).
+	PromptEmbeds, NegativePromptEmbeds *tensor.Dense
 }
 
 // Sampler is one process's share of a family's sampling sequence (see the package doc).
