@@ -107,7 +107,7 @@ func TestHTTPGuards(t *testing.T) {
 	ts := startServer(t, Config{NProc: 1, Token: "s3cret"})
 	auth := []string{"Authorization", "bearer s3cret"}
 	for _, c := range []struct{ method, path, allow string }{
-		{"PUT", "/v1/videos", "POST"},
+		{"PUT", "/v1/videos", "GET, HEAD, POST"}, // GET lists (the OpenAI API)
 		{"POST", "/healthz", "GET, HEAD"},
 		{"PATCH", "/v1/videos/" + newID(), "DELETE, GET, HEAD"},
 	} {
