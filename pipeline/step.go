@@ -64,16 +64,43 @@ type Stepper struct {
 type Expert struct {
 	Steps Range
 	Model model.Denoiser
+	// GuidanceRow is the row of an item's guidance weights this expert's steps use when
+	// the item holds one row of per-frame weights per guidance scale (Wan 2.2's
+	// guidance_scale_2 for the low-noise expert); an item with one row uses it everywhere.
+	GuidanceRow int
 }
 
 // ModelAt returns the denoiser of step k: the expert whose range holds k, else Model.
 func (s *Stepper) ModelAt(k int) model.Denoiser {
-	for _, e := range s.Experts {
-		if k >= e.Steps.Start && k < e.Steps.End {
-			return e.Model
-		}
+	if e := s.expertAt(k); e != nil {
+		return e.Model
 	}
 	return s.Model
+}
+
+func (s *Stepper) expertAt(k int) *Expert {
+	for i, e := range s.Experts {
+		if k >= e.Steps.Start && k < e.Steps.End {
+			return &s.Experts[i]
+		}
+	}
+	return nil
+}
+
+// guidanceAt returns the per-frame guidance weights of step k from an item's weights g:
+// all of g when it holds frames weights, else the row of step k's expert.
+func (s *Stepper) guidanceAt(k int, g []float32, frames int) ([]float32, error) {
+	if len(g) == frames {
+		return g, nil
+	}
+	row := 0
+	if e := s.expertAt(k); e != nil {
+		row = e.GuidanceRow
+	}
+	if len(g)%frames != 0 || (row+1)*frames > len(g) {
+		return nil, fmt.Errorf("%d guidance weights for %d frames (row %d)", len(g), frames, row)
+	}
+	return g[row*frames : (row+1)*frames], nil
 }
 
 // Step advances it by one step in place (it.Step is not changed; the Stage does that).
@@ -93,8 +120,12 @@ func (s *Stepper) Step(ctx context.Context, it *Item) error {
 	}
 	rows, n, frames := x.Shape[0], x.Len(), x.Shape[1]
 	guided := it.Guidance != nil
-	if guided && len(it.Guidance) != frames {
-		return fmt.Errorf("pipeline: group %d: %d guidance weights for %d frames", it.Group, len(it.Guidance), frames)
+	var weights []float32
+	if guided {
+		var err error
+		if weights, err = s.guidanceAt(k, it.Guidance, frames); err != nil {
+			return fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
+		}
 	}
 	if s.CFG != nil && !guided {
 		return fmt.Errorf("pipeline: group %d: CFG-parallel ranks need a guided run", it.Group)
@@ -161,7 +192,7 @@ func (s *Stepper) Step(ctx context.Context, it *Item) error {
 		per := n / rows
 		for r := 0; r < rows; r++ {
 			lo, hi := r*per, (r+1)*per
-			if err := sched.CFGCombine(v[lo:hi], out.Data[lo:hi], out.Data[n+lo:n+hi], it.Guidance, per/frames); err != nil {
+			if err := sched.CFGCombine(v[lo:hi], out.Data[lo:hi], out.Data[n+lo:n+hi], weights, per/frames); err != nil {
 				return fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
 			}
 		}

@@ -55,6 +55,11 @@ type Params struct {
 	NoiseAugStrength float64 `json:"noise_aug_strength"`
 	DecodeChunkSize  int     `json:"decode_chunk_size"` // <= 0: all frames at once
 	Seed             int64   `json:"seed"`
+	// GuidanceScale is the classifier-free guidance scale of text-to-video families (Wan:
+	// > 1 turns CFG on); GuidanceScale2 is that of the low-noise expert of a two-expert
+	// model (0: the same as GuidanceScale). SVD reads MinGuidance/MaxGuidance instead.
+	GuidanceScale  float64 `json:"guidance_scale,omitempty"`
+	GuidanceScale2 float64 `json:"guidance_scale_2,omitempty"`
 }
 
 // Guided reports whether classifier-free guidance is on (diffusers: max guidance > 1).
@@ -85,9 +90,14 @@ type Options struct {
 	Sim model.Config
 }
 
-// Input is what a generation starts from: an image for image-to-video families.
+// Input is what a generation starts from: an image for image-to-video families, prompt
+// embeddings for text-to-video families until their text encoder is wired (Wan:
+// [L, text_dim] or [1, L, text_dim], the text encoder's output; the negative ones are the
+// unconditional half of CFG).
 type Input struct {
-	Image image.Image
+	Image                image.Image
+	PromptEmbeds         *tensor.Dense
+	NegativePromptEmbeds *tensor.Dense
 }
 
 // Sampler is one process's share of a family's sampling sequence (see the package doc).

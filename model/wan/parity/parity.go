@@ -256,3 +256,19 @@ func compare(caseName, name string, got, ref *tensor.Dense) Result {
 	}
 	return res
 }
+
+// FloatArg returns a numeric argument of case.json, or def.
+func (c *Case) FloatArg(name string, def float64) float64 {
+	if v, ok := c.Args[name].(float64); ok {
+		return v
+	}
+	return def
+}
+
+// IntArg returns an integer argument of case.json, or def.
+func (c *Case) IntArg(name string, def int) int {
+	if v, ok := c.Args[name].(float64); ok && v == float64(int(v)) {
+		return int(v)
+	}
+	return def
+}

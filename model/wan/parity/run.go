@@ -27,10 +27,28 @@ func register(kind string, r Runner) {
 	runners[kind] = r
 }
 
-// Kinds returns the case kinds that have a runner, sorted.
+// Checker runs a case and compares its outputs itself (case kinds whose package has its
+// own comparison: the VAE's and the schedulers'). It returns one Result per output.
+type Checker func(ctx context.Context, env *Env, c *Case) ([]Result, error)
+
+// checkers maps a case kind to its checker.
+var checkers = map[string]Checker{}
+
+// registerChecker adds the checker of a case kind.
+func registerChecker(kind string, c Checker) {
+	if _, dup := checkers[kind]; dup {
+		panic("wan parity: checker registered twice for " + kind)
+	}
+	checkers[kind] = c
+}
+
+// Kinds returns the case kinds that have a runner or a checker, sorted.
 func Kinds() []string {
-	out := make([]string, 0, len(runners))
+	out := make([]string, 0, len(runners)+len(checkers))
 	for k := range runners {
+		out = append(out, k)
+	}
+	for k := range checkers {
 		out = append(out, k)
 	}
 	sort.Strings(out)
@@ -92,6 +110,17 @@ func Run(ctx context.Context, dir string, backend backends.Backend, progress fun
 		if err != nil {
 			return rep, err
 		}
+		if chk, ok := checkers[c.Kind]; ok {
+			if progress != nil {
+				progress(c.Name)
+			}
+			res, err := chk(ctx, env, c)
+			if err != nil {
+				return rep, fmt.Errorf("wan parity: case %s: %w", c.Name, err)
+			}
+			rep.Results = append(rep.Results, checkedAll(c, res)...)
+			continue
+		}
 		run, ok := runners[c.Kind]
 		names := make([]string, 0, len(c.Outputs))
 		for n := range c.Outputs {
@@ -123,4 +152,25 @@ func Run(ctx context.Context, dir string, backend backends.Backend, progress fun
 	}
 	rep.Pass = rep.Err() == nil
 	return rep, nil
+}
+
+// checkedAll returns a checker's results plus a failure for every output of c it left out,
+// so an output is never skipped.
+func checkedAll(c *Case, res []Result) []Result {
+	seen := map[string]bool{}
+	for i := range res {
+		res[i].Case = c.Name
+		seen[res[i].Tensor] = true
+	}
+	names := make([]string, 0, len(c.Outputs))
+	for n := range c.Outputs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if !seen[n] {
+			res = append(res, Result{Case: c.Name, Tensor: n, Shape: c.Outputs[n].Shape, Limit: "-", Status: StatusFail, Error: "not computed"})
+		}
+	}
+	return res
 }
