@@ -512,3 +512,27 @@ func (s *Sampler) RandomConditioning(r *rand.Rand, latent []int) model.Condition
 	}
 	return model.Conditioning{KeyPromptEmbeds: draw(), KeyNegativeEmbeds: draw()}
 }
+
+// Switches implements family.Switcher: the first step of the low-noise expert when both
+// experts run steps of a run of steps steps.
+func (wanFamily) Switches(dir string, steps int) ([]int, error) {
+	f, err := openT2V(dir)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := f.ReadSchedulerConfig()
+	if err != nil {
+		return nil, err
+	}
+	s, err := sc.New(steps)
+	if err != nil {
+		return nil, err
+	}
+	r := f.ExpertRanges(s, sc.NumTrainTimesteps())
+	if r[0].Len() == 0 || r[1].Len() == 0 {
+		return nil, nil
+	}
+	return []int{r[1].Start}, nil
+}
+
+var _ family.Switcher = wanFamily{}
