@@ -29,7 +29,7 @@ type Item struct {
 	// nil otherwise (the same weights for every row).
 	Guidance []float32
 	// SchedState is the scheduler's memory of this item between steps (a multistep
-	// solver's previous model outputs); nil for a one-step scheduler such as Euler. It
+	// solver's previous model outputs); empty for a one-step scheduler such as Euler. It
 	// travels with the latent, so a stage cut never changes the solver's bits.
 	SchedState sched.State
 }
@@ -53,11 +53,12 @@ func Groups(n, b int) [][]int64 {
 
 // Wire names of the tensors of a hand-off message.
 const (
-	wireLatent    = "latent"
-	wireSamples   = "samples"
-	wireGuidance  = "guidance"
-	wireCondPref  = "cond/"        // cond/<row>/<name>
-	wireSchedPref = "sched_state/" // sched_state/<name>, shaped as the latent
+	wireLatent     = "latent"
+	wireSamples    = "samples"
+	wireGuidance   = "guidance"
+	wireCondPref   = "cond/"         // cond/<row>/<name>
+	wireSchedPref  = "sched_state/"  // sched_state/<name>: SchedState.Latent, shaped as the latent
+	wireSharedPref = "sched_shared/" // sched_shared/<name>: SchedState.Shared, 1-D
 )
 
 // ToMessage encodes an item for the transport. Sample ids travel as a float32 tensor, which
@@ -72,8 +73,12 @@ func (it *Item) ToMessage() dist.Message {
 	if it.Guidance != nil {
 		m.Tensors = append(m.Tensors, dist.NamedTensor{Name: wireGuidance, Tensor: &tensor.Dense{Shape: []int{len(it.Guidance)}, Data: it.Guidance}})
 	}
-	for _, name := range sortedKeys(it.SchedState) {
-		m.Tensors = append(m.Tensors, dist.NamedTensor{Name: wireSchedPref + name, Tensor: &tensor.Dense{Shape: it.Latent.Shape, Data: it.SchedState[name]}})
+	for _, name := range sortedKeys(it.SchedState.Latent) {
+		m.Tensors = append(m.Tensors, dist.NamedTensor{Name: wireSchedPref + name, Tensor: &tensor.Dense{Shape: it.Latent.Shape, Data: it.SchedState.Latent[name]}})
+	}
+	for _, name := range sortedKeys(it.SchedState.Shared) {
+		v := it.SchedState.Shared[name]
+		m.Tensors = append(m.Tensors, dist.NamedTensor{Name: wireSharedPref + name, Tensor: &tensor.Dense{Shape: []int{len(v)}, Data: v}})
 	}
 	for row, c := range it.Cond {
 		for _, name := range sortedKeys(c) {
@@ -105,10 +110,17 @@ func ItemFromMessage(m dist.Message) (*Item, error) {
 			if nt.Tensor.Len() != it.Latent.Len() {
 				return nil, fmt.Errorf("pipeline: hand-off for group %d: scheduler state %q holds %d values for latent %v", m.Sample, name, nt.Tensor.Len(), it.Latent.Shape)
 			}
-			if it.SchedState == nil {
-				it.SchedState = sched.State{}
+			if it.SchedState.Latent == nil {
+				it.SchedState.Latent = map[string][]float32{}
 			}
-			it.SchedState[name] = nt.Tensor.Data
+			it.SchedState.Latent[name] = nt.Tensor.Data
+			continue
+		}
+		if name, ok := strings.CutPrefix(nt.Name, wireSharedPref); ok {
+			if it.SchedState.Shared == nil {
+				it.SchedState.Shared = map[string][]float32{}
+			}
+			it.SchedState.Shared[name] = nt.Tensor.Data
 			continue
 		}
 		var row int

@@ -27,13 +27,13 @@ const abPrev = "prev_derivative"
 func (a adamsBashforth) Update(dst, modelOut, x []float32, step int, prev sched.State) (sched.State, error) {
 	d := make([]float32, len(x))
 	if err := a.PredOriginal(d, modelOut, x, step); err != nil {
-		return nil, err
+		return sched.State{}, err
 	}
 	s, dt := a.Sigmas[step], a.Sigmas[step+1]-a.Sigmas[step]
 	for i := range d {
 		d[i] = (x[i] - d[i]) / s
 	}
-	old, ok := prev[abPrev]
+	old, ok := prev.Latent[abPrev]
 	for i := range d {
 		if ok {
 			dst[i] = x[i] + dt*(1.5*d[i]-0.5*old[i])
@@ -41,7 +41,7 @@ func (a adamsBashforth) Update(dst, modelOut, x []float32, step int, prev sched.
 			dst[i] = x[i] + dt*d[i]
 		}
 	}
-	return sched.State{abPrev: d}, nil
+	return sched.State{Latent: map[string][]float32{abPrev: d}}, nil
 }
 
 // scaledModel is a second "expert": the synthetic model's output times a factor.
@@ -160,6 +160,35 @@ func TestMultistepStateAcrossStages(t *testing.T) {
 	}
 }
 
+// UniPC (Wan's scheduler, flow prediction, order 2) cut over K = 1..4 stages gives the bits
+// of one stage: its history travels in the hand-off. With two experts split at a step, as
+// Wan 2.2's high- and low-noise transformers.
+func TestUniPCAcrossStages(t *testing.T) {
+	cfg, err := sched.ParseUniPCConfig([]byte(`{"prediction_type": "flow_prediction", "use_flow_sigmas": true,
+		"flow_shift": 3.0, "solver_order": 2, "solver_type": "bh2", "final_sigmas_type": "zero"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const steps = 7
+	unipc := func(*sched.Euler) *pipeline.Stepper {
+		u, err := sched.NewUniPC(cfg, steps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &pipeline.Stepper{Sched: u, Experts: []pipeline.Expert{
+			{Steps: pipeline.Range{Start: 0, End: 3}, Model: scaledModel{synth(t), 0.5}},
+			{Steps: pipeline.Range{Start: 3, End: steps}, Model: synth(t)},
+		}}
+	}
+	base := runSpec{stages: 1, steps: steps, samples: 4, micro: 2, guided: true}
+	want := runStepper(t, base, unipc)
+	for k := 2; k <= 4; k++ {
+		rs := base
+		rs.stages = k
+		t.Run(fmt.Sprintf("K=%d", k), func(t *testing.T) { assertSameFinals(t, runStepper(t, rs, unipc), want) })
+	}
+}
+
 // Two experts by step range (as Wan 2.2's high- and low-noise denoisers): any stage cut,
 // including one on the expert boundary, gives the bits of one stage, and each expert runs
 // exactly its steps.
@@ -235,7 +264,7 @@ func TestStepWithoutExpert(t *testing.T) {
 // The scheduler state survives the wire format; a state of the wrong size is refused.
 func TestItemMessageSchedState(t *testing.T) {
 	it := &pipeline.Item{Group: 3, Samples: []int64{4, 5}, Step: 2, Latent: tensor.New(2, 1, 1, 1, 2),
-		SchedState: sched.State{"a": {1, 2, 3, 4}, "b": {-1, 0.5, 7, 8}}}
+		SchedState: sched.State{Latent: map[string][]float32{"a": {1, 2, 3, 4}, "b": {-1, 0.5, 7, 8}}, Shared: map[string][]float32{"n": {3, 1}}}}
 	buf, err := dist.AppendMessage(nil, it.ToMessage(), 1<<20)
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +277,7 @@ func TestItemMessageSchedState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.SchedState) != 2 || fmt.Sprint(got.SchedState) != fmt.Sprint(it.SchedState) {
+	if len(got.SchedState.Latent) != 2 || len(got.SchedState.Shared) != 1 || fmt.Sprint(got.SchedState) != fmt.Sprint(it.SchedState) {
 		t.Fatalf("state %v, want %v", got.SchedState, it.SchedState)
 	}
 	bad := it.ToMessage()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tokenizer-bench.sh: strings/s of vdpp's SentencePiece tokenizer (Go) against
 # python3-sentencepiece (Debian's, C++ underneath) on the same corpus and
-# models, one thread each, in one run. docs/text.md records the numbers.
+# models, one thread each (GOMAXPROCS=1), in one run; rates per wall second
+# and per CPU second (the latter is steadier on a shared machine). docs/text.md records the numbers.
 #
 # Usage: scripts/tokenizer-bench.sh [MODEL...]
 #   default models: the parity models in text/sentencepiece/testdata/models
@@ -27,13 +28,14 @@ enc = sp.EncodeAsIds
 for s in strings:
     enc(s)
 n = ids = 0
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 while time.perf_counter() - t0 < min_s:
     for s in strings:
         ids += len(enc(s))
     n += len(strings)
-dt = time.perf_counter() - t0
-print(f"python  {model:28s} {n / dt:9.0f} strings/s {ids / dt:10.0f} ids/s  (sentencepiece {spm.__version__})")
+dt, dc = time.perf_counter() - t0, time.process_time() - c0
+print(f"python  {model:50s} {n / dt:9.0f} strings/s {ids / dt:10.0f} ids/s  per CPU second: {n / dc:9.0f} strings/s"
+      f"  (sentencepiece {spm.__version__})")
 PY
-  "$bin" -model "$m" -corpus "$CORPUS" -min "$MIN"
+  GOMAXPROCS=1 "$bin" -model "$m" -corpus "$CORPUS" -min "$MIN"
 done

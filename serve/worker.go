@@ -301,6 +301,6 @@ func dropRows(it *pipeline.Item, set map[int]bool) (*pipeline.Item, []int) {
 			out.Cond = append(out.Cond, it.Cond[i])
 		}
 	}
-	out.SchedState, _ = sched.StackRows(states) // rows of one state: the same names
+	out.SchedState, _ = sched.StackRows(states) // rows of one state: the same names and shared values
 	return out, dropped
 }

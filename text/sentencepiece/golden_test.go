@@ -1,6 +1,7 @@
 package sentencepiece
 
 import (
+	"bufio"
 	"compress/gzip"
 	"encoding/hex"
 	"encoding/json"
@@ -18,10 +19,52 @@ type golden struct {
 	EOSID     int      `json:"eos_id"`
 	PadID     int      `json:"pad_id"`
 	UnkID     int      `json:"unk_id"`
-	IDs       [][]int  `json:"ids"`
 	Decoded   []string `json:"decoded"`
-	// InvalidIDs are the ids of the corpus' byte strings with malformed UTF-8.
-	InvalidIDs [][]int `json:"invalid_utf8_ids"`
+	// IDs are the reference's ids of each corpus string (goldenStrings order).
+	IDs [][]int `json:"-"`
+}
+
+// readGolden reads testdata/golden/NAME.txt.gz: a JSON header line, then one
+// line of space-separated ids per corpus string.
+func readGolden(t testing.TB, name string) *golden {
+	t.Helper()
+	path := filepath.Join("testdata/golden", name+".txt.gz")
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	sc := bufio.NewScanner(zr)
+	sc.Buffer(nil, 1<<24)
+	var g golden
+	if !sc.Scan() {
+		t.Fatalf("%s: no header", path)
+	}
+	if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
+		t.Fatalf("%s header: %v", path, err)
+	}
+	for sc.Scan() {
+		line := sc.Bytes()
+		ids := make([]int, 0, len(line)/4)
+		for len(line) > 0 {
+			n := 0
+			i := 0
+			for ; i < len(line) && line[i] != ' '; i++ {
+				n = n*10 + int(line[i]-'0')
+			}
+			ids = append(ids, n)
+			line = line[min(i+1, len(line)):]
+		}
+		g.IDs = append(g.IDs, ids)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return &g
 }
 
 // corpus is testdata/strings.json.gz: text strings, and byte strings with
@@ -101,7 +144,7 @@ func checkGolden(t *testing.T, tok *Tokenizer, g *golden, strs []string, checkDe
 		t.Errorf("vocab/eos/pad/unk = %d/%d/%d/%d, reference %d/%d/%d/%d", tok.VocabSize(), tok.EOSID(), tok.PadID(),
 			tok.UnknownID(), g.VocabSize, g.EOSID, g.PadID, g.UnkID)
 	}
-	want := append(append([][]int{}, g.IDs...), g.InvalidIDs...)
+	want := g.IDs
 	if len(want) != len(strs) {
 		t.Fatalf("golden file has %d id lists for %d strings", len(want), len(strs))
 	}
@@ -155,9 +198,8 @@ func TestGoldenModelFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var g golden
-			readGzipJSON(t, filepath.Join("testdata/golden", name+".json.gz"), &g)
-			checkGolden(t, tok, &g, strs, true)
+			t.Parallel()
+			checkGolden(t, tok, readGolden(t, name), strs, true)
 		})
 	}
 }
@@ -173,10 +215,9 @@ func TestGoldenTokenizerJSON(t *testing.T) {
 	for _, path := range paths {
 		name := strings.TrimSuffix(filepath.Base(path), ".tokenizer.json.gz")
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			tok := loadJSONModel(t, path)
-			var g golden
-			readGzipJSON(t, filepath.Join("testdata/golden", name+".json.gz"), &g)
-			checkGolden(t, tok, &g, strs, false)
+			checkGolden(t, tok, readGolden(t, name), strs, false)
 		})
 	}
 }

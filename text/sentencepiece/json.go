@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -78,7 +79,13 @@ func ParseTokenizerJSON(data []byte) (*Tokenizer, error) {
 		}
 		spec.pieces = append(spec.pieces, p)
 	}
-	for _, at := range hf.AddedTokens {
+	added := append(hf.AddedTokens[:0:0], hf.AddedTokens...)
+	sort.SliceStable(added, func(i, j int) bool { return added[i].ID < added[j].ID })
+	for _, at := range added {
+		if at.ID == len(spec.pieces) && at.Content != "" {
+			// Tokens added after conversion sit past the model's vocabulary.
+			spec.pieces = append(spec.pieces, piece{text: at.Content})
+		}
 		if at.ID < 0 || at.ID >= len(spec.pieces) {
 			return nil, fmt.Errorf("%w: tokenizer.json added token %q has id %d outside the vocabulary of %d", ErrCorruptModel, at.Content, at.ID, len(spec.pieces))
 		}

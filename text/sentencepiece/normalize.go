@@ -21,7 +21,7 @@ type normalizer struct {
 	spec        normalizerSpec
 	suffixSpace bool        // TrainerSpec.treat_whitespace_as_suffix
 	trie        doubleArray // nil without a charsmap
-	replacement []byte      // NUL-separated normalized strings the trie values point into
+	replacement string      // NUL-separated normalized strings the trie values point into
 	userDefined *byteTrie   // nil without user-defined symbols
 }
 
@@ -45,7 +45,7 @@ func newNormalizer(spec normalizerSpec, suffixSpace bool, userDefined *byteTrie)
 		units[i] = binary.LittleEndian.Uint32(blob[4+4*i:])
 	}
 	n.trie = units
-	n.replacement = blob[4+size:]
+	n.replacement = string(blob[4+size:])
 	return n, nil
 }
 
@@ -84,12 +84,10 @@ func (n *normalizer) replacementAt(v int) string {
 		return ""
 	}
 	s := n.replacement[v:]
-	for i, c := range s {
-		if c == 0 {
-			return string(s[:i])
-		}
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return s[:i]
 	}
-	return string(s)
+	return s
 }
 
 // normalize applies the rules and the whitespace handling to input.

@@ -55,7 +55,8 @@ type encodeScratch struct {
 
 // Load reads a tokenizer from a sentencepiece model file (a ModelProto,
 // usually spiece.model), a Hugging Face tokenizer.json with a Unigram model,
-// or a folder holding either (spiece.model is preferred). Files are told
+// or a folder holding either: the first of spiece.model, tokenizer.model,
+// sentencepiece.model and tokenizer.json found there is read. Files are told
 // apart by content: a JSON object is a tokenizer.json, anything else a
 // ModelProto.
 func Load(path string) (*Tokenizer, error) {

@@ -167,3 +167,32 @@ func TestPieces(t *testing.T) {
 		t.Error("IDToPiece out of range is not empty")
 	}
 }
+
+func TestTokenizerJSONAddedTokensPastVocab(t *testing.T) {
+	data := `{
+	  "added_tokens": [
+	    {"id": 0, "content": "<unk>", "special": true},
+	    {"id": 5, "content": "<pad>", "special": true},
+	    {"id": 4, "content": "</s>", "special": true}
+	  ],
+	  "normalizer": {"type": "Sequence", "normalizers": [{"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": "▁"}]},
+	  "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"},
+	    {"type": "Metaspace", "replacement": "▁", "add_prefix_space": true}]},
+	  "model": {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0], ["▁a", -1], ["a", -2], ["▁", -3]]}
+	}`
+	tok, err := ParseTokenizerJSON([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.VocabSize() != 6 || tok.EOSID() != 4 || tok.PadID() != 5 || tok.UnknownID() != 0 {
+		t.Fatalf("vocab/eos/pad/unk = %d/%d/%d/%d, want 6/4/5/0", tok.VocabSize(), tok.EOSID(), tok.PadID(), tok.UnknownID())
+	}
+	ids, _ := tok.Encode("  a   ab ")
+	if want := []int{1, 1, 0}; !reflect.DeepEqual(ids, want) {
+		t.Fatalf("Encode = %v, want %v", ids, want)
+	}
+	rows, mask, err := tok.EncodeBatch([]string{"a"}, 4, true)
+	if err != nil || !reflect.DeepEqual(rows, [][]int32{{1, 4, 5, 5}}) || !reflect.DeepEqual(mask, [][]int32{{1, 1, 0, 0}}) {
+		t.Fatalf("EncodeBatch = %v %v %v", rows, mask, err)
+	}
+}

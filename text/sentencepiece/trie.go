@@ -11,6 +11,7 @@ type byteTrie struct {
 	value       []int32 // id of the key ending at the node, or -1
 	labels      []byte
 	targets     []int32
+	root        [256]int32 // the root's children by byte, -1 for none
 }
 
 // newByteTrie builds a trie of keys; ids[i] is the value of keys[i]. When a
@@ -59,6 +60,9 @@ func newByteTrie(keys []string, ids []int32) *byteTrie {
 			i = j
 		}
 	}
+	for c := range t.root {
+		t.root[c] = t.scanChild(0, byte(c))
+	}
 	return t
 }
 
@@ -71,6 +75,13 @@ func (t *byteTrie) addNode() int {
 
 // child returns the node reached from node by byte c, or -1.
 func (t *byteTrie) child(node int32, c byte) int32 {
+	if node == 0 {
+		return t.root[c]
+	}
+	return t.scanChild(node, c)
+}
+
+func (t *byteTrie) scanChild(node int32, c byte) int32 {
 	lo := t.firstChild[node]
 	hi := lo + t.numChildren[node]
 	if hi-lo <= 8 {

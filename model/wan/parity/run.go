@@ -15,34 +15,34 @@ import (
 // leaves out are reported as "not computed" failures.
 type Runner func(ctx context.Context, env *Env, c *Case) (map[string]*tensor.Dense, error)
 
-// runners maps a case kind to its runner; each file implementing runners adds to it from
-// an init function.
-var runners = map[string]Runner{}
+// Checker compares a case itself (for kinds whose limits are not relative L2, such as
+// the schedulers' ulp limits) and returns one Result per output tensor.
+type Checker func(ctx context.Context, env *Env, c *Case) ([]Result, error)
+
+// runners and checkers map a case kind to what runs it; each file implementing one adds
+// to them from an init function.
+var (
+	runners  = map[string]Runner{}
+	checkers = map[string]Checker{}
+)
 
 // register adds the runner of a case kind; a kind registered twice is a programming error.
 func register(kind string, r Runner) {
-	if _, dup := runners[kind]; dup {
+	if runners[kind] != nil || checkers[kind] != nil {
 		panic("wan parity: runner registered twice for " + kind)
 	}
 	runners[kind] = r
 }
 
-// Checker runs a case and compares its outputs itself (case kinds whose package has its
-// own comparison: the VAE's and the schedulers'). It returns one Result per output.
-type Checker func(ctx context.Context, env *Env, c *Case) ([]Result, error)
-
-// checkers maps a case kind to its checker.
-var checkers = map[string]Checker{}
-
 // registerChecker adds the checker of a case kind.
-func registerChecker(kind string, c Checker) {
-	if _, dup := checkers[kind]; dup {
-		panic("wan parity: checker registered twice for " + kind)
+func registerChecker(kind string, ch Checker) {
+	if runners[kind] != nil || checkers[kind] != nil {
+		panic("wan parity: runner registered twice for " + kind)
 	}
-	checkers[kind] = c
+	checkers[kind] = ch
 }
 
-// Kinds returns the case kinds that have a runner or a checker, sorted.
+// Kinds returns the case kinds that have a runner, sorted.
 func Kinds() []string {
 	out := make([]string, 0, len(runners)+len(checkers))
 	for k := range runners {
@@ -110,24 +110,21 @@ func Run(ctx context.Context, dir string, backend backends.Backend, progress fun
 		if err != nil {
 			return rep, err
 		}
-		if chk, ok := checkers[c.Kind]; ok {
-			if progress != nil {
-				progress(c.Name)
-			}
-			res, err := chk(ctx, env, c)
-			if err != nil {
-				return rep, fmt.Errorf("wan parity: case %s: %w", c.Name, err)
-			}
-			rep.Results = append(rep.Results, checkedAll(c, res)...)
-			continue
-		}
-		run, ok := runners[c.Kind]
+		run, check := runners[c.Kind], checkers[c.Kind]
 		names := make([]string, 0, len(c.Outputs))
 		for n := range c.Outputs {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		if !ok {
+		if check != nil {
+			if progress != nil {
+				progress(c.Name)
+			}
+			rs, err := check(ctx, env, c)
+			rep.Results = append(rep.Results, reconcile(c, names, rs, err)...)
+			continue
+		}
+		if run == nil {
 			for _, n := range names {
 				rep.Results = append(rep.Results, Result{Case: c.Name, Tensor: n, Shape: c.Outputs[n].Shape,
 					Limit: "-", Status: StatusUnchecked, Error: fmt.Sprintf("no Go runner for case kind %q yet", c.Kind)})
@@ -154,23 +151,25 @@ func Run(ctx context.Context, dir string, backend backends.Backend, progress fun
 	return rep, nil
 }
 
-// checkedAll returns a checker's results plus a failure for every output of c it left out,
-// so an output is never skipped.
-func checkedAll(c *Case, res []Result) []Result {
-	seen := map[string]bool{}
-	for i := range res {
-		res[i].Case = c.Name
-		seen[res[i].Tensor] = true
+// reconcile makes a checker's results cover exactly the case's output tensors: a tensor
+// the checker did not report is a failure, and so is every tensor when it returned an
+// error.
+func reconcile(c *Case, names []string, rs []Result, err error) []Result {
+	byName := map[string]Result{}
+	for _, r := range rs {
+		byName[r.Tensor] = r
 	}
-	names := make([]string, 0, len(c.Outputs))
-	for n := range c.Outputs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	out := make([]Result, 0, len(names))
 	for _, n := range names {
-		if !seen[n] {
-			res = append(res, Result{Case: c.Name, Tensor: n, Shape: c.Outputs[n].Shape, Limit: "-", Status: StatusFail, Error: "not computed"})
+		r, ok := byName[n]
+		switch {
+		case err != nil:
+			r = Result{Case: c.Name, Tensor: n, Shape: c.Outputs[n].Shape, Status: StatusFail, Error: err.Error()}
+		case !ok:
+			r = Result{Case: c.Name, Tensor: n, Shape: c.Outputs[n].Shape, Status: StatusFail, Error: "not computed"}
 		}
+		r.Case = c.Name
+		out = append(out, r)
 	}
-	return res
+	return out
 }

@@ -253,6 +253,15 @@ def invalid_utf8(i):
     return bytes(b)
 
 
+def write_golden(path, header, id_lists):
+    """A golden file: a JSON header line, then one line of space-separated ids
+    per corpus string (the text strings, then the malformed UTF-8 ones)."""
+    with gzip.GzipFile(path, "wb", mtime=0) as f:
+        f.write(json.dumps(header, ensure_ascii=False).encode() + b"\n")
+        for ids in id_lists:
+            f.write(" ".join(map(str, ids)).encode() + b"\n")
+
+
 DECODED = 600  # strings whose decoded text the golden files keep
 
 
@@ -287,10 +296,9 @@ def main():
         sp = spm.SentencePieceProcessor(model_file=os.path.join(HERE, "models", name + ".model"))
         ids = [sp.encode(s) for s in strings]
         decoded = [sp.decode(x) for x in ids[:DECODED]]
-        golden = {"vocab_size": sp.get_piece_size(), "eos_id": sp.eos_id(), "pad_id": sp.pad_id(), "unk_id": sp.unk_id(),
-                  "ids": ids, "decoded": decoded, "invalid_utf8_ids": [sp.encode(b) for b in raw]}
-        with gzip.GzipFile(os.path.join(HERE, "golden", name + ".json.gz"), "wb", mtime=0) as f:
-            f.write(json.dumps(golden, ensure_ascii=False).encode())
+        header = {"vocab_size": sp.get_piece_size(), "eos_id": sp.eos_id(), "pad_id": sp.pad_id(), "unk_id": sp.unk_id(),
+                  "decoded": decoded}
+        write_golden(os.path.join(HERE, "golden", name + ".txt.gz"), header, ids + [sp.encode(b) for b in raw])
         print(name, sp.get_piece_size(), sum(map(len, ids)), "ids", file=sys.stderr)
 
 
