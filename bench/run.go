@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/internal/atomicfile"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -227,20 +228,10 @@ func writeOutputs(o Options, rep Report, events []Event) error {
 		if path == "" {
 			return nil
 		}
-		tmp := path + ".tmp"
-		fh, err := os.Create(tmp)
-		if err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-		if err := f(fh); err != nil {
-			fh.Close()
-			os.Remove(tmp)
+		if err := atomicfile.Write(path, atomicfile.Options{}, f); err != nil {
 			return fmt.Errorf("bench: %s: %w", path, err)
 		}
-		if err := fh.Close(); err != nil {
-			return fmt.Errorf("bench: %s: %w", path, err)
-		}
-		return os.Rename(tmp, path)
+		return nil
 	}
 	if err := write(o.JSON, func(w io.Writer) error { return WriteJSON(w, rep) }); err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/internal/atomicfile"
 	"github.com/vdpp/vdpp/model"
 	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
 	"github.com/vdpp/vdpp/model/family"
@@ -228,11 +229,7 @@ func writeJSONFile(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteFile(path, b, atomicfile.Options{})
 }
 
 // writeFinals writes the final latents of samples ids as little-endian float32, in order.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/internal/atomicfile"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
@@ -260,11 +261,7 @@ func (w *workload) finishSample(ctx context.Context, s int64, lat *tensor.Dense)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, ".report.json.tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, "report.json")); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, "report.json"), append(b, '\n'), atomicfile.Options{}); err != nil {
 		return err
 	}
 	w.log.Info("sample done", "sample", s, "dir", dir, "decode_ms", int(decodeMS), "mp4", enc)

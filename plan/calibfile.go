@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+
+	"github.com/vdpp/vdpp/internal/atomicfile"
 )
 
 // CalibrationVersion is the version of the calibration file format.
@@ -98,22 +99,13 @@ func LoadCalibration(path string) (Calibration, error) {
 
 // SaveCalibration writes a calibration file atomically (a temporary file, then rename).
 func SaveCalibration(path string, c Calibration) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".calibration-*")
-	if err != nil {
+	var fillErr error
+	err := atomicfile.Write(path, atomicfile.Options{Perm: 0o600}, func(w io.Writer) error {
+		fillErr = WriteCalibration(w, c)
+		return fillErr
+	})
+	if err != nil && err != fillErr {
 		return fmt.Errorf("plan: %w", err)
 	}
-	if err := WriteCalibration(tmp, c); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("plan: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("plan: %w", err)
-	}
-	return nil
+	return err
 }

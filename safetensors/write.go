@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"unicode/utf8"
 
 	"github.com/vdpp/vdpp/tensor"
+
+	"github.com/vdpp/vdpp/internal/atomicfile"
 )
 
 // NamedTensor is a float32 tensor to write under a name.
@@ -230,35 +230,17 @@ func writeFloat32s(w io.Writer, data []float32) error {
 
 // writeFileAtomic writes through fill into a temporary file next to path, syncs it and
 // renames it over path; on any error the temporary file is removed.
-func writeFileAtomic(path string, fill func(io.Writer) error) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("%s: safetensors: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = fill(tmp); err != nil {
+func writeFileAtomic(path string, fill func(io.Writer) error) error {
+	var fillErr error
+	err := atomicfile.Write(path, atomicfile.Options{Sync: true}, func(w io.Writer) error {
+		fillErr = fill(w)
+		return fillErr
+	})
+	switch {
+	case err == nil:
+		return nil
+	case err == fillErr:
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("%s: safetensors: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("%s: safetensors: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("%s: safetensors: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("%s: safetensors: %w", path, err)
-	}
-	return nil
+	return fmt.Errorf("%s: safetensors: %w", path, err)
 }

@@ -14,6 +14,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/vdpp/vdpp/internal/atomicfile"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -254,23 +255,7 @@ func (s *Store) ReadFile(id, name string) ([]byte, error) {
 }
 
 func writeSynced(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.WriteFile(path, data, atomicfile.Options{Perm: 0o600, Sync: true}); err != nil {
 		return fmt.Errorf("serve: write %s: %w", path, err)
 	}
 	return nil

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"image"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/vdpp/vdpp/internal/atomicfile"
 )
 
 // ErrNoFFmpeg is returned by WriteMP4 when no ffmpeg executable can be found.
@@ -69,17 +69,19 @@ func (m MP4Writer) Write(path string, frames []image.Image, fps float64) (err er
 		}
 	}
 	ew, eh := w+w%2, h+h%2
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*.mp4")
-	if err != nil {
+	var runErr error
+	err = atomicfile.WriteNamed(path, atomicfile.Options{}, func(tmpName string) error {
+		runErr = runFFmpeg(command, exe, tmpName, frames, fps, ew, eh)
+		return runErr
+	})
+	if err != nil && err != runErr {
 		return fmt.Errorf("video: mp4: %w", err)
 	}
-	tmpName := tmp.Name()
-	tmp.Close()
-	defer func() {
-		if err != nil {
-			os.Remove(tmpName)
-		}
-	}()
+	return err
+}
+
+// runFFmpeg encodes frames (padded to ew x eh) at fps into the MP4 file tmpName with exe.
+func runFFmpeg(command func(string, ...string) *exec.Cmd, exe, tmpName string, frames []image.Image, fps float64, ew, eh int) error {
 	cmd := command(exe, "-y", "-hide_banner", "-loglevel", "error",
 		"-f", "rawvideo", "-pix_fmt", "rgb24", "-s", fmt.Sprintf("%dx%d", ew, eh),
 		"-r", strconv.FormatFloat(fps, 'g', -1, 64), "-i", "-",
@@ -101,12 +103,6 @@ func (m MP4Writer) Write(path string, frames []image.Image, fps float64) (err er
 	}
 	if werr != nil || cerr != nil {
 		return fmt.Errorf("video: mp4: feeding ffmpeg: %w", errors.Join(werr, cerr))
-	}
-	if err = os.Chmod(tmpName, 0o644); err != nil {
-		return fmt.Errorf("video: mp4: %w", err)
-	}
-	if err = os.Rename(tmpName, path); err != nil {
-		return fmt.Errorf("video: mp4: rename into %s: %w", path, err)
 	}
 	return nil
 }
