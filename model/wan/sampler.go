@@ -100,7 +100,16 @@ func (wanFamily) Describe(dir string) (family.Description, error) {
 	if err != nil {
 		return family.Description{}, err
 	}
-	return family.Description{Defaults: defaultParams(), SizeMultiple: m}, nil
+	vc, err := f.VAEConfig()
+	if err != nil {
+		return family.Description{}, err
+	}
+	tc, err := f.TransformerConfig(1)
+	if err != nil {
+		return family.Description{}, err
+	}
+	return family.Description{Defaults: defaultParams(), SizeMultiple: m, FrameMultiple: vc.TemporalFactor(),
+		TextDim: tc.TextDim, TextDimFile: tc.Path}, nil
 }
 
 func defaultParams() family.Params {
