@@ -80,12 +80,12 @@ func (c SchedulerConfig) New(steps int) (sched.Scheduler, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.Path, err)
 		}
-		return asScheduler(f), nil
+		return f, nil
 	default:
 		u, err := sched.NewUniPC(c.UniPC, steps)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.Path, err)
 		}
-		return asScheduler(u), nil
+		return u, nil
 	}
 }
