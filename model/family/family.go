@@ -145,6 +145,14 @@ type Description struct {
 	// SizeMultiple is what height and width must be positive multiples of (the VAE's
 	// spatial factor).
 	SizeMultiple int
+	// FrameMultiple, when > 0, says frame counts must be 1 + k·FrameMultiple (a causal
+	// VAE's temporal factor: Wan's 4).
+	FrameMultiple int
+	// TextDim, when > 0, says the family is conditioned on prompt embeddings of this width
+	// (Input.PromptEmbeds, `--prompt-embeds`) rather than on an image; TextDimFile is the
+	// config file that sets it, for messages.
+	TextDim     int
+	TextDimFile string
 }
 
 // Family is a registered model family.
