@@ -109,11 +109,15 @@ func TestMeshesMatchOneRank(t *testing.T) {
 		{1, 2, 2, 1, false},
 	} {
 		t.Run(fmt.Sprintf("pp%d_cfg%d_cp%d_dp%d", m.pp, m.cfg, m.cp, m.dp), func(t *testing.T) {
-			got := generateMesh(t, dir, in, p, m.pp, m.cfg, m.cp, m.dp, samples)
-			if len(got) != samples {
-				t.Fatalf("%d samples, want %d", len(got), samples)
+			n := m.dp // one sample per replica keeps the test fast
+			got := generateMesh(t, dir, in, p, m.pp, m.cfg, m.cp, m.dp, n)
+			if len(got) != n {
+				t.Fatalf("%d samples, want %d", len(got), n)
 			}
 			for s, f := range want {
+				if s >= int64(n) {
+					continue
+				}
 				rel := tensor.RelL2(got[s], f)
 				switch {
 				case m.exact && !tensor.BitEqual(got[s], f):
