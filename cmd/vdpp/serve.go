@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/svd"
 
 	"context"
 	"encoding/hex"
@@ -156,11 +157,15 @@ func folderSpec(name, dir string) (serve.ModelSpec, error) {
 	if err != nil {
 		return serve.ModelSpec{}, fmt.Errorf("serve: %w", err)
 	}
-	m, err := family.ResolveDir(dir)
-	if err != nil {
+	// A folder whose model_index.json names no family is refused here; one the loader
+	// cannot read yet is taken as SVD, and the loader reports what is wrong with it.
+	fam := svd.FamilyName
+	if m, err := family.ResolveDir(dir); err == nil {
+		fam = m.Family.Name()
+	} else if errors.Is(err, family.ErrUnknown) {
 		return serve.ModelSpec{}, fmt.Errorf("serve: %w", err)
 	}
-	return serve.ModelSpec{Name: m.Family.Name(), Dir: dir, DecodeChunkSize: smp.DecodeChunkSize,
+	return serve.ModelSpec{Name: fam, Dir: dir, DecodeChunkSize: smp.DecodeChunkSize,
 		MinGuidance: smp.MinGuidance, MaxGuidance: smp.MaxGuidance}, nil
 }
 

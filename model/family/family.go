@@ -90,14 +90,14 @@ type Options struct {
 	Sim model.Config
 }
 
-// Input is what a generation starts from: an image for image-to-video families, prompt
-// embeddings for text-to-video families until their text encoder is wired (Wan:
-// [L, text_dim] or [1, L, text_dim], the text encoder's output; the negative ones are the
-// unconditional half of CFG).
+// Input is what a generation starts from: an image for image-to-video families; the text
+// encoder's output for text-conditioned families (Wan), given as embeddings until a text
+// encoder runs in vdpp.
 type Input struct {
-	Image                image.Image
-	PromptEmbeds         *tensor.Dense
-	NegativePromptEmbeds *tensor.Dense
+	Image image.Image
+	// PromptEmbeds and NegativePromptEmbeds are [1, S, D] text embeddings (nil when the
+	// family takes none; a nil negative means the family's empty-prompt embedding).
+	PromptEmbeds, NegativePromptEmbeds *tensor.Dense
 }
 
 // Sampler is one process's share of a family's sampling sequence (see the package doc).
