@@ -254,7 +254,7 @@ func imageEmbed(s nn.Scope, cfg Config, image *Node) *Node {
 // gate for self-attention, then for the feed-forward.
 func block(s nn.Scope, cfg Config, x, ctx, img, tproj *Node, rope [2]*Node) *Node {
 	q, k, v := selfAttnQKV(s, cfg, x, tproj, rope)
-	return blockRest(s, cfg, x, nn.AttentionAuto(q, k, v, cfg.NumAttentionHeads), ctx, img, tproj)
+	return blockRest(s, cfg, x, attend(q, k, v, cfg.NumAttentionHeads), ctx, img, tproj)
 }
 
 // modulation returns a block's six modulation vectors [B, S, D]: shift, scale, gate of
@@ -311,12 +311,12 @@ func attention(s nn.Scope, cfg Config, x, ctx, img *Node, rope [2]*Node) *Node {
 	g := x.Graph()
 	dim, heads := cfg.InnerDim(), cfg.NumAttentionHeads
 	q, k, v := projectQKV(s, cfg, x, ctx, rope)
-	out := nn.AttentionAuto(q, k, v, heads)
+	out := attend(q, k, v, heads)
 	if img != nil {
 		ki := linear(s.In("add_k_proj"), g, img, cfg.AddedKVProjDim, dim)
 		ki = rmsNorm(ki, s.Param(g, "norm_added_k.weight", dim), cfg.Eps)
 		vi := linear(s.In("add_v_proj"), g, img, cfg.AddedKVProjDim, dim)
-		out = Add(nn.AttentionAuto(q, ki, vi, heads), out)
+		out = Add(attend(q, ki, vi, heads), out)
 	}
 	return linear(s.In("to_out.0"), g, out, dim, dim)
 }

@@ -203,7 +203,7 @@ func newCPPrograms(m *Model) (*cpPrograms, error) {
 		q := Squeeze(SliceAxis(qkv, 0, AxisElem(0)), 0)
 		k := Squeeze(SliceAxis(qkv, 0, AxisElem(1)), 0)
 		v := Squeeze(SliceAxis(qkv, 0, AxisElem(2)), 0)
-		return []*Node{nn.AttentionAuto(q, k, v, heads)}
+		return []*Node{attend(q, k, v, heads)}
 	})
 	// head: x, temb, hidden shard (for its shape) -> the shard's prediction.
 	p.head = mk("head", m.weights, func(s nn.Scope, in []*Node) []*Node {
