@@ -102,20 +102,3 @@ func TestPerturbedReferenceFails(t *testing.T) {
 		t.Fatalf("an uncomputable output is not reported as such:\n%s", rep.Table())
 	}
 }
-
-func TestULP(t *testing.T) {
-	tests := []struct {
-		a, b []float32
-		want int64
-	}{
-		{[]float32{1}, []float32{1}, 0},
-		{[]float32{1}, []float32{1.0000001}, 1},
-		{[]float32{-0.0}, []float32{0}, 0},
-		{[]float32{1e-45}, []float32{-1e-45}, 2},
-	}
-	for _, tc := range tests {
-		if got := maxULP(tc.a, tc.b); got != tc.want {
-			t.Errorf("maxULP(%v, %v) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
