@@ -391,11 +391,31 @@ func (s *Server) serveRendered(w http.ResponseWriter, r *http.Request, id string
 // the other format is written from the same frames when it is missing, so a model whose
 // decode is expensive (the SVD VAE) decodes each job once.
 func (s *Server) render(r *http.Request, id string, st Status, path string) error {
+	return s.withDecodedFrames(r.Context(), id, st, func(list []image.Image) error {
+		if err := s.writeRendered(path, list, st.Params.FPS); err != nil {
+			return err
+		}
+		other := filepath.Join(filepath.Dir(path), "output.gif")
+		if strings.HasSuffix(path, ".gif") {
+			other = filepath.Join(filepath.Dir(path), "output.mp4")
+		}
+		if _, err := os.Stat(other); err != nil {
+			if err := s.writeRendered(other, list, st.Params.FPS); err != nil {
+				s.log.Warn("render second format", "id", id, "path", other, "err", err)
+			}
+		}
+		return nil
+	})
+}
+
+// withDecodedFrames decodes a finished job's final latent into frames and hands them to
+// use, all counted as one render (Close waits for it; closing the server cancels the decode).
+func (s *Server) withDecodedFrames(rctx context.Context, id string, st Status, use func([]image.Image) error) error {
 	if err := s.beginRender(); err != nil {
 		return err
 	}
 	defer s.renders.Done()
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancel(rctx)
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
 	shape, err := s.coord.latentShape(id)
@@ -425,19 +445,7 @@ func (s *Server) render(r *http.Request, id string, st Status, path string) erro
 	for i, m := range imgs {
 		list[i] = m
 	}
-	if err := s.writeRendered(path, list, st.Params.FPS); err != nil {
-		return err
-	}
-	other := filepath.Join(filepath.Dir(path), "output.gif")
-	if strings.HasSuffix(path, ".gif") {
-		other = filepath.Join(filepath.Dir(path), "output.mp4")
-	}
-	if _, err := os.Stat(other); err != nil {
-		if err := s.writeRendered(other, list, st.Params.FPS); err != nil {
-			s.log.Warn("render second format", "id", id, "path", other, "err", err)
-		}
-	}
-	return nil
+	return use(list)
 }
 
 // writeRendered writes frames as a GIF (path ends in .gif) or an MP4.

@@ -13,8 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/vdpp/vdpp/video"
 )
 
 // The derived assets of a finished job, written on first download beside output.mp4.
@@ -97,67 +95,35 @@ func (s *Server) oaFailRead(w http.ResponseWriter, id string, err error) {
 // renderAssets decodes a finished job's latent once and writes whichever of the MP4, the
 // GIF, the thumbnail and the sprite sheet are missing.
 func (s *Server) renderAssets(rctx context.Context, id string, st Status, dir string) error {
-	if err := s.beginRender(); err != nil {
-		return err
-	}
-	defer s.renders.Done()
-	ctx, cancel := context.WithCancel(rctx)
-	defer cancel()
-	defer context.AfterFunc(s.ctx, cancel)()
-	shape, err := s.coord.latentShape(id)
-	if err != nil {
-		return err
-	}
-	b, err := s.store.ReadFile(id, finalFile)
-	if err != nil {
-		return err
-	}
-	lat, err := DecodeLatent(b, shape)
-	if err != nil {
-		return err
-	}
-	frames, err := s.gen.Decode(ctx, lat, st.Params)
-	if err != nil {
-		if s.ctx.Err() != nil {
-			return fmt.Errorf("%w: decode of job %s: %v", ErrClosed, id, err)
+	return s.withDecodedFrames(rctx, id, st, func(list []image.Image) error {
+		missing := func(name string) bool { _, err := os.Stat(filepath.Join(dir, name)); return err != nil }
+		for _, name := range []string{"output.mp4", "output.gif"} {
+			if missing(name) {
+				if err := s.writeRendered(filepath.Join(dir, name), list, st.Params.FPS); err != nil {
+					return err
+				}
+			}
 		}
-		return err
-	}
-	imgs, err := video.FramesFromTensor(frames)
-	if err != nil {
-		return err
-	}
-	list := make([]image.Image, len(imgs))
-	for i, m := range imgs {
-		list[i] = m
-	}
-	missing := func(name string) bool { _, err := os.Stat(filepath.Join(dir, name)); return err != nil }
-	for _, name := range []string{"output.mp4", "output.gif"} {
-		if missing(name) {
-			if err := s.writeRendered(filepath.Join(dir, name), list, st.Params.FPS); err != nil {
+		if missing(thumbnailFile) {
+			var buf bytes.Buffer
+			if err := png.Encode(&buf, list[0]); err != nil {
+				return err
+			}
+			if err := writeSynced(filepath.Join(dir, thumbnailFile), buf.Bytes()); err != nil {
 				return err
 			}
 		}
-	}
-	if missing(thumbnailFile) {
-		var buf bytes.Buffer
-		if err := png.Encode(&buf, list[0]); err != nil {
-			return err
+		if missing(spritesheetFile) {
+			var buf bytes.Buffer
+			if err := jpeg.Encode(&buf, SpriteSheet(list, spriteTile), &jpeg.Options{Quality: 90}); err != nil {
+				return err
+			}
+			if err := writeSynced(filepath.Join(dir, spritesheetFile), buf.Bytes()); err != nil {
+				return err
+			}
 		}
-		if err := writeSynced(filepath.Join(dir, thumbnailFile), buf.Bytes()); err != nil {
-			return err
-		}
-	}
-	if missing(spritesheetFile) {
-		var buf bytes.Buffer
-		if err := jpeg.Encode(&buf, SpriteSheet(list, spriteTile), &jpeg.Options{Quality: 90}); err != nil {
-			return err
-		}
-		if err := writeSynced(filepath.Join(dir, spritesheetFile), buf.Bytes()); err != nil {
-			return err
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // SpriteSheet lays frames out row-major on a grid of ceil(sqrt(len)) columns, each scaled
