@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/vdpp/vdpp/model/family"
 	_ "github.com/vdpp/vdpp/model/families"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/svd"
 )
 
