@@ -154,4 +154,3 @@ func TestCheckTextMissing(t *testing.T) {
 		t.Fatalf("no tokenizer: %v", err)
 	}
 }
-
