@@ -38,3 +38,10 @@ func (r Resolved) StagePlan(steps, stages int) ([]pipeline.Range, error) {
 	}
 	return pipeline.CutStages(cost, stages, cuts)
 }
+
+// ExpertWeights is implemented by Samplers whose denoiser switches by step: ExpertBytes
+// returns the weight bytes of each expert in step order (0 for one this process did not
+// load), for the planner.
+type ExpertWeights interface {
+	ExpertBytes() []int64
+}

@@ -471,6 +471,17 @@ func (s *Sampler) Prepare(ctx context.Context, in family.Input, p family.Params,
 // with its guidance row.
 func (s *Sampler) Stepper(sc sched.Scheduler) (*pipeline.Stepper, error) {
 	st := &pipeline.Stepper{Sched: sc}
+	if sc == nil {
+		// No schedule, so no step ranges (a caller that only wants a denoiser, as the
+		// planner's calibration): the first loaded expert for every step.
+		for _, m := range s.Experts {
+			if m != nil {
+				st.Model = &Denoiser{M: m, ExpandTimesteps: s.Folder.ExpandTimesteps}
+				return st, nil
+			}
+		}
+		return nil, fmt.Errorf("wan: this process loaded no transformer")
+	}
 	ranges := s.Folder.ExpertRanges(sc, s.Sched.NumTrainTimesteps())
 	for i, m := range s.Experts {
 		if m == nil || ranges[i].Start == ranges[i].End {
@@ -592,3 +603,20 @@ func (wanFamily) Switches(dir string, steps int) ([]int, error) {
 }
 
 var _ family.Switcher = wanFamily{}
+
+// ExpertBytes implements family.ExpertWeights: the bytes of `transformer` and
+// `transformer_2` (two-expert folders only; nil otherwise).
+func (s *Sampler) ExpertBytes() []int64 {
+	if !s.Folder.HasBoundary {
+		return nil
+	}
+	out := make([]int64, 2)
+	for i, m := range s.Experts {
+		if m != nil {
+			out[i] = m.WeightBytes()
+		}
+	}
+	return out
+}
+
+var _ family.ExpertWeights = (*Sampler)(nil)

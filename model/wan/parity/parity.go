@@ -4,9 +4,10 @@
 //
 // Contract: every tensor in a case's outputs is reported. A case kind with a runner is
 // compared under the limits of shared/golden/wan-dev/README.md (relative L2 <= 1e-4);
-// a case kind without one yet (VAE, schedulers, the full pipeline until their runners
-// land) is reported "not yet checked" for each of its tensors and makes Report.Err fail
-// with ErrUnchecked: it is never counted as passed. Runners register per case kind
+// the wan-dev kinds all have one: the transformers, the VAE, the schedulers and
+// full_pipeline_moe, which runs the whole WanPipeline through the Wan family's Sampler and
+// the engine's Stepper. A case kind without one is reported "not yet checked" for each of
+// its tensors and makes Report.Err fail with ErrUnchecked: it is never counted as passed. Runners register per case kind
 // (register, from the file that implements them); sizes come from the configs and the
 // case's own tensors and arguments, never from the dev shapes.
 package parity
