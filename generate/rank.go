@@ -51,7 +51,7 @@ func RunRank(ctx context.Context, o Options, env dist.Env, log *slog.Logger) err
 	roles := family.Roles{Condition: first, Denoise: true, Decode: last, Steps: plan[env.Rank], TotalSteps: o.Steps}
 	t0 := time.Now()
 	p, err := m.Open(family.Options{Variant: o.Variant, Backend: o.Backend, Roles: roles,
-		Prompts: o.Prompt != "", Progress: loadProgress(log)})
+		Prompts: o.Prompt != "", Progress: LoadProgress(log)})
 	if err != nil {
 		return err
 	}
@@ -317,9 +317,10 @@ func (w *workload) finishSample(ctx context.Context, s int64, lat *tensor.Dense)
 	return nil
 }
 
-// loadProgress logs a large component's load every 10% (the text encoder's shards are
-// several GB): "loading component=text_encoder percent=40 bytes=... total=...".
-func loadProgress(log *slog.Logger) func(component string, loaded, total int64) {
+// LoadProgress returns a family.Options.Progress that logs a large component's load
+// every 10% (the text encoder's shards are several GB):
+// "loading component=text_encoder percent=40 bytes=... total=...".
+func LoadProgress(log *slog.Logger) func(component string, loaded, total int64) {
 	last := map[string]int64{}
 	return func(component string, loaded, total int64) {
 		if total <= 0 {

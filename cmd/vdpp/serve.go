@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vdpp/vdpp/generate"
 	"github.com/vdpp/vdpp/serve"
 )
 
@@ -30,9 +31,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	spec.StepMS, spec.Cost, spec.Variant, spec.Backend = cfg.Spec.StepMS, cfg.Spec.Cost, cfg.Spec.Variant, cfg.Spec.Backend
+	log := newLogger(stderr)
+	spec.LoadProgress = generate.LoadProgress(log) // the text encoder's multi-GB load
 	cfg.Spec = spec
 	cfg.ServedModelNames = servedModelNames(servedNames, modelName)
-	log := newLogger(stderr)
 	cfg.Log = log
 	cfg.WorkerOutput = stderr
 	if inproc {
