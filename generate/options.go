@@ -1,7 +1,9 @@
-// Package generate is `vdpp generate`: image in, videos out, through the K-stage step
-// pipeline. Stage 0 loads the image encoder, VAE encoder and UNet and computes each sample's
-// conditioning once; middle stages load only the UNet; the last stage loads the UNet and the
-// VAE decoder and writes, per sample, video.gif, video.mp4, frames/NNN.png and report.json.
+// Package generate is `vdpp generate`: an image (SVD) or a prompt (Wan) in, videos out,
+// through the K-stage step pipeline. Stage 0 loads the conditioner (SVD's image encoder and
+// VAE encoder; Wan's tokenizer and text encoder, with --prompt) with its denoiser and
+// computes each sample's conditioning once; middle stages load only the denoiser; the last
+// stage loads the denoiser and the VAE decoder and writes, per sample, video.gif, video.mp4,
+// frames/NNN.png and report.json.
 //
 // Contract: the same seed gives bit-identical frames with 1 or K processes (sample s draws
 // its noise from a stream keyed by (seed, s); batch composition does not depend on K). Bad
