@@ -37,10 +37,10 @@ const DecodeChunkSize = 7
 
 // MinGuidance and MaxGuidance are the built-in model's default classifier-free guidance
 // weights of the first and the last frame (SVD's are 1 and 3), also in its
-// vdpp_sampling.json. Measured with `vdpp eval` (docs/builtin-model.md, session 7): on 16
-// held-out clips a first-frame weight of 2 or more scored 0.3 dB above SVD's 1 -> 3 for the
-// session-6 weights, and weights past 4 gained nothing; for the shipped weights the two are
-// within 0.04 dB on 32 clips.
+// vdpp_sampling.json. Measured with `vdpp eval` (docs/builtin-model.md, the guidance
+// sweep): on 16 held-out clips a first-frame weight of 2 or more scored 0.3 dB above SVD's
+// 1 -> 3 for an earlier UNet, and weights past 4 gained nothing; for the shipped weights the
+// two are within 0.04 dB on 32 clips.
 const (
 	MinGuidance = 2.0
 	MaxGuidance = 4.0

@@ -187,6 +187,20 @@ func TestUniPCAcrossStages(t *testing.T) {
 		rs.stages = k
 		t.Run(fmt.Sprintf("K=%d", k), func(t *testing.T) { assertSameFinals(t, runStepper(t, rs, unipc), want) })
 	}
+	// The low-noise expert's own guidance scale (guidance_scale_2) changes the result, and
+	// cuts still give the bits of one stage.
+	scale2 := func(e *sched.Euler) *pipeline.Stepper {
+		st := unipc(e)
+		st.Experts[1].Guidance = []float32{2, 2, 2}
+		return st
+	}
+	want2 := runStepper(t, base, scale2)
+	if !differ(want, want2) {
+		t.Fatal("the second expert's guidance changed nothing")
+	}
+	rs := base
+	rs.stages = 3
+	assertSameFinals(t, runStepper(t, rs, scale2), want2)
 }
 
 // Two experts by step range (as Wan 2.2's high- and low-noise denoisers): any stage cut,

@@ -64,9 +64,14 @@ type Stepper struct {
 type Expert struct {
 	Steps Range
 	Model model.Denoiser
-	// GuidanceRow is the row of an item's guidance weights this expert's steps use when
-	// the item holds one row of per-frame weights per guidance scale (Wan 2.2's
-	// guidance_scale_2 for the low-noise expert); an item with one row uses it everywhere.
+	// Guidance, when set, replaces a guided item's per-frame guidance weights on this
+	// expert's steps (Wan 2.2's guidance_scale_2 for the low-noise expert); it has one
+	// weight per frame. Unguided items stay unguided.
+	Guidance []float32
+	// GuidanceRow is the row of an item's guidance weights this expert's steps use when the
+	// item holds one row of per-frame weights per guidance scale ([E·T]: per-request
+	// scales that travel with the item, as a Wan job's guidance_scale_2); an item with one
+	// row ([T]) uses it on every step.
 	GuidanceRow int
 }
 
@@ -79,28 +84,26 @@ func (s *Stepper) ModelAt(k int) model.Denoiser {
 }
 
 func (s *Stepper) expertAt(k int) *Expert {
-	for i, e := range s.Experts {
-		if k >= e.Steps.Start && k < e.Steps.End {
-			return &s.Experts[i]
+	for i := range s.Experts {
+		if e := &s.Experts[i]; k >= e.Steps.Start && k < e.Steps.End {
+			return e
 		}
 	}
 	return nil
 }
 
-// guidanceAt returns the per-frame guidance weights of step k from an item's weights g:
-// all of g when it holds frames weights, else the row of step k's expert.
-func (s *Stepper) guidanceAt(k int, g []float32, frames int) ([]float32, error) {
-	if len(g) == frames {
-		return g, nil
+// guidanceAt returns the per-frame guidance weights of step k for it (nil when unguided):
+// the expert's own weights when it has some, else the item's, or the expert's row of them
+// when the item holds a row per guidance scale.
+func (s *Stepper) guidanceAt(it *Item, k int) []float32 {
+	e := s.expertAt(k)
+	if e != nil && e.Guidance != nil && it.Guidance != nil {
+		return e.Guidance
 	}
-	row := 0
-	if e := s.expertAt(k); e != nil {
-		row = e.GuidanceRow
+	if frames := it.Latent.Shape[1]; e != nil && len(it.Guidance) > frames && len(it.Guidance)%frames == 0 && (e.GuidanceRow+1)*frames <= len(it.Guidance) {
+		return it.Guidance[e.GuidanceRow*frames : (e.GuidanceRow+1)*frames]
 	}
-	if len(g)%frames != 0 || (row+1)*frames > len(g) {
-		return nil, fmt.Errorf("%d guidance weights for %d frames (row %d)", len(g), frames, row)
-	}
-	return g[row*frames : (row+1)*frames], nil
+	return it.Guidance
 }
 
 // Step advances it by one step in place (it.Step is not changed; the Stage does that).
@@ -119,13 +122,10 @@ func (s *Stepper) Step(ctx context.Context, it *Item) error {
 		return fmt.Errorf("pipeline: group %d: no denoiser loaded for step %d", it.Group, k)
 	}
 	rows, n, frames := x.Shape[0], x.Len(), x.Shape[1]
-	guided := it.Guidance != nil
-	var weights []float32
-	if guided {
-		var err error
-		if weights, err = s.guidanceAt(k, it.Guidance, frames); err != nil {
-			return fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
-		}
+	weights := s.guidanceAt(it, k)
+	guided := weights != nil
+	if guided && len(weights) != frames {
+		return fmt.Errorf("pipeline: group %d step %d: %d guidance weights for %d frames", it.Group, k, len(weights), frames)
 	}
 	if s.CFG != nil && !guided {
 		return fmt.Errorf("pipeline: group %d: CFG-parallel ranks need a guided run", it.Group)

@@ -221,7 +221,12 @@ func (f *File) Close() error {
 
 // ToFloat32 converts little-endian elements of dtype dt to float32 in fresh memory. len(b)
 // must be a multiple of the element size.
-func ToFloat32(dt DType, b []byte) ([]float32, error) {
+func ToFloat32(dt DType, b []byte) ([]float32, error) { return ToFloat32Into(nil, dt, b) }
+
+// ToFloat32Into is ToFloat32 writing into dst's memory when its capacity suffices (fresh
+// memory otherwise) and returning the converted elements, so that a loader converting many
+// tensors can reuse one buffer.
+func ToFloat32Into(dst []float32, dt DType, b []byte) ([]float32, error) {
 	if !dt.IsFloat() {
 		return nil, fmt.Errorf("%w: %q does not convert to float32", ErrDtype, dt)
 	}
@@ -229,7 +234,11 @@ func ToFloat32(dt DType, b []byte) ([]float32, error) {
 	if len(b)%size != 0 {
 		return nil, fmt.Errorf("%w: %d bytes is not a whole number of %s elements", ErrShape, len(b), dt)
 	}
-	out := make([]float32, len(b)/size)
+	n := len(b) / size
+	if cap(dst) < n {
+		dst = make([]float32, n)
+	}
+	out := dst[:n]
 	switch dt {
 	case F32:
 		if nativeLittleEndian && len(out) > 0 {

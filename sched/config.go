@@ -65,7 +65,7 @@ func defaultConfig() Config {
 }
 
 // DefaultSVDConfig returns the scheduler configuration shipped with
-// stabilityai/stable-video-diffusion-img2vid(-xt) (SPEC §1.1).
+// stabilityai/stable-video-diffusion-img2vid(-xt) (their scheduler/scheduler_config.json).
 func DefaultSVDConfig() Config {
 	c := defaultConfig()
 	smin, smax := 0.002, 700.0

@@ -7,7 +7,8 @@
 // Schedules (Sigmas, Timesteps, InitNoiseSigma) and the per-step float32 arithmetic
 // (ScaleModelInput, Step, CFGCombine, GuidanceWeights) follow the float32 operation order
 // of the PyTorch reference so that results are bit-identical to it (see
-// shared/svd/SPEC.md §1 and §6); the only documented exception is the model timestep,
+// diffusers' schedulers/scheduling_euler_discrete.py, checked against torch-computed
+// vectors by the tests); the only documented exception is the model timestep,
 // which is the correctly rounded 0.25·ln σ and may differ from torch's float32 log by
 // one ulp. The per-step functions work on flat []float32 data, never allocate, and
 // accept dst aliasing any input.

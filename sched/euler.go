@@ -108,7 +108,7 @@ func (e *Euler) PredOriginal(dst, modelOut, x []float32, step int) error {
 
 // Step writes the Euler update for step into dst: x̂0 as in PredOriginal, then
 // d = (x − x̂0)/σ and x_next = x + d·(σ_next − σ), every operation rounded to float32 in
-// the order of diffusers' EulerDiscreteScheduler.step (SPEC §1.5), so the result is
+// the order of diffusers' EulerDiscreteScheduler.step, so the result is
 // bit-identical to torch's. dst may alias modelOut or x. It does not allocate.
 func (e *Euler) Step(dst, modelOut, x []float32, step int) error {
 	if err := e.check(step, len(x), len(dst), len(modelOut)); err != nil {

@@ -17,7 +17,7 @@ func fma32(a, b, c float32) float32 {
 
 // TorchLinspace returns torch.linspace(start, end, steps) for float32 as computed by
 // torch's CPU kernel built for AVX2 (the variant that produced the reference values in
-// shared/svd/vectors.json): step = (end−start)/(steps−1) in float32; element i is
+// the scheduler tests' reference vectors): step = (end−start)/(steps−1) in float32; element i is
 // start + step·i for i < steps/2 and end − step·(steps−1−i) otherwise, each with a fused
 // multiply-add; except that, in blocks of 16 elements taken from the front while 16
 // remain, every 8-lane vector computes its first lane that way and lane j as

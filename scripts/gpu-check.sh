@@ -8,7 +8,7 @@
 #   go       vdpp unetbench: SVD-XT UNet, 576x1024, 14 and 25 frames, batch 2
 #   torch    diffusers' UNetSpatioTemporalConditionModel, eager (SDPA), same shapes
 #   compile  the same with torch.compile
-#   multi    vdpp bench --model svd with 2, 3 and 4 processes sharing the GPU
+#   multi    vdpp bench --model DIR with 2, 3 and 4 processes sharing the GPU
 #   table    results.md from everything measured so far
 #
 # Inputs (paths relative to the repository root; override with the variables):
@@ -141,7 +141,7 @@ phase_multi() {
 	for n in $NPROCS; do
 		log "vdpp bench --model svd --nproc $n"
 		MEMFILE="$RESULTS/multi_$n.mem" gpu_mem_peak \
-			"$VDPP" bench --model svd --model-dir "$GOLDEN" --backend "$BACKEND" --nproc "$n" \
+			"$VDPP" bench --model "$GOLDEN" --backend "$BACKEND" --nproc "$n" \
 			--total-steps 8 --num-samples 8 --warmup-samples 2 --json "$RESULTS/multi_$n.json" \
 			>"$RESULTS/multi_$n.txt" 2>&1
 		echo $? >"$RESULTS/multi_$n.rc"

@@ -2,7 +2,9 @@ package serve
 
 import (
 	"net"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,8 +35,12 @@ const (
 )
 
 // ConnLimits bound the HTTP connections the server holds at once: Max over all clients,
-// PerClient per client IP address. Connections beyond either are answered with a 503 and
-// closed at once, before any request is read. A zero field takes DefaultConnLimits's.
+// PerClient per client IP address. A connection over its client's cap is answered with a
+// 503 and closed at once, before any request is read. One that finds all Max taken while
+// its client holds fewer than PerClient takes the place of an idle (or not yet used)
+// connection of the client holding the most, when that client holds at least two more
+// than the newcomer's; only when there is none is it refused. So a flood from one address
+// cannot lock other clients out. A zero field takes DefaultConnLimits's.
 type ConnLimits struct {
 	Max       int
 	PerClient int
@@ -73,6 +79,20 @@ func (l ConnLimits) Admit(total, fromClient int) bool {
 	return total < l.Max && fromClient < l.PerClient
 }
 
+// EvictionVictim picks the client whose connection a newcomer from client key may take
+// when all connections are taken: the one holding the most connections (the smallest key
+// among equals), provided it holds at least two more than key does. EvictionVictim is
+// pure.
+func EvictionVictim(perClient map[string]int, key string) (string, bool) {
+	best, bestN := "", 0
+	for k, n := range perClient {
+		if k != key && (n > bestN || n == bestN && k < best) {
+			best, bestN = k, n
+		}
+	}
+	return best, bestN >= perClient[key]+2
+}
+
 // clientKey is the address a connection is counted under: its IP, without the port.
 func clientKey(a net.Addr) string {
 	if tcp, ok := a.(*net.TCPAddr); ok {
@@ -92,17 +112,21 @@ type limitListener struct {
 	net.Listener
 	limits  ConnLimits
 	refused prometheus.Counter
+	evicted prometheus.Counter
 
 	mu    sync.Mutex
 	total int
 	per   map[string]int
+	conns map[string]map[*limitedConn]struct{}
 }
 
 func newLimitListener(ln net.Listener, limits ConnLimits, m *Metrics) *limitListener {
-	l := &limitListener{Listener: ln, limits: limits, per: map[string]int{}}
+	l := &limitListener{Listener: ln, limits: limits, per: map[string]int{}, conns: map[string]map[*limitedConn]struct{}{}}
 	l.refused = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_http_connections_refused_total",
 		Help: "HTTP connections refused at accept because of --max-conns or --max-conns-per-client."})
-	m.reg.MustRegister(l.refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	l.evicted = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_http_connections_evicted_total",
+		Help: "Idle HTTP connections of the client holding the most closed to admit another client's."})
+	m.reg.MustRegister(l.refused, l.evicted, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vdpp_http_connections", Help: "HTTP connections open.",
 	}, func() float64 { return float64(l.open()) }))
 	return l
@@ -121,13 +145,29 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		key := clientKey(c.RemoteAddr())
 		l.mu.Lock()
 		ok := l.limits.Admit(l.total, l.per[key])
-		if ok {
-			l.total++
-			l.per[key]++
+		var victim *limitedConn
+		if !ok && l.per[key] < l.limits.PerClient {
+			victim = l.victimLocked(key)
 		}
 		l.mu.Unlock()
+		if victim != nil {
+			victim.Close() // gives its place back
+			l.evicted.Inc()
+			l.mu.Lock()
+			ok = l.limits.Admit(l.total, l.per[key])
+			l.mu.Unlock()
+		}
 		if ok {
-			return &limitedConn{Conn: c, l: l, key: key}, nil
+			lc := &limitedConn{Conn: c, l: l, key: key}
+			l.mu.Lock()
+			l.total++
+			l.per[key]++
+			if l.conns[key] == nil {
+				l.conns[key] = map[*limitedConn]struct{}{}
+			}
+			l.conns[key][lc] = struct{}{}
+			l.mu.Unlock()
+			return lc, nil
 		}
 		l.refused.Inc()
 		c.SetWriteDeadline(time.Now().Add(refusalWriteWindow))
@@ -137,15 +177,46 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 }
 
+// victimLocked returns an idle or unused connection of the client EvictionVictim picks, or
+// nil.
+func (l *limitListener) victimLocked(key string) *limitedConn {
+	k, ok := EvictionVictim(l.per, key)
+	if !ok {
+		return nil
+	}
+	var fresh *limitedConn
+	for c := range l.conns[k] {
+		switch http.ConnState(c.state.Load()) {
+		case http.StateIdle:
+			return c
+		case http.StateNew:
+			fresh = c
+		}
+	}
+	return fresh
+}
+
+// trackState is the http.Server's ConnState hook: it records what each connection is doing.
+func trackState(c net.Conn, st http.ConnState) {
+	if lc, ok := c.(*limitedConn); ok {
+		lc.state.Store(int32(st))
+	}
+}
+
 func (l *limitListener) open() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.total
 }
 
-func (l *limitListener) release(key string) {
+func (l *limitListener) release(c *limitedConn) {
+	key := c.key
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	delete(l.conns[key], c)
+	if len(l.conns[key]) == 0 {
+		delete(l.conns, key)
+	}
 	l.total--
 	if l.per[key]--; l.per[key] <= 0 {
 		delete(l.per, key)
@@ -155,13 +226,14 @@ func (l *limitListener) release(key string) {
 // limitedConn gives its slot back once, on the first Close.
 type limitedConn struct {
 	net.Conn
-	l    *limitListener
-	key  string
-	once sync.Once
+	l     *limitListener
+	key   string
+	once  sync.Once
+	state atomic.Int32 // http.ConnState, from trackState
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.release(c.key) })
+	c.once.Do(func() { c.l.release(c) })
 	return err
 }

@@ -60,6 +60,28 @@ func TestConnLimitsAdmit(t *testing.T) {
 	}
 }
 
+func TestEvictionVictim(t *testing.T) {
+	for _, c := range []struct {
+		per    map[string]int
+		key    string
+		victim string
+		ok     bool
+	}{
+		{map[string]int{"a": 5}, "b", "a", true},
+		{map[string]int{"a": 5, "b": 3}, "b", "a", true},
+		{map[string]int{"a": 5, "b": 4}, "b", "a", false}, // only one more than b
+		{map[string]int{"a": 3, "c": 3}, "b", "a", true},  // ties: the smallest key
+		{map[string]int{"a": 1}, "b", "a", false},
+		{map[string]int{"b": 9}, "b", "", false}, // never the newcomer's own client
+		{map[string]int{}, "b", "", false},
+	} {
+		v, ok := EvictionVictim(c.per, c.key)
+		if ok != c.ok || ok && v != c.victim {
+			t.Errorf("EvictionVictim(%v, %q) = %q, %v; want %q, %v", c.per, c.key, v, ok, c.victim, c.ok)
+		}
+	}
+}
+
 // dialFrom connects to addr from the loopback address src (nil when the connection was
 // refused before it was established).
 func dialFrom(t *testing.T, src, addr string) net.Conn {
@@ -82,7 +104,8 @@ func TestLimitListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	ll := newLimitListener(ln, ConnLimits{Max: 4, PerClient: 2}, NewMetrics())
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }),
+		ConnState: trackState}
 	go srv.Serve(ll)
 	defer srv.Close()
 	addr := ln.Addr().String()
@@ -125,15 +148,28 @@ func TestLimitListener(t *testing.T) {
 	if get(b1) != 200 || get(b2) != 200 {
 		t.Fatal("another client refused below the total")
 	}
-	if st := get(dialFrom(t, "127.0.0.4", addr)); st != 503 {
-		t.Errorf("connection over the total: %d, want 503", st)
+	// All 4 taken, by two clients with 2 each: a newcomer takes an idle place of one of
+	// them (127.0.0.2, the smallest), a second newcomer from the same address does not
+	// (1 + 2 > 2), a third address does (127.0.0.3 still has 2).
+	c1 := dialFrom(t, "127.0.0.4", addr)
+	if st := get(c1); st != 200 {
+		t.Errorf("newcomer with all places taken by idle connections: %d, want 200", st)
 	}
-	a1.Close()
+	if st := get(dialFrom(t, "127.0.0.4", addr)); st != 503 {
+		t.Errorf("second newcomer from the same address: %d, want 503", st)
+	}
+	if st := get(dialFrom(t, "127.0.0.5", addr)); st != 200 {
+		t.Errorf("newcomer from a third address: %d, want 200", st)
+	}
+	if sa, sb := get(a1), get(a2); (sa == 503) == (sb == 503) {
+		t.Errorf("127.0.0.2's connections answer %d and %d; want one evicted (503) and one 200", sa, sb)
+	}
+	c1.Close()
 	deadline := time.Now().Add(2 * time.Second)
 	for ll.open() > 3 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if st := get(dialFrom(t, "127.0.0.4", addr)); st != 200 {
+	if st := get(dialFrom(t, "127.0.0.6", addr)); st != 200 {
 		t.Errorf("after a close: %d, want 200", st)
 	}
 }

@@ -384,10 +384,12 @@ func (c *Coordinator) buildItem(j *job) (*item, error) {
 			return nil, errors.New("reading the stored upload failed") // no paths for clients
 		}
 	}
-	img, err := decodeImage(context.Background(), data, 0)
+	// The decoded image counts against the decode budget until Prepare is done with it.
+	img, release, err := decodeImage(context.Background(), data, 0)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	sc, err := NewScheduler(c.cfg.Spec, j.rec.Params.Steps)
 	if err != nil {
 		return nil, err

@@ -13,7 +13,14 @@
 //     built-in model) gets a FamilyGenerator: its family.Sampler's conditioning and
 //     decoding roles; the workers hold its denoising role.
 //   - An accepted job (202) is on disk before the reply; it ends succeeded, failed (with an
-//     error) or cancelled, never silently lost.
+//     error) or cancelled, never silently lost. An end is reported only once its record is
+//     on disk, so a restart never undoes it; a 202 to DELETE means the job will not
+//     succeed. Store writes are retried with backoff; storage trouble answers /readyz and
+//     submissions with 503 (507 for a full disk) and a generic message.
+//   - The HTTP side is bounded: connection timeouts, connections per client address and
+//     in all (ConnLimits, from the descriptor limit, leaving descriptors for the store and
+//     the workers), image decodes within a memory budget after a header check, one render
+//     per job shared by concurrent downloads.
 //   - Every bad request gets a 4xx JSON body {"error": "..."}; nothing a client sends can
 //     crash the server or disturb another job.
 //   - Retention (Config.KeepJobs, `vdpp serve --keep-jobs`, default DefaultKeepJobs, 0 =

@@ -218,17 +218,35 @@ func NewScheduler(spec ModelSpec, steps int) (sched.Scheduler, error) {
 
 // Reference runs a job the way one process would: Prepare, then every step with one
 // Stepper on a batch of one. Its result is what the server's output must equal, bit for bit.
+// With den nil the steps run on the denoising role of spec's family, as the workers do.
 func Reference(ctx context.Context, gen Generator, den model.Denoiser, spec ModelSpec, img image.Image, p Params) (*tensor.Dense, error) {
-	sc, err := NewScheduler(spec, p.Steps)
-	if err != nil {
-		return nil, err
+	var st *pipeline.Stepper
+	var sc sched.Scheduler
+	if f, ok := family.Lookup(spec.Name); ok && den == nil {
+		smp, err := f.Open(spec.Dir, family.Options{Variant: spec.Variant, Backend: spec.Backend,
+			Roles: family.Roles{Denoise: true}, Sim: spec.DenoiserConfig()})
+		if err != nil {
+			return nil, err
+		}
+		defer smp.Close()
+		if sc, err = smp.Scheduler(p.Steps); err != nil {
+			return nil, err
+		}
+		if st, err = smp.Stepper(sc); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		if sc, err = NewScheduler(spec, p.Steps); err != nil {
+			return nil, err
+		}
+		st = &pipeline.Stepper{Model: den, Sched: sc}
 	}
 	s, err := gen.Prepare(ctx, img, p, sc)
 	if err != nil {
 		return nil, err
 	}
 	it := &pipeline.Item{Samples: []int64{0}, Latent: s.Latent.Clone(), Cond: []model.Conditioning{s.Cond}, Guidance: s.Guidance}
-	st := &pipeline.Stepper{Model: den, Sched: sc}
 	for it.Step = 0; it.Step < p.Steps; it.Step++ {
 		if err := st.Step(ctx, it); err != nil {
 			return nil, fmt.Errorf("serve: reference step %d: %w", it.Step, err)

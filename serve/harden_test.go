@@ -300,3 +300,29 @@ func TestRestartsAndTimings(t *testing.T) {
 		t.Fatalf("timings %+v before the restart, %+v after", st.Timings, again.Timings)
 	}
 }
+
+// FuzzBearerToken: a token that parses has no blanks at its ends and parses back from
+// "Bearer TOKEN"; a header without the scheme never parses.
+func FuzzBearerToken(f *testing.F) {
+	for _, s := range []string{"Bearer abc", "bearer  x ", "Basic abc", "", "Bearer", " BEARER\tq"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		tok, ok := bearerToken(h)
+		if !ok {
+			if tok != "" {
+				t.Fatalf("%q: token %q without ok", h, tok)
+			}
+			return
+		}
+		if tok == "" || tok != strings.TrimSpace(tok) {
+			t.Fatalf("%q: token %q", h, tok)
+		}
+		if !strings.HasPrefix(strings.ToLower(strings.TrimSpace(h)), "bearer ") {
+			t.Fatalf("%q parsed without the Bearer scheme", h)
+		}
+		if back, ok := bearerToken("Bearer " + tok); !ok || back != tok {
+			t.Fatalf("%q: token %q does not parse back (%q, %v)", h, tok, back, ok)
+		}
+	})
+}

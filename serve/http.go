@@ -290,7 +290,10 @@ func wrapRead(err error) error {
 // (checked from the header before decoding, so a decompression bomb costs nothing; the
 // pixels are decoded within the process's decode memory budget).
 func CheckImage(data []byte, maxPixels int) error {
-	_, err := decodeImage(context.Background(), data, maxPixels)
+	_, release, err := decodeImage(context.Background(), data, maxPixels)
+	if err == nil {
+		release()
+	}
 	return err
 }
 

@@ -45,28 +45,31 @@ func decodedBytes(cfg image.Config) int64 {
 
 // decodeImage decodes a PNG or JPEG: its header first (refusing more than maxPixels
 // pixels, 0 = no limit, before any pixel is decoded), then the pixels within
-// decodeBudget.
-func decodeImage(ctx context.Context, data []byte, maxPixels int) (image.Image, error) {
+// decodeBudget. The image's share of the budget is held until release is called: call it
+// once the image is no longer used (its memory is then garbage).
+func decodeImage(ctx context.Context, data []byte, maxPixels int) (img image.Image, release func(), err error) {
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil || (format != "png" && format != "jpeg") {
-		return nil, fmt.Errorf("%w: the image part is not a PNG or JPEG image", video.ErrNotImage)
+		return nil, nil, fmt.Errorf("%w: the image part is not a PNG or JPEG image", video.ErrNotImage)
 	}
 	if cfg.Width < 1 || cfg.Height < 1 {
-		return nil, fmt.Errorf("%w: the image is empty", video.ErrNotImage)
+		return nil, nil, fmt.Errorf("%w: the image is empty", video.ErrNotImage)
 	}
 	if maxPixels > 0 && int64(cfg.Width)*int64(cfg.Height) > int64(maxPixels) {
-		return nil, fmt.Errorf("%w: image %dx%d has more than %d pixels", ErrTooLarge, cfg.Width, cfg.Height, maxPixels)
+		return nil, nil, fmt.Errorf("%w: image %dx%d has more than %d pixels", ErrTooLarge, cfg.Width, cfg.Height, maxPixels)
 	}
 	n := decodedBytes(cfg)
 	if err := decodeBudget.acquire(ctx, n); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer decodeBudget.release(n)
-	img, _, err := image.Decode(bytes.NewReader(data))
+	var once sync.Once
+	release = func() { once.Do(func() { decodeBudget.release(n) }) }
+	img, _, err = image.Decode(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", video.ErrNotImage, err)
+		release()
+		return nil, nil, fmt.Errorf("%w: %v", video.ErrNotImage, err)
 	}
-	return img, nil
+	return img, release, nil
 }
 
 // byteBudget is a weighted semaphore: acquire(n) waits until n bytes (at most the whole

@@ -83,15 +83,20 @@ func TestDecodeImageConfigFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	head := buf.Bytes()[:60] // signature and IHDR only
-	if _, err := decodeImage(context.Background(), head, 300*200-1); !errors.Is(err, ErrTooLarge) {
+	if _, _, err := decodeImage(context.Background(), head, 300*200-1); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("oversize header: %v, want ErrTooLarge", err)
 	}
-	if _, err := decodeImage(context.Background(), head, 0); !errors.Is(err, video.ErrNotImage) {
+	if _, _, err := decodeImage(context.Background(), head, 0); !errors.Is(err, video.ErrNotImage) {
 		t.Fatalf("truncated pixels: %v, want ErrNotImage", err)
 	}
-	m, err := decodeImage(context.Background(), buf.Bytes(), 300*200)
+	m, release, err := decodeImage(context.Background(), buf.Bytes(), 300*200)
 	if err != nil || m.Bounds().Dx() != 300 {
 		t.Fatalf("good image: %v", err)
+	}
+	release()
+	release() // once
+	if decodeBudget.used != 0 {
+		t.Fatalf("budget still holds %d bytes", decodeBudget.used)
 	}
 }
 

@@ -16,9 +16,9 @@ func (c *Coordinator) Page(after string, limit int, desc bool) ([]Status, bool, 
 	defer c.mu.Unlock()
 	var from uint64
 	if after != "" {
-		j, ok := c.jobs[after]
+		j, ok := c.lookupLocked(after)
 		if !ok {
-			return nil, false, fmt.Errorf("%w: %q", ErrNotFound, after)
+			return nil, false, notFound(after)
 		}
 		from = j.rec.Seq
 	}

@@ -215,7 +215,7 @@ func (s *Server) Start() error {
 		return err
 	}
 	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout,
-		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: httpMaxHeaderBytes,
+		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: httpMaxHeaderBytes, ConnState: trackState,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	go func() {
 		if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

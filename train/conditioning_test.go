@@ -8,7 +8,7 @@ import (
 )
 
 // TestFirstFrameIsTheClipsFrame: the image the UNet phase conditions on is frame 0 of the
-// very clip it denoises, under every rule. (The heading-rule UNet of session 4 was trained
+// very clip it denoises, under every rule. (An earlier heading-rule UNet was trained
 // on the colour rule's scene of the same index, because the conditioning frame was drawn
 // from a config rebuilt without its rule.)
 func TestFirstFrameIsTheClipsFrame(t *testing.T) {

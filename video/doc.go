@@ -2,7 +2,7 @@
 // decoded frame tensors back into images and files.
 //
 // Contract: preprocessing is pure and deterministic and reproduces diffusers' rules
-// (shared/svd/SPEC.md §2.2): VAEInput is PIL's LANCZOS resize (8-bit fixed point,
+// (StableVideoDiffusionPipeline's image preprocessing): VAEInput is PIL's LANCZOS resize (8-bit fixed point,
 // horizontal pass first) followed by x/255·2−1; CLIPInput is the pipeline's
 // _resize_with_antialiasing (Gaussian blur with reflect padding, then bicubic
 // a=−0.75 with align_corners=True) in float32, then CLIP normalisation. FramesFromTensor

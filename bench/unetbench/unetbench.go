@@ -53,7 +53,7 @@ type ExpectedFunc func(cfg checkpoint.UNetConfig) (map[string][]int, error)
 
 // Options are the flags of `vdpp unetbench`.
 type Options struct {
-	Config  string // "xt" (SVD-XT, SPEC 3.1) or a unet/config.json path
+	Config  string // "xt" (SVD-XT, unetcost.XTConfigJSON) or a unet/config.json path
 	Frames  int
 	Height  int // pixels; the latent is Height/8
 	Width   int

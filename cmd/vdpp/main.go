@@ -3,11 +3,25 @@
 //
 // Usage:
 //
-//	vdpp bench   [flags]            benchmark a K-stage pipeline against one rank
-//	vdpp launch  [flags] -- CMD...  start K workers of this binary (torchrun-style)
-//	vdpp worker  JOB [flags]        one rank of a launched job (used by bench/launch)
-//	vdpp version
+//	vdpp generate  [flags]            image in, videos out, as a K-stage pipeline (--model NAME|DIR)
+//	vdpp serve     [flags]            jobs over HTTP with K worker processes
+//	vdpp loadtest  [flags]            drive a vdpp server with concurrent clients
+//	vdpp bench     [flags]            benchmark a K-stage pipeline (or any mesh) against one rank
+//	vdpp plan      [flags]            predict and rank meshes (pp x cfg x cp x dp) for a workload
+//	vdpp parity    --golden DIR       compare the networks with reference outputs
+//	vdpp demo      [flags]            the built-in model on the bundled image, pipeline vs one process
+//	vdpp data      [flags]            samples of the procedural video dataset
+//	vdpp train     [flags]            train the built-in model on the procedural dataset
+//	vdpp eval      [flags]            score a model on held-out procedural clips
+//	vdpp compare   A.json B.json      compare two eval reports clip by clip
+//	vdpp doctor    [flags]            the GPUs, PJRT plugins and CPU kernel found
+//	vdpp unetbench [flags]            time SVD UNet calls with random weights
+//	vdpp launch    [flags] -- CMD...  start K workers of this binary (torchrun-style)
+//	vdpp worker    JOB [flags]        one rank of a launched job (internal)
+//	vdpp version                      print the version
 //
+// Every command that takes a model takes --model NAME|DIR: a simulator (synthetic,
+// dummy), builtin, or a model folder whose model_index.json picks the family.
 // Run `vdpp COMMAND -h` for a command's flags.
 package main
 

@@ -22,7 +22,7 @@ type parityReport interface {
 
 // runParity is `vdpp parity --golden DIR [--json FILE] [--backend B]`: run every golden case
 // of the folder's family (SVD, or Wan when model_index.json names a Wan pipeline) and exit
-// non-zero when any tensor is outside tolerance or, for Wan, not yet checked.
+// non-zero when any tensor is outside tolerance or (Wan) has no runner to check it.
 func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("parity", flag.ContinueOnError)
 	fs.SetOutput(stderr)

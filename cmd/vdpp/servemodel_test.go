@@ -145,3 +145,13 @@ func TestServeBinarySVD(t *testing.T) {
 		t.Fatalf("server exit: %v\n%s", err, stderr.String())
 	}
 }
+
+// TestServeRefusesTextToVideo: a Wan folder without a text encoder is refused at start with
+// one line saying why and naming the missing file.
+func TestServeRefusesTextToVideo(t *testing.T) {
+	dir := shared.Require(t, "golden", "wan-dev")
+	_, err := modelSpec(dir)
+	if err == nil || !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "text-to-video model (wan") || !strings.Contains(err.Error(), "text_encoder/config.json is missing") {
+		t.Fatalf("modelSpec(wan-dev) error %v", err)
+	}
+}

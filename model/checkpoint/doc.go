@@ -24,7 +24,7 @@
 //     <stem>.safetensors.index.json and its shards): every shard the index names must
 //     exist and hold exactly the tensors the index assigns to it (ErrShardIndex), the
 //     tensors are checked as LoadTensors checks them, and an optional callback reports the
-//     bytes loaded.
+//     bytes loaded. LoadDirEach hands the tensors over one at a time instead.
 //   - ReadSampling returns SVD's defaults (DefaultSampling) for a folder without
 //     vdpp_sampling.json, and refuses a file with unknown keys or unusable values.
 //   - Every error names the file it is about (and the tensor or key when there is one) and

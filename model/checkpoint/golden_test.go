@@ -89,7 +89,7 @@ func TestGoldenConfigs(t *testing.T) {
 }
 
 // clipExpected builds the tensor names and shapes of a CLIPVisionModelWithProjection from
-// its config (SPEC §5), as the CLIP network code would.
+// its config, as the CLIP network code would.
 func clipExpected(c CLIPVisionConfig) map[string][]int {
 	h, m := c.HiddenSize, c.IntermediateSize
 	e := map[string][]int{

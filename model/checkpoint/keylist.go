@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// ParseKeyList parses a key list such as shared/svd/unet_keys.txt: one tensor per line,
+// ParseKeyList parses a key list (the state dict of a reference checkpoint): one tensor per line,
 // "name<TAB>[d0, d1, ...]" (blank lines ignored). name (the file name) is used in errors.
 // It returns the names in file order and the name -> shape map LoadTensors expects.
 func ParseKeyList(name string, data []byte) ([]string, map[string][]int, error) {

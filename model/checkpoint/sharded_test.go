@@ -146,3 +146,29 @@ func FuzzParseShardIndex(f *testing.F) {
 		}
 	})
 }
+
+func TestLoadDirEachMatchesLoadDir(t *testing.T) {
+	dir := t.TempDir()
+	writeST(t, filepath.Join(dir, "model-00001-of-00002.safetensors"), "a", "c")
+	writeST(t, filepath.Join(dir, "model-00002-of-00002.safetensors"), "b")
+	writeFile(t, filepath.Join(dir, "model.safetensors.index.json"), twoShardIndex)
+	all, err := LoadDir(dir, "model", abc, LoadDirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	err = LoadDirEach(dir, "model", abc, LoadDirOptions{}, func(name string, d *tensor.Dense) error {
+		order = append(order, name)
+		if !tensor.BitEqual(d, all[name]) {
+			t.Errorf("%s: %v, LoadDir gave %v", name, d.Data, all[name].Data)
+		}
+		return nil
+	})
+	if err != nil || strings.Join(order, ",") != "a,b,c" {
+		t.Errorf("order %v, error %v", order, err)
+	}
+	stop := errors.New("stop")
+	if err := LoadDirEach(dir, "model", abc, LoadDirOptions{}, func(string, *tensor.Dense) error { return stop }); !errors.Is(err, stop) {
+		t.Errorf("each's error: %v", err)
+	}
+}

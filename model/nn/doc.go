@@ -18,7 +18,9 @@
 // file ("down_blocks.0.resnets.1.spatial_res_block.conv1.weight"). Internally each tensor is
 // a variable of a GoMLX context.Context (at the root scope, the whole dotted name being the
 // variable name); context.Exec feeds the variables a graph uses as graph parameters, so on
-// XLA they stay resident on the device and are never re-uploaded.
+// XLA they stay resident on the device and are never re-uploaded. NewWeightsStream builds
+// the same from tensors produced one at a time (a checkpoint read tensor by tensor), so a
+// loader never holds all of them in host memory at once.
 //
 // Network code never sees the context. It receives a Scope: a dotted prefix plus the source
 // of the tensors. It descends with In and reads a tensor with Param, giving the shape it

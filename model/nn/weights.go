@@ -40,31 +40,55 @@ type Weights struct {
 // NewWeights copies every tensor of ts onto backend b, keeping its name. Names must be
 // non-empty and must not contain '/', the separator of GoMLX's context scopes.
 func NewWeights(b backends.Backend, ts map[string]*tensor.Dense) (*Weights, error) {
-	w := &Weights{backend: b, ctx: context.New(), shapes: make(map[string][]int, len(ts))}
 	names := make([]string, 0, len(ts))
 	for n := range ts {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, name := range names {
-		d := ts[name]
-		if name == "" || strings.Contains(name, "/") {
-			return nil, fmt.Errorf("nn: invalid tensor name %q", name)
+	return NewWeightsStream(b, func(add func(string, *tensor.Dense) error) error {
+		for _, name := range names {
+			if err := add(name, ts[name]); err != nil {
+				return err
+			}
 		}
-		if d == nil || len(d.Data) != tensor.NumElements(d.Shape) {
-			return nil, fmt.Errorf("nn: tensor %q: data does not match its shape", name)
-		}
-		t, err := deviceTensor(b, d)
-		if err != nil {
-			return nil, fmt.Errorf("nn: tensor %q: %w", name, err)
-		}
-		if err := catch(func() { w.ctx.VariableWithValue(name, t).SetTrainable(false) }); err != nil {
-			return nil, fmt.Errorf("nn: tensor %q: %w", name, err)
-		}
-		w.shapes[name] = slices.Clone(d.Shape)
-		w.bytes += int64(4 * len(d.Data))
+		return nil
+	})
+}
+
+// NewWeightsStream is NewWeights for tensors produced one at a time: load calls add for
+// each tensor, which copies it onto backend b at once, so the caller may drop each
+// tensor's data as soon as add returns (a loader reading a multi-GB checkpoint then holds
+// one tensor at a time besides the backend's copies). Names follow NewWeights' rules and
+// must not repeat. The first error of add or load is returned.
+func NewWeightsStream(b backends.Backend, load func(add func(name string, d *tensor.Dense) error) error) (*Weights, error) {
+	w := &Weights{backend: b, ctx: context.New(), shapes: map[string][]int{}}
+	if err := load(w.add); err != nil {
+		return nil, err
 	}
 	return w, nil
+}
+
+// add uploads one tensor.
+func (w *Weights) add(name string, d *tensor.Dense) error {
+	if name == "" || strings.Contains(name, "/") {
+		return fmt.Errorf("nn: invalid tensor name %q", name)
+	}
+	if _, dup := w.shapes[name]; dup {
+		return fmt.Errorf("nn: tensor %q added twice", name)
+	}
+	if d == nil || len(d.Data) != tensor.NumElements(d.Shape) {
+		return fmt.Errorf("nn: tensor %q: data does not match its shape", name)
+	}
+	t, err := deviceTensor(w.backend, d)
+	if err != nil {
+		return fmt.Errorf("nn: tensor %q: %w", name, err)
+	}
+	if err := catch(func() { w.ctx.VariableWithValue(name, t).SetTrainable(false) }); err != nil {
+		return fmt.Errorf("nn: tensor %q: %w", name, err)
+	}
+	w.shapes[name] = slices.Clone(d.Shape)
+	w.bytes += int64(4 * len(d.Data))
+	return nil
 }
 
 // deviceTensor uploads d into a backend buffer owned by the returned tensor (no local copy

@@ -61,7 +61,9 @@ func DefaultConfig() Config {
 func (c Config) InnerDim() int { return c.NumHeads * c.DKV }
 
 // ParseConfig parses a transformers UMT5 config.json; path names the file in errors.
-// Absent or null keys take UMT5Config's defaults. model_type must be "umt5" when present
+// Absent or null keys take UMT5Config's defaults; the generic names hidden_size,
+// num_attention_heads, num_hidden_layers and head_dim are accepted for d_model, num_heads,
+// num_layers and d_kv (UMT5Config.attribute_map). model_type must be "umt5" when present
 // (T5 and mT5 have a position bias in the first layer only: another network).
 func ParseConfig(path string, data []byte) (Config, error) {
 	var m map[string]json.RawMessage
@@ -75,6 +77,18 @@ func ParseConfig(path string, data []byte) (Config, error) {
 		if strings.TrimSpace(string(v)) == "null" {
 			delete(m, k)
 		}
+	}
+	// UMT5Config.attribute_map: a config may use the generic names; they set the same fields.
+	for _, a := range [][2]string{{"hidden_size", "d_model"}, {"num_attention_heads", "num_heads"}, {"num_hidden_layers", "num_layers"}, {"head_dim", "d_kv"}} {
+		alias, ok := m[a[0]]
+		if !ok {
+			continue
+		}
+		if v, both := m[a[1]]; both && !jsonEqual(v, alias) {
+			return Config{}, fmt.Errorf("%s: %w: %s %s disagrees with %s %s", path, ErrConfig, a[0], alias, a[1], v)
+		}
+		m[a[1]] = alias
+		delete(m, a[0])
 	}
 	if v, ok := m["model_type"]; ok {
 		var mt string
@@ -165,4 +179,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: pad_token_id %d / eos_token_id %d outside the vocabulary of %d", ErrConfig, c.PadTokenID, c.EOSTokenID, c.VocabSize)
 	}
 	return nil
+}
+
+// jsonEqual compares two JSON values by their decoded form.
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && fmt.Sprint(x) == fmt.Sprint(y)
 }

@@ -39,6 +39,16 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 }
 
+func TestParseConfigAliases(t *testing.T) {
+	c, err := ParseConfig("config.json", []byte(`{"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 3, "head_dim": 16, "d_model": 64}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DModel != 64 || c.NumHeads != 4 || c.NumLayers != 3 || c.DKV != 16 {
+		t.Errorf("parsed %+v", c)
+	}
+}
+
 func TestParseConfigErrors(t *testing.T) {
 	for _, c := range []struct{ json, text string }{
 		{`[]`, "cannot unmarshal"},
@@ -54,6 +64,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{`{"feed_forward_proj": "gated-gelu", "dense_act_fn": "relu"}`, "dense_act_fn"},
 		{`{"feed_forward_proj": "relu", "is_gated_act": true}`, "is_gated_act"},
 		{`{"pad_token_id": 250112}`, "pad_token_id"},
+		{`{"hidden_size": 64, "d_model": 32}`, "hidden_size 64 disagrees with d_model 32"},
 	} {
 		_, err := ParseConfig("config.json", []byte(c.json))
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.text) || !strings.Contains(err.Error(), "config.json") {

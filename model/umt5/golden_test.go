@@ -9,13 +9,29 @@ import (
 
 	"github.com/vdpp/vdpp/internal/goldentest"
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/text/sentencepiece"
 )
 
 // parityTol is the relative L2 error every reference output must meet (fp32 reference).
 const parityTol = 1e-4
 
 // goldenCases are the folders testdata/reference.py writes (see testdata/README.md).
-var goldenCases = []string{"small", "odd", "wide", "sharded"}
+var goldenCases = []string{"small", "odd", "wide", "spm", "sharded"}
+
+// spmModel is the SentencePiece model the "spm" case's prompts are tokenized with.
+var spmModel = filepath.Join("..", "..", "text", "sentencepiece", "testdata", "models", "nfkc_4000_t5ids.model")
+
+// caseTokenizer returns the tokenizer reference.py used for a case.
+func caseTokenizer(t *testing.T, name string, vocab int) Tokenizer {
+	if name != "spm" {
+		return fakeTokenizer{vocab}
+	}
+	tok, err := sentencepiece.Load(spmModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
 
 // fakeTokenizer is testdata/reference.py's FakeTokenizer: one id per space-separated word
 // (a rolling hash of its UTF-8 bytes, in [2, vocab)), </s> = 1 appended, pad id 0.
@@ -101,7 +117,7 @@ func TestGoldenPromptEmbeds(t *testing.T) {
 				}
 			}
 			want := goldentest.ReadTensors(t, filepath.Join(dir, "outputs.safetensors"))["prompt_embeds"]
-			got, err := m.PromptEmbeds(fakeTokenizer{m.Config().VocabSize}, ref.Prompts, ref.MaxSeqLen)
+			got, err := m.PromptEmbeds(caseTokenizer(t, name, m.Config().VocabSize), ref.Prompts, ref.MaxSeqLen)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -65,7 +65,9 @@ type Model struct {
 
 // Load reads a transformers UMT5EncoderModel folder (Wan's text_encoder/): config.json
 // and model.safetensors or a sharded model.safetensors.index.json, with fp32, bf16 or fp16
-// weights (converted to float32), and builds the model on backend.
+// weights (converted to float32), and builds the model on backend. Tensors are copied onto
+// the backend one at a time as they are read, so loading needs little more memory than
+// the fp32 weights themselves.
 func Load(dir string, backend backends.Backend, opts LoadOptions) (*Model, error) {
 	cfg, err := ReadConfig(dir)
 	if err != nil {
@@ -75,25 +77,33 @@ func Load(dir string, backend backends.Backend, opts LoadOptions) (*Model, error
 	if err != nil {
 		return nil, err
 	}
-	ts, err := checkpoint.LoadDir(dir, WeightsStem, want, checkpoint.LoadDirOptions{
-		LoadOptions: checkpoint.LoadOptions{Ignore: []string{TiedEmbedding}},
-		Progress:    opts.Progress,
-	})
+	load := func(expected map[string][]int, ignore []string) (*nn.Weights, error) {
+		return nn.NewWeightsStream(backend, func(add func(string, *tensor.Dense) error) error {
+			return checkpoint.LoadDirEach(dir, WeightsStem, expected, checkpoint.LoadDirOptions{
+				LoadOptions: checkpoint.LoadOptions{Ignore: ignore},
+				Progress:    opts.Progress,
+			}, func(name string, t *tensor.Dense) error {
+				if name == TiedEmbedding { // only when the file lacks shared.weight
+					name = SharedEmbedding
+				}
+				return add(name, t)
+			})
+		})
+	}
+	w, err := load(want, []string{TiedEmbedding})
 	if onlyMissing(err, SharedEmbedding) {
 		// The embedding saved under its encoder alias only: read it from there.
 		alt := maps.Clone(want)
 		delete(alt, SharedEmbedding)
 		alt[TiedEmbedding] = want[SharedEmbedding]
-		if ts2, err2 := checkpoint.LoadDir(dir, WeightsStem, alt, checkpoint.LoadDirOptions{Progress: opts.Progress}); err2 == nil {
-			ts, err = ts2, nil
-			ts[SharedEmbedding] = ts[TiedEmbedding]
-			delete(ts, TiedEmbedding)
+		if w2, err2 := load(alt, nil); err2 == nil {
+			w, err = w2, nil
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("umt5: %w", err)
 	}
-	return New(cfg, ts, backend)
+	return newModel(cfg, want, w)
 }
 
 // onlyMissing reports whether err is a load error whose one problem is that name is missing.
@@ -128,6 +138,15 @@ func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend)
 	if err != nil {
 		return nil, fmt.Errorf("umt5: %w", err)
 	}
+	return newModel(cfg, want, w)
+}
+
+// newModel binds weights holding exactly the tensors want to the encoder graph.
+func newModel(cfg Config, want map[string][]int, w *nn.Weights) (*Model, error) {
+	if err := nn.CheckTensors(want, w.Shapes()); err != nil {
+		return nil, fmt.Errorf("umt5: %w", err)
+	}
+	backend := w.Backend()
 	prog, err := nn.NewProgram(backend, w, "umt5.encoder", func(s nn.Scope, in []*graph.Node) []*graph.Node {
 		return []*graph.Node{buildEncoder(s, in[0].Graph(), in[0], in[1], cfg)}
 	})

@@ -73,7 +73,11 @@ func (wanFamily) Preflight(dir string, o family.Options) error {
 			if _, err := transformer.ReadConfig(tdir); err != nil {
 				return err
 			}
-			if _, err := transformer.WeightsPath(tdir, o.Variant); err != nil {
+			stem := transformer.WeightsStem
+			if o.Variant != "" {
+				stem += "." + o.Variant
+			}
+			if _, _, err := checkpoint.WeightsDirPath(tdir, stem); err != nil {
 				return err
 			}
 		}

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# prepare.sh: on the development machine, put what scripts/gpu-check.sh needs into the
-# git-ignored folders the device tool carries: .gpu/bin/vdpp (built here, linux/amd64),
-# .gpu/golden/dev (a copy of ../shared/golden/dev) and third_party_ref/diffusers/src
-# (diffusers' source, from a git mirror such as the search tool's fetch of
-# github:huggingface/diffusers; pipelines pruned to stay under the 64 MiB carry limit).
+# prepare.sh: on the development machine, put what scripts/gpu-check.sh needs into
+# git-ignored folders that travel with the checkout to the GPU machine: .gpu/bin/vdpp
+# (built here, linux/amd64), .gpu/golden/dev (a copy of ../shared/golden/dev) and
+# third_party_ref/diffusers/src (diffusers' source, from a git mirror such as
+# `git clone --mirror https://github.com/huggingface/diffusers`; pipelines pruned to keep
+# the copy small).
 #
 # Usage: scripts/gpu/prepare.sh [DIFFUSERS_GIT_DIR]
 #   DIFFUSERS_GIT_DIR defaults to /work/.mirror/huggingface+diffusers/repo

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -495,9 +496,11 @@ func (r *runner) verify(ctx context.Context) (ok, bad int, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	den, err := model.New(spec.DenoiserConfig())
-	if err != nil {
-		return 0, 0, err
+	var den model.Denoiser // nil: the family's denoising role, as the server's workers
+	if _, ok := family.Lookup(spec.Name); !ok {
+		if den, err = model.New(spec.DenoiserConfig()); err != nil {
+			return 0, 0, err
+		}
 	}
 	for _, j := range r.jobs {
 		if j.state != serve.StateSucceeded {

@@ -3,8 +3,8 @@
 //
 // # Contract
 //
-//   - Build computes, in fp32, what the diffusers module computes (see
-//     shared/svd/SPEC.md section 3): sample [B, T, Cin, h, w], timestep [B] or [1] (a [1]
+//   - Build computes, in fp32, what the diffusers module computes
+//     (UNetSpatioTemporalConditionModel, checked by model/svd/parity): sample [B, T, Cin, h, w], timestep [B] or [1] (a [1]
 //     timestep is broadcast to the batch), encoder_hidden_states [B, S, D] and
 //     added_time_ids [B, K] give the prediction [B, T, Cout, h, w]. T, h and w are taken
 //     from the input; h and w need not be equal nor multiples of 2^levels (then every

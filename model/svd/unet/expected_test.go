@@ -11,7 +11,7 @@ import (
 	"github.com/vdpp/vdpp/model/nn"
 )
 
-// svdXTConfig is unet/config.json of SVD-XT (shared/svd/SPEC.md section 3.1).
+// svdXTConfig is unet/config.json of SVD-XT (stabilityai/stable-video-diffusion-img2vid-xt).
 const svdXTConfig = `{
   "_class_name": "UNetSpatioTemporalConditionModel",
   "addition_time_embed_dim": 256,

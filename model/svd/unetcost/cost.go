@@ -221,7 +221,7 @@ func (w *walker) feedForward(rows float64, c int) {
 	w.linear(rows, 4*c, c, true)
 }
 
-// XTConfigJSON is unet/config.json of SVD-XT (../shared/svd/SPEC.md 3.1).
+// XTConfigJSON is unet/config.json of SVD-XT (stabilityai/stable-video-diffusion-img2vid-xt).
 const XTConfigJSON = `{
   "_class_name": "UNetSpatioTemporalConditionModel",
   "addition_time_embed_dim": 256,

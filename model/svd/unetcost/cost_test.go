@@ -11,7 +11,7 @@ import (
 )
 
 // TestXTStateDict checks the structure walk against the real SVD-XT key list
-// (../shared/svd/SPEC.md 3.5: 1428 tensors, 1,524,623,082 parameters).
+// (the real checkpoint: 1428 tensors, 1,524,623,082 parameters).
 func TestXTStateDict(t *testing.T) {
 	c, err := Count(XTConfig(), Shape{Batch: 1, Frames: 14, Height: 72, Width: 128})
 	if err != nil {

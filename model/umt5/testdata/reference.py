@@ -152,6 +152,24 @@ def fake_token_ids(text, vocab):
     return ids
 
 
+class SentencePieceTokenizer:
+    """T5-style tokenization with python3-sentencepiece: EncodeAsIds, truncated to
+    max_length - 1, </s> appended, padded with the pad id."""
+
+    def __init__(self, path):
+        import sentencepiece
+        self.sp = sentencepiece.SentencePieceProcessor(model_file=path)
+
+    def __call__(self, texts, padding, max_length, truncation, add_special_tokens, return_attention_mask, return_tensors):
+        assert padding == "max_length" and truncation and add_special_tokens
+        ids, mask = [], []
+        for t in texts:
+            x = self.sp.EncodeAsIds(t)[: max_length - 1] + [self.sp.eos_id()]
+            ids.append(x + [self.sp.pad_id()] * (max_length - len(x)))
+            mask.append([1] * len(x) + [0] * (max_length - len(x)))
+        return types.SimpleNamespace(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask))
+
+
 class FakeTokenizer:
     def __init__(self, vocab):
         self.vocab = vocab
@@ -175,6 +193,9 @@ CASES = [
     ("wide", dict(vocab_size=64, d_model=24, d_kv=16, d_ff=40, num_layers=1, num_heads=2,
                   relative_attention_num_buckets=16, relative_attention_max_distance=20,
                   layer_norm_epsilon=1e-5), [30], 30, "bf16"),
+    # With a real SentencePiece model (text/sentencepiece/testdata/models/nfkc_4000_t5ids.model).
+    ("spm", dict(vocab_size=4000, d_model=16, d_kv=8, d_ff=24, num_layers=2, num_heads=2,
+                 relative_attention_num_buckets=32, relative_attention_max_distance=128), [9], 9, "fp32"),
     ("sharded", dict(vocab_size=80, d_model=32, d_kv=8, d_ff=64, num_layers=4, num_heads=4,
                      relative_attention_num_buckets=12, relative_attention_max_distance=30), [25, 9], 25, "sharded"),
 ]
@@ -199,6 +220,14 @@ CLEAN = [
     "&#65;&#x42;&#X43;&#0067 &#x1F600; &#128512;", "&#0; &#1; &#x7f; &#128; &#x9f; &#xD800; &#x110000; &#xFFFE;",
     "&#99999999999999999999; &#x; &#xZZ; &AElig &AElig; &aelig", "café naïve 日本語 😀 \u00e9\u0301",
     "&nbsp;x&nbsp;", "a&NewLine;b&Tab;c", "\u3000\u3000", "",
+]
+
+
+SPM_PROMPTS = [
+    "A red fox runs through the snowy forest at dawn, cinematic lighting.",
+    "  Ein Hund &amp; eine Katze spielen im Garten  ",
+    "東京の夜景、雨上がりのネオン。 Tokyo at night.",
+    "slow motion " * 30,
 ]
 
 
@@ -244,6 +273,8 @@ def main():
     ap.add_argument("--transformers", required=True)
     ap.add_argument("--diffusers", required=True)
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+    ap.add_argument("--spm-model", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                                        "text", "sentencepiece", "testdata", "models", "nfkc_4000_t5ids.model"))
     a = ap.parse_args()
     torch.set_num_threads(1)
     UMT5Config, modeling = import_transformers(a.transformers)
@@ -276,16 +307,17 @@ def main():
             mask[i, :n] = 1
         with torch.no_grad():
             hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
-            pipe = types.SimpleNamespace(tokenizer=FakeTokenizer(cfg["vocab_size"]), text_encoder=model,
-                                         _execution_device=torch.device("cpu"))
-            max_len = 16 if name != "odd" else 40
-            embeds = get_t5_prompt_embeds(pipe, PROMPTS, max_sequence_length=max_len,
+            tok = FakeTokenizer(cfg["vocab_size"]) if name != "spm" else SentencePieceTokenizer(a.spm_model)
+            pipe = types.SimpleNamespace(tokenizer=tok, text_encoder=model, _execution_device=torch.device("cpu"))
+            max_len = {"odd": 40, "spm": 48}.get(name, 16)
+            prompts = PROMPTS if name != "spm" else SPM_PROMPTS
+            embeds = get_t5_prompt_embeds(pipe, prompts, max_sequence_length=max_len,
                                           device=torch.device("cpu"), dtype=torch.float32)
         save_file({"input_ids": ids.float(), "attention_mask": mask.float()}, os.path.join(d, "inputs.safetensors"))
         save_file({"last_hidden_state": hidden.contiguous(), "prompt_embeds": embeds.contiguous()},
                   os.path.join(d, "outputs.safetensors"))
         with open(os.path.join(d, "prompts.json"), "w") as f:
-            json.dump({"prompts": PROMPTS, "cleaned": [prompt_clean(p) for p in PROMPTS],
+            json.dump({"prompts": prompts, "cleaned": [prompt_clean(p) for p in prompts],
                        "max_sequence_length": max_len}, f, indent=2, ensure_ascii=False)
         print(name, tuple(hidden.shape), "prompt_embeds", tuple(embeds.shape))
 

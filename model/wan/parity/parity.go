@@ -1,15 +1,19 @@
 // Package parity checks vdpp's Wan implementation against reference outputs: for every case
 // under DIR/cases (case.json, inputs.safetensors, outputs.safetensors) of a diffusers Wan
 // folder it runs the Go code on the stored inputs and compares every stored output tensor.
+// The runners cover shared/golden/wan-dev's cases: transformer_forward,
+// transformer_2_forward, transformer_forward_i2v (model/wan/transformer), vae_encode,
+// vae_decode (model/wan/vae), scheduler_unipc, scheduler_flow_euler (sched/schedparity)
+// and full_pipeline_moe (WanPipeline with both experts and guidance, run through the Wan
+// family's Sampler and the engine's Stepper, as generate runs it).
 //
-// Contract: every tensor in a case's outputs is reported. A case kind with a runner is
-// compared under the limits of shared/golden/wan-dev/README.md (relative L2 <= 1e-4);
-// the wan-dev kinds all have one: the transformers, the VAE, the schedulers and
-// full_pipeline_moe, which runs the whole WanPipeline through the Wan family's Sampler and
-// the engine's Stepper. A case kind without one is reported "not yet checked" for each of
-// its tensors and makes Report.Err fail with ErrUnchecked: it is never counted as passed. Runners register per case kind
-// (register, from the file that implements them); sizes come from the configs and the
-// case's own tensors and arguments, never from the dev shapes.
+// Contract: every tensor in a case's outputs is reported. Limits follow
+// shared/golden/wan-dev/README.md: relative L2 <= 1e-4, the pipeline's frames also
+// max |diff| <= 1e-4, its timesteps, sigmas and experts exact, the scheduler cases'
+// schedules within 1 ulp. A case kind without a runner is reported "not yet checked" for
+// each of its tensors and makes Report.Err fail with ErrUnchecked: it is never counted as
+// passed. Runners register per case kind from the file that implements them; sizes come
+// from the configs and the case's own tensors and arguments, never from the dev shapes.
 package parity
 
 import (
@@ -240,9 +244,29 @@ func ReadCase(path string, readInputs bool) (*Case, error) {
 	return c, nil
 }
 
-// compare checks got against ref under the relative L2 limit.
-func compare(caseName, name string, got, ref *tensor.Dense) Result {
-	res := Result{Case: caseName, Tensor: name, Shape: ref.Shape, Limit: fmt.Sprintf("rel L2 <= %.0e", RelL2Limit), Status: StatusFail}
+// limit is what a tensor must meet: relative L2, and optionally max |diff| or an exact
+// match (ulp 0).
+type limit struct {
+	relL2  float64
+	maxAbs float64 // > 0: also max |diff| <= maxAbs
+	exact  bool    // bit-equal values (integers, schedules)
+}
+
+var relLimit = limit{relL2: RelL2Limit}
+
+func (l limit) String() string {
+	switch {
+	case l.exact:
+		return "exact"
+	case l.maxAbs > 0:
+		return fmt.Sprintf("rel L2 <= %.0e, max <= %.0e", l.relL2, l.maxAbs)
+	}
+	return fmt.Sprintf("rel L2 <= %.0e", l.relL2)
+}
+
+// compare checks got against ref under lim.
+func compare(caseName, name string, got, ref *tensor.Dense, lim limit) Result {
+	res := Result{Case: caseName, Tensor: name, Shape: ref.Shape, Limit: lim.String(), Status: StatusFail}
 	switch {
 	case got == nil:
 		res.Error = "not computed"
@@ -253,7 +277,11 @@ func compare(caseName, name string, got, ref *tensor.Dense) Result {
 	}
 	res.RelL2 = tensor.RelL2(got, ref)
 	res.MaxAbs = tensor.MaxAbsDiff(got, ref)
-	if !math.IsNaN(res.RelL2) && res.RelL2 <= RelL2Limit {
+	ok := !math.IsNaN(res.RelL2) && res.RelL2 <= lim.relL2 && (lim.maxAbs == 0 || res.MaxAbs <= lim.maxAbs)
+	if lim.exact {
+		ok = tensor.BitEqual(got, ref)
+	}
+	if ok {
 		res.Status, res.Pass = StatusOK, true
 	}
 	return res

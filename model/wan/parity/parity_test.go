@@ -13,8 +13,8 @@ import (
 	"github.com/vdpp/vdpp/safetensors"
 )
 
-// wan-dev: every case is checked (transformers, VAE, schedulers, the whole pipeline through
-// the Wan family) and every tensor passes.
+// wan-dev: every case has a runner and every tensor of every case is within its limit
+// (transformers, VAE, schedulers, the whole two-expert pipeline).
 func TestWanDev(t *testing.T) {
 	dir := shared.Require(t, "golden", "wan-dev")
 	rep, err := Run(context.Background(), dir, goldentest.Backend(t), nil)
@@ -22,30 +22,18 @@ func TestWanDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", rep.Table())
-	cases := map[string]bool{}
+	if err := rep.Err(); err != nil || !rep.Pass {
+		t.Fatalf("%v", err)
+	}
 	for _, r := range rep.Results {
-		cases[r.Case] = true
-		if r.Status != StatusOK {
-			t.Errorf("%s/%s: %s rel L2 %.3g %s", r.Case, r.Tensor, r.Status, r.RelL2, r.Error)
-		}
-		if strings.HasPrefix(r.Case, "transformer") && r.RelL2 > 1e-5 {
+		if r.Status != StatusUnchecked && strings.HasPrefix(r.Case, "transformer") && r.RelL2 > 1e-5 {
 			t.Errorf("%s/%s: rel L2 %.3g > 1e-5", r.Case, r.Tensor, r.RelL2)
-		}
-		switch r.Tensor {
-		case "timesteps", "experts":
-			if r.Case == "full_pipeline_moe" && r.MaxAbs != 0 {
-				t.Errorf("%s/%s: not exact (max |diff| %g)", r.Case, r.Tensor, r.MaxAbs)
-			}
-		case "frames":
-			if r.MaxAbs > 1e-4 {
-				t.Errorf("%s/%s: max |diff| %g > 1e-4", r.Case, r.Tensor, r.MaxAbs)
-			}
 		}
 	}
 	// Every output tensor of every case is reported.
 	want := 0
-	all, _ := ListCases(dir)
-	for _, c := range all {
+	cases, _ := ListCases(dir)
+	for _, c := range cases {
 		f, err := safetensors.Open(filepath.Join(c, "outputs.safetensors"))
 		if err != nil {
 			t.Fatal(err)
@@ -53,23 +41,52 @@ func TestWanDev(t *testing.T) {
 		want += len(f.Names())
 		f.Close()
 	}
-	if len(rep.Results) != want || len(cases) != len(all) {
-		t.Fatalf("reported %d tensors of %d cases, the folder holds %d of %d", len(rep.Results), len(cases), want, len(all))
-	}
-	if err := rep.Err(); err != nil || !rep.Pass {
-		t.Fatalf("Err %v, Pass %v", err, rep.Pass)
+	if len(rep.Results) != want || rep.Checked() != want {
+		t.Fatalf("reported %d tensors (%d checked), the cases hold %d", len(rep.Results), rep.Checked(), want)
 	}
 }
 
-// A perturbed reference output fails: the check is not a formality.
-func TestPerturbedReferenceFails(t *testing.T) {
-	src := shared.Require(t, "golden", "wan-dev")
-	dir := t.TempDir()
+// linkFolder links wan-dev's components into a new folder with no cases.
+func linkFolder(t *testing.T) (src, dir string) {
+	t.Helper()
+	src = shared.Require(t, "golden", "wan-dev")
+	dir = t.TempDir()
 	for _, name := range []string{"model_index.json", "transformer", "transformer_2", "vae", "scheduler"} {
 		if err := os.Symlink(filepath.Join(src, name), filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return src, dir
+}
+
+// A case kind without a runner is listed as not yet checked and fails the report, never
+// passes silently.
+func TestUnknownCaseNotChecked(t *testing.T) {
+	src, dir := linkFolder(t)
+	cd := filepath.Join(dir, "cases", "some_future_case")
+	if err := os.MkdirAll(cd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cd, "case.json"), []byte(`{"case": "some_future_case"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(src, "cases", "transformer_forward", "outputs.safetensors"), filepath.Join(cd, "outputs.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), dir, goldentest.Backend(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = rep.Err()
+	if !errors.Is(err, ErrUnchecked) || errors.Is(err, ErrFailed) || rep.Pass || rep.Checked() != 0 ||
+		!strings.Contains(rep.Table(), "not yet checked") {
+		t.Fatalf("unknown case: Err %v, Pass %v\n%s", err, rep.Pass, rep.Table())
+	}
+}
+
+// A perturbed reference output fails: the check is not a formality.
+func TestPerturbedReferenceFails(t *testing.T) {
+	src, dir := linkFolder(t)
 	cd := filepath.Join(dir, "cases", "transformer_forward")
 	if err := os.MkdirAll(cd, 0o755); err != nil {
 		t.Fatal(err)

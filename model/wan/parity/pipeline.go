@@ -11,7 +11,13 @@ import (
 	"github.com/vdpp/vdpp/tensor"
 )
 
-func init() { register("full_pipeline_moe", fullPipeline) }
+func init() {
+	register("full_pipeline_moe", fullPipeline)
+	registerLimits("full_pipeline_moe", map[string]limit{
+		"timesteps": {exact: true}, "sigmas": {exact: true}, "experts": {exact: true},
+		"frames": {relL2: RelL2Limit, maxAbs: 1e-4},
+	})
+}
 
 // fullPipeline runs WanPipeline's case through the Wan family as the engine runs it: the
 // family's conditioning of the case's prompt embeddings, its scheduler and Stepper (both

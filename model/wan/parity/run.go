@@ -12,8 +12,22 @@ import (
 )
 
 // Runner computes a case's outputs (tensor name -> value) from its inputs. Outputs it
-// leaves out are reported as "not computed" failures.
+// leaves out are reported as "not computed" failures. Every tensor is held to relative L2
+// RelL2Limit unless the runner's limits (registerLimits) say otherwise.
 type Runner func(ctx context.Context, env *Env, c *Case) (map[string]*tensor.Dense, error)
+
+// limits holds per case kind and tensor name the limits that differ from relLimit.
+var limits = map[string]map[string]limit{}
+
+// registerLimits sets the limits of some tensors of a case kind.
+func registerLimits(kind string, l map[string]limit) { limits[kind] = l }
+
+func limitFor(kind, tensor string) limit {
+	if l, ok := limits[kind][tensor]; ok {
+		return l
+	}
+	return relLimit
+}
 
 // Checker compares a case itself (for kinds whose limits are not relative L2, such as
 // the schedulers' ulp limits) and returns one Result per output tensor.
@@ -141,10 +155,10 @@ func Run(ctx context.Context, dir string, backend backends.Backend, progress fun
 		for _, n := range names {
 			if err != nil {
 				rep.Results = append(rep.Results, Result{Case: c.Name, Tensor: n, Shape: c.Outputs[n].Shape,
-					Limit: fmt.Sprintf("rel L2 <= %.0e", RelL2Limit), Status: StatusFail, Error: err.Error()})
+					Limit: limitFor(c.Kind, n).String(), Status: StatusFail, Error: err.Error()})
 				continue
 			}
-			rep.Results = append(rep.Results, compare(c.Name, n, got[n], c.Outputs[n]))
+			rep.Results = append(rep.Results, compare(c.Name, n, got[n], c.Outputs[n], limitFor(c.Kind, n)))
 		}
 	}
 	rep.Pass = rep.Err() == nil

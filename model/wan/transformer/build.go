@@ -271,12 +271,12 @@ func attention(s nn.Scope, cfg Config, x, ctx, img *Node, rope [2]*Node) *Node {
 		q = applyRope(q, rope, heads)
 		k = applyRope(k, rope, heads)
 	}
-	out := nn.AttentionAuto(q, k, v, heads)
+	out := attend(q, k, v, heads)
 	if img != nil {
 		ki := linear(s.In("add_k_proj"), g, img, cfg.AddedKVProjDim, dim)
 		ki = rmsNorm(ki, s.Param(g, "norm_added_k.weight", dim), cfg.Eps)
 		vi := linear(s.In("add_v_proj"), g, img, cfg.AddedKVProjDim, dim)
-		out = Add(nn.AttentionAuto(q, ki, vi, heads), out)
+		out = Add(attend(q, ki, vi, heads), out)
 	}
 	return linear(s.In("to_out.0"), g, out, dim, dim)
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
-	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -83,36 +82,9 @@ func ReadConfig(dir string) (Config, error) {
 	return ParseConfig(path, data)
 }
 
-// WeightsPath returns dir's weights file for variant ("" for fp32, "fp16", "bf16"),
-// checking that it exists; the error names the file and what the folder holds instead.
-func WeightsPath(dir, variant string) (string, error) {
-	name := WeightsStem + ".safetensors"
-	if variant != "" {
-		name = WeightsStem + "." + variant + ".safetensors"
-	}
-	path := filepath.Join(dir, name)
-	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
-		return path, nil
-	}
-	hint := ""
-	if _, err := os.Stat(filepath.Join(dir, name+".index.json")); err == nil {
-		hint = " (the folder holds a sharded checkpoint, " + name + ".index.json; merge the shards into one file)"
-	} else if have, _ := filepath.Glob(filepath.Join(dir, "*.safetensors")); len(have) > 0 {
-		hint = fmt.Sprintf(" (present: %v)", baseNames(have))
-	}
-	return "", fmt.Errorf("%s: %w%s", path, checkpoint.ErrWeights, hint)
-}
-
-func baseNames(paths []string) []string {
-	out := make([]string, len(paths))
-	for i, p := range paths {
-		out[i] = filepath.Base(p)
-	}
-	return out
-}
-
-// Load reads dir/config.json and the weights file of variant, checks the file against
-// ExpectedTensors (the error names the file and the tensors; it matches
+// Load reads dir/config.json and the weights of variant ("" for fp32, "fp16", "bf16"):
+// diffusion_pytorch_model[.variant].safetensors, or the shards its .index.json names. It
+// checks them against ExpectedTensors (the error names the file and the tensors; it matches
 // checkpoint.ErrMissingTensor / ErrUnexpectedTensor / ErrShapeMismatch), converts the
 // weights to float32 and binds them to backend.
 func Load(dir, variant string, backend backends.Backend) (*Model, error) {
@@ -124,18 +96,13 @@ func Load(dir, variant string, backend backends.Backend) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	path, err := WeightsPath(dir, variant)
-	if err != nil {
-		return nil, err
+	stem := WeightsStem
+	if variant != "" {
+		stem += "." + variant
 	}
-	f, err := safetensors.Open(path)
+	ts, err := checkpoint.LoadDir(dir, stem, exp, checkpoint.LoadDirOptions{LoadOptions: checkpoint.LoadOptions{Ignore: ignoredTensors(cfg)}})
 	if err != nil {
-		return nil, err
-	}
-	ts, err := checkpoint.LoadTensors(f, path, exp, checkpoint.LoadOptions{Ignore: ignoredTensors(cfg)})
-	f.Close()
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("wan/transformer: %w", err)
 	}
 	return New(cfg, ts, backend)
 }
