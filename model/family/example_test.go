@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/vdpp/vdpp/model/family"
 	_ "github.com/vdpp/vdpp/model/families"
+	"github.com/vdpp/vdpp/model/family"
 )
 
 // Example runs a whole generation in one process through the seam: resolve --model, open

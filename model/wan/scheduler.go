@@ -43,6 +43,13 @@ func (f *Folder) ReadSchedulerConfig() (SchedulerConfig, error) {
 	if err != nil {
 		return SchedulerConfig{}, fmt.Errorf("%s: %w: %w", path, ErrFolder, err)
 	}
+	return ParseSchedulerConfig(path, data)
+}
+
+// ParseSchedulerConfig parses a scheduler_config.json (path names it in errors): its
+// _class_name picks the scheduler, whose own parser and Validate check the rest.
+func ParseSchedulerConfig(path string, data []byte) (SchedulerConfig, error) {
+	var err error
 	var head struct {
 		Class string `json:"_class_name"`
 	}
