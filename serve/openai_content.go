@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"time"
 )
 
 // The derived assets of a finished job, written on first download beside output.mp4.
@@ -54,33 +53,10 @@ func (s *Server) oaContent(w http.ResponseWriter, r *http.Request) {
 		s.oaFail(w, err, "")
 		return
 	}
-	if h := s.hooks.contentRead; h != nil {
-		h(id)
-	}
-	path := filepath.Join(dir, name)
-	// As serveRendered: concurrent first downloads share one render (a native one may
-	// have written only the MP4 and GIF: then render again), which outlives the request
-	// that started it; Close still cancels it.
-	for try := 0; try < 2; try++ {
-		if _, err := os.Stat(path); err == nil {
-			break
-		}
-		shared := context.WithoutCancel(r.Context())
-		if err := s.flights.do(r.Context(), id, func() error { return s.renderAssets(shared, id, st, dir) }); err != nil {
-			s.oaFailRead(w, id, err)
-			return
-		}
-		// The response's write deadline counts from here, not from before the render.
-		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(httpWriteTimeout))
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		s.oaFailRead(w, id, err)
-		return
-	}
-	defer f.Close()
-	w.Header().Set("Content-Type", ctype)
-	http.ServeContent(w, r, name, st.CreatedAt, f)
+	// A native render may have written only the MP4 and GIF: then serveAsset renders again.
+	s.serveAsset(w, r, id, filepath.Join(dir, name), ctype, st.CreatedAt, s.oaFailRead, func(ctx context.Context) error {
+		return s.renderAssets(ctx, id, st, dir)
+	})
 }
 
 // oaFailRead is failRead in OpenAI's shape: a job that expired or was deleted while its
