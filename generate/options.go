@@ -22,10 +22,16 @@ var ErrOptions = errors.New("generate: bad options")
 
 // Options are the flags of `vdpp generate` (0 means the checkpoint's default).
 type Options struct {
-	Model            string // checkpoint folder
-	Variant          string
-	Image            string
-	NumFrames        int
+	Model     string // checkpoint folder
+	Variant   string
+	Image     string
+	NumFrames int
+	// Window, Overlap and Blend cut a video longer than the model's native frame count
+	// into overlapping temporal windows denoised together (0 window: the native count;
+	// -1 overlap: a quarter of the window; "" blend: cosine).
+	Window           int
+	Overlap          int
+	Blend            string
 	Steps            int
 	Height, Width    int
 	MinGuidance      float64
@@ -48,7 +54,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		MinGuidance: -1, MaxGuidance: -1, FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02,
-		Steps: 25, DecodeChunkSize: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Out: "out",
+		Steps: 25, DecodeChunkSize: -1, Overlap: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Out: "out",
 		Timeout: 10 * time.Minute, Progress: "auto",
 	}
 }
@@ -59,6 +65,9 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Variant, "variant", o.Variant, `weights variant, e.g. "fp16" (converted to float32)`)
 	fs.StringVar(&o.Image, "image", o.Image, "input image (PNG or JPEG)")
 	fs.IntVar(&o.NumFrames, "num-frames", o.NumFrames, "frames (0: the UNet config's num_frames)")
+	fs.IntVar(&o.Window, "window", o.Window, "frames per temporal window when --num-frames exceeds it (0: the model's native frame count)")
+	fs.IntVar(&o.Overlap, "overlap", o.Overlap, "frames shared by neighbouring windows, blended at every step (-1: a quarter of the window)")
+	fs.StringVar(&o.Blend, "blend", o.Blend, `blend of the overlapping frames: linear or cosine ("": cosine)`)
 	fs.IntVar(&o.Steps, "steps", o.Steps, "denoising steps")
 	fs.IntVar(&o.Height, "height", o.Height, "video height, a multiple of the VAE's factor (0: the model's: 576 for SVD, 64 for builtin)")
 	fs.IntVar(&o.Width, "width", o.Width, "video width (0: the model's: 1024 for SVD, 64 for builtin)")
@@ -84,7 +93,7 @@ func (o Options) WorkerArgs() []string {
 	i := strconv.Itoa
 	return []string{
 		"--model=" + o.Model, "--variant=" + o.Variant, "--image=" + o.Image,
-		"--num-frames=" + i(o.NumFrames), "--steps=" + i(o.Steps), "--height=" + i(o.Height), "--width=" + i(o.Width),
+		"--num-frames=" + i(o.NumFrames), "--window=" + i(o.Window), "--overlap=" + i(o.Overlap), "--blend=" + o.Blend, "--steps=" + i(o.Steps), "--height=" + i(o.Height), "--width=" + i(o.Width),
 		"--min-guidance=" + f(o.MinGuidance), "--max-guidance=" + f(o.MaxGuidance), "--fps=" + i(o.FPS),
 		"--motion-bucket-id=" + i(o.MotionBucketID), "--noise-aug-strength=" + f(o.NoiseAugStrength),
 		"--decode-chunk-size=" + i(o.DecodeChunkSize), "--seed=" + strconv.FormatInt(o.Seed, 10),

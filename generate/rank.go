@@ -88,6 +88,7 @@ func RunRank(ctx context.Context, o Options, env dist.Env, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
+	stepper.Windows = windows(o)
 	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log}
 	if first {
 		if w.img, err = video.LoadImage(o.Image); err != nil {
@@ -253,7 +254,7 @@ func (w *workload) finishSample(ctx context.Context, s int64, lat *tensor.Dense)
 		Sample: s, Seed: w.pr.Seed, Model: w.o.Model, Image: w.o.Image, Frames: w.pr.NumFrames,
 		Height: w.pr.Height, Width: w.pr.Width, Steps: w.pr.Steps, MinGuidance: w.pr.MinGuidance,
 		MaxGuidance: w.pr.MaxGuidance, FPS: w.pr.FPS, MotionID: w.pr.MotionBucketID, NoiseAug: w.pr.NoiseAugStrength,
-		DecodeChunk: w.pr.DecodeChunkSize, NProc: w.o.NProc, Stages: w.stages,
+		DecodeChunk: w.pr.DecodeChunkSize, Window: w.o.Window, Overlap: w.o.Overlap, Blend: w.o.Blend, NProc: w.o.NProc, Stages: w.stages,
 		Timings: Timings{LoadMS: loadMS, ConditioningMS: ct.ConditioningMS, DiffusionMS: ms(t0.Sub(time.Unix(0, started))), DecodeMS: decodeMS},
 		Pixels:  video.Stats(unit), Files: files, MP4: enc,
 	}
