@@ -54,6 +54,8 @@ func errorStatus(err error) (int, string) {
 		return http.StatusNotFound, "not_found"
 	case errors.Is(err, ErrQueueFull):
 		return http.StatusTooManyRequests, "queue_full"
+	case errors.Is(err, ErrCostLimit):
+		return http.StatusRequestEntityTooLarge, "over_cost_limit"
 	case errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, "over_limit"
 	case errors.Is(err, ErrBadParams):
@@ -110,6 +112,7 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", s.handleReady)
+	mux.HandleFunc("GET /v1/limits", s.handleLimits)
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	mux.HandleFunc("GET /v1/admin/workers", s.admin(s.handleWorkers))
 	mux.HandleFunc("POST /v1/admin/workers/{rank}/kill", s.admin(s.handleKill))
@@ -231,6 +234,9 @@ func (s *Server) readUpload(r *http.Request) (Params, []byte, error) {
 	}
 	p, err := ParseJobParams(s.gen, params, s.cfg.Limits)
 	if err != nil {
+		return Params{}, nil, err
+	}
+	if err := s.checkCost(p); err != nil {
 		return Params{}, nil, err
 	}
 	return p, img, nil
