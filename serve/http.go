@@ -397,6 +397,7 @@ func (s *Server) serveRendered(w http.ResponseWriter, r *http.Request, id string
 // the other format is written from the same frames when it is missing, so a model whose
 // decode is expensive (the SVD VAE) decodes each job once.
 func (s *Server) render(r *http.Request, id string, st Status, path string) error {
+	defer memRelease.soon() // the decoded frames are garbage once written
 	if err := s.beginRender(); err != nil {
 		return err
 	}
