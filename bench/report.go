@@ -61,6 +61,10 @@ type RankStats struct {
 	ComputeMS    float64 `json:"compute_ms"`
 	CommMS       float64 `json:"comm_ms"`
 	WaitMS       float64 `json:"wait_ms"`
+	// WeightBytes is the weight memory the rank held, Weights the same per component
+	// (a two-expert model's stage lists the expert it loaded).
+	WeightBytes int64            `json:"weight_bytes,omitempty"`
+	Weights     map[string]int64 `json:"weights,omitempty"`
 }
 
 // Host describes the machine a benchmark ran on.

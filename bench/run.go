@@ -79,7 +79,11 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 	defer os.RemoveAll(dir)
 	o.RunDir = dir
 
-	plan, err := pipeline.EvenStages(o.TotalSteps, o.PP)
+	m, err := o.ResolveModel()
+	if err != nil {
+		return Report{}, err
+	}
+	plan, err := m.StagePlan(o.TotalSteps, o.PP)
 	if err != nil {
 		return Report{}, err
 	}
@@ -131,6 +135,12 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 	}
 	rep.SetTiming(timing)
 	rep.PerRank = steadyRankStats(events, o.NProc, int64(o.WarmupSamples))
+	for _, res := range results {
+		if res.Rank >= 0 && res.Rank < len(rep.PerRank) {
+			rep.PerRank[res.Rank].WeightBytes = res.WeightBytes
+			rep.PerRank[res.Rank].Weights = res.Weights
+		}
+	}
 
 	if !o.NoBaseline {
 		log.Info("baseline: one rank, every step", "samples", o.NumSamples, "guided", o.Guided())
@@ -185,7 +195,7 @@ func steadyRankStats(events []Event, nranks int, warmup int64) []RankStats {
 
 // runBaseline runs the same workload on one stage in this process.
 func runBaseline(ctx context.Context, o Options) (int64, map[int64]int64, []*tensor.Dense, error) {
-	p, err := newParts(o, 1)
+	p, err := newParts(o, 1, 0)
 	if err != nil {
 		return 0, nil, nil, err
 	}

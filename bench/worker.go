@@ -32,14 +32,22 @@ type parts struct {
 	stepper  *pipeline.Stepper
 	workload *NoiseWorkload
 	weights  int64
+	// components is the weight memory per loaded component (Wan: the experts held).
+	components map[string]int64
 }
 
-func newParts(o Options, stages int) (*parts, error) {
-	plan, err := pipeline.EvenStages(o.TotalSteps, stages)
+// newParts loads stage stage of a plan of stages stages: the family's plan (a stage
+// boundary at every denoiser switch, so a two-expert model's stage loads one expert).
+func newParts(o Options, stages, stage int) (*parts, error) {
+	m, err := o.ResolveModel()
 	if err != nil {
 		return nil, err
 	}
-	s, st, err := openDenoiser(o)
+	plan, err := m.StagePlan(o.TotalSteps, stages)
+	if err != nil {
+		return nil, err
+	}
+	s, st, err := openDenoiserSteps(o, family.Roles{Denoise: true, Steps: plan[stage], TotalSteps: o.TotalSteps})
 	if err != nil {
 		return nil, err
 	}
@@ -60,21 +68,27 @@ func newParts(o Options, stages int) (*parts, error) {
 		weights += b
 	}
 	return &parts{
-		plan:     plan,
-		stepper:  st,
-		workload: w,
-		weights:  weights,
+		plan:       plan,
+		stepper:    st,
+		workload:   w,
+		weights:    weights,
+		components: s.WeightBytes(),
 	}, nil
 }
 
 // openDenoiser loads the denoising role of --model through its family and returns the
 // sampler and a step runner with the family's scheduler for --total-steps.
 func openDenoiser(o Options) (family.Sampler, *pipeline.Stepper, error) {
+	return openDenoiserSteps(o, family.Roles{Denoise: true})
+}
+
+// openDenoiserSteps is openDenoiser for roles (the denoisers of roles.Steps only).
+func openDenoiserSteps(o Options, roles family.Roles) (family.Sampler, *pipeline.Stepper, error) {
 	m, err := o.ResolveModel()
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := m.Open(family.Options{Backend: o.Backend, Roles: family.Roles{Denoise: true}, Sim: model.Config{
+	s, err := m.Open(family.Options{Backend: o.Backend, Roles: roles, Sim: model.Config{
 		StepMS: o.StepMS, Cost: o.Cost, HiddenChannels: o.HiddenChannels, LatentChannels: o.LatentChannels, Seed: o.Seed,
 	}})
 	if err != nil {
@@ -92,16 +106,17 @@ func openDenoiser(o Options) (family.Sampler, *pipeline.Stepper, error) {
 
 // rankResult is what each worker writes to RunDir/rank-N.json.
 type rankResult struct {
-	Rank        int             `json:"rank"`
-	Stage       [2]int          `json:"stage"`
-	StartNS     int64           `json:"start_ns"`
-	EndNS       int64           `json:"end_ns"`
-	WeightBytes int64           `json:"weight_bytes"`
-	Events      []Event         `json:"events"`
-	Completions map[int64]int64 `json:"completions,omitempty"`
-	FinalShape  []int           `json:"final_shape,omitempty"`
-	FinalFile   string          `json:"final_file,omitempty"`
-	FinalIDs    []int64         `json:"final_ids,omitempty"` // samples in FinalFile, in order
+	Rank        int              `json:"rank"`
+	Stage       [2]int           `json:"stage"`
+	StartNS     int64            `json:"start_ns"`
+	EndNS       int64            `json:"end_ns"`
+	WeightBytes int64            `json:"weight_bytes"`
+	Weights     map[string]int64 `json:"weights,omitempty"`
+	Events      []Event          `json:"events"`
+	Completions map[int64]int64  `json:"completions,omitempty"`
+	FinalShape  []int            `json:"final_shape,omitempty"`
+	FinalFile   string           `json:"final_file,omitempty"`
+	FinalIDs    []int64          `json:"final_ids,omitempty"` // samples in FinalFile, in order
 }
 
 // recorder collects pipeline events as bench events for one rank.
@@ -146,16 +161,16 @@ func RunWorker(ctx context.Context, o Options, env dist.Env, log *slog.Logger) e
 	if err != nil {
 		return err
 	}
-	p, err := newParts(o, o.PP)
-	if err != nil {
-		return fmt.Errorf("rank %d: %w", env.Rank, err)
-	}
 	tr, err := dist.Dial(ctx, env, dist.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, Logger: log})
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", env.Rank, err)
 	}
 	defer tr.Close()
 	place, err := pipeline.Place(mesh, tr)
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", env.Rank, err)
+	}
+	p, err := newParts(o, o.PP, place.Stage)
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", env.Rank, err)
 	}
@@ -167,7 +182,7 @@ func RunWorker(ctx context.Context, o Options, env dist.Env, log *slog.Logger) e
 	}
 	rec := &recorder{rank: env.Rank}
 	rng := p.plan[place.Stage]
-	res := rankResult{Rank: env.Rank, Stage: [2]int{rng.Start, rng.End}, WeightBytes: p.weights}
+	res := rankResult{Rank: env.Rank, Stage: [2]int{rng.Start, rng.End}, WeightBytes: p.weights, Weights: p.components}
 	if err := startBarrier(ctx, tr); err != nil {
 		return fmt.Errorf("rank %d: %w", env.Rank, err)
 	}

@@ -22,9 +22,17 @@ var ErrOptions = errors.New("generate: bad options")
 
 // Options are the flags of `vdpp generate` (0 means the checkpoint's default).
 type Options struct {
-	Model            string // checkpoint folder
-	Variant          string
-	Image            string
+	Model   string // checkpoint folder
+	Variant string
+	Image   string
+	// PromptEmbeds and NegativePromptEmbeds are safetensors files of prompt embeddings
+	// for text-to-video families (Wan) until their text encoder is wired.
+	PromptEmbeds         string
+	NegativePromptEmbeds string
+	// GuidanceScale (-1: the model's) and GuidanceScale2 (0: the same) are the CFG scales
+	// of text-to-video families; GuidanceScale2 is the low-noise expert's.
+	GuidanceScale    float64
+	GuidanceScale2   float64
 	NumFrames        int
 	Steps            int
 	Height, Width    int
@@ -47,7 +55,7 @@ type Options struct {
 // DefaultOptions mirrors the pipeline's defaults; sizes left at 0 come from the checkpoint.
 func DefaultOptions() Options {
 	return Options{
-		MinGuidance: -1, MaxGuidance: -1, FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02,
+		MinGuidance: -1, MaxGuidance: -1, GuidanceScale: -1, FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02,
 		Steps: 25, DecodeChunkSize: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Out: "out",
 		Timeout: 10 * time.Minute, Progress: "auto",
 	}
@@ -57,7 +65,11 @@ func DefaultOptions() Options {
 func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Model, "model", o.Model, `checkpoint folder in the diffusers layout, or "builtin"`)
 	fs.StringVar(&o.Variant, "variant", o.Variant, `weights variant, e.g. "fp16" (converted to float32)`)
-	fs.StringVar(&o.Image, "image", o.Image, "input image (PNG or JPEG)")
+	fs.StringVar(&o.Image, "image", o.Image, "input image (PNG or JPEG) of an image-to-video model (SVD)")
+	fs.StringVar(&o.PromptEmbeds, "prompt-embeds", o.PromptEmbeds, "safetensors file of prompt embeddings [L, text_dim] or [1, L, text_dim] for a text-to-video model (Wan)")
+	fs.StringVar(&o.NegativePromptEmbeds, "negative-prompt-embeds", o.NegativePromptEmbeds, "safetensors file of negative prompt embeddings (needed when --guidance-scale > 1)")
+	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "CFG scale of a text-to-video model, > 1 turns on CFG (-1: the model's, 5 for Wan)")
+	fs.Float64Var(&o.GuidanceScale2, "guidance-scale-2", o.GuidanceScale2, "CFG scale of a two-expert model's low-noise expert (0: --guidance-scale)")
 	fs.IntVar(&o.NumFrames, "num-frames", o.NumFrames, "frames (0: the UNet config's num_frames)")
 	fs.IntVar(&o.Steps, "steps", o.Steps, "denoising steps")
 	fs.IntVar(&o.Height, "height", o.Height, "video height, a multiple of the VAE's factor (0: the model's: 576 for SVD, 64 for builtin)")
@@ -84,6 +96,8 @@ func (o Options) WorkerArgs() []string {
 	i := strconv.Itoa
 	return []string{
 		"--model=" + o.Model, "--variant=" + o.Variant, "--image=" + o.Image,
+		"--prompt-embeds=" + o.PromptEmbeds, "--negative-prompt-embeds=" + o.NegativePromptEmbeds,
+		"--guidance-scale=" + f(o.GuidanceScale), "--guidance-scale-2=" + f(o.GuidanceScale2),
 		"--num-frames=" + i(o.NumFrames), "--steps=" + i(o.Steps), "--height=" + i(o.Height), "--width=" + i(o.Width),
 		"--min-guidance=" + f(o.MinGuidance), "--max-guidance=" + f(o.MaxGuidance), "--fps=" + i(o.FPS),
 		"--motion-bucket-id=" + i(o.MotionBucketID), "--noise-aug-strength=" + f(o.NoiseAugStrength),
@@ -98,8 +112,8 @@ func (o Options) Validate() error {
 	switch {
 	case o.Model == "":
 		return fmt.Errorf("%w: --model DIR is required", ErrOptions)
-	case o.Image == "":
-		return fmt.Errorf("%w: --image FILE is required", ErrOptions)
+	case o.Image == "" && o.PromptEmbeds == "":
+		return fmt.Errorf("%w: --image FILE (image-to-video) or --prompt-embeds FILE (text-to-video) is required", ErrOptions)
 	case o.NumSamples < 1:
 		return fmt.Errorf("%w: --num-samples %d", ErrOptions, o.NumSamples)
 	case o.MicroBatch < 1:

@@ -37,14 +37,20 @@ func RunRank(ctx context.Context, o Options, env dist.Env, log *slog.Logger) err
 	if env.WorldSize != o.NProc {
 		return fmt.Errorf("generate: world size %d but --nproc %d", env.WorldSize, o.NProc)
 	}
-	plan, err := pipeline.EvenStages(o.Steps, o.NProc)
+	m, err := family.Resolve(o.Model)
+	if err != nil {
+		return err
+	}
+	// A stage boundary at every denoiser switch (Wan 2.2's experts): each stage then loads
+	// only the expert its steps use.
+	plan, err := m.StagePlan(o.Steps, o.NProc)
 	if err != nil {
 		return err
 	}
 	first, last := env.Rank == 0, env.Rank == o.NProc-1
 	roles := family.Roles{Condition: first, Denoise: true, Decode: last, Steps: plan[env.Rank], TotalSteps: o.Steps}
 	t0 := time.Now()
-	p, err := family.Open(o.Model, family.Options{Variant: o.Variant, Backend: o.Backend, Roles: roles})
+	p, err := m.Open(family.Options{Variant: o.Variant, Backend: o.Backend, Roles: roles})
 	if err != nil {
 		return err
 	}
@@ -90,7 +96,7 @@ func RunRank(ctx context.Context, o Options, env dist.Env, log *slog.Logger) err
 	}
 	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log}
 	if first {
-		if w.img, err = video.LoadImage(o.Image); err != nil {
+		if w.in, err = loadInput(m, o); err != nil {
 			return err
 		}
 	}
@@ -120,7 +126,40 @@ func params(o Options) family.Params {
 		NumFrames: o.NumFrames, Steps: o.Steps, Height: o.Height, Width: o.Width,
 		MinGuidance: o.MinGuidance, MaxGuidance: o.MaxGuidance, FPS: o.FPS, MotionBucketID: o.MotionBucketID,
 		NoiseAugStrength: o.NoiseAugStrength, DecodeChunkSize: o.DecodeChunkSize, Seed: o.Seed,
+		GuidanceScale: max(o.GuidanceScale, 0), GuidanceScale2: o.GuidanceScale2,
 	}
+}
+
+// loadInput reads what the first stage conditions on: the image, or the prompt
+// embeddings of a text-to-video model.
+func loadInput(m family.Resolved, o Options) (family.Input, error) {
+	var in family.Input
+	if o.PromptEmbeds == "" {
+		img, err := video.LoadImage(o.Image)
+		in.Image = img
+		return in, err
+	}
+	desc, err := m.Describe()
+	if err != nil {
+		return in, err
+	}
+	if in.PromptEmbeds, err = LoadEmbeddings(o.PromptEmbeds, "--prompt-embeds", desc); err != nil {
+		return in, err
+	}
+	if o.NegativePromptEmbeds != "" {
+		if in.NegativePromptEmbeds, err = LoadEmbeddings(o.NegativePromptEmbeds, "--negative-prompt-embeds", desc); err != nil {
+			return in, err
+		}
+	}
+	return in, nil
+}
+
+// input names the generation's input file, for messages.
+func (o Options) input() string {
+	if o.PromptEmbeds != "" {
+		return o.PromptEmbeds
+	}
+	return o.Image
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
@@ -155,7 +194,7 @@ type workload struct {
 	sc    sched.Scheduler
 	store kv
 	log   *slog.Logger
-	img   image.Image
+	in    family.Input
 
 	stages []StageWeights
 }
@@ -166,9 +205,9 @@ func (w *workload) Prepare(ctx context.Context, group int64, samples []int64) (*
 	var it *pipeline.Item
 	for r, s := range samples {
 		t0 := time.Now()
-		one, err := w.p.Prepare(ctx, family.Input{Image: w.img}, w.pr, w.sc, []int64{s})
+		one, err := w.p.Prepare(ctx, w.in, w.pr, w.sc, []int64{s})
 		if err != nil {
-			return nil, fmt.Errorf("generate: %s: %w", w.o.Image, err)
+			return nil, fmt.Errorf("generate: %s: %w", w.o.input(), err)
 		}
 		if it == nil {
 			it = &pipeline.Item{Group: group, Samples: samples, Guidance: one.Guidance,
@@ -251,6 +290,8 @@ func (w *workload) finishSample(ctx context.Context, s int64, lat *tensor.Dense)
 	}
 	rep := SampleReport{
 		Sample: s, Seed: w.pr.Seed, Model: w.o.Model, Image: w.o.Image, Frames: w.pr.NumFrames,
+		PromptEmbeds: w.o.PromptEmbeds, NegativePromptEmbeds: w.o.NegativePromptEmbeds,
+		GuidanceScale: w.pr.GuidanceScale, GuidanceScale2: w.pr.GuidanceScale2,
 		Height: w.pr.Height, Width: w.pr.Width, Steps: w.pr.Steps, MinGuidance: w.pr.MinGuidance,
 		MaxGuidance: w.pr.MaxGuidance, FPS: w.pr.FPS, MotionID: w.pr.MotionBucketID, NoiseAug: w.pr.NoiseAugStrength,
 		DecodeChunk: w.pr.DecodeChunkSize, NProc: w.o.NProc, Stages: w.stages,

@@ -22,24 +22,30 @@ type Timings struct {
 
 // SampleReport is report.json of one sample.
 type SampleReport struct {
-	Sample      int64            `json:"sample"`
-	Seed        int64            `json:"seed"`
-	Model       string           `json:"model"`
-	Image       string           `json:"image"`
-	Frames      int              `json:"num_frames"`
-	Height      int              `json:"height"`
-	Width       int              `json:"width"`
-	Steps       int              `json:"steps"`
-	MinGuidance float64          `json:"min_guidance"`
-	MaxGuidance float64          `json:"max_guidance"`
-	FPS         int              `json:"fps"`
-	MotionID    int              `json:"motion_bucket_id"`
-	NoiseAug    float64          `json:"noise_aug_strength"`
-	DecodeChunk int              `json:"decode_chunk_size"`
-	NProc       int              `json:"nproc"`
-	Stages      []StageWeights   `json:"stages"`
-	Timings     Timings          `json:"timings_ms"`
-	Pixels      video.FrameStats `json:"pixel_stats"`
-	Files       []string         `json:"files"`
-	MP4         string           `json:"mp4"`
+	Sample int64  `json:"sample"`
+	Seed   int64  `json:"seed"`
+	Model  string `json:"model"`
+	Image  string `json:"image"`
+	// PromptEmbeds, NegativePromptEmbeds and the guidance scales are a text-to-video
+	// model's inputs (Wan).
+	PromptEmbeds         string           `json:"prompt_embeds,omitempty"`
+	NegativePromptEmbeds string           `json:"negative_prompt_embeds,omitempty"`
+	GuidanceScale        float64          `json:"guidance_scale,omitempty"`
+	GuidanceScale2       float64          `json:"guidance_scale_2,omitempty"`
+	Frames               int              `json:"num_frames"`
+	Height               int              `json:"height"`
+	Width                int              `json:"width"`
+	Steps                int              `json:"steps"`
+	MinGuidance          float64          `json:"min_guidance"`
+	MaxGuidance          float64          `json:"max_guidance"`
+	FPS                  int              `json:"fps"`
+	MotionID             int              `json:"motion_bucket_id"`
+	NoiseAug             float64          `json:"noise_aug_strength"`
+	DecodeChunk          int              `json:"decode_chunk_size"`
+	NProc                int              `json:"nproc"`
+	Stages               []StageWeights   `json:"stages"`
+	Timings              Timings          `json:"timings_ms"`
+	Pixels               video.FrameStats `json:"pixel_stats"`
+	Files                []string         `json:"files"`
+	MP4                  string           `json:"mp4"`
 }

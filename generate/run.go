@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,8 +74,46 @@ func Resolve(o Options) (Options, error) {
 	if o.MinGuidance > o.MaxGuidance {
 		return o, fmt.Errorf("%w: --min-guidance %v > --max-guidance %v", ErrOptions, o.MinGuidance, o.MaxGuidance)
 	}
+	if fm := desc.FrameMultiple; fm > 0 && (o.NumFrames-1)%fm != 0 {
+		return o, fmt.Errorf("%w: --num-frames %d: the model's causal VAE takes 1 + %dk frames (e.g. %d or %d)", ErrOptions, o.NumFrames, fm, (o.NumFrames-1)/fm*fm+1, ((o.NumFrames-1)/fm+1)*fm+1)
+	}
+	if desc.TextDim > 0 {
+		return resolveText(o, desc)
+	}
+	if o.Image == "" {
+		return o, fmt.Errorf("%w: --model %s is an image-to-video model: --image FILE is required", ErrOptions, o.Model)
+	}
 	if _, err := video.LoadImage(o.Image); err != nil {
 		return o, err
+	}
+	return o, nil
+}
+
+// resolveText checks the inputs of a text-to-video model: the embeddings files and their
+// width, the guidance scales.
+func resolveText(o Options, desc family.Description) (Options, error) {
+	if o.PromptEmbeds == "" {
+		return o, fmt.Errorf("%w: --model %s is a text-to-video model: --prompt-embeds FILE.safetensors is required", ErrOptions, o.Model)
+	}
+	if o.Image != "" {
+		return o, fmt.Errorf("%w: --image: --model %s is a text-to-video model and takes no image", ErrOptions, o.Model)
+	}
+	if o.GuidanceScale < 0 {
+		o.GuidanceScale = desc.Defaults.GuidanceScale
+	}
+	if math.IsNaN(o.GuidanceScale) || math.IsInf(o.GuidanceScale, 0) || math.IsNaN(o.GuidanceScale2) || math.IsInf(o.GuidanceScale2, 0) || o.GuidanceScale2 < 0 {
+		return o, fmt.Errorf("%w: --guidance-scale %v --guidance-scale-2 %v", ErrOptions, o.GuidanceScale, o.GuidanceScale2)
+	}
+	if _, err := LoadEmbeddings(o.PromptEmbeds, "--prompt-embeds", desc); err != nil {
+		return o, err
+	}
+	switch {
+	case o.NegativePromptEmbeds != "":
+		if _, err := LoadEmbeddings(o.NegativePromptEmbeds, "--negative-prompt-embeds", desc); err != nil {
+			return o, err
+		}
+	case o.GuidanceScale > 1:
+		return o, fmt.Errorf("%w: --guidance-scale %v > 1 runs CFG, which needs --negative-prompt-embeds FILE (or --guidance-scale 1)", ErrOptions, o.GuidanceScale)
 	}
 	return o, nil
 }

@@ -68,6 +68,11 @@ type Expert struct {
 	// expert's steps (Wan 2.2's guidance_scale_2 for the low-noise expert); it has one
 	// weight per frame. Unguided items stay unguided.
 	Guidance []float32
+	// GuidanceRow is the row of an item's guidance weights this expert's steps use when the
+	// item holds one row of per-frame weights per guidance scale ([E·T]: per-request
+	// scales that travel with the item, as a Wan job's guidance_scale_2); an item with one
+	// row ([T]) uses it on every step.
+	GuidanceRow int
 }
 
 // ModelAt returns the denoiser of step k: the expert whose range holds k, else Model.
@@ -87,10 +92,16 @@ func (s *Stepper) expertAt(k int) *Expert {
 	return nil
 }
 
-// guidanceAt returns the per-frame guidance weights of step k for it (nil when unguided).
+// guidanceAt returns the per-frame guidance weights of step k for it (nil when unguided):
+// the expert's own weights when it has some, else the item's, or the expert's row of them
+// when the item holds a row per guidance scale.
 func (s *Stepper) guidanceAt(it *Item, k int) []float32 {
-	if e := s.expertAt(k); e != nil && e.Guidance != nil && it.Guidance != nil {
+	e := s.expertAt(k)
+	if e != nil && e.Guidance != nil && it.Guidance != nil {
 		return e.Guidance
+	}
+	if frames := it.Latent.Shape[1]; e != nil && len(it.Guidance) > frames && len(it.Guidance)%frames == 0 && (e.GuidanceRow+1)*frames <= len(it.Guidance) {
+		return it.Guidance[e.GuidanceRow*frames : (e.GuidanceRow+1)*frames]
 	}
 	return it.Guidance
 }

@@ -22,6 +22,9 @@ type PairFunc func(ctx context.Context) (a, b dist.Transport, closeFn func(), er
 // Calibrator measures costs. It is the only part of the package that reads a clock or
 // opens sockets; both are fields so tests can swap them.
 type Calibrator struct {
+	// Cond, when set, is the conditioning of every row of a timed step (a model that
+	// needs some, as Wan's prompt embeddings; nil: none).
+	Cond model.Conditioning
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Repeats is the number of timed repetitions of each measurement after one untimed
@@ -103,6 +106,9 @@ func (c *Calibrator) timeStep(ctx context.Context, d model.Denoiser, rows int, s
 		x.Data[i] = float32(i%17)/17 - 0.5
 	}
 	in := model.Input{Latents: x, Sigma: 1, Timestep: 0, Cond: make([]model.Conditioning, rows), Uncond: make([]bool, rows)}
+	for r := range in.Cond {
+		in.Cond[r] = c.Cond
+	}
 	return c.median(nil, func() error {
 		start := c.now()
 		if _, err := d.Predict(ctx, in); err != nil {

@@ -41,6 +41,34 @@ type Weights struct {
 	ImageEncoder int64 `json:"image_encoder"`
 	VAEEncoder   int64 `json:"vae_encoder"`
 	VAEDecoder   int64 `json:"vae_decoder"`
+	// Experts, when the denoiser switches by step (Wan 2.2's high- and low-noise
+	// experts), are the weight bytes of each expert in step order, and ExpertSwitches the
+	// first step of each expert after the first; Denoiser is then their sum. A stage holds
+	// only the experts its steps use, so data parallelism holds all of them on every device
+	// while a pipeline cut at the switches holds one.
+	Experts        []int64 `json:"experts,omitempty"`
+	ExpertSwitches []int   `json:"expert_switches,omitempty"`
+}
+
+// StageDenoiser is the denoiser weight memory of a stage running steps [start, end): the
+// experts whose steps it meets, or the whole Denoiser without experts.
+func (w Weights) StageDenoiser(start, end int) int64 {
+	if len(w.Experts) == 0 || len(w.ExpertSwitches) != len(w.Experts)-1 {
+		return w.Denoiser
+	}
+	var sum int64
+	lo := 0
+	for i, b := range w.Experts {
+		hi := math.MaxInt
+		if i < len(w.ExpertSwitches) {
+			hi = w.ExpertSwitches[i]
+		}
+		if lo < end && start < hi && lo < hi {
+			sum += b
+		}
+		lo = hi
+	}
+	return sum
 }
 
 // Total is the memory one device needs to hold every component.

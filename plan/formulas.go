@@ -206,6 +206,10 @@ func Predict(w Workload, m Mesh, c Costs, memoryPerDevice int64) (Prediction, er
 		stepCost[i] = p.StepMS
 	}
 	stages, err := pipeline.BalanceStages(stepCost, m.PP, extra)
+	if len(c.Weights.ExpertSwitches) > 0 {
+		// A stage boundary at every expert switch, as generate and bench cut it.
+		stages, err = pipeline.CutStages(stepCost, m.PP, c.Weights.ExpertSwitches)
+	}
 	if err != nil {
 		return Prediction{}, fmt.Errorf("plan: %v: %w", m, err)
 	}
@@ -234,8 +238,8 @@ func Predict(w Workload, m Mesh, c Costs, memoryPerDevice int64) (Prediction, er
 	}
 	p.MakespanMS = p.FirstSampleMS + float64(ceilDiv(items, m.DP)-1)*p.IntervalMS
 
-	for k := range stages {
-		wk := c.Weights.Denoiser
+	for k, rg := range stages {
+		wk := c.Weights.StageDenoiser(rg.Start, rg.End)
 		if k == 0 {
 			wk += c.Weights.ImageEncoder + c.Weights.VAEEncoder
 		}

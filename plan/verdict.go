@@ -189,6 +189,9 @@ func verdictNotes(req Request, res Result, all []Prediction) []string {
 		}
 		out = append(out, lat)
 		switch {
+		case pp.Feasible && !dp.Feasible && len(req.Costs.Weights.Experts) > 1:
+			out = append(out, fmt.Sprintf("memory: the pipeline is the answer: a dp replica holds all %d experts, %s per device > limit %s, while pp=%d cuts at the expert switch and holds at most %s (one expert per stage)",
+				len(req.Costs.Weights.Experts), Bytes(dp.MemoryBytesPerDevice), Bytes(req.MemoryPerDevice), pp.PP, Bytes(pp.MemoryBytesPerDevice)))
 		case pp.Feasible && !dp.Feasible:
 			out = append(out, fmt.Sprintf("memory: the pipeline wins here: a dp replica needs %s per device (denoiser, image and VAE encoders, VAE decoder) > limit %s, while pp=%d needs at most %s (only stage 0 holds the encoders, only the last stage the decoder)",
 				Bytes(dp.MemoryBytesPerDevice), Bytes(req.MemoryPerDevice), pp.PP, Bytes(pp.MemoryBytesPerDevice)))

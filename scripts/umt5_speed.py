@@ -66,7 +66,9 @@ def main():
             rows.append(("%s/B1xL%d" % (os.path.basename(a.out.rstrip("/")), l),
                          timed(lambda: model(input_ids=ids, attention_mask=mask), 2)))
     blas = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
-    print("torch %s, %d threads, BLAS_INFO=%s" % (torch.__version__, torch.get_num_threads(), blas.group(1) if blas else "?"))
+    libs = sorted({l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.split()[-1]})
+    print("torch %s, %d threads, BLAS_INFO=%s, loaded %s" % (torch.__version__, torch.get_num_threads(),
+                                                             blas.group(1) if blas else "?", ", ".join(libs) or "?"))
     for name, s in rows:
         print("%-28s %10.3f ms" % (name, 1e3 * s))
 

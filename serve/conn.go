@@ -185,6 +185,8 @@ func (c *Coordinator) handle(w *workerConn, m dist.Message) error {
 	case opProgress:
 		if len(ctl) > 1 {
 			c.cfg.Metrics.stepLatency.WithLabelValues(fmt.Sprint(b.stage)).Observe(float64(ctl[1]) / 1e6)
+			work, _ := batchStallInfo(b)
+			c.rate.observe(float64(ctl[1])/1e6, work)
 		}
 		for _, it := range b.items {
 			if it != nil {

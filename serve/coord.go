@@ -140,6 +140,9 @@ type item struct {
 	sched    sched.State
 	batch    *batch
 	attempts int
+	// stalls counts this sample's runs ended by the stall watchdog (each doubles the next
+	// run's limit, see stallLimit).
+	stalls int
 }
 
 func (it *item) key(start, end int) batchKey {
@@ -181,6 +184,8 @@ type Coordinator struct {
 	unreaped []Record
 	// onLost is called (under mu) when a worker's connection is lost.
 	onLost func(rank, pid int)
+	// rate is the measured step time per unit of work (the stall watchdog's yardstick).
+	rate stepRate
 	// closing is closed by Close: store retries give up.
 	closing chan struct{}
 	health  storeHealth
@@ -801,8 +806,15 @@ func (c *Coordinator) watchStalls(done <-chan struct{}) {
 		now := c.cfg.Now()
 		for _, w := range c.workers {
 			for _, b := range w.outstanding {
-				if now.Sub(b.last) > c.cfg.StallTimeout {
-					c.cfg.Log.Warn("worker stalled", "rank", w.rank, "batch", b.id, "silent", now.Sub(b.last))
+				work, reruns := batchStallInfo(b)
+				limit := stallLimit(c.cfg.StallTimeout, c.rate.perUnit, work, reruns)
+				if now.Sub(b.last) > limit {
+					c.cfg.Log.Warn("worker stalled", "rank", w.rank, "batch", b.id, "silent", now.Sub(b.last), "limit", limit)
+					for _, it := range b.items {
+						if it != nil {
+							it.stalls++
+						}
+					}
 					w.close()
 					break
 				}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 
 	"github.com/vdpp/vdpp/dist"
@@ -149,6 +150,8 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 	shape := []int{f.frames, f.channels, f.height, f.width}
 	var c plan.Costs
 	var denoiserBytes int64
+	var experts []int64
+	var switches []int
 	cal, err := plan.LoadCalibration(f.calibration)
 	switch {
 	case f.calibration != "" && err == nil:
@@ -176,7 +179,11 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 			return plan.Costs{}, fmt.Errorf("plan: %w", err)
 		}
 		d := st.ModelAt(0)
-		cal, err := (&plan.Calibrator{}).Calibrate(ctx, f.modelName, d, shape, plan.Weights{Denoiser: d.WeightBytes()})
+		calib := &plan.Calibrator{}
+		if rc, ok := s.(family.RandomConditioner); ok {
+			calib.Cond = rc.RandomConditioning(rand.New(rand.NewPCG(uint64(f.seed), 0)), shape)
+		}
+		cal, err := calib.Calibrate(ctx, f.modelName, d, shape, plan.Weights{Denoiser: d.WeightBytes()})
 		if err != nil {
 			return plan.Costs{}, err
 		}
@@ -194,6 +201,17 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 		}
 		c = cal.Costs
 		denoiserBytes = d.WeightBytes()
+		if ew, ok := s.(family.ExpertWeights); ok && len(ew.ExpertBytes()) > 1 {
+			// A two-expert model: dp holds both experts per device, a pipeline cut at
+			// the switch one.
+			if switches, err = m.Switches(f.steps); err != nil {
+				return plan.Costs{}, fmt.Errorf("plan: %w", err)
+			}
+			experts, denoiserBytes = ew.ExpertBytes(), 0
+			for _, b := range experts {
+				denoiserBytes += b
+			}
+		}
 		fmt.Fprintf(stderr, "vdpp plan: measured step %.4f ms/row + %.4f ms/call, hand-off %.4f ms + %.0f bytes/s\n",
 			c.Step.RowMS, c.Step.FixedMS, c.HandOff.LatencyMS, c.HandOff.BytesPerS)
 		if f.calibration != "" {
@@ -237,8 +255,12 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 		c.FinishMS = f.finishMS
 	}
 	c.Weights.Denoiser = denoiserBytes
+	if len(switches) > 0 {
+		c.Weights.Experts, c.Weights.ExpertSwitches = experts, switches
+	}
 	if f.weights[0] >= 0 {
 		c.Weights.Denoiser = f.weights[0]
+		c.Weights.Experts, c.Weights.ExpertSwitches = nil, nil
 	}
 	c.Weights.ImageEncoder = max(c.Weights.ImageEncoder, f.weights[1])
 	c.Weights.VAEEncoder = max(c.Weights.VAEEncoder, f.weights[2])

@@ -164,6 +164,11 @@ func folderSpec(name, dir string) (serve.ModelSpec, error) {
 	fam := svd.FamilyName
 	if m, err := family.ResolveDir(dir); err == nil {
 		fam = m.Family.Name()
+		// A job uploads an image; a text-to-video family needs prompt embeddings, which
+		// the job API does not carry yet.
+		if d, err := m.Describe(); err == nil && d.TextDim > 0 {
+			return serve.ModelSpec{}, fmt.Errorf("%w: --model %s is a text-to-video model (%s, conditioned on prompt embeddings); the server takes image jobs only so far: use vdpp generate --model %s --prompt-embeds FILE", errUsage, name, fam, name)
+		}
 	} else if errors.Is(err, family.ErrUnknown) {
 		return serve.ModelSpec{}, fmt.Errorf("serve: %w", err)
 	}

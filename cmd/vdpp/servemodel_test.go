@@ -145,3 +145,13 @@ func TestServeBinarySVD(t *testing.T) {
 		t.Fatalf("server exit: %v\n%s", err, stderr.String())
 	}
 }
+
+// TestServeRefusesTextToVideo: a Wan folder is refused at start with one line saying why and
+// what runs it instead.
+func TestServeRefusesTextToVideo(t *testing.T) {
+	dir := shared.Require(t, "golden", "wan-dev")
+	_, err := modelSpec(dir)
+	if err == nil || !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "text-to-video model (wan") || !strings.Contains(err.Error(), "vdpp generate") {
+		t.Fatalf("modelSpec(wan-dev) error %v", err)
+	}
+}

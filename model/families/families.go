@@ -10,6 +10,7 @@ import (
 	"github.com/vdpp/vdpp/model/family"
 	_ "github.com/vdpp/vdpp/model/svd" // registers the "svd" family
 	"github.com/vdpp/vdpp/model/synthetic"
+	_ "github.com/vdpp/vdpp/model/wan" // registers the "wan" family
 )
 
 func init() {

@@ -55,6 +55,11 @@ type Params struct {
 	NoiseAugStrength float64 `json:"noise_aug_strength"`
 	DecodeChunkSize  int     `json:"decode_chunk_size"` // <= 0: all frames at once
 	Seed             int64   `json:"seed"`
+	// GuidanceScale is the classifier-free guidance scale of text-to-video families (Wan:
+	// > 1 turns CFG on); GuidanceScale2 is that of the low-noise expert of a two-expert
+	// model (0: the same as GuidanceScale). SVD reads MinGuidance/MaxGuidance instead.
+	GuidanceScale  float64 `json:"guidance_scale,omitempty"`
+	GuidanceScale2 float64 `json:"guidance_scale_2,omitempty"`
 }
 
 // Guided reports whether classifier-free guidance is on (diffusers: max guidance > 1).
@@ -149,6 +154,14 @@ type Description struct {
 	// SizeMultiple is what height and width must be positive multiples of (the VAE's
 	// spatial factor).
 	SizeMultiple int
+	// FrameMultiple, when > 0, says frame counts must be 1 + k·FrameMultiple (a causal
+	// VAE's temporal factor: Wan's 4).
+	FrameMultiple int
+	// TextDim, when > 0, says the family is conditioned on prompt embeddings of this width
+	// (Input.PromptEmbeds, `--prompt-embeds`) rather than on an image; TextDimFile is the
+	// config file that sets it, for messages.
+	TextDim     int
+	TextDimFile string
 }
 
 // Family is a registered model family.

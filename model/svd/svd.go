@@ -3,7 +3,9 @@
 // (CLIP image embedding, VAE encoding of the noise-augmented image, added time ids), a
 // model.Denoiser around the UNet (image latents concatenated on the channel axis,
 // unconditional rows with zero embedding and zero image latents), and decoding of final
-// latents into frames.
+// latents into frames. Sampler is SVD's family.Sampler (registered as the "svd" family for
+// folders whose model_index.json names StableVideoDiffusionPipeline): every command runs
+// SVD through it.
 //
 // Contract: a process loads only what its pipeline role needs (Parts): stage 0 the image
 // encoder and VAE encoder, every stage the UNet, the last stage the VAE decoder. Every size

@@ -2,6 +2,18 @@
 // WanImageToVideoPipeline): a diffusion transformer denoiser, one or two of them (Wan 2.2's
 // high-noise and low-noise experts), a causal 3D VAE and flow-matching schedulers.
 //
+// The package registers the "wan" family with model/family (Sampler, Load): generate, bench,
+// plan and parity run a WanPipeline folder through it. The first stage takes prompt
+// embeddings (family.Input.PromptEmbeds, until the text encoder is wired) and draws each
+// sample's initial noise in diffusers' [C, F, h, w] order from the stream keyed by (seed,
+// sample); every stage runs the experts its steps use (expert 1 while t >= boundary, expert
+// 2 after, as WanPipeline compares in float32) with CFG uncond + g·(cond − uncond), g being
+// guidance_scale for expert 1 and guidance_scale_2 for expert 2, and the folder's scheduler
+// (UniPC or flow-match Euler, whose history travels in the hand-off); the last stage
+// denormalises with latents_mean/std and decodes with the causal VAE to frames in [0, 1].
+// The family's stage plans put a boundary at the expert switch (Switches), so a pipeline
+// stage loads one expert where data parallelism needs both.
+//
 // This package reads a diffusers Wan folder (Open): model_index.json names the pipeline
 // class and the components, `boundary_ratio` (when set, `transformer` denoises the steps
 // with t >= boundary_ratio·num_train_timesteps and `transformer_2` the rest) and

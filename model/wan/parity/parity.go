@@ -4,7 +4,8 @@
 // The runners cover shared/golden/wan-dev's cases: transformer_forward,
 // transformer_2_forward, transformer_forward_i2v (model/wan/transformer), vae_encode,
 // vae_decode (model/wan/vae), scheduler_unipc, scheduler_flow_euler (sched/schedparity)
-// and full_pipeline_moe (WanPipeline with both experts and guidance, replayed here).
+// and full_pipeline_moe (WanPipeline with both experts and guidance, run through the Wan
+// family's Sampler and the engine's Stepper, as generate runs it).
 //
 // Contract: every tensor in a case's outputs is reported. Limits follow
 // shared/golden/wan-dev/README.md: relative L2 <= 1e-4, the pipeline's frames also
@@ -284,4 +285,20 @@ func compare(caseName, name string, got, ref *tensor.Dense, lim limit) Result {
 		res.Status, res.Pass = StatusOK, true
 	}
 	return res
+}
+
+// FloatArg returns a numeric argument of case.json, or def.
+func (c *Case) FloatArg(name string, def float64) float64 {
+	if v, ok := c.Args[name].(float64); ok {
+		return v
+	}
+	return def
+}
+
+// IntArg returns an integer argument of case.json, or def.
+func (c *Case) IntArg(name string, def int) int {
+	if v, ok := c.Args[name].(float64); ok && v == float64(int(v)) {
+		return int(v)
+	}
+	return def
 }

@@ -3,10 +3,11 @@ package parity
 import (
 	"context"
 	"fmt"
-	"path/filepath"
+	"strconv"
 
-	"github.com/vdpp/vdpp/model/wan/transformer"
-	"github.com/vdpp/vdpp/sched"
+	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/wan"
+	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -18,139 +19,121 @@ func init() {
 	})
 }
 
-// fullPipeline replays WanPipeline.__call__ with classifier-free guidance from fixed prompt
-// embeddings and initial latents: the folder's UniPC schedule, per step the expert of the
-// timestep (model/wan Folder.ExpertFor) on prompt_embeds then on negative_prompt_embeds,
-// uncond + g·(cond − uncond) with that expert's guidance scale, the scheduler step; then
-// the latents denormalised with the VAE's latents_mean / latents_std, decoded, and mapped
-// to frames [B, F, H, W, 3] in [0, 1].
-func fullPipeline(_ context.Context, env *Env, c *Case) (map[string]*tensor.Dense, error) {
+// fullPipeline runs WanPipeline's case through the Wan family as the engine runs it: the
+// family's conditioning of the case's prompt embeddings, its scheduler and Stepper (both
+// experts, CFG with each expert's guidance scale), starting from the case's initial
+// latents, then its Decode. It records what the reference recorded: each step's cond,
+// uncond and guided predictions and latents, the schedule and the expert of each step,
+// the final latents, their denormalisation and the frames [B, F, H, W, 3].
+func fullPipeline(ctx context.Context, env *Env, c *Case) (map[string]*tensor.Dense, error) {
+	v, err := env.Cached("wan-sampler", func() (any, func() error, error) {
+		s, err := wan.LoadOn(env.Folder.Dir, family.Options{Roles: family.AllRoles}, env.Backend)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.Close, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := v.(*wan.Sampler)
+	p := family.Params{NumFrames: c.IntArg("num_frames", 0), Steps: c.IntArg("num_inference_steps", 0),
+		Height: c.IntArg("height", 0), Width: c.IntArg("width", 0),
+		GuidanceScale: c.FloatArg("guidance_scale", 0), GuidanceScale2: c.FloatArg("guidance_scale_2", 0)}
+	if err := s.Validate(p); err != nil {
+		return nil, fmt.Errorf("case %s: %w", c.Name, err)
+	}
 	var in [3]*tensor.Dense
-	var err error
 	for i, n := range []string{"prompt_embeds", "negative_prompt_embeds", "latents"} {
 		if in[i], err = c.Input(n); err != nil {
 			return nil, err
 		}
 	}
-	cond, uncond, latents := in[0], in[1], in[2].Clone()
-	steps, ok := c.Args["num_inference_steps"].(float64)
-	if !ok || steps < 1 {
-		return nil, fmt.Errorf("case %s: args.num_inference_steps missing", c.Name)
-	}
-	g1, ok := c.Args["guidance_scale"].(float64)
-	if !ok {
-		return nil, fmt.Errorf("case %s: args.guidance_scale missing", c.Name)
-	}
-	g2, ok := c.Args["guidance_scale_2"].(float64)
-	if !ok {
-		g2 = g1 // diffusers: guidance_scale_2 defaults to guidance_scale
-	}
-	f := env.Folder
-	cfg, err := sched.LoadUniPCConfig(filepath.Join(f.ComponentDir("scheduler"), "scheduler_config.json"))
+	sc, err := s.Scheduler(p.Steps)
 	if err != nil {
 		return nil, err
 	}
-	u, err := sched.NewUniPC(cfg, int(steps))
+	st, err := s.Stepper(sc)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]*tensor.Dense{}
-	ts := u.Timesteps()
-	experts := make([]float32, len(ts))
-	st := u.NewState()
-	for i, t := range ts {
-		expert := f.ExpertFor(float64(t), cfg.NumTrainTimesteps)
-		experts[i] = float32(expert)
-		g := float32(g1)
-		if expert == 2 {
-			g = float32(g2)
-		}
-		dir, err := f.TransformerDir(expert)
+	batch := in[2].Shape[0]
+	it := &pipeline.Item{Latent: wan.SwapTC(in[2]), Guidance: s.GuidanceWeights(p, in[2].Shape[2])}
+	for b := range batch {
+		cond, err := s.Conditioning(family.Input{PromptEmbeds: in[0].Rows(b, b+1), NegativePromptEmbeds: in[1].Rows(b, b+1)}, wan.Guided(p))
 		if err != nil {
 			return nil, err
 		}
-		v, err := env.Cached("transformer:"+dir+":", func() (any, func() error, error) {
-			m, err := transformer.Load(dir, "", env.Backend)
-			if err != nil {
-				return nil, nil, err
-			}
-			return m, m.Close, nil
-		})
+		it.Samples = append(it.Samples, int64(b))
+		it.Cond = append(it.Cond, cond)
+	}
+	shape := it.Latent.Shape
+	st.Observe = func(_ *pipeline.Item, k int, raw *tensor.Dense, guided []float32) {
+		n := tensor.NumElements(shape)
+		key := strconv.Itoa(k)
+		if raw.Len() == 2*n {
+			out["noise_pred_uncond_step"+key] = wan.SwapTC(&tensor.Dense{Shape: shape, Data: raw.Data[:n]})
+			out["noise_pred_cond_step"+key] = wan.SwapTC(&tensor.Dense{Shape: shape, Data: raw.Data[n:]})
+		} else {
+			out["noise_pred_cond_step"+key] = wan.SwapTC(&tensor.Dense{Shape: shape, Data: raw.Data})
+		}
+		out["noise_pred_step"+key] = wan.SwapTC(&tensor.Dense{Shape: shape, Data: guided})
+	}
+	ts, sig, experts := tensor.New(p.Steps), tensor.New(p.Steps+1), tensor.New(p.Steps)
+	ranges := s.Folder.ExpertRanges(sc, s.Sched.NumTrainTimesteps())
+	for k := range p.Steps {
+		it.Step = k
+		if err := st.Step(ctx, it); err != nil {
+			return nil, err
+		}
+		out["latents_step"+strconv.Itoa(k)] = wan.SwapTC(it.Latent)
+		ts.Data[k], sig.Data[k] = sc.Timestep(k), sc.Sigma(k)
+		experts.Data[k] = 1
+		if k >= ranges[1].Start && k < ranges[1].End {
+			experts.Data[k] = 2
+		}
+	}
+	sig.Data[p.Steps] = sc.Sigma(p.Steps)
+	out["timesteps"], out["sigmas"], out["experts"] = ts, sig, experts
+	final := wan.SwapTC(it.Latent)
+	out["latents_final"] = final
+	if out["latents_denorm"], err = s.VConfig.Denormalize(final); err != nil {
+		return nil, err
+	}
+	var frames []*tensor.Dense
+	per := it.Latent.Len() / batch
+	for b := range batch {
+		f, err := s.Decode(ctx, &tensor.Dense{Shape: shape[1:], Data: it.Latent.Data[b*per : (b+1)*per]}, p)
 		if err != nil {
 			return nil, err
 		}
-		m := v.(*transformer.Model)
-		tt := &tensor.Dense{Shape: []int{latents.Shape[0]}, Data: make([]float32, latents.Shape[0])}
-		for j := range tt.Data {
-			tt.Data[j] = t
-		}
-		pc, err := m.Forward(latents, tt, cond, nil)
-		if err != nil {
-			return nil, fmt.Errorf("step %d cond: %w", i, err)
-		}
-		pu, err := m.Forward(latents, tt, uncond, nil)
-		if err != nil {
-			return nil, fmt.Errorf("step %d uncond: %w", i, err)
-		}
-		guided := tensor.New(pc.Shape...)
-		for j := range guided.Data {
-			d := pc.Data[j] - pu.Data[j]
-			guided.Data[j] = pu.Data[j] + float32(g*d)
-		}
-		next, err := u.Step(st, guided.Data, t, latents.Data)
-		if err != nil {
-			return nil, fmt.Errorf("step %d: %w", i, err)
-		}
-		latents = &tensor.Dense{Shape: latents.Shape, Data: next}
-		out[fmt.Sprintf("noise_pred_cond_step%d", i)] = pc
-		out[fmt.Sprintf("noise_pred_uncond_step%d", i)] = pu
-		out[fmt.Sprintf("noise_pred_step%d", i)] = guided
-		out[fmt.Sprintf("latents_step%d", i)] = latents
+		frames = append(frames, channelsLast(f))
 	}
-	out["timesteps"] = &tensor.Dense{Shape: []int{len(ts)}, Data: ts}
-	sig := u.Sigmas()
-	out["sigmas"] = &tensor.Dense{Shape: []int{len(sig)}, Data: sig}
-	out["experts"] = &tensor.Dense{Shape: []int{len(experts)}, Data: experts}
-	out["latents_final"] = latents
-
-	vc := *c
-	vc.Args = map[string]any{"model_dir": "vae"}
-	vm, err := loadVAE(env, &vc)
-	if err != nil {
-		return nil, err
-	}
-	denorm, err := vm.Config().Denormalize(latents)
-	if err != nil {
-		return nil, err
-	}
-	out["latents_denorm"] = denorm
-	video, err := vm.Decode(denorm) // [B, 3, F, H, W]
-	if err != nil {
-		return nil, err
-	}
-	out["frames"] = toFrames(video)
+	out["frames"] = stack(frames)
 	return out, nil
 }
 
-// toFrames is postprocess_video(output_type="np"): (video/2 + 0.5) clamped to [0, 1],
-// [B, C, F, H, W] -> [B, F, H, W, C].
-func toFrames(video *tensor.Dense) *tensor.Dense {
-	s := video.Shape
-	b, ch, nf, h, w := s[0], s[1], s[2], s[3], s[4]
-	out := tensor.New(b, nf, h, w, ch)
-	for bi := range b {
-		for ci := range ch {
-			for fi := range nf {
-				for y := range h {
-					for x := range w {
-						v := video.Data[(((bi*ch+ci)*nf+fi)*h+y)*w+x]
-						v = v/2 + 0.5
-						v = min(max(v, 0), 1)
-						out.Data[(((bi*nf+fi)*h+y)*w+x)*ch+ci] = v
-					}
-				}
+// channelsLast turns frames [F, 3, H, W] into [F, H, W, 3].
+func channelsLast(f *tensor.Dense) *tensor.Dense {
+	n, c, plane := f.Shape[0], f.Shape[1], f.Shape[2]*f.Shape[3]
+	out := tensor.New(n, f.Shape[2], f.Shape[3], c)
+	for i := range n {
+		for ch := range c {
+			for p := range plane {
+				out.Data[(i*plane+p)*c+ch] = f.Data[(i*c+ch)*plane+p]
 			}
 		}
+	}
+	return out
+}
+
+// stack joins equal tensors along a new leading axis.
+func stack(ts []*tensor.Dense) *tensor.Dense {
+	out := tensor.New(append([]int{len(ts)}, ts[0].Shape...)...)
+	per := ts[0].Len()
+	for i, t := range ts {
+		copy(out.Data[i*per:(i+1)*per], t.Data)
 	}
 	return out
 }

@@ -108,10 +108,43 @@ func Build(s nn.Scope, cfg Config, hidden, timestep, ehs, image *Node) *Node {
 		panic(err)
 	}
 	g := hidden.Graph()
+	e := embed(s, cfg, sh, hidden, timestep, ehs, image)
+	n := sh.Tokens
+	x := e.x
+
+	// Rotary tables, shared by every block.
+	rc, rs, err := RopeTables(cfg, sh.F, sh.H, sh.W)
+	if err != nil {
+		panic(err)
+	}
+	ce2, so := ropePairs(rc, rs, n, cfg.AttentionHeadDim)
+	half := cfg.AttentionHeadDim / 2
+	rope := [2]*Node{
+		Reshape(Const(g, ce2), 1, n, 1, half),
+		Reshape(Const(g, so), 1, n, 1, half),
+	}
+
+	for l := range cfg.NumLayers {
+		x = block(s.Inf("blocks.%d", l), cfg, x, e.ctx, e.img, e.tproj, rope)
+	}
+	return head(s, cfg, sh, x, e.temb)
+}
+
+// embedded is what the network computes once before its blocks: the patch tokens x
+// [B, N, D], the time embedding temb [B, S, D] and its projection tproj [B, S, 6, D]
+// (S = 1, or N with a per-token timestep), the text context ctx [B, L, D] and the image
+// context img [B, S', D] (nil without the image branch).
+type embedded struct{ x, temb, tproj, ctx, img *Node }
+
+// embed is the patch embedding and the condition embedder. sh may describe a shard of the
+// frames (context parallelism): every patch and every token's time embedding is computed
+// on its own.
+func embed(s nn.Scope, cfg Config, sh Shapes, hidden, timestep, ehs, image *Node) embedded {
+	g := hidden.Graph()
 	dim := cfg.InnerDim()
 	b, n := sh.Batch, sh.Tokens
-
-	x := patchEmbed(s, cfg, sh, hidden) // [B, N, D]
+	var e embedded
+	e.x = patchEmbed(s, cfg, sh, hidden) // [B, N, D]
 
 	// Time: one t per row (S = 1) or per token (S = N).
 	steps := 1
@@ -127,34 +160,23 @@ func Build(s nn.Scope, cfg Config, hidden, timestep, ehs, image *Node) *Node {
 	temb := linear(ce.In("time_embedder.linear_1"), g, sinus, cfg.FreqDim, dim)
 	temb = linear(ce.In("time_embedder.linear_2"), g, nn.SiLU(temb), dim, dim)
 	tproj := linear(ce.In("time_proj"), g, nn.SiLU(temb), dim, 6*dim)
-	tproj = Reshape(tproj, b, steps, 6, dim)
-	temb = Reshape(temb, b, steps, dim)
+	e.tproj = Reshape(tproj, b, steps, 6, dim)
+	e.temb = Reshape(temb, b, steps, dim)
 
 	// Text (and image) context.
 	ctx := linear(ce.In("text_embedder.linear_1"), g, ehs, cfg.TextDim, dim)
-	ctx = linear(ce.In("text_embedder.linear_2"), g, GELUTanh(ctx), dim, dim)
-	var img *Node
+	e.ctx = linear(ce.In("text_embedder.linear_2"), g, GELUTanh(ctx), dim, dim)
 	if cfg.HasImage() {
-		img = imageEmbed(ce.In("image_embedder"), cfg, image)
+		e.img = imageEmbed(ce.In("image_embedder"), cfg, image)
 	}
+	return e
+}
 
-	// Rotary tables, shared by every block.
-	rc, rs, err := RopeTables(cfg, sh.F, sh.H, sh.W)
-	if err != nil {
-		panic(err)
-	}
-	ce2, so := ropePairs(rc, rs, n, cfg.AttentionHeadDim)
-	half := cfg.AttentionHeadDim / 2
-	rope := [2]*Node{
-		Reshape(Const(g, ce2), 1, n, 1, half),
-		Reshape(Const(g, so), 1, n, 1, half),
-	}
-
-	for l := range cfg.NumLayers {
-		x = block(s.Inf("blocks.%d", l), cfg, x, ctx, img, tproj, rope)
-	}
-
-	// Output norm, modulated by temb (not timestep_proj), projection, unpatchify.
+// head is the output norm, modulated by temb (not timestep_proj), the projection and the
+// unpatchify of the tokens x [B, N, D] of sh.
+func head(s nn.Scope, cfg Config, sh Shapes, x, temb *Node) *Node {
+	g := x.Graph()
+	dim := cfg.InnerDim()
 	table := s.Param(g, "scale_shift_table", 1, 2, dim)
 	shift := Add(Reshape(SliceAxis(table, 1, AxisElem(0)), 1, 1, dim), temb)
 	scale := Add(Reshape(SliceAxis(table, 1, AxisElem(1)), 1, 1, dim), temb)
@@ -231,20 +253,44 @@ func imageEmbed(s nn.Scope, cfg Config, image *Node) *Node {
 // block is one WanTransformerBlock. tproj is [B, S, 6, D] (S = 1 or N): shift, scale,
 // gate for self-attention, then for the feed-forward.
 func block(s nn.Scope, cfg Config, x, ctx, img, tproj *Node, rope [2]*Node) *Node {
+	q, k, v := selfAttnQKV(s, cfg, x, tproj, rope)
+	return blockRest(s, cfg, x, attend(q, k, v, cfg.NumAttentionHeads), ctx, img, tproj)
+}
+
+// modulation returns a block's six modulation vectors [B, S, D]: shift, scale, gate of
+// self-attention, then of the feed-forward.
+func modulation(s nn.Scope, cfg Config, tproj *Node) [6]*Node {
+	dim := cfg.InnerDim()
+	table := Reshape(s.Param(tproj.Graph(), "scale_shift_table", 1, 6, dim), 1, 1, 6, dim)
+	mod := Add(table, tproj)
+	var out [6]*Node
+	for i := range out {
+		out[i] = Squeeze(SliceAxis(mod, 2, AxisElem(i)), 2)
+	}
+	return out
+}
+
+// selfAttnQKV is a block's self-attention input: the modulated norm of x, then attn1's
+// q, k (RMS-normed over all heads together, rotated) and v, each [B, N, D]. Every token is
+// computed on its own, so a shard of the tokens gives the shard of q, k, v.
+func selfAttnQKV(s nn.Scope, cfg Config, x, tproj *Node, rope [2]*Node) (q, k, v *Node) {
+	m := modulation(s, cfg, tproj)
+	h := Add(Mul(nn.LayerNorm(x, nil, nil, cfg.Eps), OnePlus(m[1])), m[0])
+	return projectQKV(s.In("attn1"), cfg, h, h, rope)
+}
+
+// blockRest is the block after the self-attention product attn [B, N, D] (heads
+// concatenated, before to_out): the gated residual, the cross-attention and the
+// feed-forward.
+func blockRest(s nn.Scope, cfg Config, x, attn, ctx, img, tproj *Node) *Node {
 	g := x.Graph()
 	dim := cfg.InnerDim()
-	table := Reshape(s.Param(g, "scale_shift_table", 1, 6, dim), 1, 1, 6, dim)
-	mod := Add(table, tproj)
-	chunk := func(i int) *Node { return Squeeze(SliceAxis(mod, 2, AxisElem(i)), 2) } // [B, S, D]
-	shift, scale, gate := chunk(0), chunk(1), chunk(2)
-	cShift, cScale, cGate := chunk(3), chunk(4), chunk(5)
-
-	// 1. Self-attention with RoPE.
-	h := Add(Mul(nn.LayerNorm(x, nil, nil, cfg.Eps), OnePlus(scale)), shift)
-	x = Add(x, Mul(attention(s.In("attn1"), cfg, h, h, nil, rope), gate))
+	m := modulation(s, cfg, tproj)
+	gate, cShift, cScale, cGate := m[2], m[3], m[4], m[5]
+	x = Add(x, Mul(linear(s.In("attn1.to_out.0"), g, attn, dim, dim), gate))
 
 	// 2. Cross-attention (norm2 is affine when cross_attn_norm).
-	h = x
+	h := x
 	if cfg.CrossAttnNorm {
 		h = nn.LayerNorm(x, s.Param(g, "norm2.weight", dim), s.Param(g, "norm2.bias", dim), cfg.Eps)
 	}
@@ -264,13 +310,7 @@ func block(s nn.Scope, cfg Config, x, ctx, img, tproj *Node, rope [2]*Node) *Nod
 func attention(s nn.Scope, cfg Config, x, ctx, img *Node, rope [2]*Node) *Node {
 	g := x.Graph()
 	dim, heads := cfg.InnerDim(), cfg.NumAttentionHeads
-	q := rmsNorm(linear(s.In("to_q"), g, x, dim, dim), s.Param(g, "norm_q.weight", dim), cfg.Eps)
-	k := rmsNorm(linear(s.In("to_k"), g, ctx, dim, dim), s.Param(g, "norm_k.weight", dim), cfg.Eps)
-	v := linear(s.In("to_v"), g, ctx, dim, dim)
-	if rope[0] != nil {
-		q = applyRope(q, rope, heads)
-		k = applyRope(k, rope, heads)
-	}
+	q, k, v := projectQKV(s, cfg, x, ctx, rope)
 	out := attend(q, k, v, heads)
 	if img != nil {
 		ki := linear(s.In("add_k_proj"), g, img, cfg.AddedKVProjDim, dim)
@@ -279,6 +319,21 @@ func attention(s nn.Scope, cfg Config, x, ctx, img *Node, rope [2]*Node) *Node {
 		out = Add(attend(q, ki, vi, heads), out)
 	}
 	return linear(s.In("to_out.0"), g, out, dim, dim)
+}
+
+// projectQKV is q from x, k and v from ctx, with the RMS norm of q and k over the whole
+// inner dim (all heads together, before the split into heads) and RoPE when rope is set.
+func projectQKV(s nn.Scope, cfg Config, x, ctx *Node, rope [2]*Node) (q, k, v *Node) {
+	g := x.Graph()
+	dim, heads := cfg.InnerDim(), cfg.NumAttentionHeads
+	q = rmsNorm(linear(s.In("to_q"), g, x, dim, dim), s.Param(g, "norm_q.weight", dim), cfg.Eps)
+	k = rmsNorm(linear(s.In("to_k"), g, ctx, dim, dim), s.Param(g, "norm_k.weight", dim), cfg.Eps)
+	v = linear(s.In("to_v"), g, ctx, dim, dim)
+	if rope[0] != nil {
+		q = applyRope(q, rope, heads)
+		k = applyRope(k, rope, heads)
+	}
+	return q, k, v
 }
 
 // applyRope rotates the pairs (x[2i], x[2i+1]) of every head of x [B, N, H·d]:

@@ -25,4 +25,16 @@
 // Weights are read through nn.Scope with their diffusers names; ExpectedTensors lists them
 // from the same graph-building code, and Load checks a file against it before any memory
 // is allocated for the network.
+//
+// # Context parallelism
+//
+// ForwardFrames evaluates the network as one member of a context-parallel group (Ulysses
+// sequence parallelism): each member holds consecutive latent frames, hence a contiguous
+// shard of the token sequence; everything but the self-attention product runs on the shard
+// (the q/k RMS norm over all heads included, before the split into heads), and around each
+// self-attention two all-to-alls move q, k, v from sequence shards to head shards and the
+// output back. Head counts and sequence lengths need not divide by the group size (uneven
+// contiguous splits, HeadRanges); a group larger than the head count, or a shard that is not
+// whole temporal patches, is ErrFrames. Joined over the members the output matches Forward
+// within 1e-5 relative L2 (measured: bit-identical on the go backend).
 package transformer

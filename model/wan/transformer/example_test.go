@@ -27,3 +27,14 @@ func ExampleExpectedTensors() {
 	// 69 tensors
 	// [40 4 1 2 2] [1 6 40] [16 40]
 }
+
+// HeadRanges splits attention heads over a context-parallel group: 6 heads over 4 members.
+func ExampleHeadRanges() {
+	r, err := transformer.HeadRanges(6, 4)
+	fmt.Println(r, err)
+	_, err = transformer.HeadRanges(2, 3)
+	fmt.Println(err)
+	// Output:
+	// [[0 2] [2 4] [4 5] [5 6]] <nil>
+	// wan/transformer: context-parallel shards do not fit: 2 attention heads cannot be split over 3 members (each needs one)
+}

@@ -70,6 +70,7 @@ type Model struct {
 	// rowPar is how many batch rows Forward runs at once as separate executions
 	// (nn.RowParallelism); rows never interact in the network.
 	rowPar int
+	cpState
 }
 
 // ReadConfig reads and validates dir/config.json.
@@ -208,7 +209,7 @@ func (m *Model) WeightBytes() int64 { return m.weights.Bytes() }
 
 // Close releases the compiled graphs; the Model must not be used afterwards.
 func (m *Model) Close() error {
-	if err := m.prog.Close(); err != nil {
+	if err := errors.Join(m.prog.Close(), m.closeCP()); err != nil {
 		return fmt.Errorf("wan/transformer: close: %w", err)
 	}
 	return nil

@@ -1,0 +1,67 @@
+package generate
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vdpp/vdpp/internal/shared"
+	"github.com/vdpp/vdpp/safetensors"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// Bad input to a Wan generation is one line naming the flag or the file.
+func TestResolveWanErrors(t *testing.T) {
+	dev := shared.Require(t, "golden", "wan-dev")
+	embeds := filepath.Join(dev, "cases", "full_pipeline_moe", "inputs.safetensors")
+	tmp := t.TempDir()
+	narrow := filepath.Join(tmp, "narrow.safetensors")
+	if err := safetensors.WriteFile(narrow, []safetensors.NamedTensor{{Name: "prompt_embeds", Tensor: tensor.New(1, 5, 16)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	noExpert := filepath.Join(tmp, "no-expert")
+	if err := os.MkdirAll(noExpert, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"model_index.json", "transformer", "vae", "scheduler"} {
+		if err := os.Symlink(filepath.Join(dev, c), filepath.Join(noExpert, c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := DefaultOptions()
+	base.Model, base.PromptEmbeds, base.NegativePromptEmbeds = dev, embeds, embeds
+	base.NumFrames, base.Height, base.Width, base.Steps = 9, 64, 64, 6
+	tests := []struct {
+		name string
+		edit func(o *Options)
+		want string
+	}{
+		{"frames", func(o *Options) { o.NumFrames = 8 }, "--num-frames 8: the model's causal VAE takes 1 + 4k frames"},
+		{"width", func(o *Options) { o.PromptEmbeds = narrow }, "narrow.safetensors: embeddings [1 5 16] are 16 wide, the model's text_dim is 32"},
+		{"negative", func(o *Options) { o.NegativePromptEmbeds = "" }, "needs --negative-prompt-embeds"},
+		{"expert", func(o *Options) { o.Model = noExpert }, "transformer_2 runs the low-noise steps"},
+		{"no embeds", func(o *Options) { o.PromptEmbeds, o.Image = "", "x.png" }, "text-to-video model: --prompt-embeds FILE.safetensors is required"},
+		{"not embeddings", func(o *Options) {
+			o.PromptEmbeds = filepath.Join(dev, "transformer", "diffusion_pytorch_model.safetensors")
+		}, "want one tensor (or one named prompt_embeds)"},
+		{"size", func(o *Options) { o.Height = 72 }, "multiples of 16"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := base
+			tc.edit(&o)
+			_, err := Resolve(o)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err %v, want one line containing %q", err, tc.want)
+			}
+		})
+	}
+	o, err := Resolve(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.GuidanceScale != 5 {
+		t.Errorf("default guidance scale %v, want WanPipeline's 5", o.GuidanceScale)
+	}
+}

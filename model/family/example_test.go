@@ -1,0 +1,45 @@
+package family_test
+
+import (
+	"context"
+	"fmt"
+
+	_ "github.com/vdpp/vdpp/model/families"
+	"github.com/vdpp/vdpp/model/family"
+)
+
+// Example runs a whole generation in one process through the seam: resolve --model, open
+// every role, prepare two samples, step them with the engine's Stepper. (The synthetic
+// simulator has no decoder; a model folder's sampler would Decode the latents next.)
+func Example() {
+	m, err := family.Resolve("synthetic")
+	if err != nil {
+		panic(err)
+	}
+	s, err := m.Open(family.Options{Roles: family.AllRoles})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	p := s.DefaultParams()
+	p.NumFrames, p.Steps, p.Height, p.Width = 3, 4, 32, 32
+	sc, err := s.Scheduler(p.Steps)
+	if err != nil {
+		panic(err)
+	}
+	it, err := s.Prepare(context.Background(), family.Input{}, p, sc, []int64{0, 1})
+	if err != nil {
+		panic(err)
+	}
+	st, err := s.Stepper(sc)
+	if err != nil {
+		panic(err)
+	}
+	for it.Step = 0; it.Step < p.Steps; it.Step++ {
+		if err := st.Step(context.Background(), it); err != nil {
+			panic(err)
+		}
+	}
+	fmt.Println(m.Family.Name(), it.Latent.Shape, len(it.Guidance), "guidance weights")
+	// Output: synthetic [2 3 4 4 4] 3 guidance weights
+}

@@ -1,0 +1,579 @@
+package wan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	"github.com/gomlx/gomlx/backends"
+
+	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/model/wan/transformer"
+	"github.com/vdpp/vdpp/model/wan/vae"
+	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/sched"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// FamilyName is the name Wan registers under in model/family.
+const FamilyName = "wan"
+
+// Defaults of WanPipeline.__call__ (diffusers v0.35.2).
+const (
+	DefaultHeight        = 480
+	DefaultWidth         = 832
+	DefaultNumFrames     = 81
+	DefaultGuidanceScale = 5.0
+	DefaultFPS           = 16
+)
+
+// ErrInput marks generation inputs a Wan model cannot take (embeddings of the wrong
+// width, missing negative embeddings for CFG).
+var ErrInput = errors.New("wan: bad input")
+
+func init() { family.Register(wanFamily{}) }
+
+// wanFamily is Wan's family.Family.
+type wanFamily struct{}
+
+func (wanFamily) Name() string             { return FamilyName }
+func (wanFamily) NeedsDir() bool           { return true }
+func (wanFamily) Claims(class string) bool { return isWanClass(class) }
+
+// Preflight implements family.Family: the folder's structure, the configs of every
+// component o's roles load and their weights files, without reading weights.
+func (wanFamily) Preflight(dir string, o family.Options) error {
+	f, err := openT2V(dir)
+	if err != nil {
+		return err
+	}
+	sc, err := f.ReadSchedulerConfig()
+	if err != nil {
+		return err
+	}
+	if o.Roles.Denoise {
+		experts, err := f.expertsFor(sc, o.Roles)
+		if err != nil {
+			return err
+		}
+		for _, e := range experts {
+			tdir, _ := f.TransformerDir(e)
+			if _, err := transformer.ReadConfig(tdir); err != nil {
+				return err
+			}
+			stem := transformer.WeightsStem
+			if o.Variant != "" {
+				stem += "." + o.Variant
+			}
+			if _, _, err := checkpoint.WeightsDirPath(tdir, stem); err != nil {
+				return err
+			}
+		}
+	}
+	if o.Roles.Decode {
+		if _, err := f.VAEConfig(); err != nil {
+			return err
+		}
+		name, err := checkpoint.WeightsFileName(checkpoint.VAE, o.Variant)
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(f.ComponentDir(VAE), name)
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("%s: %w: the VAE weights: %w", path, ErrFolder, err)
+		}
+	}
+	return nil
+}
+
+// Describe implements family.Family: WanPipeline's defaults (81 frames at 832x480,
+// guidance 5) and the size multiple of VAE factor x patch size.
+func (wanFamily) Describe(dir string) (family.Description, error) {
+	f, err := openT2V(dir)
+	if err != nil {
+		return family.Description{}, err
+	}
+	m, err := f.sizeMultiple()
+	if err != nil {
+		return family.Description{}, err
+	}
+	vc, err := f.VAEConfig()
+	if err != nil {
+		return family.Description{}, err
+	}
+	tc, err := f.TransformerConfig(1)
+	if err != nil {
+		return family.Description{}, err
+	}
+	return family.Description{Defaults: defaultParams(), SizeMultiple: m, FrameMultiple: vc.TemporalFactor(),
+		TextDim: tc.TextDim, TextDimFile: tc.Path}, nil
+}
+
+func defaultParams() family.Params {
+	return family.Params{NumFrames: DefaultNumFrames, Steps: 50, Height: DefaultHeight, Width: DefaultWidth,
+		GuidanceScale: DefaultGuidanceScale, FPS: DefaultFPS}
+}
+
+// Open implements family.Family: the experts o's steps use, the VAE on the last stage.
+func (wanFamily) Open(dir string, o family.Options) (family.Sampler, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("wan: a model folder is required")
+	}
+	return Load(dir, o)
+}
+
+// openT2V opens a text-to-video folder (the image-to-video pipeline has no conditioner
+// here yet).
+func openT2V(dir string) (*Folder, error) {
+	f, err := Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if f.Index.ClassName != T2VPipeline {
+		return nil, fmt.Errorf("%s: %w: %s is not supported yet (only %s)", filepath.Join(dir, checkpoint.IndexFile), ErrFolder, f.Index.ClassName, T2VPipeline)
+	}
+	return f, nil
+}
+
+// VAEConfig reads vae/config.json.
+func (f *Folder) VAEConfig() (vae.Config, error) {
+	path := filepath.Join(f.ComponentDir(VAE), "config.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return vae.Config{}, fmt.Errorf("%s: %w: %w", path, ErrFolder, err)
+	}
+	return vae.ParseConfig(path, data)
+}
+
+// sizeMultiple is what height and width must be multiples of: the VAE's spatial factor
+// times the transformer's patch.
+func (f *Folder) sizeMultiple() (int, error) {
+	vc, err := f.VAEConfig()
+	if err != nil {
+		return 0, err
+	}
+	tc, err := f.TransformerConfig(1)
+	if err != nil {
+		return 0, err
+	}
+	return vc.SpatialFactor() * lcm(tc.PatchSize[1], tc.PatchSize[2]), nil
+}
+
+func lcm(a, b int) int {
+	g, x := a, b
+	for x != 0 {
+		g, x = x, g%x
+	}
+	return a / g * b
+}
+
+// ExpertRanges returns the steps each expert runs under sc: expert 1 (`transformer`)
+// the steps whose timestep is >= the boundary, expert 2 the rest (WanPipeline compares in
+// float32, as torch does a tensor with a Python float). Without a boundary expert 1 runs
+// every step. An expert with no step has an empty range.
+func (f *Folder) ExpertRanges(sc sched.Scheduler, numTrain int) [2]pipeline.Range {
+	n := sc.NumSteps()
+	b, ok := f.BoundaryTimestep(numTrain)
+	if !ok {
+		return [2]pipeline.Range{{Start: 0, End: n}, {Start: n, End: n}}
+	}
+	k := 0
+	for k < n && sc.Timestep(k) >= float32(b) {
+		k++
+	}
+	return [2]pipeline.Range{{Start: 0, End: k}, {Start: k, End: n}}
+}
+
+// expertsFor lists the experts (1, 2) whose steps meet r's: all of them when r sets no
+// steps.
+func (f *Folder) expertsFor(sc SchedulerConfig, r family.Roles) ([]int, error) {
+	if r.TotalSteps == 0 || (r.Steps == pipeline.Range{}) || !f.HasBoundary {
+		if f.HasBoundary {
+			return []int{1, 2}, nil
+		}
+		return []int{1}, nil
+	}
+	s, err := sc.New(r.TotalSteps)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for i, rg := range f.ExpertRanges(s, sc.NumTrainTimesteps()) {
+		if rg.Start < r.Steps.End && r.Steps.Start < rg.End {
+			out = append(out, i+1)
+		}
+	}
+	return out, nil
+}
+
+// Sampler is Wan's family.Sampler: prompt embeddings and initial noise on the first stage,
+// the experts of this process's steps with CFG (guidance_scale for the high-noise expert,
+// guidance_scale_2 for the low-noise one) and the folder's flow scheduler on every stage,
+// the denormalisation and causal VAE decode on the last.
+type Sampler struct {
+	Folder *Folder
+	Sched  SchedulerConfig
+	// TConfig is expert 1's config (text width, channels, patch); VConfig the VAE's.
+	TConfig transformer.Config
+	VConfig vae.Config
+	// Experts holds the loaded experts (index 0: `transformer`, 1: `transformer_2`); nil
+	// where this process runs none of that expert's steps.
+	Experts [2]*transformer.Model
+	VAE     *vae.VAE
+}
+
+var (
+	_ family.Sampler           = (*Sampler)(nil)
+	_ family.RandomConditioner = (*Sampler)(nil)
+)
+
+// Load opens the Wan folder dir and loads what o's roles need: the experts whose steps
+// meet o.Roles.Steps, the VAE for decoding.
+func Load(dir string, o family.Options) (*Sampler, error) {
+	var b backends.Backend
+	if o.Roles.Denoise || o.Roles.Decode {
+		var err error
+		if b, err = nn.NewBackend(o.Backend); err != nil {
+			return nil, err
+		}
+	}
+	return LoadOn(dir, o, b)
+}
+
+// LoadOn is Load onto backend b (o.Backend is ignored); b may be nil when o loads no
+// network.
+func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err error) {
+	f, err := openT2V(dir)
+	if err != nil {
+		return nil, err
+	}
+	s = &Sampler{Folder: f}
+	if s.Sched, err = f.ReadSchedulerConfig(); err != nil {
+		return nil, err
+	}
+	if s.TConfig, err = f.TransformerConfig(1); err != nil {
+		return nil, err
+	}
+	if s.VConfig, err = f.VAEConfig(); err != nil {
+		return nil, err
+	}
+	if !o.Roles.Denoise && !o.Roles.Decode {
+		return s, nil
+	}
+	if b == nil {
+		return nil, fmt.Errorf("wan: no backend to load the networks on")
+	}
+	defer func() {
+		if err != nil {
+			s.Close()
+			s = nil
+		}
+	}()
+	if o.Roles.Denoise {
+		experts, err := f.expertsFor(s.Sched, o.Roles)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range experts {
+			if s.Experts[e-1], err = f.LoadTransformer(e, o.Variant, b); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if o.Roles.Decode {
+		if s.VAE, err = vae.Load(f.ComponentDir(VAE), o.Variant, b); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Family implements family.Sampler.
+func (s *Sampler) Family() string { return FamilyName }
+
+// DefaultParams implements family.Sampler: WanPipeline's defaults.
+func (s *Sampler) DefaultParams() family.Params { return defaultParams() }
+
+// Validate implements family.Sampler: frames 1 + 4k (the causal VAE's temporal factor),
+// height and width positive multiples of VAE factor x patch, finite guidance >= 0.
+func (s *Sampler) Validate(p family.Params) error {
+	tf := s.VConfig.TemporalFactor()
+	m := s.VConfig.SpatialFactor() * lcm(s.TConfig.PatchSize[1], s.TConfig.PatchSize[2])
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 }
+	switch {
+	case p.NumFrames < 1 || (p.NumFrames-1)%tf != 0:
+		return fmt.Errorf("%w: --num-frames %d: the causal VAE takes 1 + %dk frames", family.ErrParams, p.NumFrames, tf)
+	case p.Height < m || p.Width < m || p.Height%m != 0 || p.Width%m != 0:
+		return fmt.Errorf("%w: --width %d --height %d must be positive multiples of %d (VAE factor x patch)", family.ErrParams, p.Width, p.Height, m)
+	case p.Steps < 1:
+		return fmt.Errorf("%w: --steps %d", family.ErrParams, p.Steps)
+	case !finite(p.GuidanceScale) || !finite(p.GuidanceScale2):
+		return fmt.Errorf("%w: guidance scales %v, %v must be finite and >= 0", family.ErrParams, p.GuidanceScale, p.GuidanceScale2)
+	case p.GuidanceScale2 != 0 && !s.Folder.HasBoundary:
+		return fmt.Errorf("%w: guidance_scale_2 needs a two-expert model (model_index.json boundary_ratio)", family.ErrParams)
+	}
+	return nil
+}
+
+// LatentShape implements family.Sampler: [1 + (F-1)/4, z_dim, H/8, W/8] (the VAE's factors).
+func (s *Sampler) LatentShape(p family.Params) []int {
+	sf := s.VConfig.SpatialFactor()
+	return []int{s.VConfig.LatentFrames(p.NumFrames), s.VConfig.ZDim, p.Height / sf, p.Width / sf}
+}
+
+// Scheduler implements family.Sampler: the folder's scheduler.
+func (s *Sampler) Scheduler(steps int) (sched.Scheduler, error) { return s.Sched.New(steps) }
+
+// Guided reports whether p runs CFG: WanPipeline's guidance_scale > 1.
+func Guided(p family.Params) bool { return p.GuidanceScale > 1 }
+
+// GuidanceWeights returns an item's guidance weights for a latent of frames frames: one
+// row of frames copies of guidance_scale, and with two experts a second row of
+// guidance_scale_2 (guidance_scale where it is 0), which the low-noise expert's steps use.
+func (s *Sampler) GuidanceWeights(p family.Params, frames int) []float32 {
+	if !Guided(p) {
+		return nil
+	}
+	g := []float64{p.GuidanceScale}
+	if s.Folder.HasBoundary {
+		g2 := p.GuidanceScale2
+		if g2 == 0 {
+			g2 = p.GuidanceScale
+		}
+		g = append(g, g2)
+	}
+	out := make([]float32, 0, len(g)*frames)
+	for _, v := range g {
+		for range frames {
+			out = append(out, float32(v))
+		}
+	}
+	return out
+}
+
+// Conditioning checks prompt embeddings (and, when guided, the negative ones) against the
+// transformer's text width and returns a sample's conditioning.
+func (s *Sampler) Conditioning(in family.Input, guided bool) (model.Conditioning, error) {
+	c := model.Conditioning{}
+	put := func(key, what string, e *tensor.Dense) error {
+		if e == nil {
+			return fmt.Errorf("%w: no %s", ErrInput, what)
+		}
+		sh := e.Shape
+		if !(len(sh) == 2 || (len(sh) == 3 && sh[0] == 1)) || sh[len(sh)-2] < 1 {
+			return fmt.Errorf("%w: %s %v: want [L, %d] or [1, L, %d]", ErrInput, what, sh, s.TConfig.TextDim, s.TConfig.TextDim)
+		}
+		if w := sh[len(sh)-1]; w != s.TConfig.TextDim {
+			return fmt.Errorf("%w: %s %v are %d wide; the transformer's text_dim is %d (%s)", ErrInput, what, sh, w, s.TConfig.TextDim, s.TConfig.Path)
+		}
+		c[key] = &tensor.Dense{Shape: sh[len(sh)-2:], Data: e.Data}
+		return nil
+	}
+	if err := put(KeyPromptEmbeds, "prompt embeddings", in.PromptEmbeds); err != nil {
+		return nil, err
+	}
+	if guided {
+		if err := put(KeyNegativeEmbeds, "negative prompt embeddings (guidance_scale > 1 needs them)", in.NegativePromptEmbeds); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Noise returns sample's initial noise in the engine's layout [T, C, h, w]: N(0, 1) drawn
+// in diffusers' order [C, T, h, w] from the stream keyed by (p.Seed, sample).
+func (s *Sampler) Noise(p family.Params, sample int64) *tensor.Dense {
+	sh := s.LatentShape(p)
+	r := rand.New(rand.NewPCG(uint64(p.Seed), uint64(sample)))
+	x := tensor.New(1, sh[1], sh[0], sh[2], sh[3])
+	for i := range x.Data {
+		x.Data[i] = float32(r.NormFloat64())
+	}
+	out := SwapTC(x)
+	return &tensor.Dense{Shape: sh, Data: out.Data}
+}
+
+// Prepare implements family.Sampler: each sample's noise (Noise) times init_noise_sigma,
+// the prompt embeddings as conditioning and, when guided, the guidance weights.
+func (s *Sampler) Prepare(ctx context.Context, in family.Input, p family.Params, sc sched.Scheduler, samples []int64) (*pipeline.Item, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.Validate(p); err != nil {
+		return nil, err
+	}
+	if sc.NumSteps() != p.Steps {
+		return nil, fmt.Errorf("wan: prepare: a schedule of %d steps for %d", sc.NumSteps(), p.Steps)
+	}
+	cond, err := s.Conditioning(in, Guided(p))
+	if err != nil {
+		return nil, err
+	}
+	shape := s.LatentShape(p)
+	per := tensor.NumElements(shape)
+	it := &pipeline.Item{Samples: samples, Latent: tensor.New(append([]int{len(samples)}, shape...)...),
+		Guidance: s.GuidanceWeights(p, shape[0])}
+	sigma := sc.InitSigma()
+	for r, sample := range samples {
+		dst := it.Latent.Data[r*per : (r+1)*per]
+		for i, v := range s.Noise(p, sample).Data {
+			dst[i] = v * sigma
+		}
+		it.Cond = append(it.Cond, cond)
+	}
+	return it, nil
+}
+
+// Stepper implements family.Sampler: an expert per step range (the loaded ones only), each
+// with its guidance row.
+func (s *Sampler) Stepper(sc sched.Scheduler) (*pipeline.Stepper, error) {
+	st := &pipeline.Stepper{Sched: sc}
+	if sc == nil {
+		// No schedule, so no step ranges (a caller that only wants a denoiser, as the
+		// planner's calibration): the first loaded expert for every step.
+		for _, m := range s.Experts {
+			if m != nil {
+				st.Model = &Denoiser{M: m, ExpandTimesteps: s.Folder.ExpandTimesteps}
+				return st, nil
+			}
+		}
+		return nil, fmt.Errorf("wan: this process loaded no transformer")
+	}
+	ranges := s.Folder.ExpertRanges(sc, s.Sched.NumTrainTimesteps())
+	for i, m := range s.Experts {
+		if m == nil || ranges[i].Start == ranges[i].End {
+			continue
+		}
+		st.Experts = append(st.Experts, pipeline.Expert{Steps: ranges[i], Model: &Denoiser{M: m, ExpandTimesteps: s.Folder.ExpandTimesteps}, GuidanceRow: i})
+	}
+	if len(st.Experts) == 0 {
+		return nil, fmt.Errorf("wan: this process loaded no transformer")
+	}
+	return st, nil
+}
+
+// Decode implements family.Sampler: latents_std/mean denormalisation, the causal VAE
+// decode, and (video/2 + 0.5) clamped to [0, 1], as frames [F, 3, H, W].
+func (s *Sampler) Decode(ctx context.Context, latent *tensor.Dense, p family.Params) (*tensor.Dense, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s.VAE == nil {
+		return nil, fmt.Errorf("wan: this process did not load the VAE")
+	}
+	want := s.LatentShape(p)
+	got := latent.Shape
+	if len(got) == 5 && got[0] == 1 {
+		got = got[1:]
+	}
+	if !sameInts(got, want) {
+		return nil, fmt.Errorf("wan: decode: latent %v, want %v for %d frames of %dx%d", latent.Shape, want, p.NumFrames, p.Width, p.Height)
+	}
+	z := SwapTC(&tensor.Dense{Shape: append([]int{1}, want...), Data: latent.Data})
+	z, err := s.VConfig.Denormalize(z)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.VAE.Decode(z)
+	if err != nil {
+		return nil, err
+	}
+	out := SwapTC(v) // [1, F, 3, H, W]
+	for i, x := range out.Data {
+		out.Data[i] = min(max(x*0.5+0.5, 0), 1)
+	}
+	out.Shape = out.Shape[1:]
+	return out, nil
+}
+
+// WeightBytes implements family.Sampler: per loaded component.
+func (s *Sampler) WeightBytes() map[string]int64 {
+	out := map[string]int64{}
+	for i, m := range s.Experts {
+		if m != nil {
+			out[[]string{Transformer, Transformer2}[i]] = m.WeightBytes()
+		}
+	}
+	if s.VAE != nil {
+		out[VAE] = s.VAE.WeightBytes()
+	}
+	return out
+}
+
+// Close implements family.Sampler.
+func (s *Sampler) Close() error {
+	var errs []error
+	for i, m := range s.Experts {
+		if m != nil {
+			errs = append(errs, m.Close())
+			s.Experts[i] = nil
+		}
+	}
+	if s.VAE != nil {
+		errs = append(errs, s.VAE.Close())
+		s.VAE = nil
+	}
+	return errors.Join(errs...)
+}
+
+// RandomConditioning implements family.RandomConditioner: prompt and negative embeddings
+// of transformer.TextContextLen rows (the UMT5 length WanPipeline pads to), for
+// benchmarking the experts without a text encoder.
+func (s *Sampler) RandomConditioning(r *rand.Rand, latent []int) model.Conditioning {
+	draw := func() *tensor.Dense {
+		t := tensor.New(transformer.TextContextLen, s.TConfig.TextDim)
+		for i := range t.Data {
+			t.Data[i] = float32(r.NormFloat64())
+		}
+		return t
+	}
+	return model.Conditioning{KeyPromptEmbeds: draw(), KeyNegativeEmbeds: draw()}
+}
+
+// Switches implements family.Switcher: the first step of the low-noise expert when both
+// experts run steps of a run of steps steps.
+func (wanFamily) Switches(dir string, steps int) ([]int, error) {
+	f, err := openT2V(dir)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := f.ReadSchedulerConfig()
+	if err != nil {
+		return nil, err
+	}
+	s, err := sc.New(steps)
+	if err != nil {
+		return nil, err
+	}
+	r := f.ExpertRanges(s, sc.NumTrainTimesteps())
+	if r[0].Len() == 0 || r[1].Len() == 0 {
+		return nil, nil
+	}
+	return []int{r[1].Start}, nil
+}
+
+var _ family.Switcher = wanFamily{}
+
+// ExpertBytes implements family.ExpertWeights: the bytes of `transformer` and
+// `transformer_2` (two-expert folders only; nil otherwise).
+func (s *Sampler) ExpertBytes() []int64 {
+	if !s.Folder.HasBoundary {
+		return nil
+	}
+	out := make([]int64, 2)
+	for i, m := range s.Experts {
+		if m != nil {
+			out[i] = m.WeightBytes()
+		}
+	}
+	return out
+}
+
+var _ family.ExpertWeights = (*Sampler)(nil)
