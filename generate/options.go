@@ -1,7 +1,9 @@
-// Package generate is `vdpp generate`: image in, videos out, through the K-stage step
-// pipeline. Stage 0 loads the image encoder, VAE encoder and UNet and computes each sample's
-// conditioning once; middle stages load only the UNet; the last stage loads the UNet and the
-// VAE decoder and writes, per sample, video.gif, video.mp4, frames/NNN.png and report.json.
+// Package generate is `vdpp generate`: an image (SVD) or a prompt (Wan) in, videos out,
+// through the K-stage step pipeline. Stage 0 loads the conditioner (SVD's image encoder and
+// VAE encoder; Wan's tokenizer and text encoder, with --prompt) with its denoiser and
+// computes each sample's conditioning once; middle stages load only the denoiser; the last
+// stage loads the denoiser and the VAE decoder and writes, per sample, video.gif, video.mp4,
+// frames/NNN.png and report.json.
 //
 // Contract: the same seed gives bit-identical frames with 1 or K processes (sample s draws
 // its noise from a stream keyed by (seed, s); batch composition does not depend on K). Bad
@@ -25,8 +27,12 @@ type Options struct {
 	Model   string // checkpoint folder
 	Variant string
 	Image   string
+	// Prompt and NegativePrompt are the text of a text-to-video model (Wan), encoded by
+	// its text encoder on the first stage.
+	Prompt         string
+	NegativePrompt string
 	// PromptEmbeds and NegativePromptEmbeds are safetensors files of prompt embeddings
-	// for text-to-video families (Wan) until their text encoder is wired.
+	// for text-to-video families (Wan), in place of Prompt and NegativePrompt.
 	PromptEmbeds         string
 	NegativePromptEmbeds string
 	// GuidanceScale (-1: the model's) and GuidanceScale2 (0: the same) are the CFG scales
@@ -66,6 +72,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Model, "model", o.Model, `checkpoint folder in the diffusers layout, or "builtin"`)
 	fs.StringVar(&o.Variant, "variant", o.Variant, `weights variant, e.g. "fp16" (converted to float32)`)
 	fs.StringVar(&o.Image, "image", o.Image, "input image (PNG or JPEG) of an image-to-video model (SVD)")
+	fs.StringVar(&o.Prompt, "prompt", o.Prompt, "prompt of a text-to-video model (Wan), encoded by the folder's text_encoder/ and tokenizer/")
+	fs.StringVar(&o.NegativePrompt, "negative-prompt", o.NegativePrompt, `negative prompt, the unconditional half of CFG (default "")`)
 	fs.StringVar(&o.PromptEmbeds, "prompt-embeds", o.PromptEmbeds, "safetensors file of prompt embeddings [L, text_dim] or [1, L, text_dim] for a text-to-video model (Wan)")
 	fs.StringVar(&o.NegativePromptEmbeds, "negative-prompt-embeds", o.NegativePromptEmbeds, "safetensors file of negative prompt embeddings (needed when --guidance-scale > 1)")
 	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "CFG scale of a text-to-video model, > 1 turns on CFG (-1: the model's, 5 for Wan)")
@@ -96,6 +104,7 @@ func (o Options) WorkerArgs() []string {
 	i := strconv.Itoa
 	return []string{
 		"--model=" + o.Model, "--variant=" + o.Variant, "--image=" + o.Image,
+		"--prompt=" + o.Prompt, "--negative-prompt=" + o.NegativePrompt,
 		"--prompt-embeds=" + o.PromptEmbeds, "--negative-prompt-embeds=" + o.NegativePromptEmbeds,
 		"--guidance-scale=" + f(o.GuidanceScale), "--guidance-scale-2=" + f(o.GuidanceScale2),
 		"--num-frames=" + i(o.NumFrames), "--steps=" + i(o.Steps), "--height=" + i(o.Height), "--width=" + i(o.Width),
@@ -112,8 +121,16 @@ func (o Options) Validate() error {
 	switch {
 	case o.Model == "":
 		return fmt.Errorf("%w: --model DIR is required", ErrOptions)
-	case o.Image == "" && o.PromptEmbeds == "":
-		return fmt.Errorf("%w: --image FILE (image-to-video) or --prompt-embeds FILE (text-to-video) is required", ErrOptions)
+	case o.Image == "" && o.PromptEmbeds == "" && o.Prompt == "":
+		return fmt.Errorf("%w: --image FILE (image-to-video) or --prompt TEXT / --prompt-embeds FILE (text-to-video) is required", ErrOptions)
+	case o.Prompt != "" && o.PromptEmbeds != "":
+		return fmt.Errorf("%w: --prompt and --prompt-embeds both given: give one", ErrOptions)
+	case o.NegativePrompt != "" && o.NegativePromptEmbeds != "":
+		return fmt.Errorf("%w: --negative-prompt and --negative-prompt-embeds both given: give one", ErrOptions)
+	case o.NegativePrompt != "" && o.Prompt == "":
+		return fmt.Errorf("%w: --negative-prompt needs --prompt (with --prompt-embeds give --negative-prompt-embeds)", ErrOptions)
+	case o.NegativePromptEmbeds != "" && o.PromptEmbeds == "":
+		return fmt.Errorf("%w: --negative-prompt-embeds needs --prompt-embeds (with --prompt give --negative-prompt)", ErrOptions)
 	case o.NumSamples < 1:
 		return fmt.Errorf("%w: --num-samples %d", ErrOptions, o.NumSamples)
 	case o.MicroBatch < 1:

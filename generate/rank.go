@@ -50,7 +50,8 @@ func RunRank(ctx context.Context, o Options, env dist.Env, log *slog.Logger) err
 	first, last := env.Rank == 0, env.Rank == o.NProc-1
 	roles := family.Roles{Condition: first, Denoise: true, Decode: last, Steps: plan[env.Rank], TotalSteps: o.Steps}
 	t0 := time.Now()
-	p, err := m.Open(family.Options{Variant: o.Variant, Backend: o.Backend, Roles: roles})
+	p, err := m.Open(family.Options{Variant: o.Variant, Backend: o.Backend, Roles: roles,
+		Prompts: o.Prompt != "", Progress: LoadProgress(log)})
 	if err != nil {
 		return err
 	}
@@ -134,6 +135,10 @@ func params(o Options) family.Params {
 // embeddings of a text-to-video model.
 func loadInput(m family.Resolved, o Options) (family.Input, error) {
 	var in family.Input
+	if o.Prompt != "" {
+		in.Prompt = &family.Prompt{Text: o.Prompt, Negative: o.NegativePrompt}
+		return in, nil
+	}
 	if o.PromptEmbeds == "" {
 		img, err := video.LoadImage(o.Image)
 		in.Image = img
@@ -156,6 +161,9 @@ func loadInput(m family.Resolved, o Options) (family.Input, error) {
 
 // input names the generation's input file, for messages.
 func (o Options) input() string {
+	if o.Prompt != "" {
+		return "--prompt"
+	}
 	if o.PromptEmbeds != "" {
 		return o.PromptEmbeds
 	}
@@ -290,7 +298,7 @@ func (w *workload) finishSample(ctx context.Context, s int64, lat *tensor.Dense)
 	}
 	rep := SampleReport{
 		Sample: s, Seed: w.pr.Seed, Model: w.o.Model, Image: w.o.Image, Frames: w.pr.NumFrames,
-		PromptEmbeds: w.o.PromptEmbeds, NegativePromptEmbeds: w.o.NegativePromptEmbeds,
+		Prompt: w.o.Prompt, NegativePrompt: w.o.NegativePrompt, PromptEmbeds: w.o.PromptEmbeds, NegativePromptEmbeds: w.o.NegativePromptEmbeds,
 		GuidanceScale: w.pr.GuidanceScale, GuidanceScale2: w.pr.GuidanceScale2,
 		Height: w.pr.Height, Width: w.pr.Width, Steps: w.pr.Steps, MinGuidance: w.pr.MinGuidance,
 		MaxGuidance: w.pr.MaxGuidance, FPS: w.pr.FPS, MotionID: w.pr.MotionBucketID, NoiseAug: w.pr.NoiseAugStrength,
@@ -307,4 +315,22 @@ func (w *workload) finishSample(ctx context.Context, s int64, lat *tensor.Dense)
 	}
 	w.log.Info("sample done", "sample", s, "dir", dir, "decode_ms", int(decodeMS), "mp4", enc)
 	return nil
+}
+
+// LoadProgress returns a family.Options.Progress that logs a large component's load
+// every 10% (the text encoder's shards are several GB):
+// "loading component=text_encoder percent=40 bytes=... total=...".
+func LoadProgress(log *slog.Logger) func(component string, loaded, total int64) {
+	last := map[string]int64{}
+	return func(component string, loaded, total int64) {
+		if total <= 0 {
+			return
+		}
+		pct := loaded * 100 / total
+		if prev, ok := last[component]; ok && pct/10 == prev/10 && loaded < total {
+			return
+		}
+		last[component] = pct
+		log.Info("loading", "component", component, "percent", pct, "bytes", loaded, "total", total)
+	}
 }

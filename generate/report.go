@@ -26,8 +26,10 @@ type SampleReport struct {
 	Seed   int64  `json:"seed"`
 	Model  string `json:"model"`
 	Image  string `json:"image"`
-	// PromptEmbeds, NegativePromptEmbeds and the guidance scales are a text-to-video
-	// model's inputs (Wan).
+	// Prompt, NegativePrompt (or PromptEmbeds, NegativePromptEmbeds) and the guidance
+	// scales are a text-to-video model's inputs (Wan).
+	Prompt               string           `json:"prompt,omitempty"`
+	NegativePrompt       string           `json:"negative_prompt,omitempty"`
 	PromptEmbeds         string           `json:"prompt_embeds,omitempty"`
 	NegativePromptEmbeds string           `json:"negative_prompt_embeds,omitempty"`
 	GuidanceScale        float64          `json:"guidance_scale,omitempty"`

@@ -78,7 +78,7 @@ func Resolve(o Options) (Options, error) {
 		return o, fmt.Errorf("%w: --num-frames %d: the model's causal VAE takes 1 + %dk frames (e.g. %d or %d)", ErrOptions, o.NumFrames, fm, (o.NumFrames-1)/fm*fm+1, ((o.NumFrames-1)/fm+1)*fm+1)
 	}
 	if desc.TextDim > 0 {
-		return resolveText(o, desc)
+		return resolveText(o, m, desc)
 	}
 	if o.Image == "" {
 		return o, fmt.Errorf("%w: --model %s is an image-to-video model: --image FILE is required", ErrOptions, o.Model)
@@ -91,9 +91,9 @@ func Resolve(o Options) (Options, error) {
 
 // resolveText checks the inputs of a text-to-video model: the embeddings files and their
 // width, the guidance scales.
-func resolveText(o Options, desc family.Description) (Options, error) {
-	if o.PromptEmbeds == "" {
-		return o, fmt.Errorf("%w: --model %s is a text-to-video model: --prompt-embeds FILE.safetensors is required", ErrOptions, o.Model)
+func resolveText(o Options, m family.Resolved, desc family.Description) (Options, error) {
+	if o.PromptEmbeds == "" && o.Prompt == "" {
+		return o, fmt.Errorf("%w: --model %s is a text-to-video model: --prompt TEXT (or --prompt-embeds FILE.safetensors) is required", ErrOptions, o.Model)
 	}
 	if o.Image != "" {
 		return o, fmt.Errorf("%w: --image: --model %s is a text-to-video model and takes no image", ErrOptions, o.Model)
@@ -103,6 +103,13 @@ func resolveText(o Options, desc family.Description) (Options, error) {
 	}
 	if math.IsNaN(o.GuidanceScale) || math.IsInf(o.GuidanceScale, 0) || math.IsNaN(o.GuidanceScale2) || math.IsInf(o.GuidanceScale2, 0) || o.GuidanceScale2 < 0 {
 		return o, fmt.Errorf("%w: --guidance-scale %v --guidance-scale-2 %v", ErrOptions, o.GuidanceScale, o.GuidanceScale2)
+	}
+	if o.Prompt != "" {
+		// The first stage loads the tokenizer and text encoder: check they are there.
+		if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.Roles{Condition: true}, Prompts: true}); err != nil {
+			return o, fmt.Errorf("%w: --prompt: %w", ErrOptions, err)
+		}
+		return o, nil // the negative prompt defaults to "", as in diffusers
 	}
 	if _, err := LoadEmbeddings(o.PromptEmbeds, "--prompt-embeds", desc); err != nil {
 		return o, err

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vdpp/vdpp/internal/shared"
+	"github.com/vdpp/vdpp/model/wan/wantest"
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -41,11 +42,15 @@ func TestResolveWanErrors(t *testing.T) {
 		{"width", func(o *Options) { o.PromptEmbeds = narrow }, "narrow.safetensors: embeddings [1 5 16] are 16 wide, the model's text_dim is 32"},
 		{"negative", func(o *Options) { o.NegativePromptEmbeds = "" }, "needs --negative-prompt-embeds"},
 		{"expert", func(o *Options) { o.Model = noExpert }, "transformer_2 runs the low-noise steps"},
-		{"no embeds", func(o *Options) { o.PromptEmbeds, o.Image = "", "x.png" }, "text-to-video model: --prompt-embeds FILE.safetensors is required"},
+		{"no embeds", func(o *Options) { o.PromptEmbeds, o.NegativePromptEmbeds, o.Image = "", "", "x.png" }, "text-to-video model: --prompt TEXT (or --prompt-embeds FILE.safetensors) is required"},
 		{"not embeddings", func(o *Options) {
 			o.PromptEmbeds = filepath.Join(dev, "transformer", "diffusion_pytorch_model.safetensors")
 		}, "want one tensor (or one named prompt_embeds)"},
 		{"size", func(o *Options) { o.Height = 72 }, "multiples of 16"},
+		{"prompt without encoder", func(o *Options) { o.Prompt, o.PromptEmbeds, o.NegativePromptEmbeds = "a fox", "", "" },
+			"--prompt: wan: no text encoder: " + filepath.Join(dev, "text_encoder", "config.json") + " is missing"},
+		{"prompt and embeds", func(o *Options) { o.Prompt = "a fox" }, "--prompt and --prompt-embeds both given"},
+		{"negative prompt and embeds", func(o *Options) { o.NegativePrompt = "blurry" }, "--negative-prompt and --negative-prompt-embeds both given"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,5 +68,20 @@ func TestResolveWanErrors(t *testing.T) {
 	}
 	if o.GuidanceScale != 5 {
 		t.Errorf("default guidance scale %v, want WanPipeline's 5", o.GuidanceScale)
+	}
+}
+
+// A prompt resolves on a folder with a text encoder, guided, without a negative prompt
+// (WanPipeline's default is "").
+func TestResolveWanPrompt(t *testing.T) {
+	o := DefaultOptions()
+	o.Model, o.Prompt = wantest.PromptFolder(t), "a fox"
+	o.NumFrames, o.Height, o.Width, o.Steps = 5, 32, 32, 2
+	r, err := Resolve(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GuidanceScale != 5 {
+		t.Errorf("guidance %v", r.GuidanceScale)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vdpp/vdpp/dist"
 	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
@@ -258,7 +259,15 @@ func newID() string {
 
 // Submit persists a new job (image bytes and parameters) and queues it. It fails with
 // ErrQueueFull when the queue is full.
-func (c *Coordinator) Submit(p Params, img []byte) (Status, error) {
+func (c *Coordinator) Submit(p Params, img []byte) (Status, error) { return c.submit(p, img, nil) }
+
+// SubmitPrompt persists a new job of a text-to-video model (its prompt and parameters) and
+// queues it, as Submit.
+func (c *Coordinator) SubmitPrompt(p Params, pr family.Prompt) (Status, error) {
+	return c.submit(p, nil, &pr)
+}
+
+func (c *Coordinator) submit(p Params, img []byte, pr *family.Prompt) (Status, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -277,8 +286,11 @@ func (c *Coordinator) Submit(p Params, img []byte) (Status, error) {
 	defer c.wg.Done()
 
 	now := c.cfg.Now().UTC()
-	rec := Record{ID: newID(), Seq: seq, State: StateQueued, Params: p, CreatedAt: now}
-	err := c.retry("upload of job "+rec.ID, submitAttempts, func() error { return c.cfg.Store.WriteFile(rec.ID, inputFile, img) })
+	rec := Record{ID: newID(), Seq: seq, State: StateQueued, Params: p, Prompt: pr, CreatedAt: now}
+	var err error
+	if pr == nil {
+		err = c.retry("upload of job "+rec.ID, submitAttempts, func() error { return c.cfg.Store.WriteFile(rec.ID, inputFile, img) })
+	}
 	if err == nil {
 		if err = c.retry("record of job "+rec.ID, submitAttempts, func() error { return c.cfg.Store.Put(rec) }); err != nil {
 			c.cfg.Store.RemoveFiles(rec.ID) // no record points at them; best effort
@@ -354,6 +366,21 @@ func (c *Coordinator) prepare(j *job) {
 }
 
 func (c *Coordinator) buildItem(j *job) (*item, error) {
+	if pr := j.rec.Prompt; pr != nil {
+		pg, ok := c.cfg.Generator.(PromptGenerator)
+		if !ok || !pg.TextConditioned() {
+			return nil, errors.New("the model takes an image, not a prompt")
+		}
+		sc, err := NewScheduler(c.cfg.Spec, j.rec.Params.Steps)
+		if err != nil {
+			return nil, err
+		}
+		s, err := pg.PreparePrompt(context.Background(), *pr, j.rec.Params, sc)
+		if err != nil {
+			return nil, err
+		}
+		return &item{job: j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance}, nil
+	}
 	data := j.img
 	if data == nil {
 		var err error

@@ -32,17 +32,24 @@ type FamilyGenerator struct {
 	// reads configs, so it needs no lock.
 	act ActivationFunc
 
+	// text says the family is conditioned on prompts (Wan) rather than on an image: its
+	// first-stage role loaded the text encoder, and jobs give a prompt.
+	text bool
+
 	mu sync.Mutex
 	s  family.Sampler // nil once closed
 }
 
 var (
-	_ Generator   = (*FamilyGenerator)(nil)
-	_ ParamsModel = (*FamilyGenerator)(nil)
-	_ CostModel   = (*FamilyGenerator)(nil)
+	_ Generator       = (*FamilyGenerator)(nil)
+	_ ParamsModel     = (*FamilyGenerator)(nil)
+	_ PromptGenerator = (*FamilyGenerator)(nil)
+	_ CostModel       = (*FamilyGenerator)(nil)
 )
 
-// OpenFamily loads the conditioning and decoding roles of spec's family from spec.Dir.
+// OpenFamily loads the conditioning and decoding roles of spec's family from spec.Dir:
+// for a text-to-video family (its folder's Description has a TextDim) the conditioner is
+// the tokenizer and text encoder, and a folder without them is refused.
 func OpenFamily(spec ModelSpec) (*FamilyGenerator, error) {
 	f, ok := family.Lookup(spec.Name)
 	if !ok {
@@ -51,12 +58,22 @@ func OpenFamily(spec ModelSpec) (*FamilyGenerator, error) {
 	if f.NeedsDir() && spec.Dir == "" {
 		return nil, fmt.Errorf("serve: model %q needs a checkpoint folder", spec.Name)
 	}
+	text := false
+	if f.NeedsDir() {
+		desc, err := f.Describe(spec.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("serve: %w", err)
+		}
+		text = desc.TextDim > 0
+	}
 	s, err := f.Open(spec.Dir, family.Options{Variant: spec.Variant, Backend: spec.Backend,
-		Roles: family.Roles{Condition: true, Decode: true}})
+		Roles: family.Roles{Condition: true, Decode: true}, Prompts: text, Progress: spec.LoadProgress})
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
-	return NewFamilyGenerator(s, spec), nil
+	g := NewFamilyGenerator(s, spec)
+	g.text = text
+	return g, nil
 }
 
 // NewFamilyGenerator wraps a loaded sampler (conditioning and decoding roles), which it owns
@@ -110,6 +127,23 @@ func (g *FamilyGenerator) Prepare(ctx context.Context, img image.Image, p Params
 	if img == nil {
 		return nil, fmt.Errorf("serve: prepare: no image")
 	}
+	return g.prepare(ctx, family.Input{Image: img}, p, sc)
+}
+
+// TextConditioned implements PromptGenerator.
+func (g *FamilyGenerator) TextConditioned() bool { return g.text }
+
+// PreparePrompt implements PromptGenerator: the family's Prepare of sample JobSample for
+// the prompt; the text encoder encodes each text once (the negative prompt, shared by
+// most jobs, stays cached).
+func (g *FamilyGenerator) PreparePrompt(ctx context.Context, pr family.Prompt, p Params, sc sched.Scheduler) (*Sample, error) {
+	if !g.text {
+		return nil, fmt.Errorf("%w: the model is image-conditioned and takes no prompt", ErrBadParams)
+	}
+	return g.prepare(ctx, family.Input{Prompt: &pr}, p, sc)
+}
+
+func (g *FamilyGenerator) prepare(ctx context.Context, in family.Input, p Params, sc sched.Scheduler) (*Sample, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -121,7 +155,7 @@ func (g *FamilyGenerator) Prepare(ctx context.Context, img image.Image, p Params
 	if err := g.check(family.Params(p)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadParams, err)
 	}
-	it, err := g.s.Prepare(ctx, family.Input{Image: img}, family.Params(p), sc, []int64{JobSample})
+	it, err := g.s.Prepare(ctx, in, family.Params(p), sc, []int64{JobSample})
 	if err != nil {
 		return nil, fmt.Errorf("serve: prepare: %w", err)
 	}

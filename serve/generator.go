@@ -42,6 +42,22 @@ type Generator interface {
 	Decode(ctx context.Context, latent *tensor.Dense, p Params) (*tensor.Dense, error)
 }
 
+// PromptGenerator is implemented by Generators of text-to-video models (Wan): a job gives
+// a prompt and a negative prompt instead of an image.
+type PromptGenerator interface {
+	// TextConditioned reports whether the model is conditioned on prompts (then jobs give
+	// a prompt and no image).
+	TextConditioned() bool
+	// PreparePrompt builds the initial sample for pr and p, deterministic in (pr, p).
+	PreparePrompt(ctx context.Context, pr family.Prompt, p Params, sc sched.Scheduler) (*Sample, error)
+}
+
+// textConditioned reports whether gen takes prompts instead of images.
+func textConditioned(gen Generator) bool {
+	pg, ok := gen.(PromptGenerator)
+	return ok && pg.TextConditioned()
+}
+
 // ModelSpec names the model every process of a server loads: the coordinator builds the
 // Generator from it, each worker the Denoiser.
 type ModelSpec struct {
@@ -60,6 +76,8 @@ type ModelSpec struct {
 	MinGuidance, MaxGuidance float64
 	StepMS                   float64
 	Cost                     string
+	// LoadProgress, when not nil, is told as a large component loads (the text encoder).
+	LoadProgress func(component string, loaded, total int64) `json:"-"`
 }
 
 // DenoiserConfig is the model.Config a worker builds its Denoiser from.

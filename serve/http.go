@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/video"
 )
 
@@ -168,12 +169,17 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes)
-	p, img, err := s.readUpload(r)
+	p, img, pr, err := s.readUpload(r)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	st, err := s.coord.Submit(p, img)
+	var st Status
+	if pr != nil {
+		st, err = s.coord.SubmitPrompt(p, *pr)
+	} else {
+		st, err = s.coord.Submit(p, img)
+	}
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -182,18 +188,20 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, st)
 }
 
-// readUpload parses the multipart body: an "image" part (PNG or JPEG) and an optional
-// "params" part (JSON).
-func (s *Server) readUpload(r *http.Request) (Params, []byte, error) {
+// readUpload parses the multipart body: an "image" part (PNG or JPEG) for an
+// image-conditioned model, or a "prompt" part (and an optional "negative_prompt" part,
+// text) for a text-to-video model, and an optional "params" part (JSON).
+func (s *Server) readUpload(r *http.Request) (Params, []byte, *family.Prompt, error) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" {
-		return Params{}, nil, fmt.Errorf("%w: want a multipart/form-data body with an image part and a params part", ErrBadParams)
+		return Params{}, nil, nil, fmt.Errorf("%w: want a multipart/form-data body with an image (or prompt) part and a params part", ErrBadParams)
 	}
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return Params{}, nil, fmt.Errorf("%w: %v", ErrBadParams, err)
+		return Params{}, nil, nil, fmt.Errorf("%w: %v", ErrBadParams, err)
 	}
 	var img, params []byte
+	var prompt, negative *string
 	seenParams := false
 	for {
 		part, err := mr.NextPart()
@@ -201,45 +209,79 @@ func (s *Server) readUpload(r *http.Request) (Params, []byte, error) {
 			break
 		}
 		if err != nil {
-			return Params{}, nil, wrapRead(err)
+			return Params{}, nil, nil, wrapRead(err)
 		}
 		switch part.FormName() {
+		case "prompt", "negative_prompt":
+			dst := &prompt
+			if part.FormName() == "negative_prompt" {
+				dst = &negative
+			}
+			if *dst != nil {
+				return Params{}, nil, nil, fmt.Errorf("%w: two %s parts", ErrBadParams, part.FormName())
+			}
+			b, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
+			if err != nil {
+				return Params{}, nil, nil, wrapRead(err)
+			}
+			if len(b) > maxFieldBytes {
+				return Params{}, nil, nil, fmt.Errorf("%w: %s part over %d bytes", ErrTooLarge, part.FormName(), maxFieldBytes)
+			}
+			v := string(b)
+			*dst = &v
 		case "image":
 			if img != nil {
-				return Params{}, nil, fmt.Errorf("%w: two image parts", ErrBadParams)
+				return Params{}, nil, nil, fmt.Errorf("%w: two image parts", ErrBadParams)
 			}
 			if img, err = io.ReadAll(part); err != nil {
-				return Params{}, nil, wrapRead(err)
+				return Params{}, nil, nil, wrapRead(err)
 			}
 		case "params":
 			if seenParams {
-				return Params{}, nil, fmt.Errorf("%w: two params parts", ErrBadParams)
+				return Params{}, nil, nil, fmt.Errorf("%w: two params parts", ErrBadParams)
 			}
 			seenParams = true
 			if params, err = io.ReadAll(io.LimitReader(part, maxParamsBytes+1)); err != nil {
-				return Params{}, nil, wrapRead(err)
+				return Params{}, nil, nil, wrapRead(err)
 			}
 			if len(params) > maxParamsBytes {
-				return Params{}, nil, fmt.Errorf("%w: params part over %d bytes", ErrTooLarge, maxParamsBytes)
+				return Params{}, nil, nil, fmt.Errorf("%w: params part over %d bytes", ErrTooLarge, maxParamsBytes)
 			}
 		default:
-			return Params{}, nil, fmt.Errorf("%w: unknown form part %q (want image and params)", ErrBadParams, part.FormName())
+			return Params{}, nil, nil, fmt.Errorf("%w: unknown form part %q (want image or prompt, negative_prompt, and params)", ErrBadParams, part.FormName())
 		}
 	}
-	if img == nil {
-		return Params{}, nil, fmt.Errorf("%w: no image part", ErrBadParams)
-	}
-	if err := CheckImage(img, s.cfg.Limits.MaxImagePixels); err != nil {
-		return Params{}, nil, err
+	var pr *family.Prompt
+	if textConditioned(s.gen) {
+		switch {
+		case img != nil:
+			return Params{}, nil, nil, fmt.Errorf("%w: an image part: the model is text-to-video (give a prompt part)", ErrBadParams)
+		case prompt == nil:
+			return Params{}, nil, nil, fmt.Errorf("%w: no prompt part: the model is text-to-video", ErrBadParams)
+		}
+		pr = &family.Prompt{Text: *prompt}
+		if negative != nil {
+			pr.Negative = *negative
+		}
+	} else {
+		switch {
+		case prompt != nil || negative != nil:
+			return Params{}, nil, nil, fmt.Errorf("%w: a prompt part: the model is image-conditioned (give an image part)", ErrBadParams)
+		case img == nil:
+			return Params{}, nil, nil, fmt.Errorf("%w: no image part", ErrBadParams)
+		}
+		if err := CheckImage(img, s.cfg.Limits.MaxImagePixels); err != nil {
+			return Params{}, nil, nil, err
+		}
 	}
 	p, err := ParseJobParams(s.gen, params, s.cfg.Limits)
 	if err != nil {
-		return Params{}, nil, err
+		return Params{}, nil, nil, err
 	}
 	if err := s.checkCost(p); err != nil {
-		return Params{}, nil, err
+		return Params{}, nil, nil, err
 	}
-	return p, img, nil
+	return p, img, pr, nil
 }
 
 func wrapRead(err error) error {

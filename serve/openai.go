@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vdpp/vdpp/model/family"
 )
 
 // The OpenAI Videos API (https://platform.openai.com/docs/api-reference/videos) beside the
@@ -201,8 +203,9 @@ var openAIFields = map[string]bool{
 }
 
 // routeSubmit dispatches POST /v1/videos by body shape: JSON is an OpenAI create; a
-// multipart body is read (within --max-body-bytes) and is an OpenAI create when any part
-// has an OpenAI field name, else the native submit.
+// multipart body is read (within --max-body-bytes) and is the native submit when it has a
+// native-only part (image, params: a native text-to-video job has prompt parts too), else
+// an OpenAI create when any part has an OpenAI field name, else the native submit.
 func (s *Server) routeSubmit(w http.ResponseWriter, r *http.Request) {
 	mt, mparams, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt == "application/json" {
@@ -230,17 +233,25 @@ func (s *Server) routeSubmit(w http.ResponseWriter, r *http.Request) {
 	s.handleSubmit(w, r)
 }
 
-// multipartHasOpenAIField reports whether a multipart body has a part named like an
-// OpenAI create field (a malformed body reports false: the native parser names the fault).
+// multipartHasOpenAIField reports whether a multipart body is an OpenAI create: no part is
+// native-only (image, params) and some part is named like an OpenAI create field (a
+// malformed body reports false: the native parser names the fault).
 func multipartHasOpenAIField(body []byte, boundary string) bool {
 	mr := multipart.NewReader(bytes.NewReader(body), boundary)
+	openAI := false
 	for {
 		p, err := mr.NextPart()
+		if err == io.EOF {
+			return openAI
+		}
 		if err != nil {
 			return false
 		}
-		if openAIFields[p.FormName()] {
-			return true
+		switch name := p.FormName(); {
+		case name == "image" || name == "params":
+			return false
+		case openAIFields[name]:
+			openAI = true
 		}
 	}
 }
@@ -282,14 +293,26 @@ func (s *Server) oaCreate(w http.ResponseWriter, r *http.Request, mediaType stri
 			"the model %q does not exist: this server serves %s", req.Model, strings.Join(s.servedModels(), ", ")))
 		return
 	}
-	if req.Image == nil {
+	text := textConditioned(s.gen)
+	switch {
+	case text && req.Image != nil:
+		s.writeOpenAIError(w, oaErr(http.StatusBadRequest, "invalid_value", "input_reference",
+			"input_reference: the served model makes a video from the prompt alone (text-to-video) and takes no image"))
+		return
+	case text && strings.TrimSpace(req.Prompt) == "":
+		s.writeOpenAIError(w, oaErr(http.StatusBadRequest, "missing_required_parameter", "prompt",
+			"prompt is required: the served model makes a video from a prompt"))
+		return
+	case !text && req.Image == nil:
 		s.writeOpenAIError(w, oaErr(http.StatusBadRequest, "missing_required_parameter", "input_reference",
 			"input_reference is required: the served model makes a video from an image (a file part, or {\"image_url\": \"data:image/png;base64,...\"})"))
 		return
 	}
-	if err := CheckImage(req.Image, s.cfg.Limits.MaxImagePixels); err != nil {
-		s.oaFail(w, err, "input_reference")
-		return
+	if !text {
+		if err := CheckImage(req.Image, s.cfg.Limits.MaxImagePixels); err != nil {
+			s.oaFail(w, err, "input_reference")
+			return
+		}
 	}
 	p, err := OpenAIParams(s.gen, req.Fields, s.cfg.Limits)
 	if err != nil {
@@ -302,7 +325,12 @@ func (s *Server) oaCreate(w http.ResponseWriter, r *http.Request, mediaType stri
 			"%s", strings.TrimPrefix(err.Error(), "serve: ")))
 		return
 	}
-	st, err := s.coord.Submit(p, req.Image)
+	var st Status
+	if text {
+		st, err = s.coord.SubmitPrompt(p, family.Prompt{Text: req.Prompt, Negative: req.Fields["negative_prompt"]})
+	} else {
+		st, err = s.coord.Submit(p, req.Image)
+	}
 	if err != nil {
 		s.oaFail(w, err, "")
 		return

@@ -230,9 +230,11 @@ var openAIFloatFields = []struct{ from, to string }{
 //	seconds               -> num_frames = round(seconds * fps), at least 1, unless
 //	                         num_frames is given (default: the model's frame count)
 //	num_inference_steps   -> steps
-//	guidance_scale        -> max_guidance, and min_guidance lowered to it when above
+//	guidance_scale        -> max_guidance, and min_guidance lowered to it when above;
+//	                         guidance_scale for a text-to-video model
 //	seed                  -> seed
-//	negative_prompt       -> accepted and unused (the served models are image-conditioned)
+//	negative_prompt       -> a text-to-video model's negative prompt (default ""); unused
+//	                         by image-conditioned models
 //	motion_bucket_id, noise_aug_strength, min_guidance, max_guidance, decode_chunk_size
 //	                      -> the native field of the same name
 //
@@ -383,9 +385,13 @@ func OpenAIParams(gen Generator, fields map[string]string, lim Limits) (Params, 
 		if err != nil {
 			return Params{}, err
 		}
-		native["max_guidance"] = g
-		if _, given := fields["min_guidance"]; !given {
-			native["min_guidance"] = math.Min(def.MinGuidance, g)
+		if textConditioned(gen) {
+			native["guidance_scale"] = g // a text-to-video model's CFG scale (Wan)
+		} else {
+			native["max_guidance"] = g
+			if _, given := fields["min_guidance"]; !given {
+				native["min_guidance"] = math.Min(def.MinGuidance, g)
+			}
 		}
 		if _, err := check("guidance_scale"); err != nil {
 			return Params{}, err

@@ -15,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/vdpp/vdpp/internal/atomicfile"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -43,15 +44,18 @@ func (s State) Final() bool { return s == StateSucceeded || s == StateFailed || 
 
 // Record is the persisted part of a job.
 type Record struct {
-	ID          string     `json:"id"`
-	Seq         uint64     `json:"seq"`
-	State       State      `json:"state"`
-	Params      Params     `json:"params"`
-	CreatedAt   time.Time  `json:"created_at"`
-	StartedAt   *time.Time `json:"started_at,omitempty"`
-	FinishedAt  *time.Time `json:"finished_at,omitempty"`
-	Error       string     `json:"error,omitempty"`
-	LatentShape []int      `json:"latent_shape,omitempty"`
+	ID     string `json:"id"`
+	Seq    uint64 `json:"seq"`
+	State  State  `json:"state"`
+	Params Params `json:"params"`
+	// Prompt is a text-to-video job's input (its prompt and negative prompt); an
+	// image-conditioned job's input is its uploaded image (input.img).
+	Prompt      *family.Prompt `json:"prompt,omitempty"`
+	CreatedAt   time.Time      `json:"created_at"`
+	StartedAt   *time.Time     `json:"started_at,omitempty"`
+	FinishedAt  *time.Time     `json:"finished_at,omitempty"`
+	Error       string         `json:"error,omitempty"`
+	LatentShape []int          `json:"latent_shape,omitempty"`
 	// Restarts counts how often the job's work was resumed after a worker loss or a
 	// server restart.
 	Restarts int `json:"restarts,omitempty"`

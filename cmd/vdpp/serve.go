@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vdpp/vdpp/generate"
 	"github.com/vdpp/vdpp/serve"
 )
 
@@ -31,9 +32,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	spec.StepMS, spec.Cost, spec.Variant, spec.Backend = cfg.Spec.StepMS, cfg.Spec.Cost, cfg.Spec.Variant, cfg.Spec.Backend
+	log := newLogger(stderr)
+	spec.LoadProgress = generate.LoadProgress(log) // the text encoder's multi-GB load
 	cfg.Spec = spec
 	cfg.ServedModelNames = servedModelNames(servedNames, modelName)
-	log := newLogger(stderr)
 	cfg.Log = log
 	cfg.WorkerOutput = stderr
 	if inproc {
@@ -164,10 +166,12 @@ func folderSpec(name, dir string) (serve.ModelSpec, error) {
 	fam := svd.FamilyName
 	if m, err := family.ResolveDir(dir); err == nil {
 		fam = m.Family.Name()
-		// A job uploads an image; a text-to-video family needs prompt embeddings, which
-		// the job API does not carry yet.
+		// A text-to-video family's jobs give prompts, which the coordinator encodes: the
+		// folder must have its text encoder and tokenizer.
 		if d, err := m.Describe(); err == nil && d.TextDim > 0 {
-			return serve.ModelSpec{}, fmt.Errorf("%w: --model %s is a text-to-video model (%s, conditioned on prompt embeddings); the server takes image jobs only so far: use vdpp generate --model %s --prompt-embeds FILE", errUsage, name, fam, name)
+			if err := m.Preflight(family.Options{Roles: family.Roles{Condition: true}, Prompts: true}); err != nil {
+				return serve.ModelSpec{}, fmt.Errorf("%w: --model %s is a text-to-video model (%s): serving it needs its text encoder to encode the jobs' prompts: %w", errUsage, name, fam, err)
+			}
 		}
 	} else if errors.Is(err, family.ErrUnknown) {
 		return serve.ModelSpec{}, fmt.Errorf("serve: %w", err)

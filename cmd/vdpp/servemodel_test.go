@@ -146,12 +146,12 @@ func TestServeBinarySVD(t *testing.T) {
 	}
 }
 
-// TestServeRefusesTextToVideo: a Wan folder is refused at start with one line saying why and
-// what runs it instead.
+// TestServeRefusesTextToVideo: a Wan folder without a text encoder is refused at start with
+// one line saying why and naming the missing file.
 func TestServeRefusesTextToVideo(t *testing.T) {
 	dir := shared.Require(t, "golden", "wan-dev")
 	_, err := modelSpec(dir)
-	if err == nil || !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "text-to-video model (wan") || !strings.Contains(err.Error(), "vdpp generate") {
+	if err == nil || !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "text-to-video model (wan") || !strings.Contains(err.Error(), "text_encoder/config.json is missing") {
 		t.Fatalf("modelSpec(wan-dev) error %v", err)
 	}
 }

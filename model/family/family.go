@@ -88,16 +88,31 @@ type Options struct {
 	// Sim carries the knobs of the simulator denoisers (step cost, channels, weights
 	// seed); checkpoint families ignore it.
 	Sim model.Config
+	// Prompts says the conditioner encodes text prompts (Input.Prompt): a text-to-video
+	// family loads its tokenizer and text encoder with the Condition role. Without it
+	// the family takes prompt embeddings and loads no text encoder.
+	Prompts bool
+	// Progress, when not nil, is called as a large component loads (the text encoder):
+	// its name, the bytes read so far and the total.
+	Progress func(component string, loaded, total int64)
 }
 
-// Input is what a generation starts from: an image for image-to-video families; the text
-// encoder's output for text-conditioned families (Wan), given as embeddings until a text
-// encoder runs in vdpp.
+// Input is what a generation starts from: an image for image-to-video families; for
+// text-to-video families a prompt (encoded by the family's text encoder, loaded with
+// Options.Prompts) or prompt embeddings (Wan: [L, text_dim] or [1, L, text_dim], the text
+// encoder's output; the negative ones are the unconditional half of CFG).
 type Input struct {
-	Image image.Image
-	// PromptEmbeds and NegativePromptEmbeds are [1, S, D] text embeddings (nil when the
-	// family takes none; a nil negative means the family's empty-prompt embedding).
-	PromptEmbeds, NegativePromptEmbeds *tensor.Dense
+	Image                image.Image
+	Prompt               *Prompt
+	PromptEmbeds         *tensor.Dense
+	NegativePromptEmbeds *tensor.Dense
+}
+
+// Prompt is the text of a text-to-video generation: the prompt and the negative prompt
+// (the unconditional half of CFG; "" as diffusers when none is given).
+type Prompt struct {
+	Text     string `json:"prompt"`
+	Negative string `json:"negative_prompt"`
 }
 
 // Sampler is one process's share of a family's sampling sequence (see the package doc).

@@ -58,6 +58,11 @@ func (wanFamily) Preflight(dir string, o family.Options) error {
 	if err != nil {
 		return err
 	}
+	if o.Roles.Condition && o.Prompts {
+		if err := f.CheckText(); err != nil {
+			return err
+		}
+	}
 	if o.Roles.Denoise {
 		experts, err := f.expertsFor(sc, o.Roles)
 		if err != nil {
@@ -227,6 +232,9 @@ type Sampler struct {
 	// where this process runs none of that expert's steps.
 	Experts [2]*transformer.Model
 	VAE     *vae.VAE
+	// Text is the tokenizer and text encoder (first stage, with family.Options.Prompts);
+	// nil where this process encodes no prompt.
+	Text *PromptEncoder
 }
 
 var (
@@ -235,10 +243,11 @@ var (
 )
 
 // Load opens the Wan folder dir and loads what o's roles need: the experts whose steps
-// meet o.Roles.Steps, the VAE for decoding.
+// meet o.Roles.Steps, the VAE for decoding, the tokenizer and text encoder for
+// conditioning on prompts (o.Prompts).
 func Load(dir string, o family.Options) (*Sampler, error) {
 	var b backends.Backend
-	if o.Roles.Denoise || o.Roles.Decode {
+	if o.Roles.Denoise || o.Roles.Decode || (o.Roles.Condition && o.Prompts) {
 		var err error
 		if b, err = nn.NewBackend(o.Backend); err != nil {
 			return nil, err
@@ -264,7 +273,8 @@ func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err e
 	if s.VConfig, err = f.VAEConfig(); err != nil {
 		return nil, err
 	}
-	if !o.Roles.Denoise && !o.Roles.Decode {
+	text := o.Roles.Condition && o.Prompts
+	if !o.Roles.Denoise && !o.Roles.Decode && !text {
 		return s, nil
 	}
 	if b == nil {
@@ -290,6 +300,18 @@ func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err e
 	if o.Roles.Decode {
 		if s.VAE, err = vae.Load(f.ComponentDir(VAE), o.Variant, b); err != nil {
 			return nil, err
+		}
+	}
+	if text {
+		var progress func(loaded, total int64)
+		if o.Progress != nil {
+			progress = func(loaded, total int64) { o.Progress(TextEncoder, loaded, total) }
+		}
+		if s.Text, err = f.LoadPromptEncoder(b, progress); err != nil {
+			return nil, err
+		}
+		if w := s.Text.Width(); w != s.TConfig.TextDim {
+			return nil, fmt.Errorf("%w: %s: the text encoder's d_model is %d, the transformer's text_dim is %d (%s)", ErrFolder, f.ComponentDir(TextEncoder), w, s.TConfig.TextDim, s.TConfig.Path)
 		}
 	}
 	return s, nil
@@ -358,9 +380,27 @@ func (s *Sampler) GuidanceWeights(p family.Params, frames int) []float32 {
 	return out
 }
 
-// Conditioning checks prompt embeddings (and, when guided, the negative ones) against the
-// transformer's text width and returns a sample's conditioning.
+// Conditioning returns a sample's conditioning: the prompt (and, when guided, the negative
+// prompt) encoded by the text encoder (cached: a text is encoded once), or the given prompt
+// embeddings checked against the transformer's text width.
 func (s *Sampler) Conditioning(in family.Input, guided bool) (model.Conditioning, error) {
+	if in.Prompt != nil {
+		if in.PromptEmbeds != nil || in.NegativePromptEmbeds != nil {
+			return nil, fmt.Errorf("%w: a prompt and prompt embeddings: give one", ErrInput)
+		}
+		if s.Text == nil {
+			return nil, fmt.Errorf("%w: a prompt, but this process did not load the text encoder (family.Options.Prompts)", ErrInput)
+		}
+		var err error
+		if in.PromptEmbeds, err = s.Text.Embeds(in.Prompt.Text); err != nil {
+			return nil, err
+		}
+		if guided {
+			if in.NegativePromptEmbeds, err = s.Text.Embeds(in.Prompt.Negative); err != nil {
+				return nil, err
+			}
+		}
+	}
 	c := model.Conditioning{}
 	put := func(key, what string, e *tensor.Dense) error {
 		if e == nil {
@@ -504,6 +544,9 @@ func (s *Sampler) WeightBytes() map[string]int64 {
 	if s.VAE != nil {
 		out[VAE] = s.VAE.WeightBytes()
 	}
+	if s.Text != nil {
+		out[TextEncoder] = s.Text.WeightBytes()
+	}
 	return out
 }
 
@@ -519,6 +562,10 @@ func (s *Sampler) Close() error {
 	if s.VAE != nil {
 		errs = append(errs, s.VAE.Close())
 		s.VAE = nil
+	}
+	if s.Text != nil {
+		errs = append(errs, s.Text.Close())
+		s.Text = nil
 	}
 	return errors.Join(errs...)
 }

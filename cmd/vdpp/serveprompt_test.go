@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vdpp/vdpp/model/wan/wantest"
+)
+
+// TestServeBinaryWanPrompt: the real binary serves a Wan folder with a text encoder (the
+// coordinator loads it, with its load progress on stderr): a native job with prompt and
+// negative_prompt parts and an OpenAI create with a prompt only (no input_reference)
+// complete; an image part or a missing prompt is a 400.
+func TestServeBinaryWanPrompt(t *testing.T) {
+	model := wantest.PromptFolder(t)
+	dir := t.TempDir()
+	cmd := exec.Command(vdppBin, "serve", "--listen", "127.0.0.1:0", "--model", model, "--backend", "go",
+		"--nproc", "2", "--data-dir", filepath.Join(dir, "data"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no listening line: %v\n%s", err, stderr.String())
+	}
+	url := strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+	waitReady(t, url)
+
+	type status struct {
+		ID    string `json:"id"`
+		State string `json:"state"`
+		Error string `json:"error"`
+	}
+	wait := func(id string) {
+		st := status{ID: id}
+		for deadline := time.Now().Add(time.Minute); st.State != "succeeded"; time.Sleep(50 * time.Millisecond) {
+			if st.State == "failed" || st.State == "cancelled" || time.Now().After(deadline) {
+				t.Fatalf("job %s: %s %s\n%s", id, st.State, st.Error, stderr.String())
+			}
+			r, err := http.Get(url + "/v1/videos/" + id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			json.NewDecoder(r.Body).Decode(&st)
+			r.Body.Close()
+		}
+	}
+	native := func(parts map[string]string) (int, status) {
+		var body bytes.Buffer
+		mw := multipart.NewWriter(&body)
+		for k, v := range parts {
+			fw, _ := mw.CreateFormField(k)
+			fw.Write([]byte(v))
+		}
+		mw.Close()
+		resp, err := http.Post(url+"/v1/videos", mw.FormDataContentType(), &body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		var st status
+		if json.Unmarshal(data, &st); st.Error == "" && resp.StatusCode != http.StatusAccepted {
+			st.Error = string(data)
+		}
+		return resp.StatusCode, st
+	}
+	params := `{"num_frames":5,"steps":2,"height":32,"width":32,"seed":3}`
+	code, st := native(map[string]string{"params": params, "prompt": "a red fox in the snow", "negative_prompt": "blurry"})
+	if code != http.StatusAccepted {
+		t.Fatalf("native submit: %d %+v", code, st)
+	}
+	wait(st.ID)
+	if code, st := native(map[string]string{"params": params}); code != http.StatusBadRequest || !strings.Contains(st.Error, "no prompt part") {
+		t.Errorf("no prompt: %d %+v", code, st)
+	}
+
+	resp, err := http.Post(url+"/v1/videos", "application/json",
+		strings.NewReader(`{"prompt":"a red fox in the snow","size":"32x32","num_frames":5,"num_inference_steps":2,"guidance_scale":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var v struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal(data, &v)
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(v.ID, "video_") {
+		t.Fatalf("openai create: %d %s", resp.StatusCode, data)
+	}
+	wait(strings.TrimPrefix(v.ID, "video_"))
+	resp, err = http.Post(url+"/v1/videos", "application/json", strings.NewReader(`{"size":"32x32"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), "prompt is required") {
+		t.Errorf("openai without prompt: %d %s", resp.StatusCode, data)
+	}
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("server exit: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "component=text_encoder percent=100") {
+		t.Errorf("no text encoder load progress:\n%s", stderr.String())
+	}
+}
