@@ -55,6 +55,8 @@ func errorStatus(err error) (int, string) {
 		return http.StatusNotFound, "not_found"
 	case errors.Is(err, ErrQueueFull):
 		return http.StatusTooManyRequests, "queue_full"
+	case errors.Is(err, ErrCostLimit):
+		return http.StatusRequestEntityTooLarge, "over_cost_limit"
 	case errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, "over_limit"
 	case errors.Is(err, ErrBadParams):
@@ -111,6 +113,7 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", s.handleReady)
+	mux.HandleFunc("GET /v1/limits", s.handleLimits)
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	mux.HandleFunc("GET /v1/admin/workers", s.admin(s.handleWorkers))
 	mux.HandleFunc("POST /v1/admin/workers/{rank}/kill", s.admin(s.handleKill))
@@ -275,6 +278,9 @@ func (s *Server) readUpload(r *http.Request) (Params, []byte, *family.Prompt, er
 	if err != nil {
 		return Params{}, nil, nil, err
 	}
+	if err := s.checkCost(p); err != nil {
+		return Params{}, nil, nil, err
+	}
 	return p, img, pr, nil
 }
 
@@ -433,6 +439,7 @@ func (s *Server) serveRendered(w http.ResponseWriter, r *http.Request, id string
 // the other format is written from the same frames when it is missing, so a model whose
 // decode is expensive (the SVD VAE) decodes each job once.
 func (s *Server) render(r *http.Request, id string, st Status, path string) error {
+	defer memRelease.soon() // the decoded frames are garbage once written
 	if err := s.beginRender(); err != nil {
 		return err
 	}

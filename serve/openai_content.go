@@ -97,6 +97,7 @@ func (s *Server) oaFailRead(w http.ResponseWriter, id string, err error) {
 // renderAssets decodes a finished job's latent once and writes whichever of the MP4, the
 // GIF, the thumbnail and the sprite sheet are missing.
 func (s *Server) renderAssets(rctx context.Context, id string, st Status, dir string) error {
+	defer memRelease.soon() // the decoded frames are garbage once written
 	if err := s.beginRender(); err != nil {
 		return err
 	}
