@@ -37,9 +37,15 @@ type Options struct {
 	NegativePromptEmbeds string
 	// GuidanceScale (-1: the model's) and GuidanceScale2 (0: the same) are the CFG scales
 	// of text-to-video families; GuidanceScale2 is the low-noise expert's.
-	GuidanceScale    float64
-	GuidanceScale2   float64
-	NumFrames        int
+	GuidanceScale  float64
+	GuidanceScale2 float64
+	NumFrames      int
+	// Window, Overlap and Blend cut a video longer than the model's native frame count
+	// into overlapping temporal windows denoised together (0 window: the native count;
+	// -1 overlap: a quarter of the window; "" blend: cosine).
+	Window           int
+	Overlap          int
+	Blend            string
 	Steps            int
 	Height, Width    int
 	MinGuidance      float64
@@ -62,7 +68,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		MinGuidance: -1, MaxGuidance: -1, GuidanceScale: -1, FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02,
-		Steps: 25, DecodeChunkSize: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Out: "out",
+		Steps: 25, DecodeChunkSize: -1, Overlap: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Out: "out",
 		Timeout: 10 * time.Minute, Progress: "auto",
 	}
 }
@@ -79,6 +85,9 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "CFG scale of a text-to-video model, > 1 turns on CFG (-1: the model's, 5 for Wan)")
 	fs.Float64Var(&o.GuidanceScale2, "guidance-scale-2", o.GuidanceScale2, "CFG scale of a two-expert model's low-noise expert (0: --guidance-scale)")
 	fs.IntVar(&o.NumFrames, "num-frames", o.NumFrames, "frames (0: the UNet config's num_frames)")
+	fs.IntVar(&o.Window, "window", o.Window, "frames per temporal window when --num-frames exceeds it (0: the model's native frame count)")
+	fs.IntVar(&o.Overlap, "overlap", o.Overlap, "frames shared by neighbouring windows, blended at every step (-1: a quarter of the window)")
+	fs.StringVar(&o.Blend, "blend", o.Blend, `blend of the overlapping frames: linear or cosine ("": cosine)`)
 	fs.IntVar(&o.Steps, "steps", o.Steps, "denoising steps")
 	fs.IntVar(&o.Height, "height", o.Height, "video height, a multiple of the VAE's factor (0: the model's: 576 for SVD, 64 for builtin)")
 	fs.IntVar(&o.Width, "width", o.Width, "video width (0: the model's: 1024 for SVD, 64 for builtin)")
@@ -107,7 +116,7 @@ func (o Options) WorkerArgs() []string {
 		"--prompt=" + o.Prompt, "--negative-prompt=" + o.NegativePrompt,
 		"--prompt-embeds=" + o.PromptEmbeds, "--negative-prompt-embeds=" + o.NegativePromptEmbeds,
 		"--guidance-scale=" + f(o.GuidanceScale), "--guidance-scale-2=" + f(o.GuidanceScale2),
-		"--num-frames=" + i(o.NumFrames), "--steps=" + i(o.Steps), "--height=" + i(o.Height), "--width=" + i(o.Width),
+		"--num-frames=" + i(o.NumFrames), "--window=" + i(o.Window), "--overlap=" + i(o.Overlap), "--blend=" + o.Blend, "--steps=" + i(o.Steps), "--height=" + i(o.Height), "--width=" + i(o.Width),
 		"--min-guidance=" + f(o.MinGuidance), "--max-guidance=" + f(o.MaxGuidance), "--fps=" + i(o.FPS),
 		"--motion-bucket-id=" + i(o.MotionBucketID), "--noise-aug-strength=" + f(o.NoiseAugStrength),
 		"--decode-chunk-size=" + i(o.DecodeChunkSize), "--seed=" + strconv.FormatInt(o.Seed, 10),

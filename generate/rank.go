@@ -95,6 +95,11 @@ func RunRank(ctx context.Context, o Options, env dist.Env, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
+	if stepper.Windows = windows(o); stepper.Windows != nil && p.LatentShape(pr)[0] != pr.NumFrames {
+		// Windows cut latent frames; a VAE that compresses time (Wan's) needs them cut in
+		// its latent frames, which is not wired yet.
+		return fmt.Errorf("%w: --num-frames %d beyond --window %d needs a model with one latent frame per frame (%s compresses time)", ErrOptions, o.NumFrames, o.Window, p.Family())
+	}
 	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log}
 	if first {
 		if w.in, err = loadInput(m, o); err != nil {
@@ -302,7 +307,7 @@ func (w *workload) finishSample(ctx context.Context, s int64, lat *tensor.Dense)
 		GuidanceScale: w.pr.GuidanceScale, GuidanceScale2: w.pr.GuidanceScale2,
 		Height: w.pr.Height, Width: w.pr.Width, Steps: w.pr.Steps, MinGuidance: w.pr.MinGuidance,
 		MaxGuidance: w.pr.MaxGuidance, FPS: w.pr.FPS, MotionID: w.pr.MotionBucketID, NoiseAug: w.pr.NoiseAugStrength,
-		DecodeChunk: w.pr.DecodeChunkSize, NProc: w.o.NProc, Stages: w.stages,
+		DecodeChunk: w.pr.DecodeChunkSize, Window: w.o.Window, Overlap: w.o.Overlap, Blend: w.o.Blend, NProc: w.o.NProc, Stages: w.stages,
 		Timings: Timings{LoadMS: loadMS, ConditioningMS: ct.ConditioningMS, DiffusionMS: ms(t0.Sub(time.Unix(0, started))), DecodeMS: decodeMS},
 		Pixels:  video.Stats(unit), Files: files, MP4: enc,
 	}

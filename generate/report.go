@@ -44,6 +44,9 @@ type SampleReport struct {
 	MotionID             int              `json:"motion_bucket_id"`
 	NoiseAug             float64          `json:"noise_aug_strength"`
 	DecodeChunk          int              `json:"decode_chunk_size"`
+	Window               int              `json:"window,omitempty"`
+	Overlap              int              `json:"overlap"`
+	Blend                string           `json:"blend,omitempty"`
 	NProc                int              `json:"nproc"`
 	Stages               []StageWeights   `json:"stages"`
 	Timings              Timings          `json:"timings_ms"`

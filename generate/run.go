@@ -61,6 +61,9 @@ func Resolve(o Options) (Options, error) {
 	if o.NumFrames == 0 {
 		o.NumFrames = desc.Defaults.NumFrames
 	}
+	if o, err = resolveWindows(o, desc.Defaults.NumFrames); err != nil {
+		return o, err
+	}
 	if o.Height == 0 && o.Width == 0 {
 		o.Height, o.Width = desc.Defaults.Height, desc.Defaults.Width
 	}

@@ -51,6 +51,10 @@ type Stepper struct {
 	// frames within the cp group, then the halves within the cfg pair) by one all-gather
 	// over the cfg x cp group, in (cfg, cp) order: one synchronisation per step, not two.
 	Joint func(ctx context.Context, mine *tensor.Dense) ([]*tensor.Dense, error)
+	// Windows, when set, runs an item longer than Windows.Size frames as overlapping
+	// temporal windows blended at every step (see Windows); items of at most Size frames
+	// step exactly as without it.
+	Windows *Windows
 	// Observe, when set, sees every step's raw model output (both CFG halves) and the
 	// guided output before the Euler step; parity checks use it. It must not keep the slices.
 	Observe func(it *Item, step int, modelOut *tensor.Dense, guided []float32)
@@ -108,6 +112,14 @@ func (s *Stepper) guidanceAt(it *Item, k int) []float32 {
 
 // Step advances it by one step in place (it.Step is not changed; the Stage does that).
 func (s *Stepper) Step(ctx context.Context, it *Item) error {
+	if s.Windows != nil && it.Latent != nil && len(it.Latent.Shape) == 5 && it.Latent.Shape[1] > s.Windows.Size {
+		return s.stepWindows(ctx, it)
+	}
+	return s.stepOne(ctx, it)
+}
+
+// stepOne advances it by one step over all its frames at once.
+func (s *Stepper) stepOne(ctx context.Context, it *Item) error {
 	start := time.Now()
 	k := it.Step
 	x := it.Latent

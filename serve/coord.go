@@ -565,6 +565,7 @@ func (c *Coordinator) endLocked(j *job, s State, msg string) {
 	c.touchLocked(j)
 	c.persistLocked(j)
 	c.admitLocked()
+	memRelease.soon()
 }
 
 func (c *Coordinator) removeReadyLocked(it *item) {
@@ -615,6 +616,7 @@ func (c *Coordinator) completeLocked(it *item) {
 		c.runEWMA = 0.9*c.runEWMA + 0.1*run
 		c.cfg.Metrics.completed(now)
 		c.persistLocked(j) // reported succeeded once the record has landed
+		memRelease.soon()
 	}()
 }
 

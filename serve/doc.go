@@ -21,6 +21,10 @@
 //     in all (ConnLimits, from the descriptor limit, leaving descriptors for the store and
 //     the workers), image decodes within a memory budget after a header check, one render
 //     per job shared by concurrent downloads.
+//   - A job is admitted only within the served model's cost limits (CostLimits: pixels,
+//     pixels·frames·steps, and a step's working memory estimated from the model's real
+//     sizes, each at most Config.CostMultiple times the model's native job's); beyond them
+//     it is refused 413 before anything is queued. GET /v1/limits shows them.
 //   - Every bad request gets a 4xx JSON body {"error": "..."}; nothing a client sends can
 //     crash the server or disturb another job.
 //   - Retention (Config.KeepJobs, `vdpp serve --keep-jobs`, default DefaultKeepJobs, 0 =

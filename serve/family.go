@@ -28,6 +28,9 @@ type FamilyGenerator struct {
 	defaults Params
 	// check validates parameters against the checkpoint's configs; it never changes.
 	check func(family.Params) error
+	// act estimates a step's working memory (nil when the family has no estimate); it only
+	// reads configs, so it needs no lock.
+	act ActivationFunc
 
 	// text says the family is conditioned on prompts (Wan) rather than on an image: its
 	// first-stage role loaded the text encoder, and jobs give a prompt.
@@ -41,6 +44,7 @@ var (
 	_ Generator       = (*FamilyGenerator)(nil)
 	_ ParamsModel     = (*FamilyGenerator)(nil)
 	_ PromptGenerator = (*FamilyGenerator)(nil)
+	_ CostModel       = (*FamilyGenerator)(nil)
 )
 
 // OpenFamily loads the conditioning and decoding roles of spec's family from spec.Dir:
@@ -84,8 +88,15 @@ func NewFamilyGenerator(s family.Sampler, spec ModelSpec) *FamilyGenerator {
 	if d.NumFrames < 1 {
 		d.NumFrames = DefaultParams().NumFrames
 	}
-	return &FamilyGenerator{defaults: d, check: s.Validate, s: s}
+	g := &FamilyGenerator{defaults: d, check: s.Validate, s: s}
+	if est, ok := s.(family.ActivationEstimator); ok {
+		g.act = func(p Params) int64 { return est.StepActivationBytes(family.Params(p)) }
+	}
+	return g
 }
+
+// Activation implements CostModel with the family's family.ActivationEstimator.
+func (g *FamilyGenerator) Activation() ActivationFunc { return g.act }
 
 // Close releases the loaded networks; it waits for a call in progress.
 func (g *FamilyGenerator) Close() error {

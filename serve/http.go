@@ -55,6 +55,8 @@ func errorStatus(err error) (int, string) {
 		return http.StatusNotFound, "not_found"
 	case errors.Is(err, ErrQueueFull):
 		return http.StatusTooManyRequests, "queue_full"
+	case errors.Is(err, ErrCostLimit):
+		return http.StatusRequestEntityTooLarge, "over_cost_limit"
 	case errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, "over_limit"
 	case errors.Is(err, ErrBadParams):
@@ -111,6 +113,7 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", s.handleReady)
+	mux.HandleFunc("GET /v1/limits", s.handleLimits)
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	mux.HandleFunc("GET /v1/admin/workers", s.admin(s.handleWorkers))
 	mux.HandleFunc("POST /v1/admin/workers/{rank}/kill", s.admin(s.handleKill))
@@ -273,6 +276,9 @@ func (s *Server) readUpload(r *http.Request) (Params, []byte, *family.Prompt, er
 	}
 	p, err := ParseJobParams(s.gen, params, s.cfg.Limits)
 	if err != nil {
+		return Params{}, nil, nil, err
+	}
+	if err := s.checkCost(p); err != nil {
 		return Params{}, nil, nil, err
 	}
 	return p, img, pr, nil
@@ -461,6 +467,7 @@ func (s *Server) render(ctx context.Context, id string, st Status, path string) 
 // withDecodedFrames decodes a finished job's final latent into frames and hands them to
 // use, all counted as one render (Close waits for it; closing the server cancels the decode).
 func (s *Server) withDecodedFrames(rctx context.Context, id string, st Status, use func([]image.Image) error) error {
+	defer memRelease.soon() // the decoded frames are garbage once used
 	if err := s.beginRender(); err != nil {
 		return err
 	}

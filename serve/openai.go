@@ -319,6 +319,12 @@ func (s *Server) oaCreate(w http.ResponseWriter, r *http.Request, mediaType stri
 		s.oaFail(w, err, "")
 		return
 	}
+	var ce *CostError
+	if err := s.checkCost(p); errors.As(err, &ce) {
+		s.writeOpenAIError(w, oaErr(http.StatusRequestEntityTooLarge, "over_cost_limit", openAICostParam(ce.Param, req.Fields),
+			"%s", strings.TrimPrefix(err.Error(), "serve: ")))
+		return
+	}
 	var st Status
 	if text {
 		st, err = s.coord.SubmitPrompt(p, family.Prompt{Text: req.Prompt, Negative: req.Fields["negative_prompt"]})
@@ -500,10 +506,12 @@ type openAIModel struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// Limits is vdpp's extension: what a job for this model may ask (see ModelLimits).
+	Limits ModelLimits `json:"vdpp_limits"`
 }
 
 func (s *Server) modelObject(name string) openAIModel {
-	return openAIModel{ID: name, Object: "model", Created: processStart.Unix(), OwnedBy: "vdpp"}
+	return openAIModel{ID: name, Object: "model", Created: processStart.Unix(), OwnedBy: "vdpp", Limits: s.modelLimits()}
 }
 
 // oaModels is GET /v1/models: the served model under each of its names.

@@ -409,3 +409,27 @@ func OpenAIParams(gen Generator, fields map[string]string, lim Limits) (Params, 
 	}
 	return p, err
 }
+
+// openAICostParam is the OpenAI field that sets the native parameter a CostError names:
+// size, num_inference_steps, and num_frames or seconds, whichever the request gave.
+func openAICostParam(native string, fields map[string]string) string {
+	switch native {
+	case "steps":
+		return "num_inference_steps"
+	case "num_frames":
+		if _, ok := fields["num_frames"]; !ok {
+			if _, ok := fields["seconds"]; ok {
+				return "seconds"
+			}
+		}
+	case "size":
+		if _, ok := fields["size"]; !ok {
+			for _, k := range []string{"width", "height"} {
+				if _, ok := fields[k]; ok {
+					return k
+				}
+			}
+		}
+	}
+	return native
+}

@@ -63,6 +63,11 @@ type Config struct {
 	// Conns bounds the HTTP connections (zero fields: DefaultConnLimits of the process's
 	// descriptor limit).
 	Conns ConnLimits
+	// CostMultiple sets the served model's CostLimits (DeriveCostLimits of its defaults):
+	// 0 means DefaultCostMultiple, negative disables the cost limits.
+	CostMultiple float64
+	// MaxPixels, when positive, replaces the derived limit on height·width.
+	MaxPixels int64
 }
 
 // shutdownGrace bounds how long Close waits for HTTP requests in progress.
@@ -95,6 +100,11 @@ type Server struct {
 	closing bool
 	renders sync.WaitGroup
 	flights renderFlights // concurrent first downloads share a render
+
+	// cost bounds what one job may cost the served model; act estimates a job's step
+	// memory. Both are fixed at New.
+	cost CostLimits
+	act  ActivationFunc
 }
 
 // serverHooks are test seams; nil in production.
@@ -155,6 +165,9 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Log, store: store, gen: gen, coord: coord, metrics: m, done: make(chan struct{}), mp4: cfg.MP4, errc: make(chan error, 2)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.flights.init(m)
+	s.act, s.cost = modelCostLimits(gen, cfg.CostMultiple, cfg.MaxPixels)
+	cfg.Log.Info("cost limits", "multiple", s.cost.Multiple, "max_pixels", s.cost.MaxPixels,
+		"max_work", s.cost.MaxWork, "max_activation_bytes", s.cost.MaxActivationBytes)
 	if s.mp4 == nil {
 		s.mp4 = writeMP4
 	}

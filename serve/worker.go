@@ -258,6 +258,7 @@ func (w *worker) runBatch(ctx context.Context, b workBatch) error {
 		it.Step++
 	}
 	w.takeCancelled(it.Group, true)
+	memRelease.soon() // the batch's step activations are garbage once it is sent
 	switch {
 	case err != nil:
 		if ctx.Err() != nil {

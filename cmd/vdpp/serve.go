@@ -84,6 +84,8 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelNa
 	fs.IntVar(&lim.MaxFrames, "max-frames", lim.MaxFrames, "largest num_frames accepted")
 	fs.IntVar(&lim.MaxResolution, "max-resolution", lim.MaxResolution, "largest height or width accepted")
 	fs.IntVar(&lim.MaxSteps, "max-steps", lim.MaxSteps, "largest steps accepted")
+	fs.Float64Var(&cfg.CostMultiple, "max-cost-multiple", serve.DefaultCostMultiple, "a job may cost this many times the model's native job (its default size, frames and steps): in pixels, in pixels x frames x steps, and in a step's estimated working memory (negative: no cost limits)")
+	fs.Int64Var(&cfg.MaxPixels, "max-pixels", 0, "largest height x width accepted (0: derived, --max-cost-multiple times the model's native pixels)")
 	fs.Int64Var(&lim.MaxBodyBytes, "max-body-bytes", lim.MaxBodyBytes, "largest request body")
 	fs.IntVar(&cfg.Conns.Max, "max-conns", 0, "HTTP connections held at once; more are answered 503 and closed (0: from the file-descriptor limit, leaving a quarter and at least 256 for the store and workers, at most 4096)")
 	fs.IntVar(&cfg.Conns.PerClient, "max-conns-per-client", 0, "HTTP connections one client IP address may hold (0: a quarter of --max-conns)")

@@ -152,6 +152,15 @@ type RandomConditioner interface {
 	RandomConditioning(r *rand.Rand, latent []int) model.Conditioning
 }
 
+// ActivationEstimator is implemented by Samplers that can estimate the working memory of
+// a denoising step from their configs alone (the serve package's admission uses it).
+type ActivationEstimator interface {
+	// StepActivationBytes estimates the float32 working bytes of one denoiser call on one
+	// sample of p (both rows under classifier-free guidance), from the checkpoint's real
+	// sizes; weights are not included.
+	StepActivationBytes(p Params) int64
+}
+
 // Description is what a model folder says about generations before any weights load.
 type Description struct {
 	// Defaults are the parameters of a generation that sets none (the sampler's

@@ -13,6 +13,7 @@ import (
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/model/svd/unetcost"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
@@ -101,8 +102,9 @@ type Sampler struct {
 }
 
 var (
-	_ family.Sampler           = (*Sampler)(nil)
-	_ family.RandomConditioner = (*Sampler)(nil)
+	_ family.Sampler             = (*Sampler)(nil)
+	_ family.ActivationEstimator = (*Sampler)(nil)
+	_ family.RandomConditioner   = (*Sampler)(nil)
 )
 
 // NewSampler wraps a loaded pipeline whose default guidance and decode chunk are smp's
@@ -232,6 +234,21 @@ func (s *Sampler) Decode(ctx context.Context, latent *tensor.Dense, p family.Par
 		return nil, err
 	}
 	return ToUnit(raw), nil
+}
+
+// StepActivationBytes implements family.ActivationEstimator with unetcost's peak of one
+// UNet call on p's latent (two rows when guided).
+func (s *Sampler) StepActivationBytes(p family.Params) int64 {
+	lat := s.P.LatentShape(p)
+	rows := 1
+	if p.Guided() {
+		rows = 2
+	}
+	c, err := unetcost.Count(s.P.UNetConfig, unetcost.Shape{Batch: rows, Frames: lat[0], Height: lat[2], Width: lat[3]})
+	if err != nil {
+		return 0 // a config Open accepted always counts; 0 leaves admission to the other limits
+	}
+	return int64(c.PeakActivationBytes)
 }
 
 // WeightBytes implements family.Sampler.

@@ -32,6 +32,12 @@ type Cost struct {
 	Conv, Linear, SpatialAttention, TemporalAttention, Total float64
 	// Params and Tensors count the state dict.
 	Params, Tensors int64
+	// PeakActivationBytes estimates the float32 working memory of the call's largest
+	// layer: the attention scores and their softmax ([B·T, heads, h·w, h·w] spatial,
+	// [B·h·w, heads, T, T] temporal) or a convolution's input and output feature maps,
+	// whichever is largest. Weights are not included; the whole call holds more (skip
+	// connections), so this is a lower bound that grows as the real peak does.
+	PeakActivationBytes float64
 }
 
 // Count returns the cost of one call of the UNet cfg on inputs of shape s.
@@ -71,10 +77,14 @@ func (w *walker) linear(rows float64, in, out int, bias bool) {
 // conv is a convolution with taps kernel positions from cin to cout channels producing
 // outputs output positions (all images together), with bias.
 func (w *walker) conv(outputs float64, taps, cin, cout int) {
+	w.peak(4 * outputs * float64(cin+cout))
 	w.c.Conv += 2 * outputs * float64(taps) * float64(cin) * float64(cout)
 	w.c.Params += int64(taps)*int64(cin)*int64(cout) + int64(cout)
 	w.c.Tensors += 2
 }
+
+// peak records a layer's working bytes.
+func (w *walker) peak(bytes float64) { w.c.PeakActivationBytes = max(w.c.PeakActivationBytes, bytes) }
 
 // norm is a GroupNorm or LayerNorm with weight and bias of c channels.
 func (w *walker) norm(c int) {
@@ -110,7 +120,7 @@ func (w *walker) unet(h, wd int) {
 			w.resblock(cur.h, cur.w, prev, ch[i])
 			prev = ch[i]
 			if cfg.DownHasAttention(i) {
-				w.transformer(cur.h, cur.w, ch[i], cfg.CrossAttentionDim[i], cfg.TransformerLayers(i, l))
+				w.transformer(cur.h, cur.w, ch[i], cfg.NumAttentionHeads[i], cfg.CrossAttentionDim[i], cfg.TransformerLayers(i, l))
 			}
 			skips, skipCh = append(skips, cur), append(skipCh, prev)
 		}
@@ -123,7 +133,7 @@ func (w *walker) unet(h, wd int) {
 	// Mid block.
 	top := ch[n-1]
 	w.resblock(cur.h, cur.w, prev, top)
-	w.transformer(cur.h, cur.w, top, cfg.CrossAttentionDim[n-1], cfg.TransformerLayers(n-1, 0))
+	w.transformer(cur.h, cur.w, top, cfg.NumAttentionHeads[n-1], cfg.CrossAttentionDim[n-1], cfg.TransformerLayers(n-1, 0))
 	w.resblock(cur.h, cur.w, top, top)
 	prev = top
 	// Up blocks: resnet l of up block j takes concat(h, skip) and gives out channels.
@@ -138,7 +148,7 @@ func (w *walker) unet(h, wd int) {
 			w.resblock(cur.h, cur.w, prev+skc, out)
 			prev = out
 			if cfg.UpHasAttention(j) {
-				w.transformer(cur.h, cur.w, out, cfg.CrossAttentionDim[i], cfg.TransformerLayers(i, l))
+				w.transformer(cur.h, cur.w, out, cfg.NumAttentionHeads[i], cfg.CrossAttentionDim[i], cfg.TransformerLayers(i, l))
 			}
 		}
 		if j < n-1 { // Upsample2D: nearest to the next skip's size, then a 3x3 conv
@@ -171,11 +181,16 @@ func (w *walker) resblock(h, wd, cin, cout int) {
 	w.scalar() // time_mixer.mix_factor
 }
 
-// transformer is TransformerSpatioTemporalModel with c channels (heads·64 = c), cross
+// transformer is TransformerSpatioTemporalModel with c channels in heads heads, cross
 // attention width d and layers transformer layers at h x w.
-func (w *walker) transformer(h, wd, c, d, layers int) {
+func (w *walker) transformer(h, wd, c, heads, d, layers int) {
 	s := float64(h * wd)
 	tokens := w.n * s
+	if layers > 0 {
+		// Scores and softmax, float32, of the spatial and the temporal self-attention.
+		w.peak(2 * 4 * w.n * float64(heads) * s * s)
+		w.peak(2 * 4 * w.b * s * float64(heads) * w.t * w.t)
+	}
 	w.norm(c)
 	w.linear(tokens, c, c, true) // proj_in
 	w.linear(w.n, c, 4*c, true)  // time_pos_embed

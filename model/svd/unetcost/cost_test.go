@@ -170,3 +170,19 @@ func TestCountErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestPeakActivation checks the working-memory estimate against the largest tensor worked
+// out by hand: SVD-XT's first spatial attention, scores and softmax over 72·128 tokens.
+func TestPeakActivation(t *testing.T) {
+	cfg := XTConfig()
+	c, _ := Count(cfg, Shape{2, 25, 72, 128})
+	s := float64(72 * 128)
+	if want := 2 * 4 * 50 * 5 * s * s; c.PeakActivationBytes != want {
+		t.Errorf("SVD-XT 2x25x72x128: peak %g bytes, want %g", c.PeakActivationBytes, want)
+	}
+	// Twice the height and width: the spatial scores grow x16.
+	big, _ := Count(cfg, Shape{2, 25, 144, 256})
+	if r := big.PeakActivationBytes / c.PeakActivationBytes; r != 16 {
+		t.Errorf("twice the size: peak x%g, want x16", r)
+	}
+}

@@ -1,0 +1,108 @@
+package generate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image"
+	"image/color"
+	"image/png"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vdpp/vdpp/builtin"
+	"github.com/vdpp/vdpp/dist"
+)
+
+func TestResolveWindows(t *testing.T) {
+	for _, c := range []struct {
+		name                    string
+		frames, window, overlap int
+		blend                   string
+		wantWindow, wantOverlap int
+		wantErr                 string
+	}{
+		{"native length", 14, 0, -1, "", 14, 3, ""},
+		{"shorter than native", 7, 0, -1, "", 7, 1, ""},
+		{"long video", 112, 0, -1, "", 14, 3, ""},
+		{"explicit", 56, 8, 2, "linear", 8, 2, ""},
+		{"overlap equals window", 56, 8, 8, "", 0, 0, "--overlap 8 must be shorter than --window 8"},
+		{"window too long", 56, 20, -1, "", 0, 0, "--window 20 is longer than the model's 14 frames"},
+		{"too few frames", 6, 8, 2, "", 0, 0, "--num-frames 6 is fewer than one --window of 8"},
+		{"bad blend", 56, 8, 2, "step", 0, 0, `--blend "step"`},
+	} {
+		o, err := resolveWindows(Options{NumFrames: c.frames, Window: c.window, Overlap: c.overlap, Blend: c.blend}, 14)
+		if c.wantErr != "" {
+			if !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), c.wantErr) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s: %v, want one line with %q", c.name, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || o.Window != c.wantWindow || o.Overlap != c.wantOverlap || o.Blend == "" {
+			t.Errorf("%s: window %d overlap %d blend %q, %v; want %d %d", c.name, o.Window, o.Overlap, o.Blend, err, c.wantWindow, c.wantOverlap)
+		}
+	}
+}
+
+// generateBuiltin runs a one-process generation on the built-in model and returns the
+// PNG frames of sample 0.
+func generateBuiltin(t *testing.T, frames, window, overlap int) [][]byte {
+	t.Helper()
+	img := image.NewNRGBA(image.Rect(0, 0, 64, 64))
+	for y := 20; y < 40; y++ {
+		for x := 24; x < 36; x++ {
+			img.Set(x, y, color.NRGBA{220, 40, 40, 255})
+		}
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.png")
+	f, err := os.Create(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := png.Encode(f, img); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	o := DefaultOptions()
+	o.Model, o.Image, o.Out, o.Steps, o.NumFrames, o.Window, o.Overlap = builtin.Name, in, filepath.Join(dir, "out"), 1, frames, window, overlap
+	o.Height, o.Width = 32, 32 // small and one step: the test is about frames, not quality
+	if o, err = Resolve(o); err != nil {
+		t.Fatal(err)
+	}
+	if err := RunRank(context.Background(), o, dist.SingleProcess(), slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	paths, _ := filepath.Glob(filepath.Join(o.Out, "sample-000", "frames", "*.png"))
+	var out [][]byte
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// A video of the native length is one window: the explicit window flags change no bit, and
+// a longer video gets every frame.
+func TestWindowsNativeLengthUnchanged(t *testing.T) {
+	plain := generateBuiltin(t, 0, 0, -1)
+	windowed := generateBuiltin(t, 14, 14, 3)
+	if len(plain) != 14 || len(windowed) != 14 {
+		t.Fatalf("%d and %d frames, want 14", len(plain), len(windowed))
+	}
+	for i := range plain {
+		if !bytes.Equal(plain[i], windowed[i]) {
+			t.Fatalf("frame %d differs with --window 14 --overlap 3", i)
+		}
+	}
+	long := generateBuiltin(t, 20, 8, 2)
+	if len(long) != 20 {
+		t.Fatalf("%d frames, want 20", len(long))
+	}
+}
