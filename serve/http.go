@@ -405,21 +405,29 @@ func (s *Server) serveRendered(w http.ResponseWriter, r *http.Request, id string
 		s.fail(w, err)
 		return
 	}
+	path := filepath.Join(dir, name)
+	s.serveAsset(w, r, id, path, ctype, time.Time{}, s.failRead, func(ctx context.Context) error {
+		return s.render(ctx, id, st, path)
+	})
+}
+
+// serveAsset serves a job's file at path, rendering it first when it is missing.
+// Concurrent first downloads share one render; one that finds its file still missing
+// afterwards (the render wrote another) renders again. The render outlives the request
+// that started it (others may be waiting on it); Close still cancels it. failRead reports
+// errors in the caller's API shape.
+func (s *Server) serveAsset(w http.ResponseWriter, r *http.Request, id, path, ctype string, modTime time.Time,
+	failRead func(http.ResponseWriter, string, error), render func(context.Context) error) {
 	if h := s.hooks.contentRead; h != nil {
 		h(id)
 	}
-	path := filepath.Join(dir, name)
-	// Concurrent first downloads share one render; one that finds its format still missing
-	// afterwards (the render wrote the other) renders again.
 	for try := 0; try < 2; try++ {
 		if _, err := os.Stat(path); err == nil {
 			break
 		}
-		// The render outlives the request that started it (others may be waiting on it);
-		// Close still cancels it.
-		shared := r.WithContext(context.WithoutCancel(r.Context()))
-		if err := s.flights.do(r.Context(), id, func() error { return s.render(shared, id, st, path) }); err != nil {
-			s.failRead(w, id, err)
+		shared := context.WithoutCancel(r.Context())
+		if err := s.flights.do(r.Context(), id, func() error { return render(shared) }); err != nil {
+			failRead(w, id, err)
 			return
 		}
 		// The response's write deadline counts from here, not from before the render.
@@ -427,24 +435,44 @@ func (s *Server) serveRendered(w http.ResponseWriter, r *http.Request, id string
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		s.failRead(w, id, err)
+		failRead(w, id, err)
 		return
 	}
 	defer f.Close()
 	w.Header().Set("Content-Type", ctype)
-	http.ServeContent(w, r, name, time.Time{}, f)
+	http.ServeContent(w, r, filepath.Base(path), modTime, f)
 }
 
 // render decodes a finished job's final latent and writes path (output.mp4 or output.gif);
 // the other format is written from the same frames when it is missing, so a model whose
 // decode is expensive (the SVD VAE) decodes each job once.
-func (s *Server) render(r *http.Request, id string, st Status, path string) error {
-	defer memRelease.soon() // the decoded frames are garbage once written
+func (s *Server) render(ctx context.Context, id string, st Status, path string) error {
+	return s.withDecodedFrames(ctx, id, st, func(list []image.Image) error {
+		if err := s.writeRendered(path, list, st.Params.FPS); err != nil {
+			return err
+		}
+		other := filepath.Join(filepath.Dir(path), "output.gif")
+		if strings.HasSuffix(path, ".gif") {
+			other = filepath.Join(filepath.Dir(path), "output.mp4")
+		}
+		if _, err := os.Stat(other); err != nil {
+			if err := s.writeRendered(other, list, st.Params.FPS); err != nil {
+				s.log.Warn("render second format", "id", id, "path", other, "err", err)
+			}
+		}
+		return nil
+	})
+}
+
+// withDecodedFrames decodes a finished job's final latent into frames and hands them to
+// use, all counted as one render (Close waits for it; closing the server cancels the decode).
+func (s *Server) withDecodedFrames(rctx context.Context, id string, st Status, use func([]image.Image) error) error {
+	defer memRelease.soon() // the decoded frames are garbage once used
 	if err := s.beginRender(); err != nil {
 		return err
 	}
 	defer s.renders.Done()
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancel(rctx)
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
 	shape, err := s.coord.latentShape(id)
@@ -474,19 +502,7 @@ func (s *Server) render(r *http.Request, id string, st Status, path string) erro
 	for i, m := range imgs {
 		list[i] = m
 	}
-	if err := s.writeRendered(path, list, st.Params.FPS); err != nil {
-		return err
-	}
-	other := filepath.Join(filepath.Dir(path), "output.gif")
-	if strings.HasSuffix(path, ".gif") {
-		other = filepath.Join(filepath.Dir(path), "output.mp4")
-	}
-	if _, err := os.Stat(other); err != nil {
-		if err := s.writeRendered(other, list, st.Params.FPS); err != nil {
-			s.log.Warn("render second format", "id", id, "path", other, "err", err)
-		}
-	}
-	return nil
+	return use(list)
 }
 
 // writeRendered writes frames as a GIF (path ends in .gif) or an MP4.

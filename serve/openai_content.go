@@ -12,9 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"time"
-
-	"github.com/vdpp/vdpp/video"
 )
 
 // The derived assets of a finished job, written on first download beside output.mp4.
@@ -56,33 +53,10 @@ func (s *Server) oaContent(w http.ResponseWriter, r *http.Request) {
 		s.oaFail(w, err, "")
 		return
 	}
-	if h := s.hooks.contentRead; h != nil {
-		h(id)
-	}
-	path := filepath.Join(dir, name)
-	// As serveRendered: concurrent first downloads share one render (a native one may
-	// have written only the MP4 and GIF: then render again), which outlives the request
-	// that started it; Close still cancels it.
-	for try := 0; try < 2; try++ {
-		if _, err := os.Stat(path); err == nil {
-			break
-		}
-		shared := context.WithoutCancel(r.Context())
-		if err := s.flights.do(r.Context(), id, func() error { return s.renderAssets(shared, id, st, dir) }); err != nil {
-			s.oaFailRead(w, id, err)
-			return
-		}
-		// The response's write deadline counts from here, not from before the render.
-		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(httpWriteTimeout))
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		s.oaFailRead(w, id, err)
-		return
-	}
-	defer f.Close()
-	w.Header().Set("Content-Type", ctype)
-	http.ServeContent(w, r, name, st.CreatedAt, f)
+	// A native render may have written only the MP4 and GIF: then serveAsset renders again.
+	s.serveAsset(w, r, id, filepath.Join(dir, name), ctype, st.CreatedAt, s.oaFailRead, func(ctx context.Context) error {
+		return s.renderAssets(ctx, id, st, dir)
+	})
 }
 
 // oaFailRead is failRead in OpenAI's shape: a job that expired or was deleted while its
@@ -97,68 +71,35 @@ func (s *Server) oaFailRead(w http.ResponseWriter, id string, err error) {
 // renderAssets decodes a finished job's latent once and writes whichever of the MP4, the
 // GIF, the thumbnail and the sprite sheet are missing.
 func (s *Server) renderAssets(rctx context.Context, id string, st Status, dir string) error {
-	defer memRelease.soon() // the decoded frames are garbage once written
-	if err := s.beginRender(); err != nil {
-		return err
-	}
-	defer s.renders.Done()
-	ctx, cancel := context.WithCancel(rctx)
-	defer cancel()
-	defer context.AfterFunc(s.ctx, cancel)()
-	shape, err := s.coord.latentShape(id)
-	if err != nil {
-		return err
-	}
-	b, err := s.store.ReadFile(id, finalFile)
-	if err != nil {
-		return err
-	}
-	lat, err := DecodeLatent(b, shape)
-	if err != nil {
-		return err
-	}
-	frames, err := s.gen.Decode(ctx, lat, st.Params)
-	if err != nil {
-		if s.ctx.Err() != nil {
-			return fmt.Errorf("%w: decode of job %s: %v", ErrClosed, id, err)
+	return s.withDecodedFrames(rctx, id, st, func(list []image.Image) error {
+		missing := func(name string) bool { _, err := os.Stat(filepath.Join(dir, name)); return err != nil }
+		for _, name := range []string{"output.mp4", "output.gif"} {
+			if missing(name) {
+				if err := s.writeRendered(filepath.Join(dir, name), list, st.Params.FPS); err != nil {
+					return err
+				}
+			}
 		}
-		return err
-	}
-	imgs, err := video.FramesFromTensor(frames)
-	if err != nil {
-		return err
-	}
-	list := make([]image.Image, len(imgs))
-	for i, m := range imgs {
-		list[i] = m
-	}
-	missing := func(name string) bool { _, err := os.Stat(filepath.Join(dir, name)); return err != nil }
-	for _, name := range []string{"output.mp4", "output.gif"} {
-		if missing(name) {
-			if err := s.writeRendered(filepath.Join(dir, name), list, st.Params.FPS); err != nil {
+		if missing(thumbnailFile) {
+			var buf bytes.Buffer
+			if err := png.Encode(&buf, list[0]); err != nil {
+				return err
+			}
+			if err := writeSynced(filepath.Join(dir, thumbnailFile), buf.Bytes()); err != nil {
 				return err
 			}
 		}
-	}
-	if missing(thumbnailFile) {
-		var buf bytes.Buffer
-		if err := png.Encode(&buf, list[0]); err != nil {
-			return err
+		if missing(spritesheetFile) {
+			var buf bytes.Buffer
+			if err := jpeg.Encode(&buf, SpriteSheet(list, spriteTile), &jpeg.Options{Quality: 90}); err != nil {
+				return err
+			}
+			if err := writeSynced(filepath.Join(dir, spritesheetFile), buf.Bytes()); err != nil {
+				return err
+			}
 		}
-		if err := writeSynced(filepath.Join(dir, thumbnailFile), buf.Bytes()); err != nil {
-			return err
-		}
-	}
-	if missing(spritesheetFile) {
-		var buf bytes.Buffer
-		if err := jpeg.Encode(&buf, SpriteSheet(list, spriteTile), &jpeg.Options{Quality: 90}); err != nil {
-			return err
-		}
-		if err := writeSynced(filepath.Join(dir, spritesheetFile), buf.Bytes()); err != nil {
-			return err
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // SpriteSheet lays frames out row-major on a grid of ceil(sqrt(len)) columns, each scaled

@@ -1,6 +1,7 @@
 // Package goldentest holds the helpers the model packages' tests share for the golden
-// reference data (shared/golden/dev): one pure-Go backend per test binary, the checkpoint,
-// a case's tensors, and a relative-L2 comparison that logs the error it finds.
+// reference data (shared/golden/dev, wan-dev): one pure-Go backend per test binary, the
+// checkpoint, a case's tensors, a relative-L2 comparison that logs the error it finds, and
+// for the parity tests a folder of linked components and the count of the cases' outputs.
 //
 // Contract: every helper fails the test (or skips it outside CI when the reference folder
 // is absent, see internal/shared.Require); none returns an error to check.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -245,4 +246,45 @@ func CheckTensors(expected, got map[string][]int) error {
 		errs = append(errs[:20], fmt.Errorf("... and %d more", total-20))
 	}
 	return fmt.Errorf("nn: %d tensor differences: %w", total, errors.Join(errs...))
+}
+
+// CheckWeights checks that weights, less the names in ignore (buffers or tied aliases a
+// state_dict may carry), hold exactly the tensors expected lists, and returns those
+// weights (weights itself when ignore is empty). A nil tensor is an error naming it;
+// differences are CheckTensors' error.
+func CheckWeights(expected map[string][]int, weights map[string]*tensor.Dense, ignore ...string) (map[string]*tensor.Dense, error) {
+	got := make(map[string][]int, len(weights))
+	use := weights
+	if len(ignore) > 0 {
+		use = make(map[string]*tensor.Dense, len(weights))
+	}
+	for n, t := range weights {
+		if slices.Contains(ignore, n) {
+			continue
+		}
+		if t == nil {
+			return nil, fmt.Errorf("tensor %q is nil", n)
+		}
+		got[n] = t.Shape
+		if len(ignore) > 0 {
+			use[n] = t
+		}
+	}
+	if err := CheckTensors(expected, got); err != nil {
+		return nil, err
+	}
+	return use, nil
+}
+
+// declareBackend is the backend DeclareShapes builds its graphs on (nothing is compiled there).
+var declareBackend = sync.OnceValues(func() (backends.Backend, error) { return NewBackend("go") })
+
+// DeclareShapes is Declare on a simplego backend created once for the process: what an
+// ExpectedTensors needs to list a network's weights without compiling anything.
+func DeclareShapes(build func(s Scope, g *graph.Graph) error) (map[string][]int, error) {
+	b, err := declareBackend()
+	if err != nil {
+		return nil, err
+	}
+	return Declare(b, build)
 }

@@ -198,3 +198,25 @@ func TestDeclareAndCheck(t *testing.T) {
 		t.Fatalf("conflicting declaration: err = %v", err)
 	}
 }
+
+func TestCheckWeights(t *testing.T) {
+	want := map[string][]int{"w": {2}}
+	w := tensor.New(2)
+	use, err := CheckWeights(want, map[string]*tensor.Dense{"w": w, "buf": tensor.New(1)}, "buf")
+	if err != nil || len(use) != 1 || use["w"] != w {
+		t.Fatalf("ignored buffer: %v, %v", use, err)
+	}
+	all := map[string]*tensor.Dense{"w": w}
+	if use, err := CheckWeights(want, all); err != nil || len(use) != 1 {
+		t.Fatalf("exact weights: %v, %v", use, err)
+	}
+	if _, err := CheckWeights(want, map[string]*tensor.Dense{"w": nil}); err == nil || err.Error() != `tensor "w" is nil` {
+		t.Fatalf("nil tensor: %v", err)
+	}
+	if _, err := CheckWeights(want, map[string]*tensor.Dense{"w": w, "buf": w}); !errors.Is(err, ErrUnexpectedTensor) {
+		t.Fatalf("extra tensor: %v", err)
+	}
+	if _, err := CheckWeights(want, map[string]*tensor.Dense{"w": tensor.New(3)}); !errors.Is(err, ErrShapeMismatch) {
+		t.Fatalf("wrong shape: %v", err)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -26,20 +25,13 @@ const SharedEmbedding = "shared.weight"
 // only the alias is read from it.
 const TiedEmbedding = "encoder.embed_tokens.weight"
 
-// declareBackend is the backend graphs are declared on (nothing is compiled there).
-var declareBackend = sync.OnceValues(func() (backends.Backend, error) { return nn.NewBackend("go") })
-
 // ExpectedTensors returns every weight of the UMT5EncoderModel state_dict for cfg
 // (name -> shape), without the tied encoder.embed_tokens.weight.
 func ExpectedTensors(cfg Config) (map[string][]int, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	b, err := declareBackend()
-	if err != nil {
-		return nil, fmt.Errorf("umt5: %w", err)
-	}
-	got, err := nn.Declare(b, func(s nn.Scope, g *graph.Graph) error {
+	got, err := nn.DeclareShapes(func(s nn.Scope, g *graph.Graph) error {
 		buildEncoder(s, g, nil, nil, cfg)
 		return nil
 	})
@@ -120,18 +112,8 @@ func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend)
 	if err != nil {
 		return nil, err
 	}
-	got := make(map[string][]int, len(weights))
-	use := make(map[string]*tensor.Dense, len(weights))
-	for n, t := range weights {
-		if n == TiedEmbedding {
-			continue
-		}
-		if t == nil {
-			return nil, fmt.Errorf("umt5: tensor %q is nil", n)
-		}
-		got[n], use[n] = t.Shape, t
-	}
-	if err := nn.CheckTensors(want, got); err != nil {
+	use, err := nn.CheckWeights(want, weights, TiedEmbedding)
+	if err != nil {
 		return nil, fmt.Errorf("umt5: %w", err)
 	}
 	w, err := nn.NewWeights(backend, use)

@@ -22,7 +22,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vdpp/vdpp/safetensors"
+	"github.com/vdpp/vdpp/internal/paritycheck"
 	"github.com/vdpp/vdpp/sched"
 )
 
@@ -32,21 +32,16 @@ const (
 	ScheduleULPLimit = 1
 )
 
+var (
+	sampleLimit   = paritycheck.Limit{RelL2: RelL2Limit}
+	scheduleLimit = paritycheck.Limit{ULP: ScheduleULPLimit}
+)
+
 // ErrCase is returned (wrapped) for a case folder that cannot be run.
 var ErrCase = errors.New("schedparity: bad case")
 
 // Result is one compared tensor (the fields of the SVD parity report).
-type Result struct {
-	Case   string  `json:"case"`
-	Tensor string  `json:"tensor"`
-	Shape  []int   `json:"shape,omitempty"`
-	RelL2  float64 `json:"rel_l2"`
-	MaxAbs float64 `json:"max_abs"`
-	MaxULP int64   `json:"max_ulp"`
-	Limit  string  `json:"limit"`
-	Pass   bool    `json:"pass"`
-	Error  string  `json:"error,omitempty"`
-}
+type Result = paritycheck.Result
 
 // IsSchedulerCase reports whether a case name is one CheckCase runs.
 func IsSchedulerCase(name string) bool {
@@ -181,17 +176,12 @@ func readCase(dir string) (*caseData, error) {
 }
 
 func readTensors(path string) (map[string]tensorData, error) {
-	f, err := safetensors.Open(path)
+	ts, err := paritycheck.ReadTensors(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCase, err)
 	}
-	defer f.Close()
-	out := map[string]tensorData{}
-	for _, name := range f.Names() {
-		t, err := f.Tensor(name)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrCase, path, err)
-		}
+	out := make(map[string]tensorData, len(ts))
+	for name, t := range ts {
 		out[name] = tensorData{shape: t.Shape, data: t.Data}
 	}
 	return out, nil
@@ -223,12 +213,11 @@ func (c *caseData) run(s stepper) ([]Result, error) {
 	for _, name := range sortedNames(c.outputs) {
 		ref := c.outputs[name]
 		res := Result{Case: c.Name, Tensor: name, Shape: ref.shape}
-		isSchedule := name == "timesteps" || name == "sigmas"
-		if isSchedule {
-			res.Limit = fmt.Sprintf("<= %d ulp", ScheduleULPLimit)
-		} else {
-			res.Limit = fmt.Sprintf("rel L2 <= %.0e", RelL2Limit)
+		lim := sampleLimit
+		if name == "timesteps" || name == "sigmas" {
+			lim = scheduleLimit
 		}
+		res.Limit = lim.String()
 		g, ok := got[name]
 		switch {
 		case !ok && stepErr != nil:
@@ -239,11 +228,7 @@ func (c *caseData) run(s stepper) ([]Result, error) {
 			res.Error = fmt.Sprintf("%d values, reference %d", len(g), len(ref.data))
 		default:
 			res.RelL2, res.MaxAbs, res.MaxULP = compare(g, ref.data)
-			if isSchedule {
-				res.Pass = res.MaxULP <= ScheduleULPLimit
-			} else {
-				res.Pass = res.RelL2 <= RelL2Limit
-			}
+			res.Pass = lim.Met(res.RelL2, res.MaxAbs, res.MaxULP)
 		}
 		out = append(out, res)
 	}
@@ -271,7 +256,7 @@ func compare(got, ref []float32) (relL2, maxAbs float64, maxULP int64) {
 		num += d * d
 		den += float64(r) * float64(r)
 		maxAbs = max(maxAbs, math.Abs(d))
-		maxULP = max(maxULP, ulps(g, r))
+		maxULP = max(maxULP, paritycheck.ULPs(g, r))
 	}
 	switch {
 	case num == 0:
@@ -280,22 +265,6 @@ func compare(got, ref []float32) (relL2, maxAbs float64, maxULP int64) {
 		return math.Inf(1), maxAbs, maxULP
 	}
 	return math.Sqrt(num / den), maxAbs, maxULP
-}
-
-func ulps(a, b float32) int64 {
-	d := ordered(a) - ordered(b)
-	if d < 0 {
-		return -d
-	}
-	return d
-}
-
-func ordered(f float32) int64 {
-	u := int64(math.Float32bits(f))
-	if u&(1<<31) != 0 {
-		return -(u & 0x7fffffff)
-	}
-	return u
 }
 
 func sortedNames[V any](m map[string]V) []string {

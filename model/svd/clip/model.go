@@ -3,7 +3,6 @@ package clip
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -25,9 +24,6 @@ var (
 // dicts; it is not a weight and is ignored when loading.
 const PositionIDsBuffer = "vision_model.embeddings.position_ids"
 
-// declareBackend is the backend graphs are declared on (nothing is ever compiled there).
-var declareBackend = sync.OnceValues(func() (backends.Backend, error) { return nn.NewBackend("go") })
-
 // ExpectedTensors returns every weight of the CLIPVisionModelWithProjection state_dict for
 // cfg (name -> shape), without the position_ids buffer.
 func ExpectedTensors(cfg checkpoint.CLIPVisionConfig) (map[string][]int, error) {
@@ -37,11 +33,7 @@ func ExpectedTensors(cfg checkpoint.CLIPVisionConfig) (map[string][]int, error) 
 	if _, err := activation(cfg.HiddenAct); err != nil {
 		return nil, err
 	}
-	b, err := declareBackend()
-	if err != nil {
-		return nil, fmt.Errorf("clip: %w", err)
-	}
-	got, err := nn.Declare(b, func(s nn.Scope, g *graph.Graph) error {
+	got, err := nn.DeclareShapes(func(s nn.Scope, g *graph.Graph) error {
 		buildVision(s, g, nil, cfg)
 		return nil
 	})
@@ -84,18 +76,8 @@ func New(cfg checkpoint.CLIPVisionConfig, weights map[string]*tensor.Dense, back
 	if err != nil {
 		return nil, err
 	}
-	got := make(map[string][]int, len(weights))
-	use := make(map[string]*tensor.Dense, len(weights))
-	for n, t := range weights {
-		if n == PositionIDsBuffer {
-			continue
-		}
-		if t == nil {
-			return nil, fmt.Errorf("clip: tensor %q is nil", n)
-		}
-		got[n], use[n] = t.Shape, t
-	}
-	if err := nn.CheckTensors(want, got); err != nil {
+	use, err := nn.CheckWeights(want, weights, PositionIDsBuffer)
+	if err != nil {
 		return nil, fmt.Errorf("clip: %w", err)
 	}
 	w, err := nn.NewWeights(backend, use)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vdpp/vdpp/internal/goldentest"
 	"github.com/vdpp/vdpp/internal/shared"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/safetensors"
@@ -29,16 +30,7 @@ func TestGoldenDevPasses(t *testing.T) {
 		t.Fatalf("%v\n%s", err, rep.Table())
 	}
 	// Every output tensor of every case was compared.
-	want := 0
-	cases, _ := ListCases(dir)
-	for _, c := range cases {
-		f, err := safetensors.Open(filepath.Join(c, "outputs.safetensors"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want += len(f.Names())
-		f.Close()
-	}
+	want := goldentest.CountOutputs(t, dir)
 	if len(rep.Results) != want {
 		t.Fatalf("compared %d tensors, the cases hold %d", len(rep.Results), want)
 	}
@@ -49,12 +41,7 @@ func TestGoldenDevPasses(t *testing.T) {
 // compute, fails: the check is not a formality.
 func TestPerturbedReferenceFails(t *testing.T) {
 	src := shared.Require(t, "golden", "dev")
-	dir := t.TempDir()
-	for _, name := range []string{"model_index.json", "unet", "vae", "image_encoder", "scheduler", "feature_extractor"} {
-		if err := os.Symlink(filepath.Join(src, name), filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := goldentest.LinkComponents(t, src, "model_index.json", "unet", "vae", "image_encoder", "scheduler", "feature_extractor")
 	caseDir := filepath.Join(dir, "cases", "clip_image_embeds")
 	if err := os.MkdirAll(caseDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -100,22 +87,5 @@ func TestPerturbedReferenceFails(t *testing.T) {
 	}
 	if !strings.Contains(rep.Table(), "not computed") {
 		t.Fatalf("an uncomputable output is not reported as such:\n%s", rep.Table())
-	}
-}
-
-func TestULP(t *testing.T) {
-	tests := []struct {
-		a, b []float32
-		want int64
-	}{
-		{[]float32{1}, []float32{1}, 0},
-		{[]float32{1}, []float32{1.0000001}, 1},
-		{[]float32{-0.0}, []float32{0}, 0},
-		{[]float32{1e-45}, []float32{-1e-45}, 2},
-	}
-	for _, tc := range tests {
-		if got := maxULP(tc.a, tc.b); got != tc.want {
-			t.Errorf("maxULP(%v, %v) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
 	}
 }

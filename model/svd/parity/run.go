@@ -7,6 +7,7 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 
+	"github.com/vdpp/vdpp/internal/paritycheck"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/svd"
@@ -34,20 +35,20 @@ func Run(ctx context.Context, dir string, backend backends.Backend, progress fun
 			return rep, err
 		}
 		if progress != nil {
-			progress(c.name)
+			progress(c.Name)
 		}
 		got, err := runCase(ctx, p, c)
-		names := make([]string, 0, len(c.outputs))
-		for n := range c.outputs {
+		names := make([]string, 0, len(c.Outputs))
+		for n := range c.Outputs {
 			names = append(names, n)
 		}
 		sort.Strings(names)
 		for _, n := range names {
 			var r Result
 			if err != nil {
-				r = Result{Case: c.name, Tensor: n, Shape: c.outputs[n].Shape, Error: err.Error()}
+				r = Result{Case: c.Name, Tensor: n, Shape: c.Outputs[n].Shape, Error: err.Error()}
 			} else {
-				r = compare(c.name, n, got.tensors[n], c.outputs[n], got.limitFor(n))
+				r = compare(c.Name, n, got.tensors[n], c.Outputs[n], got.limitFor(n))
 			}
 			rep.Results = append(rep.Results, r)
 		}
@@ -59,18 +60,18 @@ func Run(ctx context.Context, dir string, backend backends.Backend, progress fun
 // computed holds a case's outputs and per-tensor limits.
 type computed struct {
 	tensors map[string]*tensor.Dense
-	limits  map[string]limit
+	limits  map[string]paritycheck.Limit
 }
 
-func (c computed) limitFor(name string) limit {
+func (c computed) limitFor(name string) paritycheck.Limit {
 	if l, ok := c.limits[name]; ok {
 		return l
 	}
 	return relLimit
 }
 
-func runCase(ctx context.Context, p *svd.Pipeline, c *caseFiles) (computed, error) {
-	switch c.kind {
+func runCase(ctx context.Context, p *svd.Pipeline, c *paritycheck.Case) (computed, error) {
+	switch c.Kind {
 	case "unet_forward":
 		return unetForward(p, c)
 	case "vae_encode":
@@ -82,13 +83,13 @@ func runCase(ctx context.Context, p *svd.Pipeline, c *caseFiles) (computed, erro
 	case "full_pipeline":
 		return fullPipeline(ctx, p, c)
 	}
-	return computed{}, fmt.Errorf("unknown case type %q", c.kind)
+	return computed{}, fmt.Errorf("unknown case type %q", c.Kind)
 }
 
-func inputs(c *caseFiles, names ...string) ([]*tensor.Dense, error) {
+func inputs(c *paritycheck.Case, names ...string) ([]*tensor.Dense, error) {
 	out := make([]*tensor.Dense, len(names))
 	for i, n := range names {
-		t, err := c.input(n)
+		t, err := c.Input(n)
 		if err != nil {
 			return nil, err
 		}
@@ -97,7 +98,7 @@ func inputs(c *caseFiles, names ...string) ([]*tensor.Dense, error) {
 	return out, nil
 }
 
-func unetForward(p *svd.Pipeline, c *caseFiles) (computed, error) {
+func unetForward(p *svd.Pipeline, c *paritycheck.Case) (computed, error) {
 	in, err := inputs(c, "sample", "timestep", "encoder_hidden_states", "added_time_ids")
 	if err != nil {
 		return computed{}, err
@@ -109,8 +110,8 @@ func unetForward(p *svd.Pipeline, c *caseFiles) (computed, error) {
 	return computed{tensors: map[string]*tensor.Dense{"sample_out": out}}, nil
 }
 
-func vaeEncode(p *svd.Pipeline, c *caseFiles) (computed, error) {
-	img, err := c.input("image")
+func vaeEncode(p *svd.Pipeline, c *paritycheck.Case) (computed, error) {
+	img, err := c.Input("image")
 	if err != nil {
 		return computed{}, err
 	}
@@ -123,20 +124,20 @@ func vaeEncode(p *svd.Pipeline, c *caseFiles) (computed, error) {
 	}}, nil
 }
 
-func vaeDecode(p *svd.Pipeline, c *caseFiles) (computed, error) {
-	lat, err := c.input("latents")
+func vaeDecode(p *svd.Pipeline, c *paritycheck.Case) (computed, error) {
+	lat, err := c.Input("latents")
 	if err != nil {
 		return computed{}, err
 	}
-	out, err := p.VAEDec.Decode(lat, c.intArg("num_frames", lat.Shape[0]))
+	out, err := p.VAEDec.Decode(lat, c.IntArg("num_frames", lat.Shape[0]))
 	if err != nil {
 		return computed{}, err
 	}
 	return computed{tensors: map[string]*tensor.Dense{"frames": out}}, nil
 }
 
-func clipEmbeds(p *svd.Pipeline, c *caseFiles) (computed, error) {
-	px, err := c.input("pixel_values")
+func clipEmbeds(p *svd.Pipeline, c *paritycheck.Case) (computed, error) {
+	px, err := c.Input("pixel_values")
 	if err != nil {
 		return computed{}, err
 	}
@@ -150,7 +151,7 @@ func clipEmbeds(p *svd.Pipeline, c *caseFiles) (computed, error) {
 // fullPipeline replays diffusers' loop with the engine's own code: svd conditioning, the
 // pipeline.Stepper (scale, UNet on [uncond, cond], per-frame guidance, Euler step) and the
 // chunked decode.
-func fullPipeline(ctx context.Context, p *svd.Pipeline, c *caseFiles) (computed, error) {
+func fullPipeline(ctx context.Context, p *svd.Pipeline, c *paritycheck.Case) (computed, error) {
 	in, err := inputs(c, "clip_pixel_values", "vae_image", "aug_noise", "init_noise")
 	if err != nil {
 		return computed{}, err
@@ -161,11 +162,11 @@ func fullPipeline(ctx context.Context, p *svd.Pipeline, c *caseFiles) (computed,
 	}
 	frames := initNoise.Shape[1]
 	pr := svd.Params{
-		NumFrames: frames, Steps: c.intArg("num_inference_steps", 25),
-		Height: c.intArg("height", in[1].Shape[2]), Width: c.intArg("width", in[1].Shape[3]),
-		MinGuidance: c.floatArg("min_guidance_scale", 1), MaxGuidance: c.floatArg("max_guidance_scale", 3),
-		FPS: c.intArg("fps", 7), MotionBucketID: c.intArg("motion_bucket_id", 127),
-		NoiseAugStrength: c.floatArg("noise_aug_strength", 0.02),
+		NumFrames: frames, Steps: c.IntArg("num_inference_steps", 25),
+		Height: c.IntArg("height", in[1].Shape[2]), Width: c.IntArg("width", in[1].Shape[3]),
+		MinGuidance: c.FloatArg("min_guidance_scale", 1), MaxGuidance: c.FloatArg("max_guidance_scale", 3),
+		FPS: c.IntArg("fps", 7), MotionBucketID: c.IntArg("motion_bucket_id", 127),
+		NoiseAugStrength: c.FloatArg("noise_aug_strength", 0.02),
 	}
 	cond, err := p.Condition(in[0], in[1], in[2], pr)
 	if err != nil {
@@ -176,7 +177,7 @@ func fullPipeline(ctx context.Context, p *svd.Pipeline, c *caseFiles) (computed,
 		return computed{}, err
 	}
 	out := map[string]*tensor.Dense{}
-	limits := map[string]limit{"sigmas": ulpLimit, "timesteps": ulpLimit}
+	limits := map[string]paritycheck.Limit{"sigmas": ulpLimit, "timesteps": ulpLimit}
 	d := cond.ImageEmbeds.Shape[len(cond.ImageEmbeds.Shape)-1]
 	embs := tensor.New(2, 1, d)
 	copy(embs.Data[d:], cond.ImageEmbeds.Data)
@@ -222,7 +223,7 @@ func fullPipeline(ctx context.Context, p *svd.Pipeline, c *caseFiles) (computed,
 		}
 		out[fmt.Sprintf("latents_step%d", k)] = latent.Clone()
 	}
-	chunks := c.intListArg("decode_chunk_sizes")
+	chunks := c.IntListArg("decode_chunk_sizes")
 	if len(chunks) == 0 {
 		chunks = []int{frames}
 	}

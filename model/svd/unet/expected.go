@@ -2,17 +2,12 @@ package unet
 
 import (
 	"fmt"
-	"sync"
 
-	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 )
-
-// declareBackend is the backend ExpectedTensors builds its (never compiled) graphs on.
-var declareBackend = sync.OnceValues(func() (backends.Backend, error) { return nn.NewBackend("go") })
 
 // ExpectedTensors lists every tensor name and shape the network reads, derived from cfg
 // by running Build in a declaring scope (nothing is compiled or allocated).
@@ -20,14 +15,10 @@ func ExpectedTensors(cfg checkpoint.UNetConfig) (map[string][]int, error) {
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
-	b, err := declareBackend()
-	if err != nil {
-		return nil, fmt.Errorf("unet: %w", err)
-	}
 	n := cfg.NumBlocks()
 	side := 1 << (n - 1) // the smallest latent that needs no size forwarding
 	d := cfg.CrossAttentionDim[n-1]
-	out, err := nn.Declare(b, func(s nn.Scope, g *graph.Graph) error {
+	out, err := nn.DeclareShapes(func(s nn.Scope, g *graph.Graph) error {
 		sample := graph.Parameter(g, "sample", nn.F32(1, 2, cfg.InChannels, side, side))
 		ts := graph.Parameter(g, "timestep", nn.F32(1))
 		ehs := graph.Parameter(g, "ehs", nn.F32(1, 1, d))

@@ -3,17 +3,12 @@ package vae
 import (
 	"fmt"
 	"strings"
-	"sync"
 
-	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 )
-
-// declareBackend is the backend graphs are declared on (nothing is ever compiled there).
-var declareBackend = sync.OnceValues(func() (backends.Backend, error) { return nn.NewBackend("go") })
 
 // ExpectedTensors returns every tensor of the AutoencoderKLTemporalDecoder state_dict for
 // cfg (name -> shape): the encoder, quant_conv and the temporal decoder.
@@ -27,11 +22,7 @@ func expectedParts(cfg checkpoint.VAEConfig, encoder, decoder bool) (map[string]
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("vae: %w", err)
 	}
-	b, err := declareBackend()
-	if err != nil {
-		return nil, fmt.Errorf("vae: %w", err)
-	}
-	got, err := nn.Declare(b, func(s nn.Scope, g *graph.Graph) error {
+	got, err := nn.DeclareShapes(func(s nn.Scope, g *graph.Graph) error {
 		if encoder {
 			buildEncoder(s, g, nil, cfg)
 		}

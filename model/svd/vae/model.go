@@ -97,14 +97,7 @@ func newParts(cfg checkpoint.VAEConfig, weights map[string]*tensor.Dense, backen
 	if err != nil {
 		return nil, err
 	}
-	got := make(map[string][]int, len(weights))
-	for n, t := range weights {
-		if t == nil {
-			return nil, fmt.Errorf("vae: tensor %q is nil", n)
-		}
-		got[n] = t.Shape
-	}
-	if err := nn.CheckTensors(want, got); err != nil {
+	if _, err := nn.CheckWeights(want, weights); err != nil {
 		return nil, fmt.Errorf("vae: %w", err)
 	}
 	w, err := nn.NewWeights(backend, weights)

@@ -17,16 +17,11 @@
 package parity
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 
-	"github.com/vdpp/vdpp/safetensors"
+	"github.com/vdpp/vdpp/internal/paritycheck"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -115,11 +110,7 @@ func (r Report) Checked() int {
 
 // WriteJSON writes the report to path.
 func (r Report) WriteJSON(path string) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	return paritycheck.WriteJSON(path, r)
 }
 
 // Table renders the results as aligned text, one line per compared tensor and one per
@@ -152,117 +143,31 @@ func (r Report) Table() string {
 }
 
 // Case is one case folder, read.
-type Case struct {
-	Dir     string
-	Name    string // the folder name
-	Kind    string // case.json's "case" (the folder name when absent)
-	Args    map[string]any
-	Inputs  map[string]*tensor.Dense
-	Outputs map[string]*tensor.Dense
-}
-
-// Input returns a named input tensor or an error naming the case.
-func (c *Case) Input(name string) (*tensor.Dense, error) {
-	t, ok := c.Inputs[name]
-	if !ok {
-		return nil, fmt.Errorf("case %s has no input %q", c.Name, name)
-	}
-	return t, nil
-}
-
-// StringArg returns a string argument of case.json, or def.
-func (c *Case) StringArg(name, def string) string {
-	if v, ok := c.Args[name].(string); ok {
-		return v
-	}
-	return def
-}
-
-func readTensors(path string) (map[string]*tensor.Dense, error) {
-	f, err := safetensors.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	out := map[string]*tensor.Dense{}
-	for _, name := range f.Names() {
-		t, err := f.Tensor(name)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		out[name] = t
-	}
-	return out, nil
-}
+type Case = paritycheck.Case
 
 // ListCases returns the case folders under dir/cases, sorted.
 func ListCases(dir string) ([]string, error) {
-	ents, err := os.ReadDir(filepath.Join(dir, "cases"))
+	cases, err := paritycheck.ListCases(dir)
 	if err != nil {
 		return nil, fmt.Errorf("wan parity: %w", err)
 	}
-	var out []string
-	for _, e := range ents {
-		if e.IsDir() {
-			out = append(out, filepath.Join(dir, "cases", e.Name()))
-		}
-	}
-	sort.Strings(out)
-	if len(out) == 0 {
-		return nil, fmt.Errorf("wan parity: no cases under %s", filepath.Join(dir, "cases"))
-	}
-	return out, nil
+	return cases, nil
 }
 
 // ReadCase reads a case folder; inputs are read only when the case has a runner (read
 // says so), outputs always (their names are reported either way).
 func ReadCase(path string, readInputs bool) (*Case, error) {
-	c := &Case{Dir: path, Name: filepath.Base(path), Kind: filepath.Base(path)}
-	b, err := os.ReadFile(filepath.Join(path, "case.json"))
+	c, err := paritycheck.ReadCase(path, readInputs)
 	if err != nil {
-		return nil, fmt.Errorf("wan parity: %w", err)
-	}
-	var meta struct {
-		Case string         `json:"case"`
-		Args map[string]any `json:"args"`
-	}
-	if err := json.Unmarshal(b, &meta); err != nil {
-		return nil, fmt.Errorf("wan parity: %s: %w", filepath.Join(path, "case.json"), err)
-	}
-	if meta.Case != "" {
-		c.Kind = meta.Case
-	}
-	c.Args = meta.Args
-	if readInputs {
-		if c.Inputs, err = readTensors(filepath.Join(path, "inputs.safetensors")); err != nil {
-			return nil, fmt.Errorf("wan parity: %w", err)
-		}
-	}
-	if c.Outputs, err = readTensors(filepath.Join(path, "outputs.safetensors")); err != nil {
 		return nil, fmt.Errorf("wan parity: %w", err)
 	}
 	return c, nil
 }
 
-// limit is what a tensor must meet: relative L2, and optionally max |diff| or an exact
-// match (ulp 0).
-type limit struct {
-	relL2  float64
-	maxAbs float64 // > 0: also max |diff| <= maxAbs
-	exact  bool    // bit-equal values (integers, schedules)
-}
+// limit is what a tensor must meet: relative L2, optionally max |diff|, or Exact.
+type limit = paritycheck.Limit
 
-var relLimit = limit{relL2: RelL2Limit}
-
-func (l limit) String() string {
-	switch {
-	case l.exact:
-		return "exact"
-	case l.maxAbs > 0:
-		return fmt.Sprintf("rel L2 <= %.0e, max <= %.0e", l.relL2, l.maxAbs)
-	}
-	return fmt.Sprintf("rel L2 <= %.0e", l.relL2)
-}
+var relLimit = limit{RelL2: RelL2Limit}
 
 // compare checks got against ref under lim.
 func compare(caseName, name string, got, ref *tensor.Dense, lim limit) Result {
@@ -277,28 +182,12 @@ func compare(caseName, name string, got, ref *tensor.Dense, lim limit) Result {
 	}
 	res.RelL2 = tensor.RelL2(got, ref)
 	res.MaxAbs = tensor.MaxAbsDiff(got, ref)
-	ok := !math.IsNaN(res.RelL2) && res.RelL2 <= lim.relL2 && (lim.maxAbs == 0 || res.MaxAbs <= lim.maxAbs)
-	if lim.exact {
+	ok := lim.Met(res.RelL2, res.MaxAbs, 0)
+	if lim.Exact {
 		ok = tensor.BitEqual(got, ref)
 	}
 	if ok {
 		res.Status, res.Pass = StatusOK, true
 	}
 	return res
-}
-
-// FloatArg returns a numeric argument of case.json, or def.
-func (c *Case) FloatArg(name string, def float64) float64 {
-	if v, ok := c.Args[name].(float64); ok {
-		return v
-	}
-	return def
-}
-
-// IntArg returns an integer argument of case.json, or def.
-func (c *Case) IntArg(name string, def int) int {
-	if v, ok := c.Args[name].(float64); ok && v == float64(int(v)) {
-		return int(v)
-	}
-	return def
 }

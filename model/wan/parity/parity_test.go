@@ -31,16 +31,7 @@ func TestWanDev(t *testing.T) {
 		}
 	}
 	// Every output tensor of every case is reported.
-	want := 0
-	cases, _ := ListCases(dir)
-	for _, c := range cases {
-		f, err := safetensors.Open(filepath.Join(c, "outputs.safetensors"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want += len(f.Names())
-		f.Close()
-	}
+	want := goldentest.CountOutputs(t, dir)
 	if len(rep.Results) != want || rep.Checked() != want {
 		t.Fatalf("reported %d tensors (%d checked), the cases hold %d", len(rep.Results), rep.Checked(), want)
 	}
@@ -50,13 +41,7 @@ func TestWanDev(t *testing.T) {
 func linkFolder(t *testing.T) (src, dir string) {
 	t.Helper()
 	src = shared.Require(t, "golden", "wan-dev")
-	dir = t.TempDir()
-	for _, name := range []string{"model_index.json", "transformer", "transformer_2", "vae", "scheduler"} {
-		if err := os.Symlink(filepath.Join(src, name), filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return src, dir
+	return src, goldentest.LinkComponents(t, src, "model_index.json", "transformer", "transformer_2", "vae", "scheduler")
 }
 
 // A case kind without a runner is listed as not yet checked and fails the report, never

@@ -14,8 +14,8 @@ import (
 func init() {
 	register("full_pipeline_moe", fullPipeline)
 	registerLimits("full_pipeline_moe", map[string]limit{
-		"timesteps": {exact: true}, "sigmas": {exact: true}, "experts": {exact: true},
-		"frames": {relL2: RelL2Limit, maxAbs: 1e-4},
+		"timesteps": {Exact: true}, "sigmas": {Exact: true}, "experts": {Exact: true},
+		"frames": {RelL2: RelL2Limit, MaxAbs: 1e-4},
 	})
 }
 

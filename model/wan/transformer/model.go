@@ -120,14 +120,7 @@ func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend)
 	if err != nil {
 		return nil, err
 	}
-	got := make(map[string][]int, len(weights))
-	for name, t := range weights {
-		if t == nil {
-			return nil, fmt.Errorf("wan/transformer: tensor %q is nil", name)
-		}
-		got[name] = t.Shape
-	}
-	if err := nn.CheckTensors(exp, got); err != nil {
+	if _, err := nn.CheckWeights(exp, weights); err != nil {
 		return nil, fmt.Errorf("wan/transformer: weights for %s: %w", cfg, err)
 	}
 	w, err := nn.NewWeights(backend, weights)

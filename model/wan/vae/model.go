@@ -90,14 +90,7 @@ func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend)
 	if err != nil {
 		return nil, err
 	}
-	got := make(map[string][]int, len(weights))
-	for n, t := range weights {
-		if t == nil {
-			return nil, fmt.Errorf("%w: tensor %q is nil", ErrWeights, n)
-		}
-		got[n] = t.Shape
-	}
-	if err := nn.CheckTensors(want, got); err != nil {
+	if _, err := nn.CheckWeights(want, weights); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrWeights, err)
 	}
 	w, err := nn.NewWeights(backend, weights)
