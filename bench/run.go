@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/atomicfile"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/tensor"
@@ -24,15 +24,15 @@ type LaunchFunc func(ctx context.Context, nproc int, args []string) error
 // the same run, the one-rank baseline in this process.
 type Runner struct {
 	// Launch starts the workers; tests swap it. The default re-executes this binary
-	// through dist.Launch.
+	// through comm.Launch.
 	Launch LaunchFunc
 	Log    *slog.Logger
 }
 
-// DefaultLaunch runs `<this executable> args...` as nproc ranks through dist.Launch, with
+// DefaultLaunch runs `<this executable> args...` as nproc ranks through comm.Launch, with
 // worker output on stderr.
 func DefaultLaunch(ctx context.Context, nproc int, args []string) error {
-	return dist.Launch(ctx, dist.LaunchOptions{NProcPerNode: nproc, NNodes: 1, Command: args, Stdout: os.Stderr, Stderr: os.Stderr})
+	return comm.Launch(ctx, comm.LaunchOptions{NProcPerNode: nproc, NNodes: 1, Command: args, Stdout: os.Stderr, Stderr: os.Stderr})
 }
 
 // Run executes the benchmark and returns its report. It writes the JSON, trace and SVG

@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/atomicfile"
 	"github.com/vdpp/vdpp/model"
 	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
@@ -143,7 +143,7 @@ func (r *recorder) on(e pipeline.Event) {
 // RunWorker is the body of `vdpp worker bench`: one pipeline stage of the benchmark, as one
 // rank of a launched world. It writes its timeline (and, on the last stage, the final
 // latents) under o.RunDir.
-func RunWorker(ctx context.Context, o Options, env dist.Env, log *slog.Logger) error {
+func RunWorker(ctx context.Context, o Options, env comm.Env, log *slog.Logger) error {
 	o, err := o.ResolveMesh()
 	if err != nil {
 		return err
@@ -157,11 +157,11 @@ func RunWorker(ctx context.Context, o Options, env dist.Env, log *slog.Logger) e
 	if o.RunDir == "" {
 		return fmt.Errorf("bench: worker needs --run-dir")
 	}
-	mesh, err := dist.NewMesh(o.PP, o.CFG, o.CP, o.DP, env.WorldSize)
+	mesh, err := comm.NewMesh(o.PP, o.CFG, o.CP, o.DP, env.WorldSize)
 	if err != nil {
 		return err
 	}
-	tr, err := dist.Dial(ctx, env, dist.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, Logger: log})
+	tr, err := comm.Dial(ctx, env, comm.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, Logger: log})
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", env.Rank, err)
 	}
@@ -215,16 +215,16 @@ func RunWorker(ctx context.Context, o Options, env dist.Env, log *slog.Logger) e
 // (and rank 0 its clock, which first-sample latency is measured from) together. Without it
 // the first collective of a cfg or cp group waits for the last process to finish starting,
 // and that start-up skew (milliseconds on a loaded host) would count as latency.
-func startBarrier(ctx context.Context, tr dist.Transport) error {
+func startBarrier(ctx context.Context, tr comm.Transport) error {
 	ranks := make([]int, tr.Size())
 	for i := range ranks {
 		ranks[i] = i
 	}
-	g, err := dist.NewNamedGroup(tr, "bench-start", ranks)
+	g, err := comm.NewNamedGroup(tr, "bench-start", ranks)
 	if err != nil {
 		return fmt.Errorf("bench: start barrier: %w", err)
 	}
-	if err := dist.Barrier(ctx, g); err != nil {
+	if err := comm.Barrier(ctx, g); err != nil {
 		return fmt.Errorf("bench: start barrier: %w", err)
 	}
 	return nil

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 )
 
 func TestStartBarrierReleasesTogether(t *testing.T) {
@@ -14,7 +14,7 @@ func TestStartBarrierReleasesTogether(t *testing.T) {
 	delay := 60 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	trs := dist.NewLocal(world, dist.Options{RecvTimeout: 5 * time.Second})
+	trs := comm.NewLocal(world, comm.Options{RecvTimeout: 5 * time.Second})
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	released := make([]time.Duration, world)
@@ -41,7 +41,7 @@ func TestStartBarrierReleasesTogether(t *testing.T) {
 
 func TestStartBarrierFailsOnSilentRank(t *testing.T) {
 	ctx := context.Background()
-	trs := dist.NewLocal(2, dist.Options{RecvTimeout: 50 * time.Millisecond})
+	trs := comm.NewLocal(2, comm.Options{RecvTimeout: 50 * time.Millisecond})
 	if err := startBarrier(ctx, trs[0]); err == nil {
 		t.Fatal("barrier with a silent rank returned no error")
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/builtin"
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/atomicfile"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
@@ -23,7 +23,7 @@ import (
 
 // RunRank runs one stage of a generation: the whole job when env is a single process, or
 // rank env.Rank of a launched world. o must already hold resolved defaults (see Resolve).
-func RunRank(ctx context.Context, o Options, env dist.Env, log *slog.Logger) error {
+func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
@@ -59,11 +59,11 @@ func RunRank(ctx context.Context, o Options, env dist.Env, log *slog.Logger) err
 	loadMS := ms(time.Since(t0))
 	log.Info("loaded", "stage", env.Rank, "steps", plan[env.Rank].String(), "weights", p.WeightBytes(), "ms", int(loadMS))
 
-	var tr dist.Transport
+	var tr comm.Transport
 	var store kv
 	var barrier func() error
 	if o.NProc > 1 {
-		t, err := dist.DialTCP(ctx, env, dist.Options{RecvTimeout: o.Timeout, Logger: log})
+		t, err := comm.DialTCP(ctx, env, comm.Options{RecvTimeout: o.Timeout, Logger: log})
 		if err != nil {
 			return err
 		}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/builtin"
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/video"
@@ -160,7 +160,7 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 		r.showProgress(o, done)
 	}()
 	if o.NProc == 1 {
-		err = RunRank(ctx, o, dist.SingleProcess(), log)
+		err = RunRank(ctx, o, comm.SingleProcess(), log)
 	} else {
 		launch := r.Launch
 		if launch == nil {
@@ -184,7 +184,7 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 }
 
 func defaultLaunch(ctx context.Context, nproc int, args []string, out io.Writer) error {
-	return dist.Launch(ctx, dist.LaunchOptions{NProcPerNode: nproc, NNodes: 1, Command: args, Stdout: out, Stderr: out})
+	return comm.Launch(ctx, comm.LaunchOptions{NProcPerNode: nproc, NNodes: 1, Command: args, Stdout: out, Stderr: out})
 }
 
 // bar reports whether progress is drawn as a bar (on a terminal, or when asked).

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/vdpp/vdpp/builtin"
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 )
 
 func TestResolveWindows(t *testing.T) {
@@ -73,7 +73,7 @@ func generateBuiltin(t *testing.T, frames, window, overlap int) [][]byte {
 	if o, err = Resolve(o); err != nil {
 		t.Fatal(err)
 	}
-	if err := RunRank(context.Background(), o, dist.SingleProcess(), slog.New(slog.DiscardHandler)); err != nil {
+	if err := RunRank(context.Background(), o, comm.SingleProcess(), slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	paths, _ := filepath.Glob(filepath.Join(o.Out, "sample-000", "frames", "*.png"))

@@ -2,7 +2,7 @@
 //
 // The S steps of every sample are cut into K contiguous stages (Plan*), one per rank. A
 // work item (a micro-batch of samples, see Item) enters stage 0, runs that stage's steps,
-// and is handed to the next stage over a dist.Transport; with many items in flight every
+// and is handed to the next stage over a comm.Transport; with many items in flight every
 // stage works on a different item at once.
 //
 // The package is split the way etcd's raft is:

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 )
 
 // Workload is the source and the sink of a run: the first stage asks it for each group's
@@ -41,7 +41,7 @@ type Config struct {
 	// the items g with g % Replicas == Replica (default: one replica, every item).
 	Replica, Replicas int
 
-	Transport dist.Transport
+	Transport comm.Transport
 	Stepper   *Stepper
 	Workload  Workload
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/synthetic"
 	"github.com/vdpp/vdpp/pipeline"
@@ -62,7 +62,7 @@ type runSpec struct {
 }
 
 // runLocal runs a whole pipeline in this process over the in-process transport.
-func runLocal(t *testing.T, rs runSpec, trs []dist.Transport) (map[int64]*tensor.Dense, error) {
+func runLocal(t *testing.T, rs runSpec, trs []comm.Transport) (map[int64]*tensor.Dense, error) {
 	t.Helper()
 	plan, err := pipeline.EvenStages(rs.steps, rs.stages)
 	if err != nil {
@@ -77,13 +77,13 @@ func runLocal(t *testing.T, rs runSpec, trs []dist.Transport) (map[int64]*tensor
 		w.guidance = sched.GuidanceWeights(1, 3, 3)
 	}
 	if trs == nil && rs.stages > 1 {
-		trs = dist.NewLocal(rs.stages, dist.Options{RecvTimeout: 10 * time.Second})
+		trs = comm.NewLocal(rs.stages, comm.Options{RecvTimeout: 10 * time.Second})
 	}
 	errs := make([]error, rs.stages)
 	var wg sync.WaitGroup
 	for k := 0; k < rs.stages; k++ {
 		d, _ := synthetic.New(model.Config{})
-		var tr dist.Transport
+		var tr comm.Transport
 		if trs != nil {
 			tr = trs[k]
 		}
@@ -153,7 +153,7 @@ func TestGuidanceChangesResult(t *testing.T) {
 
 // A dead stage makes its neighbours fail with an error naming the peer, not hang.
 func TestPipelineDeadPeer(t *testing.T) {
-	trs := dist.NewLocal(3, dist.Options{RecvTimeout: 2 * time.Second})
+	trs := comm.NewLocal(3, comm.Options{RecvTimeout: 2 * time.Second})
 	trs[1].Close() // stage 1 is dead before it starts
 	start := time.Now()
 	_, err := runLocal(t, runSpec{stages: 3, steps: 6, samples: 4, micro: 1}, trs)

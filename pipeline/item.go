@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
@@ -63,33 +63,33 @@ const (
 
 // ToMessage encodes an item for the transport. Sample ids travel as a float32 tensor, which
 // is exact for ids below 2^24.
-func (it *Item) ToMessage() dist.Message {
+func (it *Item) ToMessage() comm.Message {
 	ids := tensor.New(len(it.Samples))
 	for i, s := range it.Samples {
 		ids.Data[i] = float32(s)
 	}
-	m := dist.Message{Sample: it.Group, Step: int32(it.Step)}
-	m.Tensors = append(m.Tensors, dist.NamedTensor{Name: wireLatent, Tensor: it.Latent}, dist.NamedTensor{Name: wireSamples, Tensor: ids})
+	m := comm.Message{Sample: it.Group, Step: int32(it.Step)}
+	m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireLatent, Tensor: it.Latent}, comm.NamedTensor{Name: wireSamples, Tensor: ids})
 	if it.Guidance != nil {
-		m.Tensors = append(m.Tensors, dist.NamedTensor{Name: wireGuidance, Tensor: &tensor.Dense{Shape: []int{len(it.Guidance)}, Data: it.Guidance}})
+		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireGuidance, Tensor: &tensor.Dense{Shape: []int{len(it.Guidance)}, Data: it.Guidance}})
 	}
 	for _, name := range sortedKeys(it.SchedState.Latent) {
-		m.Tensors = append(m.Tensors, dist.NamedTensor{Name: wireSchedPref + name, Tensor: &tensor.Dense{Shape: it.Latent.Shape, Data: it.SchedState.Latent[name]}})
+		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireSchedPref + name, Tensor: &tensor.Dense{Shape: it.Latent.Shape, Data: it.SchedState.Latent[name]}})
 	}
 	for _, name := range sortedKeys(it.SchedState.Shared) {
 		v := it.SchedState.Shared[name]
-		m.Tensors = append(m.Tensors, dist.NamedTensor{Name: wireSharedPref + name, Tensor: &tensor.Dense{Shape: []int{len(v)}, Data: v}})
+		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireSharedPref + name, Tensor: &tensor.Dense{Shape: []int{len(v)}, Data: v}})
 	}
 	for row, c := range it.Cond {
 		for _, name := range sortedKeys(c) {
-			m.Tensors = append(m.Tensors, dist.NamedTensor{Name: fmt.Sprintf("%s%d/%s", wireCondPref, row, name), Tensor: c[name]})
+			m.Tensors = append(m.Tensors, comm.NamedTensor{Name: fmt.Sprintf("%s%d/%s", wireCondPref, row, name), Tensor: c[name]})
 		}
 	}
 	return m
 }
 
 // ItemFromMessage decodes a hand-off message.
-func ItemFromMessage(m dist.Message) (*Item, error) {
+func ItemFromMessage(m comm.Message) (*Item, error) {
 	it := &Item{Group: m.Sample, Step: int(m.Step)}
 	ids := m.Tensor(wireSamples)
 	it.Latent = m.Tensor(wireLatent)

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
@@ -17,13 +17,13 @@ func FuzzItemFromMessage(f *testing.F) {
 	seed := &pipeline.Item{Group: 2, Samples: []int64{0, 1}, Step: 3, Latent: tensor.New(2, 1, 1, 1, 2),
 		Guidance: []float32{1.5}, Cond: []model.Conditioning{{"v": tensor.New(2)}, {"v": tensor.New(2)}},
 		SchedState: sched.State{Latent: map[string][]float32{"x0": {1, 2, 3, 4}}, Shared: map[string][]float32{"n": {1}}}}
-	b, err := dist.AppendMessage(nil, seed.ToMessage(), 0)
+	b, err := comm.AppendMessage(nil, seed.ToMessage(), 0)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := dist.NewFrameReader(bytes.NewReader(data), 4096, 1<<20).ReadMessage()
+		m, err := comm.NewFrameReader(bytes.NewReader(data), 4096, 1<<20).ReadMessage()
 		if err != nil {
 			return
 		}

@@ -4,16 +4,16 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/tensor"
 )
 
 // Placement is where one rank sits in a pp x cfg x cp x dp mesh run: its pipeline stage and
 // neighbours, its data-parallel replica, and the groups its steps exchange over.
 type Placement struct {
-	Mesh     dist.Mesh
-	Coord    dist.Coord
-	Groups   dist.MeshGroups
+	Mesh     comm.Mesh
+	Coord    comm.Coord
+	Groups   comm.MeshGroups
 	Stage    int
 	PrevRank int // -1 on the first stage
 	NextRank int // -1 on the last stage
@@ -25,7 +25,7 @@ type Placement struct {
 }
 
 // Place computes rank tr.Rank()'s placement in mesh and opens its groups.
-func Place(mesh dist.Mesh, tr dist.Transport) (Placement, error) {
+func Place(mesh comm.Mesh, tr comm.Transport) (Placement, error) {
 	if tr.Size() != mesh.Size() {
 		return Placement{}, fmt.Errorf("pipeline: mesh %v needs %d ranks, the world has %d", mesh, mesh.Size(), tr.Size())
 	}
@@ -38,10 +38,10 @@ func Place(mesh dist.Mesh, tr dist.Transport) (Placement, error) {
 
 // PlaceAlone is the placement of a one-rank run (no transport).
 func PlaceAlone() Placement {
-	return placement(dist.Mesh{PP: 1, CFG: 1, CP: 1, DP: 1}, 0, dist.MeshGroups{})
+	return placement(comm.Mesh{PP: 1, CFG: 1, CP: 1, DP: 1}, 0, comm.MeshGroups{})
 }
 
-func placement(mesh dist.Mesh, rank int, groups dist.MeshGroups) Placement {
+func placement(mesh comm.Mesh, rank int, groups comm.MeshGroups) Placement {
 	c := mesh.Coords(rank)
 	chain := mesh.PPGroup(rank)
 	p := Placement{Mesh: mesh, Coord: c, Groups: groups, Stage: c.PP, PrevRank: -1, NextRank: -1,
@@ -74,7 +74,7 @@ func (p Placement) Configure(st *Stepper, frames int) error {
 		st.CP = &FrameSplit{
 			Part: modelFramePart(r, frames, g),
 			Gather: func(ctx context.Context, mine *tensor.Dense) ([]*tensor.Dense, error) {
-				return dist.AllGather(ctx, g, mine)
+				return comm.AllGather(ctx, g, mine)
 			},
 		}
 		if p.Mesh.CFG == 2 {
@@ -83,7 +83,7 @@ func (p Placement) Configure(st *Stepper, frames int) error {
 				return fmt.Errorf("pipeline: mesh %v: no cfg x cp group (use Place)", p.Mesh)
 			}
 			st.Joint = func(ctx context.Context, mine *tensor.Dense) ([]*tensor.Dense, error) {
-				return dist.AllGather(ctx, jg, mine)
+				return comm.AllGather(ctx, jg, mine)
 			}
 		}
 	}
@@ -91,12 +91,12 @@ func (p Placement) Configure(st *Stepper, frames int) error {
 }
 
 // cfgPair exchanges CFG halves over a two-member group.
-type cfgPair struct{ g *dist.Group }
+type cfgPair struct{ g *comm.Group }
 
 func (c cfgPair) Index() int { return c.g.Rank() }
 
 func (c cfgPair) Exchange(ctx context.Context, mine *tensor.Dense) (*tensor.Dense, *tensor.Dense, error) {
-	parts, err := dist.AllGather(ctx, c.g, mine)
+	parts, err := comm.AllGather(ctx, c.g, mine)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/synthetic"
 	"github.com/vdpp/vdpp/pipeline"
@@ -27,13 +27,13 @@ type meshSpec struct {
 func runMesh(t *testing.T, ms meshSpec) (map[int64]*tensor.Dense, []map[int64]*tensor.Dense) {
 	t.Helper()
 	world := ms.pp * ms.cfg * ms.cp * ms.dp
-	mesh, err := dist.NewMesh(ms.pp, ms.cfg, ms.cp, ms.dp, world)
+	mesh, err := comm.NewMesh(ms.pp, ms.cfg, ms.cp, ms.dp, world)
 	if err != nil {
 		t.Fatal(err)
 	}
 	plan, _ := pipeline.EvenStages(ms.steps, ms.pp)
 	sc, _ := sched.New(sched.DefaultSVDConfig(), ms.steps)
-	trs := dist.NewLocal(world, dist.Options{RecvTimeout: 10 * time.Second})
+	trs := comm.NewLocal(world, comm.Options{RecvTimeout: 10 * time.Second})
 	recorded := map[int64]*tensor.Dense{}
 	copies := make([]map[int64]*tensor.Dense, world)
 	var mu sync.Mutex
@@ -129,10 +129,10 @@ func TestMeshesBitIdenticalToOneRank(t *testing.T) {
 }
 
 func TestMeshRejects(t *testing.T) {
-	trs := dist.NewLocal(2, dist.Options{})
+	trs := comm.NewLocal(2, comm.Options{})
 	defer trs[0].Close()
 	defer trs[1].Close()
-	mesh, _ := dist.NewMesh(1, 1, 1, 1, 1)
+	mesh, _ := comm.NewMesh(1, 1, 1, 1, 1)
 	if _, err := pipeline.Place(mesh, trs[0]); err == nil {
 		t.Fatal("a 1-rank mesh on a 2-rank world was accepted")
 	}

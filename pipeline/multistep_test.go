@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/synthetic"
 	"github.com/vdpp/vdpp/pipeline"
@@ -77,14 +77,14 @@ func runStepper(t *testing.T, rs runSpec, mk func(sc *sched.Euler) *pipeline.Ste
 	if rs.guided {
 		w.guidance = sched.GuidanceWeights(1, 3, 3)
 	}
-	var trs []dist.Transport
+	var trs []comm.Transport
 	if rs.stages > 1 {
-		trs = dist.NewLocal(rs.stages, dist.Options{RecvTimeout: 10 * time.Second})
+		trs = comm.NewLocal(rs.stages, comm.Options{RecvTimeout: 10 * time.Second})
 	}
 	errs := make([]error, rs.stages)
 	var wg sync.WaitGroup
 	for k := 0; k < rs.stages; k++ {
-		var tr dist.Transport
+		var tr comm.Transport
 		if trs != nil {
 			tr = trs[k]
 		}
@@ -279,11 +279,11 @@ func TestStepWithoutExpert(t *testing.T) {
 func TestItemMessageSchedState(t *testing.T) {
 	it := &pipeline.Item{Group: 3, Samples: []int64{4, 5}, Step: 2, Latent: tensor.New(2, 1, 1, 1, 2),
 		SchedState: sched.State{Latent: map[string][]float32{"a": {1, 2, 3, 4}, "b": {-1, 0.5, 7, 8}}, Shared: map[string][]float32{"n": {3, 1}}}}
-	buf, err := dist.AppendMessage(nil, it.ToMessage(), 1<<20)
+	buf, err := comm.AppendMessage(nil, it.ToMessage(), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := dist.NewFrameReader(bytes.NewReader(buf), 4096, 0).ReadMessage()
+	m, err := comm.NewFrameReader(bytes.NewReader(buf), 4096, 0).ReadMessage()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,14 +10,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/tensor"
 )
 
 // PairFunc opens two connected transports (ranks 0 and 1 of a world of two) and a function
 // that closes both.
-type PairFunc func(ctx context.Context) (a, b dist.Transport, closeFn func(), err error)
+type PairFunc func(ctx context.Context) (a, b comm.Transport, closeFn func(), err error)
 
 // Calibrator measures costs. It is the only part of the package that reads a clock or
 // opens sockets; both are fields so tests can swap them.
@@ -171,7 +171,7 @@ func (c *Calibrator) MeasureLink(ctx context.Context, bytes int64) (Link, []Meas
 	}
 	defer closeFn()
 	oneWay := func(n int64) (float64, error) {
-		m := dist.Message{Tensors: []dist.NamedTensor{{Name: "latent", Tensor: tensor.New(int(max(1, n/4)))}}}
+		m := comm.Message{Tensors: []comm.NamedTensor{{Name: "latent", Tensor: tensor.New(int(max(1, n/4)))}}}
 		rtt, err := c.median(c.pause, func() error {
 			if err := a.Send(ctx, 1, m); err != nil {
 				return err
@@ -232,21 +232,21 @@ func (c *Calibrator) Calibrate(ctx context.Context, name string, d model.Denoise
 
 // TCPLoopbackPair is the default PairFunc: a world of two TCP transports on 127.0.0.1
 // inside this process, through the same rendezvous and framing as `vdpp launch` workers.
-func TCPLoopbackPair(ctx context.Context) (dist.Transport, dist.Transport, func(), error) {
+func TCPLoopbackPair(ctx context.Context) (comm.Transport, comm.Transport, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	opts := dist.Options{ConnectTimeout: 10 * time.Second, RecvTimeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	var ts [2]*dist.TCPTransport
+	opts := comm.Options{ConnectTimeout: 10 * time.Second, RecvTimeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	var ts [2]*comm.TCPTransport
 	var errs [2]error
 	var wg sync.WaitGroup
 	for r := range 2 {
 		wg.Go(func() {
-			env := dist.Env{Rank: r, WorldSize: 2, LocalRank: r, LocalWorldSize: 2, MasterAddr: "127.0.0.1", MasterPort: port}
-			ts[r], errs[r] = dist.DialTCP(ctx, env, opts)
+			env := comm.Env{Rank: r, WorldSize: 2, LocalRank: r, LocalWorldSize: 2, MasterAddr: "127.0.0.1", MasterPort: port}
+			ts[r], errs[r] = comm.DialTCP(ctx, env, opts)
 		})
 	}
 	wg.Wait()

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/synthetic"
 	"github.com/vdpp/vdpp/tensor"
@@ -57,12 +57,12 @@ func (m *costModel) WeightBytes() int64 { return 0 }
 // slowLink wraps an in-process transport so that every send advances the clock by
 // latency + bytes/bandwidth.
 type slowLink struct {
-	dist.Transport
+	comm.Transport
 	clock         *fakeClock
 	latency, bpms float64
 }
 
-func (s slowLink) Send(ctx context.Context, to int, m dist.Message) error {
+func (s slowLink) Send(ctx context.Context, to int, m comm.Message) error {
 	n := 0
 	for _, t := range m.Tensors {
 		n += 4 * t.Tensor.Len()
@@ -118,8 +118,8 @@ func TestMeasureStep(t *testing.T) {
 
 func TestMeasureLink(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(100, 0)}
-	pair := func(context.Context) (dist.Transport, dist.Transport, func(), error) {
-		ts := dist.NewLocal(2, dist.Options{RecvTimeout: time.Second})
+	pair := func(context.Context) (comm.Transport, comm.Transport, func(), error) {
+		ts := comm.NewLocal(2, comm.Options{RecvTimeout: time.Second})
 		// 0.05 ms latency, 1000 bytes per ms (1 MB/s); the ping-pong makes two sends.
 		return slowLink{ts[0], clk, 0.05, 1000}, slowLink{ts[1], clk, 0.05, 1000}, func() { ts[0].Close(); ts[1].Close() }, nil
 	}
@@ -133,7 +133,7 @@ func TestMeasureLink(t *testing.T) {
 	if !near(got.LatencyMS, want.LatencyMS) || math.Abs(got.BytesPerS-want.BytesPerS) > 1e-5*want.BytesPerS {
 		t.Errorf("link %+v, want %+v (measurements %+v)", got, want, ms)
 	}
-	failing := &Calibrator{Now: clk.Now, Pair: func(context.Context) (dist.Transport, dist.Transport, func(), error) {
+	failing := &Calibrator{Now: clk.Now, Pair: func(context.Context) (comm.Transport, comm.Transport, func(), error) {
 		return nil, nil, nil, errors.New("no network")
 	}}
 	if _, _, err := failing.MeasureLink(context.Background(), 10); err == nil || !strings.Contains(err.Error(), "no network") {
@@ -155,8 +155,8 @@ func TestTCPLoopbackLink(t *testing.T) {
 
 func TestCalibrateRoundTrip(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(100, 0)}
-	pair := func(context.Context) (dist.Transport, dist.Transport, func(), error) {
-		ts := dist.NewLocal(2, dist.Options{RecvTimeout: time.Second})
+	pair := func(context.Context) (comm.Transport, comm.Transport, func(), error) {
+		ts := comm.NewLocal(2, comm.Options{RecvTimeout: time.Second})
 		return slowLink{ts[0], clk, 0.1, 1e4}, slowLink{ts[1], clk, 0.1, 1e4}, func() {}, nil
 	}
 	cal := &Calibrator{Now: clk.Now, Repeats: 1, Pair: pair}

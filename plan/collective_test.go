@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 )
 
 // The per-step collective cost with all-gathers measured per group size injected.
@@ -109,7 +109,7 @@ func localLaunch(t *testing.T, clk *tickClock) LaunchFunc {
 		if err != nil {
 			return err
 		}
-		trs := dist.NewLocal(nproc, dist.Options{RecvTimeout: 5 * time.Second})
+		trs := comm.NewLocal(nproc, comm.Options{RecvTimeout: 5 * time.Second})
 		res := make([]GroupResult, nproc)
 		errs := make([]error, nproc)
 		var wg sync.WaitGroup

@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -31,7 +31,7 @@ type GroupResult struct {
 // GroupWorker runs on every rank of tr's world: all-gathers of bytes per member over
 // groups of every size dividing the world, then hand-offs between pairs of ranks. Every
 // rank must call it with the same arguments; rank 0's result is the one to keep.
-func (c *Calibrator) GroupWorker(ctx context.Context, tr dist.Transport, bytes int64) (GroupResult, error) {
+func (c *Calibrator) GroupWorker(ctx context.Context, tr comm.Transport, bytes int64) (GroupResult, error) {
 	n, me := tr.Size(), tr.Rank()
 	res := GroupResult{World: n, Bytes: bytes}
 	x := tensor.New(int(max(1, bytes/4)))
@@ -47,7 +47,7 @@ func (c *Calibrator) GroupWorker(ctx context.Context, tr dist.Transport, bytes i
 			continue
 		}
 		lo := me / g * g
-		grp, err := dist.NewNamedGroup(tr, fmt.Sprintf("calibrate-%d", g), rangeInts(lo, lo+g))
+		grp, err := comm.NewNamedGroup(tr, fmt.Sprintf("calibrate-%d", g), rangeInts(lo, lo+g))
 		if err != nil {
 			return GroupResult{}, fmt.Errorf("plan: calibrate group of %d: %w", g, err)
 		}
@@ -55,7 +55,7 @@ func (c *Calibrator) GroupWorker(ctx context.Context, tr dist.Transport, bytes i
 		for i := range busy {
 			t0 := c.now()
 			c.pause()
-			if _, err := dist.AllGather(ctx, grp, x); err != nil {
+			if _, err := comm.AllGather(ctx, grp, x); err != nil {
 				return GroupResult{}, fmt.Errorf("plan: calibrate all-gather over %d: %w", g, err)
 			}
 			busy[i] = msSince(c, t0)
@@ -78,11 +78,11 @@ func (c *Calibrator) GroupWorker(ctx context.Context, tr dist.Transport, bytes i
 	}
 	// Nobody leaves (closing its links) before every message has arrived.
 	if n >= 2 {
-		all, err := dist.NewNamedGroup(tr, "calibrate-end", rangeInts(0, n))
+		all, err := comm.NewNamedGroup(tr, "calibrate-end", rangeInts(0, n))
 		if err != nil {
 			return GroupResult{}, fmt.Errorf("plan: calibrate: %w", err)
 		}
-		if err := dist.Barrier(ctx, all); err != nil {
+		if err := comm.Barrier(ctx, all); err != nil {
 			return GroupResult{}, fmt.Errorf("plan: calibrate: %w", err)
 		}
 	}
@@ -92,8 +92,8 @@ func (c *Calibrator) GroupWorker(ctx context.Context, tr dist.Transport, bytes i
 // pingPong: the leader sends size bytes to peer after a pause and waits for the echo
 // (median over repeats, after one warm-up) and returns half the round trip; the other
 // side echoes and returns 0.
-func (c *Calibrator) pingPong(ctx context.Context, tr dist.Transport, peer int, leader bool, size int64) (float64, error) {
-	m := dist.Message{Tensors: []dist.NamedTensor{{Name: "latent", Tensor: tensor.New(int(size / 4))}}}
+func (c *Calibrator) pingPong(ctx context.Context, tr comm.Transport, peer int, leader bool, size int64) (float64, error) {
+	m := comm.Message{Tensors: []comm.NamedTensor{{Name: "latent", Tensor: tensor.New(int(size / 4))}}}
 	if !leader {
 		for range c.repeats() + 1 {
 			got, err := tr.Recv(ctx, peer)

@@ -11,7 +11,7 @@ import (
 )
 
 // LaunchFunc starts nproc local processes running `<this executable> args...` (through
-// dist.Launch) and waits for all of them.
+// comm.Launch) and waits for all of them.
 type LaunchFunc func(ctx context.Context, nproc int, args []string) error
 
 // ProcessCalibrator measures collectives between real processes: it launches one worker per

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -24,7 +24,7 @@ func TestCloseRecordsReceivedResult(t *testing.T) {
 	}
 	got, release, draining := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	s.coord.hooks.received = func(m dist.Message) {
+	s.coord.hooks.received = func(m comm.Message) {
 		if op, _, _ := msgOp(m); op == opResult {
 			once.Do(func() { close(got); <-release })
 		}

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
@@ -15,18 +15,18 @@ import (
 type workerConn struct {
 	rank, pid   int
 	wc          *wireConn
-	out         chan dist.Message
+	out         chan comm.Message
 	done        chan struct{}
 	once        sync.Once
 	outstanding map[int64]*batch // guarded by Coordinator.mu
 }
 
-func cancelMessage(id int64, row int) dist.Message {
-	return dist.Message{Sample: id, Tensors: []dist.NamedTensor{ctlTensor(opCancel), rowsTensor([]int{row})}}
+func cancelMessage(id int64, row int) comm.Message {
+	return comm.Message{Sample: id, Tensors: []comm.NamedTensor{ctlTensor(opCancel), rowsTensor([]int{row})}}
 }
 
 // enqueue queues m for the writer; a worker whose queue is full is broken and is closed.
-func (w *workerConn) enqueue(m dist.Message) {
+func (w *workerConn) enqueue(m comm.Message) {
 	select {
 	case w.out <- m:
 	case <-w.done:
@@ -71,7 +71,7 @@ func (c *Coordinator) ServeWorkers(ln net.Listener, secret []byte, heartbeat, ti
 				conn.Close()
 				return
 			}
-			w := &workerConn{rank: rank, pid: pid, wc: newWireConn(conn, timeout), out: make(chan dist.Message, 1024),
+			w := &workerConn{rank: rank, pid: pid, wc: newWireConn(conn, timeout), out: make(chan comm.Message, 1024),
 				done: make(chan struct{}), outstanding: map[int64]*batch{}}
 			if !c.join(w) {
 				return
@@ -107,9 +107,9 @@ func (c *Coordinator) join(w *workerConn) bool {
 func (c *Coordinator) writeLoop(w *workerConn, heartbeat time.Duration) {
 	t := time.NewTicker(heartbeat)
 	defer t.Stop()
-	ping := dist.Message{Tensors: []dist.NamedTensor{ctlTensor(opPing)}}
+	ping := comm.Message{Tensors: []comm.NamedTensor{ctlTensor(opPing)}}
 	for {
-		var m dist.Message
+		var m comm.Message
 		select {
 		case <-w.done:
 			return
@@ -129,7 +129,7 @@ func (c *Coordinator) writeLoop(w *workerConn, heartbeat time.Duration) {
 func (c *Coordinator) readLoop(w *workerConn, timeout time.Duration) {
 	var err error
 	for {
-		var m dist.Message
+		var m comm.Message
 		if m, err = w.wc.recv(timeout); err != nil {
 			break
 		}
@@ -166,7 +166,7 @@ func (c *Coordinator) lostLocked(w *workerConn, why string) {
 	c.dispatchLocked()
 }
 
-func (c *Coordinator) handle(w *workerConn, m dist.Message) error {
+func (c *Coordinator) handle(w *workerConn, m comm.Message) error {
 	op, ctl, err := msgOp(m)
 	if err != nil {
 		return err

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
@@ -197,7 +197,7 @@ type Coordinator struct {
 // runs.
 type coordHooks struct {
 	// received runs in a worker's read loop for each message, before it is handled.
-	received func(m dist.Message)
+	received func(m comm.Message)
 	// draining runs in Close once no new work can start, before it waits for the read
 	// loops and the store writes.
 	draining func()

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model"
 )
 
@@ -75,7 +75,7 @@ func (l ExecLauncher) Start(rank int, addr string, secret []byte) (Proc, error) 
 	if errw == nil {
 		errw = os.Stderr
 	}
-	p, err := dist.StartProcess(dist.ProcSpec{Rank: rank, LocalRank: rank, Path: exe, Args: args, Env: env,
+	p, err := comm.StartProcess(comm.ProcSpec{Rank: rank, LocalRank: rank, Path: exe, Args: args, Env: env,
 		Stdout: &prefixWriter{w: out, prefix: fmt.Sprintf("[worker %d] ", rank)},
 		Stderr: &prefixWriter{w: errw, prefix: fmt.Sprintf("[worker %d] ", rank)}})
 	if err != nil {
@@ -92,7 +92,7 @@ func (l ExecLauncher) Start(rank int, addr string, secret []byte) (Proc, error) 
 // execProc reaps its child exactly once (in its own goroutine), so any number of callers
 // may Wait.
 type execProc struct {
-	p    dist.Process
+	p    comm.Process
 	done chan struct{}
 	err  error
 }

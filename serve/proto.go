@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -20,7 +20,7 @@ import (
 var ErrProtocol = errors.New("serve: worker protocol error")
 
 // Wire protocol between the coordinator and a worker: after a fixed hello, both sides
-// exchange dist frames (dist.AppendMessage / dist.FrameReader). Every message carries a
+// exchange comm frames (comm.AppendMessage / comm.FrameReader). Every message carries a
 // "ctl" tensor whose first element is the op; Message.Sample is the batch id.
 //
 //	run       coord -> worker  pipeline.Item message (latent, rows, cond, guidance) + ctl [op, end, steps]
@@ -51,19 +51,19 @@ const (
 	SecretEnv = "VDPP_SERVE_SECRET"
 )
 
-func ctlTensor(vals ...float32) dist.NamedTensor {
-	return dist.NamedTensor{Name: "ctl", Tensor: &tensor.Dense{Shape: []int{len(vals)}, Data: vals}}
+func ctlTensor(vals ...float32) comm.NamedTensor {
+	return comm.NamedTensor{Name: "ctl", Tensor: &tensor.Dense{Shape: []int{len(vals)}, Data: vals}}
 }
 
-func rowsTensor(rows []int) dist.NamedTensor {
+func rowsTensor(rows []int) comm.NamedTensor {
 	t := tensor.New(len(rows))
 	for i, r := range rows {
 		t.Data[i] = float32(r)
 	}
-	return dist.NamedTensor{Name: "rows", Tensor: t}
+	return comm.NamedTensor{Name: "rows", Tensor: t}
 }
 
-func msgOp(m dist.Message) (op int, ctl []float32, err error) {
+func msgOp(m comm.Message) (op int, ctl []float32, err error) {
 	c := m.Tensor("ctl")
 	if c == nil || len(c.Data) == 0 {
 		return 0, nil, fmt.Errorf("%w: message (batch %d) without ctl", ErrProtocol, m.Sample)
@@ -71,7 +71,7 @@ func msgOp(m dist.Message) (op int, ctl []float32, err error) {
 	return int(c.Data[0]), c.Data, nil
 }
 
-func msgRows(m dist.Message) []int {
+func msgRows(m comm.Message) []int {
 	t := m.Tensor("rows")
 	if t == nil {
 		return nil
@@ -83,15 +83,15 @@ func msgRows(m dist.Message) []int {
 	return out
 }
 
-func textTensor(s string) dist.NamedTensor {
+func textTensor(s string) comm.NamedTensor {
 	t := tensor.New(len(s))
 	for i := 0; i < len(s); i++ {
 		t.Data[i] = float32(s[i])
 	}
-	return dist.NamedTensor{Name: "msg", Tensor: t}
+	return comm.NamedTensor{Name: "msg", Tensor: t}
 }
 
-func msgText(m dist.Message) string {
+func msgText(m comm.Message) string {
 	t := m.Tensor("msg")
 	if t == nil {
 		return ""
@@ -104,7 +104,7 @@ func msgText(m dist.Message) string {
 }
 
 // runMessage encodes a batch for a worker.
-func runMessage(it *pipeline.Item, end, steps int) dist.Message {
+func runMessage(it *pipeline.Item, end, steps int) comm.Message {
 	m := it.ToMessage()
 	m.Tensors = append(m.Tensors, ctlTensor(opRun, float32(end), float32(steps)))
 	return m
@@ -113,7 +113,7 @@ func runMessage(it *pipeline.Item, end, steps int) dist.Message {
 // wireConn is one framed connection; send is safe for concurrent use.
 type wireConn struct {
 	c   net.Conn
-	r   *dist.FrameReader
+	r   *comm.FrameReader
 	wmu sync.Mutex
 	buf []byte
 	// writeTimeout bounds one send.
@@ -121,14 +121,14 @@ type wireConn struct {
 }
 
 func newWireConn(c net.Conn, writeTimeout time.Duration) *wireConn {
-	return &wireConn{c: c, r: dist.NewFrameReader(c, 0, 0), writeTimeout: writeTimeout}
+	return &wireConn{c: c, r: comm.NewFrameReader(c, 0, 0), writeTimeout: writeTimeout}
 }
 
-func (w *wireConn) send(m dist.Message) error {
+func (w *wireConn) send(m comm.Message) error {
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
 	var err error
-	w.buf, err = dist.AppendMessage(w.buf[:0], m, 0)
+	w.buf, err = comm.AppendMessage(w.buf[:0], m, 0)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func (w *wireConn) send(m dist.Message) error {
 }
 
 // recv reads the next message, failing if none arrives within timeout (0: no limit).
-func (w *wireConn) recv(timeout time.Duration) (dist.Message, error) {
+func (w *wireConn) recv(timeout time.Duration) (comm.Message, error) {
 	if timeout > 0 {
 		w.c.SetReadDeadline(time.Now().Add(timeout))
 	}

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
@@ -168,7 +168,7 @@ func (w *worker) heartbeat(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
-			if err := w.wc.send(dist.Message{Tensors: []dist.NamedTensor{ctlTensor(opPing)}}); err != nil {
+			if err := w.wc.send(comm.Message{Tensors: []comm.NamedTensor{ctlTensor(opPing)}}); err != nil {
 				return err
 			}
 		}
@@ -239,7 +239,7 @@ func (w *worker) runBatch(ctx context.Context, b workBatch) error {
 			var dropped []int
 			it, dropped = dropRows(it, set)
 			if len(dropped) > 0 {
-				if err := w.wc.send(dist.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []dist.NamedTensor{ctlTensor(opDropped), rowsTensor(dropped)}}); err != nil {
+				if err := w.wc.send(comm.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []comm.NamedTensor{ctlTensor(opDropped), rowsTensor(dropped)}}); err != nil {
 					return err
 				}
 			}
@@ -252,7 +252,7 @@ func (w *worker) runBatch(ctx context.Context, b workBatch) error {
 			break
 		}
 		us := float32(time.Since(t0).Microseconds())
-		if err := w.wc.send(dist.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []dist.NamedTensor{ctlTensor(opProgress, us)}}); err != nil {
+		if err := w.wc.send(comm.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []comm.NamedTensor{ctlTensor(opProgress, us)}}); err != nil {
 			return err
 		}
 		it.Step++
@@ -265,9 +265,9 @@ func (w *worker) runBatch(ctx context.Context, b workBatch) error {
 			return ctx.Err()
 		}
 		w.cfg.Log.Error("batch failed", "batch", it.Group, "err", err)
-		return w.wc.send(dist.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []dist.NamedTensor{ctlTensor(opFailed), textTensor(err.Error())}})
+		return w.wc.send(comm.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []comm.NamedTensor{ctlTensor(opFailed), textTensor(err.Error())}})
 	case len(it.Samples) == 0:
-		return w.wc.send(dist.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []dist.NamedTensor{ctlTensor(opEmpty)}})
+		return w.wc.send(comm.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []comm.NamedTensor{ctlTensor(opEmpty)}})
 	default:
 		m := it.ToMessage()
 		m.Tensors = append(m.Tensors, ctlTensor(opResult))

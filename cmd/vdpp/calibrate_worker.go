@@ -7,14 +7,14 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/plan"
 )
 
 // runCalibrateWorker is the hidden `vdpp worker calibrate` job that `vdpp plan` and
 // `vdpp bench --plan auto` launch: every rank times an all-gather over the whole world (and
 // a hand-off in a world of two); rank 0 writes the result to --out.
-func runCalibrateWorker(ctx context.Context, args []string, stderr io.Writer, env dist.Env, log *slog.Logger) error {
+func runCalibrateWorker(ctx context.Context, args []string, stderr io.Writer, env comm.Env, log *slog.Logger) error {
 	fs := flag.NewFlagSet("worker calibrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	bytes := fs.Int64("bytes", 4, "bytes each member contributes to the all-gather (and of the hand-off)")
@@ -25,7 +25,7 @@ func runCalibrateWorker(ctx context.Context, args []string, stderr io.Writer, en
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	tr, err := dist.Dial(ctx, env, dist.Options{RecvTimeout: *timeout, ConnectTimeout: *timeout, Logger: log})
+	tr, err := comm.Dial(ctx, env, comm.Options{RecvTimeout: *timeout, ConnectTimeout: *timeout, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 )
 
 // runLaunch starts --nproc-per-node workers of this same binary, torchrun style:
@@ -21,13 +21,13 @@ import (
 func runLaunch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("launch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	o := dist.LaunchOptions{Stdout: stdout, Stderr: stderr}
+	o := comm.LaunchOptions{Stdout: stdout, Stderr: stderr}
 	fs.IntVar(&o.NProcPerNode, "nproc-per-node", 1, "worker processes on this node")
 	fs.IntVar(&o.NNodes, "nnodes", 1, "nodes in the job")
 	fs.IntVar(&o.NodeRank, "node-rank", 0, "index of this node, 0..nnodes-1")
 	fs.StringVar(&o.MasterAddr, "master-addr", "127.0.0.1", "host of rank 0 (the rendezvous store)")
 	fs.IntVar(&o.MasterPort, "master-port", 0, "rendezvous port (0: pick a free one; required with --nnodes > 1)")
-	fs.DurationVar(&o.GracePeriod, "grace", dist.DefaultGracePeriod, "time between SIGTERM and SIGKILL when stopping workers")
+	fs.DurationVar(&o.GracePeriod, "grace", comm.DefaultGracePeriod, "time between SIGTERM and SIGKILL when stopping workers")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: vdpp launch [flags] -- SUBCOMMAND [args...]")
 		fs.PrintDefaults()
@@ -57,5 +57,5 @@ func runLaunch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case o.GracePeriod <= 0:
 		o.GracePeriod = time.Millisecond
 	}
-	return dist.Launch(ctx, o)
+	return comm.Launch(ctx, o)
 }

@@ -10,7 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/plan"
@@ -85,10 +85,10 @@ func (f *planFlags) latentBytes() int64 {
 	return 4 * int64(max(1, f.microBatch)) * int64(f.frames) * int64(f.channels) * int64(f.height) * int64(f.width)
 }
 
-// launchSelf runs nproc copies of this executable with args through dist.Launch, their
+// launchSelf runs nproc copies of this executable with args through comm.Launch, their
 // output on stderr.
 func launchSelf(ctx context.Context, nproc int, args []string) error {
-	return dist.Launch(ctx, dist.LaunchOptions{NProcPerNode: nproc, NNodes: 1, Command: args, Stdout: os.Stderr, Stderr: os.Stderr})
+	return comm.Launch(ctx, comm.LaunchOptions{NProcPerNode: nproc, NNodes: 1, Command: args, Stdout: os.Stderr, Stderr: os.Stderr})
 }
 
 // runPlan is `vdpp plan`: predict every mesh of --devices devices and rank them.

@@ -8,7 +8,7 @@ import (
 	"os"
 
 	"github.com/vdpp/vdpp/bench"
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/generate"
 )
 
@@ -18,7 +18,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(args) == 0 {
 		return fmt.Errorf("%w: vdpp worker JOB [flags] (jobs: bench, generate, calibrate, serve)", errUsage)
 	}
-	env, err := dist.EnvFromOS(os.Getenv)
+	env, err := comm.EnvFromOS(os.Getenv)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/shared"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/nn"
@@ -64,13 +64,13 @@ func TestPredictFrames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trs := dist.NewLocal(2, dist.Options{RecvTimeout: 30 * time.Second})
+	trs := comm.NewLocal(2, comm.Options{RecvTimeout: 30 * time.Second})
 	parts := []model.FramePart{{Lo: 0, Hi: 3, Total: frames}, {Lo: 3, Hi: 5, Total: frames}}
 	outs := make([]*tensor.Dense, 2)
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i, part := range parts {
-		g, err := dist.NewGroup(trs[i], []int{0, 1})
+		g, err := comm.NewGroup(trs[i], []int{0, 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func TestPredictFrames(t *testing.T) {
 	}
 	// A part whose size disagrees with the latents is refused.
 	bad := parts[0]
-	bad.Comm = (*dist.Group)(nil)
+	bad.Comm = (*comm.Group)(nil)
 	if _, err := d.PredictFrames(context.Background(), in, bad); err == nil {
 		t.Fatal("PredictFrames accepted 5 frames for the part [0, 3)")
 	}

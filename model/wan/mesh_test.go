@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/shared"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
@@ -21,7 +21,7 @@ import (
 func generateMesh(t *testing.T, dir string, in family.Input, p family.Params, pp, cfg, cp, dp, samples int) map[int64]*tensor.Dense {
 	t.Helper()
 	world := pp * cfg * cp * dp
-	mesh, err := dist.NewMesh(pp, cfg, cp, dp, world)
+	mesh, err := comm.NewMesh(pp, cfg, cp, dp, world)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func generateMesh(t *testing.T, dir string, in family.Input, p family.Params, pp
 	if err != nil {
 		t.Fatal(err)
 	}
-	trs := dist.NewLocal(world, dist.Options{RecvTimeout: 60 * time.Second})
+	trs := comm.NewLocal(world, comm.Options{RecvTimeout: 60 * time.Second})
 	frames, mu := map[int64]*tensor.Dense{}, &sync.Mutex{}
 	errs := make([]error, world)
 	var wg sync.WaitGroup

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/shared"
 	"github.com/vdpp/vdpp/model/family"
 	_ "github.com/vdpp/vdpp/model/wan" // registers the family
@@ -66,9 +66,9 @@ func generate(t *testing.T, dir string, in family.Input, p family.Params, stages
 	if err != nil {
 		t.Fatal(err)
 	}
-	var trs []dist.Transport
+	var trs []comm.Transport
 	if stages > 1 {
-		trs = dist.NewLocal(stages, dist.Options{RecvTimeout: 30 * time.Second})
+		trs = comm.NewLocal(stages, comm.Options{RecvTimeout: 30 * time.Second})
 	}
 	frames, mu := map[int64]*tensor.Dense{}, &sync.Mutex{}
 	loaded := make([][]string, stages)
@@ -93,13 +93,13 @@ func generate(t *testing.T, dir string, in family.Input, p family.Params, stages
 		if err != nil {
 			t.Fatal(err)
 		}
-		var tr dist.Transport
+		var tr comm.Transport
 		if trs != nil {
 			tr = trs[k]
 		}
 		wl := &frameWorkload{s: s, in: in, p: p, sc: sc, mu: mu, frames: frames}
 		wg.Add(1)
-		go func(k int, wl pipeline.Workload, st *pipeline.Stepper, tr dist.Transport) {
+		go func(k int, wl pipeline.Workload, st *pipeline.Stepper, tr comm.Transport) {
 			defer wg.Done()
 			errs[k] = pipeline.Run(context.Background(), pipeline.Config{
 				Plan: plan, Stage: k, PrevRank: k - 1, NextRank: k + 1, TotalSteps: p.Steps,

@@ -20,8 +20,8 @@ import (
 	"path/filepath"
 
 	"github.com/vdpp/vdpp/builtin"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/data/procedural"
-	"github.com/vdpp/vdpp/dist"
 	"github.com/vdpp/vdpp/eval"
 	"github.com/vdpp/vdpp/generate"
 	"github.com/vdpp/vdpp/pipeline"
@@ -91,7 +91,7 @@ func run(frames, clips, steps, window, overlap int, blend, name, out string) err
 		if o, err = generate.Resolve(o); err != nil {
 			return err
 		}
-		if err := generate.RunRank(context.Background(), o, dist.SingleProcess(), slog.New(slog.DiscardHandler)); err != nil {
+		if err := generate.RunRank(context.Background(), o, comm.SingleProcess(), slog.New(slog.DiscardHandler)); err != nil {
 			return err
 		}
 		gen := make([][]float32, frames)

@@ -24,7 +24,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/shared"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/wan/transformer"
@@ -202,14 +202,14 @@ func timeCall(dir string, frames, height, width, cp, iters int) error {
 	if err != nil {
 		return err
 	}
-	trs := dist.NewLocal(cp, dist.Options{RecvTimeout: 5 * time.Minute})
-	groups := make([]*dist.Group, cp)
+	trs := comm.NewLocal(cp, comm.Options{RecvTimeout: 5 * time.Minute})
+	groups := make([]*comm.Group, cp)
 	all := make([]int, cp)
 	for i := range all {
 		all[i] = i
 	}
 	for i := range groups {
-		if groups[i], err = dist.NewGroup(trs[i], all); err != nil {
+		if groups[i], err = comm.NewGroup(trs[i], all); err != nil {
 			return err
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/generate"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/checkpoint"
@@ -160,7 +160,7 @@ func TestServeMatchesGenerate(t *testing.T) {
 	o := generate.DefaultOptions()
 	o.Model, o.Image, o.Out = dir, imgPath, t.TempDir()
 	o.NumFrames, o.Steps, o.Height, o.Width, o.Seed, o.DecodeChunkSize = pr.NumFrames, pr.Steps, pr.Height, pr.Width, pr.Seed, pr.DecodeChunkSize
-	if err := generate.RunRank(context.Background(), o, dist.SingleProcess(), slog.New(slog.DiscardHandler)); err != nil {
+	if err := generate.RunRank(context.Background(), o, comm.SingleProcess(), slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("RunRank %v", time.Since(t1))

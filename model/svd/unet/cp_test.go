@@ -8,21 +8,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/tensor"
 )
 
 // localComms returns the Comms of an in-process group of size members.
 func localComms(t testing.TB, size int) []Comm {
 	t.Helper()
-	trs := dist.NewLocal(size, dist.Options{RecvTimeout: 30 * time.Second})
+	trs := comm.NewLocal(size, comm.Options{RecvTimeout: 30 * time.Second})
 	ranks := make([]int, size)
 	for i := range ranks {
 		ranks[i] = i
 	}
 	out := make([]Comm, size)
 	for i, tr := range trs {
-		g, err := dist.NewGroup(tr, ranks)
+		g, err := comm.NewGroup(tr, ranks)
 		if err != nil {
 			t.Fatal(err)
 		}

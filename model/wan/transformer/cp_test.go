@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/dist"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/goldentest"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -50,13 +50,13 @@ func evenFrames(frames, pt, size int) []Frames {
 func forwardCP(t *testing.T, m *Model, parts []Frames, hidden, ts, ehs, img *tensor.Dense) []*tensor.Dense {
 	t.Helper()
 	size := len(parts)
-	trs := dist.NewLocal(size, dist.Options{RecvTimeout: 30 * time.Second})
+	trs := comm.NewLocal(size, comm.Options{RecvTimeout: 30 * time.Second})
 	outs := make([]*tensor.Dense, size)
 	errs := make([]error, size)
 	sh := patchGrid(m.Config(), hidden.Shape)
 	var wg sync.WaitGroup
 	for i, part := range parts {
-		g, err := dist.NewGroup(trs[i], slices.Collect(func(yield func(int) bool) {
+		g, err := comm.NewGroup(trs[i], slices.Collect(func(yield func(int) bool) {
 			for r := range size {
 				if !yield(r) {
 					return
@@ -212,13 +212,13 @@ func TestForwardFramesRejects(t *testing.T) {
 	r := rand.New(rand.NewPCG(4, 5))
 	ts := &tensor.Dense{Shape: []int{1}, Data: []float32{500}}
 	ehs := randDense(r, 1, 4, 16)
-	three := dist.NewLocal(3, dist.Options{RecvTimeout: time.Second})
-	g3, err := dist.NewGroup(three[0], []int{0, 1, 2})
+	three := comm.NewLocal(3, comm.Options{RecvTimeout: time.Second})
+	g3, err := comm.NewGroup(three[0], []int{0, 1, 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	two := dist.NewLocal(2, dist.Options{RecvTimeout: time.Second})
-	g2, err := dist.NewGroup(two[0], []int{0, 1})
+	two := comm.NewLocal(2, comm.Options{RecvTimeout: time.Second})
+	g2, err := comm.NewGroup(two[0], []int{0, 1})
 	if err != nil {
 		t.Fatal(err)
 	}

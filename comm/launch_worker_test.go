@@ -1,0 +1,68 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+// workerModeVar makes the test binary act as a launched worker instead of running tests.
+const workerModeVar = "VDPP_DIST_TEST_WORKER"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(workerModeVar); mode != "" {
+		os.Exit(runTestWorker(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// runTestWorker does a rendezvous and a ring exchange over TCP. Mode "ring" then exits 0;
+// mode "hang" then waits on its right-hand neighbour, and on failure lingers a second
+// before exiting 3 (so the launcher sees the root cause first).
+func runTestWorker(mode string) int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "worker error:", err)
+		if mode == "hang" {
+			time.Sleep(time.Second)
+		}
+		return 3
+	}
+	env, err := EnvFromOS(os.Getenv)
+	if err != nil {
+		return fail(err)
+	}
+	ctx := context.Background()
+	t, err := Dial(ctx, env, Options{ConnectTimeout: 20 * time.Second, RecvTimeout: 20 * time.Second})
+	if err != nil {
+		return fail(err)
+	}
+	defer t.Close()
+	n, r := env.WorldSize, env.Rank
+	lat := mustTensor(nopTB{}, 2, 3)
+	lat.Data[0] = float32(r)
+	if err := t.Send(ctx, (r+1)%n, Message{Sample: int64(r), Step: 1, Tensors: []NamedTensor{{"latent", lat}}}); err != nil {
+		return fail(err)
+	}
+	m, err := t.Recv(ctx, (r+n-1)%n)
+	if err != nil {
+		return fail(err)
+	}
+	if want := (r + n - 1) % n; m.Sample != int64(want) || m.Tensor("latent").Data[0] != float32(want) {
+		return fail(fmt.Errorf("got sample %d from rank %d", m.Sample, want))
+	}
+	fmt.Printf("ring ok pid=%d local=%d/%d\n", os.Getpid(), env.LocalRank, env.LocalWorldSize)
+	if mode == "hang" {
+		fmt.Println("ready")
+		if _, err := t.Recv(ctx, (r+1)%n); err != nil {
+			return fail(err)
+		}
+	}
+	return 0
+}
+
+// nopTB lets test helpers run in a worker process.
+type nopTB struct{ testing.TB }
+
+func (nopTB) Helper() {}

@@ -1,0 +1,83 @@
+package comm
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Defaults of Options.
+const (
+	DefaultRecvTimeout    = 60 * time.Second
+	DefaultConnectTimeout = 120 * time.Second
+	DefaultQueueDepth     = 16
+)
+
+// Options tune a transport. The zero value gives the defaults.
+type Options struct {
+	// RecvTimeout bounds every Recv (and a Send blocked by back-pressure) unless the
+	// context's deadline is sooner. Default DefaultRecvTimeout.
+	RecvTimeout time.Duration
+	// ConnectTimeout bounds Dial: rendezvous plus connection set-up. Default
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// Logger receives connection events (refused strangers, dead peers). Default slog.Default().
+	Logger *slog.Logger
+	// ListenHost is the host the data listener binds to. Default: the local address of the
+	// connection to the store (the interface that reaches the master).
+	ListenHost string
+	// QueueDepth is how many messages may wait per peer and direction before Send blocks
+	// (back-pressure). Default DefaultQueueDepth.
+	QueueDepth int
+	// MaxFrameSize bounds one frame on the wire. Default DefaultMaxFrameSize.
+	MaxFrameSize int
+}
+
+func (o Options) withDefaults() Options {
+	if o.RecvTimeout <= 0 {
+		o.RecvTimeout = DefaultRecvTimeout
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.QueueDepth <= 0 {
+		o.QueueDepth = DefaultQueueDepth
+	}
+	if o.MaxFrameSize <= 0 {
+		o.MaxFrameSize = DefaultMaxFrameSize
+	}
+	return o
+}
+
+// waitBound returns how long an operation may wait: the sooner of ctx's deadline and
+// limit, and whether ctx's deadline is the binding one.
+func waitBound(ctx context.Context, limit time.Duration) (time.Duration, bool) {
+	if d, ok := ctx.Deadline(); ok {
+		if left := time.Until(d); left < limit {
+			return left, true
+		}
+	}
+	return limit, false
+}
+
+// waitError is the error for a wait that ended through ctx or its timer.
+func waitError(ctx context.Context, wait time.Duration, byCtx bool) error {
+	if err := ctx.Err(); err != nil && err != context.DeadlineExceeded {
+		return err
+	}
+	if byCtx || ctx.Err() != nil {
+		return &ctxTimeoutError{timeoutError{wait}}
+	}
+	return &timeoutError{wait}
+}
+
+// ctxTimeoutError is a timeout caused by the context's deadline: it matches both
+// ErrTimeout and context.DeadlineExceeded.
+type ctxTimeoutError struct{ timeoutError }
+
+func (e *ctxTimeoutError) Is(target error) bool {
+	return target == ErrTimeout || target == context.DeadlineExceeded
+}

@@ -1,0 +1,119 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+)
+
+// Dial joins the world described by env and returns its TCP transport: rank 0 hosts the
+// rendezvous store at MASTER_ADDR:MASTER_PORT; every rank listens for data connections on
+// an ephemeral port, joins the store with that address, receives the address table and
+// the run's secret, and connects to every other rank (the lower rank dials). A world of one
+// needs no network. The whole set-up is bounded by opts.ConnectTimeout and ctx.
+func Dial(ctx context.Context, env Env, opts Options) (Transport, error) {
+	t, err := DialTCP(ctx, env, opts)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// DialTCP is Dial returning the concrete transport (which also offers Store).
+func DialTCP(ctx context.Context, env Env, opts Options) (*TCPTransport, error) {
+	opts = opts.withDefaults()
+	if err := env.Validate(); err != nil {
+		return nil, err
+	}
+	t := &TCPTransport{
+		rank: env.Rank, world: env.WorldSize, opts: opts,
+		peers:   make([]*tcpPeer, env.WorldSize),
+		closing: make(chan struct{}), closed: make(chan struct{}),
+		pending: map[net.Conn]struct{}{},
+	}
+	if env.WorldSize == 1 {
+		return t, nil
+	}
+	if err := t.connect(ctx, env); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("rank %d: join world of %d at %s: %w", env.Rank, env.WorldSize, env.MasterHostPort(), err)
+	}
+	return t, nil
+}
+
+// storeListenAddr is where rank 0 serves the store: the master address itself when it is
+// a loopback IP, else every interface (the master name may be a service address).
+func storeListenAddr(env Env) string {
+	port := strconv.Itoa(env.MasterPort)
+	if ip := net.ParseIP(env.MasterAddr); ip != nil && ip.IsLoopback() {
+		return net.JoinHostPort(env.MasterAddr, port)
+	}
+	return net.JoinHostPort("", port)
+}
+
+func (t *TCPTransport) connect(ctx context.Context, env Env) error {
+	ctx, cancel := context.WithTimeout(ctx, t.opts.ConnectTimeout)
+	defer cancel()
+	var err error
+	if t.rank == 0 {
+		if t.server, err = ListenStore(storeListenAddr(env), t.world, t.opts.Logger); err != nil {
+			return err
+		}
+	}
+	if t.store, err = DialStore(ctx, env.MasterHostPort()); err != nil {
+		return err
+	}
+	host := t.opts.ListenHost
+	if host == "" {
+		if a, ok := t.store.LocalAddr().(*net.TCPAddr); ok {
+			host = a.IP.String()
+		}
+	}
+	if t.ln, err = net.Listen("tcp", net.JoinHostPort(host, "0")); err != nil {
+		return fmt.Errorf("data listener: %w", err)
+	}
+	for r := range t.peers {
+		if r != t.rank {
+			t.peers[r] = newPeer(t, r)
+		}
+	}
+	table, err := t.store.Join(ctx, t.rank, t.world, t.ln.Addr().String())
+	if err != nil {
+		return err
+	}
+	t.secret = table.Secret
+	t.wg.Add(1)
+	go t.acceptLoop()
+	errs := make(chan error, t.world)
+	for r := t.rank + 1; r < t.world; r++ {
+		go func() {
+			c, err := dialPeer(ctx, table.Addrs[r], t.rank, t.world, t.secret)
+			if err == nil && !t.peers[r].attach(c) {
+				c.Close()
+				err = ErrClosed
+			}
+			if err != nil {
+				err = fmt.Errorf("connect to rank %d at %s: %w", r, table.Addrs[r], err)
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for r := t.rank + 1; r < t.world; r++ {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return first
+	}
+	for r := 0; r < t.rank; r++ {
+		select {
+		case <-t.peers[r].ready:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for rank %d to connect: %w", r, ctxErr(ctx))
+		}
+	}
+	return nil
+}

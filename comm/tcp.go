@@ -1,0 +1,207 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// TCPTransport is the Transport between processes: one TCP connection per pair of ranks
+// (the lower rank dials, the higher accepts after checking the run's secret), a writer
+// goroutine per peer fed by a bounded queue of encoded messages, and a reader goroutine per
+// peer decoding into a bounded queue (tagged channels: one unbounded mailbox per tag).
+// Create it with Dial or DialTCP.
+type TCPTransport struct {
+	rank, world int
+	opts        Options
+	secret      []byte
+	ln          net.Listener
+	store       *StoreClient
+	server      *Store
+	peers       []*tcpPeer // nil at this rank
+
+	closing   chan struct{} // Close started: writers drain and stop
+	closed    chan struct{} // connections are being torn down
+	closeOnce sync.Once
+	writers   sync.WaitGroup
+	wg        sync.WaitGroup // accept loop, handshakes, readers
+
+	mu      sync.Mutex
+	pending map[net.Conn]struct{} // handshakes in progress
+}
+
+var _ TaggedTransport = (*TCPTransport)(nil)
+
+// Rank returns this process's rank.
+func (t *TCPTransport) Rank() int { return t.rank }
+
+// Size returns the world size.
+func (t *TCPTransport) Size() int { return t.world }
+
+// Store returns the client of the rendezvous store (nil in a world of one), for barriers
+// and result collection. It stays usable until Close (rank 0 hosts the store and stops it
+// on Close).
+func (t *TCPTransport) Store() *StoreClient { return t.store }
+
+// peer returns the link to rank r or an error naming op.
+func (t *TCPTransport) peer(op string, r int) (*tcpPeer, error) {
+	if r < 0 || r >= t.world || r == t.rank {
+		return nil, fmt.Errorf("rank %d: %s rank %d: %w (world size %d)", t.rank, op, r, ErrNoPeer, t.world)
+	}
+	return t.peers[r], nil
+}
+
+// Send encodes m into a recycled buffer and queues it for the peer's writer. It blocks
+// only while the peer's queue is full (back-pressure), at most until ctx's deadline or the
+// receive timeout.
+func (t *TCPTransport) Send(ctx context.Context, to int, m Message) error {
+	p, err := t.peer("send to", to)
+	if err != nil {
+		return err
+	}
+	// Closed first: when this transport is closed its peers are dead too, and a select
+	// with both ready would pick either at random.
+	select {
+	case <-t.closing:
+		return fmt.Errorf("rank %d: send to rank %d: %w", t.rank, to, ErrClosed)
+	default:
+	}
+	select {
+	case <-p.dead:
+		return fmt.Errorf("rank %d: send to rank %d: %w", t.rank, to, p.err)
+	default:
+	}
+	var buf []byte
+	select {
+	case buf = <-p.free:
+	default:
+	}
+	buf, err = AppendMessage(buf[:0], m, t.opts.MaxFrameSize)
+	if err != nil {
+		return fmt.Errorf("rank %d: send to rank %d (sample %d, step %d): %w", t.rank, to, m.Sample, m.Step, err)
+	}
+	select {
+	case p.sendq <- buf:
+		return nil
+	default:
+	}
+	wait, byCtx := waitBound(ctx, t.opts.RecvTimeout)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case p.sendq <- buf:
+		return nil
+	case <-p.dead:
+		err = p.err
+	case <-t.closing:
+		err = ErrClosed
+	case <-ctx.Done():
+		err = waitError(ctx, wait, byCtx)
+	case <-timer.C:
+		err = waitError(ctx, wait, byCtx)
+	}
+	return fmt.Errorf("rank %d: send to rank %d: %w", t.rank, to, err)
+}
+
+// Recv returns the next message from rank from. Messages that arrived before the peer
+// died are still delivered; after that Recv fails at once with ErrPeerGone.
+func (t *TCPTransport) Recv(ctx context.Context, from int) (Message, error) {
+	p, err := t.peer("recv from", from)
+	if err != nil {
+		return Message{}, err
+	}
+	select {
+	case <-t.closing:
+		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, ErrClosed)
+	default:
+	}
+	select {
+	case m := <-p.recvq:
+		return m, nil
+	default:
+	}
+	wait, byCtx := waitBound(ctx, t.opts.RecvTimeout)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case m := <-p.recvq:
+		return m, nil
+	case <-p.dead:
+		select {
+		case m := <-p.recvq:
+			return m, nil
+		default:
+		}
+		err = p.err
+	case <-t.closing:
+		err = ErrClosed
+	case <-ctx.Done():
+		err = waitError(ctx, wait, byCtx)
+	case <-timer.C:
+		err = waitError(ctx, wait, byCtx)
+	}
+	return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, err)
+}
+
+// RecvTag returns the next message of channel tag from rank from (tag 0 is Recv).
+// Messages that arrived before the peer died are still delivered.
+func (t *TCPTransport) RecvTag(ctx context.Context, from int, tag uint16) (Message, error) {
+	if tag == 0 {
+		return t.Recv(ctx, from)
+	}
+	p, err := t.peer("recv from", from)
+	if err != nil {
+		return Message{}, err
+	}
+	select {
+	case <-t.closing:
+		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, ErrClosed)
+	default:
+	}
+	m, err := recvBox(ctx, p.boxes.box(tag), t.opts.RecvTimeout, p.dead, func() error { return p.err }, t.closing)
+	if err != nil {
+		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, err)
+	}
+	return m, nil
+}
+
+// Close flushes what is queued for each peer (briefly), closes every connection, stops
+// every goroutine of the transport and, on rank 0, the rendezvous store.
+func (t *TCPTransport) Close() error {
+	t.closeOnce.Do(func() {
+		t.mu.Lock() // attach and acceptLoop check closing under t.mu before adding goroutines
+		close(t.closing)
+		t.mu.Unlock()
+		if t.ln != nil {
+			t.ln.Close()
+		}
+		flushBy := time.Now().Add(closeFlushTimeout)
+		for _, p := range t.peers {
+			if p != nil {
+				p.setWriteDeadline(flushBy)
+			}
+		}
+		t.writers.Wait()
+		close(t.closed)
+		t.mu.Lock()
+		for c := range t.pending {
+			c.Close()
+		}
+		t.mu.Unlock()
+		for _, p := range t.peers {
+			if p != nil {
+				p.closeConn()
+			}
+		}
+		t.wg.Wait()
+		if t.store != nil {
+			t.store.Close()
+		}
+		if t.server != nil {
+			t.server.Close()
+		}
+	})
+	return nil
+}

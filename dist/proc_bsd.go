@@ -1,7 +1,0 @@
-//go:build unix && !linux
-
-package dist
-
-import "syscall"
-
-func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

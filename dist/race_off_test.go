@@ -1,6 +1,0 @@
-//go:build !race
-
-package dist
-
-// raceEnabled: the race detector slows byte-level loops about tenfold; heavy tests shrink.
-const raceEnabled = false
