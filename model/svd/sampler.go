@@ -2,6 +2,7 @@ package svd
 
 import (
 	"context"
+	"slices"
 
 	"fmt"
 	"github.com/gomlx/gomlx/backends"
@@ -226,7 +227,7 @@ func (s *Sampler) Decode(ctx context.Context, latent *tensor.Dense, p family.Par
 	if len(got) == 5 && got[0] == 1 {
 		got = got[1:]
 	}
-	if !sameInts(got, want) {
+	if !slices.Equal(got, want) {
 		return nil, fmt.Errorf("svd: decode: latent %v, want %v for %d frames of %dx%d", latent.Shape, want, p.NumFrames, p.Width, p.Height)
 	}
 	raw, err := s.P.Decode(latent, p.DecodeChunkSize)
@@ -280,16 +281,4 @@ func randomTensor(r *rand.Rand, shape ...int) *tensor.Dense {
 		t.Data[i] = float32(r.NormFloat64())
 	}
 	return t
-}
-
-func sameInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

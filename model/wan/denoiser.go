@@ -3,6 +3,7 @@ package wan
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/wan/transformer"
@@ -84,7 +85,7 @@ func (d *Denoiser) predict(ctx context.Context, in model.Input, run func(latents
 			return nil, fmt.Errorf("wan: row %d lacks %s", r, key)
 		}
 		ehs[r] = e
-		same = same && sameInts(e.Shape, ehs[0].Shape)
+		same = same && slices.Equal(e.Shape, ehs[0].Shape)
 	}
 	if same {
 		return run(in.Latents, in.Timestep, ehs)
@@ -131,7 +132,7 @@ func (d *Denoiser) run(latents *tensor.Dense, t float32, ehs []*tensor.Dense, cp
 	if err != nil {
 		return nil, err
 	}
-	if !sameInts(out.Shape, hidden.Shape) {
+	if !slices.Equal(out.Shape, hidden.Shape) {
 		return nil, fmt.Errorf("wan: the transformer returned %v for hidden states %v (latent sizes must be multiples of the patch size)", out.Shape, hidden.Shape)
 	}
 	return SwapTC(out), nil
@@ -159,16 +160,4 @@ func SwapTC(x *tensor.Dense) *tensor.Dense {
 		}
 	}
 	return out
-}
-
-func sameInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,7 +75,7 @@ func TestPromptEmbedsReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.MaxLen != meta.MaxLen || !sameInts(want.Shape, []int{len(meta.Prompts), meta.MaxLen, e.Width()}) {
+	if e.MaxLen != meta.MaxLen || !slices.Equal(want.Shape, []int{len(meta.Prompts), meta.MaxLen, e.Width()}) {
 		t.Fatalf("reference %v for %d prompts, encoder %d x %d", want.Shape, len(meta.Prompts), e.MaxLen, e.Width())
 	}
 	per := meta.MaxLen * e.Width()
@@ -83,7 +84,7 @@ func TestPromptEmbedsReference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !sameInts(got.Shape, []int{meta.MaxLen, e.Width()}) {
+		if !slices.Equal(got.Shape, []int{meta.MaxLen, e.Width()}) {
 			t.Fatalf("prompt %d: shape %v", i, got.Shape)
 		}
 		ref := want.Data[i*per : (i+1)*per]

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/gomlx/gomlx/backends"
 
@@ -513,7 +514,7 @@ func (s *Sampler) Decode(ctx context.Context, latent *tensor.Dense, p family.Par
 	if len(got) == 5 && got[0] == 1 {
 		got = got[1:]
 	}
-	if !sameInts(got, want) {
+	if !slices.Equal(got, want) {
 		return nil, fmt.Errorf("wan: decode: latent %v, want %v for %d frames of %dx%d", latent.Shape, want, p.NumFrames, p.Width, p.Height)
 	}
 	z := SwapTC(&tensor.Dense{Shape: append([]int{1}, want...), Data: latent.Data})

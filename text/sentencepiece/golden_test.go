@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -154,7 +155,7 @@ func checkGolden(t *testing.T, tok *Tokenizer, g *golden, strs []string, checkDe
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !equalInts(got, want[i]) {
+		if !slices.Equal(got, want[i]) {
 			bad++
 			if bad <= 5 {
 				t.Errorf("string %d %q:\n got %v\nwant %v", i, s, got, want[i])
@@ -173,18 +174,6 @@ func checkGolden(t *testing.T, tok *Tokenizer, g *golden, strs []string, checkDe
 	if bad > 0 {
 		t.Errorf("%d of %d strings differ from the reference", bad, len(strs))
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestGoldenModelFiles checks every model's ids (and decoded text) against

@@ -2,6 +2,7 @@ package vae
 
 import (
 	"fmt"
+	"slices"
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -32,7 +33,7 @@ func (c *stepCache) prev(g *Graph, dims ...int) *Node {
 		panic(fmt.Errorf("wan/vae: cache slot %d of %d", i, len(c.in)))
 	}
 	p := c.in[i]
-	if !equalDims(p.Shape().Dimensions, dims) {
+	if !slices.Equal(p.Shape().Dimensions, dims) {
 		panic(fmt.Errorf("%w: cache slot %d is %v, the layer needs %v (a chunk of another size or batch?)", ErrInput, i, p.Shape().Dimensions, dims))
 	}
 	return p
@@ -51,16 +52,4 @@ func (c *stepCache) withContext(x *Node) *Node {
 	t := xin.Shape().Dim(2)
 	c.keep(SliceAxis(xin, 2, AxisRange(t-cacheFrames, t)))
 	return xin
-}
-
-func equalDims(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

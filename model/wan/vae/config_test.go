@@ -2,6 +2,7 @@ package vae
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,7 +48,7 @@ func TestParseConfigTI2V(t *testing.T) {
 		"decoder.conv_out.weight":                            {12, 256, 3, 3, 3},
 		"quant_conv.weight":                                  {96, 96, 1, 1, 1},
 	} {
-		if got := shapes[name]; !equalDims(got, want) {
+		if got := shapes[name]; !slices.Equal(got, want) {
 			t.Errorf("%s: %v, want %v", name, got, want)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,7 +45,7 @@ func TestStreamEqualsWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int{1, 3, v.Config().VideoFrames(z.Shape[2]), 16, 24}; !equalDims(whole.Shape, want) {
+	if want := []int{1, 3, v.Config().VideoFrames(z.Shape[2]), 16, 24}; !slices.Equal(whole.Shape, want) {
 		t.Fatalf("decoded %v, want %v", whole.Shape, want)
 	}
 	var sizes []int

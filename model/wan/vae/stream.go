@@ -2,6 +2,7 @@ package vae
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/tensor"
@@ -46,7 +47,7 @@ func sameStream(shape *[]int, t *tensor.Dense, what string) error {
 		*shape = key
 		return nil
 	}
-	if !equalDims(*shape, key) {
+	if !slices.Equal(*shape, key) {
 		return fmt.Errorf("%w: %s %v does not continue a stream of [%d, %d, ·, %d, %d]", ErrInput, what, t.Shape, (*shape)[0], (*shape)[1], (*shape)[2], (*shape)[3])
 	}
 	return nil
