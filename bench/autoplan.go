@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/plan"
 )
 
@@ -38,14 +37,12 @@ func AutoMesh(ctx context.Context, o Options, launch LaunchFunc) (Options, plan.
 		}
 		costs = plan.SyntheticCosts(o.StepMS, o.LatentFrames, link)
 	} else {
-		d, err := model.New(model.Config{Name: o.Model, Dir: o.ModelDir, StepMS: o.StepMS, Cost: o.Cost,
-			HiddenChannels: o.HiddenChannels, LatentChannels: o.LatentChannels, Seed: o.Seed, Backend: o.Backend})
+		s, st, err := openDenoiser(o)
 		if err != nil {
 			return o, plan.Prediction{}, err
 		}
-		if c, ok := d.(model.Closer); ok {
-			defer c.Close()
-		}
+		defer s.Close()
+		d := st.ModelAt(0)
 		c, err := cal.Calibrate(ctx, o.Model, d, shape, plan.Weights{Denoiser: d.WeightBytes()})
 		if err != nil {
 			return o, plan.Prediction{}, err

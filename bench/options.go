@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
@@ -56,8 +57,8 @@ func DefaultOptions() Options {
 
 // RegisterFlags binds every option to fs, with o's current values as defaults.
 func (o *Options) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.Model, "model", o.Model, "denoiser: synthetic, dummy or svd")
-	fs.StringVar(&o.ModelDir, "model-dir", o.ModelDir, `checkpoint folder (diffusers layout) for --model svd, or "builtin"`)
+	fs.StringVar(&o.Model, "model", o.Model, `model: synthetic, dummy, builtin or a model folder (its model_index.json picks the family)`)
+	fs.StringVar(&o.ModelDir, "model-dir", o.ModelDir, `deprecated: --model svd --model-dir DIR is --model DIR`)
 	fs.IntVar(&o.TotalSteps, "total-steps", o.TotalSteps, "denoising steps per sample")
 	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "samples to generate")
 	fs.IntVar(&o.WarmupSamples, "warmup-samples", o.WarmupSamples, "first completions excluded from steady-state numbers")
@@ -169,6 +170,15 @@ func (o Options) Validate() error {
 		return fmt.Errorf("bench: --timeout %v must be positive", o.Timeout)
 	}
 	return nil
+}
+
+// ResolveModel resolves --model through model/family: a simulator name, builtin or a
+// model folder (the deprecated --model svd --model-dir DIR names the folder DIR).
+func (o Options) ResolveModel() (family.Resolved, error) {
+	if o.ModelDir != "" {
+		return family.Resolve(o.ModelDir)
+	}
+	return family.Resolve(o.Model)
 }
 
 // LatentShape is the per-sample latent [T, C, H, W].

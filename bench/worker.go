@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,11 +16,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/dist"
 	"github.com/vdpp/vdpp/model"
-	"github.com/vdpp/vdpp/model/checkpoint"
-	"github.com/vdpp/vdpp/model/svd"
+	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
@@ -38,50 +38,55 @@ func newParts(o Options, stages int) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := o.ModelDir
-	if dir == builtin.Name {
-		if dir, err = builtin.Resolve(dir); err != nil {
-			return nil, err
-		}
-	}
-	d, err := model.New(model.Config{
-		Name: o.Model, Dir: dir, StepMS: o.StepMS, Cost: o.Cost,
-		HiddenChannels: o.HiddenChannels, LatentChannels: o.LatentChannels, Seed: o.Seed, Backend: o.Backend,
-	})
+	s, st, err := openDenoiser(o)
 	if err != nil {
 		return nil, err
 	}
-	sc, err := sched.New(sched.DefaultSVDConfig(), o.TotalSteps)
-	if err != nil {
-		return nil, err
-	}
+	sc := st.Sched
 	var guidance []float32
 	if o.Guided() {
 		guidance = sched.GuidanceWeights(float32(o.MinGuidance), float32(o.GuidanceScale), o.LatentFrames)
 	}
-	w := &NoiseWorkload{Seed: o.Seed, Shape: o.LatentShape(), InitNoiseSigma: sc.InitNoiseSigma, Guidance: guidance}
-	if sd, ok := d.(*svd.Denoiser); ok {
-		w.Cond = svdConditioning(sd.P.UNetConfig, o)
+	w := &NoiseWorkload{Seed: o.Seed, Shape: o.LatentShape(), InitNoiseSigma: sc.InitSigma(), Guidance: guidance}
+	if rc, ok := s.(family.RandomConditioner); ok {
+		// The benchmark measures the denoiser, not the conditioner: random conditioning of
+		// the right shapes.
+		shape := o.LatentShape()
+		w.Cond = func(r *rand.Rand) model.Conditioning { return rc.RandomConditioning(r, shape) }
+	}
+	var weights int64
+	for _, b := range s.WeightBytes() {
+		weights += b
 	}
 	return &parts{
 		plan:     plan,
-		stepper:  &pipeline.Stepper{Model: d, Sched: sc},
+		stepper:  st,
 		workload: w,
-		weights:  d.WeightBytes(),
+		weights:  weights,
 	}, nil
 }
 
-// svdConditioning gives the real UNet random conditioning of the right shapes (the benchmark
-// measures the denoiser, not the image encoder): an image embedding, image latents and the
-// default added time ids (fps 7 -> 6, motion bucket 127, augmentation 0.02).
-func svdConditioning(cfg checkpoint.UNetConfig, o Options) func(r *rand.Rand) model.Conditioning {
-	return func(r *rand.Rand) model.Conditioning {
-		return model.Conditioning{
-			svd.KeyImageEmbeddings: RandomTensor(r, 1, 1, cfg.CrossAttentionDim[0]),
-			svd.KeyImageLatents:    RandomTensor(r, 1, o.LatentChannels, o.LatentHeight, o.LatentWidth),
-			svd.KeyAddedTimeIDs:    {Shape: []int{1, 3}, Data: []float32{6, 127, 0.02}},
+// openDenoiser loads the denoising role of --model through its family and returns the
+// sampler and a step runner with the family's scheduler for --total-steps.
+func openDenoiser(o Options) (family.Sampler, *pipeline.Stepper, error) {
+	m, err := o.ResolveModel()
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := m.Open(family.Options{Backend: o.Backend, Roles: family.Roles{Denoise: true}, Sim: model.Config{
+		StepMS: o.StepMS, Cost: o.Cost, HiddenChannels: o.HiddenChannels, LatentChannels: o.LatentChannels, Seed: o.Seed,
+	}})
+	if err != nil {
+		return nil, nil, err
+	}
+	sc, err := s.Scheduler(o.TotalSteps)
+	if err == nil {
+		var st *pipeline.Stepper
+		if st, err = s.Stepper(sc); err == nil {
+			return s, st, nil
 		}
 	}
+	return nil, nil, errors.Join(err, s.Close())
 }
 
 // rankResult is what each worker writes to RunDir/rank-N.json.

@@ -20,6 +20,7 @@ import (
 	"os"
 
 	"github.com/vdpp/vdpp/data/procedural"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/svd"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -272,11 +273,11 @@ func Run(ctx context.Context, o Options, gen, untrained Generator, progress func
 	return r, nil
 }
 
-// PipelineGenerator returns a Generator running p with params pr (Seed from o) in this
+// PipelineGenerator returns a Generator running the sampler s with params pr in this
 // process.
-func PipelineGenerator(p *svd.Pipeline, pr svd.Params) Generator {
+func PipelineGenerator(s family.Sampler, pr family.Params) Generator {
 	return func(ctx context.Context, img image.Image, sample int64) (*tensor.Dense, error) {
-		return Generate(ctx, p, img, pr, sample)
+		return Generate(ctx, s, img, pr, sample)
 	}
 }
 

@@ -13,9 +13,7 @@ import (
 
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/dist"
-	"github.com/vdpp/vdpp/model"
-	"github.com/vdpp/vdpp/model/nn"
-	"github.com/vdpp/vdpp/model/svd"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
@@ -43,13 +41,9 @@ func RunRank(ctx context.Context, o Options, env dist.Env, log *slog.Logger) err
 		return err
 	}
 	first, last := env.Rank == 0, env.Rank == o.NProc-1
-	parts := svd.Parts{Conditioner: first, Denoiser: true, Decoder: last}
-	backend, err := nn.NewBackend(o.Backend)
-	if err != nil {
-		return err
-	}
+	roles := family.Roles{Condition: first, Denoise: true, Decode: last, Steps: plan[env.Rank], TotalSteps: o.Steps}
 	t0 := time.Now()
-	p, err := svd.Load(o.Model, o.Variant, backend, parts)
+	p, err := family.Open(o.Model, family.Options{Variant: o.Variant, Backend: o.Backend, Roles: roles})
 	if err != nil {
 		return err
 	}
@@ -85,14 +79,15 @@ func RunRank(ctx context.Context, o Options, env dist.Env, log *slog.Logger) err
 		log.Info("stage plan", "plan", pipeline.FormatPlan(plan))
 	}
 	pr := params(o)
-	sc, err := sched.New(p.Sched, pr.Steps)
+	sc, err := p.Scheduler(pr.Steps)
+	if err != nil {
+		return err
+	}
+	stepper, err := p.Stepper(sc)
 	if err != nil {
 		return err
 	}
 	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log}
-	if pr.Guided() {
-		w.guidance = sched.GuidanceWeights(float32(pr.MinGuidance), float32(pr.MaxGuidance), pr.NumFrames)
-	}
 	if first {
 		if w.img, err = video.LoadImage(o.Image); err != nil {
 			return err
@@ -101,7 +96,7 @@ func RunRank(ctx context.Context, o Options, env dist.Env, log *slog.Logger) err
 	err = pipeline.Run(ctx, pipeline.Config{
 		Plan: plan, Stage: env.Rank, PrevRank: env.Rank - 1, NextRank: env.Rank + 1,
 		TotalSteps: o.Steps, NumSamples: o.NumSamples, MicroBatch: o.MicroBatch,
-		Transport: tr, Stepper: &pipeline.Stepper{Model: &svd.Denoiser{P: p}, Sched: sc}, Workload: w, Log: log,
+		Transport: tr, Stepper: stepper, Workload: w, Log: log,
 		OnEvent: func(e pipeline.Event) {
 			// Diffusion time runs from a sample's first step (stage 0) to its last.
 			if e.Kind == "compute" && e.Step0 == 0 {
@@ -119,8 +114,8 @@ func RunRank(ctx context.Context, o Options, env dist.Env, log *slog.Logger) err
 	return err
 }
 
-func params(o Options) svd.Params {
-	return svd.Params{
+func params(o Options) family.Params {
+	return family.Params{
 		NumFrames: o.NumFrames, Steps: o.Steps, Height: o.Height, Width: o.Width,
 		MinGuidance: o.MinGuidance, MaxGuidance: o.MaxGuidance, FPS: o.FPS, MotionBucketID: o.MotionBucketID,
 		NoiseAugStrength: o.NoiseAugStrength, DecodeChunkSize: o.DecodeChunkSize, Seed: o.Seed,
@@ -153,42 +148,34 @@ type condTiming struct {
 // workload is generation's pipeline.Workload: conditioning on the first stage, decoding and
 // writing on the last.
 type workload struct {
-	o        Options
-	p        *svd.Pipeline
-	pr       svd.Params
-	sc       *sched.Euler
-	guidance []float32
-	store    kv
-	log      *slog.Logger
-	img      image.Image
+	o     Options
+	p     family.Sampler
+	pr    family.Params
+	sc    sched.Scheduler
+	store kv
+	log   *slog.Logger
+	img   image.Image
 
-	clipPixels, vaeImage *tensor.Dense
-	stages               []StageWeights
+	stages []StageWeights
 }
 
-// Prepare implements pipeline.Workload (first stage).
+// Prepare implements pipeline.Workload (first stage): the sampler prepares each sample on
+// its own, so its conditioning time is its own.
 func (w *workload) Prepare(ctx context.Context, group int64, samples []int64) (*pipeline.Item, error) {
-	if w.clipPixels == nil {
-		var err error
-		if w.clipPixels, w.vaeImage, err = w.p.Preprocess(w.img, w.pr); err != nil {
-			return nil, fmt.Errorf("generate: %s: %w", w.o.Image, err)
-		}
-	}
-	shape := w.p.LatentShape(w.pr)
-	per := tensor.NumElements(shape)
-	it := &pipeline.Item{Group: group, Samples: samples, Latent: tensor.New(append([]int{len(samples)}, shape...)...), Guidance: w.guidance}
+	var it *pipeline.Item
 	for r, s := range samples {
 		t0 := time.Now()
-		aug, init := w.p.Noise(w.pr, s)
-		c, err := w.p.Condition(w.clipPixels, w.vaeImage, aug, w.pr)
+		one, err := w.p.Prepare(ctx, family.Input{Image: w.img}, w.pr, w.sc, []int64{s})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("generate: %s: %w", w.o.Image, err)
 		}
-		dst := it.Latent.Data[r*per : (r+1)*per]
-		for i, v := range init.Data {
-			dst[i] = v * w.sc.InitNoiseSigma
+		if it == nil {
+			it = &pipeline.Item{Group: group, Samples: samples, Guidance: one.Guidance,
+				Latent: tensor.New(append([]int{len(samples)}, one.Latent.Shape[1:]...)...)}
 		}
-		it.Cond = append(it.Cond, c.Cond)
+		per := one.Latent.Len()
+		copy(it.Latent.Data[r*per:(r+1)*per], one.Latent.Data)
+		it.Cond = append(it.Cond, one.Cond...)
 		if err := setJSON(ctx, w.store, "cond/"+strconv.FormatInt(s, 10), condTiming{ms(time.Since(t0))}); err != nil {
 			return nil, err
 		}
@@ -228,11 +215,10 @@ func (w *workload) finishSample(ctx context.Context, s int64, lat *tensor.Dense)
 		return err
 	}
 	t0 := time.Now()
-	raw, err := w.p.Decode(lat, w.pr.DecodeChunkSize)
+	unit, err := w.p.Decode(ctx, lat, w.pr)
 	if err != nil {
 		return err
 	}
-	unit := svd.ToUnit(raw)
 	decodeMS := ms(time.Since(t0))
 	frames, err := video.FramesFromTensor(unit)
 	if err != nil {
@@ -284,5 +270,3 @@ func (w *workload) finishSample(ctx context.Context, s int64, lat *tensor.Dense)
 	w.log.Info("sample done", "sample", s, "dir", dir, "decode_ms", int(decodeMS), "mp4", enc)
 	return nil
 }
-
-var _ model.Denoiser = (*svd.Denoiser)(nil)

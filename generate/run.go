@@ -12,7 +12,8 @@ import (
 
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/dist"
-	"github.com/vdpp/vdpp/model/svd"
+	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/video"
 )
 
@@ -41,26 +42,28 @@ func Resolve(o Options) (Options, error) {
 		return o, err
 	}
 	o.MinGuidance, o.MaxGuidance, o.DecodeChunkSize = smp.Resolve(o.MinGuidance, o.MaxGuidance, o.DecodeChunkSize)
-	if o.Model == builtin.Name {
-		dir, err := builtin.Resolve(o.Model)
-		if err != nil {
-			return o, err
-		}
-		o.Model = dir
-	}
-	ck, err := svd.Preflight(o.Model, o.Variant, svd.AllParts)
+	m, err := family.Resolve(o.Model)
 	if err != nil {
 		return o, err
 	}
-	ucfg, _ := ck.UNetConfig()
-	vcfg, _ := ck.VAEConfig()
+	if m.Dir == "" {
+		return o, fmt.Errorf("%w: --model %s has no conditioner or decoder: give a model folder or %q", ErrOptions, o.Model, builtin.Name)
+	}
+	o.Model = m.Dir
+	if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.AllRoles}); err != nil {
+		return o, err
+	}
+	desc, err := m.Describe()
+	if err != nil {
+		return o, err
+	}
 	if o.NumFrames == 0 {
-		o.NumFrames = ucfg.NumFrames
+		o.NumFrames = desc.Defaults.NumFrames
 	}
 	if o.Height == 0 && o.Width == 0 {
-		o.Height, o.Width = svd.NativeSize(vcfg)
+		o.Height, o.Width = desc.Defaults.Height, desc.Defaults.Width
 	}
-	f := vcfg.DownsampleFactor()
+	f := desc.SizeMultiple
 	if o.NumFrames < 1 {
 		return o, fmt.Errorf("%w: --num-frames %d", ErrOptions, o.NumFrames)
 	}

@@ -2,9 +2,11 @@ package pipeline
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/vdpp/vdpp/dist"
 	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -26,6 +28,10 @@ type Item struct {
 	// Guidance holds per-frame classifier-free guidance weights [T] when the run is guided,
 	// nil otherwise (the same weights for every row).
 	Guidance []float32
+	// SchedState is the scheduler's memory of this item between steps (a multistep
+	// solver's previous model outputs); empty for a one-step scheduler such as Euler. It
+	// travels with the latent, so a stage cut never changes the solver's bits.
+	SchedState sched.State
 }
 
 // Groups returns the sample ids of every micro-batch for n samples of batch size b.
@@ -47,10 +53,12 @@ func Groups(n, b int) [][]int64 {
 
 // Wire names of the tensors of a hand-off message.
 const (
-	wireLatent   = "latent"
-	wireSamples  = "samples"
-	wireGuidance = "guidance"
-	wireCondPref = "cond/" // cond/<row>/<name>
+	wireLatent     = "latent"
+	wireSamples    = "samples"
+	wireGuidance   = "guidance"
+	wireCondPref   = "cond/"         // cond/<row>/<name>
+	wireSchedPref  = "sched_state/"  // sched_state/<name>: SchedState.Latent, shaped as the latent
+	wireSharedPref = "sched_shared/" // sched_shared/<name>: SchedState.Shared, 1-D
 )
 
 // ToMessage encodes an item for the transport. Sample ids travel as a float32 tensor, which
@@ -64,6 +72,13 @@ func (it *Item) ToMessage() dist.Message {
 	m.Tensors = append(m.Tensors, dist.NamedTensor{Name: wireLatent, Tensor: it.Latent}, dist.NamedTensor{Name: wireSamples, Tensor: ids})
 	if it.Guidance != nil {
 		m.Tensors = append(m.Tensors, dist.NamedTensor{Name: wireGuidance, Tensor: &tensor.Dense{Shape: []int{len(it.Guidance)}, Data: it.Guidance}})
+	}
+	for _, name := range sortedKeys(it.SchedState.Latent) {
+		m.Tensors = append(m.Tensors, dist.NamedTensor{Name: wireSchedPref + name, Tensor: &tensor.Dense{Shape: it.Latent.Shape, Data: it.SchedState.Latent[name]}})
+	}
+	for _, name := range sortedKeys(it.SchedState.Shared) {
+		v := it.SchedState.Shared[name]
+		m.Tensors = append(m.Tensors, dist.NamedTensor{Name: wireSharedPref + name, Tensor: &tensor.Dense{Shape: []int{len(v)}, Data: v}})
 	}
 	for row, c := range it.Cond {
 		for _, name := range sortedKeys(c) {
@@ -91,6 +106,23 @@ func ItemFromMessage(m dist.Message) (*Item, error) {
 		it.Guidance = g.Data
 	}
 	for _, nt := range m.Tensors {
+		if name, ok := strings.CutPrefix(nt.Name, wireSchedPref); ok {
+			if nt.Tensor.Len() != it.Latent.Len() {
+				return nil, fmt.Errorf("pipeline: hand-off for group %d: scheduler state %q holds %d values for latent %v", m.Sample, name, nt.Tensor.Len(), it.Latent.Shape)
+			}
+			if it.SchedState.Latent == nil {
+				it.SchedState.Latent = map[string][]float32{}
+			}
+			it.SchedState.Latent[name] = nt.Tensor.Data
+			continue
+		}
+		if name, ok := strings.CutPrefix(nt.Name, wireSharedPref); ok {
+			if it.SchedState.Shared == nil {
+				it.SchedState.Shared = map[string][]float32{}
+			}
+			it.SchedState.Shared[name] = nt.Tensor.Data
+			continue
+		}
 		var row int
 		var name string
 		if n, _ := fmt.Sscanf(nt.Name, wireCondPref+"%d/%s", &row, &name); n != 2 {

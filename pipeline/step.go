@@ -28,14 +28,21 @@ type FrameSplit struct {
 
 // Stepper runs one denoising step on an item, exactly as SVD's loop does:
 // scale_model_input, the model call (both CFG halves in one batch, unconditional rows first),
-// the per-frame guidance combination, and the Euler step. With CFG or CP set, the model call
+// the per-frame guidance combination, and the scheduler's update (which carries the
+// scheduler's state in the item). With CFG or CP set, the model call
 // is split over ranks and the pieces are gathered before the combination, so every rank
 // computes the same bits as one rank alone would (for models whose rows and frames are
 // computed independently; context-parallel models match within float tolerance). It reuses
 // its buffers, so one Stepper serves one goroutine.
 type Stepper struct {
+	// Model is the denoiser of every step no expert covers.
 	Model model.Denoiser
-	Sched *sched.Euler
+	// Experts, when set, picks the denoiser by step: a step inside an expert's Steps runs
+	// that expert's model (a family with several denoisers by noise level, such as Wan
+	// 2.2's high- and low-noise transformers). A rank sets only the experts its steps use.
+	Experts []Expert
+	// Sched is the scheduler; its per-item state travels in Item.SchedState.
+	Sched sched.Scheduler
 	// CFG, when set, splits guided steps over a CFG-parallel pair.
 	CFG HalfExchanger
 	// CP, when set, splits the frames over a context-parallel group.
@@ -52,6 +59,23 @@ type Stepper struct {
 	v  []float32     // guided model output buffer
 }
 
+// Expert is one denoiser of a model that switches denoisers by step: it runs steps
+// [Steps.Start, Steps.End).
+type Expert struct {
+	Steps Range
+	Model model.Denoiser
+}
+
+// ModelAt returns the denoiser of step k: the expert whose range holds k, else Model.
+func (s *Stepper) ModelAt(k int) model.Denoiser {
+	for _, e := range s.Experts {
+		if k >= e.Steps.Start && k < e.Steps.End {
+			return e.Model
+		}
+	}
+	return s.Model
+}
+
 // Step advances it by one step in place (it.Step is not changed; the Stage does that).
 func (s *Stepper) Step(ctx context.Context, it *Item) error {
 	start := time.Now()
@@ -60,8 +84,12 @@ func (s *Stepper) Step(ctx context.Context, it *Item) error {
 	if len(x.Shape) != 5 || x.Shape[0] != len(it.Samples) {
 		return fmt.Errorf("pipeline: group %d: latent %v does not hold %d samples", it.Group, x.Shape, len(it.Samples))
 	}
-	if k < 0 || k >= len(s.Sched.Timesteps) {
-		return fmt.Errorf("pipeline: group %d: step %d outside the schedule's %d steps", it.Group, k, len(s.Sched.Timesteps))
+	if k < 0 || k >= s.Sched.NumSteps() {
+		return fmt.Errorf("pipeline: group %d: step %d outside the schedule's %d steps", it.Group, k, s.Sched.NumSteps())
+	}
+	den := s.ModelAt(k)
+	if den == nil {
+		return fmt.Errorf("pipeline: group %d: no denoiser loaded for step %d", it.Group, k)
 	}
 	rows, n, frames := x.Shape[0], x.Len(), x.Shape[1]
 	guided := it.Guidance != nil
@@ -101,8 +129,8 @@ func (s *Stepper) Step(ctx context.Context, it *Item) error {
 			uncond[r] = s.CFG.Index() == 0
 		}
 	}
-	in := model.Input{Latents: s.in, Sigma: s.Sched.Sigmas[k], Timestep: s.Sched.Timesteps[k], Step: k, Cond: conds, Uncond: uncond}
-	out, work, comm, err := s.predict(ctx, in)
+	in := model.Input{Latents: s.in, Sigma: s.Sched.Sigma(k), Timestep: s.Sched.Timestep(k), Step: k, Cond: conds, Uncond: uncond}
+	out, work, comm, err := s.predict(ctx, den, in)
 	if err != nil {
 		return fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
 	}
@@ -141,10 +169,15 @@ func (s *Stepper) Step(ctx context.Context, it *Item) error {
 	if s.Observe != nil {
 		s.Observe(it, k, out, v)
 	}
-	if err := s.Sched.Step(x.Data, v, x.Data, k); err != nil {
+	if err := it.SchedState.Check(n); err != nil {
 		return fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
 	}
-	if p, ok := s.Model.(model.Paced); ok {
+	next, err := s.Sched.Update(x.Data, v, x.Data, k, it.SchedState)
+	if err != nil {
+		return fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
+	}
+	it.SchedState = next
+	if p, ok := den.(model.Paced); ok {
 		// The simulated compute budget excludes the time spent in exchanges: a real model
 		// pays collectives on top of its compute, so the simulator must too.
 		p.Pace(start.Add(comm), work)
@@ -178,15 +211,15 @@ func (s *Stepper) exchangeHalves(ctx context.Context, mine *tensor.Dense, latent
 
 // predict runs the model on in, over this rank's frames when context parallel, and returns
 // the whole output, the work done here in full-sample rows and the time spent gathering.
-func (s *Stepper) predict(ctx context.Context, in model.Input) (*tensor.Dense, float64, time.Duration, error) {
+func (s *Stepper) predict(ctx context.Context, den model.Denoiser, in model.Input) (*tensor.Dense, float64, time.Duration, error) {
 	rows := float64(in.Rows())
 	if s.CP == nil {
-		out, err := s.Model.Predict(ctx, in)
+		out, err := den.Predict(ctx, in)
 		return out, rows, 0, err
 	}
-	cpm, ok := s.Model.(model.ContextParallel)
+	cpm, ok := den.(model.ContextParallel)
 	if !ok {
-		return nil, 0, 0, fmt.Errorf("pipeline: the model (%T) does not support context parallelism", s.Model)
+		return nil, 0, 0, fmt.Errorf("pipeline: the model (%T) does not support context parallelism", den)
 	}
 	p := s.CP.Part
 	local := in

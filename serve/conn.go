@@ -238,6 +238,7 @@ func (c *Coordinator) handle(w *workerConn, m dist.Message) error {
 			it.batch = nil
 			it.latent = it.latent.Clone()
 			copy(it.latent.Data, pit.Latent.Data[i*per:(i+1)*per])
+			it.sched = pit.SchedState.Rows(len(pit.Samples), i, i+1)
 			it.step = b.end
 			it.attempts = 0
 			switch {

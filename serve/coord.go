@@ -14,6 +14,7 @@ import (
 	"github.com/vdpp/vdpp/dist"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -135,6 +136,8 @@ type item struct {
 	latent   *tensor.Dense // [1, T, C, H, W] at step
 	cond     model.Conditioning
 	guidance []float32
+	// sched is the scheduler's state of the job at step (nil for Euler).
+	sched    sched.State
 	batch    *batch
 	attempts int
 }
@@ -455,7 +458,9 @@ func (c *Coordinator) sendBatchLocked(w *workerConn, b *batch, stages int) {
 	per := first.latent.Len()
 	shape := append([]int{len(b.items)}, first.latent.Shape[1:]...)
 	pit := &pipeline.Item{Group: b.id, Step: b.start, Latent: tensor.New(shape...), Guidance: first.guidance}
+	states := make([]sched.State, len(b.items))
 	for r, it := range b.items {
+		states[r] = it.sched
 		pit.Samples = append(pit.Samples, int64(r))
 		copy(pit.Latent.Data[r*per:(r+1)*per], it.latent.Data)
 		pit.Cond = append(pit.Cond, it.cond)
@@ -463,6 +468,12 @@ func (c *Coordinator) sendBatchLocked(w *workerConn, b *batch, stages int) {
 		it.job.stage = b.stage
 		it.job.stages = min(stages, it.job.rec.Params.Steps)
 		c.touchLocked(it.job)
+	}
+	var err error
+	if pit.SchedState, err = sched.StackRows(states); err != nil {
+		// The items share the scheduler and the step, so their states have the same names.
+		c.requeueLocked(b, err.Error())
+		return
 	}
 	b.last = c.cfg.Now()
 	w.outstanding[b.id] = b

@@ -9,7 +9,9 @@
 //     worker deaths or server restarts, provided the model computes each batch row
 //     independently (the synthetic and dummy models do; model.Denoiser documents it). For
 //     checkpoint models, whose rows are not promised independent, --max-batch defaults to 1
-//     (ModelSpec.DefaultMaxBatch). The SVD Generator lives in serve/svdgen.
+//     (ModelSpec.DefaultMaxBatch). A model family that loads from a folder (SVD, the
+//     built-in model) gets a FamilyGenerator: its family.Sampler's conditioning and
+//     decoding roles; the workers hold its denoising role.
 //   - An accepted job (202) is on disk before the reply; it ends succeeded, failed (with an
 //     error) or cancelled, never silently lost.
 //   - Every bad request gets a 4xx JSON body {"error": "..."}; nothing a client sends can
@@ -20,6 +22,10 @@
 //     its record; queued and running jobs never are. Sweeps run at start-up (which also
 //     removes job folders with no record) and then every KeepJobs/10, clamped to [1 s, 1 h];
 //     which records expire at a time T is the pure ExpiredJobs.
+//   - The OpenAI Videos API (openai*.go) serves the same jobs on the same paths: an id
+//     "video_HEX" names native job HEX, a JSON or OpenAI-field multipart POST /v1/videos is
+//     an OpenAI create (OpenAIParams maps its fields); its errors are OpenAI's
+//     {"error": {"message", "type", "param", "code"}}. GET / is an embedded web page.
 //   - Close loses no computed result: it waits for the worker read loops (a result already
 //     received is handled), the writes they start, submissions being persisted, sweeps and
 //     renders before it closes the store.

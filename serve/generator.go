@@ -10,6 +10,7 @@ import (
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
@@ -35,7 +36,7 @@ type Sample struct {
 type Generator interface {
 	// Prepare builds the initial sample for img and p. It must be deterministic in
 	// (img, p) (p.Seed seeds the noise).
-	Prepare(ctx context.Context, img image.Image, p Params, sc *sched.Euler) (*Sample, error)
+	Prepare(ctx context.Context, img image.Image, p Params, sc sched.Scheduler) (*Sample, error)
 	// Decode turns a final latent [1, T, C, H, W] into frames [T, 3, p.Height, p.Width]
 	// with values in [0, 1].
 	Decode(ctx context.Context, latent *tensor.Dense, p Params) (*tensor.Dense, error)
@@ -145,11 +146,15 @@ func RegisterGenerator(name string, f GeneratorFactory) {
 	genRegistry[name] = f
 }
 
-// NewGenerator builds the Generator registered for spec.Name.
+// NewGenerator builds the Generator registered for spec.Name, or the FamilyGenerator of a
+// model family that loads from a folder.
 func NewGenerator(spec ModelSpec) (Generator, error) {
 	genMu.RLock()
 	f, ok := genRegistry[spec.Name]
 	genMu.RUnlock()
+	if fam, isFamily := family.Lookup(spec.Name); !ok && isFamily && fam.NeedsDir() {
+		return OpenFamily(spec)
+	}
 	if !ok {
 		genMu.RLock()
 		names := make([]string, 0, len(genRegistry))
@@ -167,8 +172,21 @@ func init() {
 	RegisterGenerator("synthetic", func(ModelSpec) (Generator, error) { return Synthetic{}, nil })
 }
 
-// NewScheduler returns the Euler scheduler of spec for steps steps.
-func NewScheduler(spec ModelSpec, steps int) (*sched.Euler, error) {
+// NewScheduler returns the scheduler of spec for steps steps: the family's (read from its
+// folder without loading weights) for a registered family, SVD's Euler otherwise.
+func NewScheduler(spec ModelSpec, steps int) (sched.Scheduler, error) {
+	if f, ok := family.Lookup(spec.Name); ok {
+		s, err := f.Open(spec.Dir, family.Options{Variant: spec.Variant, Backend: spec.Backend, Sim: spec.DenoiserConfig()})
+		if err != nil {
+			return nil, fmt.Errorf("serve: scheduler: %w", err)
+		}
+		defer s.Close()
+		sc, err := s.Scheduler(steps)
+		if err != nil {
+			return nil, fmt.Errorf("serve: scheduler for %d steps: %w", steps, err)
+		}
+		return sc, nil
+	}
 	cfg, err := spec.SchedConfig()
 	if err != nil {
 		return nil, err

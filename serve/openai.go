@@ -94,9 +94,6 @@ func openAIErrorType(status int) string {
 
 // writeOpenAIError answers an OpenAI-route error (a 429 with Retry-After).
 func (s *Server) writeOpenAIError(w http.ResponseWriter, e *openAIError) {
-	if e.Status >= 500 {
-		s.log.Error("request failed", "err", e.Message)
-	}
 	if e.Status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", strconv.Itoa(s.coord.RetryAfter()))
 	}
@@ -119,6 +116,14 @@ func (s *Server) oaFail(w http.ResponseWriter, err error, param string) {
 		param = ""
 	}
 	msg := strings.TrimPrefix(err.Error(), "serve: ")
+	if st >= 500 {
+		// As the native API: the cause (which may name data-dir files) goes to the log only.
+		s.log.Error("request failed", "err", err)
+		msg = publicMessage(code)
+		if st == http.StatusServiceUnavailable || st == http.StatusInsufficientStorage {
+			w.Header().Set("Retry-After", "5")
+		}
+	}
 	s.writeOpenAIError(w, oaErr(st, code, param, "%s", msg))
 }
 
@@ -192,7 +197,7 @@ var openAIFields = map[string]bool{
 	"input_reference[file_id]": true, "seconds": true, "size": true, "num_inference_steps": true,
 	"guidance_scale": true, "negative_prompt": true, "seed": true, "num_frames": true, "fps": true,
 	"motion_bucket_id": true, "noise_aug_strength": true, "min_guidance": true, "max_guidance": true,
-	"decode_chunk_size": true,
+	"decode_chunk_size": true, "width": true, "height": true, "n": true,
 }
 
 // routeSubmit dispatches POST /v1/videos by body shape: JSON is an OpenAI create; a
@@ -206,6 +211,10 @@ func (s *Server) routeSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	if mt != "multipart/form-data" || mparams["boundary"] == "" {
 		s.handleSubmit(w, r)
+		return
+	}
+	if err := s.coord.StorageOK(); err != nil { // do not read an upload that cannot be kept
+		s.fail(w, err)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes))
@@ -247,6 +256,10 @@ func (s *Server) servedModels() []string {
 func (s *Server) oaCreate(w http.ResponseWriter, r *http.Request, mediaType string, body []byte) {
 	var req openAIRequest
 	var err error
+	if err := s.coord.StorageOK(); err != nil { // do not read an upload that cannot be kept
+		s.oaFail(w, err, "")
+		return
+	}
 	if body == nil {
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes))
 		if err != nil {
@@ -291,6 +304,11 @@ func (s *Server) oaCreate(w http.ResponseWriter, r *http.Request, mediaType stri
 	meta, _ := json.Marshal(openAIMeta{Prompt: req.Prompt})
 	if err := s.store.WriteFile(st.ID, openAIMetaFile, meta); err != nil {
 		s.log.Warn("store the prompt", "id", st.ID, "err", err)
+	}
+	if _, err := s.coord.Status(st.ID); errors.Is(err, ErrNotFound) {
+		// Deleted by another client (who found it in the list) while the prompt was
+		// written: WriteFile may have made the folder again.
+		s.store.RemoveFiles(st.ID)
 	}
 	w.Header().Set("Location", "/v1/videos/"+openAIIDPrefix+st.ID)
 	writeJSON(w, http.StatusOK, s.openAIVideo(st))

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/vdpp/vdpp/video"
 )
@@ -59,11 +60,20 @@ func (s *Server) oaContent(w http.ResponseWriter, r *http.Request) {
 		h(id)
 	}
 	path := filepath.Join(dir, name)
-	if _, err := os.Stat(path); err != nil {
-		if err := s.renderAssets(r.Context(), id, st, dir); err != nil {
+	// As serveRendered: concurrent first downloads share one render (a native one may
+	// have written only the MP4 and GIF: then render again), which outlives the request
+	// that started it; Close still cancels it.
+	for try := 0; try < 2; try++ {
+		if _, err := os.Stat(path); err == nil {
+			break
+		}
+		shared := context.WithoutCancel(r.Context())
+		if err := s.flights.do(r.Context(), id, func() error { return s.renderAssets(shared, id, st, dir) }); err != nil {
 			s.oaFailRead(w, id, err)
 			return
 		}
+		// The response's write deadline counts from here, not from before the render.
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(httpWriteTimeout))
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -34,7 +34,7 @@ var openAIParamFields = map[string]bool{
 	"seconds": true, "size": true, "num_inference_steps": true, "guidance_scale": true,
 	"negative_prompt": true, "seed": true, "num_frames": true, "fps": true,
 	"motion_bucket_id": true, "noise_aug_strength": true, "min_guidance": true, "max_guidance": true,
-	"decode_chunk_size": true,
+	"decode_chunk_size": true, "width": true, "height": true, "n": true,
 }
 
 func badField(param, format string, args ...any) *openAIError {
@@ -223,6 +223,8 @@ var openAIFloatFields = []struct{ from, to string }{
 // for gen (over its defaults, checked against lim and by the model, as ParseJobParams):
 //
 //	size "WxH"            -> width W, height H (default: the model's native size)
+//	width, height         -> width, height (over size's; SGLang's and vLLM-Omni's fields)
+//	n                     -> must be 1
 //	fps                   -> fps (default: the model's)
 //	num_frames            -> num_frames
 //	seconds               -> num_frames = round(seconds * fps), at least 1, unless
@@ -242,7 +244,8 @@ func OpenAIParams(gen Generator, fields map[string]string, lim Limits) (Params, 
 	// Each field is checked against the limit that concerns it only (a model default over
 	// another limit is reported at the end, naming the field that would change it).
 	only := map[string]Limits{
-		"size": {MaxResolution: lim.MaxResolution}, "fps": {MaxFrames: lim.MaxFrames},
+		"size": {MaxResolution: lim.MaxResolution}, "width": {MaxResolution: lim.MaxResolution},
+		"height": {MaxResolution: lim.MaxResolution}, "fps": {MaxFrames: lim.MaxFrames},
 		"num_frames": {MaxFrames: lim.MaxFrames}, "seconds": {MaxFrames: lim.MaxFrames},
 		"num_inference_steps": {MaxSteps: lim.MaxSteps},
 	}
@@ -292,6 +295,25 @@ func OpenAIParams(gen Generator, fields map[string]string, lim Limits) (Params, 
 		if _, err := check("size"); err != nil {
 			err.(*openAIError).Message += fmt.Sprintf(" (this model's native size is %dx%d)", def.Width, def.Height)
 			return Params{}, err
+		}
+	}
+	for _, k := range []string{"width", "height"} {
+		if _, ok := fields[k]; !ok {
+			continue
+		}
+		n, err := integer(k)
+		if err != nil {
+			return Params{}, err
+		}
+		native[k] = n
+		if _, err := check(k); err != nil {
+			err.(*openAIError).Message += fmt.Sprintf(" (this model's native size is %dx%d)", def.Width, def.Height)
+			return Params{}, err
+		}
+	}
+	if _, ok := fields["n"]; ok {
+		if n, err := integer("n"); err != nil || n != 1 {
+			return Params{}, badField("n", "n %q: this server makes one video per request", fields["n"])
 		}
 	}
 	fps := def.FPS

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/vdpp/vdpp/model/family"
 )
 
 // ErrBadParams marks a request whose JSON parameters are malformed or out of range.
@@ -15,21 +17,10 @@ var ErrBadParams = errors.New("serve: bad parameters")
 // ErrTooLarge marks a request beyond the server's limits (frames, resolution, steps).
 var ErrTooLarge = errors.New("serve: request exceeds a server limit")
 
-// Params are a job's generation parameters, the same knobs as `vdpp generate`. Zero
-// fields take the defaults of DefaultParams when parsed.
-type Params struct {
-	NumFrames        int     `json:"num_frames"`
-	Steps            int     `json:"steps"`
-	Height           int     `json:"height"`
-	Width            int     `json:"width"`
-	MinGuidance      float64 `json:"min_guidance"`
-	MaxGuidance      float64 `json:"max_guidance"`
-	FPS              int     `json:"fps"`
-	MotionBucketID   int     `json:"motion_bucket_id"`
-	NoiseAugStrength float64 `json:"noise_aug_strength"`
-	DecodeChunkSize  int     `json:"decode_chunk_size"`
-	Seed             int64   `json:"seed"`
-}
+// Params are a job's generation parameters: the model family's (family.Params), the
+// same knobs as `vdpp generate`, in the job's JSON. Zero fields take the defaults of
+// DefaultParams when parsed.
+type Params family.Params
 
 // DefaultParams are Stable Video Diffusion's defaults (14 frames at 1024x576, 25 steps,
 // guidance 1 -> 3, 7 fps, motion bucket 127, noise augmentation 0.02).

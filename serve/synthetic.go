@@ -28,7 +28,7 @@ const noiseStream = 0x76647070 // "vdpp"
 type Synthetic struct{}
 
 // Prepare implements Generator.
-func (Synthetic) Prepare(_ context.Context, img image.Image, p Params, sc *sched.Euler) (*Sample, error) {
+func (Synthetic) Prepare(_ context.Context, img image.Image, p Params, sc sched.Scheduler) (*Sample, error) {
 	if img == nil {
 		return nil, fmt.Errorf("serve: synthetic prepare: no image")
 	}
@@ -36,7 +36,7 @@ func (Synthetic) Prepare(_ context.Context, img image.Image, p Params, sc *sched
 	lat := tensor.New(shape...)
 	r := rand.New(rand.NewPCG(uint64(p.Seed), noiseStream))
 	for i := range lat.Data {
-		lat.Data[i] = float32(r.NormFloat64()) * sc.InitNoiseSigma
+		lat.Data[i] = float32(r.NormFloat64()) * sc.InitSigma()
 	}
 	mean := meanColor(img)
 	vec := tensor.New(SyntheticChannels)

@@ -13,7 +13,9 @@ import (
 
 	"github.com/vdpp/vdpp/dist"
 	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -61,7 +63,16 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	den := cfg.Denoiser
-	if den == nil {
+	var smp family.Sampler
+	if f, ok := family.Lookup(cfg.Spec.Name); ok && den == nil {
+		var err error
+		smp, err = f.Open(cfg.Spec.Dir, family.Options{Variant: cfg.Spec.Variant, Backend: cfg.Spec.Backend,
+			Roles: family.Roles{Denoise: true}, Sim: cfg.Spec.DenoiserConfig()})
+		if err != nil {
+			return fmt.Errorf("serve: worker %d: %w", cfg.Rank, err)
+		}
+		defer smp.Close()
+	} else if den == nil {
 		var err error
 		if den, err = model.New(cfg.Spec.DenoiserConfig()); err != nil {
 			return fmt.Errorf("serve: worker %d: %w", cfg.Rank, err)
@@ -82,7 +93,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		<-ctx.Done()
 		c.Close()
 	}()
-	w := &worker{cfg: cfg, wc: wc, den: den, steppers: map[int]*pipeline.Stepper{}, cancels: map[int64]map[int]bool{}}
+	w := &worker{cfg: cfg, wc: wc, den: den, sampler: smp, steppers: map[int]*pipeline.Stepper{}, cancels: map[int64]map[int]bool{}}
 	inbox := make(chan workBatch, 64)
 	errc := make(chan error, 3)
 	go func() { errc <- w.read(ctx, inbox) }()
@@ -100,6 +111,7 @@ type worker struct {
 	cfg      WorkerConfig
 	wc       *wireConn
 	den      model.Denoiser
+	sampler  family.Sampler            // the family's denoising role, when den is not given
 	steppers map[int]*pipeline.Stepper // by total steps; used by the compute goroutine only
 
 	mu      sync.Mutex
@@ -178,6 +190,18 @@ func (w *worker) compute(ctx context.Context, inbox <-chan workBatch) error {
 
 func (w *worker) stepper(steps int) (*pipeline.Stepper, error) {
 	if s, ok := w.steppers[steps]; ok {
+		return s, nil
+	}
+	if w.sampler != nil {
+		sc, err := w.sampler.Scheduler(steps)
+		if err != nil {
+			return nil, err
+		}
+		s, err := w.sampler.Stepper(sc)
+		if err != nil {
+			return nil, err
+		}
+		w.steppers[steps] = s
 		return s, nil
 	}
 	sc, err := NewScheduler(w.cfg.Spec, steps)
@@ -268,12 +292,15 @@ func dropRows(it *pipeline.Item, set map[int]bool) (*pipeline.Item, []int) {
 	per := it.Latent.Len() / len(it.Samples)
 	shape := append([]int{len(keep)}, it.Latent.Shape[1:]...)
 	out := &pipeline.Item{Group: it.Group, Step: it.Step, Guidance: it.Guidance, Latent: tensor.New(shape...)}
+	var states []sched.State
 	for j, i := range keep {
+		states = append(states, it.SchedState.Rows(len(it.Samples), i, i+1))
 		out.Samples = append(out.Samples, it.Samples[i])
 		copy(out.Latent.Data[j*per:(j+1)*per], it.Latent.Data[i*per:(i+1)*per])
 		if it.Cond != nil {
 			out.Cond = append(out.Cond, it.Cond[i])
 		}
 	}
+	out.SchedState, _ = sched.StackRows(states) // rows of one state: the same names and shared values
 	return out, dropped
 }

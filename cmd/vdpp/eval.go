@@ -87,7 +87,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		defer um.Close()
 		q := *p
 		q.UNet = um
-		untrained = eval.PipelineGenerator(&q, pr)
+		untrained = eval.PipelineGenerator(svd.NewSampler(&q, smp), pr)
 	}
 	m := &evalMedia{max: *media, gifDir: *gifDir}
 	o.Keep = m.keep
@@ -96,7 +96,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		o.KeepReconstruction = m.keepReconstruction
 	}
 	start := time.Now()
-	rep, err := eval.Run(ctx, o, eval.PipelineGenerator(p, pr), untrained, func(i int) {
+	rep, err := eval.Run(ctx, o, eval.PipelineGenerator(svd.NewSampler(p, smp), pr), untrained, func(i int) {
 		fmt.Fprintf(stderr, "eval: clip %d/%d (%.0fs)\n", i+1, o.Samples, time.Since(start).Seconds())
 	})
 	if err != nil {

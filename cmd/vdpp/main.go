@@ -22,9 +22,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	_ "github.com/vdpp/vdpp/model/dummy"
-	_ "github.com/vdpp/vdpp/model/svd"
-	_ "github.com/vdpp/vdpp/model/synthetic"
+	_ "github.com/vdpp/vdpp/model/families" // every model family and simulator
 )
 
 // command is one subcommand.

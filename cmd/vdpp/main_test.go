@@ -145,20 +145,23 @@ func TestBenchWorkerKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	var victim int
-	deadline := time.Now().Add(20 * time.Second)
-	for victim == 0 && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
+	eventually(20*time.Second, func() bool {
 		for _, pid := range childPIDs(cmd.Process.Pid) {
 			if strings.Contains(cmdline(pid), "worker") && envOf(pid, "RANK") == "1" {
 				victim = pid
 			}
 		}
-	}
+		return victim != 0
+	})
 	if victim == 0 {
 		cmd.Process.Kill()
 		t.Fatalf("no rank-1 worker found; stderr:\n%s", stderr.String())
 	}
-	time.Sleep(300 * time.Millisecond) // let it get going
+	// Kill it mid-run: once it has computed (used CPU time) for a while.
+	if !eventually(20*time.Second, func() bool { return cpuTicks(victim) >= 5 }) {
+		cmd.Process.Kill()
+		t.Fatalf("the rank-1 worker never started computing; stderr:\n%s", stderr.String())
+	}
 	all := append(childPIDs(cmd.Process.Pid), cmd.Process.Pid)
 	start := time.Now()
 	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
@@ -179,12 +182,54 @@ func TestBenchWorkerKilled(t *testing.T) {
 	if !strings.Contains(stderr.String(), "rank 1") {
 		t.Fatalf("error does not name rank 1:\n%s", stderr.String())
 	}
-	time.Sleep(200 * time.Millisecond)
+	eventually(5*time.Second, func() bool { return !anyAlive(all) })
 	for _, pid := range all {
 		if alive(pid) {
 			t.Errorf("process %d (%s) still alive", pid, cmdline(pid))
 		}
 	}
+}
+
+// eventually polls cond every 10 ms until it holds or timeout has passed, and reports
+// whether it held: a wait with a deadline instead of a fixed sleep.
+func eventually(timeout time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+func anyAlive(pids []int) bool {
+	for _, pid := range pids {
+		if alive(pid) {
+			return true
+		}
+	}
+	return false
+}
+
+// cpuTicks is the user plus system CPU time pid has used, in clock ticks (0 if it is gone).
+func cpuTicks(pid int) int {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:]) // state is field 3; utime and stime are fields 14 and 15
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.Atoi(f[11])
+	k, _ := strconv.Atoi(f[12])
+	return u + k
 }
 
 func childPIDs(parent int) []int {

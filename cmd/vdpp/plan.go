@@ -11,6 +11,7 @@ import (
 
 	"github.com/vdpp/vdpp/dist"
 	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/plan"
 )
 
@@ -38,8 +39,8 @@ type planFlags struct {
 }
 
 func (f *planFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.modelName, "model", "synthetic", "denoiser: synthetic, dummy or svd")
-	fs.StringVar(&f.modelDir, "model-dir", "", "checkpoint folder for --model svd")
+	fs.StringVar(&f.modelName, "model", "synthetic", "model: synthetic, dummy, builtin or a model folder (its model_index.json picks the family)")
+	fs.StringVar(&f.modelDir, "model-dir", "", "deprecated: --model svd --model-dir DIR is --model DIR")
 	fs.StringVar(&f.cost, "cost", "sleep", "synthetic model: sleep or spin")
 	fs.StringVar(&f.backend, "backend", "", "GoMLX backend for dummy/svd")
 	fs.IntVar(&f.hidden, "hidden-channels", 32, "dummy model hidden channels")
@@ -133,6 +134,15 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return out.Close()
 }
 
+// resolveModel resolves a --model value through model/family; the deprecated
+// --model NAME --model-dir DIR names the folder DIR.
+func resolveModel(name, dir string) (family.Resolved, error) {
+	if dir != "" {
+		return family.Resolve(dir)
+	}
+	return family.Resolve(name)
+}
+
 // costs reads the calibration file, or measures (and saves it when a file is named), or
 // takes the given values; then applies the flags that override.
 func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, error) {
@@ -151,14 +161,21 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 	case f.calibration != "" && !errors.Is(err, fs.ErrNotExist):
 		return plan.Costs{}, err
 	case f.measure:
-		d, err := model.New(model.Config{Name: f.modelName, Dir: f.modelDir, StepMS: f.stepMS, Cost: f.cost,
-			HiddenChannels: f.hidden, LatentChannels: f.channels, Seed: f.seed, Backend: f.backend})
+		m, err := resolveModel(f.modelName, f.modelDir)
 		if err != nil {
 			return plan.Costs{}, fmt.Errorf("plan: %w", err)
 		}
-		if cl, ok := d.(model.Closer); ok {
-			defer cl.Close()
+		s, err := m.Open(family.Options{Backend: f.backend, Roles: family.Roles{Denoise: true}, Sim: model.Config{
+			StepMS: f.stepMS, Cost: f.cost, HiddenChannels: f.hidden, LatentChannels: f.channels, Seed: f.seed}})
+		if err != nil {
+			return plan.Costs{}, fmt.Errorf("plan: %w", err)
 		}
+		defer s.Close()
+		st, err := s.Stepper(nil)
+		if err != nil {
+			return plan.Costs{}, fmt.Errorf("plan: %w", err)
+		}
+		d := st.ModelAt(0)
 		cal, err := (&plan.Calibrator{}).Calibrate(ctx, f.modelName, d, shape, plan.Weights{Denoiser: d.WeightBytes()})
 		if err != nil {
 			return plan.Costs{}, err

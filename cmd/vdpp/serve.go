@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/vdpp/vdpp/builtin"
+	"github.com/vdpp/vdpp/model/family"
 
 	"context"
 	"encoding/hex"
@@ -15,7 +16,6 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/serve"
-	_ "github.com/vdpp/vdpp/serve/svdgen" // the "svd" generator: --model DIR and builtin
 )
 
 // runServe is `vdpp serve`: the HTTP job server with K worker processes.
@@ -148,14 +148,19 @@ func modelSpec(name string) (serve.ModelSpec, error) {
 	return serve.ModelSpec{Name: name}, nil
 }
 
-// folderSpec is the "svd" ModelSpec of the checkpoint folder dir (--model name): its
-// sampling defaults are what a job gets when its JSON leaves them out.
+// folderSpec is the ModelSpec of the model folder dir (--model name), of the family its
+// model_index.json names: its sampling defaults are what a job gets when its JSON leaves
+// them out.
 func folderSpec(name, dir string) (serve.ModelSpec, error) {
 	smp, err := builtin.Sampling(name)
 	if err != nil {
 		return serve.ModelSpec{}, fmt.Errorf("serve: %w", err)
 	}
-	return serve.ModelSpec{Name: "svd", Dir: dir, DecodeChunkSize: smp.DecodeChunkSize,
+	m, err := family.ResolveDir(dir)
+	if err != nil {
+		return serve.ModelSpec{}, fmt.Errorf("serve: %w", err)
+	}
+	return serve.ModelSpec{Name: m.Family.Name(), Dir: dir, DecodeChunkSize: smp.DecodeChunkSize,
 		MinGuidance: smp.MinGuidance, MaxGuidance: smp.MaxGuidance}, nil
 }
 

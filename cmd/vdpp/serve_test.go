@@ -120,7 +120,14 @@ func TestServeBinary(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("server did not stop on SIGTERM")
 	}
-	time.Sleep(200 * time.Millisecond)
+	eventually(5*time.Second, func() bool {
+		for _, pid := range workerPids {
+			if syscall.Kill(pid, 0) == nil {
+				return false
+			}
+		}
+		return true
+	})
 	for _, pid := range workerPids {
 		if syscall.Kill(pid, 0) == nil {
 			t.Errorf("worker pid %d survived the server", pid)

@@ -20,6 +20,11 @@
 //   - LoadTensors checks a weights file against the exact set of names and shapes the
 //     network declares, reporting missing, unexpected and mis-shaped tensors (the first few,
 //     sorted by name) in one error, and converts fp16 / bf16 / fp64 weights to float32.
+//   - LoadDir reads a transformers-style folder (<stem>.safetensors, or
+//     <stem>.safetensors.index.json and its shards): every shard the index names must
+//     exist and hold exactly the tensors the index assigns to it (ErrShardIndex), the
+//     tensors are checked as LoadTensors checks them, and an optional callback reports the
+//     bytes loaded.
 //   - ReadSampling returns SVD's defaults (DefaultSampling) for a folder without
 //     vdpp_sampling.json, and refuses a file with unknown keys or unusable values.
 //   - Every error names the file it is about (and the tensor or key when there is one) and

@@ -19,14 +19,21 @@ import (
 	"github.com/gomlx/gomlx/backends"
 
 	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/vae"
 	"github.com/vdpp/vdpp/sched"
 )
 
-// ErrParams is returned for generation parameters the checkpoint cannot serve.
-var ErrParams = errors.New("svd: bad parameters")
+// ErrParams is returned for generation parameters the checkpoint cannot serve; it is also
+// family.ErrParams (errors.Is).
+var ErrParams error = paramsError{}
+
+type paramsError struct{}
+
+func (paramsError) Error() string        { return "svd: bad parameters" }
+func (paramsError) Is(target error) bool { return target == family.ErrParams }
 
 // Parts selects the components a process loads.
 type Parts struct {
@@ -161,19 +168,9 @@ func (p *Pipeline) WeightBytes() map[string]int64 {
 	return out
 }
 
-// Params are the generation parameters, with the pipeline's defaults from DefaultParams.
-type Params struct {
-	NumFrames        int
-	Steps            int
-	Height, Width    int
-	MinGuidance      float64
-	MaxGuidance      float64
-	FPS              int
-	MotionBucketID   int
-	NoiseAugStrength float64
-	DecodeChunkSize  int // <= 0: all frames at once
-	Seed             int64
-}
+// Params are SVD's generation parameters: the family's (family.Params), with the
+// pipeline's defaults from DefaultParams.
+type Params = family.Params
 
 // DefaultParams returns diffusers' defaults for this checkpoint: NativeSize (576x1024 for the
 // released models), num_frames from the UNet config, 25 steps, guidance 1 -> 3, fps 7,
@@ -196,9 +193,6 @@ func NativeSize(vcfg checkpoint.VAEConfig) (height, width int) {
 	}
 	return vcfg.SampleSize, vcfg.SampleSize
 }
-
-// Guided reports whether classifier-free guidance is on (diffusers: max guidance > 1).
-func (pr Params) Guided() bool { return pr.MaxGuidance > 1 }
 
 // Validate checks the parameters against the checkpoint.
 func (p *Pipeline) Validate(pr Params) error {

@@ -1,7 +1,9 @@
 package umt5
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/gomlx/gomlx/backends"
@@ -16,8 +18,12 @@ import (
 // model.safetensors.index.json with its model-0000N-of-0000M.safetensors shards.
 const WeightsStem = "model"
 
+// SharedEmbedding is the token embedding table [vocab_size, d_model].
+const SharedEmbedding = "shared.weight"
+
 // TiedEmbedding is the encoder's alias of shared.weight. save_pretrained leaves it out;
-// a file that has it anyway holds the same tensor, which Load ignores.
+// a file that has it anyway holds the same tensor, which Load ignores. A file that has
+// only the alias is read from it.
 const TiedEmbedding = "encoder.embed_tokens.weight"
 
 // declareBackend is the backend graphs are declared on (nothing is compiled there).
@@ -73,10 +79,27 @@ func Load(dir string, backend backends.Backend, opts LoadOptions) (*Model, error
 		LoadOptions: checkpoint.LoadOptions{Ignore: []string{TiedEmbedding}},
 		Progress:    opts.Progress,
 	})
+	if onlyMissing(err, SharedEmbedding) {
+		// The embedding saved under its encoder alias only: read it from there.
+		alt := maps.Clone(want)
+		delete(alt, SharedEmbedding)
+		alt[TiedEmbedding] = want[SharedEmbedding]
+		if ts2, err2 := checkpoint.LoadDir(dir, WeightsStem, alt, checkpoint.LoadDirOptions{Progress: opts.Progress}); err2 == nil {
+			ts, err = ts2, nil
+			ts[SharedEmbedding] = ts[TiedEmbedding]
+			delete(ts, TiedEmbedding)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("umt5: %w", err)
 	}
 	return New(cfg, ts, backend)
+}
+
+// onlyMissing reports whether err is a load error whose one problem is that name is missing.
+func onlyMissing(err error, name string) bool {
+	var le *checkpoint.LoadError
+	return errors.As(err, &le) && len(le.Problems) == 1 && le.Problems[0].Kind == checkpoint.Missing && le.Problems[0].Name == name
 }
 
 // New builds the model from cfg and weights named as the transformers state_dict, which

@@ -11,6 +11,7 @@ import (
 	"github.com/vdpp/vdpp/internal/goldentest"
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -246,4 +247,42 @@ func FuzzPromptClean(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLoadEmbeddingAlias loads a folder whose embedding is stored only as
+// encoder.embed_tokens.weight, and one that stores both names.
+func TestLoadEmbeddingAlias(t *testing.T) {
+	b := goldentest.Backend(t)
+	ref, err := Load(filepath.Join("testdata", "small"), b, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	ids := [][]int32{{5, 9, 1}}
+	want, _ := ref.Forward(ids, nil)
+	for _, names := range [][]string{{TiedEmbedding}, {SharedEmbedding, TiedEmbedding}} {
+		dir := copyCase(t, "small")
+		ts := goldentest.ReadTensors(t, filepath.Join(dir, "model.safetensors"))
+		emb := ts[SharedEmbedding]
+		delete(ts, SharedEmbedding)
+		var out []safetensors.NamedTensor
+		for n, d := range ts {
+			out = append(out, safetensors.NamedTensor{Name: n, Tensor: d})
+		}
+		for _, n := range names {
+			out = append(out, safetensors.NamedTensor{Name: n, Tensor: emb})
+		}
+		if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), out, nil); err != nil {
+			t.Fatal(err)
+		}
+		m, err := Load(dir, b, LoadOptions{})
+		if err != nil {
+			t.Fatalf("%v: %v", names, err)
+		}
+		got, _ := m.Forward(ids, nil)
+		m.Close()
+		if !tensor.BitEqual(got, want) {
+			t.Errorf("%v: output differs from the reference folder's", names)
+		}
+	}
 }

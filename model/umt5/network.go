@@ -108,7 +108,7 @@ func buildEncoder(root nn.Scope, g *Graph, ids, mask *Node, cfg Config) *Node {
 	if err != nil {
 		panic(err)
 	}
-	shared := root.Param(g, "shared.weight", cfg.VocabSize, cfg.DModel)
+	shared := root.Param(g, SharedEmbedding, cfg.VocabSize, cfg.DModel)
 	var x, buckets, maskAdd *Node
 	if ids != nil {
 		b, l := ids.Shape().Dim(0), ids.Shape().Dim(1)

@@ -21,18 +21,24 @@ import (
 func main() {
 	dir := flag.String("vae", "model/wan/vae/testdata/tiled", "AutoencoderKLWan folder (config.json + weights)")
 	op := flag.String("op", "decode", "encode or decode")
-	tiled := flag.Bool("tiled", false, "diffusers' default tiling (256-pixel tiles every 192)")
+	tiled := flag.Bool("tiled", false, "tile the frames (diffusers' enable_tiling; -tile, -stride)")
 	height := flag.Int("height", 384, "frame height in pixels")
 	width := flag.Int("width", 384, "frame width in pixels")
 	latentFrames := flag.Int("latent-frames", 3, "latent frames (video frames = 1 + T·(n−1))")
+	tile := flag.Int("tile", 256, "tile size in pixels with -tiled")
+	stride := flag.Int("stride", 192, "tile stride in pixels with -tiled")
 	flag.Parse()
-	if err := run(*dir, *op, *tiled, *height, *width, *latentFrames); err != nil {
+	tiling := (*vae.Tiling)(nil)
+	if *tiled {
+		tiling = &vae.Tiling{MinHeight: *tile, MinWidth: *tile, StrideHeight: *stride, StrideWidth: *stride}
+	}
+	if err := run(*dir, *op, tiling, *height, *width, *latentFrames); err != nil {
 		fmt.Fprintln(os.Stderr, "wanvaemem:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, op string, tiled bool, height, width, latentFrames int) error {
+func run(dir, op string, tiling *vae.Tiling, height, width, latentFrames int) error {
 	b, err := nn.NewBackend("go")
 	if err != nil {
 		return err
@@ -42,8 +48,8 @@ func run(dir, op string, tiled bool, height, width, latentFrames int) error {
 		return err
 	}
 	defer v.Close()
-	if tiled {
-		if v, err = v.WithOptions(vae.Options{Tiling: vae.DefaultTiling()}); err != nil {
+	if tiling != nil {
+		if v, err = v.WithOptions(vae.Options{Tiling: tiling}); err != nil {
 			return err
 		}
 	}
@@ -75,7 +81,7 @@ func run(dir, op string, tiled bool, height, width, latentFrames int) error {
 		return err
 	}
 	return json.NewEncoder(os.Stdout).Encode(map[string]any{
-		"op": op, "tiled": tiled, "height": height, "width": width, "video_frames": frames,
+		"op": op, "tiling": fmt.Sprint(tiling), "height": height, "width": width, "video_frames": frames,
 		"peak_rss_mb": peak >> 20, "rss_before_mb": base >> 20, "seconds": time.Since(start).Seconds(),
 	})
 }

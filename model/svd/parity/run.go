@@ -8,6 +8,7 @@ import (
 	"github.com/gomlx/gomlx/backends"
 
 	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/svd"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
@@ -202,7 +203,13 @@ func fullPipeline(ctx context.Context, p *svd.Pipeline, c *caseFiles) (computed,
 		guidance = sched.GuidanceWeights(float32(pr.MinGuidance), float32(pr.MaxGuidance), frames)
 		out["guidance_scale"] = &tensor.Dense{Shape: []int{1, frames}, Data: guidance}
 	}
-	st := &pipeline.Stepper{Model: &svd.Denoiser{P: p}, Sched: sc}
+	// The steps through the family seam (the engine's step with SVD's denoiser); the
+	// conditioning and the decode above and below are SVD's own calls, since parity
+	// compares their intermediate tensors and takes the case's noise.
+	st, err := svd.NewSampler(p, checkpoint.DefaultSampling).Stepper(sc)
+	if err != nil {
+		return computed{}, err
+	}
 	st.Observe = func(_ *pipeline.Item, k int, modelOut *tensor.Dense, guided []float32) {
 		out[fmt.Sprintf("unet_out_step%d", k)] = modelOut.Clone()
 		out[fmt.Sprintf("v_guided_step%d", k)] = &tensor.Dense{Shape: latent.Shape, Data: append([]float32(nil), guided...)}

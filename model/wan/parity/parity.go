@@ -50,6 +50,7 @@ type Result struct {
 	Shape  []int   `json:"shape,omitempty"`
 	RelL2  float64 `json:"rel_l2"`
 	MaxAbs float64 `json:"max_abs"`
+	MaxULP int64   `json:"max_ulp,omitempty"` // schedule tensors, compared in ulp
 	Limit  string  `json:"limit"`
 	Status string  `json:"status"`
 	Pass   bool    `json:"pass"`

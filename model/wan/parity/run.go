@@ -15,22 +15,40 @@ import (
 // leaves out are reported as "not computed" failures.
 type Runner func(ctx context.Context, env *Env, c *Case) (map[string]*tensor.Dense, error)
 
-// runners maps a case kind to its runner; each file implementing runners adds to it from
-// an init function.
-var runners = map[string]Runner{}
+// Checker compares a case itself (for kinds whose limits are not relative L2, such as
+// the schedulers' ulp limits) and returns one Result per output tensor.
+type Checker func(ctx context.Context, env *Env, c *Case) ([]Result, error)
+
+// runners and checkers map a case kind to what runs it; each file implementing one adds
+// to them from an init function.
+var (
+	runners  = map[string]Runner{}
+	checkers = map[string]Checker{}
+)
 
 // register adds the runner of a case kind; a kind registered twice is a programming error.
 func register(kind string, r Runner) {
-	if _, dup := runners[kind]; dup {
+	if runners[kind] != nil || checkers[kind] != nil {
 		panic("wan parity: runner registered twice for " + kind)
 	}
 	runners[kind] = r
 }
 
+// registerChecker adds the checker of a case kind.
+func registerChecker(kind string, ch Checker) {
+	if runners[kind] != nil || checkers[kind] != nil {
+		panic("wan parity: runner registered twice for " + kind)
+	}
+	checkers[kind] = ch
+}
+
 // Kinds returns the case kinds that have a runner, sorted.
 func Kinds() []string {
-	out := make([]string, 0, len(runners))
+	out := make([]string, 0, len(runners)+len(checkers))
 	for k := range runners {
+		out = append(out, k)
+	}
+	for k := range checkers {
 		out = append(out, k)
 	}
 	sort.Strings(out)
@@ -92,13 +110,21 @@ func Run(ctx context.Context, dir string, backend backends.Backend, progress fun
 		if err != nil {
 			return rep, err
 		}
-		run, ok := runners[c.Kind]
+		run, check := runners[c.Kind], checkers[c.Kind]
 		names := make([]string, 0, len(c.Outputs))
 		for n := range c.Outputs {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		if !ok {
+		if check != nil {
+			if progress != nil {
+				progress(c.Name)
+			}
+			rs, err := check(ctx, env, c)
+			rep.Results = append(rep.Results, reconcile(c, names, rs, err)...)
+			continue
+		}
+		if run == nil {
 			for _, n := range names {
 				rep.Results = append(rep.Results, Result{Case: c.Name, Tensor: n, Shape: c.Outputs[n].Shape,
 					Limit: "-", Status: StatusUnchecked, Error: fmt.Sprintf("no Go runner for case kind %q yet", c.Kind)})
@@ -123,4 +149,27 @@ func Run(ctx context.Context, dir string, backend backends.Backend, progress fun
 	}
 	rep.Pass = rep.Err() == nil
 	return rep, nil
+}
+
+// reconcile makes a checker's results cover exactly the case's output tensors: a tensor
+// the checker did not report is a failure, and so is every tensor when it returned an
+// error.
+func reconcile(c *Case, names []string, rs []Result, err error) []Result {
+	byName := map[string]Result{}
+	for _, r := range rs {
+		byName[r.Tensor] = r
+	}
+	out := make([]Result, 0, len(names))
+	for _, n := range names {
+		r, ok := byName[n]
+		switch {
+		case err != nil:
+			r = Result{Case: c.Name, Tensor: n, Shape: c.Outputs[n].Shape, Status: StatusFail, Error: err.Error()}
+		case !ok:
+			r = Result{Case: c.Name, Tensor: n, Shape: c.Outputs[n].Shape, Status: StatusFail, Error: "not computed"}
+		}
+		r.Case = c.Name
+		out = append(out, r)
+	}
+	return out
 }

@@ -34,8 +34,33 @@ func causalConv(s nn.Scope, g *Graph, x *Node, c *stepCache, name string, cin, c
 	if k == 1 {
 		return nn.Conv3D(x, w, b, nn.ConvOpts{})
 	}
-	p := k / 2
-	return nn.Conv3D(c.withContext(x), w, b, nn.ConvOpts{Pads: [][2]int{{0, 0}, {p, p}, {p, p}}})
+	return conv3DCausal(c.withContext(x), w, b, k/2)
+}
+
+// conv3DCausal is the Conv3D of a causal convolution on xin (its left context already
+// prepended: no time padding, H and W padded by p). Where convolutions lower to im2col
+// (simplego) it is the sum of one convolution per time tap: the gathered patches then
+// take kh·kw times the input instead of kt·kh·kw times, which bounds the peak memory of
+// the full-resolution layers (the VAE's largest tensors) three times lower.
+func conv3DCausal(xin, w, b *Node, p int) *Node {
+	pads := [][2]int{{0, 0}, {p, p}, {p, p}}
+	kt := w.Shape().Dim(2)
+	if kt == 1 || nn.ConvFormForGraph(xin.Graph()) != nn.ConvIm2Col {
+		return nn.Conv3D(xin, w, b, nn.ConvOpts{Pads: pads})
+	}
+	t := xin.Shape().Dim(2) - kt + 1
+	var y *Node
+	for i := range kt {
+		xi := SliceAxis(xin, 2, AxisRange(i, i+t))
+		wi := SliceAxis(w, 2, AxisRange(i, i+1))
+		yi := nn.Conv3D(xi, wi, nil, nn.ConvOpts{Pads: pads})
+		if y == nil {
+			y = yi
+		} else {
+			y = Add(y, yi)
+		}
+	}
+	return Add(y, Reshape(b, 1, b.Shape().Dim(0), 1, 1, 1))
 }
 
 // rmsNorm is WanRMS_norm over the channel axis: F.normalize(x, dim=1)·√C·gamma, reading

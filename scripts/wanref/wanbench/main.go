@@ -1,7 +1,8 @@
 // Command wanbench times vdpp's Wan transformer on a folder written by
 // scripts/wanref/transformer_speed.py (config.json, weights, inputs.safetensors and the
-// PyTorch output torch_output.safetensors) and prints one JSON line: every call's
-// milliseconds, their median, and the output's relative L2 to PyTorch's.
+// PyTorch output torch_output.safetensors) and prints one JSON line: every call's wall and
+// process CPU milliseconds (user + system, all threads), their minimum and median, and the
+// output's relative L2 to PyTorch's.
 //
 //	go run ./scripts/wanref/wanbench -dir DIR [-iters 3] [-cpuprofile FILE]
 package main
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/vdpp/vdpp/model/nn"
@@ -35,6 +37,15 @@ func readAll(path string) (map[string]*tensor.Dense, error) {
 		}
 	}
 	return out, nil
+}
+
+// cpuTime is the process's user + system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func main() {
@@ -68,12 +79,17 @@ func run(dir string, iters int, prof string) error {
 	if err != nil {
 		return err
 	}
+	var cpu []float64 // process CPU time (user + system, all threads) of each call
 	call := func() (*tensor.Dense, time.Duration, error) {
+		c0 := cpuTime()
 		s := time.Now()
 		out, err := m.Forward(in["hidden_states"], in["timestep"], in["encoder_hidden_states"], nil)
-		return out, time.Since(s), err
+		d := time.Since(s)
+		cpu = append(cpu, float64((cpuTime()-c0).Microseconds())/1000)
+		return out, d, err
 	}
 	_, warm, err := call()
+	cpu = cpu[:0]
 	if err != nil {
 		return err
 	}
@@ -99,10 +115,13 @@ func run(dir string, iters int, prof string) error {
 	}
 	sorted := slices.Clone(ms)
 	slices.Sort(sorted)
+	cpuSorted := slices.Clone(cpu)
+	slices.Sort(cpuSorted)
 	gemm, _ := nn.SimpleGoGEMM()
 	return json.NewEncoder(os.Stdout).Encode(map[string]any{
 		"load_ms": float64(load.Microseconds()) / 1000, "warmup_ms": float64(warm.Microseconds()) / 1000,
-		"ms": ms, "median_ms": sorted[len(sorted)/2], "rel_l2_vs_torch": tensor.RelL2(out, ref["output"]),
+		"ms": ms, "median_ms": sorted[len(sorted)/2], "min_ms": sorted[0],
+		"cpu_ms": cpu, "min_cpu_ms": cpuSorted[0], "rel_l2_vs_torch": tensor.RelL2(out, ref["output"]),
 		"vdpp_gemm": gemm,
 	})
 }

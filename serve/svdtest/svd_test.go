@@ -1,4 +1,4 @@
-package svdgen_test
+package svdtest_test
 
 import (
 	"bytes"
@@ -17,18 +17,19 @@ import (
 	"github.com/vdpp/vdpp/dist"
 	"github.com/vdpp/vdpp/generate"
 	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/checkpoint"
+	_ "github.com/vdpp/vdpp/model/families"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/svd"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/serve"
-	"github.com/vdpp/vdpp/serve/svdgen"
 	"github.com/vdpp/vdpp/tensor"
 	"github.com/vdpp/vdpp/video"
 )
 
 // directRun is one sample of `vdpp generate` written out with the svd calls themselves (not
-// through svdgen): noise for (seed, sample 0), preprocessing, conditioning, initial latent
+// through the family seam): noise for (seed, sample 0), preprocessing, conditioning, initial latent
 // times init_noise_sigma, every step through one Stepper on a batch of one, decode.
 func directRun(t *testing.T, p *svd.Pipeline, imgPath string, pr svd.Params) (final, frames *tensor.Dense) {
 	t.Helper()
@@ -93,7 +94,7 @@ func gifBytes(t *testing.T, frames *tensor.Dense, fps int) []byte {
 func TestServeMatchesGenerate(t *testing.T) {
 	dir := devDir(t)
 	imgBytes, imgPath := inputPNG(t)
-	spec := serve.ModelSpec{Name: svdgen.Name, Dir: dir}
+	spec := serve.ModelSpec{Name: svd.FamilyName, Dir: dir}
 	_, url := startServer(t, spec, 2, serve.DefaultLimits())
 
 	t0 := time.Now()
@@ -131,9 +132,9 @@ func TestServeMatchesGenerate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen := svdgen.New(p) // owns p
+	gen := serve.NewFamilyGenerator(svd.NewSampler(p, checkpoint.DefaultSampling), spec) // owns p
 	defer gen.Close()
-	pr := svdgen.ToSVD(st.Params)
+	pr := svd.Params(st.Params)
 	want, wantFrames := directRun(t, p, imgPath, pr)
 	if !tensor.BitEqual(got, want) {
 		t.Fatalf("served latent %v differs from the direct run %v: %s (max diff %g)", got.Shape, want.Shape, firstDiff(got.Data, want.Data), tensor.MaxAbsDiff(got, want))
@@ -214,7 +215,7 @@ func TestBadParamsOverHTTP(t *testing.T) {
 	img, _ := inputPNG(t)
 	lim := serve.DefaultLimits()
 	lim.MaxFrames = 4
-	srv, url := startServer(t, serve.ModelSpec{Name: svdgen.Name, Dir: dir}, 1, lim)
+	srv, url := startServer(t, serve.ModelSpec{Name: svd.FamilyName, Dir: dir}, 1, lim)
 	cases := []struct {
 		name, params string
 		status       int
@@ -254,7 +255,7 @@ func TestCheckParams(t *testing.T) {
 	p := &svd.Pipeline{}
 	p.VAEConfig.BlockOutChannels = []int{8, 8, 8, 8, 8} // factor 16
 	p.UNetConfig.NumFrames = 14
-	g := svdgen.New(p)
+	g := serve.NewFamilyGenerator(svd.NewSampler(p, checkpoint.DefaultSampling), serve.ModelSpec{})
 	p.UNetConfig.NumFrames = 99 // New copied the configs
 	if d := g.DefaultParams(); d.NumFrames != 14 || d.Steps != 25 || d.Height != 576 || d.Width != 1024 || d.MaxGuidance != 3 {
 		t.Fatalf("defaults %+v", d)
@@ -295,7 +296,7 @@ func TestCheckParams(t *testing.T) {
 	if err := g.CheckParams(ok); err != nil {
 		t.Fatalf("CheckParams reads configs only, also after Close: %v", err)
 	}
-	if _, err := g.Prepare(context.Background(), image.NewGray(image.Rect(0, 0, 4, 4)), ok, &sched.Euler{Timesteps: make([]float32, ok.Steps)}); !errors.Is(err, svdgen.ErrClosed) {
+	if _, err := g.Prepare(context.Background(), image.NewGray(image.Rect(0, 0, 4, 4)), ok, &sched.Euler{Timesteps: make([]float32, ok.Steps)}); !errors.Is(err, serve.ErrGeneratorClosed) {
 		t.Fatalf("Prepare after Close: %v", err)
 	}
 }
@@ -303,29 +304,29 @@ func TestCheckParams(t *testing.T) {
 // TestOpen: the registry builds the generator for a folder and refuses a spec without one;
 // checkpoint models default to one sample per UNet call.
 func TestOpen(t *testing.T) {
-	if _, err := serve.NewGenerator(serve.ModelSpec{Name: svdgen.Name}); err == nil {
+	if _, err := serve.NewGenerator(serve.ModelSpec{Name: svd.FamilyName}); err == nil {
 		t.Fatal("svd without a folder: no error")
 	}
-	if _, err := svdgen.Open(serve.ModelSpec{Name: svdgen.Name, Dir: filepath.Join(t.TempDir(), "missing")}); err == nil {
+	if _, err := serve.OpenFamily(serve.ModelSpec{Name: svd.FamilyName, Dir: filepath.Join(t.TempDir(), "missing")}); err == nil {
 		t.Fatal("missing folder: no error")
 	}
-	if n := (serve.ModelSpec{Name: svdgen.Name}).DefaultMaxBatch(); n != 1 {
+	if n := (serve.ModelSpec{Name: svd.FamilyName}).DefaultMaxBatch(); n != 1 {
 		t.Fatalf("svd default max batch %d, want 1", n)
 	}
 	if n := (serve.ModelSpec{Name: "synthetic"}).DefaultMaxBatch(); n != 4 {
 		t.Fatalf("synthetic default max batch %d, want 4", n)
 	}
 	dir := devDir(t)
-	g, err := serve.NewGenerator(serve.ModelSpec{Name: svdgen.Name, Dir: dir})
+	g, err := serve.NewGenerator(serve.ModelSpec{Name: svd.FamilyName, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.(*svdgen.Generator).Close()
+	defer g.(*serve.FamilyGenerator).Close()
 	pm, ok := g.(serve.ParamsModel)
 	if !ok || pm.DefaultParams().NumFrames != 3 {
 		t.Fatalf("generator %T: not a ParamsModel with the dev checkpoint's 3 frames", g)
 	}
-	sc, err := serve.NewScheduler(serve.ModelSpec{Name: svdgen.Name, Dir: dir}, 2)
+	sc, err := serve.NewScheduler(serve.ModelSpec{Name: svd.FamilyName, Dir: dir}, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,11 @@
-package svdgen
+package svdtest_test
 
 import (
 	"testing"
 
+	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/svd"
+	"github.com/vdpp/vdpp/serve"
 )
 
 // TestDefaultDecodeChunk: a job that leaves decode_chunk_size out gets the model spec's.
@@ -11,8 +13,7 @@ func TestDefaultDecodeChunk(t *testing.T) {
 	for _, chunk := range []int{0, 7} {
 		p := &svd.Pipeline{}
 		p.UNetConfig.NumFrames = 14
-		g := New(p)
-		g.decodeChunk = chunk
+		g := serve.NewFamilyGenerator(svd.NewSampler(p, checkpoint.DefaultSampling), serve.ModelSpec{DecodeChunkSize: chunk})
 		if got := g.DefaultParams().DecodeChunkSize; got != chunk {
 			t.Errorf("spec chunk %d: default decode_chunk_size %d", chunk, got)
 		}
@@ -31,8 +32,11 @@ func TestDefaultGuidance(t *testing.T) {
 	} {
 		p := &svd.Pipeline{}
 		p.UNetConfig.NumFrames = 14
-		g := New(p)
-		g.guidance = tc.spec
+		spec := serve.ModelSpec{}
+		if tc.spec != nil {
+			spec.MinGuidance, spec.MaxGuidance = tc.spec[0], tc.spec[1]
+		}
+		g := serve.NewFamilyGenerator(svd.NewSampler(p, checkpoint.DefaultSampling), spec)
 		if got := g.DefaultParams(); got.MinGuidance != tc.wantMin || got.MaxGuidance != tc.wantMax {
 			t.Errorf("spec %v: default guidance %v -> %v, want %v -> %v", tc.spec, got.MinGuidance, got.MaxGuidance, tc.wantMin, tc.wantMax)
 		}

@@ -1,4 +1,4 @@
-package svdgen_test
+package svdtest_test
 
 import (
 	"bytes"

@@ -1,0 +1,19 @@
+// Package families registers every model family vdpp ships with model/family: a blank
+// import of this package makes `--model NAME|DIR` know them all. SVD (and the built-in
+// model, an SVD folder embedded in the binary, as the alias "builtin") and the simulator
+// denoisers "synthetic" and "dummy".
+package families
+
+import (
+	"github.com/vdpp/vdpp/builtin"
+	"github.com/vdpp/vdpp/model/dummy"
+	"github.com/vdpp/vdpp/model/family"
+	_ "github.com/vdpp/vdpp/model/svd" // registers the "svd" family
+	"github.com/vdpp/vdpp/model/synthetic"
+)
+
+func init() {
+	family.RegisterAlias(builtin.Name, builtin.Dir)
+	family.Register(family.Denoisers{Model: "synthetic", CondKey: synthetic.CondKey})
+	family.Register(family.Denoisers{Model: "dummy", CondKey: dummy.CondKey})
+}

@@ -1,0 +1,285 @@
+// Package family is the seam between vdpp's engine and a model family (Stable Video
+// Diffusion, and next Wan): everything that differs between families sits behind one
+// Sampler, so generate, serve, eval, parity and bench run any family with the same code.
+//
+// A Sampler is one process's share of a family's sampling sequence, loaded for its pipeline
+// roles (Roles): on the first stage it prepares each sample's conditioning and initial noise
+// (Prepare), on every stage it supplies the denoiser(s) and the scheduler of a step
+// (Stepper, Scheduler), and on the last stage it turns a final latent into frames (Decode).
+// The loop between them is pipeline.Stepper's, the engine's; no caller writes a family's
+// sampling sequence itself.
+//
+// Contract: families register themselves (Register) in an init function; a binary gets them
+// by a blank import of model/families. Resolve turns a --model value into a family and a
+// folder: a registered name ("synthetic", "dummy"), an alias ("builtin"), or a diffusers
+// folder whose model_index.json _class_name names the family. Prepare is deterministic in
+// (input, params, sample): the same sample gets the same bits in any process.
+package family
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/sched"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// ErrUnknown is returned by Resolve for a --model value no family claims.
+var ErrUnknown = errors.New("family: unknown model")
+
+// ErrParams marks generation parameters a model cannot run.
+var ErrParams = errors.New("family: bad parameters")
+
+// Params are the knobs of one generation, the same for every surface (the flags of
+// `vdpp generate`, a server job's JSON, eval's settings). A family reads the fields it uses
+// and its Validate refuses values it cannot run; fields another family adds (Wan's second
+// guidance scale) are ignored by the others.
+type Params struct {
+	NumFrames        int     `json:"num_frames"`
+	Steps            int     `json:"steps"`
+	Height           int     `json:"height"`
+	Width            int     `json:"width"`
+	MinGuidance      float64 `json:"min_guidance"`
+	MaxGuidance      float64 `json:"max_guidance"`
+	FPS              int     `json:"fps"`
+	MotionBucketID   int     `json:"motion_bucket_id"`
+	NoiseAugStrength float64 `json:"noise_aug_strength"`
+	DecodeChunkSize  int     `json:"decode_chunk_size"` // <= 0: all frames at once
+	Seed             int64   `json:"seed"`
+}
+
+// Guided reports whether classifier-free guidance is on (diffusers: max guidance > 1).
+func (p Params) Guided() bool { return p.MaxGuidance > 1 }
+
+// Roles are what a process loads: the conditioner on the first stage, the denoiser(s) of
+// its steps on every stage, the decoder on the last stage.
+type Roles struct {
+	Condition bool // first stage: conditioning and initial noise (Prepare)
+	Denoise   bool // the denoiser(s) of Steps (Stepper)
+	Decode    bool // last stage: the decoder (Decode)
+	// Steps are the steps this process runs, of TotalSteps: a family with several
+	// denoisers by step range (experts) loads only those these steps use. Zero means all.
+	Steps      pipeline.Range
+	TotalSteps int
+}
+
+// AllRoles is a one-process run.
+var AllRoles = Roles{Condition: true, Denoise: true, Decode: true}
+
+// Options say how to load a model.
+type Options struct {
+	Variant string // weights variant ("" for fp32, "fp16")
+	Backend string // GoMLX backend spec ("" for the default)
+	Roles   Roles
+	// Sim carries the knobs of the simulator denoisers (step cost, channels, weights
+	// seed); checkpoint families ignore it.
+	Sim model.Config
+}
+
+// Input is what a generation starts from: an image for image-to-video families.
+type Input struct {
+	Image image.Image
+}
+
+// Sampler is one process's share of a family's sampling sequence (see the package doc).
+// Methods of roles the process did not load return an error.
+type Sampler interface {
+	// Family is the registered family name ("svd").
+	Family() string
+	// DefaultParams are the parameters of a generation that sets none: the checkpoint's
+	// frame count, size, guidance and decode chunk.
+	DefaultParams() Params
+	// Validate reports parameters the model cannot run (wrapping ErrParams).
+	Validate(p Params) error
+	// LatentShape is one sample's latent [T, C, h, w] for p (T after any temporal
+	// compression of the VAE).
+	LatentShape(p Params) []int
+	// Scheduler is the family's scheduler for steps inference steps.
+	Scheduler(steps int) (sched.Scheduler, error)
+	// Prepare (first stage) returns the item of samples at step 0: the initial latent
+	// [len(samples), T, C, h, w] already scaled by sc.InitSigma(), one Conditioning per
+	// sample and, when guided, the per-frame guidance weights. Group and Step are zero.
+	Prepare(ctx context.Context, in Input, p Params, sc sched.Scheduler, samples []int64) (*pipeline.Item, error)
+	// Stepper (every stage) returns a step runner with the denoiser(s) this process
+	// loaded (an expert per step range where the family has several) and sc.
+	Stepper(sc sched.Scheduler) (*pipeline.Stepper, error)
+	// Decode (last stage) turns one sample's final latent [T, C, h, w] (or [1, T, C, h, w])
+	// into frames [F, 3, p.Height, p.Width] with values in [0, 1].
+	Decode(ctx context.Context, latent *tensor.Dense, p Params) (*tensor.Dense, error)
+	// WeightBytes is the weight memory held, per component (report.json, the planner).
+	WeightBytes() map[string]int64
+	// Close releases what was loaded.
+	Close() error
+}
+
+// RandomConditioner is implemented by Samplers whose denoiser can be benchmarked without
+// the conditioner: it draws conditioning of the right shapes from r for a latent [T, C, h, w].
+type RandomConditioner interface {
+	RandomConditioning(r *rand.Rand, latent []int) model.Conditioning
+}
+
+// Description is what a model folder says about generations before any weights load.
+type Description struct {
+	// Defaults are the parameters of a generation that sets none (the sampler's
+	// DefaultParams): the checkpoint's frame count, native size, guidance, decode chunk.
+	Defaults Params
+	// SizeMultiple is what height and width must be positive multiples of (the VAE's
+	// spatial factor).
+	SizeMultiple int
+}
+
+// Family is a registered model family.
+type Family interface {
+	// Name is the family's name ("svd"); it is also a --model value for families that
+	// need no folder.
+	Name() string
+	// Claims reports whether a diffusers pipeline class (model_index.json's _class_name)
+	// belongs to the family.
+	Claims(pipelineClass string) bool
+	// NeedsDir reports whether the family loads from a folder.
+	NeedsDir() bool
+	// Preflight checks the folder for o's roles without loading weights; errors name the
+	// file.
+	Preflight(dir string, o Options) error
+	// Describe reads what the folder says about generations, without loading weights.
+	Describe(dir string) (Description, error)
+	// Open loads the folder (dir is "" for families that need none) for o's roles.
+	Open(dir string, o Options) (Sampler, error)
+}
+
+var (
+	mu       sync.RWMutex
+	families = map[string]Family{}
+	aliases  = map[string]func() (string, error){}
+)
+
+// Register makes a family available; it panics on a duplicate name.
+func Register(f Family) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := families[f.Name()]; dup {
+		panic("family: Register called twice for " + f.Name())
+	}
+	families[f.Name()] = f
+}
+
+// RegisterAlias makes name a --model value for the folder dir returns ("builtin").
+func RegisterAlias(name string, dir func() (string, error)) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := aliases[name]; dup {
+		panic("family: RegisterAlias called twice for " + name)
+	}
+	aliases[name] = dir
+}
+
+// Names lists the registered family names and aliases, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	var out []string
+	for n := range families {
+		out = append(out, n)
+	}
+	for n := range aliases {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Lookup returns the family registered as name.
+func Lookup(name string) (Family, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	f, ok := families[name]
+	return f, ok
+}
+
+// Describe describes the resolved model (see Family.Describe).
+func (r Resolved) Describe() (Description, error) { return r.Family.Describe(r.Dir) }
+
+// Resolved is what a --model value names.
+type Resolved struct {
+	Family Family
+	Dir    string // the model folder; "" for a family that needs none
+}
+
+// Resolve turns a --model value into a family and a folder: a registered family that needs
+// no folder ("synthetic"), an alias ("builtin"), or a folder whose model_index.json
+// _class_name a family claims. A family name that needs a folder ("svd") is refused with a
+// hint, since the folder decides everything.
+func Resolve(nameOrDir string) (Resolved, error) {
+	mu.RLock()
+	f, isFamily := families[nameOrDir]
+	alias, isAlias := aliases[nameOrDir]
+	mu.RUnlock()
+	switch {
+	case isFamily && !f.NeedsDir():
+		return Resolved{Family: f}, nil
+	case isAlias:
+		dir, err := alias()
+		if err != nil {
+			return Resolved{}, err
+		}
+		return ResolveDir(dir)
+	}
+	if st, err := os.Stat(nameOrDir); err == nil && st.IsDir() {
+		return ResolveDir(nameOrDir)
+	}
+	if isFamily {
+		return Resolved{}, fmt.Errorf("%w %q: give the model folder (--model DIR)", ErrUnknown, nameOrDir)
+	}
+	return Resolved{}, fmt.Errorf("%w %q: not a folder nor one of %v", ErrUnknown, nameOrDir, Names())
+}
+
+// ResolveDir picks the family of a diffusers folder from its model_index.json.
+func ResolveDir(dir string) (Resolved, error) {
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		return Resolved{}, err
+	}
+	class := ck.Index.ClassName
+	mu.RLock()
+	defer mu.RUnlock()
+	for _, name := range sortedNames() {
+		if families[name].Claims(class) {
+			return Resolved{Family: families[name], Dir: dir}, nil
+		}
+	}
+	return Resolved{}, fmt.Errorf("%w: %s: no family runs pipeline class %q", ErrUnknown, dir, class)
+}
+
+// sortedNames lists the families in name order; the caller holds mu.
+func sortedNames() []string {
+	out := make([]string, 0, len(families))
+	for n := range families {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Open resolves nameOrDir and loads it for o.
+func Open(nameOrDir string, o Options) (Sampler, error) {
+	r, err := Resolve(nameOrDir)
+	if err != nil {
+		return nil, err
+	}
+	return r.Open(o)
+}
+
+// Open loads the resolved model for o.
+func (r Resolved) Open(o Options) (Sampler, error) { return r.Family.Open(r.Dir, o) }
+
+// Preflight checks the resolved model for o without loading weights.
+func (r Resolved) Preflight(o Options) error { return r.Family.Preflight(r.Dir, o) }

@@ -1,0 +1,77 @@
+package family_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	_ "github.com/vdpp/vdpp/model/families"
+	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/svd"
+)
+
+func TestResolve(t *testing.T) {
+	r, err := family.Resolve("synthetic")
+	if err != nil || r.Family.Name() != "synthetic" || r.Dir != "" {
+		t.Fatalf("synthetic: %+v, %v", r, err)
+	}
+	r, err = family.Resolve("builtin")
+	if err != nil || r.Family.Name() != svd.FamilyName || r.Dir == "" {
+		t.Fatalf("builtin: %+v, %v", r, err)
+	}
+	if _, err := family.Resolve("svd"); !errors.Is(err, family.ErrUnknown) {
+		t.Fatalf("svd without a folder: %v, want ErrUnknown", err)
+	}
+	if _, err := family.Resolve("no-such-model"); !errors.Is(err, family.ErrUnknown) {
+		t.Fatalf("unknown name: %v", err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "model_index.json"), []byte(`{"_class_name": "SomeOtherPipeline"}`), 0o644)
+	if _, err := family.Resolve(dir); !errors.Is(err, family.ErrUnknown) {
+		t.Fatalf("folder of an unknown class: %v", err)
+	}
+}
+
+// The simulators' sampler draws the benchmark's noise and steps through the engine.
+func TestDenoisersSampler(t *testing.T) {
+	s, err := family.Open("synthetic", family.Options{Roles: family.AllRoles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := s.DefaultParams()
+	p.NumFrames, p.Steps, p.Height, p.Width = 2, 3, 16, 16
+	if err := s.Validate(p); err != nil {
+		t.Fatal(err)
+	}
+	bad := p
+	bad.Height = 12
+	if err := s.Validate(bad); !errors.Is(err, family.ErrParams) {
+		t.Fatalf("height 12: %v", err)
+	}
+	sc, err := s.Scheduler(p.Steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := s.Prepare(context.Background(), family.Input{}, p, sc, []int64{0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := it.Latent.Shape; len(got) != 5 || got[0] != 2 || got[1] != 2 || got[2] != 4 || got[3] != 2 || len(it.Cond) != 2 || len(it.Guidance) != 2 {
+		t.Fatalf("item %v, %d conds, guidance %v", got, len(it.Cond), it.Guidance)
+	}
+	st, err := s.Stepper(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for it.Step = 0; it.Step < p.Steps; it.Step++ {
+		if err := st.Step(context.Background(), it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Decode(context.Background(), it.Latent, p); !errors.Is(err, family.ErrNoDecoder) {
+		t.Fatalf("decode: %v", err)
+	}
+}

@@ -1,0 +1,278 @@
+package svd
+
+import (
+	"context"
+
+	"fmt"
+	"github.com/gomlx/gomlx/backends"
+	"image"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/sched"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// FamilyName is the name SVD registers under in model/family.
+const FamilyName = "svd"
+
+// PipelineClass is the model_index.json _class_name of SVD folders.
+const PipelineClass = "StableVideoDiffusionPipeline"
+
+func init() { family.Register(svdFamily{}) }
+
+// svdFamily is SVD's family.Family.
+type svdFamily struct{}
+
+func (svdFamily) Name() string             { return FamilyName }
+func (svdFamily) NeedsDir() bool           { return true }
+func (svdFamily) Claims(class string) bool { return class == PipelineClass || class == "" }
+func (svdFamily) Preflight(dir string, o family.Options) error {
+	_, err := Preflight(dir, o.Variant, partsOf(o.Roles))
+	return err
+}
+
+// Describe implements family.Family: the UNet's frame count, the native size, the folder's
+// guidance and decode chunk (vdpp_sampling.json), the VAE's factor.
+func (svdFamily) Describe(dir string) (family.Description, error) {
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		return family.Description{}, err
+	}
+	p := &Pipeline{Checkpoint: ck}
+	if p.UNetConfig, err = ck.UNetConfig(); err != nil {
+		return family.Description{}, err
+	}
+	if p.VAEConfig, err = ck.VAEConfig(); err != nil {
+		return family.Description{}, err
+	}
+	smp, err := checkpoint.ReadSampling(dir)
+	if err != nil {
+		return family.Description{}, err
+	}
+	return family.Description{Defaults: NewSampler(p, smp).DefaultParams(), SizeMultiple: p.VAEConfig.DownsampleFactor()}, nil
+}
+
+func (svdFamily) Open(dir string, o family.Options) (family.Sampler, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("svd: a model folder is required")
+	}
+	var b backends.Backend
+	if parts := partsOf(o.Roles); parts != (Parts{}) {
+		var err error
+		if b, err = nn.NewBackend(o.Backend); err != nil {
+			return nil, err
+		}
+	}
+	p, err := Load(dir, o.Variant, b, partsOf(o.Roles))
+	if err != nil {
+		return nil, err
+	}
+	smp, err := checkpoint.ReadSampling(dir)
+	if err != nil {
+		return nil, p.closeAfter(err)
+	}
+	return NewSampler(p, smp), nil
+}
+
+func partsOf(r family.Roles) Parts {
+	return Parts{Conditioner: r.Condition, Denoiser: r.Denoise, Decoder: r.Decode}
+}
+
+// Sampler is SVD's family.Sampler around a loaded Pipeline: CLIP image embedding, VAE
+// encoding of the noise-augmented image and added time ids on the first stage, the UNet
+// with per-frame guidance and the Euler scheduler on every stage, the chunked VAE decode
+// on the last.
+type Sampler struct {
+	P        *Pipeline
+	sampling checkpoint.Sampling
+
+	// The image inputs of the last Prepare, reused while the image and size stay the same
+	// (preprocessing is deterministic, so this only saves time).
+	mu               sync.Mutex
+	lastImg          image.Image
+	lastH, lastW     int
+	clipPx, vaeImage *tensor.Dense
+}
+
+var (
+	_ family.Sampler           = (*Sampler)(nil)
+	_ family.RandomConditioner = (*Sampler)(nil)
+)
+
+// NewSampler wraps a loaded pipeline whose default guidance and decode chunk are smp's
+// (the folder's vdpp_sampling.json); the Sampler owns p from now on.
+func NewSampler(p *Pipeline, smp checkpoint.Sampling) *Sampler {
+	return &Sampler{P: p, sampling: smp}
+}
+
+// Family implements family.Sampler.
+func (s *Sampler) Family() string { return FamilyName }
+
+// DefaultParams implements family.Sampler: the pipeline's defaults (DefaultParams) with the
+// folder's guidance and decode chunk.
+func (s *Sampler) DefaultParams() family.Params {
+	p := s.P.DefaultParams()
+	p.MinGuidance, p.MaxGuidance, p.DecodeChunkSize = s.sampling.MinGuidance, s.sampling.MaxGuidance, s.sampling.DecodeChunkSize
+	return p
+}
+
+// Validate implements family.Sampler: Pipeline.Validate, whose ErrParams is
+// family.ErrParams.
+func (s *Sampler) Validate(p family.Params) error { return s.P.Validate(p) }
+
+// LatentShape implements family.Sampler.
+func (s *Sampler) LatentShape(p family.Params) []int { return s.P.LatentShape(p) }
+
+// Scheduler implements family.Sampler: the folder's Euler scheduler.
+func (s *Sampler) Scheduler(steps int) (sched.Scheduler, error) {
+	sc, err := sched.New(s.P.Sched, steps)
+	if err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// Prepare implements family.Sampler, as diffusers' pipeline does for each sample: its noise
+// (augmentation noise, then the initial latent, from the stream keyed by (p.Seed, sample)),
+// the conditioning of the augmented image, and the latent times init_noise_sigma.
+func (s *Sampler) Prepare(ctx context.Context, in family.Input, p family.Params, sc sched.Scheduler, samples []int64) (*pipeline.Item, error) {
+	if in.Image == nil {
+		return nil, fmt.Errorf("svd: prepare: no image")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.Validate(p); err != nil {
+		return nil, err
+	}
+	if sc.NumSteps() != p.Steps {
+		return nil, fmt.Errorf("svd: prepare: a schedule of %d steps for %d", sc.NumSteps(), p.Steps)
+	}
+	clipPx, vaeImg, err := s.preprocess(in.Image, p)
+	if err != nil {
+		return nil, err
+	}
+	shape := s.P.LatentShape(p)
+	per := tensor.NumElements(shape)
+	it := &pipeline.Item{Samples: samples, Latent: tensor.New(append([]int{len(samples)}, shape...)...)}
+	sigma := sc.InitSigma()
+	for r, sample := range samples {
+		aug, init := s.P.Noise(p, sample)
+		c, err := s.P.Condition(clipPx, vaeImg, aug, p)
+		if err != nil {
+			return nil, err
+		}
+		dst := it.Latent.Data[r*per : (r+1)*per]
+		for i, v := range init.Data {
+			dst[i] = v * sigma
+		}
+		it.Cond = append(it.Cond, c.Cond)
+	}
+	if p.Guided() {
+		it.Guidance = sched.GuidanceWeights(float32(p.MinGuidance), float32(p.MaxGuidance), p.NumFrames)
+	}
+	return it, nil
+}
+
+func (s *Sampler) preprocess(img image.Image, p family.Params) (clipPx, vaeImg *tensor.Dense, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastImg == img && s.lastH == p.Height && s.lastW == p.Width && isComparable(img) {
+		return s.clipPx, s.vaeImage, nil
+	}
+	if clipPx, vaeImg, err = s.P.Preprocess(img, p); err != nil {
+		return nil, nil, err
+	}
+	s.lastImg, s.lastH, s.lastW, s.clipPx, s.vaeImage = img, p.Height, p.Width, clipPx, vaeImg
+	return clipPx, vaeImg, nil
+}
+
+// isComparable reports whether img may be compared with == (the standard image types are
+// pointers; a value type holding a slice would panic).
+func isComparable(img image.Image) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	_ = img == img
+	return true
+}
+
+// Stepper implements family.Sampler: the UNet denoiser (the process must have loaded it).
+func (s *Sampler) Stepper(sc sched.Scheduler) (*pipeline.Stepper, error) {
+	if s.P.UNet == nil {
+		return nil, fmt.Errorf("svd: this process did not load the UNet")
+	}
+	return &pipeline.Stepper{Model: &Denoiser{P: s.P}, Sched: sc}, nil
+}
+
+// Decode implements family.Sampler: the VAE decode in chunks of p.DecodeChunkSize frames,
+// mapped to [0, 1].
+func (s *Sampler) Decode(ctx context.Context, latent *tensor.Dense, p family.Params) (*tensor.Dense, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	want := s.P.LatentShape(p)
+	got := latent.Shape
+	if len(got) == 5 && got[0] == 1 {
+		got = got[1:]
+	}
+	if !sameInts(got, want) {
+		return nil, fmt.Errorf("svd: decode: latent %v, want %v for %d frames of %dx%d", latent.Shape, want, p.NumFrames, p.Width, p.Height)
+	}
+	raw, err := s.P.Decode(latent, p.DecodeChunkSize)
+	if err != nil {
+		return nil, err
+	}
+	return ToUnit(raw), nil
+}
+
+// WeightBytes implements family.Sampler.
+func (s *Sampler) WeightBytes() map[string]int64 { return s.P.WeightBytes() }
+
+// Close implements family.Sampler.
+func (s *Sampler) Close() error { return s.P.Close() }
+
+// RandomConditioning implements family.RandomConditioner: an image embedding, image latents
+// and the default added time ids (fps 7 -> 6, motion bucket 127, augmentation 0.02), for
+// benchmarking the UNet without the image encoder.
+func (s *Sampler) RandomConditioning(r *rand.Rand, latent []int) model.Conditioning {
+	return RandomConditioning(s.P.UNetConfig, r, latent)
+}
+
+// RandomConditioning draws SVD conditioning for a latent [T, C, h, w] from r: the image
+// embedding [1, 1, D], the image latents [1, C, h, w] (in that order) and fixed added time ids.
+func RandomConditioning(cfg checkpoint.UNetConfig, r *rand.Rand, latent []int) model.Conditioning {
+	return model.Conditioning{
+		KeyImageEmbeddings: randomTensor(r, 1, 1, cfg.CrossAttentionDim[0]),
+		KeyImageLatents:    randomTensor(r, 1, latent[1], latent[2], latent[3]),
+		KeyAddedTimeIDs:    {Shape: []int{1, 3}, Data: []float32{6, 127, 0.02}},
+	}
+}
+
+func randomTensor(r *rand.Rand, shape ...int) *tensor.Dense {
+	t := tensor.New(shape...)
+	for i := range t.Data {
+		t.Data[i] = float32(r.NormFloat64())
+	}
+	return t
+}
+
+func sameInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
