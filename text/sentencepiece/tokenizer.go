@@ -130,7 +130,7 @@ func newTokenizer(spec *modelSpec) (*Tokenizer, error) {
 		vocab:        make([]string, n),
 		scores:       make([]float32, n),
 		kinds:        make([]uint8, n),
-		reserved:     map[string]int{},
+		reserved:     make(map[string]int, 300),
 		addDummy:     spec.normalizer.addDummyPrefix,
 		removeExtra:  spec.normalizer.removeExtraWhitespaces,
 		byteFallback: spec.byteFallback,
@@ -139,7 +139,6 @@ func newTokenizer(spec *modelSpec) (*Tokenizer, error) {
 	}
 	var keys, userKeys []string
 	var ids, userIDs []int32
-	normal := map[string]bool{}
 	for i := range t.byteIDs {
 		t.byteIDs[i] = -1
 	}
@@ -153,10 +152,6 @@ func newTokenizer(spec *modelSpec) (*Tokenizer, error) {
 		t.vocab[i], t.scores[i], t.kinds[i] = p.text, p.score, uint8(p.kind)
 		switch p.kind {
 		case typeNormal, typeUserDefined, typeUnused:
-			if normal[p.text] {
-				return nil, fmt.Errorf("%w: piece %q is defined twice", ErrCorruptModel, p.text)
-			}
-			normal[p.text] = true
 			keys, ids = append(keys, p.text), append(ids, int32(i))
 			if p.kind == typeUserDefined {
 				userKeys, userIDs = append(userKeys, p.text), append(userIDs, int32(i))
@@ -197,10 +192,13 @@ func newTokenizer(spec *modelSpec) (*Tokenizer, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: no normal pieces", ErrCorruptModel)
 	}
-	t.pieces = newByteTrie(keys, ids)
+	var dup string
+	if t.pieces, dup = newByteTrie(keys, ids); dup != "" {
+		return nil, fmt.Errorf("%w: piece %q is defined twice", ErrCorruptModel, dup)
+	}
 	var user *byteTrie
 	if len(userKeys) > 0 {
-		user = newByteTrie(userKeys, userIDs)
+		user, _ = newByteTrie(userKeys, userIDs)
 	}
 	var err error
 	if t.norm, err = newNormalizer(spec.normalizer, spec.treatWhitespaceAsSuffix, user); err != nil {

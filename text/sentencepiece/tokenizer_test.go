@@ -133,6 +133,10 @@ func TestCorruptModels(t *testing.T) {
 		"bad type":         {0x0a, 0x05, 0x0a, 0x01, 'a', 0x18, 0x09},
 		"empty piece":      {0x0a, 0x02, 0x18, 0x02},
 		"bpe":              {0x12, 0x02, 0x18, 0x02},
+		"duplicate piece": {0x0a, 0x09, 0x0a, 0x05, '<', 'u', 'n', 'k', '>', 0x18, 0x02,
+			0x0a, 0x03, 0x0a, 0x01, 'a', 0x0a, 0x03, 0x0a, 0x01, 'a'},
+		"byte piece without byte_fallback": {0x0a, 0x09, 0x0a, 0x05, '<', 'u', 'n', 'k', '>', 0x18, 0x02,
+			0x0a, 0x03, 0x0a, 0x01, 'a', 0x0a, 0x0a, 0x0a, 0x06, '<', '0', 'x', '4', '1', '>', 0x18, 0x06},
 	} {
 		if _, err := ParseModel(data); err == nil {
 			t.Errorf("%s: loaded", name)
@@ -194,5 +198,21 @@ func TestTokenizerJSONAddedTokensPastVocab(t *testing.T) {
 	rows, mask, err := tok.EncodeBatch([]string{"a"}, 4, true)
 	if err != nil || !reflect.DeepEqual(rows, [][]int32{{1, 4, 5, 5}}) || !reflect.DeepEqual(mask, [][]int32{{1, 1, 0, 0}}) {
 		t.Fatalf("EncodeBatch = %v %v %v", rows, mask, err)
+	}
+}
+
+// TestEncodeBatchMatchesFastTokenizer pins rows that Hugging Face's tokenizer
+// (npm tokenizers 0.23.2, a T5-converter tokenizer.json of this model with
+// setTruncation(8) and fixed padding to 8) produced.
+func TestEncodeBatchMatchesFastTokenizer(t *testing.T) {
+	tok := loadT5(t)
+	ids, mask, err := tok.EncodeBatch([]string{"the quick brown fox jumps over the lazy dog", "ab", ""}, 8, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantIDs := [][]int32{{3, 3998, 3999, 1993, 3, 3949, 3997, 1}, {3, 1904, 3978, 1, 0, 0, 0, 0}, {1, 0, 0, 0, 0, 0, 0, 0}}
+	wantMask := [][]int32{{1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0, 0}, {1, 0, 0, 0, 0, 0, 0, 0}}
+	if !reflect.DeepEqual(ids, wantIDs) || !reflect.DeepEqual(mask, wantMask) {
+		t.Fatalf("EncodeBatch = %v %v\nfast tokenizer %v %v", ids, mask, wantIDs, wantMask)
 	}
 }

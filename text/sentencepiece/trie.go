@@ -1,6 +1,9 @@
 package sentencepiece
 
-import "sort"
+import (
+	"slices"
+	"strings"
+)
 
 // byteTrie maps byte strings to ids. Nodes are laid out breadth first with
 // the children of a node contiguous and sorted by label, so a lookup is a
@@ -14,22 +17,35 @@ type byteTrie struct {
 	root        [256]int32 // the root's children by byte, -1 for none
 }
 
-// newByteTrie builds a trie of keys; ids[i] is the value of keys[i]. When a
-// key repeats the first id wins. Empty keys are ignored.
-func newByteTrie(keys []string, ids []int32) *byteTrie {
-	order := make([]int, 0, len(keys))
+// newByteTrie builds a trie of keys; ids[i] is the value of keys[i]. Empty
+// keys are ignored. When a key repeats, the smallest id wins and dup names
+// the key.
+func newByteTrie(keys []string, ids []int32) (t *byteTrie, dup string) {
+	type entry struct {
+		key string
+		id  int32
+	}
+	entries := make([]entry, 0, len(keys))
 	for i, k := range keys {
 		if k != "" {
-			order = append(order, i)
+			entries = append(entries, entry{k, ids[i]})
 		}
 	}
-	sort.SliceStable(order, func(a, b int) bool { return keys[order[a]] < keys[order[b]] })
-	sorted := make([]string, len(order))
-	vals := make([]int32, len(order))
-	for i, o := range order {
-		sorted[i], vals[i] = keys[o], ids[o]
+	slices.SortFunc(entries, func(a, b entry) int {
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return int(a.id) - int(b.id)
+	})
+	sorted := make([]string, len(entries))
+	vals := make([]int32, len(entries))
+	for i, e := range entries {
+		sorted[i], vals[i] = e.key, e.id
+		if i > 0 && dup == "" && e.key == sorted[i-1] {
+			dup = e.key
+		}
 	}
-	t := &byteTrie{}
+	t = &byteTrie{}
 	type span struct {
 		node, lo, hi, depth int
 	}
@@ -63,7 +79,7 @@ func newByteTrie(keys []string, ids []int32) *byteTrie {
 	for c := range t.root {
 		t.root[c] = t.scanChild(0, byte(c))
 	}
-	return t
+	return t, dup
 }
 
 func (t *byteTrie) addNode() int {
