@@ -60,6 +60,13 @@ type Params struct {
 	// model (0: the same as GuidanceScale). SVD reads MinGuidance/MaxGuidance instead.
 	GuidanceScale  float64 `json:"guidance_scale,omitempty"`
 	GuidanceScale2 float64 `json:"guidance_scale_2,omitempty"`
+	// Window, Overlap and Blend cut a video longer than the model's native length into
+	// overlapping temporal windows denoised together, in video frames (0 window: the
+	// family's; -1 overlap: the family's; "" blend: the family's). Description.ResolveWindows
+	// fills and checks them; Description.Windows turns them into the engine's windowing.
+	Window  int    `json:"window,omitempty"`
+	Overlap int    `json:"overlap,omitempty"`
+	Blend   string `json:"blend,omitempty"`
 }
 
 // Guided reports whether classifier-free guidance is on (diffusers: max guidance > 1).
@@ -177,6 +184,9 @@ type Description struct {
 	// config file that sets it, for messages.
 	TextDim     int
 	TextDimFile string
+	// Windows are the family's defaults for a video longer than its native length (zero
+	// fields: the engine's; see ResolveWindows).
+	Windowing Windowing
 }
 
 // Family is a registered model family.
