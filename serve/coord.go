@@ -137,6 +137,8 @@ type item struct {
 	latent   *tensor.Dense // [1, T, C, H, W] at step
 	cond     model.Conditioning
 	guidance []float32
+	// windows cut a long video into temporal windows (nil: one window).
+	windows *pipeline.Windows
 	// sched is the scheduler's state of the job at step (nil for Euler).
 	sched    sched.State
 	batch    *batch
@@ -147,7 +149,7 @@ type item struct {
 }
 
 func (it *item) key(start, end int) batchKey {
-	return batchKey{steps: it.job.rec.Params.Steps, start: start, end: end, shape: it.latent.Shape, guidance: it.guidance}
+	return batchKey{steps: it.job.rec.Params.Steps, start: start, end: end, shape: it.latent.Shape, guidance: it.guidance, windows: it.windows}
 }
 
 // batch is a group of items sent to one worker for steps [start, end).
@@ -379,7 +381,7 @@ func (c *Coordinator) buildItem(j *job) (*item, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &item{job: j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance}, nil
+		return &item{job: j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance, windows: s.Windows}, nil
 	}
 	data := j.img
 	if data == nil {
@@ -403,7 +405,7 @@ func (c *Coordinator) buildItem(j *job) (*item, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &item{job: j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance}, nil
+	return &item{job: j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance, windows: s.Windows}, nil
 }
 
 // readyLocked queues an item for a worker, in submission order.
@@ -491,7 +493,7 @@ func (c *Coordinator) sendBatchLocked(w *workerConn, b *batch, stages int) {
 	first := b.items[0]
 	per := first.latent.Len()
 	shape := append([]int{len(b.items)}, first.latent.Shape[1:]...)
-	pit := &pipeline.Item{Group: b.id, Step: b.start, Latent: tensor.New(shape...), Guidance: first.guidance}
+	pit := &pipeline.Item{Group: b.id, Step: b.start, Latent: tensor.New(shape...), Guidance: first.guidance, Windows: first.windows}
 	states := make([]sched.State, len(b.items))
 	for r, it := range b.items {
 		states[r] = it.sched

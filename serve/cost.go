@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+
+	"github.com/vdpp/vdpp/pipeline"
 )
 
 // ErrCostLimit marks a job the served model cannot run within its cost limits (too many
@@ -21,10 +23,14 @@ type Cost struct {
 	Pixels int64 // height·width
 	Frames int64 // num_frames
 	Steps  int64 // denoising steps
-	// Work is Pixels·Frames·Steps: the denoising work, which sets the job's run time.
+	// Work is Pixels·Frames·Steps: the denoising work, which sets the job's run time. A
+	// long video cut into temporal windows counts every window's frames (the frames two
+	// windows share twice).
 	Work int64
 	// ActivationBytes estimates the working memory of one denoising step (see
-	// ActivationFunc); the process running the step needs it on top of the weights.
+	// ActivationFunc); the process running the step needs it on top of the weights. A
+	// long video's step runs one window at a time, so it costs one window's: flat in the
+	// video's length.
 	ActivationBytes int64
 }
 
@@ -51,9 +57,16 @@ func LatentActivation(c int) ActivationFunc {
 // estimates. JobCost is pure.
 func JobCost(p Params, act ActivationFunc) Cost {
 	c := Cost{Pixels: int64(p.Height) * int64(p.Width), Frames: int64(p.NumFrames), Steps: int64(p.Steps)}
-	c.Work = satMul(satMul(c.Pixels, c.Frames), c.Steps)
+	denoised, step := c.Frames, p
+	if p.Window > 0 && p.NumFrames > p.Window {
+		// Windows of p.Window frames in video frames (a latent cut differs by rounding only).
+		if starts, err := (pipeline.Windows{Size: p.Window, Overlap: p.Overlap, Blend: "linear"}).Starts(p.NumFrames); err == nil {
+			denoised, step.NumFrames = int64(len(starts)*p.Window), p.Window
+		}
+	}
+	c.Work = satMul(satMul(c.Pixels, denoised), c.Steps)
 	if act != nil {
-		c.ActivationBytes = act(p)
+		c.ActivationBytes = act(step)
 	}
 	return c
 }
