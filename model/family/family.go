@@ -9,6 +9,12 @@
 // The loop between them is pipeline.Stepper's, the engine's; no caller writes a family's
 // sampling sequence itself.
 //
+// A video longer than the model's native length is cut into overlapping temporal windows
+// by the engine; the family only describes how (Description: the VAE's temporal factor, the
+// native length, its default Windowing; a WindowGuider for guidance that depends on the
+// clip's length), and Description.ResolveWindows / Description.Windows turn a request's
+// window, overlap and blend in video frames into the engine's windows in latent frames.
+//
 // Contract: families register themselves (Register) in an init function; a binary gets them
 // by a blank import of model/families. Resolve turns a --model value into a family and a
 // folder: a registered name ("synthetic", "dummy"), an alias ("builtin"), or a diffusers
