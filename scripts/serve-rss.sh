@@ -1,7 +1,8 @@
 #!/bin/sh
 # serve-rss.sh: resident memory (VmRSS, MB) of `vdpp serve`'s coordinator and workers
 # before, during and after a big-but-allowed job on the built-in model, and after a
-# cancelled one (docs/serve.md, "Cost limits"). Loopback only; Linux (/proc).
+# cancelled one, with the cancel's latency beside the step time (docs/serve.md, "Cost
+# limits"). Loopback only; Linux (/proc).
 #
 #   [SERVE_ARGS="--max-cost-multiple 64"] scripts/serve-rss.sh [PARAMS_JSON]
 #
@@ -21,6 +22,8 @@ python3 -c 'import zlib,struct
 def c(t,d): return struct.pack(">I",len(d))+t+d+struct.pack(">I",zlib.crc32(t+d)&0xffffffff)
 raw=b"".join(b"\0"+bytes([x*4%256,y*4%256,128]*64) for y in range(64) for x in [0])
 open("'"$tmp"'/in.png","wb").write(b"\x89PNG\r\n\x1a\n"+c(b"IHDR",struct.pack(">IIBBBBB",64,64,8,2,0,0,0))+c(b"IDAT",zlib.compress(raw))+c(b"IEND",b""))'
+now() { date +%s%N; }
+ms() { echo $((($2 - $1) / 1000000)); }
 rss() { awk '/VmRSS/{printf "%d", $2/1024}' /proc/$1/status; }
 show() {
 	line="$1: coordinator $(rss $pid) MB"
@@ -43,9 +46,14 @@ show "after the job"
 sleep 5
 show "5 s after"
 id=$(submit "$params")
-until set -- $(state "$id") && [ "$1" = running ] && [ "$2" -ge 3 ]; do sleep 0.1; done
+until set -- $(state "$id") && [ "$1" = running ] && [ "$2" -ge 3 ]; do sleep 0.05; done
+t3=$(now)
+until set -- $(state "$id") && [ "$2" -ge 4 ]; do sleep 0.05; done
+t4=$(now)
 curl -sf -X DELETE "$url/v1/videos/$id" >/dev/null
-until set -- $(state "$id") && [ "$1" = cancelled ]; do sleep 0.1; done
-show "after a cancel at step 3"
+until set -- $(state "$id") && [ "$1" = cancelled ]; do sleep 0.05; done
+t5=$(now)
+echo "cancel: step time about $(ms $t3 $t4) ms (steps 3 to 4 seen), cancelled $(ms $t4 $t5) ms after the DELETE, at step $2"
+show "after a cancel at step 4"
 sleep 5
 show "5 s after the cancel"
