@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
@@ -35,15 +36,17 @@ type Cost struct {
 }
 
 // ActivationFunc estimates the working bytes of one denoising step of a job with p, from
-// the served model's real sizes (family.ActivationEstimator where the family has one).
+// the served model's real sizes (family.ActivationEstimator where the family has one); a
+// long video's step is one window's (family.Params.StepParams).
 type ActivationFunc func(p Params) int64
 
 // LatentActivation is the ActivationFunc of a model without its own estimate: the float32
-// latent of p with c channels, once per classifier-free guidance row.
+// latent of p with c channels (one window's for a long video), once per classifier-free
+// guidance row.
 func LatentActivation(c int) ActivationFunc {
 	return func(p Params) int64 {
 		n := int64(4)
-		for _, d := range p.LatentShape(c) {
+		for _, d := range Params(family.Params(p).StepParams()).LatentShape(c) {
 			n *= int64(max(d, 1))
 		}
 		if p.Guided() {
@@ -57,16 +60,16 @@ func LatentActivation(c int) ActivationFunc {
 // estimates. JobCost is pure.
 func JobCost(p Params, act ActivationFunc) Cost {
 	c := Cost{Pixels: int64(p.Height) * int64(p.Width), Frames: int64(p.NumFrames), Steps: int64(p.Steps)}
-	denoised, step := c.Frames, p
+	denoised := c.Frames
 	if p.Window > 0 && p.NumFrames > p.Window {
 		// Windows of p.Window frames in video frames (a latent cut differs by rounding only).
 		if starts, err := (pipeline.Windows{Size: p.Window, Overlap: p.Overlap, Blend: "linear"}).Starts(p.NumFrames); err == nil {
-			denoised, step.NumFrames = int64(len(starts)*p.Window), p.Window
+			denoised = int64(len(starts) * p.Window)
 		}
 	}
 	c.Work = satMul(satMul(c.Pixels, denoised), c.Steps)
 	if act != nil {
-		c.ActivationBytes = act(step)
+		c.ActivationBytes = act(p) // a long video's step is one window's (family.Params.StepParams)
 	}
 	return c
 }

@@ -96,6 +96,18 @@ func (d Description) ResolveWindows(p Params, prefix string) (Params, error) {
 	return p, nil
 }
 
+// StepParams are the parameters of one denoiser call of a generation with p: a long video
+// (Window < NumFrames) is stepped one window at a time, so its NumFrames is the window's;
+// anything else is p. Memory estimates of a step (ActivationEstimator) use it, so a long
+// video's step costs one window's, flat in its length; what holds the whole video (the
+// latent, the decode) takes p.
+func (p Params) StepParams() Params {
+	if p.Window > 0 && p.NumFrames > p.Window {
+		p.NumFrames = p.Window
+	}
+	return p
+}
+
 // sep is the word separator of a parameter name: "-" for flags, "_" for JSON fields.
 func sep(prefix string) string {
 	if prefix == "" {

@@ -250,7 +250,7 @@ func (s *Sampler) Decode(ctx context.Context, latent *tensor.Dense, p family.Par
 // StepActivationBytes implements family.ActivationEstimator with unetcost's peak of one
 // UNet call on p's latent (two rows when guided).
 func (s *Sampler) StepActivationBytes(p family.Params) int64 {
-	lat := s.P.LatentShape(p)
+	lat := s.P.LatentShape(p.StepParams()) // a long video steps one window at a time
 	rows := 1
 	if p.Guided() {
 		rows = 2
