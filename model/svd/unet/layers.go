@@ -39,7 +39,8 @@ func walk(cfg checkpoint.UNetConfig, h, w int, l layers) {
 	ch := cfg.BlockOutChannels
 	// When h or w is not a multiple of 2^(n-1), every upsampler interpolates to the size of
 	// the next skip instead of doubling, as diffusers does.
-	toSkipSize := h%(1<<(n-1)) != 0 || w%(1<<(n-1)) != 0
+	factor := 1 << (n - 1)
+	toSkipSize := h%factor != 0 || w%factor != 0
 	var skipSizes [][2]int // the spatial size of every saved skip
 	push := func() {
 		l.pushSkip()
