@@ -9,12 +9,13 @@ import (
 
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/serve/wire"
 )
 
 // workerConn is the coordinator's end of one worker's connection.
 type workerConn struct {
 	rank, pid   int
-	wc          *wireConn
+	wc          *wire.Conn
 	out         chan comm.Message
 	done        chan struct{}
 	once        sync.Once
@@ -22,7 +23,7 @@ type workerConn struct {
 }
 
 func cancelMessage(id int64, row int) comm.Message {
-	return comm.Message{Sample: id, Tensors: []comm.NamedTensor{ctlTensor(opCancel), rowsTensor([]int{row})}}
+	return comm.Message{Sample: id, Tensors: []comm.NamedTensor{wire.Ctl(wire.OpCancel), wire.Rows([]int{row})}}
 }
 
 // enqueue queues m for the writer; a worker whose queue is full is broken and is closed.
@@ -38,7 +39,7 @@ func (w *workerConn) enqueue(m comm.Message) {
 func (w *workerConn) close() {
 	w.once.Do(func() {
 		close(w.done)
-		w.wc.c.Close()
+		w.wc.Close()
 	})
 }
 
@@ -60,7 +61,7 @@ func (c *Coordinator) ServeWorkers(ln net.Listener, secret []byte, heartbeat, ti
 			return fmt.Errorf("serve: accept worker: %w", err)
 		}
 		go func() {
-			rank, pid, err := readHello(conn, secret)
+			rank, pid, err := wire.ReadHello(conn, secret)
 			if err != nil {
 				c.cfg.Log.Warn("refused a worker connection", "remote", conn.RemoteAddr(), "err", err)
 				conn.Close()
@@ -71,7 +72,7 @@ func (c *Coordinator) ServeWorkers(ln net.Listener, secret []byte, heartbeat, ti
 				conn.Close()
 				return
 			}
-			w := &workerConn{rank: rank, pid: pid, wc: newWireConn(conn, timeout), out: make(chan comm.Message, 1024),
+			w := &workerConn{rank: rank, pid: pid, wc: wire.NewConn(conn, timeout), out: make(chan comm.Message, 1024),
 				done: make(chan struct{}), outstanding: map[int64]*batch{}}
 			if !c.join(w) {
 				return
@@ -107,7 +108,7 @@ func (c *Coordinator) join(w *workerConn) bool {
 func (c *Coordinator) writeLoop(w *workerConn, heartbeat time.Duration) {
 	t := time.NewTicker(heartbeat)
 	defer t.Stop()
-	ping := comm.Message{Tensors: []comm.NamedTensor{ctlTensor(opPing)}}
+	ping := wire.Ping()
 	for {
 		var m comm.Message
 		select {
@@ -117,7 +118,7 @@ func (c *Coordinator) writeLoop(w *workerConn, heartbeat time.Duration) {
 		case <-t.C:
 			m = ping
 		}
-		if err := w.wc.send(m); err != nil {
+		if err := w.wc.Send(m); err != nil {
 			w.close()
 			return
 		}
@@ -130,7 +131,7 @@ func (c *Coordinator) readLoop(w *workerConn, timeout time.Duration) {
 	var err error
 	for {
 		var m comm.Message
-		if m, err = w.wc.recv(timeout); err != nil {
+		if m, err = w.wc.Recv(timeout); err != nil {
 			break
 		}
 		if h := c.hooks.received; h != nil {
@@ -195,7 +196,7 @@ func (c *Coordinator) handle(w *workerConn, m comm.Message) error {
 			}
 		}
 	case opDropped:
-		for _, r := range msgRows(m) {
+		for _, r := range wire.RowsOf(m) {
 			if r >= 0 && r < len(b.items) && b.items[r] != nil {
 				it := b.items[r]
 				b.items[r] = nil
@@ -210,7 +211,7 @@ func (c *Coordinator) handle(w *workerConn, m comm.Message) error {
 		c.dispatchLocked()
 	case opFailed:
 		delete(w.outstanding, b.id)
-		msg := msgText(m)
+		msg := wire.TextOf(m)
 		for r, it := range b.items {
 			if it != nil {
 				b.items[r] = nil

@@ -16,6 +16,7 @@ import (
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
+	"github.com/vdpp/vdpp/serve/wire"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -512,7 +513,7 @@ func (c *Coordinator) sendBatchLocked(w *workerConn, b *batch, stages int) {
 	b.last = c.cfg.Now()
 	w.outstanding[b.id] = b
 	c.cfg.Metrics.batchSize.Observe(float64(len(b.items)))
-	w.enqueue(runMessage(pit, b.end, first.job.rec.Params.Steps))
+	w.enqueue(wire.Run(pit, b.end, first.job.rec.Params.Steps))
 }
 
 // requeueLocked puts the live items of a batch back in the ready list at the latent they
