@@ -15,11 +15,13 @@ import (
 
 // The dispatcher is the coordinator's state machine, in the manner of etcd raft's RawNode:
 // it holds every job's lifecycle (queue, admission, running slots, the latest latent of
-// each sample), the live workers and their batches, and decides; the Coordinator (coord.go,
-// conn.go, durable.go) feeds it events and performs the actions it returns (action.go).
-// It has no goroutines, sockets, clocks or files: time comes in with the events, and what
-// must happen in the world (send a batch, write a record, wake subscribers) goes out as
-// actions, so every rule is tested with tables of events and actions (dispatch_test.go).
+// each sample), the live workers and their batches, and decides; the Coordinator
+// (coord.go, conn.go, durable.go) feeds it events and performs the actions it returns
+// (dispatch_action.go). It has no goroutines, sockets, clocks or files: time comes in with
+// the events, and what must happen in the world (send a batch, write a record, wake
+// subscribers) goes out as actions, so every rule is tested with tables of events and
+// actions (dispatch_cases_test.go) and a fuzzer that checks its invariants
+// (dispatch_fuzz_test.go).
 //
 // Events: load (the store's records at start), reserve/submitted (a submission before and
 // after its files are written), prepared (a job's initial sample is built), cancel, join
