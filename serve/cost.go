@@ -205,6 +205,18 @@ func modelCostLimits(gen Generator, multiple float64, maxPixels int64) (Activati
 // its cost limits.
 func (s *Server) checkCost(p Params) error { return s.cost.Check(JobCost(p, s.act)) }
 
+// DeriveMaxFrames is --max-frames' default for a model with limits l: the frames the
+// work limit allows at the model's native size and steps (l.Multiple times its native
+// frame count, so a long video of windows fits), and never fewer than DefaultLimits'.
+// DeriveMaxFrames is pure.
+func DeriveMaxFrames(l CostLimits) int {
+	floor := DefaultLimits().MaxFrames
+	if l.Multiple <= 0 || l.Native.NumFrames <= 0 {
+		return floor
+	}
+	return max(floor, int(float64(l.Native.NumFrames)*l.Multiple))
+}
+
 // ModelLimits are the limits the served model's jobs are admitted under, with the native
 // job they derive from (GET /v1/limits, and "vdpp_limits" in GET /v1/models).
 type ModelLimits struct {
