@@ -2,9 +2,12 @@
 // procedural dataset (data/procedural): for each held-out clip the model generates a video
 // from the clip's first frame, and every generated frame is compared with the true frame
 // (PSNR and SSIM on [0, 1] RGB), next to two baselines: repeating the first frame, and the
-// same pipeline with an untrained (freshly initialised) UNet. The report keeps every clip's
-// own scores, so Compare can pair two reports on the same clips: the A/B test of two models
-// or two sampling settings, with the standard error of the difference.
+// same model with a freshly initialised denoiser (family.Reinitializer; for SVD the UNet).
+// Models are family.Samplers, run by Generate as every command runs them; the VAE round
+// trip (Reconstructor) is the family.Reconstructor of those that have one. The report
+// keeps every clip's own scores, so Compare can pair two reports on the same clips: the
+// A/B test of two models or two sampling settings, with the standard error of the
+// difference.
 //
 // Contract: Run is deterministic for a given checkpoint, options and backend: clips come
 // from the dataset seed, noise from the generation seed. Metrics are pure functions
