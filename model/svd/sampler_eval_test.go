@@ -8,36 +8,22 @@ import (
 
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/data/procedural"
-	"github.com/vdpp/vdpp/model/checkpoint"
+	_ "github.com/vdpp/vdpp/model/families" // builtin answers family.Open
 	"github.com/vdpp/vdpp/model/family"
-	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/svd"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/tensor"
 )
 
-// openBuiltin loads the built-in model (all parts) as a Sampler.
+// openBuiltin opens the built-in model (every role) through model/family.
 func openBuiltin(t *testing.T) *svd.Sampler {
 	t.Helper()
-	dir, err := builtin.Dir()
+	fs, err := family.Open(builtin.Name, family.Options{Backend: "go", Roles: family.AllRoles})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := nn.NewBackend("go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := svd.Load(dir, "", b, svd.AllParts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	smp, err := checkpoint.ReadSampling(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := svd.NewSampler(p, smp)
-	t.Cleanup(func() { s.Close() })
-	return s
+	t.Cleanup(func() { fs.Close() })
+	return fs.(*svd.Sampler)
 }
 
 // firstStep runs step 0 of a 2-step generation from frame 0 of held-out clip 0 and
@@ -66,10 +52,17 @@ func firstStep(t *testing.T, s family.Sampler) *tensor.Dense {
 	return it.Latent
 }
 
-// TestWithDenoiserWeights: the reinitialised Sampler asks for exactly the UNet's tensors,
-// steps differently from the trained one, and closing it leaves the trained one usable.
-func TestWithDenoiserWeights(t *testing.T) {
+// TestEvalCapabilities checks eval's optional family interfaces on the built-in model,
+// loaded once for both.
+func TestEvalCapabilities(t *testing.T) {
 	s := openBuiltin(t)
+	t.Run("WithDenoiserWeights", func(t *testing.T) { testWithDenoiserWeights(t, s) })
+	t.Run("Reconstruct", func(t *testing.T) { testReconstruct(t, s) })
+}
+
+// testWithDenoiserWeights: the reinitialised Sampler asks for exactly the UNet's tensors,
+// steps differently from the trained one, and closing it leaves the trained one usable.
+func testWithDenoiserWeights(t *testing.T, s *svd.Sampler) {
 	want, err := unet.ExpectedTensors(s.P.UNetConfig)
 	if err != nil {
 		t.Fatal(err)
@@ -106,12 +99,11 @@ func TestWithDenoiserWeights(t *testing.T) {
 	}
 }
 
-// TestReconstruct: the VAE round trip of a held-out clip keeps its shape, stays in
+// testReconstruct: the VAE round trip of a held-out clip's first frames keeps its shape, stays in
 // [0, 1] and is close to the clip (the built-in VAE scores about 29 dB; 20 is the floor).
-func TestReconstruct(t *testing.T) {
-	s := openBuiltin(t)
+func testReconstruct(t *testing.T, s *svd.Sampler) {
 	dc := procedural.ConfigFor(procedural.DefaultRule)
-	truth := procedural.ToTensor(procedural.Video(dc, 1, procedural.HeldOut, 0))
+	truth := procedural.ToTensor(procedural.Video(dc, 1, procedural.HeldOut, 0)[:2]) // 2 frames keep it fast
 	for i, v := range truth.Data {
 		truth.Data[i] = (v + 1) / 2
 	}
