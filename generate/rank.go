@@ -27,6 +27,9 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 	if err := o.Validate(); err != nil {
 		return err
 	}
+	if o.Steps == 0 {
+		return fmt.Errorf("%w: --steps 0: RunRank needs resolved options (Resolve)", ErrOptions)
+	}
 	// Resolve leaves guidance and decode chunk set; options built in code may still say
 	// "the model's".
 	smp, err := builtin.Sampling(o.Model)

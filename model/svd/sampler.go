@@ -93,6 +93,9 @@ func partsOf(r family.Roles) Parts {
 type Sampler struct {
 	P        *Pipeline
 	sampling checkpoint.Sampling
+	// release, when set, is what Close releases instead of P: a Sampler that borrows P
+	// from another (WithDenoiserWeights) owns only its own UNet.
+	release func() error
 
 	// The image inputs of the last Prepare, reused while the image and size stay the same
 	// (preprocessing is deterministic, so this only saves time).
@@ -266,7 +269,12 @@ func (s *Sampler) StepActivationBytes(p family.Params) int64 {
 func (s *Sampler) WeightBytes() map[string]int64 { return s.P.WeightBytes() }
 
 // Close implements family.Sampler.
-func (s *Sampler) Close() error { return s.P.Close() }
+func (s *Sampler) Close() error {
+	if s.release != nil {
+		return s.release()
+	}
+	return s.P.Close()
+}
 
 // RandomConditioning implements family.RandomConditioner: an image embedding, image latents
 // and the default added time ids (fps 7 -> 6, motion bucket 127, augmentation 0.02), for
