@@ -141,13 +141,13 @@ func decodeNote(req Request, p Prediction) string {
 	switch {
 	case p.DecodeRanks == 1 && cmp > 0:
 		return fmt.Sprintf("decode bound (%s ms per sample on the last stage): --decode-ranks %d spreads its %d parts over the stages, %s samples/s instead of %s (%.2fx)",
-			ms(decode), p.PP, c.DecodeParts, rate(q.SteadyThroughputPerS), rate(p.SteadyThroughputPerS), q.SteadyThroughputPerS/p.SteadyThroughputPerS)
+			ms(decode), p.PP, c.DecodeParts, rate3(q.SteadyThroughputPerS), rate3(p.SteadyThroughputPerS), q.SteadyThroughputPerS/p.SteadyThroughputPerS)
 	case p.DecodeRanks > 1 && cmp == 0:
-		return fmt.Sprintf("decode spread over %d stages gains nothing (%s samples/s either way): the stages are bound by denoising", p.DecodeRanks, rate(p.SteadyThroughputPerS))
+		return fmt.Sprintf("decode spread over %d stages gains nothing (%s samples/s either way): the stages are bound by denoising", p.DecodeRanks, rate3(p.SteadyThroughputPerS))
 	case p.DecodeRanks > 1 && cmp > 0:
-		return fmt.Sprintf("decode spread over %d stages loses: %s samples/s, %s on the last stage alone (the step cut balances the decode better)", p.DecodeRanks, rate(p.SteadyThroughputPerS), rate(q.SteadyThroughputPerS))
+		return fmt.Sprintf("decode spread over %d stages loses: %s samples/s, %s on the last stage alone (the step cut balances the decode better)", p.DecodeRanks, rate3(p.SteadyThroughputPerS), rate3(q.SteadyThroughputPerS))
 	case p.DecodeRanks > 1:
-		return fmt.Sprintf("decode spread over %d stages: %s samples/s instead of %s on the last stage alone (%.2fx)", p.DecodeRanks, rate(p.SteadyThroughputPerS), rate(q.SteadyThroughputPerS), p.SteadyThroughputPerS/q.SteadyThroughputPerS)
+		return fmt.Sprintf("decode spread over %d stages: %s samples/s instead of %s on the last stage alone (%.2fx)", p.DecodeRanks, rate3(p.SteadyThroughputPerS), rate3(q.SteadyThroughputPerS), p.SteadyThroughputPerS/q.SteadyThroughputPerS)
 	}
 	return ""
 }
@@ -285,7 +285,11 @@ func sum(xs []float64) float64 {
 
 func ms(v float64) string   { return strconv.FormatFloat(v, 'f', 2, 64) }
 func rate(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
-func pct(v float64) string  { return strconv.FormatFloat(100*v, 'f', 1, 64) }
+
+// rate3 is a rate to three significant digits (decode-bound pipelines run below one
+// sample a second).
+func rate3(v float64) string { return strconv.FormatFloat(v, 'g', 3, 64) }
+func pct(v float64) string   { return strconv.FormatFloat(100*v, 'f', 1, 64) }
 
 func limit(b int64) string {
 	if b <= 0 {
