@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/tensor"
@@ -98,21 +99,25 @@ const (
 
 // spreader is one rank's share of a Spread inside Run.
 type spreader struct {
-	cfg    *Config
-	sp     Spread
-	pw     PartWorkload
-	tr     comm.TaggedTransport
-	tag    uint16
-	me     int
-	parts  int
-	next   int // last stage: the next part's index j
-	where  string
-	jobs   chan comm.Message // helper: parts handed to this rank
-	njobs  int               // helper: how many it will get
-	served int
-	out    chan comm.Message // helper: results, to the sender
-	outErr chan error
-	outEnd chan struct{}
+	cfg   *Config
+	sp    Spread
+	pw    PartWorkload
+	tr    comm.TaggedTransport
+	tag   uint16
+	me    int
+	parts int
+	next  int // last stage: the next part's index j
+	where string
+	jobs  chan comm.Message // helper: parts handed to this rank
+	// stageDone is set once the helper's own stage has handled every item: until then a
+	// receive timeout only means the pipeline is still filling (the first part comes after
+	// the first item's last step), not a silent peer.
+	stageDone atomic.Bool
+	njobs     int // helper: how many it will get
+	served    int
+	out       chan comm.Message // helper: results, to the sender
+	outErr    chan error
+	outEnd    chan struct{}
 
 	pending chan *pendingSample // last stage: samples waiting for their parts
 	joined  chan struct{}
@@ -171,6 +176,10 @@ func newSpreader(ctx context.Context, cfg *Config, me int, last bool, items []in
 func (s *spreader) receiveJobs(ctx context.Context, errc chan<- error) {
 	for i := 0; i < s.njobs; i++ {
 		m, err := s.tr.RecvTag(ctx, s.sp.Last, s.tag)
+		if errors.Is(err, comm.ErrTimeout) && !s.stageDone.Load() {
+			i--
+			continue
+		}
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
 				errc <- fmt.Errorf("%s: receive decode part %d of %d from rank %d: %w", s.where, i+1, s.njobs, s.sp.Last, err)
@@ -299,6 +308,7 @@ func (s *spreader) drain(ctx context.Context, errc <-chan error) error {
 		close(s.pending)
 		done = s.joined
 	} else {
+		s.stageDone.Store(true)
 		for s.served < s.njobs {
 			select {
 			case m := <-s.jobs:

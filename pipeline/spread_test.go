@@ -87,6 +87,8 @@ func (w *partWorkload) Finish(ctx context.Context, it *pipeline.Item) error {
 type spreadSpec struct {
 	stages, steps, samples, micro, chunk int
 	spread                               []int // ranks; nil: the last stage alone
+	stepMS                               float64
+	timeout                              time.Duration // receive timeout (default 10 s)
 }
 
 func runSpread(t *testing.T, rs spreadSpec) (*partRecord, error) {
@@ -102,12 +104,16 @@ func runSpread(t *testing.T, rs spreadSpec) (*partRecord, error) {
 	rec := &partRecord{joined: map[int64]*tensor.Dense{}, byRank: map[int]int{}}
 	var trs []comm.Transport
 	if rs.stages > 1 || rs.spread != nil {
-		trs = comm.NewLocal(rs.stages, comm.Options{RecvTimeout: 10 * time.Second})
+		timeout := rs.timeout
+		if timeout == 0 {
+			timeout = 10 * time.Second
+		}
+		trs = comm.NewLocal(rs.stages, comm.Options{RecvTimeout: timeout})
 	}
 	errs := make([]error, rs.stages)
 	var wg sync.WaitGroup
 	for k := range rs.stages {
-		d, _ := synthetic.New(model.Config{})
+		d, _ := synthetic.New(model.Config{StepMS: rs.stepMS})
 		var tr comm.Transport
 		if trs != nil {
 			tr = trs[k]
@@ -141,6 +147,10 @@ func TestSpreadBitIdenticalToLastStage(t *testing.T) {
 		{stages: 3, steps: 6, samples: 4, micro: 2, chunk: 2, spread: []int{2, 1, 0}},
 		{stages: 3, steps: 3, samples: 3, micro: 1, chunk: 7, spread: []int{2, 0}},    // one part: spread over samples
 		{stages: 4, steps: 8, samples: 6, micro: 1, chunk: 4, spread: []int{0, 1, 2}}, // the last stage hands out everything
+		// The first part reaches rank 0 once the pipeline has filled (20 steps of 20 ms),
+		// later than a receive may wait (300 ms, more than a stage's 200 ms): not a
+		// silent peer while rank 0's own stage still works.
+		{stages: 2, steps: 20, samples: 3, micro: 1, chunk: 3, spread: []int{1, 0}, stepMS: 20, timeout: 300 * time.Millisecond},
 	} {
 		t.Run(fmt.Sprintf("%+v", rs), func(t *testing.T) {
 			base := spreadSpec{stages: 1, steps: rs.steps, samples: rs.samples, micro: rs.micro, chunk: rs.chunk}
