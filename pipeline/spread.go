@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/tensor"
@@ -99,25 +98,21 @@ const (
 
 // spreader is one rank's share of a Spread inside Run.
 type spreader struct {
-	cfg   *Config
-	sp    Spread
-	pw    PartWorkload
-	tr    comm.TaggedTransport
-	tag   uint16
-	me    int
-	parts int
-	next  int // last stage: the next part's index j
-	where string
-	jobs  chan comm.Message // helper: parts handed to this rank
-	// stageDone is set once the helper's own stage has handled every item: until then a
-	// receive timeout only means the pipeline is still filling (the first part comes after
-	// the first item's last step), not a silent peer.
-	stageDone atomic.Bool
-	njobs     int // helper: how many it will get
-	served    int
-	out       chan comm.Message // helper: results, to the sender
-	outErr    chan error
-	outEnd    chan struct{}
+	cfg    *Config
+	sp     Spread
+	pw     PartWorkload
+	tr     comm.TaggedTransport
+	tag    uint16
+	me     int
+	parts  int
+	next   int // last stage: the next part's index j
+	where  string
+	jobs   chan comm.Message // helper: parts handed to this rank
+	njobs  int               // helper: how many it will get
+	served int
+	out    chan comm.Message // helper: results, to the sender
+	outErr chan error
+	outEnd chan struct{}
 
 	pending chan *pendingSample // last stage: samples waiting for their parts
 	joined  chan struct{}
@@ -172,11 +167,15 @@ func newSpreader(ctx context.Context, cfg *Config, me int, last bool, items []in
 	return s, nil
 }
 
-// receiveJobs (helper) reads the parts handed to this rank.
+// receiveJobs (helper) reads the parts handed to this rank. A receive timeout is not a
+// silent peer here: the first part comes only once the pipeline has filled, and the last
+// ones when the last stage has worked off its backlog, both longer than a hand-off's wait.
+// A last stage that fails closes its links (the receive then fails) and its neighbours'
+// hand-offs time out.
 func (s *spreader) receiveJobs(ctx context.Context, errc chan<- error) {
 	for i := 0; i < s.njobs; i++ {
 		m, err := s.tr.RecvTag(ctx, s.sp.Last, s.tag)
-		if errors.Is(err, comm.ErrTimeout) && !s.stageDone.Load() {
+		if errors.Is(err, comm.ErrTimeout) {
 			i--
 			continue
 		}
@@ -308,7 +307,6 @@ func (s *spreader) drain(ctx context.Context, errc <-chan error) error {
 		close(s.pending)
 		done = s.joined
 	} else {
-		s.stageDone.Store(true)
 		for s.served < s.njobs {
 			select {
 			case m := <-s.jobs:

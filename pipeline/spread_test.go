@@ -148,8 +148,8 @@ func TestSpreadBitIdenticalToLastStage(t *testing.T) {
 		{stages: 3, steps: 3, samples: 3, micro: 1, chunk: 7, spread: []int{2, 0}},    // one part: spread over samples
 		{stages: 4, steps: 8, samples: 6, micro: 1, chunk: 4, spread: []int{0, 1, 2}}, // the last stage hands out everything
 		// The first part reaches rank 0 once the pipeline has filled (20 steps of 20 ms),
-		// later than a receive may wait (300 ms, more than a stage's 200 ms): not a
-		// silent peer while rank 0's own stage still works.
+		// the last after the last stage's backlog, both later than a receive may wait
+		// (300 ms, more than a stage's 200 ms): no silent peer.
 		{stages: 2, steps: 20, samples: 3, micro: 1, chunk: 3, spread: []int{1, 0}, stepMS: 20, timeout: 300 * time.Millisecond},
 	} {
 		t.Run(fmt.Sprintf("%+v", rs), func(t *testing.T) {
