@@ -111,7 +111,6 @@ type spreader struct {
 	njobs  int               // helper: how many it will get
 	served int
 	out    chan comm.Message // helper: results, to the sender
-	outErr chan error
 	outEnd chan struct{}
 
 	pending chan *pendingSample // last stage: samples waiting for their parts
@@ -153,7 +152,13 @@ func newSpreader(ctx context.Context, cfg *Config, me int, last bool, items []in
 	s := &spreader{cfg: cfg, sp: sp, pw: pw, tr: cfg.Transport.(comm.TaggedTransport), tag: g.Tag(), me: me,
 		parts: max(1, pw.Parts()), where: where}
 	if last {
-		s.pending = make(chan *pendingSample, 1<<16)
+		// Room for every sample: the compute loop never waits for a join (whose helpers'
+		// frames may queue behind hand-offs the compute loop has yet to take).
+		samples := 0
+		for _, g := range items {
+			samples += len(groups[g])
+		}
+		s.pending = make(chan *pendingSample, samples)
 		s.joined = make(chan struct{})
 		go s.join(ctx, errc)
 		return s, nil

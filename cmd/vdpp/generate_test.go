@@ -99,35 +99,34 @@ func TestGenerateBadInputOneLine(t *testing.T) {
 }
 
 // Decoding spread over ranks (--decode-ranks) gives the frames and pixel statistics of the
-// one-process run: by decode chunk (--decode-chunk-size 1: one part per frame) and by
-// sample (the whole video in one chunk).
+// one-process run (--decode-chunk-size 1: one part per frame, handed out over both ranks;
+// spreading whole samples is the one-part case of pipeline/spread_test.go).
 func TestGenerateDecodeSpreadBitIdentical(t *testing.T) {
 	dev := shared.Require(t, "golden", "dev")
 	img := testImage(t)
-	common := []string{"--model", dev, "--image", img, "--height", "32", "--width", "32", "--steps", "2", "--num-samples", "2", "--seed", "5"}
-	for _, chunk := range []string{"1", "0"} {
-		one := runGenerateBin(t, append(common, "--nproc", "1", "--decode-chunk-size", chunk)...)
-		spread := runGenerateBin(t, append(common, "--nproc", "2", "--decode-ranks", "2", "--decode-chunk-size", chunk)...)
-		for _, s := range []string{"sample-000", "sample-001"} {
-			frames, _ := filepath.Glob(filepath.Join(one, s, "frames", "*.png"))
-			if len(frames) < 2 {
-				t.Fatalf("%d frames in %s", len(frames), filepath.Join(one, s))
+	common := []string{"--model", dev, "--image", img, "--height", "32", "--width", "32", "--steps", "2", "--num-frames", "3",
+		"--num-samples", "2", "--seed", "5", "--decode-chunk-size", "1"}
+	one := runGenerateBin(t, append(common, "--nproc", "1")...)
+	spread := runGenerateBin(t, append(common, "--nproc", "2", "--decode-ranks", "2")...)
+	for _, s := range []string{"sample-000", "sample-001"} {
+		frames, _ := filepath.Glob(filepath.Join(one, s, "frames", "*.png"))
+		if len(frames) != 3 {
+			t.Fatalf("%d frames in %s, want 3", len(frames), filepath.Join(one, s))
+		}
+		for _, f := range frames {
+			a, _ := os.ReadFile(f)
+			b, err := os.ReadFile(filepath.Join(spread, s, "frames", filepath.Base(f)))
+			if err != nil || !bytes.Equal(a, b) {
+				t.Fatalf("%s/%s differs between one rank and decoding over 2", s, filepath.Base(f))
 			}
-			for _, f := range frames {
-				a, _ := os.ReadFile(f)
-				b, err := os.ReadFile(filepath.Join(spread, s, "frames", filepath.Base(f)))
-				if err != nil || !bytes.Equal(a, b) {
-					t.Fatalf("chunk %s: %s/%s differs between one rank and decoding over 2", chunk, s, filepath.Base(f))
-				}
-			}
-			ra, _ := os.ReadFile(filepath.Join(one, s, "report.json"))
-			rb, _ := os.ReadFile(filepath.Join(spread, s, "report.json"))
-			if pa, pb := pixelStats(t, ra), pixelStats(t, rb); pa != pb {
-				t.Fatalf("chunk %s: %s pixel stats differ: %s vs %s", chunk, s, pa, pb)
-			}
-			if !strings.Contains(string(rb), `"decode_ranks": 2`) {
-				t.Errorf("report.json lacks decode_ranks 2:\n%s", rb)
-			}
+		}
+		ra, _ := os.ReadFile(filepath.Join(one, s, "report.json"))
+		rb, _ := os.ReadFile(filepath.Join(spread, s, "report.json"))
+		if pa, pb := pixelStats(t, ra), pixelStats(t, rb); pa != pb {
+			t.Fatalf("%s pixel stats differ: %s vs %s", s, pa, pb)
+		}
+		if !strings.Contains(string(rb), `"decode_ranks": 2`) || !strings.Contains(string(rb), `"vae_decoder"`) {
+			t.Errorf("report.json lacks decode_ranks 2 or the decoder's weights:\n%s", rb)
 		}
 	}
 }
