@@ -33,11 +33,13 @@ type partWorkload struct {
 	rank  int
 	chunk int
 	rec   *partRecord
+	slow  time.Duration // added to every part this rank computes
 }
 
 func (w *partWorkload) Parts() int { return len(tensor.Chunks(w.shape[0], 0, w.chunk)) }
 
 func (w *partWorkload) FinishPart(_ context.Context, _ int64, lat *tensor.Dense, part int) (*tensor.Dense, error) {
+	time.Sleep(w.slow)
 	c := tensor.Chunks(lat.Shape[0], 0, w.chunk)[part]
 	in := lat.Rows(c[0], c[1])
 	out := tensor.New(in.Shape...)
@@ -86,8 +88,8 @@ func (w *partWorkload) Finish(ctx context.Context, it *pipeline.Item) error {
 
 type spreadSpec struct {
 	stages, steps, samples, micro, chunk int
-	spread                               []int // ranks; nil: the last stage alone
-	stepMS                               float64
+	spread                               []int         // ranks; nil: the last stage alone
+	lastPart                             time.Duration // the last stage's time per part
 	timeout                              time.Duration // receive timeout (default 10 s)
 }
 
@@ -113,13 +115,16 @@ func runSpread(t *testing.T, rs spreadSpec) (*partRecord, error) {
 	errs := make([]error, rs.stages)
 	var wg sync.WaitGroup
 	for k := range rs.stages {
-		d, _ := synthetic.New(model.Config{StepMS: rs.stepMS})
+		d, _ := synthetic.New(model.Config{})
 		var tr comm.Transport
 		if trs != nil {
 			tr = trs[k]
 		}
 		w := &partWorkload{noiseWorkload: &noiseWorkload{shape: []int{7, 2, 3, 3}, sigma: sc.InitNoiseSigma, finals: map[int64]*tensor.Dense{}},
 			rank: k, chunk: rs.chunk, rec: rec}
+		if k == rs.stages-1 {
+			w.slow = rs.lastPart
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -147,10 +152,9 @@ func TestSpreadBitIdenticalToLastStage(t *testing.T) {
 		{stages: 3, steps: 6, samples: 4, micro: 2, chunk: 2, spread: []int{2, 1, 0}},
 		{stages: 3, steps: 3, samples: 3, micro: 1, chunk: 7, spread: []int{2, 0}},    // one part: spread over samples
 		{stages: 4, steps: 8, samples: 6, micro: 1, chunk: 4, spread: []int{0, 1, 2}}, // the last stage hands out everything
-		// The first part reaches rank 0 once the pipeline has filled (20 steps of 20 ms),
-		// the last after the last stage's backlog, both later than a receive may wait
-		// (300 ms, more than a stage's 200 ms): no silent peer.
-		{stages: 2, steps: 20, samples: 3, micro: 1, chunk: 3, spread: []int{1, 0}, stepMS: 20, timeout: 300 * time.Millisecond},
+		// Rank 0's next part comes after the last stage has decoded its own parts of the
+		// item (2 x 400 ms), longer than a receive may wait (150 ms): no silent peer.
+		{stages: 2, steps: 2, samples: 2, micro: 1, chunk: 3, spread: []int{1, 0}, lastPart: 400 * time.Millisecond, timeout: 150 * time.Millisecond},
 	} {
 		t.Run(fmt.Sprintf("%+v", rs), func(t *testing.T) {
 			base := spreadSpec{stages: 1, steps: rs.steps, samples: rs.samples, micro: rs.micro, chunk: rs.chunk}
