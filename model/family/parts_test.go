@@ -12,8 +12,8 @@ import (
 )
 
 // TestDecodePartsJoinToDecode: the built-in model's decode chunks, decoded one by one and
-// joined, give Decode's bits exactly, for chunk sizes that divide the frames, leave a short
-// last chunk, or cover every frame.
+// joined, give Decode's bits exactly, for a chunk that leaves a short last chunk and for
+// chunks that cover every frame (one part).
 func TestDecodePartsJoinToDecode(t *testing.T) {
 	s, err := family.Open("builtin", family.Options{Roles: family.Roles{Decode: true}})
 	if err != nil {
@@ -21,14 +21,14 @@ func TestDecodePartsJoinToDecode(t *testing.T) {
 	}
 	defer s.Close()
 	p := s.DefaultParams()
-	p.NumFrames = 5
+	p.NumFrames, p.Height, p.Width = 5, 16, 16 // small: the test is about bits, not size
 	r := rand.New(rand.NewPCG(1, 2))
 	lat := tensor.New(s.LatentShape(p)...)
 	for i := range lat.Data {
 		lat.Data[i] = float32(r.NormFloat64())
 	}
 	ctx := context.Background()
-	for _, tc := range []struct{ chunk, parts int }{{0, 1}, {5, 1}, {9, 1}, {2, 3}, {1, 5}} {
+	for _, tc := range []struct{ chunk, parts int }{{0, 1}, {9, 1}, {2, 3}} {
 		p.DecodeChunkSize = tc.chunk
 		if n := family.DecodeParts(s, p); n != tc.parts {
 			t.Fatalf("chunk %d: %d parts, want %d", tc.chunk, n, tc.parts)
