@@ -64,6 +64,9 @@ type Options struct {
 	Backend          string
 	Timeout          time.Duration
 	Progress         string // "auto", "bar" or "plain"
+	// DecodeRanks is how many ranks share the decoding: the last stage and the stages
+	// before it (0 or 1: the last stage alone); see docs/long-video.md.
+	DecodeRanks int
 }
 
 // DefaultOptions mirrors the pipeline's defaults; sizes, frames and steps left at 0 come from
@@ -100,6 +103,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MotionBucketID, "motion-bucket-id", o.MotionBucketID, "motion conditioning")
 	fs.Float64Var(&o.NoiseAugStrength, "noise-aug-strength", o.NoiseAugStrength, "noise added to the conditioning image")
 	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "frames decoded at once (0: all; -1: the model's vdpp_sampling.json: 7 for builtin; all for a folder without one)")
+	fs.IntVar(&o.DecodeRanks, "decode-ranks", o.DecodeRanks, "ranks that share the VAE decode: the last stage and the N-1 before it (0 or 1: the last stage alone); bit-identical")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed; sample s uses the stream (seed, s)")
 	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "videos to generate from the image")
 	fs.IntVar(&o.MicroBatch, "micro-batch", o.MicroBatch, "samples per UNet call")
@@ -122,7 +126,7 @@ func (o Options) WorkerArgs() []string {
 		"--num-frames=" + i(o.NumFrames), "--window=" + i(o.Window), "--overlap=" + i(o.Overlap), "--blend=" + o.Blend, "--steps=" + i(o.Steps), "--height=" + i(o.Height), "--width=" + i(o.Width),
 		"--min-guidance=" + f(o.MinGuidance), "--max-guidance=" + f(o.MaxGuidance), "--fps=" + i(o.FPS),
 		"--motion-bucket-id=" + i(o.MotionBucketID), "--noise-aug-strength=" + f(o.NoiseAugStrength),
-		"--decode-chunk-size=" + i(o.DecodeChunkSize), "--seed=" + strconv.FormatInt(o.Seed, 10),
+		"--decode-chunk-size=" + i(o.DecodeChunkSize), "--decode-ranks=" + i(o.DecodeRanks), "--seed=" + strconv.FormatInt(o.Seed, 10),
 		"--num-samples=" + i(o.NumSamples), "--micro-batch=" + i(o.MicroBatch), "--nproc=" + i(o.NProc),
 		"--out=" + o.Out, "--backend=" + o.Backend, "--timeout=" + o.Timeout.String(), "--progress=plain",
 	}
@@ -149,6 +153,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: --micro-batch %d", ErrOptions, o.MicroBatch)
 	case o.NProc < 1:
 		return fmt.Errorf("%w: --nproc %d", ErrOptions, o.NProc)
+	case o.DecodeRanks < 0 || o.DecodeRanks > o.NProc:
+		return fmt.Errorf("%w: --decode-ranks %d must be between 0 and --nproc %d", ErrOptions, o.DecodeRanks, o.NProc)
 	case o.Steps < 0:
 		return fmt.Errorf("%w: --steps %d", ErrOptions, o.Steps)
 	case o.Steps > 0 && o.Steps < o.NProc:
