@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"image"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -267,36 +266,39 @@ func (w *workload) finishSample(ctx context.Context, s int64, lat *tensor.Dense)
 	if err := getJSON(ctx, w.store, "start/"+strconv.FormatInt(s, 10), &started); err != nil {
 		return err
 	}
-	t0 := time.Now()
-	unit, err := w.p.Decode(ctx, lat, w.pr)
-	if err != nil {
-		return err
-	}
-	decodeMS := ms(time.Since(t0))
-	frames, err := video.FramesFromTensor(unit)
-	if err != nil {
-		return err
-	}
-	imgs := make([]image.Image, len(frames))
-	for i, f := range frames {
-		imgs[i] = f
-	}
 	dir := filepath.Join(w.o.Out, fmt.Sprintf("sample-%03d", s))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := video.WritePNGFrames(filepath.Join(dir, "frames"), imgs); err != nil {
-		return err
-	}
-	if err := video.WriteGIFFile(filepath.Join(dir, "video.gif"), imgs, float64(w.pr.FPS)); err != nil {
-		return err
-	}
-	files := []string{"video.gif", fmt.Sprintf("frames/000.png .. frames/%03d.png", len(imgs)-1)}
-	enc, err := video.WriteMP4Any(filepath.Join(dir, "video.mp4"), imgs, float64(w.pr.FPS))
+	out, err := newSampleWriter(dir, w.pr.NumFrames, w.pr.Width, w.pr.Height, float64(w.pr.FPS))
 	if err != nil {
 		return err
 	}
-	files = append(files, "video.mp4")
+	t0 := time.Now()
+	var writing time.Duration // inside out.add: not decoding
+	add := func(first int, unit *tensor.Dense) error {
+		tw := time.Now()
+		defer func() { writing += time.Since(tw) }()
+		return out.add(first, unit)
+	}
+	if cd, ok := w.p.(family.ChunkDecoder); ok {
+		err = cd.DecodeChunks(ctx, lat, w.pr, add)
+	} else {
+		var unit *tensor.Dense
+		if unit, err = w.p.Decode(ctx, lat, w.pr); err == nil {
+			err = add(0, unit)
+		}
+	}
+	decodeMS := ms(time.Since(t0) - writing)
+	if err == nil {
+		err = out.finish()
+	}
+	if err != nil {
+		out.abort()
+		return err
+	}
+	enc := out.enc
+	files := []string{"video.gif", fmt.Sprintf("frames/000.png .. frames/%03d.png", w.pr.NumFrames-1), "video.mp4"}
 	loadMS := 0.0
 	for _, sw := range w.stages {
 		loadMS = max(loadMS, sw.LoadMS)
@@ -309,7 +311,7 @@ func (w *workload) finishSample(ctx context.Context, s int64, lat *tensor.Dense)
 		MaxGuidance: w.pr.MaxGuidance, FPS: w.pr.FPS, MotionID: w.pr.MotionBucketID, NoiseAug: w.pr.NoiseAugStrength,
 		DecodeChunk: w.pr.DecodeChunkSize, Window: w.o.Window, Overlap: w.o.Overlap, Blend: w.o.Blend, NProc: w.o.NProc, Stages: w.stages,
 		Timings: Timings{LoadMS: loadMS, ConditioningMS: ct.ConditioningMS, DiffusionMS: ms(t0.Sub(time.Unix(0, started))), DecodeMS: decodeMS},
-		Pixels:  video.Stats(unit), Files: files, MP4: enc,
+		Pixels:  out.stats.Stats(), Files: files, MP4: enc,
 	}
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {

@@ -146,6 +146,16 @@ type Sampler interface {
 	Close() error
 }
 
+// ChunkDecoder is implemented by Samplers that can decode a final latent a few frames at a
+// time, so a long video is written without all its frames held at once.
+type ChunkDecoder interface {
+	// DecodeChunks decodes as Decode does and hands the frames to emit in order, as soon as
+	// a group of them is decoded: frames [k, 3, p.Height, p.Width] in [0, 1], first being
+	// the index of their first frame. Together they are Decode's frames, bit for bit. emit
+	// may keep nothing it is given; an error from emit stops the decode and is returned.
+	DecodeChunks(ctx context.Context, latent *tensor.Dense, p Params, emit func(first int, frames *tensor.Dense) error) error
+}
+
 // RandomConditioner is implemented by Samplers whose denoiser can be benchmarked without
 // the conditioner: it draws conditioning of the right shapes from r for a latent [T, C, h, w].
 type RandomConditioner interface {

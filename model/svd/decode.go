@@ -13,6 +13,35 @@ func (p *Pipeline) Decode(latents *tensor.Dense, chunk int) (*tensor.Dense, erro
 	if p.VAEDec == nil {
 		return nil, fmt.Errorf("svd: this process did not load the VAE decoder")
 	}
+	z, err := p.unscale(latents)
+	if err != nil {
+		return nil, err
+	}
+	frames, err := p.VAEDec.Decode(z, chunk)
+	if err != nil {
+		return nil, fmt.Errorf("svd: VAE decode: %w", err)
+	}
+	return frames, nil
+}
+
+// DecodeChunks decodes as Decode does and hands the raw frames to emit a group of chunks at
+// a time, in order (vae.Model.DecodeChunks).
+func (p *Pipeline) DecodeChunks(latents *tensor.Dense, chunk int, emit func(first int, frames *tensor.Dense) error) error {
+	if p.VAEDec == nil {
+		return fmt.Errorf("svd: this process did not load the VAE decoder")
+	}
+	z, err := p.unscale(latents)
+	if err != nil {
+		return err
+	}
+	if err := p.VAEDec.DecodeChunks(z, chunk, emit); err != nil {
+		return fmt.Errorf("svd: VAE decode: %w", err)
+	}
+	return nil
+}
+
+// unscale returns latents [T, C, h, w] (or [1, T, C, h, w]) / scaling_factor as [T, C, h, w].
+func (p *Pipeline) unscale(latents *tensor.Dense) (*tensor.Dense, error) {
 	shape := latents.Shape
 	if len(shape) == 5 && shape[0] == 1 {
 		shape = shape[1:]
@@ -25,11 +54,7 @@ func (p *Pipeline) Decode(latents *tensor.Dense, chunk int) (*tensor.Dense, erro
 	for i, v := range latents.Data {
 		z.Data[i] = v / sf
 	}
-	frames, err := p.VAEDec.Decode(z, chunk)
-	if err != nil {
-		return nil, fmt.Errorf("svd: VAE decode: %w", err)
-	}
-	return frames, nil
+	return z, nil
 }
 
 // ToUnit maps raw frames to [0, 1] as diffusers' postprocess does: (x / 2 + 0.5).clamp(0, 1).

@@ -222,19 +222,46 @@ func (s *Sampler) Decode(ctx context.Context, latent *tensor.Dense, p family.Par
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	want := s.P.LatentShape(p)
-	got := latent.Shape
-	if len(got) == 5 && got[0] == 1 {
-		got = got[1:]
-	}
-	if !slices.Equal(got, want) {
-		return nil, fmt.Errorf("svd: decode: latent %v, want %v for %d frames of %dx%d", latent.Shape, want, p.NumFrames, p.Width, p.Height)
+	if err := s.checkLatent(latent, p); err != nil {
+		return nil, err
 	}
 	raw, err := s.P.Decode(latent, p.DecodeChunkSize)
 	if err != nil {
 		return nil, err
 	}
 	return ToUnit(raw), nil
+}
+
+var _ family.ChunkDecoder = (*Sampler)(nil)
+
+// DecodeChunks implements family.ChunkDecoder: Decode's frames, a group of decode chunks at
+// a time.
+func (s *Sampler) DecodeChunks(ctx context.Context, latent *tensor.Dense, p family.Params, emit func(first int, frames *tensor.Dense) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.checkLatent(latent, p); err != nil {
+		return err
+	}
+	return s.P.DecodeChunks(latent, p.DecodeChunkSize, func(first int, raw *tensor.Dense) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return emit(first, ToUnit(raw))
+	})
+}
+
+// checkLatent checks that latent is p's final latent.
+func (s *Sampler) checkLatent(latent *tensor.Dense, p family.Params) error {
+	want := s.P.LatentShape(p)
+	got := latent.Shape
+	if len(got) == 5 && got[0] == 1 {
+		got = got[1:]
+	}
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("svd: decode: latent %v, want %v for %d frames of %dx%d", latent.Shape, want, p.NumFrames, p.Width, p.Height)
+	}
+	return nil
 }
 
 // StepActivationBytes implements family.ActivationEstimator with unetcost's peak of one

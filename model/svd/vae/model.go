@@ -204,6 +204,44 @@ func (m *Model) Decode(latents *tensor.Dense, chunk int) (*tensor.Dense, error) 
 	return out, nil
 }
 
+// DecodeChunks decodes as Decode does (chunk <= 0 or >= F: all frames together) and hands
+// the frames to emit as soon as they exist, in order: the chunks run a group of
+// nn.RowParallelism at a time, and each group's frames [k, out_channels, h·f, w·f] go to
+// emit with the index of their first frame before the next group starts, so only one
+// group's frames and activations are live at once. The frames are Decode's, bit for bit.
+func (m *Model) DecodeChunks(latents *tensor.Dense, chunk int, emit func(first int, frames *tensor.Dense) error) error {
+	if m.dec == nil {
+		return ErrNoDecoder
+	}
+	if err := checkInput(latents, m.cfg.LatentChannels, "latents"); err != nil {
+		return err
+	}
+	f := latents.Shape[0]
+	if chunk <= 0 || chunk >= f {
+		chunk = f
+	}
+	chunks := tensor.Chunks(f, 0, chunk)
+	group := max(1, m.rowPar)
+	for g := 0; g < len(chunks); g += group {
+		ranges := chunks[g:min(g+group, len(chunks))]
+		first := ranges[0][0]
+		out, err := nn.RunSplit(ranges, group, func(start, end int) (*tensor.Dense, error) {
+			out, err := m.dec.Run(latents.Rows(start, end))
+			if err != nil {
+				return nil, fmt.Errorf("vae: decode frames [%d, %d) of %v: %w", start, end, latents.Shape, err)
+			}
+			return out[0], nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := emit(first, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // checkInput checks that t is [N, channels, H, W] with N, H, W > 0.
 func checkInput(t *tensor.Dense, channels int, what string) error {
 	if t == nil {
