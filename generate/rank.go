@@ -131,7 +131,7 @@ func params(o Options) family.Params {
 		NumFrames: o.NumFrames, Steps: o.Steps, Height: o.Height, Width: o.Width,
 		MinGuidance: o.MinGuidance, MaxGuidance: o.MaxGuidance, FPS: o.FPS, MotionBucketID: o.MotionBucketID,
 		NoiseAugStrength: o.NoiseAugStrength, DecodeChunkSize: o.DecodeChunkSize, Seed: o.Seed,
-		GuidanceScale: max(o.GuidanceScale, 0), GuidanceScale2: o.GuidanceScale2,
+		GuidanceScale: max(o.GuidanceScale, 0), GuidanceScale2: o.GuidanceScale2, VAETile: o.VAETile,
 	}
 }
 
@@ -309,7 +309,7 @@ func (w *workload) finishSample(ctx context.Context, s int64, lat *tensor.Dense)
 		GuidanceScale: w.pr.GuidanceScale, GuidanceScale2: w.pr.GuidanceScale2,
 		Height: w.pr.Height, Width: w.pr.Width, Steps: w.pr.Steps, MinGuidance: w.pr.MinGuidance,
 		MaxGuidance: w.pr.MaxGuidance, FPS: w.pr.FPS, MotionID: w.pr.MotionBucketID, NoiseAug: w.pr.NoiseAugStrength,
-		DecodeChunk: w.pr.DecodeChunkSize, Window: w.o.Window, Overlap: w.o.Overlap, Blend: w.o.Blend, NProc: w.o.NProc, Stages: w.stages,
+		DecodeChunk: w.pr.DecodeChunkSize, VAETile: w.pr.VAETile, Window: w.o.Window, Overlap: w.o.Overlap, Blend: w.o.Blend, NProc: w.o.NProc, Stages: w.stages,
 		Timings: Timings{LoadMS: loadMS, ConditioningMS: ct.ConditioningMS, DiffusionMS: ms(t0.Sub(time.Unix(0, started))), DecodeMS: decodeMS},
 		Pixels:  out.stats.Stats(), Files: files, MP4: enc,
 	}

@@ -60,6 +60,10 @@ type Params struct {
 	// model (0: the same as GuidanceScale). SVD reads MinGuidance/MaxGuidance instead.
 	GuidanceScale  float64 `json:"guidance_scale,omitempty"`
 	GuidanceScale2 float64 `json:"guidance_scale_2,omitempty"`
+	// VAETile, when > 0, makes the VAE decode (and encode) in overlapping spatial tiles of
+	// this many pixels (diffusers' enable_tiling); -1 tiles at the VAE config's
+	// sample_size, as enable_tiling does; 0 does not tile. Families without tiling ignore it.
+	VAETile int `json:"vae_tile,omitempty"`
 }
 
 // Guided reports whether classifier-free guidance is on (diffusers: max guidance > 1).

@@ -3,6 +3,7 @@ package svd
 import (
 	"fmt"
 
+	"github.com/vdpp/vdpp/model/svd/vae"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -13,11 +14,16 @@ func (p *Pipeline) Decode(latents *tensor.Dense, chunk int) (*tensor.Dense, erro
 	if p.VAEDec == nil {
 		return nil, fmt.Errorf("svd: this process did not load the VAE decoder")
 	}
+	return p.decodeWith(p.VAEDec, latents, chunk)
+}
+
+// decodeWith is Decode with the decoder dec (VAEDec, maybe tiled).
+func (p *Pipeline) decodeWith(dec *vae.Model, latents *tensor.Dense, chunk int) (*tensor.Dense, error) {
 	z, err := p.unscale(latents)
 	if err != nil {
 		return nil, err
 	}
-	frames, err := p.VAEDec.Decode(z, chunk)
+	frames, err := dec.Decode(z, chunk)
 	if err != nil {
 		return nil, fmt.Errorf("svd: VAE decode: %w", err)
 	}
@@ -30,11 +36,16 @@ func (p *Pipeline) DecodeChunks(latents *tensor.Dense, chunk int, emit func(firs
 	if p.VAEDec == nil {
 		return fmt.Errorf("svd: this process did not load the VAE decoder")
 	}
+	return p.decodeChunksWith(p.VAEDec, latents, chunk, emit)
+}
+
+// decodeChunksWith is DecodeChunks with the decoder dec (VAEDec, maybe tiled).
+func (p *Pipeline) decodeChunksWith(dec *vae.Model, latents *tensor.Dense, chunk int, emit func(first int, frames *tensor.Dense) error) error {
 	z, err := p.unscale(latents)
 	if err != nil {
 		return err
 	}
-	if err := p.VAEDec.DecodeChunks(z, chunk, emit); err != nil {
+	if err := dec.DecodeChunks(z, chunk, emit); err != nil {
 		return fmt.Errorf("svd: VAE decode: %w", err)
 	}
 	return nil

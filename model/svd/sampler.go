@@ -225,7 +225,14 @@ func (s *Sampler) Decode(ctx context.Context, latent *tensor.Dense, p family.Par
 	if err := s.checkLatent(latent, p); err != nil {
 		return nil, err
 	}
-	raw, err := s.P.Decode(latent, p.DecodeChunkSize)
+	if s.P.VAEDec == nil {
+		return nil, fmt.Errorf("svd: this process did not load the VAE decoder")
+	}
+	dec, err := s.P.vaeFor(s.P.VAEDec, p)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := s.P.decodeWith(dec, latent, p.DecodeChunkSize)
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +250,14 @@ func (s *Sampler) DecodeChunks(ctx context.Context, latent *tensor.Dense, p fami
 	if err := s.checkLatent(latent, p); err != nil {
 		return err
 	}
-	return s.P.DecodeChunks(latent, p.DecodeChunkSize, func(first int, raw *tensor.Dense) error {
+	if s.P.VAEDec == nil {
+		return fmt.Errorf("svd: this process did not load the VAE decoder")
+	}
+	dec, err := s.P.vaeFor(s.P.VAEDec, p)
+	if err != nil {
+		return err
+	}
+	return s.P.decodeChunksWith(dec, latent, p.DecodeChunkSize, func(first int, raw *tensor.Dense) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

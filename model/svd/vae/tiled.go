@@ -37,23 +37,31 @@ func (m *Model) Factor() int { return 1 << (len(m.cfg.BlockOutChannels) - 1) }
 // programs; m is unchanged). t.Sample must be a positive multiple of Factor and t.Overlap
 // in [0, 1); t.Sample 0 returns the model untiled.
 func (m *Model) WithTiling(t Tiling) (*Model, error) {
-	f := m.Factor()
-	switch {
-	case t.Sample == 0:
-	case t.Sample < 0 || t.Sample%f != 0:
-		return nil, fmt.Errorf("%w: tile of %d pixels is not a positive multiple of the VAE's factor %d", ErrInput, t.Sample, f)
-	case !(t.Overlap >= 0 && t.Overlap < 1):
-		return nil, fmt.Errorf("%w: tile overlap %v is not in [0, 1)", ErrInput, t.Overlap)
-	case int(float64(t.Sample/f)*(1-t.Overlap)) < 1:
-		return nil, fmt.Errorf("%w: tile of %d pixels with overlap %v leaves no stride", ErrInput, t.Sample, t.Overlap)
-	case int(float64(t.Sample/f)*(1-t.Overlap))*f != t.Sample-int(float64(t.Sample)*t.Overlap):
-		// diffusers' arithmetic would then crop tiles to more pixels than they advance,
-		// and the frames would come out larger than asked.
-		return nil, fmt.Errorf("%w: tile of %d pixels with overlap %v: the stride is not whole latent pixels (with overlap 0.25, use a multiple of %d)", ErrInput, t.Sample, t.Overlap, 4*f)
+	if err := t.Check(m.Factor()); err != nil {
+		return nil, err
 	}
 	c := *m
 	c.tiling = t
 	return &c, nil
+}
+
+// Check reports a tiling a VAE of spatial factor f cannot run (one line naming it): see
+// WithTiling.
+func (t Tiling) Check(f int) error {
+	switch {
+	case t.Sample == 0:
+	case t.Sample < 0 || t.Sample%f != 0:
+		return fmt.Errorf("%w: tile of %d pixels is not a positive multiple of the VAE's factor %d", ErrInput, t.Sample, f)
+	case !(t.Overlap >= 0 && t.Overlap < 1):
+		return fmt.Errorf("%w: tile overlap %v is not in [0, 1)", ErrInput, t.Overlap)
+	case int(float64(t.Sample/f)*(1-t.Overlap)) < 1:
+		return fmt.Errorf("%w: tile of %d pixels with overlap %v leaves no stride", ErrInput, t.Sample, t.Overlap)
+	case int(float64(t.Sample/f)*(1-t.Overlap))*f != t.Sample-int(float64(t.Sample)*t.Overlap):
+		// diffusers' arithmetic would then crop tiles to more pixels than they advance,
+		// and the frames would come out larger than asked.
+		return fmt.Errorf("%w: tile of %d pixels with overlap %v: the stride is not whole latent pixels (with overlap 0.25, use a multiple of %d)", ErrInput, t.Sample, t.Overlap, 4*f)
+	}
+	return nil
 }
 
 // runDecode decodes one chunk of latents [F, C, h, w], in tiles when tiling is on and the
