@@ -182,7 +182,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.pool = &Pool{Launcher: launcher, NProc: cfg.NProc, MaxRestarts: cfg.MaxRestarts, PidFile: cfg.PidFile, Log: cfg.Log,
 		OnRestart: func(int) { m.restarts.Inc() },
-		Connected: func(rank int) bool { c := coord; c.mu.Lock(); defer c.mu.Unlock(); return c.workers[rank] != nil }}
+		Connected: coord.connected}
 	coord.onLost = func(rank, pid int) { s.pool.killIf(rank, pid) }
 	return s, nil
 }
