@@ -332,7 +332,7 @@ func (c *Coordinator) buildItem(a actPrepare) (*item, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &item{job: a.j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance}, nil
+		return &item{job: a.j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance, windows: s.Windows}, nil
 	}
 	data := a.img
 	if data == nil {
@@ -356,7 +356,7 @@ func (c *Coordinator) buildItem(a actPrepare) (*item, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &item{job: a.j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance}, nil
+	return &item{job: a.j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance, windows: s.Windows}, nil
 }
 
 // writeOutput writes a job's final latent (actWriteOutput) before it is marked succeeded.

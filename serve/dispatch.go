@@ -88,6 +88,8 @@ type item struct {
 	latent   *tensor.Dense // [1, T, C, H, W] at step
 	cond     model.Conditioning
 	guidance []float32
+	// windows cut a long video into temporal windows (nil: one window).
+	windows *pipeline.Windows
 	// sched is the scheduler's state of the job at step (nil for Euler).
 	sched    sched.State
 	batch    *batch
@@ -98,7 +100,7 @@ type item struct {
 }
 
 func (it *item) key(start, end int) batchKey {
-	return batchKey{steps: it.job.rec.Params.Steps, start: start, end: end, shape: it.latent.Shape, guidance: it.guidance}
+	return batchKey{steps: it.job.rec.Params.Steps, start: start, end: end, shape: it.latent.Shape, guidance: it.guidance, windows: it.windows}
 }
 
 // batch is a group of items sent to one worker for steps [start, end).
@@ -590,7 +592,7 @@ func (d *dispatcher) send(w *rankConn, b *batch, stages int, now time.Time) {
 	first := b.items[0]
 	per := first.latent.Len()
 	shape := append([]int{len(b.items)}, first.latent.Shape[1:]...)
-	pit := &pipeline.Item{Group: b.id, Step: b.start, Latent: tensor.New(shape...), Guidance: first.guidance}
+	pit := &pipeline.Item{Group: b.id, Step: b.start, Latent: tensor.New(shape...), Guidance: first.guidance, Windows: first.windows}
 	states := make([]sched.State, len(b.items))
 	for r, it := range b.items {
 		states[r] = it.sched

@@ -166,6 +166,9 @@ func New(cfg Config) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.flights.init(m)
 	s.act, s.cost = modelCostLimits(gen, cfg.CostMultiple, cfg.MaxPixels)
+	if s.cfg.Limits.MaxFrames == 0 {
+		s.cfg.Limits.MaxFrames = DeriveMaxFrames(s.cost)
+	}
 	cfg.Log.Info("cost limits", "multiple", s.cost.Multiple, "max_pixels", s.cost.MaxPixels,
 		"max_work", s.cost.MaxWork, "max_activation_bytes", s.cost.MaxActivationBytes)
 	if s.mp4 == nil {

@@ -263,7 +263,7 @@ func DropRows(it *pipeline.Item, set map[int]bool) (*pipeline.Item, []int) {
 	}
 	per := it.Latent.Len() / len(it.Samples)
 	shape := append([]int{len(keep)}, it.Latent.Shape[1:]...)
-	out := &pipeline.Item{Group: it.Group, Step: it.Step, Guidance: it.Guidance, Latent: tensor.New(shape...)}
+	out := &pipeline.Item{Group: it.Group, Step: it.Step, Guidance: it.Guidance, Windows: it.Windows, Latent: tensor.New(shape...)}
 	var states []sched.State
 	for j, i := range keep {
 		states = append(states, it.SchedState.Rows(len(it.Samples), i, i+1))
