@@ -83,7 +83,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	plan, err := m.StagePlan(o.TotalSteps, o.PP)
+	plan, err := m.StagePlan(o.TotalSteps, o.PP, o.StageExtras(o.PP))
 	if err != nil {
 		return Report{}, err
 	}

@@ -11,7 +11,7 @@ import (
 func ExampleCutStages() {
 	cost := []float64{1, 1, 1, 1, 1, 1, 1, 1}
 	for _, k := range []int{2, 4} {
-		plan, err := pipeline.CutStages(cost, k, []int{3})
+		plan, err := pipeline.CutStages(cost, k, []int{3}, nil)
 		if err != nil {
 			panic(err)
 		}

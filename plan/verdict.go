@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/vdpp/vdpp/pipeline"
 )
 
 // Relation is how two numbers compare, in the direction of "better".
@@ -112,7 +114,43 @@ func meshNotes(req Request, p Prediction) []string {
 	if n := decodeNote(req, p); n != "" {
 		out = append(out, n)
 	}
+	if n := cutNote(req, p); n != "" {
+		out = append(out, n)
+	}
 	return out
+}
+
+// cutNote tells the engine's flag that makes a pipeline's decode-aware step cut when the
+// decode moves it off the cut by steps alone: generate and bench cut by steps unless
+// --decode-steps gives the decode's cost in steps (pipeline.StageExtras, the same cut).
+func cutNote(req Request, p Prediction) string {
+	c := req.Costs
+	if p.PP < 2 || c.DecodeParts < 1 || c.DecodePartMS <= 0 || p.StepMS <= 0 || c.PrepareMS != 0 || c.FinishMS != 0 {
+		return ""
+	}
+	steps := make([]float64, req.Workload.Steps)
+	for i := range steps {
+		steps[i] = 1
+	}
+	plain, err := pipeline.CutStages(steps, p.PP, c.Weights.ExpertSwitches, nil)
+	if err != nil {
+		return ""
+	}
+	same := true
+	for k, r := range plain {
+		same = same && p.StageSteps[k] == [2]int{r.Start, r.End}
+	}
+	if same {
+		return ""
+	}
+	decodeSteps := float64(c.DecodeParts) * c.DecodePartMS / p.StepMS
+	var cut, even []string
+	for k, r := range plain {
+		cut = append(cut, strconv.Itoa(p.StageSteps[k][1]-p.StageSteps[k][0]))
+		even = append(even, strconv.Itoa(r.Len()))
+	}
+	return fmt.Sprintf("steps cut %s around the decode: generate and bench cut so with --decode-steps %.2f (without it: %s)",
+		strings.Join(cut, "+"), decodeSteps, strings.Join(even, "+"))
 }
 
 // decodeNote says whether spreading the decode over a pipeline's stages changes its
