@@ -35,9 +35,10 @@ func WeightsFileName(component, variant string) (string, error) {
 	return base + "." + variant + ".safetensors", nil
 }
 
-// WeightsPath returns the path of a component's weights file for variant ("" or e.g.
-// "fp16"), checking that it exists. The error names the missing file and the variant and
-// lists the weights files that are there.
+// WeightsPath returns the weights of a component for variant ("" or e.g. "fp16"):
+// <stem>[.variant].safetensors when it exists, else its shard index
+// <stem>[.variant].safetensors.index.json. The error names the missing file and the
+// variant and lists the weights files that are there.
 func (c *Checkpoint) WeightsPath(component, variant string) (string, error) {
 	name, err := WeightsFileName(component, variant)
 	if err != nil {
@@ -47,6 +48,9 @@ func (c *Checkpoint) WeightsPath(component, variant string) (string, error) {
 	st, err := os.Stat(path)
 	if err == nil && st.Mode().IsRegular() {
 		return path, nil
+	}
+	if ist, ierr := os.Stat(path + IndexSuffix); ierr == nil && ist.Mode().IsRegular() {
+		return path + IndexSuffix, nil
 	}
 	if err == nil {
 		err = fmt.Errorf("not a regular file")
@@ -59,9 +63,6 @@ func (c *Checkpoint) WeightsPath(component, variant string) (string, error) {
 	hint := "no weights files there"
 	if len(have) > 0 {
 		hint = "present: " + strings.Join(have, ", ")
-	}
-	if _, ierr := os.Stat(path + ".index.json"); ierr == nil {
-		hint += "; sharded checkpoints are not supported"
 	}
 	return "", fmt.Errorf("%s: %w for variant %q (%s): %v", path, ErrWeights, v, hint, err)
 }
@@ -83,12 +84,16 @@ func (c *Checkpoint) weightFiles(component string) []string {
 	return out
 }
 
-// OpenWeights opens and validates a component's weights file for variant and returns it
-// with its path. The caller closes the file.
+// OpenWeights opens a component's weights file for variant (validating its header) and
+// returns it with its path; the caller closes the file. A sharded component has no one
+// file: it is ErrWeights here, and OpenComponent reads it.
 func (c *Checkpoint) OpenWeights(component, variant string) (*safetensors.File, string, error) {
 	path, err := c.WeightsPath(component, variant)
 	if err != nil {
 		return nil, "", err
+	}
+	if strings.HasSuffix(path, IndexSuffix) {
+		return nil, path, fmt.Errorf("%s: %w: sharded weights have no single file (OpenComponent reads them)", path, ErrWeights)
 	}
 	f, err := safetensors.Open(path)
 	if err != nil {
@@ -97,13 +102,28 @@ func (c *Checkpoint) OpenWeights(component, variant string) (*safetensors.File, 
 	return f, path, nil
 }
 
-// LoadComponent opens a component's weights, checks them against expected and returns
-// them as float32 tensors (see LoadTensors); the file is closed before it returns.
-func (c *Checkpoint) LoadComponent(component, variant string, expected map[string][]int, opts LoadOptions) (map[string]*tensor.Dense, error) {
-	f, path, err := c.OpenWeights(component, variant)
+// OpenComponent opens a component's weights for variant (see WeightsPath: one file or the
+// shards its index names), checks them against expected as OpenDir does, and returns them
+// kept in their stored dtype (see Stored). The caller closes them.
+func (c *Checkpoint) OpenComponent(component, variant string, expected map[string][]int, opts LoadOptions) (*Stored, error) {
+	path, err := c.WeightsPath(component, variant)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return LoadTensors(f, path, expected, opts)
+	if strings.HasSuffix(path, IndexSuffix) {
+		return openSharded(c.ComponentDir(component), path, expected, LoadDirOptions{LoadOptions: opts})
+	}
+	return OpenFile(path, expected, LoadDirOptions{LoadOptions: opts})
+}
+
+// LoadComponent is OpenComponent returning every tensor converted to float32 in fresh
+// memory; the files are closed before it returns. A network copying its weights onto a
+// backend should use OpenComponent and Stored.Each instead.
+func (c *Checkpoint) LoadComponent(component, variant string, expected map[string][]int, opts LoadOptions) (map[string]*tensor.Dense, error) {
+	s, err := c.OpenComponent(component, variant, expected, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return s.Tensors()
 }

@@ -54,14 +54,12 @@ func Preflight(dir, variant string, parts Parts) (*checkpoint.Checkpoint, error)
 		if err != nil {
 			return nil, err
 		}
-		f, path, err := ck.OpenWeights(c.component, c.variant)
+		st, err := ck.OpenComponent(c.component, c.variant, exp, c.opts) // headers only
 		if err != nil {
 			return nil, err
 		}
-		problems := checkpoint.CheckTensors(f, exp, c.opts)
-		f.Close()
-		if len(problems) > 0 {
-			return nil, &checkpoint.LoadError{Path: path, Problems: problems}
+		if err := st.Close(); err != nil {
+			return nil, err
 		}
 	}
 	return ck, nil

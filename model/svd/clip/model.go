@@ -61,11 +61,16 @@ func Load(ck *checkpoint.Checkpoint, variant string, backend backends.Backend) (
 	if err != nil {
 		return nil, err
 	}
-	ts, err := ck.LoadComponent(checkpoint.ImageEncoder, variant, want, checkpoint.LoadOptions{Ignore: []string{PositionIDsBuffer}})
+	st, err := ck.OpenComponent(checkpoint.ImageEncoder, variant, want, checkpoint.LoadOptions{Ignore: []string{PositionIDsBuffer}})
 	if err != nil {
 		return nil, fmt.Errorf("clip: %w", err)
 	}
-	return New(cfg, ts, backend)
+	defer st.Close()
+	w, err := nn.NewWeightsStream(backend, st.Each)
+	if err != nil {
+		return nil, fmt.Errorf("clip: %w", err)
+	}
+	return bind(cfg, w, backend)
 }
 
 // New builds the model from cfg and weights named as the transformers state_dict, which
@@ -84,6 +89,11 @@ func New(cfg checkpoint.CLIPVisionConfig, weights map[string]*tensor.Dense, back
 	if err != nil {
 		return nil, fmt.Errorf("clip: %w", err)
 	}
+	return bind(cfg, w, backend)
+}
+
+// bind builds the encoder's program over weights already on backend.
+func bind(cfg checkpoint.CLIPVisionConfig, w *nn.Weights, backend backends.Backend) (*Model, error) {
 	prog, err := nn.NewProgram(backend, w, "clip.vision", func(s nn.Scope, in []*graph.Node) []*graph.Node {
 		o := buildVision(s, in[0].Graph(), in[0], cfg)
 		return []*graph.Node{o.imageEmbeds, o.lastHidden}

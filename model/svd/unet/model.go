@@ -28,7 +28,8 @@ type Model struct {
 // Load reads ck's unet config and the weights file of variant ("" for fp32, "fp16", ...),
 // checks the file against ExpectedTensors (the error names the file, the tensors and both
 // shapes, and matches checkpoint.ErrMissingTensor / ErrUnexpectedTensor /
-// ErrShapeMismatch), converts the weights to float32 and binds them to backend.
+// ErrShapeMismatch), converts the weights to float32 one tensor at a time as it copies them onto backend (the
+// stored dtype is kept until then, see checkpoint.Stored) and binds them.
 func Load(ck *checkpoint.Checkpoint, variant string, backend backends.Backend) (*Model, error) {
 	cfg, err := ck.UNetConfig()
 	if err != nil {
@@ -38,11 +39,19 @@ func Load(ck *checkpoint.Checkpoint, variant string, backend backends.Backend) (
 	if err != nil {
 		return nil, err
 	}
-	ts, err := ck.LoadComponent(checkpoint.UNet, variant, exp, checkpoint.LoadOptions{})
+	if backend == nil {
+		return nil, errors.New("unet: nil backend")
+	}
+	st, err := ck.OpenComponent(checkpoint.UNet, variant, exp, checkpoint.LoadOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
-	return New(cfg, ts, backend)
+	defer st.Close()
+	w, err := nn.NewWeightsStream(backend, st.Each)
+	if err != nil {
+		return nil, fmt.Errorf("unet: %w", err)
+	}
+	return bind(cfg, w, backend)
 }
 
 // New builds a Model from a config and float32 weights (diffusers names), checking that
@@ -64,6 +73,11 @@ func New(cfg checkpoint.UNetConfig, weights map[string]*tensor.Dense, backend ba
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
+	return bind(cfg, w, backend)
+}
+
+// bind builds the network's program over weights already on backend.
+func bind(cfg checkpoint.UNetConfig, w *nn.Weights, backend backends.Backend) (*Model, error) {
 	prog, err := nn.NewProgram(backend, w, "unet", func(s nn.Scope, in []*graph.Node) []*graph.Node {
 		return []*graph.Node{Build(s, cfg, in[0], in[1], in[2], in[3])}
 	})

@@ -69,11 +69,19 @@ func LoadParts(ck *checkpoint.Checkpoint, variant string, backend backends.Backe
 		}
 	}
 	sort.Strings(skip)
-	ts, err := ck.LoadComponent(checkpoint.VAE, variant, want, checkpoint.LoadOptions{Ignore: skip})
+	if !encoder && !decoder {
+		return nil, fmt.Errorf("%w: neither encoder nor decoder requested", ErrInput)
+	}
+	st, err := ck.OpenComponent(checkpoint.VAE, variant, want, checkpoint.LoadOptions{Ignore: skip})
 	if err != nil {
 		return nil, fmt.Errorf("vae: %w", err)
 	}
-	return newParts(cfg, ts, backend, encoder, decoder)
+	defer st.Close()
+	w, err := nn.NewWeightsStream(backend, st.Each)
+	if err != nil {
+		return nil, fmt.Errorf("vae: %w", err)
+	}
+	return bind(cfg, w, backend, encoder, decoder)
 }
 
 // New builds the full model from cfg and weights named as the diffusers state_dict, which
@@ -104,6 +112,12 @@ func newParts(cfg checkpoint.VAEConfig, weights map[string]*tensor.Dense, backen
 	if err != nil {
 		return nil, fmt.Errorf("vae: %w", err)
 	}
+	return bind(cfg, w, backend, encoder, decoder)
+}
+
+// bind builds the programs of the requested halves over weights already on backend.
+func bind(cfg checkpoint.VAEConfig, w *nn.Weights, backend backends.Backend, encoder, decoder bool) (*Model, error) {
+	var err error
 	m := &Model{cfg: cfg, weights: w, rowPar: nn.RowParallelism(backend)}
 	if encoder {
 		m.enc, err = nn.NewProgram(backend, w, "vae.encode", func(s nn.Scope, in []*graph.Node) []*graph.Node {
