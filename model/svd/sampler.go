@@ -2,19 +2,22 @@ package svd
 
 import (
 	"context"
-	"slices"
-
 	"fmt"
-	"github.com/gomlx/gomlx/backends"
 	"image"
 	"math/rand/v2"
+	"slices"
 	"sync"
+
+	"github.com/gomlx/gomlx/backends"
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/model/svd/clip"
+	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/unetcost"
+	"github.com/vdpp/vdpp/model/svd/vae"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
@@ -38,6 +41,44 @@ func (svdFamily) Preflight(dir string, o family.Options) error {
 	_, err := Preflight(dir, o.Variant, partsOf(o.Roles))
 	return err
 }
+
+// Weights implements family.Weigher: the float32 bytes of the networks each role loads,
+// from the configs (the image encoder and the VAE encoder condition, the UNet denoises,
+// the VAE decoder decodes).
+func (svdFamily) Weights(dir string, _ family.Options) (family.Weights, error) {
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		return family.Weights{}, err
+	}
+	ucfg, err := ck.UNetConfig()
+	if err != nil {
+		return family.Weights{}, err
+	}
+	vcfg, err := ck.VAEConfig()
+	if err != nil {
+		return family.Weights{}, err
+	}
+	ccfg, err := ck.CLIPConfig()
+	if err != nil {
+		return family.Weights{}, err
+	}
+	u, err := unet.ExpectedTensors(ucfg)
+	if err != nil {
+		return family.Weights{}, err
+	}
+	enc, dec, err := vae.SplitTensors(vcfg)
+	if err != nil {
+		return family.Weights{}, err
+	}
+	c, err := clip.ExpectedTensors(ccfg)
+	if err != nil {
+		return family.Weights{}, err
+	}
+	return family.Weights{Condition: nn.Float32Bytes(c) + nn.Float32Bytes(enc), Denoisers: []int64{nn.Float32Bytes(u)},
+		Decode: nn.Float32Bytes(dec)}, nil
+}
+
+var _ family.Weigher = svdFamily{}
 
 // Describe implements family.Family: the UNet's frame count, the native size, the folder's
 // guidance and decode chunk (vdpp_sampling.json), the VAE's factor.

@@ -39,3 +39,21 @@ func expectedParts(cfg checkpoint.VAEConfig, encoder, decoder bool) (map[string]
 
 // isDecoderTensor reports whether a state_dict name belongs to the decoder half.
 func isDecoderTensor(name string) bool { return strings.HasPrefix(name, "decoder.") }
+
+// SplitTensors splits ExpectedTensors into the encoder's half and the decoder's, as
+// LoadParts loads them: what a stage holding only one half keeps.
+func SplitTensors(cfg checkpoint.VAEConfig) (encoder, decoder map[string][]int, err error) {
+	all, err := ExpectedTensors(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	encoder, decoder = map[string][]int{}, map[string][]int{}
+	for name, shape := range all {
+		if isDecoderTensor(name) {
+			decoder[name] = shape
+		} else {
+			encoder[name] = shape
+		}
+	}
+	return encoder, decoder, nil
+}
