@@ -58,7 +58,7 @@ func ParseShardIndex(path string, data []byte) (*ShardIndex, error) {
 	if v, ok := raw.Metadata["total_size"]; ok && strings.TrimSpace(string(v)) != "null" {
 		var n float64 // written as an integer, sometimes as a float
 		if err := json.Unmarshal(v, &n); err != nil || n < 0 || n > 1<<62 {
-			return nil, fmt.Errorf("%s: %w: metadata.total_size %s is not a byte count", path, ErrShardIndex, abbrev(v))
+			return nil, fmt.Errorf("%s: %w: metadata.total_size %s is not a byte count", path, ErrShardIndex, Abbrev(v))
 		}
 		idx.TotalSize = int64(n)
 	}

@@ -11,36 +11,45 @@ import (
 	"github.com/vdpp/vdpp/tensor"
 )
 
-// weightsBase maps a component to its weights file stem: diffusers models use
-// diffusion_pytorch_model, transformers models model.
-var weightsBase = map[string]string{
-	UNet:         "diffusion_pytorch_model",
-	VAE:          "diffusion_pytorch_model",
-	ImageEncoder: "model",
+// Weights file stems: diffusers models save diffusion_pytorch_model[.variant].safetensors,
+// transformers models model[.variant].safetensors (each possibly sharded).
+const (
+	DiffusersStem    = "diffusion_pytorch_model"
+	TransformersStem = "model"
+)
+
+// WeightsStem is the weights file stem of a component of library ("transformers" or
+// "diffusers", model_index.json's first item).
+func WeightsStem(library string) string {
+	if library == "transformers" {
+		return TransformersStem
+	}
+	return DiffusersStem
 }
 
-// WeightsFileName returns the weights file name of a component for a variant: "" gives
+// WeightsFileName returns the weights file name of stem for a variant: "" gives
 // "<stem>.safetensors", "fp16" gives "<stem>.fp16.safetensors".
-func WeightsFileName(component, variant string) (string, error) {
-	base, ok := weightsBase[component]
-	if !ok {
-		return "", fmt.Errorf("%w: component %q has no weights (known: unet, vae, image_encoder)", ErrWeights, component)
-	}
+func WeightsFileName(stem, variant string) (string, error) {
 	if variant == "" {
-		return base + ".safetensors", nil
+		return stem + ".safetensors", nil
 	}
 	if strings.ContainsAny(variant, `/\`) || strings.HasPrefix(variant, ".") {
 		return "", fmt.Errorf("%w: invalid variant %q", ErrWeights, variant)
 	}
-	return base + "." + variant + ".safetensors", nil
+	return stem + "." + variant + ".safetensors", nil
 }
 
-// WeightsPath returns the weights of a component for variant ("" or e.g. "fp16"):
+// WeightsPath returns the weights of a component model_index.json lists, for variant (""
+// or e.g. "fp16"), named after its library (WeightsStem):
 // <stem>[.variant].safetensors when it exists, else its shard index
 // <stem>[.variant].safetensors.index.json. The error names the missing file and the
 // variant and lists the weights files that are there.
 func (c *Checkpoint) WeightsPath(component, variant string) (string, error) {
-	name, err := WeightsFileName(component, variant)
+	ref, err := c.Ref(component)
+	if err != nil {
+		return "", err
+	}
+	name, err := WeightsFileName(WeightsStem(ref.Library), variant)
 	if err != nil {
 		return "", err
 	}

@@ -29,6 +29,11 @@ const FamilyName = "svd"
 // PipelineClass is the model_index.json _class_name of SVD folders.
 const PipelineClass = "StableVideoDiffusionPipeline"
 
+// Scheduler is the scheduler's folder in an SVD pipeline folder (its
+// scheduler_config.json). The networks name their own: unet.Component, vae.Component,
+// clip.Component and clip.FeatureExtractorComponent.
+const Scheduler = "scheduler"
+
 func init() { family.Register(svdFamily{}) }
 
 // svdFamily is SVD's family.Family.
@@ -50,15 +55,15 @@ func (svdFamily) Weights(dir string, _ family.Options) (family.Weights, error) {
 	if err != nil {
 		return family.Weights{}, err
 	}
-	ucfg, err := ck.UNetConfig()
+	ucfg, err := unet.ReadConfig(ck)
 	if err != nil {
 		return family.Weights{}, err
 	}
-	vcfg, err := ck.VAEConfig()
+	vcfg, err := vae.ReadConfig(ck)
 	if err != nil {
 		return family.Weights{}, err
 	}
-	ccfg, err := ck.CLIPConfig()
+	ccfg, err := clip.ReadConfig(ck)
 	if err != nil {
 		return family.Weights{}, err
 	}
@@ -88,10 +93,10 @@ func (svdFamily) Describe(dir string) (family.Description, error) {
 		return family.Description{}, err
 	}
 	p := &Pipeline{Checkpoint: ck}
-	if p.UNetConfig, err = ck.UNetConfig(); err != nil {
+	if p.UNetConfig, err = unet.ReadConfig(ck); err != nil {
 		return family.Description{}, err
 	}
-	if p.VAEConfig, err = ck.VAEConfig(); err != nil {
+	if p.VAEConfig, err = vae.ReadConfig(ck); err != nil {
 		return family.Description{}, err
 	}
 	smp, err := checkpoint.ReadSampling(dir)
@@ -308,7 +313,7 @@ func (s *Sampler) RandomConditioning(r *rand.Rand, latent []int) model.Condition
 
 // RandomConditioning draws SVD conditioning for a latent [T, C, h, w] from r: the image
 // embedding [1, 1, D], the image latents [1, C, h, w] (in that order) and fixed added time ids.
-func RandomConditioning(cfg checkpoint.UNetConfig, r *rand.Rand, latent []int) model.Conditioning {
+func RandomConditioning(cfg unet.Config, r *rand.Rand, latent []int) model.Conditioning {
 	return model.Conditioning{
 		KeyImageEmbeddings: randomTensor(r, 1, 1, cfg.CrossAttentionDim[0]),
 		KeyImageLatents:    randomTensor(r, 1, latent[1], latent[2], latent[3]),

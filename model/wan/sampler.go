@@ -87,7 +87,7 @@ func (wanFamily) Preflight(dir string, o family.Options) error {
 		if _, err := f.VAEConfig(); err != nil {
 			return err
 		}
-		name, err := checkpoint.WeightsFileName(checkpoint.VAE, o.Variant)
+		name, err := checkpoint.WeightsFileName(checkpoint.DiffusersStem, o.Variant)
 		if err != nil {
 			return err
 		}

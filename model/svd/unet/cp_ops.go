@@ -3,7 +3,6 @@ package unet
 import (
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 )
 
@@ -12,7 +11,7 @@ import (
 // embedding emb [B, E].
 
 // cpEmbedding is Build's time + added-time embedding: [B, E] (one row per video).
-func cpEmbedding(s nn.Scope, cfg checkpoint.UNetConfig, timestep, ids *Node) *Node {
+func cpEmbedding(s nn.Scope, cfg Config, timestep, ids *Node) *Node {
 	b, k := ids.Shape().Dim(0), ids.Shape().Dim(1)
 	embDim := cfg.TimeEmbedDim()
 	ts := BroadcastToDims(Reshape(timestep, -1), b)
@@ -23,7 +22,7 @@ func cpEmbedding(s nn.Scope, cfg checkpoint.UNetConfig, timestep, ids *Node) *No
 }
 
 // cpConvIn flattens the sample [B, Tl, Cin, h, w] to frames and applies conv_in.
-func cpConvIn(s nn.Scope, cfg checkpoint.UNetConfig, sample *Node) *Node {
+func cpConvIn(s nn.Scope, cfg Config, sample *Node) *Node {
 	d := sample.Shape().Dimensions
 	g := sample.Graph()
 	c0 := cfg.BlockOutChannels[0]
@@ -32,7 +31,7 @@ func cpConvIn(s nn.Scope, cfg checkpoint.UNetConfig, sample *Node) *Node {
 }
 
 // cpHead is the output head: conv_norm_out, SiLU, conv_out.
-func cpHead(s nn.Scope, cfg checkpoint.UNetConfig, x *Node) *Node {
+func cpHead(s nn.Scope, cfg Config, x *Node) *Node {
 	g := x.Graph()
 	c0 := cfg.BlockOutChannels[0]
 	x = nn.GroupNorm(x, s.Param(g, "conv_norm_out.weight", c0), s.Param(g, "conv_norm_out.bias", c0), groups, epsOut)

@@ -60,7 +60,7 @@ func Load(vaeDir, variant string, backend backends.Backend) (*VAE, error) {
 	if err != nil {
 		return nil, err
 	}
-	name, err := checkpoint.WeightsFileName(checkpoint.VAE, variant)
+	name, err := checkpoint.WeightsFileName(checkpoint.DiffusersStem, variant)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrWeights, err)
 	}
