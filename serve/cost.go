@@ -128,7 +128,7 @@ func (l CostLimits) Check(c Cost) error {
 			"pixels x frames x steps = %d exceeds this model's limit of %d (%s)", c.Work, l.MaxWork, native)}
 	case l.MaxActivationBytes > 0 && c.ActivationBytes > l.MaxActivationBytes:
 		return &CostError{Param: worst("size", "num_frames"), Msg: fmt.Sprintf(
-			"a denoising step needs about %s of working memory, over this model's limit of %s (%s)",
+			"a denoising step (or its decode) needs about %s of working memory, over this model's limit of %s (%s)",
 			mib(c.ActivationBytes), mib(l.MaxActivationBytes), native)}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -20,7 +21,7 @@ type memReleaser struct {
 	pending bool
 }
 
-// soon schedules a debug.FreeOSMemory releaseDelay from now unless one is pending.
+// soon schedules releaseMemory releaseDelay from now unless one is pending.
 func (r *memReleaser) soon() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -32,6 +33,23 @@ func (r *memReleaser) soon() {
 		r.mu.Lock()
 		r.pending = false
 		r.mu.Unlock()
-		debug.FreeOSMemory()
+		releaseMemory()
 	})
+}
+
+// releaseGCs is how many collections releaseMemory runs before debug.FreeOSMemory's own.
+// GoMLX's pure-Go backend keeps the buffers of a finished execution (every intermediate
+// tensor of a step, sized by the job's shape) in a sync.Pool per size, on the Go heap;
+// a pooled buffer survives its first collection in the pool's victim cache and is freed
+// by the second, so one FreeOSMemory (one collection) returned only the Go-side garbage
+// and left the pooled activations of the job's shape resident.
+const releaseGCs = 2
+
+// releaseMemory frees what the backends' buffer pools hold and returns the free heap to
+// the operating system.
+func releaseMemory() {
+	for range releaseGCs {
+		runtime.GC()
+	}
+	debug.FreeOSMemory()
 }

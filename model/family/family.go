@@ -157,7 +157,8 @@ type RandomConditioner interface {
 type ActivationEstimator interface {
 	// StepActivationBytes estimates the float32 working bytes of one denoiser call on one
 	// sample of p (both rows under classifier-free guidance), from the checkpoint's real
-	// sizes; weights are not included.
+	// sizes; weights are not included. A family whose decode of one sample can need more
+	// (Wan's causal VAE on a long video) returns the larger of the two.
 	StepActivationBytes(p Params) int64
 }
 

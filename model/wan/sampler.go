@@ -236,6 +236,10 @@ type Sampler struct {
 	// Text is the tokenizer and text encoder (first stage, with family.Options.Prompts);
 	// nil where this process encodes no prompt.
 	Text *PromptEncoder
+
+	// simpleGo says the networks run on the pure-Go backend (im2col convolutions, its
+	// attention score budget), for the memory estimate.
+	simpleGo bool
 }
 
 var (
@@ -264,7 +268,7 @@ func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err e
 	if err != nil {
 		return nil, err
 	}
-	s = &Sampler{Folder: f}
+	s = &Sampler{Folder: f, simpleGo: b != nil && nn.IsSimpleGo(b)}
 	if s.Sched, err = f.ReadSchedulerConfig(); err != nil {
 		return nil, err
 	}
