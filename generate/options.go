@@ -41,8 +41,9 @@ type Options struct {
 	GuidanceScale2 float64
 	NumFrames      int
 	// Window, Overlap and Blend cut a video longer than the model's native frame count
-	// into overlapping temporal windows denoised together (0 window: the native count;
-	// -1 overlap: a quarter of the window; "" blend: cosine).
+	// into overlapping temporal windows denoised together, in video frames mapped to the
+	// latent frames they cut (Wan: a window of 1 + 4k frames, an overlap a multiple of 4;
+	// 0 window, -1 overlap, "" blend: the family's defaults, see family.Windowing).
 	Window           int
 	Overlap          int
 	Blend            string
@@ -85,8 +86,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "CFG scale of a text-to-video model, > 1 turns on CFG (-1: the model's, 5 for Wan)")
 	fs.Float64Var(&o.GuidanceScale2, "guidance-scale-2", o.GuidanceScale2, "CFG scale of a two-expert model's low-noise expert (0: --guidance-scale)")
 	fs.IntVar(&o.NumFrames, "num-frames", o.NumFrames, "frames (0: the UNet config's num_frames)")
-	fs.IntVar(&o.Window, "window", o.Window, "frames per temporal window when --num-frames exceeds it (0: the model's native frame count)")
-	fs.IntVar(&o.Overlap, "overlap", o.Overlap, "frames shared by neighbouring windows, blended at every step (-1: a quarter of the window)")
+	fs.IntVar(&o.Window, "window", o.Window, "frames per temporal window when --num-frames exceeds it (0: the model's native frame count; Wan: 1 + 4k)")
+	fs.IntVar(&o.Overlap, "overlap", o.Overlap, "frames shared by neighbouring windows, blended at every step (-1: the family's, a quarter of the window; Wan: a multiple of 4)")
 	fs.StringVar(&o.Blend, "blend", o.Blend, `blend of the overlapping frames: linear or cosine ("": cosine)`)
 	fs.IntVar(&o.Steps, "steps", o.Steps, "denoising steps")
 	fs.IntVar(&o.Height, "height", o.Height, "video height, a multiple of the VAE's factor (0: the model's: 576 for SVD, 64 for builtin)")

@@ -95,13 +95,14 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	if stepper.Windows = windows(o); stepper.Windows != nil && p.LatentShape(pr)[0] != pr.NumFrames {
-		// Windows cut latent frames; a VAE that compresses time (Wan's) needs them cut in
-		// its latent frames, which is not wired yet.
-		return fmt.Errorf("%w: --num-frames %d beyond --window %d needs a model with one latent frame per frame (%s compresses time)", ErrOptions, o.NumFrames, o.Window, p.Family())
-	}
 	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log}
 	if first {
+		desc, err := m.Describe()
+		if err != nil {
+			return err
+		}
+		// Every item carries its windows (in latent frames) through the stages.
+		w.windows = desc.Windows(pr, p)
 		if w.in, err = loadInput(m, o); err != nil {
 			return err
 		}
@@ -133,6 +134,7 @@ func params(o Options) family.Params {
 		MinGuidance: o.MinGuidance, MaxGuidance: o.MaxGuidance, FPS: o.FPS, MotionBucketID: o.MotionBucketID,
 		NoiseAugStrength: o.NoiseAugStrength, DecodeChunkSize: o.DecodeChunkSize, Seed: o.Seed,
 		GuidanceScale: max(o.GuidanceScale, 0), GuidanceScale2: o.GuidanceScale2,
+		Window: o.Window, Overlap: o.Overlap, Blend: o.Blend,
 	}
 }
 
@@ -208,6 +210,8 @@ type workload struct {
 	store kv
 	log   *slog.Logger
 	in    family.Input
+	// windows cut a video longer than the model's native length (nil: one window).
+	windows *pipeline.Windows
 
 	stages []StageWeights
 }
@@ -223,7 +227,7 @@ func (w *workload) Prepare(ctx context.Context, group int64, samples []int64) (*
 			return nil, fmt.Errorf("generate: %s: %w", w.o.input(), err)
 		}
 		if it == nil {
-			it = &pipeline.Item{Group: group, Samples: samples, Guidance: one.Guidance,
+			it = &pipeline.Item{Group: group, Samples: samples, Guidance: one.Guidance, Windows: w.windows,
 				Latent: tensor.New(append([]int{len(samples)}, one.Latent.Shape[1:]...)...)}
 		}
 		per := one.Latent.Len()

@@ -61,7 +61,7 @@ func Resolve(o Options) (Options, error) {
 	if o.NumFrames == 0 {
 		o.NumFrames = desc.Defaults.NumFrames
 	}
-	if o, err = resolveWindows(o, desc.Defaults.NumFrames); err != nil {
+	if o, err = resolveWindows(o, desc); err != nil {
 		return o, err
 	}
 	if o.Height == 0 && o.Width == 0 {

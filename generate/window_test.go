@@ -15,26 +15,40 @@ import (
 
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/model/family"
 )
 
 func TestResolveWindows(t *testing.T) {
+	native14 := family.Description{Defaults: family.Params{NumFrames: 14}}
+	wan := family.Description{Defaults: family.Params{NumFrames: 81}, FrameMultiple: 4,
+		Windowing: family.Windowing{Window: 81, Overlap: 20, Blend: "cosine"}}
 	for _, c := range []struct {
 		name                    string
 		frames, window, overlap int
 		blend                   string
 		wantWindow, wantOverlap int
 		wantErr                 string
+		desc                    family.Description
 	}{
-		{"native length", 14, 0, -1, "", 14, 3, ""},
-		{"shorter than native", 7, 0, -1, "", 7, 1, ""},
-		{"long video", 112, 0, -1, "", 14, 3, ""},
-		{"explicit", 56, 8, 2, "linear", 8, 2, ""},
-		{"overlap equals window", 56, 8, 8, "", 0, 0, "--overlap 8 must be shorter than --window 8"},
-		{"window too long", 56, 20, -1, "", 0, 0, "--window 20 is longer than the model's 14 frames"},
-		{"too few frames", 6, 8, 2, "", 0, 0, "--num-frames 6 is fewer than one --window of 8"},
-		{"bad blend", 56, 8, 2, "step", 0, 0, `--blend "step"`},
+		{"native length", 14, 0, -1, "", 14, 3, "", native14},
+		{"shorter than native", 7, 0, -1, "", 7, 1, "", native14},
+		{"long video", 112, 0, -1, "", 14, 3, "", native14},
+		{"explicit", 56, 8, 2, "linear", 8, 2, "", native14},
+		{"overlap equals window", 56, 8, 8, "", 0, 0, "--overlap 8 must be shorter than --window 8", native14},
+		{"window too long", 56, 20, -1, "", 0, 0, "--window 20 is longer than the model's 14 frames", native14},
+		{"too few frames", 6, 8, 2, "", 0, 0, "--num-frames 6 is fewer than one --window of 8", native14},
+		{"bad blend", 56, 8, 2, "step", 0, 0, `--blend "step"`, native14},
+		// Wan: windows in latent frames (the VAE compresses time by 4, frame 0 alone).
+		{"wan explicit", 17, 9, 4, "", 9, 4, "", wan},
+		{"wan long default", 161, 0, -1, "", 81, 20, "", wan},
+		{"wan native", 17, 0, -1, "", 17, 4, "", wan},
+		{"wan window off the grid", 17, 10, 4, "", 0, 0, "--window 10: the model's causal VAE compresses time by 4, so a window takes 1 + 4k frames (e.g. 9 or 13)", wan},
+		{"wan overlap off the grid", 17, 9, 6, "", 0, 0, "--overlap 6: the model's causal VAE compresses time by 4, so an overlap is a multiple of 4 frames (e.g. 4 or 8)", wan},
+		{"wan overlap longer than window", 17, 9, 12, "", 0, 0, "--overlap 12 must be shorter than --window 9", wan},
+		{"wan window too long", 201, 85, 4, "", 0, 0, "--window 85 is longer than the model's 81 frames", wan},
+		{"wan too few frames", 5, 9, 4, "", 0, 0, "--num-frames 5 is fewer than one --window of 9", wan},
 	} {
-		o, err := resolveWindows(Options{NumFrames: c.frames, Window: c.window, Overlap: c.overlap, Blend: c.blend}, 14)
+		o, err := resolveWindows(Options{NumFrames: c.frames, Window: c.window, Overlap: c.overlap, Blend: c.blend}, c.desc)
 		if c.wantErr != "" {
 			if !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), c.wantErr) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("%s: %v, want one line with %q", c.name, err, c.wantErr)

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/vdpp/vdpp/comm"
@@ -32,6 +33,10 @@ type Item struct {
 	// solver's previous model outputs); empty for a one-step scheduler such as Euler. It
 	// travels with the latent, so a stage cut never changes the solver's bits.
 	SchedState sched.State
+	// Windows, when set, steps an item longer than Windows.Size latent frames as
+	// overlapping temporal windows (a long video); it travels with the item, so every
+	// stage and server worker steps the item the same way.
+	Windows *Windows
 }
 
 // Groups returns the sample ids of every micro-batch for n samples of batch size b.
@@ -56,10 +61,15 @@ const (
 	wireLatent     = "latent"
 	wireSamples    = "samples"
 	wireGuidance   = "guidance"
-	wireCondPref   = "cond/"         // cond/<row>/<name>
-	wireSchedPref  = "sched_state/"  // sched_state/<name>: SchedState.Latent, shaped as the latent
-	wireSharedPref = "sched_shared/" // sched_shared/<name>: SchedState.Shared, 1-D
+	wireCondPref   = "cond/"            // cond/<row>/<name>
+	wireSchedPref  = "sched_state/"     // sched_state/<name>: SchedState.Latent, shaped as the latent
+	wireSharedPref = "sched_shared/"    // sched_shared/<name>: SchedState.Shared, 1-D
+	wireWindows    = "windows"          // [Size, Overlap, blend code]
+	wireWinGuide   = "windows_guidance" // Windows.Guidance
 )
+
+// blendCodes are the wire codes of Windows.Blend.
+var blendCodes = []string{"linear", "cosine"}
 
 // ToMessage encodes an item for the transport. Sample ids travel as a float32 tensor, which
 // is exact for ids below 2^24.
@@ -72,6 +82,13 @@ func (it *Item) ToMessage() comm.Message {
 	m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireLatent, Tensor: it.Latent}, comm.NamedTensor{Name: wireSamples, Tensor: ids})
 	if it.Guidance != nil {
 		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireGuidance, Tensor: &tensor.Dense{Shape: []int{len(it.Guidance)}, Data: it.Guidance}})
+	}
+	if w := it.Windows; w != nil {
+		code := float32(slices.Index(blendCodes, w.Blend))
+		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireWindows, Tensor: &tensor.Dense{Shape: []int{3}, Data: []float32{float32(w.Size), float32(w.Overlap), code}}})
+		if w.Guidance != nil {
+			m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireWinGuide, Tensor: &tensor.Dense{Shape: []int{len(w.Guidance)}, Data: w.Guidance}})
+		}
 	}
 	for _, name := range sortedKeys(it.SchedState.Latent) {
 		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireSchedPref + name, Tensor: &tensor.Dense{Shape: it.Latent.Shape, Data: it.SchedState.Latent[name]}})
@@ -104,6 +121,18 @@ func ItemFromMessage(m comm.Message) (*Item, error) {
 	}
 	if g := m.Tensor(wireGuidance); g != nil {
 		it.Guidance = g.Data
+	}
+	if w := m.Tensor(wireWindows); w != nil {
+		if w.Len() != 3 || !(w.Data[2] >= 0 && w.Data[2] < float32(len(blendCodes))) || !(w.Data[0] >= 1 && w.Data[0] <= 1<<20 && w.Data[1] >= 0 && w.Data[1] <= 1<<20) {
+			return nil, fmt.Errorf("pipeline: hand-off for group %d: windows %v", m.Sample, w.Data)
+		}
+		it.Windows = &Windows{Size: int(w.Data[0]), Overlap: int(w.Data[1]), Blend: blendCodes[int(w.Data[2])]}
+		if g := m.Tensor(wireWinGuide); g != nil {
+			it.Windows.Guidance = g.Data
+		}
+		if err := it.Windows.Validate(it.Latent.Shape[1]); err != nil {
+			return nil, fmt.Errorf("pipeline: hand-off for group %d: %w", m.Sample, err)
+		}
 	}
 	for _, nt := range m.Tensors {
 		if name, ok := strings.CutPrefix(nt.Name, wireSchedPref); ok {

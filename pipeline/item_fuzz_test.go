@@ -22,6 +22,12 @@ func FuzzItemFromMessage(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(b)
+	seed = &pipeline.Item{Group: 1, Samples: []int64{0}, Latent: tensor.New(1, 5, 1, 1, 1),
+		Windows: &pipeline.Windows{Size: 3, Overlap: 1, Blend: "cosine", Guidance: []float32{1, 2, 3}}}
+	if b, err = comm.AppendMessage(nil, seed.ToMessage(), 0); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := comm.NewFrameReader(bytes.NewReader(data), 4096, 1<<20).ReadMessage()
 		if err != nil {
@@ -36,7 +42,8 @@ func FuzzItemFromMessage(f *testing.F) {
 			t.Fatalf("re-decoding a decoded item: %v", err)
 		}
 		if !tensor.BitEqual(back.Latent, it.Latent) || len(back.Samples) != len(it.Samples) ||
-			len(back.SchedState.Latent) != len(it.SchedState.Latent) || len(back.SchedState.Shared) != len(it.SchedState.Shared) {
+			len(back.SchedState.Latent) != len(it.SchedState.Latent) || len(back.SchedState.Shared) != len(it.SchedState.Shared) ||
+			(back.Windows == nil) != (it.Windows == nil) {
 			t.Fatalf("round trip changed the item: %+v vs %+v", back, it)
 		}
 	})

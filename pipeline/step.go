@@ -53,7 +53,7 @@ type Stepper struct {
 	Joint func(ctx context.Context, mine *tensor.Dense) ([]*tensor.Dense, error)
 	// Windows, when set, runs an item longer than Windows.Size frames as overlapping
 	// temporal windows blended at every step (see Windows); items of at most Size frames
-	// step exactly as without it.
+	// step exactly as without it. An item's own Item.Windows takes precedence.
 	Windows *Windows
 	// Observe, when set, sees every step's raw model output (both CFG halves) and the
 	// guided output before the Euler step; parity checks use it. It must not keep the slices.
@@ -112,35 +112,49 @@ func (s *Stepper) guidanceAt(it *Item, k int) []float32 {
 
 // Step advances it by one step in place (it.Step is not changed; the Stage does that).
 func (s *Stepper) Step(ctx context.Context, it *Item) error {
-	if s.Windows != nil && it.Latent != nil && len(it.Latent.Shape) == 5 && it.Latent.Shape[1] > s.Windows.Size {
-		return s.stepWindows(ctx, it)
+	w := it.Windows
+	if w == nil {
+		w = s.Windows
+	}
+	if w != nil && it.Latent != nil && len(it.Latent.Shape) == 5 && it.Latent.Shape[1] > w.Size {
+		return s.stepWindows(ctx, it, w)
 	}
 	return s.stepOne(ctx, it)
 }
 
 // stepOne advances it by one step over all its frames at once.
 func (s *Stepper) stepOne(ctx context.Context, it *Item) error {
+	v, err := s.guidedOutput(ctx, it)
+	if err != nil {
+		return err
+	}
+	return s.update(it, v)
+}
+
+// guidedOutput runs the model call of step it.Step on all of it's frames and returns the
+// guided model output the scheduler's update takes. The slice is valid until the next call.
+func (s *Stepper) guidedOutput(ctx context.Context, it *Item) ([]float32, error) {
 	start := time.Now()
 	k := it.Step
 	x := it.Latent
 	if len(x.Shape) != 5 || x.Shape[0] != len(it.Samples) {
-		return fmt.Errorf("pipeline: group %d: latent %v does not hold %d samples", it.Group, x.Shape, len(it.Samples))
+		return nil, fmt.Errorf("pipeline: group %d: latent %v does not hold %d samples", it.Group, x.Shape, len(it.Samples))
 	}
 	if k < 0 || k >= s.Sched.NumSteps() {
-		return fmt.Errorf("pipeline: group %d: step %d outside the schedule's %d steps", it.Group, k, s.Sched.NumSteps())
+		return nil, fmt.Errorf("pipeline: group %d: step %d outside the schedule's %d steps", it.Group, k, s.Sched.NumSteps())
 	}
 	den := s.ModelAt(k)
 	if den == nil {
-		return fmt.Errorf("pipeline: group %d: no denoiser loaded for step %d", it.Group, k)
+		return nil, fmt.Errorf("pipeline: group %d: no denoiser loaded for step %d", it.Group, k)
 	}
 	rows, n, frames := x.Shape[0], x.Len(), x.Shape[1]
 	weights := s.guidanceAt(it, k)
 	guided := weights != nil
 	if guided && len(weights) != frames {
-		return fmt.Errorf("pipeline: group %d step %d: %d guidance weights for %d frames", it.Group, k, len(weights), frames)
+		return nil, fmt.Errorf("pipeline: group %d step %d: %d guidance weights for %d frames", it.Group, k, len(weights), frames)
 	}
 	if s.CFG != nil && !guided {
-		return fmt.Errorf("pipeline: group %d: CFG-parallel ranks need a guided run", it.Group)
+		return nil, fmt.Errorf("pipeline: group %d: CFG-parallel ranks need a guided run", it.Group)
 	}
 
 	// The rows this rank evaluates: both halves [uncond..., cond...] when guided on one
@@ -151,7 +165,7 @@ func (s *Stepper) stepOne(ctx context.Context, it *Item) error {
 	}
 	s.ensureInput(inRows, x.Shape)
 	if err := s.Sched.ScaleModelInput(s.in.Data[:n], x.Data, k); err != nil {
-		return fmt.Errorf("pipeline: group %d: %w", it.Group, err)
+		return nil, fmt.Errorf("pipeline: group %d: %w", it.Group, err)
 	}
 	conds := make([]model.Conditioning, inRows)
 	uncond := make([]bool, inRows)
@@ -175,17 +189,17 @@ func (s *Stepper) stepOne(ctx context.Context, it *Item) error {
 	in := model.Input{Latents: s.in, Sigma: s.Sched.Sigma(k), Timestep: s.Sched.Timestep(k), Step: k, Cond: conds, Uncond: uncond}
 	out, work, comm, err := s.predict(ctx, den, in)
 	if err != nil {
-		return fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
+		return nil, fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
 	}
 	if s.CFG != nil {
 		t0 := time.Now()
 		u, c, err := s.exchangeHalves(ctx, out, x.Shape)
 		comm += time.Since(t0)
 		if err != nil {
-			return fmt.Errorf("pipeline: group %d step %d: cfg exchange: %w", it.Group, k, err)
+			return nil, fmt.Errorf("pipeline: group %d step %d: cfg exchange: %w", it.Group, k, err)
 		}
 		if u.Len() != n || c.Len() != n {
-			return fmt.Errorf("pipeline: group %d step %d: cfg halves %v %v for latent %v", it.Group, k, u.Shape, c.Shape, x.Shape)
+			return nil, fmt.Errorf("pipeline: group %d step %d: cfg halves %v %v for latent %v", it.Group, k, u.Shape, c.Shape, x.Shape)
 		}
 		both := tensor.New(append([]int{2 * rows}, x.Shape[1:]...)...)
 		copy(both.Data[:n], u.Data)
@@ -193,7 +207,7 @@ func (s *Stepper) stepOne(ctx context.Context, it *Item) error {
 		out = both
 	}
 	if want := map[bool]int{true: 2 * n, false: n}[guided]; out.Len() != want {
-		return fmt.Errorf("pipeline: group %d step %d: denoiser returned %v for latent %v", it.Group, k, out.Shape, x.Shape)
+		return nil, fmt.Errorf("pipeline: group %d step %d: denoiser returned %v for latent %v", it.Group, k, out.Shape, x.Shape)
 	}
 	v := out.Data
 	if guided {
@@ -205,14 +219,26 @@ func (s *Stepper) stepOne(ctx context.Context, it *Item) error {
 		for r := 0; r < rows; r++ {
 			lo, hi := r*per, (r+1)*per
 			if err := sched.CFGCombine(v[lo:hi], out.Data[lo:hi], out.Data[n+lo:n+hi], weights, per/frames); err != nil {
-				return fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
+				return nil, fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
 			}
 		}
 	}
 	if s.Observe != nil {
 		s.Observe(it, k, out, v)
 	}
-	if err := it.SchedState.Check(n); err != nil {
+	if p, ok := den.(model.Paced); ok {
+		// The simulated compute budget excludes the time spent in exchanges: a real model
+		// pays collectives on top of its compute, so the simulator must too.
+		p.Pace(start.Add(comm), work)
+	}
+	return v, nil
+}
+
+// update runs the scheduler's update of step it.Step on it's latent with the guided model
+// output v, carrying the scheduler's state.
+func (s *Stepper) update(it *Item, v []float32) error {
+	k, x := it.Step, it.Latent
+	if err := it.SchedState.Check(x.Len()); err != nil {
 		return fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
 	}
 	next, err := s.Sched.Update(x.Data, v, x.Data, k, it.SchedState)
@@ -220,11 +246,6 @@ func (s *Stepper) stepOne(ctx context.Context, it *Item) error {
 		return fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
 	}
 	it.SchedState = next
-	if p, ok := den.(model.Paced); ok {
-		// The simulated compute budget excludes the time spent in exchanges: a real model
-		// pays collectives on top of its compute, so the simulator must too.
-		p.Pace(start.Add(comm), work)
-	}
 	return nil
 }
 

@@ -19,8 +19,10 @@ type Windows struct {
 	Size, Overlap int
 	// Blend is "linear" or "cosine": the shape of the ramp over an overlap.
 	Blend string
-	// Guidance holds the per-frame guidance weights of one window (Size of them) for a
-	// guided item; nil for an unguided run.
+	// Guidance, when set, holds the per-frame guidance weights of one window (Size of
+	// them) that every window of a guided item uses (each window guided as a whole clip:
+	// SVD's weights rising from its first frame); nil gives a window its frames' share of
+	// the item's weights (constant weights, as Wan's).
 	Guidance []float32
 }
 
@@ -85,14 +87,14 @@ func (w Windows) Weights(left, right bool) []float32 {
 	return out
 }
 
-// stepWindows runs step it.Step window by window and blends the windows' next latents.
-func (s *Stepper) stepWindows(ctx context.Context, it *Item) error {
-	w := s.Windows
+// stepWindows runs the model call of step it.Step window by window, blends the windows'
+// guided model outputs with the windows' weights and runs the scheduler's update once on the
+// whole latent. The update is elementwise over the latent with scalars that depend on the
+// step only (every shipped scheduler: Euler, UniPC), so blending the outputs is blending the
+// windows' own next latents, and a multistep solver keeps one state for the whole latent.
+func (s *Stepper) stepWindows(ctx context.Context, it *Item, w *Windows) error {
 	if s.CFG != nil || s.CP != nil {
 		return fmt.Errorf("%w: temporal windows do not combine with cfg or context parallelism", ErrWindows)
-	}
-	if !it.SchedState.Empty() {
-		return fmt.Errorf("%w: temporal windows need a one-step scheduler (the item carries solver state)", ErrWindows)
 	}
 	x := it.Latent
 	rows, frames := x.Shape[0], x.Shape[1]
@@ -103,41 +105,53 @@ func (s *Stepper) stepWindows(ctx context.Context, it *Item) error {
 	per := x.Len() / (rows * frames)
 	acc := make([]float32, x.Len())
 	wsum := make([]float32, frames)
-	var guidance []float32
-	if it.Guidance != nil {
-		if guidance = w.Guidance; guidance == nil {
-			return fmt.Errorf("%w: a guided item but no window guidance weights", ErrWindows)
-		}
-	}
 	for i, a := range starts {
-		sub := &Item{Group: it.Group, Samples: it.Samples, Step: it.Step, Cond: it.Cond, Guidance: guidance,
-			Latent: sliceFrames(x, a, a+w.Size)}
-		if err := s.stepOne(ctx, sub); err != nil {
+		sub := &Item{Group: it.Group, Samples: it.Samples, Step: it.Step, Cond: it.Cond,
+			Guidance: w.guidanceOf(it.Guidance, frames, a), Latent: sliceFrames(x, a, a+w.Size)}
+		v, err := s.guidedOutput(ctx, sub)
+		if err != nil {
 			return fmt.Errorf("window %d (frames %d..%d): %w", i, a, a+w.Size-1, err)
-		}
-		if !sub.SchedState.Empty() {
-			return fmt.Errorf("%w: temporal windows need a one-step scheduler (this one keeps state)", ErrWindows)
 		}
 		wt := w.Weights(i > 0, i < len(starts)-1)
 		for f := 0; f < w.Size; f++ {
 			wsum[a+f] += wt[f]
 			for r := 0; r < rows; r++ {
-				src := sub.Latent.Data[(r*w.Size+f)*per : (r*w.Size+f+1)*per]
+				src := v[(r*w.Size+f)*per : (r*w.Size+f+1)*per]
 				dst := acc[(r*frames+a+f)*per : (r*frames+a+f+1)*per]
-				for j, v := range src {
-					dst[j] += wt[f] * v
+				for j, e := range src {
+					dst[j] += wt[f] * e
 				}
 			}
 		}
 	}
 	for r := 0; r < rows; r++ {
 		for f := 0; f < frames; f++ {
-			dst := x.Data[(r*frames+f)*per : (r*frames+f+1)*per]
-			src := acc[(r*frames+f)*per : (r*frames+f+1)*per]
-			for j := range dst {
-				dst[j] = src[j] / wsum[f]
+			v := acc[(r*frames+f)*per : (r*frames+f+1)*per]
+			for j := range v {
+				v[j] /= wsum[f]
 			}
 		}
 	}
-	return nil
+	return s.update(it, acc)
+}
+
+// guidanceOf returns the guidance weights of the window starting at frame a of an item of
+// frames frames whose weights are g: nil for an unguided item, the window's own Guidance
+// when set (every window guided as a whole clip), else the window's frames of each row of g
+// (g holds one or more rows of frames weights, as an item does).
+func (w *Windows) guidanceOf(g []float32, frames, a int) []float32 {
+	if g == nil {
+		return nil
+	}
+	if w.Guidance != nil {
+		return w.Guidance
+	}
+	if frames == 0 || len(g)%frames != 0 {
+		return g // the step reports the mismatch
+	}
+	out := make([]float32, 0, len(g)/frames*w.Size)
+	for r := 0; r < len(g)/frames; r++ {
+		out = append(out, g[r*frames+a:r*frames+a+w.Size]...)
+	}
+	return out
 }

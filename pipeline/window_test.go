@@ -115,3 +115,71 @@ func TestWindowedStepMatchesWhole(t *testing.T) {
 		}
 	}
 }
+
+// A multistep solver (UniPC, Wan's) steps a windowed latent with one state for the whole
+// latent: for a model whose frames are independent, several windowed steps give the whole
+// run's latents, with two experts and a guidance row per expert sliced per window; a latent
+// of one window keeps its bits.
+func TestWindowsMultistepMatchesWhole(t *testing.T) {
+	cfg, err := sched.ParseUniPCConfig([]byte(`{"prediction_type": "flow_prediction", "use_flow_sigmas": true,
+		"flow_shift": 3.0, "solver_order": 2, "solver_type": "bh2", "final_sigmas_type": "zero"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const steps = 5
+	run := func(frames int, w *pipeline.Windows) *tensor.Dense {
+		u, err := sched.NewUniPC(cfg, steps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &pipeline.Stepper{Sched: u, Experts: []pipeline.Expert{
+			{Steps: pipeline.Range{Start: 0, End: 2}, Model: synth(t)},
+			{Steps: pipeline.Range{Start: 2, End: steps}, Model: synth(t), GuidanceRow: 1},
+		}}
+		r := rand.New(rand.NewPCG(3, 4))
+		x := tensor.New(1, frames, 2, 3, 3)
+		for i := range x.Data {
+			x.Data[i] = float32(r.NormFloat64())
+		}
+		g := make([]float32, 2*frames)
+		for i := range g {
+			g[i] = float32(3 + i/frames) // 3 on the first expert's steps, 4 on the second's
+		}
+		it := &pipeline.Item{Samples: []int64{0}, Latent: x, Cond: []model.Conditioning{nil}, Guidance: g, Windows: w}
+		for it.Step = 0; it.Step < steps; it.Step++ {
+			if err := st.Step(context.Background(), it); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return it.Latent
+	}
+	for _, blend := range []string{"linear", "cosine"} {
+		whole := run(13, nil)
+		win := run(13, &pipeline.Windows{Size: 5, Overlap: 2, Blend: blend})
+		for i := range whole.Data {
+			if d := math.Abs(float64(whole.Data[i] - win.Data[i])); d > 1e-5*max(1, math.Abs(float64(whole.Data[i]))) {
+				t.Fatalf("%s: element %d: windowed %v, whole %v", blend, i, win.Data[i], whole.Data[i])
+			}
+		}
+	}
+	if !tensor.BitEqual(run(5, &pipeline.Windows{Size: 5, Overlap: 2, Blend: "cosine"}), run(5, nil)) {
+		t.Error("a latent of one window changed bits under Windows")
+	}
+}
+
+// An item's windows travel in its hand-off.
+func TestItemMessageWindows(t *testing.T) {
+	it := &pipeline.Item{Group: 1, Samples: []int64{0}, Latent: tensor.New(1, 9, 1, 1, 1),
+		Windows: &pipeline.Windows{Size: 4, Overlap: 1, Blend: "cosine", Guidance: []float32{1, 2, 3, 4}}}
+	back, err := pipeline.ItemFromMessage(it.ToMessage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := back.Windows; w == nil || w.Size != 4 || w.Overlap != 1 || w.Blend != "cosine" || !slices.Equal(w.Guidance, it.Windows.Guidance) {
+		t.Fatalf("windows %+v after the hand-off, want %+v", back.Windows, it.Windows)
+	}
+	it.Windows = &pipeline.Windows{Size: 12, Overlap: 1, Blend: "linear"}
+	if _, err := pipeline.ItemFromMessage(it.ToMessage()); !errors.Is(err, pipeline.ErrWindows) {
+		t.Fatalf("windows longer than the latent: %v, want ErrWindows", err)
+	}
+}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Long videos on the built-in model (docs/long-video.md): peak RSS of one `vdpp generate`
 # process for 14, 56 and 112 frames, then quality against the procedural ground truth
-# (PSNR by horizon, repeat-first baseline, seam measure) for overlapping cosine windows
-# against naive cuts (no overlap). Usage: scripts/long-video.sh [OUT] (default out/long-video).
+# (PSNR by horizon, repeat-first baseline, seam measure) for overlapping cosine and linear
+# windows, naive cuts (no overlap) and windows continued from the previous window's last
+# frame. Usage: scripts/long-video.sh [OUT] (default out/long-video).
 set -euo pipefail
 out=${1:-out/long-video}
 steps=${STEPS:-10}
@@ -22,3 +23,4 @@ clips=${CLIPS:-3}
 "$out/longvideo" --frames 112 --clips "$clips" --steps "$steps" --window 14 --overlap 3 --blend cosine --name cosine-o3 --out "$out/q"
 "$out/longvideo" --frames 112 --clips "$clips" --steps "$steps" --window 14 --overlap 3 --blend linear --name linear-o3 --out "$out/q"
 "$out/longvideo" --frames 112 --clips "$clips" --steps "$steps" --window 14 --overlap 0 --blend cosine --name naive-cuts --out "$out/q"
+"$out/longvideo" --method continue --frames 112 --clips "$clips" --steps "$steps" --window 14 --name continue --out "$out/q"

@@ -27,16 +27,29 @@ func stageOf(plan []pipeline.Range, s int) (stage, end int) {
 }
 
 // batchKey is what samples must share to run in one denoiser call: the schedule (steps),
-// the step range, the latent shape and the guidance weights.
+// the step range, the latent shape, the guidance weights and the temporal windows.
 type batchKey struct {
 	steps, start, end int
 	shape             []int
 	guidance          []float32
+	windows           *pipeline.Windows
 }
 
 func (a batchKey) compatible(b batchKey) bool {
 	return a.steps == b.steps && a.start == b.start && a.end == b.end && slices.Equal(a.shape, b.shape) &&
-		(a.guidance == nil) == (b.guidance == nil) && slices.EqualFunc(a.guidance, b.guidance, func(x, y float32) bool {
+		sameWeights(a.guidance, b.guidance) && sameWindows(a.windows, b.windows)
+}
+
+func sameWeights(a, b []float32) bool {
+	return (a == nil) == (b == nil) && slices.EqualFunc(a, b, func(x, y float32) bool {
 		return math.Float32bits(x) == math.Float32bits(y)
 	})
+}
+
+// sameWindows reports whether two items step their frames as the same windows.
+func sameWindows(a, b *pipeline.Windows) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Size == b.Size && a.Overlap == b.Overlap && a.Blend == b.Blend && sameWeights(a.Guidance, b.Guidance)
 }

@@ -46,13 +46,29 @@ func TestBatchKeyCompatible(t *testing.T) {
 		k    batchKey
 		want bool
 	}{
-		{"same", batchKey{8, 2, 4, []int{1, 2, 4, 2, 2}, []float32{1, 2}}, true},
-		{"other schedule", batchKey{9, 2, 4, []int{1, 2, 4, 2, 2}, []float32{1, 2}}, false},
-		{"other step", batchKey{8, 3, 4, []int{1, 2, 4, 2, 2}, []float32{1, 2}}, false},
-		{"other end", batchKey{8, 2, 5, []int{1, 2, 4, 2, 2}, []float32{1, 2}}, false},
-		{"other shape", batchKey{8, 2, 4, []int{1, 2, 4, 2, 3}, []float32{1, 2}}, false},
-		{"other guidance", batchKey{8, 2, 4, []int{1, 2, 4, 2, 2}, []float32{1, 2.5}}, false},
-		{"unguided", batchKey{8, 2, 4, []int{1, 2, 4, 2, 2}, nil}, false},
+		{"same", batchKey{8, 2, 4, []int{1, 2, 4, 2, 2}, []float32{1, 2}, nil}, true},
+		{"other schedule", batchKey{9, 2, 4, []int{1, 2, 4, 2, 2}, []float32{1, 2}, nil}, false},
+		{"other step", batchKey{8, 3, 4, []int{1, 2, 4, 2, 2}, []float32{1, 2}, nil}, false},
+		{"other end", batchKey{8, 2, 5, []int{1, 2, 4, 2, 2}, []float32{1, 2}, nil}, false},
+		{"other shape", batchKey{8, 2, 4, []int{1, 2, 4, 2, 3}, []float32{1, 2}, nil}, false},
+		{"other guidance", batchKey{8, 2, 4, []int{1, 2, 4, 2, 2}, []float32{1, 2.5}, nil}, false},
+		{"unguided", batchKey{8, 2, 4, []int{1, 2, 4, 2, 2}, nil, nil}, false},
+		{"windowed", batchKey{8, 2, 4, []int{1, 2, 4, 2, 2}, []float32{1, 2}, &pipeline.Windows{Size: 2, Overlap: 1, Blend: "cosine"}}, false},
+	}
+	w := func(size, overlap int, blend string) *pipeline.Windows {
+		return &pipeline.Windows{Size: size, Overlap: overlap, Blend: blend}
+	}
+	windowed := base
+	windowed.windows = w(2, 1, "cosine")
+	for _, o := range []struct {
+		w    *pipeline.Windows
+		want bool
+	}{{w(2, 1, "cosine"), true}, {w(2, 0, "cosine"), false}, {w(3, 1, "cosine"), false}, {w(2, 1, "linear"), false}, {nil, false}} {
+		k := base
+		k.windows = o.w
+		if got := windowed.compatible(k); got != o.want {
+			t.Errorf("windows %+v with %+v: %v, want %v", windowed.windows, o.w, got, o.want)
+		}
 	}
 	for _, c := range cases {
 		if got := base.compatible(c.k); got != c.want {

@@ -7,15 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/vdpp/vdpp/comm"
-	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
-	"github.com/vdpp/vdpp/pipeline"
-	"github.com/vdpp/vdpp/sched"
+	"github.com/vdpp/vdpp/serve/wire"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -99,83 +96,19 @@ func (c *CoordConfig) defaults() error {
 	return nil
 }
 
-// job is the coordinator's view of one job.
-type job struct {
-	rec       Record
-	img       []byte // the upload, until prepared (loaded from the store after a restart)
-	it        *item  // while running
-	stepsDone int
-	stage     int
-	stages    int
-	cancelReq bool
-	started   time.Time
-	created   time.Time
-	version   uint64
-	subs      map[chan struct{}]struct{}
-	// writes counts the record writes of this job still in flight; a job is never
-	// expired while one could put its record back.
-	writes int
-	// wmu serialises the job's record writes; recVer counts the record versions handed to
-	// persistLocked, savedVer is the latest one that landed (saved is closed then).
-	wmu              sync.Mutex
-	recVer, savedVer uint64
-	saved            chan struct{}
-	// before is the state the job had when it ended; it is reported until the end record
-	// has landed (endSaved).
-	before   State
-	endSaved bool
-	// completing: the last step came back and the output is being written; a cancel is too
-	// late now (409).
-	completing bool
-}
-
-// item is a running sample: the coordinator keeps its latest latent (the last one a worker
-// handed back) until the next stage's result arrives.
-type item struct {
-	job      *job
-	step     int
-	latent   *tensor.Dense // [1, T, C, H, W] at step
-	cond     model.Conditioning
-	guidance []float32
-	// sched is the scheduler's state of the job at step (nil for Euler).
-	sched    sched.State
-	batch    *batch
-	attempts int
-	// stalls counts this sample's runs ended by the stall watchdog (each doubles the next
-	// run's limit, see stallLimit).
-	stalls int
-}
-
-func (it *item) key(start, end int) batchKey {
-	return batchKey{steps: it.job.rec.Params.Steps, start: start, end: end, shape: it.latent.Shape, guidance: it.guidance}
-}
-
-// batch is a group of items sent to one worker for steps [start, end).
-type batch struct {
-	id         int64
-	w          *workerConn
-	items      []*item // by row; nil once dropped
-	start, end int
-	stage      int
-	last       time.Time // when the batch was sent or last reported progress
-}
-
-// Coordinator owns the jobs, the queue, the workers and the scheduling.
+// Coordinator is the dispatcher's driver: it owns the lock, the worker connections, the
+// store and the goroutines. Every public method and every I/O outcome is an event fed to
+// the dispatcher under mu, followed by the actions it returns (flushLocked).
 type Coordinator struct {
 	cfg CoordConfig
 
-	mu        sync.Mutex
-	closed    bool
-	jobs      map[string]*job
-	queue     []*job  // waiting for a slot, by seq
-	ready     []*item // prepared, waiting for a worker, by seq
-	running   int     // jobs holding a slot
-	reserving int     // submissions being persisted
-	nextSeq   uint64
-	nextBatch int64
-	workers   map[int]*workerConn // live, by rank
-	counts    map[State]int
-	runEWMA   float64 // ms per job, for Retry-After
+	mu sync.Mutex
+	// dispatcher holds every job and worker decision; guarded by mu.
+	*dispatcher
+	// conns are the worker connections, by the dispatcher's view of them.
+	conns map[*rankConn]*workerConn
+	// io is what the driver keeps per job: record-write serialisation, waiters, subscribers.
+	io map[*job]*jobIO
 	// wg counts everything that may still write to the store: submissions being persisted,
 	// prepares, record and output writes, sweeps, and the read loops of worker connections
 	// (a result a read loop has received is recorded). It is only incremented under mu
@@ -185,12 +118,19 @@ type Coordinator struct {
 	unreaped []Record
 	// onLost is called (under mu) when a worker's connection is lost.
 	onLost func(rank, pid int)
-	// rate is the measured step time per unit of work (the stall watchdog's yardstick).
-	rate stepRate
 	// closing is closed by Close: store retries give up.
 	closing chan struct{}
 	health  storeHealth
 	hooks   coordHooks
+}
+
+// jobIO is the driver's per-job state.
+type jobIO struct {
+	// wmu serialises the job's record writes (each writes the latest record).
+	wmu sync.Mutex
+	// saved is closed when a new record version lands (waitSaved).
+	saved chan struct{}
+	subs  map[chan struct{}]struct{}
 }
 
 // coordHooks are test seams; a nil hook does nothing. They are set before the coordinator
@@ -209,46 +149,108 @@ func NewCoordinator(cfg CoordConfig) (*Coordinator, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	c := &Coordinator{cfg: cfg, jobs: map[string]*job{}, workers: map[int]*workerConn{}, counts: map[State]int{},
+	d := newDispatcher(dispatchLimits{MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning,
+		Depth: cfg.Depth, MaxAttempts: cfg.MaxAttempts, StallTimeout: cfg.StallTimeout})
+	c := &Coordinator{cfg: cfg, dispatcher: d, conns: map[*rankConn]*workerConn{}, io: map[*job]*jobIO{},
 		closing: make(chan struct{})}
 	recs, err := cfg.Store.All()
 	if err != nil {
 		return nil, err
 	}
-	var resumed []*job
-	for _, r := range recs {
-		j := &job{rec: r, stage: -1, created: r.CreatedAt, endSaved: r.State.Final()}
-		if r.StartedAt != nil {
-			j.started = *r.StartedAt // a finished job keeps its timings
-		}
-		c.nextSeq = max(c.nextSeq, r.Seq)
-		c.jobs[r.ID] = j
-		c.counts[j.rec.State]++
-		if !r.State.Final() {
-			// An unfinished job lived through a server restart: count it, and rerun it
-			// unless a cancel was accepted for it.
-			j.rec.Restarts++
-			j.rec.StartedAt, j.started = nil, time.Time{}
-			c.setState(j, StateQueued)
-			resumed = append(resumed, j)
-		}
-	}
-	if len(c.queue) > 0 {
-		cfg.Log.Info("resuming jobs from the store", "queued", len(c.queue), "total", len(recs))
-	}
 	cfg.Metrics.attach(c)
 	c.mu.Lock()
-	for _, j := range resumed {
-		if j.rec.CancelRequested {
-			c.endLocked(j, StateCancelled, "")
-			continue
-		}
-		c.queue = append(c.queue, j)
-		c.persistLocked(j) // the restart count
-	}
-	c.admitLocked()
+	c.load(recs, cfg.Now())
+	c.flushLocked()
 	c.mu.Unlock()
 	return c, nil
+}
+
+// flushLocked performs the dispatcher's pending actions, in order.
+func (c *Coordinator) flushLocked() {
+	for _, a := range c.take() {
+		switch a := a.(type) {
+		case actPrepare:
+			c.wg.Add(1)
+			go c.prepare(a)
+		case actRun:
+			if w := c.conns[a.w]; w != nil {
+				c.cfg.Metrics.batchSize.Observe(float64(len(a.b.items)))
+				w.enqueue(wire.Run(a.item, a.end, a.steps))
+			}
+		case actCancelRow:
+			if w := c.conns[a.w]; w != nil {
+				w.enqueue(wire.Cancel(a.batch, a.row))
+			}
+		case actClose:
+			if w := c.conns[a.w]; w != nil {
+				w.close()
+			}
+		case actKill:
+			if c.onLost != nil {
+				c.onLost(a.rank, a.pid)
+			}
+		case actPersist:
+			c.wg.Add(1)
+			go c.writeRecord(a.j, c.ioLocked(a.j))
+		case actWriteOutput:
+			c.wg.Add(1)
+			go c.writeOutput(a.j, a.latent)
+		case actNotify:
+			if io := c.io[a.j]; io != nil {
+				for ch := range io.subs {
+					select {
+					case ch <- struct{}{}:
+					default:
+					}
+				}
+			}
+		case actSaved:
+			if io := c.io[a.j]; io != nil && io.saved != nil {
+				close(io.saved)
+				io.saved = nil
+			}
+		case actForget:
+			delete(c.io, a.j)
+		case actFreeMemory:
+			memRelease.soon()
+		case actLog:
+			c.cfg.Log.Log(context.Background(), a.level, a.msg, a.args...)
+		case actMetric:
+			c.observe(a)
+		default:
+			panic(fmt.Sprintf("serve: unknown dispatcher action %T", a))
+		}
+	}
+}
+
+func (c *Coordinator) observe(a actMetric) {
+	m := c.cfg.Metrics
+	switch a.kind {
+	case metricRejected:
+		m.rejected.Inc()
+	case metricSubmitted:
+		m.submitted.Inc()
+	case metricFailed:
+		m.failed.Inc()
+	case metricCompleted:
+		m.completed(a.at)
+	case metricStepLatency:
+		m.stepLatency.WithLabelValues(fmt.Sprint(a.stage)).Observe(a.v)
+	case metricWorkerLost:
+		m.workerLost.Inc()
+	case metricExpired:
+		m.expired.Add(a.v)
+	}
+}
+
+// ioLocked returns j's driver state, creating it.
+func (c *Coordinator) ioLocked(j *job) *jobIO {
+	io := c.io[j]
+	if io == nil {
+		io = &jobIO{}
+		c.io[j] = io
+	}
+	return io
 }
 
 func newID() string {
@@ -269,25 +271,18 @@ func (c *Coordinator) SubmitPrompt(p Params, pr family.Prompt) (Status, error) {
 
 func (c *Coordinator) submit(p Params, img []byte, pr *family.Prompt) (Status, error) {
 	c.mu.Lock()
-	if c.closed {
+	seq, err := c.reserve(c.cfg.Now())
+	c.flushLocked()
+	if err != nil {
 		c.mu.Unlock()
-		return Status{}, ErrClosed
+		return Status{}, err
 	}
-	if len(c.queue)+c.reserving >= c.cfg.MaxQueue {
-		c.mu.Unlock()
-		c.cfg.Metrics.rejected.Inc()
-		return Status{}, ErrQueueFull
-	}
-	c.reserving++
-	c.nextSeq++
-	seq := c.nextSeq
 	c.wg.Add(1)
 	c.mu.Unlock()
 	defer c.wg.Done()
 
 	now := c.cfg.Now().UTC()
 	rec := Record{ID: newID(), Seq: seq, State: StateQueued, Params: p, Prompt: pr, CreatedAt: now}
-	var err error
 	if pr == nil {
 		err = c.retry("upload of job "+rec.ID, submitAttempts, func() error { return c.cfg.Store.WriteFile(rec.ID, inputFile, img) })
 	}
@@ -298,19 +293,11 @@ func (c *Coordinator) submit(p Params, img []byte, pr *family.Prompt) (Status, e
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.reserving--
+	j, err := c.submitted(rec, img, err, c.cfg.Now())
+	c.flushLocked()
 	if err != nil {
 		return Status{}, err
 	}
-	j := &job{rec: rec, img: img, stage: -1, created: now, recVer: 1, savedVer: 1}
-	c.jobs[rec.ID] = j
-	c.counts[StateQueued]++
-	i := sort.Search(len(c.queue), func(i int) bool { return c.queue[i].rec.Seq > seq })
-	c.queue = append(c.queue, nil)
-	copy(c.queue[i+1:], c.queue[i:])
-	c.queue[i] = j
-	c.cfg.Metrics.submitted.Inc()
-	c.admitLocked()
 	return c.statusLocked(j), nil
 }
 
@@ -318,74 +305,40 @@ func (c *Coordinator) submit(p Params, img []byte, pr *family.Prompt) (Status, e
 func (c *Coordinator) RetryAfter() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	per := c.runEWMA / 1000 / float64(max(1, c.cfg.MaxRunning))
-	s := int(per*float64(len(c.queue)-c.cfg.MaxQueue+1) + 0.999)
-	return min(max(s, 1), 60)
+	return c.retryAfter()
 }
 
-func (c *Coordinator) setState(j *job, s State) {
-	c.counts[j.rec.State]--
-	c.counts[s]++
-	j.rec.State = s
-}
-
-// admitLocked moves queued jobs into free slots, FIFO.
-func (c *Coordinator) admitLocked() {
-	for len(c.queue) > 0 && c.running < c.cfg.MaxRunning && !c.closed {
-		j := c.queue[0]
-		c.queue = c.queue[1:]
-		c.running++
-		c.setState(j, StateRunning)
-		j.started = c.cfg.Now()
-		t := j.started.UTC()
-		j.rec.StartedAt = &t
-		c.touchLocked(j)
-		c.wg.Add(1)
-		go c.prepare(j)
-	}
-}
-
-// prepare builds the job's initial sample off the lock.
-func (c *Coordinator) prepare(j *job) {
+// prepare builds a job's initial sample off the lock (actPrepare).
+func (c *Coordinator) prepare(a actPrepare) {
 	defer c.wg.Done()
-	it, err := c.buildItem(j)
+	it, err := c.buildItem(a)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	j.img = nil
-	switch {
-	case c.closed:
-	case err != nil:
-		c.endLocked(j, StateFailed, err.Error())
-	case j.cancelReq:
-		c.endLocked(j, StateCancelled, "")
-	default:
-		j.it = it
-		c.readyLocked(it)
-		c.dispatchLocked()
-	}
+	c.prepared(a.j, it, err, c.cfg.Now())
+	c.flushLocked()
 }
 
-func (c *Coordinator) buildItem(j *job) (*item, error) {
-	if pr := j.rec.Prompt; pr != nil {
+func (c *Coordinator) buildItem(a actPrepare) (*item, error) {
+	if pr := a.prompt; pr != nil {
 		pg, ok := c.cfg.Generator.(PromptGenerator)
 		if !ok || !pg.TextConditioned() {
 			return nil, errors.New("the model takes an image, not a prompt")
 		}
-		sc, err := NewScheduler(c.cfg.Spec, j.rec.Params.Steps)
+		sc, err := NewScheduler(c.cfg.Spec, a.params.Steps)
 		if err != nil {
 			return nil, err
 		}
-		s, err := pg.PreparePrompt(context.Background(), *pr, j.rec.Params, sc)
+		s, err := pg.PreparePrompt(context.Background(), *pr, a.params, sc)
 		if err != nil {
 			return nil, err
 		}
-		return &item{job: j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance}, nil
+		return &item{job: a.j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance, windows: s.Windows}, nil
 	}
-	data := j.img
+	data := a.img
 	if data == nil {
 		var err error
-		if data, err = c.cfg.Store.ReadFile(j.rec.ID, inputFile); err != nil {
-			c.cfg.Log.Error("read upload", "id", j.rec.ID, "err", err)
+		if data, err = c.cfg.Store.ReadFile(a.id, inputFile); err != nil {
+			c.cfg.Log.Error("read upload", "id", a.id, "err", err)
 			return nil, errors.New("reading the stored upload failed") // no paths for clients
 		}
 	}
@@ -395,229 +348,30 @@ func (c *Coordinator) buildItem(j *job) (*item, error) {
 		return nil, err
 	}
 	defer release()
-	sc, err := NewScheduler(c.cfg.Spec, j.rec.Params.Steps)
+	sc, err := NewScheduler(c.cfg.Spec, a.params.Steps)
 	if err != nil {
 		return nil, err
 	}
-	s, err := c.cfg.Generator.Prepare(context.Background(), img, j.rec.Params, sc)
+	s, err := c.cfg.Generator.Prepare(context.Background(), img, a.params, sc)
 	if err != nil {
 		return nil, err
 	}
-	return &item{job: j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance}, nil
+	return &item{job: a.j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance, windows: s.Windows}, nil
 }
 
-// readyLocked queues an item for a worker, in submission order.
-func (c *Coordinator) readyLocked(it *item) {
-	seq := it.job.rec.Seq
-	i := sort.Search(len(c.ready), func(i int) bool { return c.ready[i].job.rec.Seq > seq })
-	c.ready = append(c.ready, nil)
-	copy(c.ready[i+1:], c.ready[i:])
-	c.ready[i] = it
-	j := it.job
-	j.stepsDone, j.stage = it.step, -1
-	c.touchLocked(j)
-}
-
-// liveRanksLocked returns the ranks of the connected workers, ascending.
-func (c *Coordinator) liveRanksLocked() []int {
-	ranks := make([]int, 0, len(c.workers))
-	for r := range c.workers {
-		ranks = append(ranks, r)
-	}
-	sort.Ints(ranks)
-	return ranks
-}
-
-// dispatchLocked hands ready items to workers with room, forming batches.
-func (c *Coordinator) dispatchLocked() {
-	if c.closed || len(c.ready) == 0 || len(c.workers) == 0 {
-		return
-	}
-	ranks := c.liveRanksLocked()
-	plans := map[int][]pipeline.Range{}
-	type target struct{ rank, stage, end int }
-	where := func(it *item) (target, bool) {
-		n := it.job.rec.Params.Steps
-		plan, ok := plans[n]
-		if !ok {
-			var err error
-			if plan, err = stagePlan(n, len(ranks)); err != nil {
-				return target{}, false
-			}
-			plans[n] = plan
-		}
-		st, end := stageOf(plan, it.step)
-		if st < 0 {
-			return target{}, false
-		}
-		return target{ranks[st], st, end}, true
-	}
-	for progress := true; progress; {
-		progress = false
-		for _, r := range ranks {
-			w := c.workers[r]
-			if len(w.outstanding) >= c.cfg.Depth {
-				continue
-			}
-			var b *batch
-			var key batchKey
-			rest := c.ready[:0:0]
-			for _, it := range c.ready {
-				t, ok := where(it)
-				switch {
-				case !ok || t.rank != r || (b != nil && len(b.items) >= c.cfg.MaxBatch):
-					rest = append(rest, it)
-				case b == nil:
-					c.nextBatch++
-					b = &batch{id: c.nextBatch, w: w, items: []*item{it}, start: it.step, end: t.end, stage: t.stage}
-					key = it.key(it.step, t.end)
-				case key.compatible(it.key(it.step, t.end)):
-					b.items = append(b.items, it)
-				default:
-					rest = append(rest, it)
-				}
-			}
-			if b == nil {
-				continue
-			}
-			c.ready = rest
-			c.sendBatchLocked(w, b, len(ranks))
-			progress = true
-		}
-	}
-}
-
-func (c *Coordinator) sendBatchLocked(w *workerConn, b *batch, stages int) {
-	first := b.items[0]
-	per := first.latent.Len()
-	shape := append([]int{len(b.items)}, first.latent.Shape[1:]...)
-	pit := &pipeline.Item{Group: b.id, Step: b.start, Latent: tensor.New(shape...), Guidance: first.guidance}
-	states := make([]sched.State, len(b.items))
-	for r, it := range b.items {
-		states[r] = it.sched
-		pit.Samples = append(pit.Samples, int64(r))
-		copy(pit.Latent.Data[r*per:(r+1)*per], it.latent.Data)
-		pit.Cond = append(pit.Cond, it.cond)
-		it.batch = b
-		it.job.stage = b.stage
-		it.job.stages = min(stages, it.job.rec.Params.Steps)
-		c.touchLocked(it.job)
-	}
-	var err error
-	if pit.SchedState, err = sched.StackRows(states); err != nil {
-		// The items share the scheduler and the step, so their states have the same names.
-		c.requeueLocked(b, err.Error())
-		return
-	}
-	b.last = c.cfg.Now()
-	w.outstanding[b.id] = b
-	c.cfg.Metrics.batchSize.Observe(float64(len(b.items)))
-	w.enqueue(runMessage(pit, b.end, first.job.rec.Params.Steps))
-}
-
-// requeueLocked puts the live items of a batch back in the ready list at the latent they
-// were sent with (a lost worker's batch restarts from its last hand-off).
-func (c *Coordinator) requeueLocked(b *batch, why string) {
-	for r, it := range b.items {
-		if it == nil {
-			continue
-		}
-		b.items[r] = nil
-		it.batch = nil
-		if it.job.cancelReq {
-			c.endLocked(it.job, StateCancelled, "")
-			continue
-		}
-		it.attempts++
-		if it.attempts > c.cfg.MaxAttempts {
-			c.endLocked(it.job, StateFailed, fmt.Sprintf("steps [%d,%d) failed %d times: %s", b.start, b.end, it.attempts, why))
-			continue
-		}
-		it.job.rec.Restarts++
-		c.readyLocked(it)
-	}
-}
-
-// endLocked finishes a job that did not succeed (cancelled or failed), freeing its slot, and
-// persists the outcome in the background.
-func (c *Coordinator) endLocked(j *job, s State, msg string) {
-	if j.rec.State.Final() {
-		return
-	}
-	if j.rec.State == StateRunning && !j.completing {
-		c.running--
-	}
-	j.completing = false
-	j.before = j.rec.State
-	if j.it != nil {
-		c.removeReadyLocked(j.it)
-		j.it = nil
-	}
-	c.setState(j, s)
-	j.rec.Error = msg
-	t := c.cfg.Now().UTC()
-	j.rec.FinishedAt = &t
-	j.stage = -1
-	if s == StateFailed {
-		c.cfg.Metrics.failed.Inc()
-		c.cfg.Log.Warn("job failed", "id", j.rec.ID, "err", msg)
-	}
-	c.touchLocked(j)
-	c.persistLocked(j)
-	c.admitLocked()
-	memRelease.soon()
-}
-
-func (c *Coordinator) removeReadyLocked(it *item) {
-	for i, x := range c.ready {
-		if x == it {
-			c.ready = append(c.ready[:i], c.ready[i+1:]...)
-			return
-		}
-	}
-}
-
-// completeLocked takes a sample that ran its last step: its slot is freed at once and the
-// final latent is written before the job is marked succeeded.
-func (c *Coordinator) completeLocked(it *item) {
-	j := it.job
-	j.it = nil
-	j.stepsDone = j.rec.Params.Steps
-	j.stage = -1
-	j.completing = true
-	c.running--
-	c.admitLocked()
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		err := c.retry("output of job "+j.rec.ID, outputAttempts, func() error {
-			return c.cfg.Store.WriteFile(j.rec.ID, finalFile, EncodeLatent(it.latent))
-		})
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if j.rec.State.Final() {
-			return
-		}
-		if err != nil {
-			// The cause (with its paths) is in the log; the job's error is for clients.
-			c.endLocked(j, StateFailed, "storing the output failed")
-			return
-		}
-		now := c.cfg.Now()
-		t := now.UTC()
-		j.completing = false
-		j.before = j.rec.State
-		c.setState(j, StateSucceeded)
-		j.rec.FinishedAt, j.rec.LatentShape = &t, it.latent.Shape
-		run := now.Sub(j.started).Seconds() * 1000
-		if c.runEWMA == 0 {
-			c.runEWMA = run
-		}
-		c.runEWMA = 0.9*c.runEWMA + 0.1*run
-		c.cfg.Metrics.completed(now)
-		c.persistLocked(j) // reported succeeded once the record has landed
-		memRelease.soon()
-	}()
+// writeOutput writes a job's final latent (actWriteOutput) before it is marked succeeded.
+func (c *Coordinator) writeOutput(j *job, latent *tensor.Dense) {
+	defer c.wg.Done()
+	c.mu.Lock()
+	id := j.rec.ID
+	c.mu.Unlock()
+	err := c.retry("output of job "+id, outputAttempts, func() error {
+		return c.cfg.Store.WriteFile(id, finalFile, EncodeLatent(latent))
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.outputWritten(j, latent.Shape, err, c.cfg.Now())
+	c.flushLocked()
 }
 
 // Cancel asks for job id to stop: a queued job ends at once, a running one at its next step
@@ -629,54 +383,18 @@ func (c *Coordinator) completeLocked(it *item) {
 // the cancel within cancelWait ErrStorage (the job is still cancelled in memory).
 func (c *Coordinator) Cancel(id string) (Status, error) {
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return Status{}, ErrClosed
-	}
-	j, ok := c.lookupLocked(id)
-	if !ok {
-		c.mu.Unlock()
-		return Status{}, notFound(id)
-	}
-	switch {
-	case j.rec.State == StateCancelled:
-	case j.rec.State.Final() || j.completing:
-		st := c.statusLocked(j)
-		state := j.rec.State
-		if j.completing {
-			state = "finishing"
+	j, ver, err := c.cancel(id, c.cfg.Now())
+	c.flushLocked()
+	if err != nil {
+		var st Status
+		if j != nil {
+			st = c.statusLocked(j)
 		}
 		c.mu.Unlock()
-		return st, fmt.Errorf("%w: %s is %s", ErrFinished, id, state)
-	case j.rec.State == StateQueued:
-		for i, q := range c.queue {
-			if q == j {
-				c.queue = append(c.queue[:i], c.queue[i+1:]...)
-				break
-			}
-		}
-		c.endLocked(j, StateCancelled, "")
-	case !j.cancelReq:
-		j.cancelReq = true
-		j.rec.CancelRequested = true
-		c.persistLocked(j)
-		c.touchLocked(j)
-		if it := j.it; it != nil {
-			if it.batch == nil {
-				c.endLocked(j, StateCancelled, "")
-			} else if j.stepsDone < j.rec.Params.Steps {
-				b := it.batch
-				for r, x := range b.items {
-					if x == it {
-						b.w.enqueue(cancelMessage(b.id, r))
-					}
-				}
-			}
-		}
+		return st, err
 	}
-	ver := j.recVer
 	c.mu.Unlock()
-	err := c.waitSaved(j, ver, cancelWait)
+	err = c.waitSaved(j, ver, cancelWait)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.statusLocked(j), err
@@ -686,75 +404,36 @@ func (c *Coordinator) Cancel(id string) (Status, error) {
 func (c *Coordinator) Status(id string) (Status, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	j, ok := c.lookupLocked(id)
+	j, ok := c.lookup(id)
 	if !ok {
 		return Status{}, notFound(id)
 	}
 	return c.statusLocked(j), nil
 }
 
-// statusLocked is what clients see of j. An end (succeeded, failed, cancelled) is shown
-// only once its record has landed in the store; until then j shows the state it ended
-// from, so no client ever sees an end state that a restart could undo.
-func (c *Coordinator) statusLocked(j *job) Status {
-	rec := j.rec
-	if rec.State.Final() && !j.endSaved {
-		rec.State, rec.Error, rec.FinishedAt = j.before, "", nil
-	}
-	st := Status{ID: rec.ID, State: rec.State, Error: rec.Error, Params: rec.Params, CreatedAt: rec.CreatedAt,
-		FinishedAt: rec.FinishedAt, Restarts: rec.Restarts, Version: j.version,
-		Progress: Progress{Step: j.stepsDone, Steps: rec.Params.Steps, Stage: j.stage, Stages: j.stages}}
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	now := c.cfg.Now()
-	switch {
-	case rec.State == StateQueued:
-		st.Timings.QueuedMS = ms(now.Sub(j.created))
-	case !j.started.IsZero():
-		st.Timings.QueuedMS = ms(j.started.Sub(j.created))
-		end := now
-		if rec.FinishedAt != nil {
-			end = *rec.FinishedAt
-		}
-		st.Timings.RunMS = ms(end.Sub(j.started))
-	}
-	if rec.FinishedAt != nil {
-		st.Timings.TotalMS = ms(rec.FinishedAt.Sub(rec.CreatedAt))
-		if rec.State == StateSucceeded {
-			st.Progress.Step = rec.Params.Steps
-		}
-	}
-	return st
-}
+// statusLocked is what clients see of j now (dispatcher.status).
+func (c *Coordinator) statusLocked(j *job) Status { return c.status(j, c.cfg.Now()) }
 
 // Subscribe returns a channel that receives a token whenever job id changes, and a function
 // to stop. The token channel holds at most one token (changes coalesce).
 func (c *Coordinator) Subscribe(id string) (<-chan struct{}, func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	j, ok := c.lookupLocked(id)
+	j, ok := c.lookup(id)
 	if !ok {
 		return nil, nil, notFound(id)
 	}
 	ch := make(chan struct{}, 1)
-	if j.subs == nil {
-		j.subs = map[chan struct{}]struct{}{}
+	io := c.ioLocked(j)
+	if io.subs == nil {
+		io.subs = map[chan struct{}]struct{}{}
 	}
-	j.subs[ch] = struct{}{}
+	io.subs[ch] = struct{}{}
 	return ch, func() {
 		c.mu.Lock()
-		delete(j.subs, ch)
+		delete(io.subs, ch)
 		c.mu.Unlock()
 	}, nil
-}
-
-func (c *Coordinator) touchLocked(j *job) {
-	j.version++
-	for ch := range j.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
 }
 
 // Counts returns the number of jobs in each state and the queue depth.
@@ -775,6 +454,13 @@ func (c *Coordinator) Ready() (joined, want int) {
 	return len(c.workers), c.cfg.NProc
 }
 
+// connected reports whether rank has a live connection.
+func (c *Coordinator) connected(rank int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.workers[rank] != nil
+}
+
 // Close stops scheduling, closes the worker connections and waits until nothing can write
 // to the store any more: the read loops (a result already received is still handled: a
 // job whose last step came back is written as succeeded), the output and record writes
@@ -785,9 +471,9 @@ func (c *Coordinator) Close() {
 	if !c.closed {
 		close(c.closing)
 	}
-	c.closed = true
-	ws := make([]*workerConn, 0, len(c.workers))
-	for _, w := range c.workers {
+	c.close()
+	ws := make([]*workerConn, 0, len(c.conns))
+	for _, w := range c.conns {
 		ws = append(ws, w)
 	}
 	c.mu.Unlock()
@@ -804,7 +490,7 @@ func (c *Coordinator) Close() {
 func (c *Coordinator) latentShape(id string) ([]int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	j, ok := c.lookupLocked(id)
+	j, ok := c.lookup(id)
 	if !ok {
 		return nil, notFound(id)
 	}
@@ -814,9 +500,8 @@ func (c *Coordinator) latentShape(id string) ([]int, error) {
 	return append([]int(nil), j.rec.LatentShape...), nil
 }
 
-// watchStalls closes the connection of any worker holding a batch that has not reported a
-// step for StallTimeout (a hung process still answering pings); the loss path then re-plans
-// its work and the pool restarts it.
+// watchStalls feeds the dispatcher's stall watchdog (checkStalls) a tick every second (or
+// half the stall timeout) until done.
 func (c *Coordinator) watchStalls(done <-chan struct{}) {
 	if c.cfg.StallTimeout <= 0 {
 		return
@@ -830,23 +515,8 @@ func (c *Coordinator) watchStalls(done <-chan struct{}) {
 		case <-t.C:
 		}
 		c.mu.Lock()
-		now := c.cfg.Now()
-		for _, w := range c.workers {
-			for _, b := range w.outstanding {
-				work, reruns := batchStallInfo(b)
-				limit := stallLimit(c.cfg.StallTimeout, c.rate.perUnit, work, reruns)
-				if now.Sub(b.last) > limit {
-					c.cfg.Log.Warn("worker stalled", "rank", w.rank, "batch", b.id, "silent", now.Sub(b.last), "limit", limit)
-					for _, it := range b.items {
-						if it != nil {
-							it.stalls++
-						}
-					}
-					w.close()
-					break
-				}
-			}
-		}
+		c.checkStalls(c.cfg.Now())
+		c.flushLocked()
 		c.mu.Unlock()
 	}
 }

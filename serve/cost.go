@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+
+	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/pipeline"
 )
 
 // ErrCostLimit marks a job the served model cannot run within its cost limits (too many
@@ -21,23 +24,29 @@ type Cost struct {
 	Pixels int64 // height·width
 	Frames int64 // num_frames
 	Steps  int64 // denoising steps
-	// Work is Pixels·Frames·Steps: the denoising work, which sets the job's run time.
+	// Work is Pixels·Frames·Steps: the denoising work, which sets the job's run time. A
+	// long video cut into temporal windows counts every window's frames (the frames two
+	// windows share twice).
 	Work int64
 	// ActivationBytes estimates the working memory of one denoising step (see
-	// ActivationFunc); the process running the step needs it on top of the weights.
+	// ActivationFunc); the process running the step needs it on top of the weights. A
+	// long video's step runs one window at a time, so it costs one window's: flat in the
+	// video's length.
 	ActivationBytes int64
 }
 
 // ActivationFunc estimates the working bytes of one denoising step of a job with p, from
-// the served model's real sizes (family.ActivationEstimator where the family has one).
+// the served model's real sizes (family.ActivationEstimator where the family has one); a
+// long video's step is one window's (family.Params.StepParams).
 type ActivationFunc func(p Params) int64
 
 // LatentActivation is the ActivationFunc of a model without its own estimate: the float32
-// latent of p with c channels, once per classifier-free guidance row.
+// latent of p with c channels (one window's for a long video), once per classifier-free
+// guidance row.
 func LatentActivation(c int) ActivationFunc {
 	return func(p Params) int64 {
 		n := int64(4)
-		for _, d := range p.LatentShape(c) {
+		for _, d := range Params(family.Params(p).StepParams()).LatentShape(c) {
 			n *= int64(max(d, 1))
 		}
 		if p.Guided() {
@@ -51,9 +60,16 @@ func LatentActivation(c int) ActivationFunc {
 // estimates. JobCost is pure.
 func JobCost(p Params, act ActivationFunc) Cost {
 	c := Cost{Pixels: int64(p.Height) * int64(p.Width), Frames: int64(p.NumFrames), Steps: int64(p.Steps)}
-	c.Work = satMul(satMul(c.Pixels, c.Frames), c.Steps)
+	denoised := c.Frames
+	if p.Window > 0 && p.NumFrames > p.Window {
+		// Windows of p.Window frames in video frames (a latent cut differs by rounding only).
+		if starts, err := (pipeline.Windows{Size: p.Window, Overlap: p.Overlap, Blend: "linear"}).Starts(p.NumFrames); err == nil {
+			denoised = int64(len(starts) * p.Window)
+		}
+	}
+	c.Work = satMul(satMul(c.Pixels, denoised), c.Steps)
 	if act != nil {
-		c.ActivationBytes = act(p)
+		c.ActivationBytes = act(p) // a long video's step is one window's (family.Params.StepParams)
 	}
 	return c
 }
@@ -188,6 +204,18 @@ func modelCostLimits(gen Generator, multiple float64, maxPixels int64) (Activati
 // checkCost refuses (a *CostError) a job with p that the served model cannot run within
 // its cost limits.
 func (s *Server) checkCost(p Params) error { return s.cost.Check(JobCost(p, s.act)) }
+
+// DeriveMaxFrames is --max-frames' default for a model with limits l: the frames the
+// work limit allows at the model's native size and steps (l.Multiple times its native
+// frame count, so a long video of windows fits), and never fewer than DefaultLimits'.
+// DeriveMaxFrames is pure.
+func DeriveMaxFrames(l CostLimits) int {
+	floor := DefaultLimits().MaxFrames
+	if l.Multiple <= 0 || l.Native.NumFrames <= 0 {
+		return floor
+	}
+	return max(floor, int(float64(l.Native.NumFrames)*l.Multiple))
+}
 
 // ModelLimits are the limits the served model's jobs are admitted under, with the native
 // job they derive from (GET /v1/limits, and "vdpp_limits" in GET /v1/models).

@@ -99,3 +99,20 @@ func TestCostLimitsCheck(t *testing.T) {
 		t.Errorf("no limits: %v", err)
 	}
 }
+
+func TestDeriveMaxFrames(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		l    CostLimits
+		want int
+	}{
+		{"builtin", CostLimits{Multiple: 4, Native: Params{NumFrames: 14}}, 56},
+		{"wan", CostLimits{Multiple: 4, Native: Params{NumFrames: 81}}, 324},
+		{"never below the default", CostLimits{Multiple: 1, Native: Params{NumFrames: 14}}, 25},
+		{"no cost limits", CostLimits{Native: Params{NumFrames: 81}}, 25},
+	} {
+		if got := DeriveMaxFrames(c.l); got != c.want {
+			t.Errorf("%s: DeriveMaxFrames = %d, want %d", c.name, got, c.want)
+		}
+	}
+}

@@ -44,7 +44,15 @@
 // The coordinator (Coordinator) is the keeper of every sample's latest latent: it hands a
 // batch "run steps [a,b) on these latents" to the worker owning that stage and keeps the
 // input latent until the worker returns the result, so a worker's death costs at most one
-// stage of work. I/O lives at the edges (http.go, store.go, pool.go, conn.go); the batching
-// and planning rules (batch.go) and the retention rule (ExpiredJobs in retention.go) are
-// pure.
+// stage of work. Its decisions are one deterministic state machine, the dispatcher
+// (dispatch.go, dispatch_worker.go): no goroutines, sockets, clocks or files; it takes
+// events (submit, cancel, a worker joined or lost, progress, a batch's result or failure,
+// a write landed, the stall watchdog's tick, a retention sweep) with the time as a value
+// and returns actions (dispatch_action.go: prepare, run a batch, cancel a row, close or
+// kill a rank, persist a record before reporting, write an output, notify subscribers,
+// forget a job). Coordinator is its driver: it feeds events under one lock and performs
+// the actions; I/O lives at the edges (coord.go, conn.go, durable.go, http.go, store.go,
+// pool.go). The batching and planning rules (batch.go) and the retention rule
+// (ExpiredJobs in retention.go) are pure too. The worker side is package serve/worker, the
+// protocol between them package serve/wire; RunWorker loads a rank's model and runs it.
 package serve

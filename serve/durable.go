@@ -111,43 +111,22 @@ func (c *Coordinator) retry(what string, attempts int, op func() error) error {
 	}
 }
 
-// persistLocked writes j's record in the background (the latest j.rec at the time the
-// write starts; a job's writes are serialised, so the store never goes back to an older
-// record). A final state is reported (statusLocked) only once its record has landed.
-// Callers hold mu and either run in a goroutine counted by wg or have checked !closed, so
-// Close waits for the write.
-func (c *Coordinator) persistLocked(j *job) {
-	j.writes++
-	j.recVer++
-	c.wg.Add(1)
-	go c.writeRecord(j)
-}
-
-func (c *Coordinator) writeRecord(j *job) {
+// writeRecord performs actPersist: it writes j's latest record (the one the dispatcher
+// holds when the write starts; io.wmu serialises a job's writes, so the store never goes
+// back to an older record) and feeds the outcome back (dispatcher.recordSaved). It runs
+// counted in wg, so Close waits for it.
+func (c *Coordinator) writeRecord(j *job, io *jobIO) {
 	defer c.wg.Done()
-	j.wmu.Lock()
+	io.wmu.Lock()
 	c.mu.Lock()
-	rec, ver := j.rec, j.recVer
+	rec, ver := c.record(j)
 	c.mu.Unlock()
 	err := c.retry("job record "+rec.ID, 0, func() error { return c.cfg.Store.Put(rec) })
-	j.wmu.Unlock()
+	io.wmu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	j.writes--
-	if err != nil {
-		return // the server is closing: the store keeps the last record that landed
-	}
-	if ver > j.savedVer {
-		j.savedVer = ver
-		if rec.State.Final() && !j.endSaved {
-			j.endSaved = true
-			c.touchLocked(j)
-		}
-		if j.saved != nil {
-			close(j.saved)
-			j.saved = nil
-		}
-	}
+	c.recordSaved(j, ver, err)
+	c.flushLocked()
 }
 
 // waitSaved waits until j's record of version ver (or a later one) has landed, at most
@@ -162,15 +141,17 @@ func (c *Coordinator) waitSaved(j *job, ver uint64, timeout time.Duration) error
 			c.mu.Unlock()
 			return nil
 		}
-		if j.saved == nil {
-			j.saved = make(chan struct{})
+		io := c.ioLocked(j)
+		if io.saved == nil {
+			io.saved = make(chan struct{})
 		}
-		ch := j.saved
+		ch := io.saved
+		id := j.rec.ID
 		c.mu.Unlock()
 		select {
 		case <-ch:
 		case <-timer.C:
-			return fmt.Errorf("%w: job %s not written within %v", ErrStorage, j.rec.ID, timeout)
+			return fmt.Errorf("%w: job %s not written within %v", ErrStorage, id, timeout)
 		case <-c.closing:
 			return ErrClosed
 		}

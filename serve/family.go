@@ -35,6 +35,9 @@ type FamilyGenerator struct {
 	// text says the family is conditioned on prompts (Wan) rather than on an image: its
 	// first-stage role loaded the text encoder, and jobs give a prompt.
 	text bool
+	// desc describes the model's long-video windowing (native length, the VAE's temporal
+	// factor, the family's default window); it never changes.
+	desc family.Description
 
 	mu sync.Mutex
 	s  family.Sampler // nil once closed
@@ -45,6 +48,7 @@ var (
 	_ ParamsModel     = (*FamilyGenerator)(nil)
 	_ PromptGenerator = (*FamilyGenerator)(nil)
 	_ CostModel       = (*FamilyGenerator)(nil)
+	_ WindowedModel   = (*FamilyGenerator)(nil)
 )
 
 // OpenFamily loads the conditioning and decoding roles of spec's family from spec.Dir:
@@ -58,14 +62,11 @@ func OpenFamily(spec ModelSpec) (*FamilyGenerator, error) {
 	if f.NeedsDir() && spec.Dir == "" {
 		return nil, fmt.Errorf("serve: model %q needs a checkpoint folder", spec.Name)
 	}
-	text := false
-	if f.NeedsDir() {
-		desc, err := f.Describe(spec.Dir)
-		if err != nil {
-			return nil, fmt.Errorf("serve: %w", err)
-		}
-		text = desc.TextDim > 0
+	desc, err := f.Describe(spec.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
 	}
+	text := desc.TextDim > 0
 	s, err := f.Open(spec.Dir, family.Options{Variant: spec.Variant, Backend: spec.Backend,
 		Roles: family.Roles{Condition: true, Decode: true}, Prompts: text, Progress: spec.LoadProgress})
 	if err != nil {
@@ -73,6 +74,9 @@ func OpenFamily(spec ModelSpec) (*FamilyGenerator, error) {
 	}
 	g := NewFamilyGenerator(s, spec)
 	g.text = text
+	if desc.Defaults.NumFrames > 0 {
+		g.desc = desc
+	}
 	return g, nil
 }
 
@@ -88,12 +92,15 @@ func NewFamilyGenerator(s family.Sampler, spec ModelSpec) *FamilyGenerator {
 	if d.NumFrames < 1 {
 		d.NumFrames = DefaultParams().NumFrames
 	}
-	g := &FamilyGenerator{defaults: d, check: s.Validate, s: s}
+	g := &FamilyGenerator{defaults: d, check: s.Validate, s: s, desc: family.Description{Defaults: family.Params(d)}}
 	if est, ok := s.(family.ActivationEstimator); ok {
 		g.act = func(p Params) int64 { return est.StepActivationBytes(family.Params(p)) }
 	}
 	return g
 }
+
+// Description implements WindowedModel: the family's description of the folder.
+func (g *FamilyGenerator) Description() family.Description { return g.desc }
 
 // Activation implements CostModel with the family's family.ActivationEstimator.
 func (g *FamilyGenerator) Activation() ActivationFunc { return g.act }
@@ -159,7 +166,7 @@ func (g *FamilyGenerator) prepare(ctx context.Context, in family.Input, p Params
 	if err != nil {
 		return nil, fmt.Errorf("serve: prepare: %w", err)
 	}
-	return &Sample{Latent: it.Latent, Cond: it.Cond[0], Guidance: it.Guidance}, nil
+	return &Sample{Latent: it.Latent, Cond: it.Cond[0], Guidance: it.Guidance, Windows: g.desc.Windows(family.Params(p), g.s)}, nil
 }
 
 // Decode implements Generator: the family's Decode of latent [1, T, C, h, w].

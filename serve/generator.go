@@ -29,6 +29,9 @@ type Sample struct {
 	Cond model.Conditioning
 	// Guidance holds per-frame CFG weights [T], or nil for an unguided job.
 	Guidance []float32
+	// Windows, when set, steps a video longer than the model's native length as
+	// overlapping temporal windows (in latent frames; see family.Description.Windows).
+	Windows *pipeline.Windows
 }
 
 // Generator is the model-specific edge of the server: it turns a request into the initial
@@ -132,19 +135,27 @@ type ParamsModel interface {
 
 // ParseJobParams parses a job's JSON parameters for gen: over gen's defaults when it is a
 // ParamsModel (DefaultParams otherwise), validated against lim and then by the model.
+//
+// A video longer than the model's native length is cut into temporal windows: window,
+// overlap and blend are resolved against the model's Description (WindowedModel; the
+// defaults' frame count otherwise) and refused with one ErrBadParams line when the model
+// cannot run them. A job of one window keeps them zero.
 func ParseJobParams(gen Generator, data []byte, lim Limits) (Params, error) {
 	pm, ok := gen.(ParamsModel)
-	if !ok {
-		return ParseParams(data, lim)
+	base := DefaultParams()
+	if ok {
+		base = pm.DefaultParams()
 	}
-	p, err := ParseParamsOver(data, pm.DefaultParams(), lim)
+	p, err := ParseParamsOver(data, base, lim)
 	if err != nil {
 		return Params{}, err
 	}
-	if err := pm.CheckParams(p); err != nil {
-		return Params{}, err
+	if ok {
+		if err := pm.CheckParams(p); err != nil {
+			return Params{}, err
+		}
 	}
-	return p, nil
+	return resolveWindows(gen, p, data)
 }
 
 // GeneratorFactory builds a Generator for a model.
@@ -247,7 +258,7 @@ func Reference(ctx context.Context, gen Generator, den model.Denoiser, spec Mode
 	if err != nil {
 		return nil, err
 	}
-	it := &pipeline.Item{Samples: []int64{0}, Latent: s.Latent.Clone(), Cond: []model.Conditioning{s.Cond}, Guidance: s.Guidance}
+	it := &pipeline.Item{Samples: []int64{0}, Latent: s.Latent.Clone(), Cond: []model.Conditioning{s.Cond}, Guidance: s.Guidance, Windows: s.Windows}
 	for it.Step = 0; it.Step < p.Steps; it.Step++ {
 		if err := st.Step(ctx, it); err != nil {
 			return nil, fmt.Errorf("serve: reference step %d: %w", it.Step, err)

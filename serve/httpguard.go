@@ -27,15 +27,6 @@ func notFound(id string) error {
 	return fmt.Errorf("%w: %q", ErrNotFound, id)
 }
 
-// lookupLocked finds job id, checking its form first.
-func (c *Coordinator) lookupLocked(id string) (*job, bool) {
-	if !ValidID(id) {
-		return nil, false
-	}
-	j, ok := c.jobs[id]
-	return j, ok
-}
-
 // bearerToken returns the token of an "Authorization: Bearer TOKEN" header; the scheme is
 // case-insensitive (RFC 7235) and surrounding blanks are ignored. bearerToken is pure.
 func bearerToken(header string) (string, bool) {

@@ -200,6 +200,7 @@ var openAIFields = map[string]bool{
 	"guidance_scale": true, "negative_prompt": true, "seed": true, "num_frames": true, "fps": true,
 	"motion_bucket_id": true, "noise_aug_strength": true, "min_guidance": true, "max_guidance": true,
 	"decode_chunk_size": true, "width": true, "height": true, "n": true,
+	"window": true, "overlap": true, "blend": true,
 }
 
 // routeSubmit dispatches POST /v1/videos by body shape: JSON is an OpenAI create; a

@@ -16,7 +16,7 @@ func (c *Coordinator) Page(after string, limit int, desc bool) ([]Status, bool, 
 	defer c.mu.Unlock()
 	var from uint64
 	if after != "" {
-		j, ok := c.lookupLocked(after)
+		j, ok := c.lookup(after)
 		if !ok {
 			return nil, false, notFound(after)
 		}
@@ -67,20 +67,13 @@ func (c *Coordinator) Delete(ctx context.Context, id string, wait time.Duration)
 	defer tick.Stop()
 	for {
 		c.mu.Lock()
-		if c.closed {
+		rec, done, err := c.remove(id)
+		c.flushLocked()
+		if err != nil {
 			c.mu.Unlock()
-			return ErrClosed
+			return err
 		}
-		j, ok := c.jobs[id]
-		if !ok {
-			c.mu.Unlock()
-			return fmt.Errorf("%w: %q", ErrNotFound, id)
-		}
-		if j.rec.State.Final() && j.writes == 0 {
-			rec := j.rec
-			delete(c.jobs, id)
-			c.counts[rec.State]--
-			c.touchLocked(j) // event streams wake up, find no job and end
+		if done {
 			c.wg.Add(1)
 			c.mu.Unlock()
 			defer c.wg.Done()

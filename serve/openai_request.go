@@ -35,6 +35,7 @@ var openAIParamFields = map[string]bool{
 	"negative_prompt": true, "seed": true, "num_frames": true, "fps": true,
 	"motion_bucket_id": true, "noise_aug_strength": true, "min_guidance": true, "max_guidance": true,
 	"decode_chunk_size": true, "width": true, "height": true, "n": true,
+	"window": true, "overlap": true, "blend": true,
 }
 
 func badField(param, format string, args ...any) *openAIError {
@@ -211,7 +212,7 @@ var sizePattern = regexp.MustCompile(`^([0-9]{1,5})x([0-9]{1,5})$`)
 // openAIIntFields map an OpenAI (or SGLang / vLLM-Omni) integer field to the native one.
 var openAIIntFields = []struct{ from, to string }{
 	{"num_inference_steps", "steps"}, {"seed", "seed"}, {"motion_bucket_id", "motion_bucket_id"},
-	{"decode_chunk_size", "decode_chunk_size"},
+	{"decode_chunk_size", "decode_chunk_size"}, {"window", "window"}, {"overlap", "overlap"},
 }
 
 // openAIFloatFields map float fields to native ones (guidance_scale is special-cased).
@@ -235,8 +236,9 @@ var openAIFloatFields = []struct{ from, to string }{
 //	seed                  -> seed
 //	negative_prompt       -> a text-to-video model's negative prompt (default ""); unused
 //	                         by image-conditioned models
-//	motion_bucket_id, noise_aug_strength, min_guidance, max_guidance, decode_chunk_size
-//	                      -> the native field of the same name
+//	motion_bucket_id, noise_aug_strength, min_guidance, max_guidance, decode_chunk_size,
+//	window, overlap, blend -> the native field of the same name (window, overlap and
+//	                         blend cut a video longer than the model's native length)
 //
 // The fields are checked one after another (size, fps, frames, then the rest), so an
 // error names the field that the model or the server's limits refuse: an *openAIError
@@ -347,6 +349,10 @@ func OpenAIParams(gen Generator, fields map[string]string, lim Limits) (Params, 
 			return Params{}, badField("seconds", "seconds %v must be in (0, 3600]", sec)
 		}
 		frames := max(1, int(math.Round(sec*float64(fps))))
+		if t := description(gen).FrameMultiple; t > 1 {
+			// A causal VAE takes 1 + t·k frames (Wan's 4): the nearest such count.
+			frames = 1 + int(math.Round(float64(frames-1)/float64(t)))*t
+		}
 		native["num_frames"] = frames
 		if _, err := check("seconds"); err != nil {
 			err.(*openAIError).Message = fmt.Sprintf("seconds %v is %d frames at %d fps, which this server cannot make: %s",
@@ -377,6 +383,12 @@ func OpenAIParams(gen Generator, fields map[string]string, lim Limits) (Params, 
 		}
 		native[f.to] = x
 		if _, err := check(f.from); err != nil {
+			return Params{}, err
+		}
+	}
+	if b, ok := fields["blend"]; ok {
+		native["blend"] = strings.TrimSpace(b)
+		if _, err := check("blend"); err != nil {
 			return Params{}, err
 		}
 	}

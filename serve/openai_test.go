@@ -394,6 +394,13 @@ func TestOpenAIParams(t *testing.T) {
 		{"steps float", map[string]string{"num_inference_steps": "2.5"}, nil, "num_inference_steps"},
 		{"steps 0", map[string]string{"num_inference_steps": "0"}, nil, "num_inference_steps"},
 		{"guidance inf", map[string]string{"guidance_scale": "Inf"}, nil, "guidance_scale"},
+		{"long video", map[string]string{"num_frames": "20"}, func(p *Params) { p.NumFrames, p.Window, p.Overlap, p.Blend = 20, 14, 3, "cosine" }, ""},
+		{"long video windows", map[string]string{"num_frames": "20", "window": "8", "overlap": "2", "blend": "linear"},
+			func(p *Params) { p.NumFrames, p.Window, p.Overlap, p.Blend = 20, 8, 2, "linear" }, ""},
+		{"overlap not shorter than the window", map[string]string{"num_frames": "20", "window": "8", "overlap": "8"}, nil, "overlap"},
+		{"window too long", map[string]string{"num_frames": "25", "window": "20"}, nil, "window"},
+		{"too few frames for the window", map[string]string{"num_frames": "6", "window": "8"}, nil, "window"},
+		{"unknown blend", map[string]string{"num_frames": "20", "blend": "step"}, nil, "blend"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

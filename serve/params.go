@@ -38,7 +38,7 @@ func (p Params) LatentShape(c int) []int { return []int{p.NumFrames, c, p.Height
 // Limits bound what a request may ask for; the flags --max-frames, --max-resolution,
 // --max-steps and --max-body-bytes set them.
 type Limits struct {
-	MaxFrames      int   // frames per video
+	MaxFrames      int   // frames per video (0 in a Config: derived from the model, see DeriveMaxFrames)
 	MaxResolution  int   // largest of height and width, in pixels
 	MaxSteps       int   // denoising steps
 	MaxBodyBytes   int64 // whole request body

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/serve/wire"
 )
 
 // Proc is a started worker rank.
@@ -148,7 +149,7 @@ func (l InProcLauncher) Start(rank int, addr string, secret []byte) (Proc, error
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	conn, err := dialCoordinator(ctx, addr, rank, -1, secret)
+	conn, err := wire.Dial(ctx, addr, rank, -1, secret)
 	if err != nil {
 		cancel()
 		return nil, err

@@ -1,197 +1,27 @@
 package serve
 
 import (
-	"context"
-	"crypto/subtle"
-	"encoding/binary"
-	"errors"
-	"fmt"
-	"io"
-	"net"
-	"sync"
-	"time"
-
 	"github.com/vdpp/vdpp/comm"
-	"github.com/vdpp/vdpp/pipeline"
-	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/serve/wire"
 )
 
-// ErrProtocol marks a malformed message between the coordinator and a worker.
-var ErrProtocol = errors.New("serve: worker protocol error")
+// ErrProtocol marks a malformed message between the coordinator and a worker
+// (wire.ErrProtocol).
+var ErrProtocol = wire.ErrProtocol
 
-// Wire protocol between the coordinator and a worker: after a fixed hello, both sides
-// exchange comm frames (comm.AppendMessage / comm.FrameReader). Every message carries a
-// "ctl" tensor whose first element is the op; Message.Sample is the batch id.
-//
-//	run       coord -> worker  pipeline.Item message (latent, rows, cond, guidance) + ctl [op, end, steps]
-//	cancel    coord -> worker  ctl [op], "rows": rows to drop at the next step boundary
-//	ping      both ways        ctl [op]; a peer silent for the heartbeat timeout is dead
-//	progress  worker -> coord  Step = step finished, ctl [op, compute µs]
-//	dropped   worker -> coord  ctl [op], "rows": rows dropped after a cancel
-//	result    worker -> coord  pipeline.Item message with the surviving rows, Step = end
-//	empty     worker -> coord  every row was dropped
-//	failed    worker -> coord  ctl [op], "msg": the error text, one byte per element
+// The worker protocol (package wire) as the coordinator's files name it.
 const (
-	opRun = iota + 1
-	opCancel
-	opPing
-	opProgress
-	opDropped
-	opResult
-	opEmpty
-	opFailed
-)
-
-const (
-	helloMagic = "VDSW"
 	// SecretLen is the length of the per-server secret every worker must present.
-	SecretLen = 32
-	helloLen  = 4 + 4 + 4 + SecretLen
+	SecretLen = wire.SecretLen
 	// SecretEnv carries the hex secret to worker processes (never on the command line).
-	SecretEnv = "VDPP_SERVE_SECRET"
+	SecretEnv = wire.SecretEnv
+
+	opPing     = wire.OpPing
+	opProgress = wire.OpProgress
+	opDropped  = wire.OpDropped
+	opResult   = wire.OpResult
+	opEmpty    = wire.OpEmpty
+	opFailed   = wire.OpFailed
 )
 
-func ctlTensor(vals ...float32) comm.NamedTensor {
-	return comm.NamedTensor{Name: "ctl", Tensor: &tensor.Dense{Shape: []int{len(vals)}, Data: vals}}
-}
-
-func rowsTensor(rows []int) comm.NamedTensor {
-	t := tensor.New(len(rows))
-	for i, r := range rows {
-		t.Data[i] = float32(r)
-	}
-	return comm.NamedTensor{Name: "rows", Tensor: t}
-}
-
-func msgOp(m comm.Message) (op int, ctl []float32, err error) {
-	c := m.Tensor("ctl")
-	if c == nil || len(c.Data) == 0 {
-		return 0, nil, fmt.Errorf("%w: message (batch %d) without ctl", ErrProtocol, m.Sample)
-	}
-	return int(c.Data[0]), c.Data, nil
-}
-
-func msgRows(m comm.Message) []int {
-	t := m.Tensor("rows")
-	if t == nil {
-		return nil
-	}
-	out := make([]int, len(t.Data))
-	for i, v := range t.Data {
-		out[i] = int(v)
-	}
-	return out
-}
-
-func textTensor(s string) comm.NamedTensor {
-	t := tensor.New(len(s))
-	for i := 0; i < len(s); i++ {
-		t.Data[i] = float32(s[i])
-	}
-	return comm.NamedTensor{Name: "msg", Tensor: t}
-}
-
-func msgText(m comm.Message) string {
-	t := m.Tensor("msg")
-	if t == nil {
-		return ""
-	}
-	b := make([]byte, len(t.Data))
-	for i, v := range t.Data {
-		b[i] = byte(v)
-	}
-	return string(b)
-}
-
-// runMessage encodes a batch for a worker.
-func runMessage(it *pipeline.Item, end, steps int) comm.Message {
-	m := it.ToMessage()
-	m.Tensors = append(m.Tensors, ctlTensor(opRun, float32(end), float32(steps)))
-	return m
-}
-
-// wireConn is one framed connection; send is safe for concurrent use.
-type wireConn struct {
-	c   net.Conn
-	r   *comm.FrameReader
-	wmu sync.Mutex
-	buf []byte
-	// writeTimeout bounds one send.
-	writeTimeout time.Duration
-}
-
-func newWireConn(c net.Conn, writeTimeout time.Duration) *wireConn {
-	return &wireConn{c: c, r: comm.NewFrameReader(c, 0, 0), writeTimeout: writeTimeout}
-}
-
-func (w *wireConn) send(m comm.Message) error {
-	w.wmu.Lock()
-	defer w.wmu.Unlock()
-	var err error
-	w.buf, err = comm.AppendMessage(w.buf[:0], m, 0)
-	if err != nil {
-		return err
-	}
-	if w.writeTimeout > 0 {
-		w.c.SetWriteDeadline(time.Now().Add(w.writeTimeout))
-	}
-	_, err = w.c.Write(w.buf)
-	if cap(w.buf) > 16<<20 {
-		w.buf = nil
-	}
-	return err
-}
-
-// recv reads the next message, failing if none arrives within timeout (0: no limit).
-func (w *wireConn) recv(timeout time.Duration) (comm.Message, error) {
-	if timeout > 0 {
-		w.c.SetReadDeadline(time.Now().Add(timeout))
-	}
-	return w.r.ReadMessage()
-}
-
-func appendHello(dst []byte, rank, pid int, secret []byte) []byte {
-	dst = append(dst, helloMagic...)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(rank))
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(pid))
-	return append(dst, secret...)
-}
-
-// dialCoordinator connects a worker to the coordinator at addr and authenticates.
-func dialCoordinator(ctx context.Context, addr string, rank, pid int, secret []byte) (net.Conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("serve: worker %d: dial coordinator %s: %w", rank, addr, err)
-	}
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	var ack [1]byte
-	if _, err = c.Write(appendHello(nil, rank, pid, secret)); err == nil {
-		_, err = io.ReadFull(c, ack[:])
-	}
-	if err != nil || ack[0] != 1 {
-		c.Close()
-		return nil, fmt.Errorf("serve: worker %d: coordinator %s refused the hello: %v", rank, addr, err)
-	}
-	c.SetDeadline(time.Time{})
-	return c, nil
-}
-
-// readHello reads and checks a worker's hello, answering 1 on success.
-func readHello(c net.Conn, secret []byte) (rank, pid int, err error) {
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	defer c.SetDeadline(time.Time{})
-	var b [helloLen]byte
-	if _, err := io.ReadFull(c, b[:]); err != nil {
-		return 0, 0, fmt.Errorf("%w: hello: %v", ErrProtocol, err)
-	}
-	if string(b[:4]) != helloMagic || subtle.ConstantTimeCompare(b[12:], secret) != 1 {
-		return 0, 0, fmt.Errorf("%w: hello with a wrong magic or secret from %s", ErrProtocol, c.RemoteAddr())
-	}
-	rank = int(binary.LittleEndian.Uint32(b[4:]))
-	pid = int(int32(binary.LittleEndian.Uint32(b[8:])))
-	if _, err := c.Write([]byte{1}); err != nil {
-		return 0, 0, err
-	}
-	return rank, pid, nil
-}
+func msgOp(m comm.Message) (op int, ctl []float32, err error) { return wire.Op(m) }

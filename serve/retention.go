@@ -65,22 +65,11 @@ func (c *Coordinator) Expire(now time.Time, keep time.Duration) (int, error) {
 		return 0, nil
 	}
 	c.mu.Lock()
-	if c.closed {
+	dead, err := c.expire(now, keep)
+	c.flushLocked()
+	if err != nil {
 		c.mu.Unlock()
-		return 0, ErrClosed
-	}
-	var cands []Record
-	for _, j := range c.jobs {
-		if j.rec.State.Final() && j.writes == 0 {
-			cands = append(cands, j.rec)
-		}
-	}
-	dead := ExpiredJobs(cands, now, keep)
-	for _, r := range dead {
-		j := c.jobs[r.ID]
-		delete(c.jobs, r.ID)
-		c.counts[r.State]--
-		c.touchLocked(j) // an event stream wakes up, finds no job and ends
+		return 0, err
 	}
 	retry := c.unreaped
 	c.unreaped = nil
@@ -99,10 +88,6 @@ func (c *Coordinator) Expire(now time.Time, keep time.Duration) (int, error) {
 		c.mu.Lock()
 		c.unreaped = append(c.unreaped, append(retry, dead...)...)
 		c.mu.Unlock()
-	}
-	if len(dead) > 0 {
-		c.cfg.Metrics.expired.Add(float64(len(dead)))
-		c.cfg.Log.Info("expired finished jobs", "deleted", len(dead), "keep", keep)
 	}
 	return len(dead), errors.Join(errs...)
 }

@@ -166,6 +166,9 @@ func New(cfg Config) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.flights.init(m)
 	s.act, s.cost = modelCostLimits(gen, cfg.CostMultiple, cfg.MaxPixels)
+	if s.cfg.Limits.MaxFrames == 0 {
+		s.cfg.Limits.MaxFrames = DeriveMaxFrames(s.cost)
+	}
 	cfg.Log.Info("cost limits", "multiple", s.cost.Multiple, "max_pixels", s.cost.MaxPixels,
 		"max_work", s.cost.MaxWork, "max_activation_bytes", s.cost.MaxActivationBytes)
 	if s.mp4 == nil {
@@ -182,7 +185,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.pool = &Pool{Launcher: launcher, NProc: cfg.NProc, MaxRestarts: cfg.MaxRestarts, PidFile: cfg.PidFile, Log: cfg.Log,
 		OnRestart: func(int) { m.restarts.Inc() },
-		Connected: func(rank int) bool { c := coord; c.mu.Lock(); defer c.mu.Unlock(); return c.workers[rank] != nil }}
+		Connected: coord.connected}
 	coord.onLost = func(rank, pid int) { s.pool.killIf(rank, pid) }
 	return s, nil
 }

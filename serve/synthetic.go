@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/synthetic"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
@@ -47,6 +48,10 @@ func (Synthetic) Prepare(_ context.Context, img image.Image, p Params, sc sched.
 	s := &Sample{Latent: lat, Cond: model.Conditioning{synthetic.CondKey: vec}}
 	if p.Guided() {
 		s.Guidance = sched.GuidanceWeights(float32(p.MinGuidance), float32(p.MaxGuidance), p.NumFrames)
+	}
+	// A long video: windows of the native length, each guided as a whole clip.
+	if s.Windows = description(Synthetic{}).Windows(family.Params(p), nil); s.Windows != nil && p.Guided() {
+		s.Windows.Guidance = sched.GuidanceWeights(float32(p.MinGuidance), float32(p.MaxGuidance), s.Windows.Size)
 	}
 	return s, nil
 }

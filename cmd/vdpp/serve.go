@@ -81,7 +81,8 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelNa
 	fs.IntVar(&cfg.MaxQueue, "max-queue", 64, "jobs that may wait for a slot; more get 429")
 	fs.IntVar(&cfg.MaxRunning, "max-running", 0, "jobs in the pipeline at once (default 2*nproc*max-batch)")
 	fs.IntVar(&cfg.MaxRestarts, "max-restarts", 100, "restarts allowed per worker rank")
-	fs.IntVar(&lim.MaxFrames, "max-frames", lim.MaxFrames, "largest num_frames accepted")
+	lim.MaxFrames = 0
+	fs.IntVar(&lim.MaxFrames, "max-frames", 0, "largest num_frames accepted (0: derived, --max-cost-multiple times the model's native frame count, at least 25: 56 for builtin, 324 for Wan)")
 	fs.IntVar(&lim.MaxResolution, "max-resolution", lim.MaxResolution, "largest height or width accepted")
 	fs.IntVar(&lim.MaxSteps, "max-steps", lim.MaxSteps, "largest steps accepted")
 	fs.Float64Var(&cfg.CostMultiple, "max-cost-multiple", serve.DefaultCostMultiple, "a job may cost this many times the model's native job (its default size, frames and steps): in pixels, in pixels x frames x steps, and in a step's estimated working memory (negative: no cost limits)")

@@ -91,6 +91,18 @@ func TestServeBinaryWanPrompt(t *testing.T) {
 	if code, st := native(map[string]string{"params": params}); code != http.StatusBadRequest || !strings.Contains(st.Error, "no prompt part") {
 		t.Errorf("no prompt: %d %+v", code, st)
 	}
+	// A long video: 17 frames (5 latent frames) in windows of 9 frames (3 latent frames)
+	// sharing 4 (1 latent frame), stepped by the workers window by window.
+	long := `{"num_frames":17,"window":9,"overlap":4,"blend":"linear","steps":2,"height":32,"width":32,"seed":3}`
+	if code, st = native(map[string]string{"params": long, "prompt": "a red fox in the snow"}); code != http.StatusAccepted {
+		t.Fatalf("long video submit: %d %+v", code, st)
+	}
+	wait(st.ID)
+	bad := `{"num_frames":17,"window":10,"steps":2,"height":32,"width":32}`
+	if code, st := native(map[string]string{"params": bad, "prompt": "a fox"}); code != http.StatusBadRequest ||
+		!strings.Contains(st.Error, "window 10: the model's causal VAE compresses time by 4, so a window takes 1 + 4k frames") {
+		t.Errorf("window off the latent grid: %d %+v", code, st)
+	}
 
 	resp, err := http.Post(url+"/v1/videos", "application/json",
 		strings.NewReader(`{"prompt":"a red fox in the snow","size":"32x32","num_frames":5,"num_inference_steps":2,"guidance_scale":3}`))

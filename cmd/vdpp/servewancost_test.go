@@ -67,6 +67,8 @@ func TestServeWanCostLimits(t *testing.T) {
 	}
 	// Within the pixel (4x) and work (4x) limits, but twice the native frames at nearly
 	// four times its pixels: more memory than either bound (4x the pixels, 4x the frames).
+	// The job is a long video (windows of 81 frames), so its step costs one window's; its
+	// decode of all 161 frames is what is over.
 	big := `{"width":1600,"height":992,"num_frames":161,"steps":10}`
 	if c := (serve.JobCost(serve.Params{Width: 1600, Height: 992, NumFrames: 161, Steps: 10, GuidanceScale: 5}, act)); c.Pixels > want.MaxPixels || c.Work > want.MaxWork || c.ActivationBytes <= want.MaxActivationBytes {
 		t.Fatalf("the test job %+v is not over the step memory only (limits %+v)", c, want)

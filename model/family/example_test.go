@@ -43,3 +43,25 @@ func Example() {
 	fmt.Println(m.Family.Name(), it.Latent.Shape, len(it.Guidance), "guidance weights")
 	// Output: synthetic [2 3 4 4 4] 3 guidance weights
 }
+
+// A Wan-like model (a causal VAE compressing time by 4, 81 native frames): a 161-frame
+// video is cut into the family's windows, in latent frames.
+func ExampleDescription_ResolveWindows() {
+	d := family.Description{Defaults: family.Params{NumFrames: 81}, FrameMultiple: 4,
+		Windowing: family.Windowing{Window: 81, Overlap: 20, Blend: "cosine"}}
+	p, err := d.ResolveWindows(family.Params{NumFrames: 161, Overlap: -1}, "--")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	w := d.Windows(p, nil)
+	starts, _ := w.Starts(d.LatentFrames(p.NumFrames))
+	fmt.Printf("video frames: window %d overlap %d %s\n", p.Window, p.Overlap, p.Blend)
+	fmt.Printf("latent frames: %d in windows of %d sharing %d, starting at %v\n", d.LatentFrames(p.NumFrames), w.Size, w.Overlap, starts)
+	_, err = d.ResolveWindows(family.Params{NumFrames: 161, Window: 80, Overlap: -1}, "--")
+	fmt.Println(err)
+	// Output:
+	// video frames: window 81 overlap 20 cosine
+	// latent frames: 41 in windows of 21 sharing 5, starting at [0 16 20]
+	// family: bad parameters: --window 80: the model's causal VAE compresses time by 4, so a window takes 1 + 4k frames (e.g. 77 or 81)
+}

@@ -9,6 +9,12 @@
 // The loop between them is pipeline.Stepper's, the engine's; no caller writes a family's
 // sampling sequence itself.
 //
+// A video longer than the model's native length is cut into overlapping temporal windows
+// by the engine; the family only describes how (Description: the VAE's temporal factor, the
+// native length, its default Windowing; a WindowGuider for guidance that depends on the
+// clip's length), and Description.ResolveWindows / Description.Windows turn a request's
+// window, overlap and blend in video frames into the engine's windows in latent frames.
+//
 // Contract: families register themselves (Register) in an init function; a binary gets them
 // by a blank import of model/families. Resolve turns a --model value into a family and a
 // folder: a registered name ("synthetic", "dummy"), an alias ("builtin"), or a diffusers
@@ -60,6 +66,13 @@ type Params struct {
 	// model (0: the same as GuidanceScale). SVD reads MinGuidance/MaxGuidance instead.
 	GuidanceScale  float64 `json:"guidance_scale,omitempty"`
 	GuidanceScale2 float64 `json:"guidance_scale_2,omitempty"`
+	// Window, Overlap and Blend cut a video longer than the model's native length into
+	// overlapping temporal windows denoised together, in video frames (0 window: the
+	// family's; -1 overlap: the family's; "" blend: the family's). Description.ResolveWindows
+	// fills and checks them; Description.Windows turns them into the engine's windowing.
+	Window  int    `json:"window,omitempty"`
+	Overlap int    `json:"overlap,omitempty"`
+	Blend   string `json:"blend,omitempty"`
 }
 
 // Guided reports whether classifier-free guidance is on (diffusers: max guidance > 1).
@@ -157,7 +170,8 @@ type RandomConditioner interface {
 type ActivationEstimator interface {
 	// StepActivationBytes estimates the float32 working bytes of one denoiser call on one
 	// sample of p (both rows under classifier-free guidance), from the checkpoint's real
-	// sizes; weights are not included. A family whose decode of one sample can need more
+	// sizes; weights are not included. A long video's call is one window's
+	// (Params.StepParams). A family whose decode of one sample can need more
 	// (Wan's causal VAE on a long video) returns the larger of the two.
 	StepActivationBytes(p Params) int64
 }
@@ -178,6 +192,9 @@ type Description struct {
 	// config file that sets it, for messages.
 	TextDim     int
 	TextDimFile string
+	// Windows are the family's defaults for a video longer than its native length (zero
+	// fields: the engine's; see ResolveWindows).
+	Windowing Windowing
 }
 
 // Family is a registered model family.

@@ -123,6 +123,14 @@ func (s *denoiserSampler) Prepare(ctx context.Context, _ Input, p Params, sc sch
 	return it, nil
 }
 
+// WindowGuidance implements WindowGuider: every window rises as a whole clip does.
+func (s *denoiserSampler) WindowGuidance(p Params, frames int) []float32 {
+	if !p.Guided() {
+		return nil
+	}
+	return sched.GuidanceWeights(float32(p.MinGuidance), float32(p.MaxGuidance), frames)
+}
+
 func (s *denoiserSampler) Stepper(sc sched.Scheduler) (*pipeline.Stepper, error) {
 	if s.den == nil {
 		return nil, fmt.Errorf("family: %s: this process did not load the denoiser", s.fam.Model)

@@ -152,6 +152,7 @@ var (
 	_ family.Sampler             = (*Sampler)(nil)
 	_ family.ActivationEstimator = (*Sampler)(nil)
 	_ family.RandomConditioner   = (*Sampler)(nil)
+	_ family.WindowGuider        = (*Sampler)(nil)
 )
 
 // NewSampler wraps a loaded pipeline whose default guidance and decode chunk are smp's
@@ -229,6 +230,15 @@ func (s *Sampler) Prepare(ctx context.Context, in family.Input, p family.Params,
 	return it, nil
 }
 
+// WindowGuidance implements family.WindowGuider: a window of frames frames is guided as a
+// whole clip is, rising from MinGuidance on its first frame to MaxGuidance on its last.
+func (s *Sampler) WindowGuidance(p family.Params, frames int) []float32 {
+	if !p.Guided() {
+		return nil
+	}
+	return sched.GuidanceWeights(float32(p.MinGuidance), float32(p.MaxGuidance), frames)
+}
+
 func (s *Sampler) preprocess(img image.Image, p family.Params) (clipPx, vaeImg *tensor.Dense, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -286,7 +296,7 @@ func (s *Sampler) Decode(ctx context.Context, latent *tensor.Dense, p family.Par
 // StepActivationBytes implements family.ActivationEstimator with unetcost's peak of one
 // UNet call on p's latent (two rows when guided).
 func (s *Sampler) StepActivationBytes(p family.Params) int64 {
-	lat := s.P.LatentShape(p)
+	lat := s.P.LatentShape(p.StepParams()) // a long video steps one window at a time
 	rows := 1
 	if p.Guided() {
 		rows = 2

@@ -203,9 +203,14 @@ func (s *Sampler) memoryShape(p family.Params) MemoryShape {
 	return MemoryShape{Latent: [4]int(lat), Rows: rows, TextLen: text, ScoreBudget: budget, SimpleGo: s.simpleGo}
 }
 
-// Memory estimates the working memory of a job with p on this folder's configs.
+// Memory estimates the working memory of a job with p on this folder's configs: a long
+// video's step on one window (family.Params.StepParams), its decode on the whole video.
 func (s *Sampler) Memory(p family.Params) Memory {
-	return EstimateMemory(s.TConfig, s.VConfig, s.memoryShape(p))
+	m := EstimateMemory(s.TConfig, s.VConfig, s.memoryShape(p))
+	if w := p.StepParams(); w.NumFrames != p.NumFrames {
+		m.Step = EstimateMemory(s.TConfig, s.VConfig, s.memoryShape(w)).Step
+	}
+	return m
 }
 
 // StepActivationBytes implements family.ActivationEstimator: the larger of a step's and

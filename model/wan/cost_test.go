@@ -80,3 +80,20 @@ func TestSamplerMemory(t *testing.T) {
 		t.Fatalf("unguided rows %d", sh.Rows)
 	}
 }
+
+// A long video's step is one window's, its decode the whole video's.
+func TestSamplerMemoryWindows(t *testing.T) {
+	dir := shared.Require(t, "golden", "wan-dev")
+	s, err := Load(dir, family.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	native, long := s.DefaultParams(), s.DefaultParams()
+	long.NumFrames, long.Window, long.Overlap = 321, 81, 20
+	whole := long
+	whole.Window = 0
+	m, mn, mw := s.Memory(long), s.Memory(native), s.Memory(whole)
+	if m.Step != mn.Step || m.Decode != mw.Decode || m.Decode <= mn.Decode || mw.Step <= m.Step {
+		t.Fatalf("321 frames in windows of 81: %+v; native %+v, without windows %+v", m, mn, mw)
+	}
+}

@@ -33,6 +33,9 @@ const (
 	DefaultNumFrames     = 81
 	DefaultGuidanceScale = 5.0
 	DefaultFPS           = 16
+	// DefaultWindowOverlap is the frames neighbouring windows of a long video share: 5 of
+	// a window's 21 latent frames.
+	DefaultWindowOverlap = 20
 )
 
 // ErrInput marks generation inputs a Wan model cannot take (embeddings of the wrong
@@ -118,8 +121,11 @@ func (wanFamily) Describe(dir string) (family.Description, error) {
 	if err != nil {
 		return family.Description{}, err
 	}
+	// A long video is cut into windows of the native 81 frames (21 latent frames) sharing
+	// 20 frames (5 latent frames, a quarter), blended with a cosine ramp.
 	return family.Description{Defaults: defaultParams(), SizeMultiple: m, FrameMultiple: vc.TemporalFactor(),
-		TextDim: tc.TextDim, TextDimFile: tc.Path}, nil
+		TextDim: tc.TextDim, TextDimFile: tc.Path,
+		Windowing: family.Windowing{Window: DefaultNumFrames, Overlap: DefaultWindowOverlap, Blend: "cosine"}}, nil
 }
 
 func defaultParams() family.Params {

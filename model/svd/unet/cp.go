@@ -75,11 +75,11 @@ func (m *Model) ForwardFrames(ctx context.Context, sample, timestep, ehs, addedT
 	if part.Hi < part.Total {
 		edge.Data[1] = 1
 	}
-	r.regs = map[string]*tensor.Dense{regSample: sample, regTimestep: timestep, regIDs: addedTimeIDs, regEHS: ehs, regEdge: edge}
+	r.regs = map[string]*tensor.Dense{regX: sample, regTimestep: timestep, regIDs: addedTimeIDs, regEHS: ehs, regEdge: edge}
 	if err := r.run(plan); err != nil {
 		return nil, err
 	}
-	out := r.regs[regOut]
+	out := r.regs[regX]
 	d := out.Shape
 	return &tensor.Dense{Shape: []int{r.rows, r.hi - r.lo, d[1], d[2], d[3]}, Data: out.Data}, nil
 }

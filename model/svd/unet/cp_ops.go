@@ -2,42 +2,12 @@ package unet
 
 import (
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
-
 	"github.com/vdpp/vdpp/model/nn"
 )
 
 // Graph pieces of the context-parallel forward. Activations of the frame split are
 // [B·Tl, C, h, w] (Tl = the member's frame count); the row count B is read from the time
 // embedding emb [B, E].
-
-// cpEmbedding is Build's time + added-time embedding: [B, E] (one row per video).
-func cpEmbedding(s nn.Scope, cfg Config, timestep, ids *Node) *Node {
-	b, k := ids.Shape().Dim(0), ids.Shape().Dim(1)
-	embDim := cfg.TimeEmbedDim()
-	ts := BroadcastToDims(Reshape(timestep, -1), b)
-	emb := timestepEmbedding(s.In("time_embedding"), nn.Timesteps(ts, cfg.BlockOutChannels[0], true, 0), embDim, embDim)
-	aug := nn.Timesteps(Reshape(ids, b*k), cfg.AdditionTimeEmbedDim, true, 0)
-	aug = Reshape(aug, b, k*cfg.AdditionTimeEmbedDim)
-	return Add(emb, timestepEmbedding(s.In("add_embedding"), aug, embDim, embDim))
-}
-
-// cpConvIn flattens the sample [B, Tl, Cin, h, w] to frames and applies conv_in.
-func cpConvIn(s nn.Scope, cfg Config, sample *Node) *Node {
-	d := sample.Shape().Dimensions
-	g := sample.Graph()
-	c0 := cfg.BlockOutChannels[0]
-	x := Reshape(sample, d[0]*d[1], d[2], d[3], d[4])
-	return nn.Conv2D(x, s.Param(g, "conv_in.weight", c0, d[2], 3, 3), s.Param(g, "conv_in.bias", c0), nn.ConvOpts{Padding: 1})
-}
-
-// cpHead is the output head: conv_norm_out, SiLU, conv_out.
-func cpHead(s nn.Scope, cfg Config, x *Node) *Node {
-	g := x.Graph()
-	c0 := cfg.BlockOutChannels[0]
-	x = nn.GroupNorm(x, s.Param(g, "conv_norm_out.weight", c0), s.Param(g, "conv_norm_out.bias", c0), groups, epsOut)
-	return nn.Conv2D(nn.SiLU(x), s.Param(g, "conv_out.weight", cfg.OutChannels, c0, 3, 3),
-		s.Param(g, "conv_out.bias", cfg.OutChannels), nn.ConvOpts{Padding: 1})
-}
 
 // framesPerRow returns Tl for x [B·Tl, ...] and emb [B, E].
 func framesPerRow(x, emb *Node) (b, tl int) {
@@ -101,14 +71,10 @@ func temporalConv(s nn.Scope, norm, conv string, x, gn, prev, next, edge *Node, 
 func cpTemporalConv1(s nn.Scope, x, gn, prev, next, edge, emb *Node, eps float64) (th, stats *Node) {
 	b, tl := framesPerRow(x, emb)
 	ts := s.In("temporal_res_block")
-	g := x.Graph()
 	d := x.Shape().Dimensions
 	c, hh, ww := d[1], d[2], d[3]
 	h := temporalConv(ts, "norm1", "conv1", Reshape(x, b, tl, c, hh, ww), gn, prev, next, edge, eps) // [B, C, Tl, h, w]
-	e := emb.Shape().Dim(-1)
-	temb := Reshape(repeatInterleave(emb, tl), b, tl, e)
-	t := nn.Linear(nn.SiLU(temb), ts.Param(g, "time_emb_proj.weight", c, e), ts.Param(g, "time_emb_proj.bias", c)) // [B, Tl, C]
-	h = Add(h, InsertAxes(TransposeAllAxes(t, 0, 2, 1), -1, -1))
+	h = addTimeEmbedding(ts, h, Reshape(repeatInterleave(emb, tl), b, tl, -1))
 	th = Reshape(TransposeAllAxes(h, 0, 2, 1, 3, 4), d...)
 	return th, partialStats(th, b)
 }
@@ -128,45 +94,12 @@ func cpTemporalConv2(s nn.Scope, x, th, gn, prev, next, edge *Node, eps float64)
 	return Reshape(TransposeAllAxes(out, 0, 2, 1, 3, 4), d...)
 }
 
-// cpTransformerIn is the start of a TransformerSpatioTemporalModel on the frame split:
-// GroupNorm (per frame), tokens [B·Tl, h·w, C], proj_in.
-func cpTransformerIn(s nn.Scope, x *Node, a attnSpec) *Node {
-	g := x.Graph()
-	d := x.Shape().Dimensions
-	bt, c, hh, ww := d[0], d[1], d[2], d[3]
-	inner := a.heads * a.headDim
-	h := nn.GroupNorm(x, s.Param(g, "norm.weight", c), s.Param(g, "norm.bias", c), groups, transformerGroupNormEps)
-	h = Reshape(TransposeAllAxes(h, 0, 2, 3, 1), bt, hh*ww, c)
-	return nn.Linear(h, s.Param(g, "proj_in.weight", inner, c), s.Param(g, "proj_in.bias", inner))
-}
-
 // cpTemporalTransformer is layer l's temporal half on the spatial split: tokens
 // [B, T, Sm, C] of all T frames at Sm positions, the frame position embedding (frame
 // indices 0..T-1), the TemporalBasicTransformerBlock and the time mixer.
 func cpTemporalTransformer(s nn.Scope, tok, ehs *Node, l int, a attnSpec) *Node {
-	g := tok.Graph()
 	d := tok.Shape().Dimensions
-	b, t, sm, c := d[0], d[1], d[2], d[3]
-	pos := make([]float32, t)
-	for i := range pos {
-		pos[i] = float32(i)
-	}
-	pe := nn.Timesteps(Const(g, pos), c, true, 0)
-	pe = timestepEmbedding(s.In("time_pos_embed"), pe, 4*c, c)
-	pe = Reshape(BroadcastToDims(InsertAxes(pe, 0), b, t, c), b*t, 1, c)
-	h := Reshape(tok, b*t, sm, c)
-	mix := temporalBasicTransformerBlock(s.Inf("temporal_transformer_blocks.%d", l), Add(h, pe), ehs, frames{b: b, t: t}, a)
-	h = alphaBlend(s.In("time_mixer"), h, mix)
-	return Reshape(h, d...)
-}
-
-// cpTransformerOut is proj_out, back to [B·Tl, C, h, w], plus the residual.
-func cpTransformerOut(s nn.Scope, tok, res *Node) *Node {
-	g := tok.Graph()
-	d := res.Shape().Dimensions
-	bt, c, hh, ww := d[0], d[1], d[2], d[3]
-	inner := tok.Shape().Dim(-1)
-	h := nn.Linear(tok, s.Param(g, "proj_out.weight", c, inner), s.Param(g, "proj_out.bias", c))
-	h = TransposeAllAxes(Reshape(h, bt, hh, ww, c), 0, 3, 1, 2)
-	return Add(h, res)
+	f := frames{b: d[0], t: d[1]}
+	pe := framePositions(s, tok.Graph(), f, d[3])
+	return Reshape(temporalLayer(s, Reshape(tok, f.b*f.t, d[2], d[3]), pe, ehs, f, l, a), d...)
 }

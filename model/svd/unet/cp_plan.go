@@ -10,23 +10,22 @@ import (
 	"github.com/vdpp/vdpp/model/nn"
 )
 
-// The context-parallel forward (ForwardFrames) is the UNet of Build cut into graph segments
-// separated by exchanges that run in Go between the members of the group: a GoMLX graph
-// cannot call a collective in the middle of an execution. A cpPlan is that sequence for one
-// config and latent size. Values flow between steps through named registers (tensors held
-// in Go); a liveness pass gives each segment exactly the registers it reads and returns
-// exactly those a later step needs, so a skip connection travels only into the segment that
-// consumes it.
+// The context-parallel forward (ForwardFrames) is the UNet's layer sequence (walk, as for
+// Build) recorded by a planBuilder as graph segments separated by exchanges that run in Go
+// between the members of the group: a GoMLX graph cannot call a collective in the middle of
+// an execution. A cpPlan is that sequence for one config and latent size. Values flow
+// between steps through named registers (tensors held in Go); a liveness pass gives each
+// segment exactly the registers it reads and returns exactly those a later step needs, so a
+// skip connection travels only into the segment that consumes it.
 
 // Register names of the plan's inputs and fixed values.
 const (
-	regSample   = "sample"   // [B, Tl, Cin, h, w], the member's frames
 	regTimestep = "timestep" // as given to ForwardFrames
 	regIDs      = "ids"      // [B, K]
 	regEHS      = "ehs"      // [B, S, D]
 	regEdge     = "edge"     // [2]: 1 when the member has a previous / next neighbour frame
 	regEmb      = "emb"      // [B, E], the time embedding of each row
-	regX        = "x"        // [B·Tl, C, h, w], the running activation (frame split)
+	regX        = "x"        // the running activation: the sample [B, Tl, Cin, h, w], then [B·Tl, C, h, w]
 	regStats    = "st"       // [B, G, 2]: a member's GroupNorm mean and M2 per row and group
 	regGN1      = "gn1"      // [B, G, 2]: global mean and variance, temporal norm1
 	regGN2      = "gn2"      // [B, G, 2]: global mean and variance, temporal norm2
@@ -38,12 +37,11 @@ const (
 	regRes      = "res"    // transformer residual
 	regTok      = "tok"    // [B·Tl, S, C] transformer tokens (frame split)
 	regTokSpace = "tsp"    // [B, T, Sm, C] transformer tokens (spatial split: all frames)
-	regOut      = "out"    // [B·Tl, Cout, h, w]
 	regSkipFmt  = "skip%d" // skip connections, numbered in push order
 )
 
 // planInputs are the registers the runner sets before the first step.
-var planInputs = []string{regSample, regTimestep, regIDs, regEHS, regEdge}
+var planInputs = []string{regX, regTimestep, regIDs, regEHS, regEdge}
 
 // env maps register names to the nodes of the segment being built.
 type env map[string]*Node
@@ -132,19 +130,13 @@ func (p *cpPlan) counts() (segments, exchanges int) {
 	return segments, exchanges
 }
 
-// planBuilder appends ops to the open segment and closes it at each exchange.
+// planBuilder records the layer sequence (walk) as a plan: it appends ops to the open
+// segment and closes the segment at each exchange.
 type planBuilder struct {
 	cfg   Config
 	steps []*cpStep
 	open  *cpStep
-	skips []skipEntry // the simulated skip stack
-	nskip int
-	h, w  int // the spatial size of the running activation
-}
-
-type skipEntry struct {
-	reg  string
-	h, w int
+	skips []string // the registers of the saved skips
 }
 
 func (p *planBuilder) op(name string, reads, writes []string, build func(s nn.Scope, e env)) {
@@ -167,108 +159,38 @@ func (p *planBuilder) spatialSegment(name string, reads []string, build func(s n
 		ops: []gop{{reads: reads, writes: []string{regTokSpace}, build: build}}})
 }
 
-func (p *planBuilder) push() {
-	reg := fmt.Sprintf(regSkipFmt, p.nskip)
-	p.nskip++
-	p.skips = append(p.skips, skipEntry{reg, p.h, p.w})
-	p.op("skip", []string{regX}, []string{reg}, func(_ nn.Scope, e env) { e[reg] = e[regX] })
-}
-
-func (p *planBuilder) pop() {
-	sk := p.skips[len(p.skips)-1]
-	p.skips = p.skips[:len(p.skips)-1]
-	p.op("concat", []string{regX, sk.reg}, []string{regX}, func(_ nn.Scope, e env) {
-		e[regX] = Concatenate([]*Node{e[regX], e[sk.reg]}, 1)
+func (p *planBuilder) embed() {
+	p.op("embed", []string{regTimestep, regIDs}, []string{regEmb}, func(s nn.Scope, e env) {
+		e[regEmb] = embedding(s, p.cfg, e[regTimestep], e[regIDs])
 	})
 }
 
-// newCPPlan builds the plan of the UNet of cfg for latents of h x w, mirroring Build step
-// for step (the tests compare the two).
+// apply: a layer that acts on each frame alone runs on the member's frames.
+func (p *planBuilder) apply(name string, f func(s nn.Scope, x *Node) *Node) {
+	p.op(name, []string{regX}, []string{regX}, func(s nn.Scope, e env) { e[regX] = f(s, e[regX]) })
+}
+
+func (p *planBuilder) pushSkip() {
+	reg := fmt.Sprintf(regSkipFmt, len(p.skips))
+	p.skips = append(p.skips, reg)
+	p.op("skip", []string{regX}, []string{reg}, func(_ nn.Scope, e env) { e[reg] = e[regX] })
+}
+
+func (p *planBuilder) popSkip() {
+	reg := p.skips[len(p.skips)-1]
+	p.skips = p.skips[:len(p.skips)-1]
+	p.op("concat", []string{regX, reg}, []string{regX}, func(_ nn.Scope, e env) {
+		e[regX] = Concatenate([]*Node{e[regX], e[reg]}, 1)
+	})
+}
+
+// newCPPlan builds the plan of the UNet of cfg for latents of h x w.
 func newCPPlan(cfg Config, h, w int) (*cpPlan, error) {
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
-	p := &planBuilder{cfg: cfg, h: h, w: w}
-	n := cfg.NumBlocks()
-	ch := cfg.BlockOutChannels
-
-	p.op("embed", []string{regTimestep, regIDs}, []string{regEmb}, func(s nn.Scope, e env) {
-		e[regEmb] = cpEmbedding(s, cfg, e[regTimestep], e[regIDs])
-	})
-	p.op("conv_in", []string{regSample}, []string{regX}, func(s nn.Scope, e env) {
-		e[regX] = cpConvIn(s, cfg, e[regSample])
-	})
-	p.push()
-
-	for i := range n {
-		path := fmt.Sprintf("down_blocks.%d", i)
-		attn := cfg.DownHasAttention(i)
-		eps := epsDown
-		if attn {
-			eps = epsCrossDown
-		}
-		for l := range cfg.LayersPerBlock[i] {
-			p.resBlock(fmt.Sprintf("%s.resnets.%d", path, l), ch[i], eps)
-			if attn {
-				p.transformer(fmt.Sprintf("%s.attentions.%d", path, l), spec(cfg, i, l))
-			}
-			p.push()
-		}
-		if i < n-1 {
-			c := ch[i]
-			p.op(path+".downsamplers", []string{regX}, []string{regX}, func(s nn.Scope, e env) {
-				x := e[regX]
-				g := x.Graph()
-				bs := s.In(path)
-				e[regX] = nn.Conv2D(x, bs.Param(g, "downsamplers.0.conv.weight", c, c, 3, 3),
-					bs.Param(g, "downsamplers.0.conv.bias", c), nn.ConvOpts{Stride: 2, Padding: 1})
-			})
-			p.h, p.w = (p.h-1)/2+1, (p.w-1)/2+1
-			p.push()
-		}
-	}
-
-	p.resBlock("mid_block.resnets.0", ch[n-1], epsMid)
-	p.transformer("mid_block.attentions.0", spec(cfg, n-1, 0))
-	p.resBlock("mid_block.resnets.1", ch[n-1], epsMid)
-
-	factor := 1 << (n - 1)
-	toSkipSize := h%factor != 0 || w%factor != 0
-	for j := range n {
-		i := n - 1 - j
-		path := fmt.Sprintf("up_blocks.%d", j)
-		attn := cfg.UpHasAttention(j)
-		for l := range cfg.LayersPerBlock[i] + 1 {
-			p.pop()
-			p.resBlock(fmt.Sprintf("%s.resnets.%d", path, l), ch[i], epsUp)
-			if attn {
-				p.transformer(fmt.Sprintf("%s.attentions.%d", path, l), spec(cfg, i, l))
-			}
-		}
-		if j < n-1 {
-			oh, ow := 2*p.h, 2*p.w
-			if toSkipSize {
-				sk := p.skips[len(p.skips)-1]
-				oh, ow = sk.h, sk.w
-			}
-			c := ch[i]
-			p.op(path+".upsamplers", []string{regX}, []string{regX}, func(s nn.Scope, e env) {
-				x := resizeNearest(e[regX], oh, ow)
-				g := x.Graph()
-				us := s.In(path)
-				e[regX] = nn.Conv2D(x, us.Param(g, "upsamplers.0.conv.weight", c, c, 3, 3),
-					us.Param(g, "upsamplers.0.conv.bias", c), nn.ConvOpts{Padding: 1})
-			})
-			p.h, p.w = oh, ow
-		}
-	}
-	if len(p.skips) != 0 {
-		return nil, fmt.Errorf("%w: context-parallel plan left %d skips", ErrConfig, len(p.skips))
-	}
-	p.op("head", []string{regX}, []string{regOut}, func(s nn.Scope, e env) {
-		e[regOut] = cpHead(s, cfg, e[regX])
-	})
-
+	p := &planBuilder{cfg: cfg}
+	walk(cfg, h, w, p)
 	plan := &cpPlan{steps: p.steps}
 	if err := plan.liveness(); err != nil {
 		return nil, err
@@ -302,7 +224,7 @@ func (p *planBuilder) resBlock(path string, cout int, eps float64) {
 // residual.
 func (p *planBuilder) transformer(path string, a attnSpec) {
 	p.op(path+".in", []string{regX}, []string{regRes, regTok}, func(s nn.Scope, e env) {
-		e[regRes], e[regTok] = e[regX], cpTransformerIn(s.In(path), e[regX], a)
+		e[regRes], e[regTok] = e[regX], transformerIn(s.In(path), e[regX], a)
 	})
 	for l := range a.layers {
 		p.op(fmt.Sprintf("%s.spatial.%d", path, l), []string{regTok, regEHS}, []string{regTok}, func(s nn.Scope, e env) {
@@ -315,13 +237,13 @@ func (p *planBuilder) transformer(path string, a attnSpec) {
 		p.exchange(fmt.Sprintf("%s.to_frames.%d", path, l), &exchange{kind: exToFrames})
 	}
 	p.op(path+".out", []string{regTok, regRes}, []string{regX}, func(s nn.Scope, e env) {
-		e[regX] = cpTransformerOut(s.In(path), e[regTok], e[regRes])
+		e[regX] = transformerOut(s.In(path), e[regTok], e[regRes])
 	})
 }
 
 // liveness fills every step's in, out and live lists, working backwards from the output.
 func (p *cpPlan) liveness() error {
-	live := map[string]bool{regOut: true}
+	live := map[string]bool{regX: true}
 	for k := len(p.steps) - 1; k >= 0; k-- {
 		st := p.steps[k]
 		st.live = sortedKeys(live)

@@ -22,6 +22,11 @@
 //     halo frames and (all-to-all) attention tokens through a Comm, the network runs as
 //     compiled segments between the exchanges, and the members' outputs joined over frames
 //     match Forward within 1e-5 relative L2 in fp32 (fp32 rounding, not bit for bit).
+//   - The layer sequence is written once (walk, layers.go), against a small interface:
+//     Build applies each layer to graph nodes, ForwardFrames' plan records the same calls
+//     as segments and exchanges. Only the res-blocks and transformers, which mix frames,
+//     have a context-parallel form (cp_ops.go); every other layer, and the pieces the
+//     two forms share, are the same functions.
 //
 // Conventions taken from diffusers that are easy to get wrong: the time mixers of the
 // UNet weight the spatial branch with alpha = sigmoid(mix_factor); the temporal

@@ -49,14 +49,21 @@ func resnetBlock2D(s nn.Scope, x, temb *Node, cout int, eps float64) *Node {
 func temporalResnetBlock(s nn.Scope, x, temb *Node, eps float64) *Node {
 	g := x.Graph()
 	c := x.Shape().Dim(1)
-	e := temb.Shape().Dim(-1)
 	h := nn.GroupNorm(x, s.Param(g, "norm1.weight", c), s.Param(g, "norm1.bias", c), groups, eps)
 	h = nn.Conv3DTime(nn.SiLU(h), s.Param(g, "conv1.weight", c, c, 3, 1, 1), s.Param(g, "conv1.bias", c))
-	t := nn.Linear(nn.SiLU(temb), s.Param(g, "time_emb_proj.weight", c, e), s.Param(g, "time_emb_proj.bias", c)) // [B, T, C]
-	h = Add(h, InsertAxes(TransposeAllAxes(t, 0, 2, 1), -1, -1))
+	h = addTimeEmbedding(s, h, temb)
 	h = nn.GroupNorm(h, s.Param(g, "norm2.weight", c), s.Param(g, "norm2.bias", c), groups, eps)
 	h = nn.Conv3DTime(nn.SiLU(h), s.Param(g, "conv2.weight", c, c, 3, 1, 1), s.Param(g, "conv2.bias", c))
 	return Add(x, h)
+}
+
+// addTimeEmbedding adds a TemporalResnetBlock's time_emb_proj of temb [B, T, E] to
+// h [B, C, T, h, w].
+func addTimeEmbedding(s nn.Scope, h, temb *Node) *Node {
+	g := h.Graph()
+	c, e := h.Shape().Dim(1), temb.Shape().Dim(-1)
+	t := nn.Linear(nn.SiLU(temb), s.Param(g, "time_emb_proj.weight", c, e), s.Param(g, "time_emb_proj.bias", c)) // [B, T, C]
+	return Add(h, InsertAxes(TransposeAllAxes(t, 0, 2, 1), -1, -1))
 }
 
 // alphaBlend is the UNet's AlphaBlender ("learned_with_images", image_only_indicator all

@@ -24,33 +24,55 @@ type attnSpec struct {
 // pixel ([B·h·w, S, D]); both are the same per-video context, so it is passed once per
 // video and crossAttention applies the repetition after the k/v projections.
 func transformerSpatioTemporal(s nn.Scope, x, ehs *Node, f frames, a attnSpec) *Node {
+	h := transformerIn(s, x, a)
+	pe := framePositions(s, x.Graph(), f, x.Shape().Dim(1))
+	for l := range a.layers {
+		h = basicTransformerBlock(s.Inf("transformer_blocks.%d", l), h, ehs, a)
+		h = temporalLayer(s, h, pe, ehs, f, l, a)
+	}
+	return transformerOut(s, h, x)
+}
+
+// transformerIn starts a TransformerSpatioTemporalModel: GroupNorm (per frame) of
+// x [N, C, h, w], tokens [N, h·w, C], proj_in.
+func transformerIn(s nn.Scope, x *Node, a attnSpec) *Node {
 	g := x.Graph()
 	d := x.Shape().Dimensions
-	bt, c, hh, ww := d[0], d[1], d[2], d[3]
+	n, c, hh, ww := d[0], d[1], d[2], d[3]
 	inner := a.heads * a.headDim
-
-	residual := x
 	h := nn.GroupNorm(x, s.Param(g, "norm.weight", c), s.Param(g, "norm.bias", c), groups, transformerGroupNormEps)
-	h = Reshape(TransposeAllAxes(h, 0, 2, 3, 1), bt, hh*ww, c)
-	h = nn.Linear(h, s.Param(g, "proj_in.weight", inner, c), s.Param(g, "proj_in.bias", inner))
+	h = Reshape(TransposeAllAxes(h, 0, 2, 3, 1), n, hh*ww, c)
+	return nn.Linear(h, s.Param(g, "proj_in.weight", inner, c), s.Param(g, "proj_in.bias", inner))
+}
 
-	// Frame position embedding, the same for every video: [T, C] -> [B·T, 1, C].
+// framePositions is the frame position embedding of f.t frames (indices 0..t-1), the same
+// for every video: [B·T, 1, C].
+func framePositions(s nn.Scope, g *Graph, f frames, c int) *Node {
 	pos := make([]float32, f.t)
 	for i := range pos {
 		pos[i] = float32(i)
 	}
 	pe := nn.Timesteps(Const(g, pos), c, true, 0)
 	pe = timestepEmbedding(s.In("time_pos_embed"), pe, 4*c, c)
-	pe = Reshape(BroadcastToDims(InsertAxes(pe, 0), f.b, f.t, c), bt, 1, c)
+	return Reshape(BroadcastToDims(InsertAxes(pe, 0), f.b, f.t, c), f.b*f.t, 1, c)
+}
 
-	for l := range a.layers {
-		h = basicTransformerBlock(s.Inf("transformer_blocks.%d", l), h, ehs, a)
-		mix := temporalBasicTransformerBlock(s.Inf("temporal_transformer_blocks.%d", l), Add(h, pe), ehs, f, a)
-		h = alphaBlend(s.In("time_mixer"), h, mix)
-	}
-	h = nn.Linear(h, s.Param(g, "proj_out.weight", c, inner), s.Param(g, "proj_out.bias", c))
-	h = TransposeAllAxes(Reshape(h, bt, hh, ww, c), 0, 3, 1, 2)
-	return Add(h, residual)
+// temporalLayer is the temporal half of layer l: the TemporalBasicTransformerBlock on
+// tokens h [B·T, S, C] plus the frame positions pe, mixed with h by the time mixer.
+func temporalLayer(s nn.Scope, h, pe, ehs *Node, f frames, l int, a attnSpec) *Node {
+	mix := temporalBasicTransformerBlock(s.Inf("temporal_transformer_blocks.%d", l), Add(h, pe), ehs, f, a)
+	return alphaBlend(s.In("time_mixer"), h, mix)
+}
+
+// transformerOut ends a TransformerSpatioTemporalModel: proj_out of the tokens, back to
+// the shape of the residual res [N, C, h, w], plus res.
+func transformerOut(s nn.Scope, tok, res *Node) *Node {
+	g := tok.Graph()
+	d := res.Shape().Dimensions
+	n, c, hh, ww := d[0], d[1], d[2], d[3]
+	h := nn.Linear(tok, s.Param(g, "proj_out.weight", c, tok.Shape().Dim(-1)), s.Param(g, "proj_out.bias", c))
+	h = TransposeAllAxes(Reshape(h, n, hh, ww, c), 0, 3, 1, 2)
+	return Add(h, res)
 }
 
 // basicTransformerBlock is diffusers' BasicTransformerBlock (layer_norm, GEGLU): x [N, S, C]

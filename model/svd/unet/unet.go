@@ -79,92 +79,46 @@ func Build(s nn.Scope, cfg Config, sample, timestep, ehs, addedTimeIDs *Node) *N
 		ehs.Shape().Dimensions, addedTimeIDs.Shape().Dimensions); err != nil {
 		panic(err)
 	}
-	g := sample.Graph()
 	sd := sample.Shape().Dimensions
-	b, t, cin, hh, ww := sd[0], sd[1], sd[2], sd[3], sd[4]
-	f := frames{b: b, t: t}
-	n := cfg.NumBlocks()
-	ch := cfg.BlockOutChannels
-	embDim := cfg.TimeEmbedDim()
+	b, t, hh, ww := sd[0], sd[1], sd[3], sd[4]
+	l := &graphLayers{s: s, cfg: cfg, f: frames{b: b, t: t}, x: sample, timestep: timestep, ehs: ehs, ids: addedTimeIDs}
+	walk(cfg, hh, ww, l)
+	return Reshape(l.x, b, t, cfg.OutChannels, hh, ww)
+}
 
-	// 1-2. Time and added-time embeddings, [B, E], repeated per frame.
-	ts := BroadcastToDims(Reshape(timestep, -1), b)
-	emb := timestepEmbedding(s.In("time_embedding"), nn.Timesteps(ts, ch[0], true, 0), embDim, embDim)
-	k := addedTimeIDs.Shape().Dim(1)
-	aug := nn.Timesteps(Reshape(addedTimeIDs, b*k), cfg.AdditionTimeEmbedDim, true, 0)
-	aug = Reshape(aug, b, k*cfg.AdditionTimeEmbedDim)
-	emb = Add(emb, timestepEmbedding(s.In("add_embedding"), aug, embDim, embDim))
-	emb = repeatInterleave(emb, t) // [B·T, E]
-	ctx := ehs                     // [B, S, D]: the blocks repeat it per frame / pixel
+// graphLayers builds the layer sequence as one graph: the whole video is here, so the
+// layers that mix frames see every frame.
+type graphLayers struct {
+	s                  nn.Scope
+	cfg                Config
+	f                  frames
+	timestep, ehs, ids *Node
+	emb                *Node // [B·T, E]
+	x                  *Node
+	skips              []*Node
+}
 
-	// 3. conv_in.
-	x := Reshape(sample, b*t, cin, hh, ww)
-	x = nn.Conv2D(x, s.Param(g, "conv_in.weight", ch[0], cin, 3, 3), s.Param(g, "conv_in.bias", ch[0]), nn.ConvOpts{Padding: 1})
+func (l *graphLayers) embed() {
+	l.emb = repeatInterleave(embedding(l.s, l.cfg, l.timestep, l.ids), l.f.t)
+}
 
-	// 4. Down path; skips starts with conv_in's output.
-	skips := []*Node{x}
-	for i := range n {
-		bs := s.Inf("down_blocks.%d", i)
-		attn := cfg.DownHasAttention(i)
-		eps := epsDown
-		if attn {
-			eps = epsCrossDown
-		}
-		for l := range cfg.LayersPerBlock[i] {
-			x = spatioTemporalResBlock(bs.Inf("resnets.%d", l), x, emb, f, ch[i], eps)
-			if attn {
-				x = transformerSpatioTemporal(bs.Inf("attentions.%d", l), x, ctx, f, spec(cfg, i, l))
-			}
-			skips = append(skips, x)
-		}
-		if i < n-1 {
-			x = nn.Conv2D(x, bs.Param(g, "downsamplers.0.conv.weight", ch[i], ch[i], 3, 3),
-				bs.Param(g, "downsamplers.0.conv.bias", ch[i]), nn.ConvOpts{Stride: 2, Padding: 1})
-			skips = append(skips, x)
-		}
-	}
+func (l *graphLayers) apply(_ string, f func(s nn.Scope, x *Node) *Node) { l.x = f(l.s, l.x) }
 
-	// 5. Mid block.
-	ms := s.In("mid_block")
-	x = spatioTemporalResBlock(ms.In("resnets.0"), x, emb, f, ch[n-1], epsMid)
-	x = transformerSpatioTemporal(ms.In("attentions.0"), x, ctx, f, spec(cfg, n-1, 0))
-	x = spatioTemporalResBlock(ms.In("resnets.1"), x, emb, f, ch[n-1], epsMid)
+func (l *graphLayers) resBlock(path string, cout int, eps float64) {
+	l.x = spatioTemporalResBlock(l.s.In(path), l.x, l.emb, l.f, cout, eps)
+}
 
-	// 6. Up path. When h or w is not a multiple of 2^(n-1), every upsampler interpolates
-	// to the size of the next skip instead of doubling.
-	factor := 1 << (n - 1)
-	toSkipSize := hh%factor != 0 || ww%factor != 0
-	for j := range n {
-		i := n - 1 - j
-		us := s.Inf("up_blocks.%d", j)
-		attn := cfg.UpHasAttention(j)
-		for l := range cfg.LayersPerBlock[i] + 1 {
-			skip := skips[len(skips)-1]
-			skips = skips[:len(skips)-1]
-			x = Concatenate([]*Node{x, skip}, 1)
-			x = spatioTemporalResBlock(us.Inf("resnets.%d", l), x, emb, f, ch[i], epsUp)
-			if attn {
-				x = transformerSpatioTemporal(us.Inf("attentions.%d", l), x, ctx, f, spec(cfg, i, l))
-			}
-		}
-		if j < n-1 {
-			xd := x.Shape().Dimensions
-			oh, ow := 2*xd[2], 2*xd[3]
-			if toSkipSize {
-				sk := skips[len(skips)-1].Shape().Dimensions
-				oh, ow = sk[2], sk[3]
-			}
-			x = resizeNearest(x, oh, ow)
-			x = nn.Conv2D(x, us.Param(g, "upsamplers.0.conv.weight", ch[i], ch[i], 3, 3),
-				us.Param(g, "upsamplers.0.conv.bias", ch[i]), nn.ConvOpts{Padding: 1})
-		}
-	}
+// transformer passes ehs [B, S, D] once per video: the blocks repeat it per frame / pixel.
+func (l *graphLayers) transformer(path string, a attnSpec) {
+	l.x = transformerSpatioTemporal(l.s.In(path), l.x, l.ehs, l.f, a)
+}
 
-	// 7. Output head.
-	x = nn.GroupNorm(x, s.Param(g, "conv_norm_out.weight", ch[0]), s.Param(g, "conv_norm_out.bias", ch[0]), groups, epsOut)
-	x = nn.Conv2D(nn.SiLU(x), s.Param(g, "conv_out.weight", cfg.OutChannels, ch[0], 3, 3),
-		s.Param(g, "conv_out.bias", cfg.OutChannels), nn.ConvOpts{Padding: 1})
-	return Reshape(x, b, t, cfg.OutChannels, hh, ww)
+func (l *graphLayers) pushSkip() { l.skips = append(l.skips, l.x) }
+
+func (l *graphLayers) popSkip() {
+	skip := l.skips[len(l.skips)-1]
+	l.skips = l.skips[:len(l.skips)-1]
+	l.x = Concatenate([]*Node{l.x, skip}, 1)
 }
 
 // spec returns the transformer shape of layer l of the blocks with per-block index i.

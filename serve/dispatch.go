@@ -1,0 +1,639 @@
+package serve
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/sched"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// The dispatcher is the coordinator's state machine, in the manner of etcd raft's RawNode:
+// it holds every job's lifecycle (queue, admission, running slots, the latest latent of
+// each sample), the live workers and their batches, and decides; the Coordinator
+// (coord.go, conn.go, durable.go) feeds it events and performs the actions it returns
+// (dispatch_action.go). It has no goroutines, sockets, clocks or files: time comes in with
+// the events, and what must happen in the world (send a batch, write a record, wake
+// subscribers) goes out as actions, so every rule is tested with tables of events and
+// actions (dispatch_cases_test.go) and a fuzzer that checks its invariants
+// (dispatch_fuzz_test.go).
+//
+// Events: load (the store's records at start), reserve/submitted (a submission before and
+// after its files are written), prepared (a job's initial sample is built), cancel, join
+// and lost (a worker's connection), message (a worker's progress, dropped rows, result,
+// failure), outputWritten and recordSaved (a write landed or failed for good),
+// checkStalls (the watchdog's tick), expire and remove (retention and DELETE), close.
+type dispatcher struct {
+	lim       dispatchLimits
+	closed    bool
+	jobs      map[string]*job
+	queue     []*job  // waiting for a slot, by seq
+	ready     []*item // prepared, waiting for a worker, by seq
+	running   int     // jobs holding a slot
+	reserving int     // submissions being persisted
+	nextSeq   uint64
+	nextBatch int64
+	workers   map[int]*rankConn // live, by rank
+	counts    map[State]int
+	runEWMA   float64 // ms per job, for Retry-After
+	// rate is the measured step time per unit of work (the stall watchdog's yardstick).
+	rate stepRate
+	// out collects the actions of the events since the last take.
+	out []action
+}
+
+// dispatchLimits are the CoordConfig fields the dispatcher decides with.
+type dispatchLimits struct {
+	MaxBatch, MaxQueue, MaxRunning, Depth, MaxAttempts int
+	StallTimeout                                       time.Duration
+}
+
+// job is the dispatcher's view of one job.
+type job struct {
+	rec       Record
+	img       []byte // the upload, until prepared (loaded from the store after a restart)
+	it        *item  // while running
+	stepsDone int
+	stage     int
+	stages    int
+	cancelReq bool
+	started   time.Time
+	created   time.Time
+	version   uint64
+	// writes counts the record writes of this job still in flight; a job is never
+	// expired while one could put its record back.
+	writes int
+	// recVer counts the record versions handed to actPersist, savedVer is the latest one
+	// that landed.
+	recVer, savedVer uint64
+	// before is the state the job had when it ended; it is reported until the end record
+	// has landed (endSaved).
+	before   State
+	endSaved bool
+	// completing: the last step came back and the output is being written; a cancel is too
+	// late now (409).
+	completing bool
+}
+
+// item is a running sample: the dispatcher keeps its latest latent (the last one a worker
+// handed back) until the next stage's result arrives.
+type item struct {
+	job      *job
+	step     int
+	latent   *tensor.Dense // [1, T, C, H, W] at step
+	cond     model.Conditioning
+	guidance []float32
+	// windows cut a long video into temporal windows (nil: one window).
+	windows *pipeline.Windows
+	// sched is the scheduler's state of the job at step (nil for Euler).
+	sched    sched.State
+	batch    *batch
+	attempts int
+	// stalls counts this sample's runs ended by the stall watchdog (each doubles the next
+	// run's limit, see stallLimit).
+	stalls int
+}
+
+func (it *item) key(start, end int) batchKey {
+	return batchKey{steps: it.job.rec.Params.Steps, start: start, end: end, shape: it.latent.Shape, guidance: it.guidance, windows: it.windows}
+}
+
+// batch is a group of items sent to one worker for steps [start, end).
+type batch struct {
+	id         int64
+	w          *rankConn
+	items      []*item // by row; nil once dropped
+	start, end int
+	stage      int
+	last       time.Time // when the batch was sent or last reported progress
+}
+
+// rankConn is one worker connection as the dispatcher sees it.
+type rankConn struct {
+	rank, pid   int
+	outstanding map[int64]*batch
+}
+
+func newDispatcher(lim dispatchLimits) *dispatcher {
+	return &dispatcher{lim: lim, jobs: map[string]*job{}, workers: map[int]*rankConn{}, counts: map[State]int{}}
+}
+
+// take returns the actions of the events handled since the last call.
+func (d *dispatcher) take() []action {
+	out := d.out
+	d.out = nil
+	return out
+}
+
+func (d *dispatcher) emit(a action) { d.out = append(d.out, a) }
+
+func (d *dispatcher) log(level slog.Level, msg string, args ...any) {
+	d.emit(actLog{level: level, msg: msg, args: args})
+}
+
+func (d *dispatcher) metric(kind metricKind, stage int, v float64, at time.Time) {
+	d.emit(actMetric{kind: kind, stage: stage, v: v, at: at})
+}
+
+// load takes the store's records at start-up: finished jobs stay as they are, queued and
+// running ones are queued again from step 0 (a job's result does not depend on where it
+// restarts), or end cancelled when a cancel had been accepted for them.
+func (d *dispatcher) load(recs []Record, now time.Time) {
+	var resumed []*job
+	for _, r := range recs {
+		j := &job{rec: r, stage: -1, created: r.CreatedAt, endSaved: r.State.Final()}
+		if r.StartedAt != nil {
+			j.started = *r.StartedAt // a finished job keeps its timings
+		}
+		d.nextSeq = max(d.nextSeq, r.Seq)
+		d.jobs[r.ID] = j
+		d.counts[j.rec.State]++
+		if !r.State.Final() {
+			// An unfinished job lived through a server restart: count it, and rerun it
+			// unless a cancel was accepted for it.
+			j.rec.Restarts++
+			j.rec.StartedAt, j.started = nil, time.Time{}
+			d.setState(j, StateQueued)
+			resumed = append(resumed, j)
+		}
+	}
+	if len(resumed) > 0 {
+		d.log(slog.LevelInfo, "resuming jobs from the store", "queued", len(resumed), "total", len(recs))
+	}
+	slices.SortFunc(resumed, func(a, b *job) int { return cmpSeq(a.rec.Seq, b.rec.Seq) })
+	for _, j := range resumed {
+		if j.rec.CancelRequested {
+			d.end(j, StateCancelled, "", now)
+			continue
+		}
+		d.queue = append(d.queue, j)
+		d.persist(j) // the restart count
+	}
+	d.admit(now)
+}
+
+func cmpSeq(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// reserve takes a place in the queue for a submission whose files are being written and
+// returns its sequence number.
+func (d *dispatcher) reserve(now time.Time) (uint64, error) {
+	if d.closed {
+		return 0, ErrClosed
+	}
+	if len(d.queue)+d.reserving >= d.lim.MaxQueue {
+		d.metric(metricRejected, 0, 1, now)
+		return 0, ErrQueueFull
+	}
+	d.reserving++
+	d.nextSeq++
+	return d.nextSeq, nil
+}
+
+// submitted ends a reservation: with err == nil rec (written to the store) joins the queue
+// in sequence order, with the upload img.
+func (d *dispatcher) submitted(rec Record, img []byte, err error, now time.Time) (*job, error) {
+	d.reserving--
+	if err != nil {
+		return nil, err
+	}
+	j := &job{rec: rec, img: img, stage: -1, created: rec.CreatedAt, recVer: 1, savedVer: 1}
+	d.jobs[rec.ID] = j
+	d.counts[StateQueued]++
+	i := sort.Search(len(d.queue), func(i int) bool { return d.queue[i].rec.Seq > rec.Seq })
+	d.queue = slices.Insert(d.queue, i, j)
+	d.metric(metricSubmitted, 0, 1, now)
+	d.admit(now)
+	return j, nil
+}
+
+func (d *dispatcher) setState(j *job, s State) {
+	d.counts[j.rec.State]--
+	d.counts[s]++
+	j.rec.State = s
+}
+
+// touch marks a change of j that its subscribers see.
+func (d *dispatcher) touch(j *job) {
+	j.version++
+	d.emit(actNotify{j})
+}
+
+// persist asks for j's record to be written (the latest at the time the write starts).
+func (d *dispatcher) persist(j *job) {
+	j.writes++
+	j.recVer++
+	d.emit(actPersist{j: j, state: j.rec.State})
+}
+
+// record is what a write of j's record starts with: the record and its version.
+func (d *dispatcher) record(j *job) (Record, uint64) { return j.rec, j.recVer }
+
+// recordSaved: the write of j's record version ver ended (err: it never landed, the server
+// is closing). An end state is reported once its record has landed.
+func (d *dispatcher) recordSaved(j *job, ver uint64, err error) {
+	j.writes--
+	if err != nil {
+		return // the server is closing: the store keeps the last record that landed
+	}
+	if ver > j.savedVer {
+		j.savedVer = ver
+		if j.rec.State.Final() && !j.endSaved {
+			j.endSaved = true
+			d.touch(j)
+		}
+		d.emit(actSaved{j})
+	}
+}
+
+// admit moves queued jobs into free slots, FIFO.
+func (d *dispatcher) admit(now time.Time) {
+	for len(d.queue) > 0 && d.running < d.lim.MaxRunning && !d.closed {
+		j := d.queue[0]
+		d.queue = d.queue[1:]
+		d.running++
+		d.setState(j, StateRunning)
+		j.started = now
+		t := now.UTC()
+		j.rec.StartedAt = &t
+		d.touch(j)
+		d.emit(actPrepare{j: j, id: j.rec.ID, params: j.rec.Params, prompt: j.rec.Prompt, img: j.img})
+	}
+}
+
+// prepared: job j's initial sample is built (it), or failed (err).
+func (d *dispatcher) prepared(j *job, it *item, err error, now time.Time) {
+	j.img = nil
+	switch {
+	case d.closed:
+	case err != nil:
+		d.end(j, StateFailed, err.Error(), now)
+	case j.cancelReq:
+		d.end(j, StateCancelled, "", now)
+	default:
+		j.it = it
+		d.readyItem(it)
+		d.dispatch(now)
+	}
+}
+
+// readyItem queues an item for a worker, in submission order.
+func (d *dispatcher) readyItem(it *item) {
+	seq := it.job.rec.Seq
+	i := sort.Search(len(d.ready), func(i int) bool { return d.ready[i].job.rec.Seq > seq })
+	d.ready = slices.Insert(d.ready, i, it)
+	j := it.job
+	j.stepsDone, j.stage = it.step, -1
+	d.touch(j)
+}
+
+func (d *dispatcher) removeReady(it *item) {
+	if i := slices.Index(d.ready, it); i >= 0 {
+		d.ready = slices.Delete(d.ready, i, i+1)
+	}
+}
+
+// end finishes a job that did not succeed (cancelled or failed), freeing its slot, and
+// persists the outcome.
+func (d *dispatcher) end(j *job, s State, msg string, now time.Time) {
+	if j.rec.State.Final() {
+		return
+	}
+	if j.rec.State == StateRunning && !j.completing {
+		d.running--
+	}
+	j.completing = false
+	j.before = j.rec.State
+	if j.it != nil {
+		d.removeReady(j.it)
+		j.it = nil
+	}
+	d.setState(j, s)
+	j.rec.Error = msg
+	t := now.UTC()
+	j.rec.FinishedAt = &t
+	j.stage = -1
+	if s == StateFailed {
+		d.metric(metricFailed, 0, 1, now)
+		d.log(slog.LevelWarn, "job failed", "id", j.rec.ID, "err", msg)
+	}
+	d.touch(j)
+	d.persist(j)
+	d.admit(now)
+	d.emit(actFreeMemory{})
+}
+
+// complete takes a sample that ran its last step: its slot is freed at once and the final
+// latent is written before the job is marked succeeded (outputWritten).
+func (d *dispatcher) complete(it *item, now time.Time) {
+	j := it.job
+	j.it = nil
+	j.stepsDone = j.rec.Params.Steps
+	j.stage = -1
+	j.completing = true
+	d.running--
+	d.admit(now)
+	d.emit(actWriteOutput{j: j, latent: it.latent})
+}
+
+// outputWritten: the final latent of j (of shape) was written, or could not be (err).
+func (d *dispatcher) outputWritten(j *job, shape []int, err error, now time.Time) {
+	if j.rec.State.Final() {
+		return
+	}
+	if err != nil {
+		// The cause (with its paths) is in the log; the job's error is for clients.
+		d.end(j, StateFailed, "storing the output failed", now)
+		return
+	}
+	t := now.UTC()
+	j.completing = false
+	j.before = j.rec.State
+	d.setState(j, StateSucceeded)
+	j.rec.FinishedAt, j.rec.LatentShape = &t, shape
+	run := now.Sub(j.started).Seconds() * 1000
+	if d.runEWMA == 0 {
+		d.runEWMA = run
+	}
+	d.runEWMA = 0.9*d.runEWMA + 0.1*run
+	d.metric(metricCompleted, 0, 1, now)
+	d.persist(j) // reported succeeded once the record has landed
+	d.emit(actFreeMemory{})
+}
+
+// cancel asks for job id to stop: a queued job ends at once, a running one at its next step
+// boundary. It returns the record version the caller must see land before it reports the
+// cancel (see Coordinator.Cancel); a finished job, or one whose last step has already come
+// back, is ErrFinished (with the job).
+func (d *dispatcher) cancel(id string, now time.Time) (*job, uint64, error) {
+	if d.closed {
+		return nil, 0, ErrClosed
+	}
+	j, ok := d.lookup(id)
+	if !ok {
+		return nil, 0, notFound(id)
+	}
+	switch {
+	case j.rec.State == StateCancelled:
+	case j.rec.State.Final() || j.completing:
+		state := j.rec.State
+		if j.completing {
+			state = "finishing"
+		}
+		return j, 0, fmt.Errorf("%w: %s is %s", ErrFinished, id, state)
+	case j.rec.State == StateQueued:
+		if i := slices.Index(d.queue, j); i >= 0 {
+			d.queue = slices.Delete(d.queue, i, i+1)
+		}
+		d.end(j, StateCancelled, "", now)
+	case !j.cancelReq:
+		j.cancelReq = true
+		j.rec.CancelRequested = true
+		d.persist(j)
+		d.touch(j)
+		if it := j.it; it != nil {
+			if it.batch == nil {
+				d.end(j, StateCancelled, "", now)
+			} else if j.stepsDone < j.rec.Params.Steps {
+				b := it.batch
+				for r, x := range b.items {
+					if x == it {
+						d.emit(actCancelRow{w: b.w, batch: b.id, row: r})
+					}
+				}
+			}
+		}
+	}
+	return j, j.recVer, nil
+}
+
+// lookup finds job id, checking its form first.
+func (d *dispatcher) lookup(id string) (*job, bool) {
+	if !ValidID(id) {
+		return nil, false
+	}
+	j, ok := d.jobs[id]
+	return j, ok
+}
+
+// status is what clients see of j at now. An end (succeeded, failed, cancelled) is shown
+// only once its record has landed in the store; until then j shows the state it ended
+// from, so no client ever sees an end state that a restart could undo.
+func (d *dispatcher) status(j *job, now time.Time) Status {
+	rec := j.rec
+	if rec.State.Final() && !j.endSaved {
+		rec.State, rec.Error, rec.FinishedAt = j.before, "", nil
+	}
+	st := Status{ID: rec.ID, State: rec.State, Error: rec.Error, Params: rec.Params, CreatedAt: rec.CreatedAt,
+		FinishedAt: rec.FinishedAt, Restarts: rec.Restarts, Version: j.version,
+		Progress: Progress{Step: j.stepsDone, Steps: rec.Params.Steps, Stage: j.stage, Stages: j.stages}}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	switch {
+	case rec.State == StateQueued:
+		st.Timings.QueuedMS = ms(now.Sub(j.created))
+	case !j.started.IsZero():
+		st.Timings.QueuedMS = ms(j.started.Sub(j.created))
+		end := now
+		if rec.FinishedAt != nil {
+			end = *rec.FinishedAt
+		}
+		st.Timings.RunMS = ms(end.Sub(j.started))
+	}
+	if rec.FinishedAt != nil {
+		st.Timings.TotalMS = ms(rec.FinishedAt.Sub(rec.CreatedAt))
+		if rec.State == StateSucceeded {
+			st.Progress.Step = rec.Params.Steps
+		}
+	}
+	return st
+}
+
+// retryAfter estimates how many seconds until the queue has room.
+func (d *dispatcher) retryAfter() int {
+	per := d.runEWMA / 1000 / float64(max(1, d.lim.MaxRunning))
+	s := int(per*float64(len(d.queue)-d.lim.MaxQueue+1) + 0.999)
+	return min(max(s, 1), 60)
+}
+
+// expire removes the jobs ExpiredJobs picks at now among the finished jobs with no record
+// write in flight, and returns their records (the driver then deletes their files and
+// records).
+func (d *dispatcher) expire(now time.Time, keep time.Duration) ([]Record, error) {
+	if d.closed {
+		return nil, ErrClosed
+	}
+	var cands []Record
+	for _, j := range d.jobs {
+		if j.rec.State.Final() && j.writes == 0 {
+			cands = append(cands, j.rec)
+		}
+	}
+	dead := ExpiredJobs(cands, now, keep)
+	slices.SortFunc(dead, func(a, b Record) int { return cmpSeq(a.Seq, b.Seq) })
+	for _, r := range dead {
+		d.forget(d.jobs[r.ID])
+	}
+	if len(dead) > 0 {
+		d.metric(metricExpired, 0, float64(len(dead)), now)
+		d.log(slog.LevelInfo, "expired finished jobs", "deleted", len(dead), "keep", keep)
+	}
+	return dead, nil
+}
+
+// remove takes job id out if it has ended and its record is written (done), for DELETE.
+func (d *dispatcher) remove(id string) (rec Record, done bool, err error) {
+	if d.closed {
+		return Record{}, false, ErrClosed
+	}
+	j, ok := d.jobs[id]
+	if !ok {
+		return Record{}, false, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	if !j.rec.State.Final() || j.writes != 0 {
+		return Record{}, false, nil
+	}
+	d.forget(j)
+	return j.rec, true, nil
+}
+
+// forget drops j from memory: from then on it is unknown.
+func (d *dispatcher) forget(j *job) {
+	delete(d.jobs, j.rec.ID)
+	d.counts[j.rec.State]--
+	d.touch(j) // event streams wake up, find no job and end
+	d.emit(actForget{j})
+}
+
+// close stops all scheduling: nothing is admitted or dispatched any more.
+func (d *dispatcher) close() { d.closed = true }
+
+// dispatch hands ready items to workers with room, forming batches.
+func (d *dispatcher) dispatch(now time.Time) {
+	if d.closed || len(d.ready) == 0 || len(d.workers) == 0 {
+		return
+	}
+	ranks := d.liveRanks()
+	plans := map[int][]pipeline.Range{}
+	type target struct{ rank, stage, end int }
+	where := func(it *item) (target, bool) {
+		n := it.job.rec.Params.Steps
+		plan, ok := plans[n]
+		if !ok {
+			var err error
+			if plan, err = stagePlan(n, len(ranks)); err != nil {
+				return target{}, false
+			}
+			plans[n] = plan
+		}
+		st, end := stageOf(plan, it.step)
+		if st < 0 {
+			return target{}, false
+		}
+		return target{ranks[st], st, end}, true
+	}
+	for progress := true; progress; {
+		progress = false
+		for _, r := range ranks {
+			w := d.workers[r]
+			if len(w.outstanding) >= d.lim.Depth {
+				continue
+			}
+			var b *batch
+			var key batchKey
+			rest := d.ready[:0:0]
+			for _, it := range d.ready {
+				t, ok := where(it)
+				switch {
+				case !ok || t.rank != r || (b != nil && len(b.items) >= d.lim.MaxBatch):
+					rest = append(rest, it)
+				case b == nil:
+					d.nextBatch++
+					b = &batch{id: d.nextBatch, w: w, items: []*item{it}, start: it.step, end: t.end, stage: t.stage}
+					key = it.key(it.step, t.end)
+				case key.compatible(it.key(it.step, t.end)):
+					b.items = append(b.items, it)
+				default:
+					rest = append(rest, it)
+				}
+			}
+			if b == nil {
+				continue
+			}
+			d.ready = rest
+			d.send(w, b, len(ranks), now)
+			progress = true
+		}
+	}
+}
+
+// liveRanks returns the ranks of the connected workers, ascending.
+func (d *dispatcher) liveRanks() []int {
+	ranks := make([]int, 0, len(d.workers))
+	for r := range d.workers {
+		ranks = append(ranks, r)
+	}
+	sort.Ints(ranks)
+	return ranks
+}
+
+func (d *dispatcher) send(w *rankConn, b *batch, stages int, now time.Time) {
+	first := b.items[0]
+	per := first.latent.Len()
+	shape := append([]int{len(b.items)}, first.latent.Shape[1:]...)
+	pit := &pipeline.Item{Group: b.id, Step: b.start, Latent: tensor.New(shape...), Guidance: first.guidance, Windows: first.windows}
+	states := make([]sched.State, len(b.items))
+	for r, it := range b.items {
+		states[r] = it.sched
+		pit.Samples = append(pit.Samples, int64(r))
+		copy(pit.Latent.Data[r*per:(r+1)*per], it.latent.Data)
+		pit.Cond = append(pit.Cond, it.cond)
+		it.batch = b
+		it.job.stage = b.stage
+		it.job.stages = min(stages, it.job.rec.Params.Steps)
+		d.touch(it.job)
+	}
+	var err error
+	if pit.SchedState, err = sched.StackRows(states); err != nil {
+		// The items share the scheduler and the step, so their states have the same names.
+		d.requeue(b, err.Error(), now)
+		return
+	}
+	b.last = now
+	w.outstanding[b.id] = b
+	d.emit(actRun{w: w, b: b, item: pit, end: b.end, steps: first.job.rec.Params.Steps})
+}
+
+// requeue puts the live items of a batch back in the ready list at the latent they were
+// sent with (a lost worker's batch restarts from its last hand-off).
+func (d *dispatcher) requeue(b *batch, why string, now time.Time) {
+	for r, it := range b.items {
+		if it == nil {
+			continue
+		}
+		b.items[r] = nil
+		it.batch = nil
+		if it.job.cancelReq {
+			d.end(it.job, StateCancelled, "", now)
+			continue
+		}
+		it.attempts++
+		if it.attempts > d.lim.MaxAttempts {
+			d.end(it.job, StateFailed, fmt.Sprintf("steps [%d,%d) failed %d times: %s", b.start, b.end, it.attempts, why), now)
+			continue
+		}
+		it.job.rec.Restarts++
+		d.readyItem(it)
+	}
+}

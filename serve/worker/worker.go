@@ -1,0 +1,278 @@
+// Package worker is the worker side of vdpp's inference server: the loop a worker rank
+// (a `vdpp worker serve` process, or goroutines of the server with an in-process launcher)
+// runs on its connection to the coordinator. Which model it runs is the caller's: Config
+// carries a function that builds the pipeline.Stepper of a schedule.
+//
+// Contract:
+//   - Each batch the coordinator sends runs steps [Item.Step, end) with one Stepper.Step per
+//     step for all its rows, reporting each step (progress, with its compute time), then
+//     sends the rows back (result). Batches run one at a time, in the order they came.
+//   - A row the coordinator cancels is dropped at the next step boundary (dropped); a batch
+//     whose rows were all dropped ends with empty. A model error is reported (failed) and
+//     the worker goes on; only a broken connection ends it.
+//   - The worker pings every Heartbeat and gives up on a coordinator silent for
+//     HeartbeatTimeout. A coordinator that closes the connection, or ctx ending, ends Run
+//     with nil.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/sched"
+	"github.com/vdpp/vdpp/serve/wire"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// Config is one worker rank on an authenticated connection (wire.Dial).
+type Config struct {
+	Conn net.Conn
+	Rank int
+	// Stepper builds the stepper of a schedule of the given total steps; it is called once
+	// per distinct schedule, from one goroutine.
+	Stepper func(steps int) (*pipeline.Stepper, error)
+	// Heartbeat is the ping interval; HeartbeatTimeout how long the coordinator may be
+	// silent before the worker gives up. Defaults wire.DefaultHeartbeat and
+	// wire.DefaultHeartbeatTimeout.
+	Heartbeat, HeartbeatTimeout time.Duration
+	// AfterBatch, when set, runs after each batch (the server returns freed memory).
+	AfterBatch func()
+	Log        *slog.Logger
+}
+
+// batch is a batch a worker runs.
+type batch struct {
+	it    *pipeline.Item
+	end   int
+	steps int
+}
+
+// Run runs the batches the coordinator sends on cfg.Conn until ctx ends or the coordinator
+// goes away (then nil); it closes the connection when it returns.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = wire.DefaultHeartbeat
+	}
+	if cfg.HeartbeatTimeout <= 0 {
+		cfg.HeartbeatTimeout = wire.DefaultHeartbeatTimeout
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.AfterBatch == nil {
+		cfg.AfterBatch = func() {}
+	}
+	c := cfg.Conn
+	wc := wire.NewConn(c, cfg.HeartbeatTimeout)
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		<-ctx.Done()
+		c.Close()
+	}()
+	w := &worker{cfg: cfg, wc: wc, steppers: map[int]*pipeline.Stepper{}, cancels: map[int64]map[int]bool{}}
+	inbox := make(chan batch, 64)
+	errc := make(chan error, 3)
+	go func() { errc <- w.read(ctx, inbox) }()
+	go func() { errc <- w.heartbeat(ctx) }()
+	go func() { errc <- w.compute(ctx, inbox) }()
+	err := <-errc
+	cancel()
+	if errors.Is(err, io.EOF) || parent.Err() != nil {
+		return nil // the coordinator closed the connection, or we were told to stop
+	}
+	return fmt.Errorf("serve: worker %d: %w", cfg.Rank, err)
+}
+
+type worker struct {
+	cfg      Config
+	wc       *wire.Conn
+	steppers map[int]*pipeline.Stepper // by total steps; used by the compute goroutine only
+
+	mu      sync.Mutex
+	cancels map[int64]map[int]bool // batch -> rows to drop
+}
+
+func (w *worker) read(ctx context.Context, inbox chan<- batch) error {
+	for {
+		m, err := w.wc.Recv(w.cfg.HeartbeatTimeout)
+		if err != nil {
+			return err
+		}
+		op, ctl, err := wire.Op(m)
+		if err != nil {
+			return err
+		}
+		switch op {
+		case wire.OpPing:
+		case wire.OpCancel:
+			w.mu.Lock()
+			set := w.cancels[m.Sample]
+			if set == nil {
+				set = map[int]bool{}
+				w.cancels[m.Sample] = set
+			}
+			for _, r := range wire.RowsOf(m) {
+				set[r] = true
+			}
+			w.mu.Unlock()
+		case wire.OpRun:
+			if len(ctl) < 3 {
+				return fmt.Errorf("%w: run without end and steps", wire.ErrProtocol)
+			}
+			it, err := pipeline.ItemFromMessage(m)
+			if err != nil {
+				return err
+			}
+			select {
+			case inbox <- batch{it: it, end: int(ctl[1]), steps: int(ctl[2])}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		default:
+			return fmt.Errorf("%w: unexpected op %d", wire.ErrProtocol, op)
+		}
+	}
+}
+
+func (w *worker) heartbeat(ctx context.Context) error {
+	t := time.NewTicker(w.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if err := w.wc.Send(wire.Ping()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (w *worker) compute(ctx context.Context, inbox <-chan batch) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case b := <-inbox:
+			if err := w.runBatch(ctx, b); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (w *worker) stepper(steps int) (*pipeline.Stepper, error) {
+	if s, ok := w.steppers[steps]; ok {
+		return s, nil
+	}
+	s, err := w.cfg.Stepper(steps)
+	if err != nil {
+		return nil, err
+	}
+	w.steppers[steps] = s
+	return s, nil
+}
+
+// takeCancelled returns the rows of batch id cancelled since the last call.
+func (w *worker) takeCancelled(id int64, done bool) map[int]bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	set := w.cancels[id]
+	if done {
+		delete(w.cancels, id)
+	} else if set != nil {
+		w.cancels[id] = map[int]bool{}
+	}
+	return set
+}
+
+// runBatch runs one batch; only a broken connection is returned as an error (a model
+// failure is reported to the coordinator and the worker goes on).
+func (w *worker) runBatch(ctx context.Context, b batch) error {
+	it := b.it
+	st, err := w.stepper(b.steps)
+	if err == nil && (b.end > b.steps || it.Step < 0 || it.Step >= b.end) {
+		err = fmt.Errorf("%w: batch %d steps [%d,%d) of %d", wire.ErrProtocol, it.Group, it.Step, b.end, b.steps)
+	}
+	for err == nil && it.Step < b.end {
+		if set := w.takeCancelled(it.Group, false); len(set) > 0 {
+			var dropped []int
+			it, dropped = DropRows(it, set)
+			if len(dropped) > 0 {
+				if err := w.wc.Send(comm.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []comm.NamedTensor{wire.Ctl(wire.OpDropped), wire.Rows(dropped)}}); err != nil {
+					return err
+				}
+			}
+			if len(it.Samples) == 0 {
+				break
+			}
+		}
+		t0 := time.Now()
+		if err = st.Step(ctx, it); err != nil {
+			break
+		}
+		us := float32(time.Since(t0).Microseconds())
+		if err := w.wc.Send(comm.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []comm.NamedTensor{wire.Ctl(wire.OpProgress, us)}}); err != nil {
+			return err
+		}
+		it.Step++
+	}
+	w.takeCancelled(it.Group, true)
+	w.cfg.AfterBatch() // the batch's step activations are garbage once it is sent
+	switch {
+	case err != nil:
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		w.cfg.Log.Error("batch failed", "batch", it.Group, "err", err)
+		return w.wc.Send(comm.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []comm.NamedTensor{wire.Ctl(wire.OpFailed), wire.Text(err.Error())}})
+	case len(it.Samples) == 0:
+		return w.wc.Send(comm.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []comm.NamedTensor{wire.Ctl(wire.OpEmpty)}})
+	default:
+		m := it.ToMessage()
+		m.Tensors = append(m.Tensors, wire.Ctl(wire.OpResult))
+		return w.wc.Send(m)
+	}
+}
+
+// DropRows removes the rows whose original index (it.Samples) is in set; it returns the
+// compacted item and the dropped indices. DropRows is pure.
+func DropRows(it *pipeline.Item, set map[int]bool) (*pipeline.Item, []int) {
+	var keep []int
+	var dropped []int
+	for i, s := range it.Samples {
+		if set[int(s)] {
+			dropped = append(dropped, int(s))
+		} else {
+			keep = append(keep, i)
+		}
+	}
+	if len(dropped) == 0 {
+		return it, nil
+	}
+	per := it.Latent.Len() / len(it.Samples)
+	shape := append([]int{len(keep)}, it.Latent.Shape[1:]...)
+	out := &pipeline.Item{Group: it.Group, Step: it.Step, Guidance: it.Guidance, Windows: it.Windows, Latent: tensor.New(shape...)}
+	var states []sched.State
+	for j, i := range keep {
+		states = append(states, it.SchedState.Rows(len(it.Samples), i, i+1))
+		out.Samples = append(out.Samples, it.Samples[i])
+		copy(out.Latent.Data[j*per:(j+1)*per], it.Latent.Data[i*per:(i+1)*per])
+		if it.Cond != nil {
+			out.Cond = append(out.Cond, it.Cond[i])
+		}
+	}
+	out.SchedState, _ = sched.StackRows(states) // rows of one state: the same names and shared values
+	return out, dropped
+}
