@@ -40,6 +40,12 @@ type Options struct {
 	SVG            string
 	Backend        string
 
+	// DecodeRanks > 0 decodes every finished latent with the model's VAE: on the last
+	// stage alone (1) or spread over the last N stages of each pipeline (N); 0 benchmarks
+	// the denoiser only. DecodeChunkSize is the frames decoded together (-1: the model's).
+	DecodeRanks     int
+	DecodeChunkSize int
+
 	// RunDir is where workers write their results (set by the parent for workers).
 	RunDir string
 }
@@ -51,7 +57,7 @@ func DefaultOptions() Options {
 		Model: "synthetic", TotalSteps: 28, NumSamples: 60, WarmupSamples: 4, MicroBatch: 1,
 		HiddenChannels: 32, LatentChannels: 4, LatentFrames: 4, LatentHeight: 16, LatentWidth: 16,
 		StepMS: 1, Cost: "sleep", Seed: 0, MinGuidance: 1, GuidanceScale: 1, Goal: "throughput",
-		Timeout: 60 * time.Second,
+		Timeout: 60 * time.Second, DecodeChunkSize: -1,
 	}
 }
 
@@ -86,6 +92,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Trace, "trace", o.Trace, "write a Chrome trace (Perfetto) to this file")
 	fs.StringVar(&o.SVG, "svg", o.SVG, "write a Gantt chart SVG to this file")
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend for dummy/svd (default: GOMLX_BACKEND or go)")
+	fs.IntVar(&o.DecodeRanks, "decode-ranks", o.DecodeRanks, "decode the videos with the model's VAE on the last N stages of each pipeline (0: no decode, the denoiser only; 1: the last stage alone)")
+	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "with --decode-ranks: frames decoded together, the parts spread over ranks (0: all; -1: the model's)")
 	fs.StringVar(&o.RunDir, "run-dir", o.RunDir, "internal: where workers write results")
 }
 
@@ -103,6 +111,7 @@ func (o Options) WorkerArgs() []string {
 		"--pp=" + strconv.Itoa(o.PP), "--cfg=" + strconv.Itoa(o.CFG), "--cp=" + strconv.Itoa(o.CP), "--dp=" + strconv.Itoa(o.DP),
 		"--min-guidance=" + f(o.MinGuidance), "--guidance-scale=" + f(o.GuidanceScale),
 		"--timeout=" + o.Timeout.String(), "--backend=" + o.Backend, "--run-dir=" + o.RunDir,
+		"--decode-ranks=" + strconv.Itoa(o.DecodeRanks), "--decode-chunk-size=" + strconv.Itoa(o.DecodeChunkSize),
 	}
 	return args
 }
@@ -164,6 +173,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("bench: --micro-batch %d: need at least 1", o.MicroBatch)
 	case o.LatentChannels < 1 || o.LatentFrames < 1 || o.LatentHeight < 1 || o.LatentWidth < 1:
 		return fmt.Errorf("bench: latent [1,%d,%d,%d,%d] has an empty dimension", o.LatentFrames, o.LatentChannels, o.LatentHeight, o.LatentWidth)
+	case o.DecodeRanks < 0 || o.DecodeRanks > o.PP:
+		return fmt.Errorf("bench: --decode-ranks %d must be between 0 and the %d pipeline stages", o.DecodeRanks, o.PP)
+	case o.DecodeRanks > 0 && (o.CFG > 1 || o.CP > 1):
+		return fmt.Errorf("bench: --decode-ranks with --cfg %d --cp %d: decoding is wired for pp x dp meshes", o.CFG, o.CP)
 	case o.StepMS < 0:
 		return fmt.Errorf("bench: --step-ms %v is negative", o.StepMS)
 	case o.Timeout <= 0:

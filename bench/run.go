@@ -205,7 +205,7 @@ func runBaseline(ctx context.Context, o Options) (int64, map[int64]int64, []*ten
 	start := time.Now().UnixNano()
 	err = pipeline.Run(ctx, pipeline.Config{
 		Plan: p.plan, TotalSteps: o.TotalSteps, NumSamples: o.NumSamples, MicroBatch: o.MicroBatch,
-		Stepper: p.stepper, Workload: p.workload,
+		Stepper: p.stepper, Workload: p.finisher,
 	})
 	if err != nil {
 		return 0, nil, nil, err

@@ -31,6 +31,9 @@ type parts struct {
 	plan     []pipeline.Range
 	stepper  *pipeline.Stepper
 	workload *NoiseWorkload
+	// finisher is the pipeline's workload: workload, or a DecodeWorkload around it on a
+	// rank that decodes.
+	finisher pipeline.Workload
 	weights  int64
 	// components is the weight memory per loaded component (Wan: the experts held).
 	components map[string]int64
@@ -47,7 +50,8 @@ func newParts(o Options, stages, stage int) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, st, err := openDenoiserSteps(o, family.Roles{Denoise: true, Steps: plan[stage], TotalSteps: o.TotalSteps})
+	decodes := o.DecodeRanks > 0 && stage >= stages-max(1, min(o.DecodeRanks, stages))
+	s, st, err := openDenoiserSteps(o, family.Roles{Denoise: true, Decode: decodes, Steps: plan[stage], TotalSteps: o.TotalSteps})
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +67,12 @@ func newParts(o Options, stages, stage int) (*parts, error) {
 		shape := o.LatentShape()
 		w.Cond = func(r *rand.Rand) model.Conditioning { return rc.RandomConditioning(r, shape) }
 	}
+	var finisher pipeline.Workload = w
+	if decodes {
+		if finisher, err = newDecodeWorkload(o, m, s, w); err != nil {
+			return nil, err
+		}
+	}
 	var weights int64
 	for _, b := range s.WeightBytes() {
 		weights += b
@@ -71,6 +81,7 @@ func newParts(o Options, stages, stage int) (*parts, error) {
 		plan:       plan,
 		stepper:    st,
 		workload:   w,
+		finisher:   finisher,
 		weights:    weights,
 		components: s.WeightBytes(),
 	}, nil
@@ -181,6 +192,9 @@ func RunWorker(ctx context.Context, o Options, env comm.Env, log *slog.Logger) e
 		log.Info("mesh", "mesh", mesh.String(), "plan", pipeline.FormatPlan(p.plan))
 	}
 	rec := &recorder{rank: env.Rank}
+	if d, ok := p.finisher.(*DecodeWorkload); ok {
+		d.OnEvent = rec.on
+	}
 	rng := p.plan[place.Stage]
 	res := rankResult{Rank: env.Rank, Stage: [2]int{rng.Start, rng.End}, WeightBytes: p.weights, Weights: p.components}
 	if err := startBarrier(ctx, tr); err != nil {
@@ -191,7 +205,8 @@ func RunWorker(ctx context.Context, o Options, env comm.Env, log *slog.Logger) e
 		Plan: p.plan, Stage: place.Stage, PrevRank: place.PrevRank, NextRank: place.NextRank,
 		TotalSteps: o.TotalSteps, NumSamples: o.NumSamples, MicroBatch: o.MicroBatch,
 		Replica: place.Replica, Replicas: place.Replicas,
-		Transport: tr, Stepper: p.stepper, Workload: p.workload, OnEvent: rec.on, Log: log,
+		Transport: tr, Stepper: p.stepper, Workload: p.finisher, OnEvent: rec.on, Log: log,
+		Spread: decodeSpread(o, mesh, env.Rank),
 	})
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", env.Rank, err)
@@ -209,6 +224,20 @@ func RunWorker(ctx context.Context, o Options, env comm.Env, log *slog.Logger) e
 		}
 	}
 	return writeJSONFile(filepath.Join(o.RunDir, fmt.Sprintf("rank-%d.json", env.Rank)), res)
+}
+
+// decodeSpread is the spread of --decode-ranks N over rank's pipeline chain: its last stage
+// and the N-1 stages before it, the last stage first (none below 2).
+func decodeSpread(o Options, mesh comm.Mesh, rank int) pipeline.Spread {
+	chain := mesh.PPGroup(rank)
+	sp := pipeline.Spread{Last: chain[len(chain)-1]}
+	if o.DecodeRanks < 2 {
+		return sp
+	}
+	for k := len(chain) - 1; k >= len(chain)-o.DecodeRanks; k-- {
+		sp.Ranks = append(sp.Ranks, chain[k])
+	}
+	return sp
 }
 
 // startBarrier holds every rank until all of them are ready, so the ranks start their runs

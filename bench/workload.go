@@ -83,17 +83,30 @@ func (w *NoiseWorkload) Finish(_ context.Context, it *pipeline.Item) error {
 	}
 	t := now().UnixNano()
 	per := it.Latent.Len() / len(it.Samples)
+	for r, s := range it.Samples {
+		w.recordAt(s, &tensor.Dense{Shape: w.Shape, Data: it.Latent.Data[r*per : (r+1)*per]}, t)
+	}
+	return nil
+}
+
+// record notes sample s complete now with final latent lat.
+func (w *NoiseWorkload) record(s int64, lat *tensor.Dense) {
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	w.recordAt(s, lat, now().UnixNano())
+}
+
+func (w *NoiseWorkload) recordAt(s int64, lat *tensor.Dense, t int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.completions == nil {
 		w.completions = map[int64]int64{}
 		w.finals = map[int64]*tensor.Dense{}
 	}
-	for r, s := range it.Samples {
-		w.completions[s] = t
-		w.finals[s] = &tensor.Dense{Shape: append([]int(nil), w.Shape...), Data: append([]float32(nil), it.Latent.Data[r*per:(r+1)*per]...)}
-	}
-	return nil
+	w.completions[s] = t
+	w.finals[s] = &tensor.Dense{Shape: append([]int(nil), w.Shape...), Data: append([]float32(nil), lat.Data...)}
 }
 
 // Results returns the completion time (Unix ns) and final latent of each sample, by id.

@@ -2,9 +2,12 @@
 // procedural dataset (data/procedural): for each held-out clip the model generates a video
 // from the clip's first frame, and every generated frame is compared with the true frame
 // (PSNR and SSIM on [0, 1] RGB), next to two baselines: repeating the first frame, and the
-// same pipeline with an untrained (freshly initialised) UNet. The report keeps every clip's
-// own scores, so Compare can pair two reports on the same clips: the A/B test of two models
-// or two sampling settings, with the standard error of the difference.
+// same model with a freshly initialised denoiser (family.Reinitializer; for SVD the UNet).
+// Models are family.Samplers, run by Generate as every command runs them; the VAE round
+// trip (Reconstructor) is the family.Reconstructor of those that have one. The report
+// keeps every clip's own scores, so Compare can pair two reports on the same clips: the
+// A/B test of two models or two sampling settings, with the standard error of the
+// difference.
 //
 // Contract: Run is deterministic for a given checkpoint, options and backend: clips come
 // from the dataset seed, noise from the generation seed. Metrics are pure functions
@@ -15,13 +18,13 @@ package eval
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image"
 	"os"
 
 	"github.com/vdpp/vdpp/data/procedural"
 	"github.com/vdpp/vdpp/model/family"
-	"github.com/vdpp/vdpp/model/svd"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -289,27 +292,16 @@ func mean(v []float64) float64 {
 	return s / float64(max(len(v), 1))
 }
 
-// Reconstructor returns the VAE round trip of p (encode every frame, take the mode, scale,
-// decode in chunks of chunk frames, 0 = all together) for truth videos in [0, 1].
-func Reconstructor(p *svd.Pipeline, chunk int) func(truth *tensor.Dense) (*tensor.Dense, error) {
-	return func(truth *tensor.Dense) (*tensor.Dense, error) {
-		x := tensor.New(truth.Shape...)
-		for i, v := range truth.Data {
-			x.Data[i] = 2*v - 1
-		}
-		post, err := p.VAEEnc.Encode(x)
-		if err != nil {
-			return nil, err
-		}
-		z := post.Mode()
-		sf := float32(p.VAEConfig.ScalingFactor)
-		for i := range z.Data {
-			z.Data[i] *= sf
-		}
-		raw, err := p.Decode(z, chunk)
-		if err != nil {
-			return nil, err
-		}
-		return svd.ToUnit(raw), nil
+// ErrNoReconstruction is returned by Reconstructor for a family that cannot take frames
+// through its VAE and back.
+var ErrNoReconstruction = errors.New("eval: the model has no VAE round trip")
+
+// Reconstructor returns the VAE round trip of s (family.Reconstructor) with pr's decode
+// chunk, for truth videos [T, 3, H, W] in [0, 1].
+func Reconstructor(ctx context.Context, s family.Sampler, pr family.Params) (func(truth *tensor.Dense) (*tensor.Dense, error), error) {
+	rc, ok := s.(family.Reconstructor)
+	if !ok {
+		return nil, fmt.Errorf("%w (family %s)", ErrNoReconstruction, s.Family())
 	}
+	return func(truth *tensor.Dense) (*tensor.Dense, error) { return rc.Reconstruct(ctx, truth, pr) }, nil
 }

@@ -22,7 +22,8 @@ import (
 // ErrOptions marks invalid command-line options.
 var ErrOptions = errors.New("generate: bad options")
 
-// Options are the flags of `vdpp generate` (0 means the checkpoint's default).
+// Options are the flags of `vdpp generate` (0 means the model's default: SVD's pipeline
+// defaults and the checkpoint's frame count and size; WanPipeline's for Wan).
 type Options struct {
 	Model   string // checkpoint folder
 	Variant string
@@ -63,13 +64,17 @@ type Options struct {
 	Backend          string
 	Timeout          time.Duration
 	Progress         string // "auto", "bar" or "plain"
+	// DecodeRanks is how many ranks share the decoding: the last stage and the stages
+	// before it (0 or 1: the last stage alone); see docs/long-video.md.
+	DecodeRanks int
 }
 
-// DefaultOptions mirrors the pipeline's defaults; sizes left at 0 come from the checkpoint.
+// DefaultOptions mirrors the pipeline's defaults; sizes, frames and steps left at 0 come from
+// the model (Resolve).
 func DefaultOptions() Options {
 	return Options{
 		MinGuidance: -1, MaxGuidance: -1, GuidanceScale: -1, FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02,
-		Steps: 25, DecodeChunkSize: -1, Overlap: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Out: "out",
+		DecodeChunkSize: -1, Overlap: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Out: "out",
 		Timeout: 10 * time.Minute, Progress: "auto",
 	}
 }
@@ -85,19 +90,20 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.NegativePromptEmbeds, "negative-prompt-embeds", o.NegativePromptEmbeds, "safetensors file of negative prompt embeddings (needed when --guidance-scale > 1)")
 	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "CFG scale of a text-to-video model, > 1 turns on CFG (-1: the model's, 5 for Wan)")
 	fs.Float64Var(&o.GuidanceScale2, "guidance-scale-2", o.GuidanceScale2, "CFG scale of a two-expert model's low-noise expert (0: --guidance-scale)")
-	fs.IntVar(&o.NumFrames, "num-frames", o.NumFrames, "frames (0: the UNet config's num_frames)")
+	fs.IntVar(&o.NumFrames, "num-frames", o.NumFrames, "frames (0: the model's: SVD the UNet config's num_frames, 14 for builtin; Wan 81, WanPipeline's default, very slow on a CPU)")
 	fs.IntVar(&o.Window, "window", o.Window, "frames per temporal window when --num-frames exceeds it (0: the model's native frame count; Wan: 1 + 4k)")
 	fs.IntVar(&o.Overlap, "overlap", o.Overlap, "frames shared by neighbouring windows, blended at every step (-1: the family's, a quarter of the window; Wan: a multiple of 4)")
 	fs.StringVar(&o.Blend, "blend", o.Blend, `blend of the overlapping frames: linear or cosine ("": cosine)`)
-	fs.IntVar(&o.Steps, "steps", o.Steps, "denoising steps")
-	fs.IntVar(&o.Height, "height", o.Height, "video height, a multiple of the VAE's factor (0: the model's: 576 for SVD, 64 for builtin)")
-	fs.IntVar(&o.Width, "width", o.Width, "video width (0: the model's: 1024 for SVD, 64 for builtin)")
+	fs.IntVar(&o.Steps, "steps", o.Steps, "denoising steps (0: the model's: 25 for SVD and builtin; Wan 50, WanPipeline's default)")
+	fs.IntVar(&o.Height, "height", o.Height, "video height, a multiple of the VAE's factor (0 with --width 0: the model's: SVD 576 for the released checkpoints, 64 for builtin; Wan 480, WanPipeline's default, very slow on a CPU)")
+	fs.IntVar(&o.Width, "width", o.Width, "video width (0 with --height 0: the model's: SVD 1024 for the released checkpoints, 64 for builtin; Wan 832, WanPipeline's default)")
 	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "guidance weight of the first frame (-1: the model's vdpp_sampling.json: 2 for builtin; 1, as SVD, for a folder without one)")
 	fs.Float64Var(&o.MaxGuidance, "max-guidance", o.MaxGuidance, "guidance weight of the last frame, > 1 turns on CFG (-1: the model's vdpp_sampling.json: 4 for builtin; 3, as SVD, for a folder without one)")
 	fs.IntVar(&o.FPS, "fps", o.FPS, "frames per second (the UNet is conditioned on fps-1)")
 	fs.IntVar(&o.MotionBucketID, "motion-bucket-id", o.MotionBucketID, "motion conditioning")
 	fs.Float64Var(&o.NoiseAugStrength, "noise-aug-strength", o.NoiseAugStrength, "noise added to the conditioning image")
 	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "frames decoded at once (0: all; -1: the model's vdpp_sampling.json: 7 for builtin; all for a folder without one)")
+	fs.IntVar(&o.DecodeRanks, "decode-ranks", o.DecodeRanks, "ranks that share the VAE decode: the last stage and the N-1 before it (0 or 1: the last stage alone); bit-identical")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed; sample s uses the stream (seed, s)")
 	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "videos to generate from the image")
 	fs.IntVar(&o.MicroBatch, "micro-batch", o.MicroBatch, "samples per UNet call")
@@ -120,7 +126,7 @@ func (o Options) WorkerArgs() []string {
 		"--num-frames=" + i(o.NumFrames), "--window=" + i(o.Window), "--overlap=" + i(o.Overlap), "--blend=" + o.Blend, "--steps=" + i(o.Steps), "--height=" + i(o.Height), "--width=" + i(o.Width),
 		"--min-guidance=" + f(o.MinGuidance), "--max-guidance=" + f(o.MaxGuidance), "--fps=" + i(o.FPS),
 		"--motion-bucket-id=" + i(o.MotionBucketID), "--noise-aug-strength=" + f(o.NoiseAugStrength),
-		"--decode-chunk-size=" + i(o.DecodeChunkSize), "--seed=" + strconv.FormatInt(o.Seed, 10),
+		"--decode-chunk-size=" + i(o.DecodeChunkSize), "--decode-ranks=" + i(o.DecodeRanks), "--seed=" + strconv.FormatInt(o.Seed, 10),
 		"--num-samples=" + i(o.NumSamples), "--micro-batch=" + i(o.MicroBatch), "--nproc=" + i(o.NProc),
 		"--out=" + o.Out, "--backend=" + o.Backend, "--timeout=" + o.Timeout.String(), "--progress=plain",
 	}
@@ -147,7 +153,11 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: --micro-batch %d", ErrOptions, o.MicroBatch)
 	case o.NProc < 1:
 		return fmt.Errorf("%w: --nproc %d", ErrOptions, o.NProc)
-	case o.Steps < o.NProc:
+	case o.DecodeRanks < 0 || o.DecodeRanks > o.NProc:
+		return fmt.Errorf("%w: --decode-ranks %d must be between 0 and --nproc %d", ErrOptions, o.DecodeRanks, o.NProc)
+	case o.Steps < 0:
+		return fmt.Errorf("%w: --steps %d", ErrOptions, o.Steps)
+	case o.Steps > 0 && o.Steps < o.NProc:
 		return fmt.Errorf("%w: --steps %d cannot fill --nproc %d stages", ErrOptions, o.Steps, o.NProc)
 	case o.Out == "":
 		return fmt.Errorf("%w: --out is required", ErrOptions)

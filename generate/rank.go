@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/vdpp/vdpp/builtin"
@@ -26,6 +28,9 @@ import (
 func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) error {
 	if err := o.Validate(); err != nil {
 		return err
+	}
+	if o.Steps == 0 {
+		return fmt.Errorf("%w: --steps 0: RunRank needs resolved options (Resolve)", ErrOptions)
 	}
 	// Resolve leaves guidance and decode chunk set; options built in code may still say
 	// "the model's".
@@ -48,7 +53,9 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 		return err
 	}
 	first, last := env.Rank == 0, env.Rank == o.NProc-1
-	roles := family.Roles{Condition: first, Denoise: true, Decode: last, Steps: plan[env.Rank], TotalSteps: o.Steps}
+	spread := decodeSpread(o)
+	decodes := last || slices.Contains(spread.Ranks, env.Rank)
+	roles := family.Roles{Condition: first, Denoise: true, Decode: decodes, Steps: plan[env.Rank], TotalSteps: o.Steps}
 	t0 := time.Now()
 	p, err := m.Open(family.Options{Variant: o.Variant, Backend: o.Backend, Roles: roles,
 		Prompts: o.Prompt != "", Progress: LoadProgress(log)})
@@ -95,7 +102,7 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log}
+	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log, ended: map[int64]time.Time{}}
 	if first {
 		desc, err := m.Describe()
 		if err != nil {
@@ -110,8 +117,11 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 	err = pipeline.Run(ctx, pipeline.Config{
 		Plan: plan, Stage: env.Rank, PrevRank: env.Rank - 1, NextRank: env.Rank + 1,
 		TotalSteps: o.Steps, NumSamples: o.NumSamples, MicroBatch: o.MicroBatch,
-		Transport: tr, Stepper: stepper, Workload: w, Log: log,
+		Transport: tr, Stepper: stepper, Workload: w, Log: log, Spread: spread,
 		OnEvent: func(e pipeline.Event) {
+			if e.Kind == "compute" && e.Step1 == o.Steps {
+				w.diffused(e.Samples, e.End)
+			}
 			// Diffusion time runs from a sample's first step (stage 0) to its last.
 			if e.Kind == "compute" && e.Step0 == 0 {
 				for _, s := range e.Samples {
@@ -126,6 +136,19 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 		}
 	}
 	return err
+}
+
+// decodeSpread is the spread of --decode-ranks N: the last stage and the N-1 stages before
+// it, the last stage first (none below 2).
+func decodeSpread(o Options) pipeline.Spread {
+	sp := pipeline.Spread{Last: o.NProc - 1}
+	if o.DecodeRanks < 2 {
+		return sp
+	}
+	for r := o.NProc - 1; r >= o.NProc-o.DecodeRanks; r-- {
+		sp.Ranks = append(sp.Ranks, r)
+	}
+	return sp
 }
 
 func params(o Options) family.Params {
@@ -214,6 +237,48 @@ type workload struct {
 	windows *pipeline.Windows
 
 	stages []StageWeights
+
+	mu    sync.Mutex
+	ended map[int64]time.Time // last stage: when each sample's last step ended
+}
+
+// diffused records when samples finished their last step.
+func (w *workload) diffused(samples []int64, t time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range samples {
+		w.ended[s] = t
+	}
+}
+
+// Parts implements pipeline.PartWorkload: the family's decode parts of one sample.
+func (w *workload) Parts() int { return family.DecodeParts(w.p, w.pr) }
+
+// FinishPart implements pipeline.PartWorkload: one decode part, on whichever rank it was
+// handed to.
+func (w *workload) FinishPart(ctx context.Context, s int64, lat *tensor.Dense, part int) (*tensor.Dense, error) {
+	out, err := family.DecodePart(ctx, w.p, lat, w.pr, part)
+	if err != nil {
+		return nil, fmt.Errorf("generate: sample %d: %w", s, err)
+	}
+	return out, nil
+}
+
+// JoinParts implements pipeline.PartWorkload (last stage): the frames of a sample whose
+// parts were decoded over several ranks, written as Finish writes them. Its decode time
+// runs from the end of the sample's last step to the join.
+func (w *workload) JoinParts(ctx context.Context, s int64, _ *tensor.Dense, parts []*tensor.Dense) error {
+	unit, err := family.JoinParts(parts)
+	if err != nil {
+		return fmt.Errorf("generate: sample %d: %w", s, err)
+	}
+	w.mu.Lock()
+	t0 := w.ended[s]
+	w.mu.Unlock()
+	if err := w.writeSample(ctx, s, unit, t0, ms(time.Since(t0))); err != nil {
+		return fmt.Errorf("generate: sample %d: %w", s, err)
+	}
+	return nil
 }
 
 // Prepare implements pipeline.Workload (first stage): the sampler prepares each sample on
@@ -242,15 +307,6 @@ func (w *workload) Prepare(ctx context.Context, group int64, samples []int64) (*
 
 // Finish implements pipeline.Workload (last stage): decode and write every sample.
 func (w *workload) Finish(ctx context.Context, it *pipeline.Item) error {
-	if w.stages == nil {
-		for r := 0; r < w.o.NProc; r++ {
-			var sw StageWeights
-			if err := getJSON(ctx, w.store, "weights/"+strconv.Itoa(r), &sw); err != nil {
-				return err
-			}
-			w.stages = append(w.stages, sw)
-		}
-	}
 	per := it.Latent.Len() / len(it.Samples)
 	shape := it.Latent.Shape[1:]
 	for r, s := range it.Samples {
@@ -263,6 +319,25 @@ func (w *workload) Finish(ctx context.Context, it *pipeline.Item) error {
 }
 
 func (w *workload) finishSample(ctx context.Context, s int64, lat *tensor.Dense) error {
+	t0 := time.Now()
+	unit, err := w.p.Decode(ctx, lat, w.pr)
+	if err != nil {
+		return err
+	}
+	return w.writeSample(ctx, s, unit, t0, ms(time.Since(t0)))
+}
+
+// writeSample writes a decoded sample's files and report; diffusion ended at t0.
+func (w *workload) writeSample(ctx context.Context, s int64, unit *tensor.Dense, t0 time.Time, decodeMS float64) error {
+	if w.stages == nil {
+		for r := 0; r < w.o.NProc; r++ {
+			var sw StageWeights
+			if err := getJSON(ctx, w.store, "weights/"+strconv.Itoa(r), &sw); err != nil {
+				return err
+			}
+			w.stages = append(w.stages, sw)
+		}
+	}
 	var ct condTiming
 	if err := getJSON(ctx, w.store, "cond/"+strconv.FormatInt(s, 10), &ct); err != nil {
 		return err
@@ -271,12 +346,6 @@ func (w *workload) finishSample(ctx context.Context, s int64, lat *tensor.Dense)
 	if err := getJSON(ctx, w.store, "start/"+strconv.FormatInt(s, 10), &started); err != nil {
 		return err
 	}
-	t0 := time.Now()
-	unit, err := w.p.Decode(ctx, lat, w.pr)
-	if err != nil {
-		return err
-	}
-	decodeMS := ms(time.Since(t0))
 	frames, err := video.FramesFromTensor(unit)
 	if err != nil {
 		return err
@@ -311,7 +380,7 @@ func (w *workload) finishSample(ctx context.Context, s int64, lat *tensor.Dense)
 		GuidanceScale: w.pr.GuidanceScale, GuidanceScale2: w.pr.GuidanceScale2,
 		Height: w.pr.Height, Width: w.pr.Width, Steps: w.pr.Steps, MinGuidance: w.pr.MinGuidance,
 		MaxGuidance: w.pr.MaxGuidance, FPS: w.pr.FPS, MotionID: w.pr.MotionBucketID, NoiseAug: w.pr.NoiseAugStrength,
-		DecodeChunk: w.pr.DecodeChunkSize, Window: w.o.Window, Overlap: w.o.Overlap, Blend: w.o.Blend, NProc: w.o.NProc, Stages: w.stages,
+		DecodeChunk: w.pr.DecodeChunkSize, DecodeRanks: max(1, w.o.DecodeRanks), Window: w.o.Window, Overlap: w.o.Overlap, Blend: w.o.Blend, NProc: w.o.NProc, Stages: w.stages,
 		Timings: Timings{LoadMS: loadMS, ConditioningMS: ct.ConditioningMS, DiffusionMS: ms(t0.Sub(time.Unix(0, started))), DecodeMS: decodeMS},
 		Pixels:  video.Stats(unit), Files: files, MP4: enc,
 	}

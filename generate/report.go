@@ -44,6 +44,7 @@ type SampleReport struct {
 	MotionID             int              `json:"motion_bucket_id"`
 	NoiseAug             float64          `json:"noise_aug_strength"`
 	DecodeChunk          int              `json:"decode_chunk_size"`
+	DecodeRanks          int              `json:"decode_ranks"`
 	Window               int              `json:"window,omitempty"`
 	Overlap              int              `json:"overlap"`
 	Blend                string           `json:"blend,omitempty"`

@@ -158,6 +158,12 @@ func TestResolveDefaultsAndSizes(t *testing.T) {
 	if got.NumFrames != cfg.NumFrames {
 		t.Fatalf("num frames %d, want the config's %d", got.NumFrames, cfg.NumFrames)
 	}
+	if got.Steps != 25 {
+		t.Fatalf("steps %d, want SVD's 25", got.Steps)
+	}
+	if w := CPUDefaultsWarning(o, got, func(string) bool { return true }); w != "" {
+		t.Errorf("warning for a 32x32 video: %q", w)
+	}
 	o.Height = 31 // not a multiple of the VAE factor (2 for the dev VAE)
 	if _, err := Resolve(o); err == nil || !strings.Contains(err.Error(), "multiples") {
 		t.Fatalf("bad height: %v", err)

@@ -27,7 +27,8 @@ type Runner struct {
 	// Launch starts the workers of a multi-process run; tests swap it.
 	Launch LaunchFunc
 	Log    *slog.Logger
-	// Progress receives the progress bar or lines; Terminal says whether it is a terminal.
+	// Progress receives the progress bar or lines, and warnings about the options (see
+	// CPUDefaultsWarning); Terminal says whether it is a terminal.
 	Progress io.Writer
 	Terminal bool
 }
@@ -60,6 +61,12 @@ func Resolve(o Options) (Options, error) {
 	}
 	if o.NumFrames == 0 {
 		o.NumFrames = desc.Defaults.NumFrames
+	}
+	if o.Steps == 0 {
+		o.Steps = desc.Defaults.Steps
+	}
+	if o.Steps < o.NProc {
+		return o, fmt.Errorf("%w: --steps %d cannot fill --nproc %d stages", ErrOptions, o.Steps, o.NProc)
 	}
 	if o, err = resolveWindows(o, desc); err != nil {
 		return o, err
@@ -130,9 +137,13 @@ func resolveText(o Options, m family.Resolved, desc family.Description) (Options
 
 // Run generates o.NumSamples videos and returns the sample folders.
 func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
+	given := o
 	o, err := Resolve(o)
 	if err != nil {
 		return nil, err
+	}
+	if w := CPUDefaultsWarning(given, o, OnCPU); w != "" && r.Progress != nil {
+		fmt.Fprintln(r.Progress, w)
 	}
 	log := r.Log
 	if log == nil {

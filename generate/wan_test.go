@@ -85,3 +85,39 @@ func TestResolveWanPrompt(t *testing.T) {
 		t.Errorf("guidance %v", r.GuidanceScale)
 	}
 }
+
+// Size, frames and steps left unset on a Wan folder take WanPipeline's defaults
+// (480x832, 81 frames, 50 steps), and on a CPU backend that is one warning line naming
+// the unset flags.
+func TestResolveWanDefaultsWarnOnCPU(t *testing.T) {
+	dev := shared.Require(t, "golden", "wan-dev")
+	given := DefaultOptions()
+	given.Model = dev
+	given.PromptEmbeds = filepath.Join(dev, "cases", "full_pipeline_moe", "inputs.safetensors")
+	given.NegativePromptEmbeds = given.PromptEmbeds
+	o, err := Resolve(given)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Height != 480 || o.Width != 832 || o.NumFrames != 81 || o.Steps != 50 {
+		t.Fatalf("defaults %dx%d, %d frames, %d steps; want WanPipeline's 480x832, 81, 50", o.Height, o.Width, o.NumFrames, o.Steps)
+	}
+	onCPU := func(string) bool { return true }
+	w := CPUDefaultsWarning(given, o, onCPU)
+	want := "vdpp generate: warning: --height --width --num-frames --steps unset, so the model's defaults run: 480x832, 81 frames, 50 steps, on the CPU"
+	if !strings.HasPrefix(w, want) || strings.Contains(w, "\n") {
+		t.Errorf("warning %q, want one line starting %q", w, want)
+	}
+	if w := CPUDefaultsWarning(given, o, func(string) bool { return false }); w != "" {
+		t.Errorf("warning on a GPU backend: %q", w)
+	}
+	small := given
+	small.Height, small.Width, small.NumFrames, small.Steps = 32, 32, 5, 2
+	so, err := Resolve(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := CPUDefaultsWarning(small, so, onCPU); w != "" {
+		t.Errorf("warning with every size flag given: %q", w)
+	}
+}

@@ -13,6 +13,10 @@
 //     state machine and the denoiser, sends in the background so the next computation
 //     overlaps the hand-off, and records a timeline.
 //
+// The last stage's finishing work (the decode) can be shared with other ranks (Spread,
+// PartWorkload): it hands out a sample's independent parts and joins them in order, so the
+// result is the one-rank result bit for bit.
+//
 // Determinism: the final latents of a K-stage run are bit-identical to the one-stage run with
 // the same seeds and micro-batch size, because every item always holds the same samples and
 // each step runs the same float32 operations in the same order wherever it runs.

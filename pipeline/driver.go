@@ -44,6 +44,10 @@ type Config struct {
 	Transport comm.Transport
 	Stepper   *Stepper
 	Workload  Workload
+	// Spread shares the last stage's finishing work over ranks when Workload is a
+	// PartWorkload (see Spread); the zero value leaves it all to the last stage. Every
+	// rank of the replica gets the same Spread.
+	Spread Spread
 
 	// SendQueue bounds the hand-offs waiting for the sender (default 2); when full, the
 	// compute loop waits, so a slow successor slows its predecessor instead of piling up.
@@ -116,7 +120,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 2)
+	errc := make(chan error, 8)
 
 	inbox := make(chan *Item, cfg.InboxSize)
 	if !first {
@@ -139,10 +143,34 @@ func Run(ctx context.Context, cfg Config) error {
 		cancel()
 		return err
 	}
+	me := 0
+	if cfg.Transport != nil {
+		me = cfg.Transport.Rank()
+	}
+	sp, err := newSpreader(ctx, &cfg, me, last, mine, groups, errc, where)
+	if err != nil {
+		return fail(err)
+	}
+	var jobs <-chan comm.Message // a helper's handed-out parts; nil otherwise
+	if sp != nil {
+		jobs = sp.jobs
+	}
 	for {
+		// Handed-out parts go first: the last stage is waiting for them.
+		select {
+		case m := <-jobs:
+			if err := sp.serve(ctx, m); err != nil {
+				return fail(err)
+			}
+			continue
+		default:
+		}
 		a := st.Next()
 		switch a.Kind {
 		case ActDone:
+			if err := sp.drain(ctx, errc); err != nil {
+				return fail(err)
+			}
 			close(outbox)
 			select {
 			case <-sent:
@@ -162,6 +190,10 @@ func Run(ctx context.Context, cfg Config) error {
 				cfg.OnEvent(Event{Kind: "wait", Group: it.Group, Start: t0, End: cfg.Now()})
 				if err := st.Deliver(it); err != nil {
 					return fail(fmt.Errorf("%s: %w", where, err))
+				}
+			case m := <-jobs:
+				if err := sp.serve(ctx, m); err != nil {
+					return fail(err)
 				}
 			case err := <-errc:
 				return fail(err)
@@ -200,17 +232,33 @@ func Run(ctx context.Context, cfg Config) error {
 				return fail(fmt.Errorf("%s: %w", where, err))
 			}
 		case ActForward:
-			select {
-			case outbox <- a.Item:
-			case err := <-errc:
-				return fail(err)
-			case <-ctx.Done():
-				return fail(fmt.Errorf("%s: %w", where, ctx.Err()))
+			for queued := false; !queued; {
+				select {
+				case outbox <- a.Item:
+					queued = true
+				case m := <-jobs: // serve parts while the successor is busy
+					if err := sp.serve(ctx, m); err != nil {
+						return fail(err)
+					}
+				case err := <-errc:
+					return fail(err)
+				case <-ctx.Done():
+					return fail(fmt.Errorf("%s: %w", where, ctx.Err()))
+				}
 			}
 			if err := st.Forwarded(); err != nil {
 				return fail(fmt.Errorf("%s: %w", where, err))
 			}
 		case ActFinish:
+			if sp != nil {
+				if err := sp.finish(ctx, a.Item); err != nil {
+					return fail(fmt.Errorf("%s: finish group %d: %w", where, a.Group, err))
+				}
+				if err := st.Finished(); err != nil {
+					return fail(fmt.Errorf("%s: %w", where, err))
+				}
+				continue
+			}
 			t0 := cfg.Now()
 			if err := cfg.Workload.Finish(ctx, a.Item); err != nil {
 				return fail(fmt.Errorf("%s: finish group %d: %w", where, a.Group, err))

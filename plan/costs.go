@@ -101,7 +101,13 @@ type Costs struct {
 	// encode, noise); FinishMS the per-sample decode on the last stage.
 	PrepareMS float64 `json:"prepare_ms"`
 	FinishMS  float64 `json:"finish_ms"`
-	Weights   Weights `json:"weights"`
+	// DecodePartMS is the VAE decode of one part of one sample (a decode chunk of frames,
+	// which decodes independently of the others), DecodeParts the parts of a sample; the
+	// decode is then DecodeParts * DecodePartMS per sample on top of FinishMS, on the last
+	// stage or spread over the last stages part by part (Workload.DecodeRanks).
+	DecodePartMS float64 `json:"decode_part_ms,omitempty"`
+	DecodeParts  int     `json:"decode_parts,omitempty"`
+	Weights      Weights `json:"weights"`
 	// ActivationBytesPerRowFrame is working memory per row and local frame during a step.
 	ActivationBytesPerRowFrame int64 `json:"activation_bytes_per_row_frame"`
 }
@@ -125,7 +131,7 @@ func (c Costs) Validate() error {
 	}{{"step.fixed_ms", c.Step.FixedMS}, {"step.row_ms", c.Step.RowMS}, {"step.frame_scaling", c.Step.FrameScaling},
 		{"hand_off.latency_ms", c.HandOff.LatencyMS}, {"hand_off.bytes_per_s", c.HandOff.BytesPerS},
 		{"collective.latency_ms", c.Collective.LatencyMS}, {"collective.bytes_per_s", c.Collective.BytesPerS},
-		{"prepare_ms", c.PrepareMS}, {"finish_ms", c.FinishMS}}
+		{"prepare_ms", c.PrepareMS}, {"finish_ms", c.FinishMS}, {"decode_part_ms", c.DecodePartMS}}
 	for _, f := range fs {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			return fmt.Errorf("%w: cost %s = %v", ErrBadInput, f.name, f.v)
@@ -150,7 +156,7 @@ func (c Costs) Validate() error {
 	}{{"cp_all_to_alls_per_step", int64(c.CPAllToAllsPerStep)}, {"cp_bytes_per_frame", c.CPBytesPerFrame},
 		{"weights.condition", c.Weights.Condition}, {"weights.denoiser", c.Weights.Denoiser},
 		{"weights.decode", c.Weights.Decode},
-		{"activation_bytes_per_row_frame", c.ActivationBytesPerRowFrame}}
+		{"activation_bytes_per_row_frame", c.ActivationBytesPerRowFrame}, {"decode_parts", int64(c.DecodeParts)}}
 	for _, f := range is {
 		if f.v < 0 {
 			return fmt.Errorf("%w: %s = %d", ErrBadInput, f.name, f.v)

@@ -35,13 +35,24 @@ import (
 //	                                                      bytes to each of the cp-1 others
 //	T        = step(r,f) + cpgather + gather + a2a        one step of one item (collectives
 //	                                                      are synchronous: not overlapped)
-//	extra_0  = b * Prepare, extra_{pp-1} += b * Finish    conditioning on stage 0, decode on
+//	extra_0  = b * Prepare, extra_{pp-1} += b * Finish    conditioning on stage 0, finishing on
 //	                                                      the last stage
+//	D        = DecodeParts * DecodePartMS                 one sample's decode, in parts that
+//	                                                      decode independently (chunks)
+//	n        = min(max(1, w.DecodeRanks), pp)             stages sharing the decode
+//	extra_k += b * D / n  for the last n stages           part j of the run goes to the
+//	                                                      (j mod n)-th of them: in steady
+//	                                                      state each computes b*D/n per item
+//	                                                      (the join and the frames' trip
+//	                                                      back run beside the compute loop)
+//	dec      = ceil(b * DecodeParts / n) * DecodePartMS   an item's decode latency: its parts
+//	                                                      run on n ranks at once
 //	stages   = pipeline.BalanceStages([T]*S, pp, extra)   contiguous step ranges
 //	t_k      = len_k * T + extra_k                        stage time of one item
 //	h        = link(b * f * frameBytes)                   hand-off between stages (each cp
 //	                                                      rank sends its own frames)
-//	first    = sum_k t_k + (pp-1) * h                     first-sample latency
+//	first    = sum_k t_k - b*D + dec + (pp-1) * h         first-sample latency (the decode
+//	                                                      counted once, at its parallel span)
 //	interval = max(max_k t_k, h if pp > 1)                time between completions of one
 //	                                                      replica in steady state: the
 //	                                                      slowest stage (or the link, if
@@ -64,7 +75,7 @@ import (
 //	                                                      gap per item of a replica, per
 //	                                                      sample, over the replicas
 //	makespan = first + (ceil(I/dp) - 1) * interval        all samples done
-//	weight_k = Denoiser + [k=0] Condition + [k=pp-1] Decode
+//	weight_k = Denoiser + [k=0] Condition + [k >= pp-n] Decode
 //	weight   = max_k weight_k                             per device; cfg and cp ranks of a
 //	                                                      stage and every dp replica hold what
 //	                                                      their stage needs
@@ -144,6 +155,10 @@ type Prediction struct {
 	StageSteps [][2]int  `json:"stage_steps"`
 	StageMS    []float64 `json:"stage_ms"`
 	HandOffMS  float64   `json:"hand_off_ms"`
+	// DecodeRanks is n, the stages sharing the decode; DecodeItemMS dec, an item's
+	// decode latency.
+	DecodeRanks  int     `json:"decode_ranks"`
+	DecodeItemMS float64 `json:"decode_item_ms"`
 
 	FirstSampleMS float64 `json:"predicted_first_sample_ms"`
 	IntervalMS    float64 `json:"predicted_interval_ms"` // per replica, between completed items
@@ -201,6 +216,12 @@ func Predict(w Workload, m Mesh, c Costs, memoryPerDevice int64) (Prediction, er
 	extra := make([]float64, m.PP)
 	extra[0] += float64(b) * c.PrepareMS
 	extra[m.PP-1] += float64(b) * c.FinishMS
+	p.DecodeRanks = min(max(1, w.DecodeRanks), m.PP)
+	decode := float64(c.DecodeParts) * c.DecodePartMS
+	for k := m.PP - p.DecodeRanks; k < m.PP; k++ {
+		extra[k] += float64(b) * decode / float64(p.DecodeRanks)
+	}
+	p.DecodeItemMS = float64(ceilDiv(b*c.DecodeParts, p.DecodeRanks)) * c.DecodePartMS
 	stepCost := make([]float64, w.Steps)
 	for i := range stepCost {
 		stepCost[i] = p.StepMS
@@ -222,7 +243,7 @@ func Predict(w Workload, m Mesh, c Costs, memoryPerDevice int64) (Prediction, er
 		longest = max(longest, p.StageMS[k])
 	}
 	p.HandOffMS = c.HandOff.MS(int64(b) * f * w.FrameBytes())
-	p.FirstSampleMS = sum + float64(m.PP-1)*p.HandOffMS
+	p.FirstSampleMS = sum - float64(b)*decode + p.DecodeItemMS + float64(m.PP-1)*p.HandOffMS
 	p.IntervalMS = longest
 	if m.PP > 1 {
 		p.IntervalMS = max(p.IntervalMS, p.HandOffMS)
@@ -243,7 +264,7 @@ func Predict(w Workload, m Mesh, c Costs, memoryPerDevice int64) (Prediction, er
 		if k == 0 {
 			wk += c.Weights.Condition
 		}
-		if k == m.PP-1 {
+		if k >= m.PP-p.DecodeRanks {
 			wk += c.Weights.Decode
 		}
 		p.StageWeightBytes = append(p.StageWeightBytes, wk)

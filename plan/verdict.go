@@ -109,7 +109,47 @@ func meshNotes(req Request, p Prediction) []string {
 	if p.CollectiveStepMS > 0 {
 		out = append(out, fmt.Sprintf("collectives add %s ms to each %s ms step", ms(p.CollectiveStepMS), ms(p.StepMS)))
 	}
+	if n := decodeNote(req, p); n != "" {
+		out = append(out, n)
+	}
 	return out
+}
+
+// decodeNote says whether spreading the decode over a pipeline's stages changes its
+// throughput: a pipeline that decodes on the last stage is told the rate spreading over
+// every stage would give when it is higher; a spread that gains nothing is said so.
+func decodeNote(req Request, p Prediction) string {
+	c := req.Costs
+	if p.PP < 2 || c.DecodeParts < 1 || c.DecodePartMS <= 0 {
+		return ""
+	}
+	alt := req.Workload
+	if p.DecodeRanks == 1 {
+		alt.DecodeRanks = p.PP
+	} else {
+		alt.DecodeRanks = 1
+	}
+	q, err := Predict(alt, p.Mesh, c, req.MemoryPerDevice)
+	if err != nil {
+		return ""
+	}
+	if p.SteadyThroughputPerS <= 0 || q.SteadyThroughputPerS <= 0 {
+		return ""
+	}
+	decode := float64(c.DecodeParts) * c.DecodePartMS
+	cmp := cmpFloat(q.SteadyThroughputPerS, p.SteadyThroughputPerS) // > 0: the other way is faster
+	switch {
+	case p.DecodeRanks == 1 && cmp > 0:
+		return fmt.Sprintf("decode bound (%s ms per sample on the last stage): --decode-ranks %d spreads its %d parts over the stages, %s samples/s instead of %s (%.2fx)",
+			ms(decode), p.PP, c.DecodeParts, rate3(q.SteadyThroughputPerS), rate3(p.SteadyThroughputPerS), q.SteadyThroughputPerS/p.SteadyThroughputPerS)
+	case p.DecodeRanks > 1 && cmp == 0:
+		return fmt.Sprintf("decode spread over %d stages gains nothing (%s samples/s either way): the stages are bound by denoising", p.DecodeRanks, rate3(p.SteadyThroughputPerS))
+	case p.DecodeRanks > 1 && cmp > 0:
+		return fmt.Sprintf("decode spread over %d stages loses: %s samples/s, %s on the last stage alone (the step cut balances the decode better)", p.DecodeRanks, rate3(p.SteadyThroughputPerS), rate3(q.SteadyThroughputPerS))
+	case p.DecodeRanks > 1:
+		return fmt.Sprintf("decode spread over %d stages: %s samples/s instead of %s on the last stage alone (%.2fx)", p.DecodeRanks, rate3(p.SteadyThroughputPerS), rate3(q.SteadyThroughputPerS), p.SteadyThroughputPerS/q.SteadyThroughputPerS)
+	}
+	return ""
 }
 
 // argmax returns the index of the first largest value.
@@ -245,7 +285,11 @@ func sum(xs []float64) float64 {
 
 func ms(v float64) string   { return strconv.FormatFloat(v, 'f', 2, 64) }
 func rate(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
-func pct(v float64) string  { return strconv.FormatFloat(100*v, 'f', 1, 64) }
+
+// rate3 is a rate to three significant digits (decode-bound pipelines run below one
+// sample a second).
+func rate3(v float64) string { return strconv.FormatFloat(v, 'g', 3, 64) }
+func pct(v float64) string   { return strconv.FormatFloat(100*v, 'f', 1, 64) }
 
 func limit(b int64) string {
 	if b <= 0 {

@@ -23,6 +23,9 @@ type Workload struct {
 	Guided     bool `json:"guided"`
 	MicroBatch int  `json:"micro_batch"`
 	Warmup     int  `json:"warmup_samples"`
+	// DecodeRanks is how many stages of a pipeline share each sample's decode (generate and
+	// bench --decode-ranks): 0 or 1 the last stage alone, N the last min(N, pp) stages.
+	DecodeRanks int `json:"decode_ranks,omitempty"`
 }
 
 // Validate checks that every size is positive.
@@ -38,6 +41,9 @@ func (w Workload) Validate() error {
 	}
 	if w.MicroBatch < 0 {
 		return fmt.Errorf("%w: workload micro_batch = %d", ErrBadInput, w.MicroBatch)
+	}
+	if w.DecodeRanks < 0 {
+		return fmt.Errorf("%w: workload decode_ranks = %d", ErrBadInput, w.DecodeRanks)
 	}
 	if w.Warmup < 0 {
 		return fmt.Errorf("%w: workload warmup_samples = %d", ErrBadInput, w.Warmup)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu-check.sh: vdpp's checks and benchmarks on a lent NVIDIA GPU machine (no internet, no
+# gpu-check.sh: vdpp's checks and benchmarks on an NVIDIA GPU machine (no internet, no
 # Go). docs/gpu.md says how to prepare and carry what it needs and what it measures.
 #
 # Usage: scripts/gpu-check.sh PHASE...   (phases run in order; "all" = every phase)

@@ -32,13 +32,26 @@ func CLIPWeights(cfg clip.Config, seed uint64) (map[string]*tensor.Dense, error)
 	return InitWeights(exp, seed+clipSeedOffset, 0), nil
 }
 
+// unetMixFactor is the initial value of the UNet's spatio-temporal mix factors (diffusers'
+// AlphaBlender).
+const unetMixFactor = 0.5
+
 // UNetInitWeights returns the UNet's initial (untrained) weights for seed.
 func UNetInitWeights(cfg unet.Config, seed uint64) (map[string]*tensor.Dense, error) {
 	exp, err := unet.ExpectedTensors(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return InitWeights(exp, seed, 0.5), nil
+	return DenoiserInit(seed)(exp), nil
+}
+
+// DenoiserInit returns the UNet phase's initialisation for seed as a function of a
+// denoiser's tensor shapes (family.Reinitializer): `vdpp eval`'s untrained baseline is the
+// model with these weights, those a training run starts from.
+func DenoiserInit(seed uint64) func(shapes map[string][]int) map[string]*tensor.Dense {
+	return func(shapes map[string][]int) map[string]*tensor.Dense {
+		return InitWeights(shapes, seed, unetMixFactor)
+	}
 }
 
 // isEncoderTensor reports whether a VAE tensor belongs to the encoder half.

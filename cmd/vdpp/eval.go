@@ -10,9 +10,7 @@ import (
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/data/procedural"
 	"github.com/vdpp/vdpp/eval"
-	"github.com/vdpp/vdpp/model/nn"
-	"github.com/vdpp/vdpp/model/svd"
-	"github.com/vdpp/vdpp/model/svd/unet"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/train"
 )
 
@@ -50,53 +48,62 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("%w: --split: %w", errUsage, err)
 	}
 	o.TrainSplit = sp == procedural.Train
-	dir, err := builtin.Resolve(*modelFlag)
+	resolved, err := family.Resolve(*modelFlag)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	b, err := nn.NewBackend(*backend)
+	if resolved.Dir == "" {
+		return fmt.Errorf("%w: --model %s has no image encoder or VAE: give a model folder or %q", errUsage, *modelFlag, builtin.Name)
+	}
+	if desc, err := resolved.Describe(); err != nil {
+		return err
+	} else if desc.TextDim > 0 {
+		return fmt.Errorf("%w: --model %s is a text-to-video model; eval scores image-to-video models on the procedural clips", errUsage, *modelFlag)
+	}
+	s, err := resolved.Open(family.Options{Backend: *backend, Roles: family.AllRoles})
 	if err != nil {
 		return err
 	}
-	p, err := svd.Load(dir, "", b, svd.AllParts)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	pr := p.DefaultParams()
+	defer s.Close()
+	pr := s.DefaultParams() // guidance and decode chunk: the folder's vdpp_sampling.json
 	pr.Height, pr.Width, pr.Steps, pr.Seed = 64, 64, o.Steps, o.Seed
-	smp, err := builtin.Sampling(*modelFlag)
-	if err != nil {
-		return err
+	if o.MinGuidance >= 0 {
+		pr.MinGuidance = o.MinGuidance
 	}
-	pr.MinGuidance, pr.MaxGuidance, pr.DecodeChunkSize = smp.Resolve(o.MinGuidance, o.MaxGuidance, *chunk)
+	if o.MaxGuidance >= 0 {
+		pr.MaxGuidance = o.MaxGuidance
+	}
+	if *chunk >= 0 {
+		pr.DecodeChunkSize = *chunk
+	}
 	if pr.MinGuidance > pr.MaxGuidance {
 		return fmt.Errorf("%w: --min-guidance %v > --max-guidance %v", errUsage, pr.MinGuidance, pr.MaxGuidance)
 	}
 	o.MinGuidance, o.MaxGuidance = pr.MinGuidance, pr.MaxGuidance
 	var untrained eval.Generator
 	if o.Untrained {
-		w, err := train.UNetInitWeights(p.UNetConfig, *initSeed)
+		ri, ok := s.(family.Reinitializer)
+		if !ok {
+			return fmt.Errorf("%w: --untrained: the %s family cannot reinitialise its denoiser (--untrained=false)", errUsage, s.Family())
+		}
+		u, err := ri.WithDenoiserWeights(train.DenoiserInit(*initSeed))
 		if err != nil {
 			return err
 		}
-		um, err := unet.New(p.UNetConfig, w, b)
-		if err != nil {
-			return err
-		}
-		defer um.Close()
-		q := *p
-		q.UNet = um
-		untrained = eval.PipelineGenerator(svd.NewSampler(&q, smp), pr)
+		defer u.Close()
+		untrained = eval.PipelineGenerator(u, pr)
 	}
 	m := &evalMedia{max: *media, gifDir: *gifDir}
 	o.Keep = m.keep
 	if *recon {
-		o.Reconstruct = eval.Reconstructor(p, pr.DecodeChunkSize) // the chunking generation uses
+		// decoded in the chunks generation uses
+		if o.Reconstruct, err = eval.Reconstructor(ctx, s, pr); err != nil {
+			return fmt.Errorf("%w: --recon: %w (--recon=false)", errUsage, err)
+		}
 		o.KeepReconstruction = m.keepReconstruction
 	}
 	start := time.Now()
-	rep, err := eval.Run(ctx, o, eval.PipelineGenerator(svd.NewSampler(p, smp), pr), untrained, func(i int) {
+	rep, err := eval.Run(ctx, o, eval.PipelineGenerator(s, pr), untrained, func(i int) {
 		fmt.Fprintf(stderr, "eval: clip %d/%d (%.0fs)\n", i+1, o.Samples, time.Since(start).Seconds())
 	})
 	if err != nil {

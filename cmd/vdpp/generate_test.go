@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"image"
 	"image/png"
 	"os"
@@ -94,5 +95,80 @@ func TestGenerateBadInputOneLine(t *testing.T) {
 	msg := strings.TrimSpace(string(out))
 	if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, "x.png") || strings.Contains(msg, "panic") {
 		t.Fatalf("want one line naming x.png, got:\n%s", msg)
+	}
+}
+
+// Decoding spread over ranks (--decode-ranks) gives the frames and pixel statistics of the
+// one-process run (--decode-chunk-size 1: one part per frame, handed out over both ranks;
+// spreading whole samples is the one-part case of pipeline/spread_test.go).
+func TestGenerateDecodeSpreadBitIdentical(t *testing.T) {
+	dev := shared.Require(t, "golden", "dev")
+	img := testImage(t)
+	common := []string{"--model", dev, "--image", img, "--height", "32", "--width", "32", "--steps", "2", "--num-frames", "3",
+		"--num-samples", "2", "--seed", "5", "--decode-chunk-size", "1"}
+	one := runGenerateBin(t, append(common, "--nproc", "1")...)
+	spread := runGenerateBin(t, append(common, "--nproc", "2", "--decode-ranks", "2")...)
+	for _, s := range []string{"sample-000", "sample-001"} {
+		frames, _ := filepath.Glob(filepath.Join(one, s, "frames", "*.png"))
+		if len(frames) != 3 {
+			t.Fatalf("%d frames in %s, want 3", len(frames), filepath.Join(one, s))
+		}
+		for _, f := range frames {
+			a, _ := os.ReadFile(f)
+			b, err := os.ReadFile(filepath.Join(spread, s, "frames", filepath.Base(f)))
+			if err != nil || !bytes.Equal(a, b) {
+				t.Fatalf("%s/%s differs between one rank and decoding over 2", s, filepath.Base(f))
+			}
+		}
+		ra, _ := os.ReadFile(filepath.Join(one, s, "report.json"))
+		rb, _ := os.ReadFile(filepath.Join(spread, s, "report.json"))
+		if pa, pb := pixelStats(t, ra), pixelStats(t, rb); pa != pb {
+			t.Fatalf("%s pixel stats differ: %s vs %s", s, pa, pb)
+		}
+		if !strings.Contains(string(rb), `"decode_ranks": 2`) || !strings.Contains(string(rb), `"vae_decoder"`) {
+			t.Errorf("report.json lacks decode_ranks 2 or the decoder's weights:\n%s", rb)
+		}
+	}
+}
+
+// pixelStats returns the pixel_stats object of a report.json, as text.
+func pixelStats(t *testing.T, report []byte) string {
+	t.Helper()
+	var r struct {
+		Pixels json.RawMessage `json:"pixel_stats"`
+	}
+	if err := json.Unmarshal(report, &r); err != nil || len(r.Pixels) == 0 {
+		t.Fatalf("report.json: %v\n%s", err, report)
+	}
+	return string(r.Pixels)
+}
+
+// Wan's causal VAE decodes a sample whole (its cache runs through every frame), so
+// --decode-ranks spreads whole samples: sample 1 decodes on rank 0, with the frames of the
+// one-process run.
+func TestGenerateWanDecodeSpreadBySample(t *testing.T) {
+	dev := shared.Require(t, "golden", "wan-dev")
+	embeds := filepath.Join(dev, "cases", "full_pipeline_moe", "inputs.safetensors")
+	common := []string{"--model", dev, "--prompt-embeds", embeds, "--negative-prompt-embeds", embeds, "--num-frames", "5",
+		"--height", "32", "--width", "32", "--steps", "2", "--num-samples", "2", "--seed", "3"}
+	one := runGenerateBin(t, append(common, "--nproc", "1")...)
+	spread := runGenerateBin(t, append(common, "--nproc", "2", "--decode-ranks", "2")...)
+	for _, s := range []string{"sample-000", "sample-001"} {
+		frames, _ := filepath.Glob(filepath.Join(one, s, "frames", "*.png"))
+		if len(frames) != 5 {
+			t.Fatalf("%d frames in %s, want 5", len(frames), filepath.Join(one, s))
+		}
+		for _, f := range frames {
+			a, _ := os.ReadFile(f)
+			b, err := os.ReadFile(filepath.Join(spread, s, "frames", filepath.Base(f)))
+			if err != nil || !bytes.Equal(a, b) {
+				t.Fatalf("%s/%s differs between one rank and decoding over 2", s, filepath.Base(f))
+			}
+		}
+		ra, _ := os.ReadFile(filepath.Join(one, s, "report.json"))
+		rb, _ := os.ReadFile(filepath.Join(spread, s, "report.json"))
+		if pa, pb := pixelStats(t, ra), pixelStats(t, rb); pa != pb {
+			t.Fatalf("%s pixel stats differ: %s vs %s", s, pa, pb)
+		}
 	}
 }

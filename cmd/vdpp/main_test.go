@@ -95,6 +95,9 @@ func TestBenchPipelineEqualsBaseline(t *testing.T) {
 			"--num-samples", "5", "--warmup-samples", "1", "--step-ms", "0"}, [][2]int{{0, 3}, {0, 3}, {0, 3}, {0, 3}}},
 		{"dummy", []string{"--model", "dummy", "--nproc", "2", "--total-steps", "4", "--num-samples", "3", "--warmup-samples", "1",
 			"--hidden-channels", "8", "--latent-frames", "2", "--latent-height", "8", "--latent-width", "8"}, [][2]int{{0, 2}, {2, 4}}},
+		{"builtin decode spread over 2", []string{"--model", "builtin", "--nproc", "2", "--total-steps", "2", "--num-samples", "3", "--warmup-samples", "1",
+			"--latent-frames", "2", "--latent-channels", "4", "--latent-height", "8", "--latent-width", "8", "--decode-ranks", "2", "--decode-chunk-size", "1"},
+			[][2]int{{0, 1}, {1, 2}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,6 +124,8 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"--num-samples", "0"},
 		{"--model", "nosuchmodel", "--nproc", "1", "--total-steps", "1", "--num-samples", "2", "--warmup-samples", "0"},
 		{"--bogus-flag"},
+		{"--nproc", "2", "--total-steps", "2", "--decode-ranks", "3"},
+		{"--cfg", "2", "--total-steps", "2", "--decode-ranks", "1"},
 	} {
 		cmd := exec.Command(vdppBin, append([]string{"bench"}, args...)...)
 		out, err := cmd.CombinedOutput()

@@ -32,6 +32,9 @@ type planFlags struct {
 	measure, measureProcs              bool
 	handoffMS, bandwidth               float64
 	prepareMS, finishMS                float64
+	decodeRanks, decodeParts, chunk    int
+	decodePartMS                       float64
+	measureDecode                      bool
 	cpAllToAlls                        int
 	frameScaling                       float64
 	weights                            [4]int64 // denoiser (-1: from the model), conditioner, VAE encoder, decoder
@@ -66,6 +69,11 @@ func (f *planFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.bandwidth, "bandwidth", 0, "link bandwidth in bytes/s, 0: unlimited (given: overrides the measured or calibrated value)")
 	fs.Float64Var(&f.prepareMS, "prepare-ms", 0, "conditioning cost per sample on stage 0, ms")
 	fs.Float64Var(&f.finishMS, "finish-ms", 0, "decode cost per sample on the last stage, ms")
+	fs.IntVar(&f.decodeRanks, "decode-ranks", 0, "stages sharing each sample's decode, as generate --decode-ranks (0 or 1: the last stage alone)")
+	fs.IntVar(&f.decodeParts, "decode-parts", 0, "decode parts (chunks) per sample (given: overrides the measured value)")
+	fs.Float64Var(&f.decodePartMS, "decode-part-ms", 0, "decode cost of one part of one sample, ms (given: overrides the measured value)")
+	fs.BoolVar(&f.measureDecode, "measure-decode", false, "time the model's VAE decode, part by part, on a latent of the workload's shape")
+	fs.IntVar(&f.chunk, "decode-chunk-size", -1, "with --measure-decode: frames decoded together (0: all; -1: the model's)")
 	fs.IntVar(&f.cpAllToAlls, "cp-all-to-alls", -1, "all-to-alls per step inside the model in a cp group (-1: from the calibration, else 0 for synthetic, 1 for others)")
 	fs.Float64Var(&f.frameScaling, "frame-scaling", -1, "share of the row cost proportional to frames, in [0,1] (-1: measured; 1 for synthetic, whose cost is per frame under cp)")
 	fs.Int64Var(&f.weights[0], "denoiser-bytes", -1, "denoiser weight bytes (-1: from the model)")
@@ -79,7 +87,7 @@ func (f *planFlags) register(fs *flag.FlagSet) {
 
 func (f *planFlags) workload() plan.Workload {
 	return plan.Workload{Steps: f.steps, Samples: f.samples, Frames: f.frames, Height: f.height, Width: f.width,
-		Channels: f.channels, Guided: f.guidanceScale > 1, MicroBatch: f.microBatch, Warmup: f.warmup}
+		Channels: f.channels, Guided: f.guidanceScale > 1, MicroBatch: f.microBatch, Warmup: f.warmup, DecodeRanks: f.decodeRanks}
 }
 
 // latentBytes is one item's latent: micro-batch x T x C x H x W float32s.
@@ -241,6 +249,20 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 		c.CPAllToAllsPerStep = 0 // its cp step exchanges nothing but the output gather
 	case c.CPAllToAllsPerStep == 0:
 		c.CPAllToAllsPerStep = 1
+	}
+	if f.measureDecode {
+		parts, partMS, err := measureDecode(ctx, f)
+		if err != nil {
+			return plan.Costs{}, err
+		}
+		c.DecodeParts, c.DecodePartMS = parts, partMS
+		fmt.Fprintf(stderr, "vdpp plan: measured decode %d parts of %.1f ms per sample\n", parts, partMS)
+	}
+	if f.decodeParts > 0 {
+		c.DecodeParts = f.decodeParts
+	}
+	if f.decodePartMS > 0 {
+		c.DecodePartMS = f.decodePartMS
 	}
 	if f.prepareMS > 0 {
 		c.PrepareMS = f.prepareMS

@@ -111,3 +111,36 @@ func TestRunPlanUsage(t *testing.T) {
 		}
 	}
 }
+
+// A pipeline whose last stage is decode bound is told to spread the decode, and the spread
+// plan is costed with it.
+func TestRunPlanDecode(t *testing.T) {
+	base := []string{"--model", "synthetic", "--measure=false", "--step-ms", "1", "--handoff-ms", "0", "--total-steps", "8",
+		"--num-samples", "20", "--devices", "2", "--decode-parts", "2", "--decode-part-ms", "10"}
+	_, table := runPlanJSON(t, base...)
+	if want := "--decode-ranks 2 spreads its 2 parts over the stages, 71.4 samples/s instead of 47.6 (1.50x)"; !strings.Contains(table, want) {
+		t.Errorf("no %q in\n%s", want, table)
+	}
+	doc, table := runPlanJSON(t, append(base, "--decode-ranks", "2")...)
+	if want := "decode spread over 2 stages: 71.4 samples/s instead of 47.6"; !strings.Contains(table, want) {
+		t.Errorf("no %q in\n%s", want, table)
+	}
+	for _, c := range doc.Configs {
+		if c.PP == 2 && !near(c.Tput, 1000.0/14) {
+			t.Errorf("pp 2 spread: %v samples/s, want %v", c.Tput, 1000.0/14)
+		}
+	}
+}
+
+// --measure-decode times the built-in model's decode chunk by chunk.
+func TestMeasureDecode(t *testing.T) {
+	parts, ms, err := measureDecode(context.Background(), &planFlags{modelName: "builtin", frames: 4, channels: 4, height: 8, width: 8, chunk: 2})
+	if err != nil || parts != 2 || ms <= 0 {
+		t.Fatalf("%d parts of %v ms, %v; want 2 parts", parts, ms, err)
+	}
+	if _, _, err := measureDecode(context.Background(), &planFlags{modelName: "builtin", frames: 4, channels: 3, height: 8, width: 8, chunk: 2}); err == nil {
+		t.Fatal("3 latent channels: no error")
+	}
+}
+
+func near(a, b float64) bool { return a-b < 1e-9*b && b-a < 1e-9*b }

@@ -3,9 +3,11 @@ package family_test
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	_ "github.com/vdpp/vdpp/model/families"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/tensor"
 )
 
 // Example runs a whole generation in one process through the seam: resolve --model, open
@@ -42,6 +44,37 @@ func Example() {
 	}
 	fmt.Println(m.Family.Name(), it.Latent.Shape, len(it.Guidance), "guidance weights")
 	// Output: synthetic [2 3 4 4 4] 3 guidance weights
+}
+
+// ExampleDecodeParts decodes a sample of the built-in model part by part (its decode
+// chunks), as ranks sharing the decode would, and joins the parts: the frames are Decode's.
+func ExampleDecodeParts() {
+	s, err := family.Open("builtin", family.Options{Roles: family.Roles{Decode: true}})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	p := s.DefaultParams()
+	p.NumFrames, p.Height, p.Width, p.DecodeChunkSize = 3, 16, 16, 2
+	lat := tensor.New(s.LatentShape(p)...)
+	var parts []*tensor.Dense
+	for i := range family.DecodeParts(s, p) {
+		part, err := family.DecodePart(context.Background(), s, lat, p, i)
+		if err != nil {
+			panic(err)
+		}
+		parts = append(parts, part)
+	}
+	frames, err := family.JoinParts(parts)
+	if err != nil {
+		panic(err)
+	}
+	whole, err := s.Decode(context.Background(), lat, p)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(len(parts), "parts", frames.Shape, "equal to Decode:", slices.Equal(frames.Data, whole.Data))
+	// Output: 2 parts [3 3 16 16] equal to Decode: true
 }
 
 // A Wan-like model (a causal VAE compressing time by 4, 81 native frames): a 161-frame

@@ -139,6 +139,9 @@ func partsOf(r family.Roles) Parts {
 type Sampler struct {
 	P        *Pipeline
 	sampling checkpoint.Sampling
+	// release, when set, is what Close releases instead of P: a Sampler that borrows P
+	// from another (WithDenoiserWeights) owns only its own UNet.
+	release func() error
 
 	// The image inputs of the last Prepare, reused while the image and size stay the same
 	// (preprocessing is deterministic, so this only saves time).
@@ -293,6 +296,50 @@ func (s *Sampler) Decode(ctx context.Context, latent *tensor.Dense, p family.Par
 	return ToUnit(raw), nil
 }
 
+// DecodeParts implements family.PartDecoder: one part per decode chunk of
+// p.DecodeChunkSize frames (one part when the chunk holds every frame). diffusers decodes
+// each chunk with num_frames = its length, so the temporal layers never see across chunks
+// and the chunks decode independently.
+func (s *Sampler) DecodeParts(p family.Params) int {
+	return len(decodeChunks(p))
+}
+
+// DecodePart implements family.PartDecoder: the frames of decode chunk part, mapped to
+// [0, 1]; the same bits as those frames of Decode.
+func (s *Sampler) DecodePart(ctx context.Context, latent *tensor.Dense, p family.Params, part int) (*tensor.Dense, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	chunks := decodeChunks(p)
+	if part < 0 || part >= len(chunks) {
+		return nil, fmt.Errorf("%w: svd: decode part %d of %d", family.ErrParams, part, len(chunks))
+	}
+	want := s.P.LatentShape(p)
+	got := latent
+	if len(got.Shape) == 5 && got.Shape[0] == 1 {
+		got = &tensor.Dense{Shape: got.Shape[1:], Data: got.Data}
+	}
+	if !slices.Equal(got.Shape, want) {
+		return nil, fmt.Errorf("svd: decode: latent %v, want %v for %d frames of %dx%d", latent.Shape, want, p.NumFrames, p.Width, p.Height)
+	}
+	c := chunks[part]
+	raw, err := s.P.Decode(got.Rows(c[0], c[1]), 0)
+	if err != nil {
+		return nil, err
+	}
+	return ToUnit(raw), nil
+}
+
+// decodeChunks are the [start, end) latent frames of each decode chunk of p (one range when
+// the chunk size is 0 or covers every frame), as vae.Model.Decode cuts them.
+func decodeChunks(p family.Params) [][2]int {
+	n, chunk := max(1, p.NumFrames), p.DecodeChunkSize
+	if chunk <= 0 || chunk >= n {
+		return [][2]int{{0, n}}
+	}
+	return tensor.Chunks(n, 0, chunk)
+}
+
 // StepActivationBytes implements family.ActivationEstimator with unetcost's peak of one
 // UNet call on p's latent (two rows when guided).
 func (s *Sampler) StepActivationBytes(p family.Params) int64 {
@@ -312,7 +359,12 @@ func (s *Sampler) StepActivationBytes(p family.Params) int64 {
 func (s *Sampler) WeightBytes() map[string]int64 { return s.P.WeightBytes() }
 
 // Close implements family.Sampler.
-func (s *Sampler) Close() error { return s.P.Close() }
+func (s *Sampler) Close() error {
+	if s.release != nil {
+		return s.release()
+	}
+	return s.P.Close()
+}
 
 // RandomConditioning implements family.RandomConditioner: an image embedding, image latents
 // and the default added time ids (fps 7 -> 6, motion bucket 127, augmentation 0.02), for

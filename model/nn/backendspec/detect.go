@@ -36,7 +36,7 @@ func DetectGPU(p Probe) GPU {
 var pluginFileNames = []string{"pjrt_c_api_cuda_plugin.so", "xla_cuda_plugin.so"}
 
 // knownVenvs are Python environments known to hold JAX's CUDA plugin on machines vdpp runs
-// on (the lent GPU machines' image keeps its packages in /opt/torch/.venv).
+// on (/opt/torch/.venv is where a PyTorch GPU image keeps its packages).
 var knownVenvs = []string{"/opt/torch/.venv", "/opt/venv", "/usr/local", "/usr"}
 
 // sitePackages lists the Python package folders to search, most specific first:

@@ -132,6 +132,9 @@ func (m *Model) Config() Config { return m.cfg }
 // WeightBytes returns the memory held by the weights (float32).
 func (m *Model) WeightBytes() int64 { return m.weights.Bytes() }
 
+// Backend is the backend the weights are bound to.
+func (m *Model) Backend() backends.Backend { return m.prog.Backend() }
+
 // Close releases the compiled graphs; the Model must not be used afterwards.
 func (m *Model) Close() error {
 	if err := errors.Join(m.prog.Close(), m.cpPlans.close()); err != nil {
