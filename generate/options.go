@@ -56,6 +56,7 @@ type Options struct {
 	MotionBucketID   int
 	NoiseAugStrength float64
 	DecodeChunkSize  int
+	VAETile          int
 	Seed             int64
 	NumSamples       int
 	MicroBatch       int
@@ -104,6 +105,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.NoiseAugStrength, "noise-aug-strength", o.NoiseAugStrength, "noise added to the conditioning image")
 	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "frames decoded at once (0: all; -1: the model's vdpp_sampling.json: 7 for builtin; all for a folder without one)")
 	fs.IntVar(&o.DecodeRanks, "decode-ranks", o.DecodeRanks, "ranks that share the VAE decode: the last stage and the N-1 before it (0 or 1: the last stage alone); bit-identical")
+	fs.IntVar(&o.VAETile, "vae-tile", o.VAETile, "decode (and encode) in overlapping spatial tiles of this many pixels, as diffusers' enable_tiling (0: whole frames; -1: the VAE's sample_size)")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed; sample s uses the stream (seed, s)")
 	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "videos to generate from the image")
 	fs.IntVar(&o.MicroBatch, "micro-batch", o.MicroBatch, "samples per UNet call")
@@ -126,7 +128,7 @@ func (o Options) WorkerArgs() []string {
 		"--num-frames=" + i(o.NumFrames), "--window=" + i(o.Window), "--overlap=" + i(o.Overlap), "--blend=" + o.Blend, "--steps=" + i(o.Steps), "--height=" + i(o.Height), "--width=" + i(o.Width),
 		"--min-guidance=" + f(o.MinGuidance), "--max-guidance=" + f(o.MaxGuidance), "--fps=" + i(o.FPS),
 		"--motion-bucket-id=" + i(o.MotionBucketID), "--noise-aug-strength=" + f(o.NoiseAugStrength),
-		"--decode-chunk-size=" + i(o.DecodeChunkSize), "--decode-ranks=" + i(o.DecodeRanks), "--seed=" + strconv.FormatInt(o.Seed, 10),
+		"--decode-chunk-size=" + i(o.DecodeChunkSize), "--decode-ranks=" + i(o.DecodeRanks), "--vae-tile=" + i(o.VAETile), "--seed=" + strconv.FormatInt(o.Seed, 10),
 		"--num-samples=" + i(o.NumSamples), "--micro-batch=" + i(o.MicroBatch), "--nproc=" + i(o.NProc),
 		"--out=" + o.Out, "--backend=" + o.Backend, "--timeout=" + o.Timeout.String(), "--progress=plain",
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"image"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -156,7 +155,7 @@ func params(o Options) family.Params {
 		NumFrames: o.NumFrames, Steps: o.Steps, Height: o.Height, Width: o.Width,
 		MinGuidance: o.MinGuidance, MaxGuidance: o.MaxGuidance, FPS: o.FPS, MotionBucketID: o.MotionBucketID,
 		NoiseAugStrength: o.NoiseAugStrength, DecodeChunkSize: o.DecodeChunkSize, Seed: o.Seed,
-		GuidanceScale: max(o.GuidanceScale, 0), GuidanceScale2: o.GuidanceScale2,
+		GuidanceScale: max(o.GuidanceScale, 0), GuidanceScale2: o.GuidanceScale2, VAETile: o.VAETile,
 		Window: o.Window, Overlap: o.Overlap, Blend: o.Blend,
 	}
 }
@@ -275,7 +274,7 @@ func (w *workload) JoinParts(ctx context.Context, s int64, _ *tensor.Dense, part
 	w.mu.Lock()
 	t0 := w.ended[s]
 	w.mu.Unlock()
-	if err := w.writeSample(ctx, s, unit, t0, ms(time.Since(t0))); err != nil {
+	if err := w.writeSample(ctx, s, t0, func(add func(int, *tensor.Dense) error) error { return add(0, unit) }); err != nil {
 		return fmt.Errorf("generate: sample %d: %w", s, err)
 	}
 	return nil
@@ -319,16 +318,22 @@ func (w *workload) Finish(ctx context.Context, it *pipeline.Item) error {
 }
 
 func (w *workload) finishSample(ctx context.Context, s int64, lat *tensor.Dense) error {
-	t0 := time.Now()
-	unit, err := w.p.Decode(ctx, lat, w.pr)
-	if err != nil {
-		return err
-	}
-	return w.writeSample(ctx, s, unit, t0, ms(time.Since(t0)))
+	return w.writeSample(ctx, s, time.Now(), func(add func(first int, unit *tensor.Dense) error) error {
+		if cd, ok := w.p.(family.ChunkDecoder); ok {
+			return cd.DecodeChunks(ctx, lat, w.pr, add)
+		}
+		unit, err := w.p.Decode(ctx, lat, w.pr)
+		if err != nil {
+			return err
+		}
+		return add(0, unit)
+	})
 }
 
-// writeSample writes a decoded sample's files and report; diffusion ended at t0.
-func (w *workload) writeSample(ctx context.Context, s int64, unit *tensor.Dense, t0 time.Time, decodeMS float64) error {
+// writeSample writes a sample's files and report as decode hands it frames (add streams
+// frames first.. of unit to the writers); diffusion ended at t0, and the decode time runs
+// from t0 less the time spent writing.
+func (w *workload) writeSample(ctx context.Context, s int64, t0 time.Time, decode func(add func(first int, unit *tensor.Dense) error) error) error {
 	if w.stages == nil {
 		for r := 0; r < w.o.NProc; r++ {
 			var sw StageWeights
@@ -346,30 +351,31 @@ func (w *workload) writeSample(ctx context.Context, s int64, unit *tensor.Dense,
 	if err := getJSON(ctx, w.store, "start/"+strconv.FormatInt(s, 10), &started); err != nil {
 		return err
 	}
-	frames, err := video.FramesFromTensor(unit)
-	if err != nil {
-		return err
-	}
-	imgs := make([]image.Image, len(frames))
-	for i, f := range frames {
-		imgs[i] = f
-	}
 	dir := filepath.Join(w.o.Out, fmt.Sprintf("sample-%03d", s))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := video.WritePNGFrames(filepath.Join(dir, "frames"), imgs); err != nil {
-		return err
-	}
-	if err := video.WriteGIFFile(filepath.Join(dir, "video.gif"), imgs, float64(w.pr.FPS)); err != nil {
-		return err
-	}
-	files := []string{"video.gif", fmt.Sprintf("frames/000.png .. frames/%03d.png", len(imgs)-1)}
-	enc, err := video.WriteMP4Any(filepath.Join(dir, "video.mp4"), imgs, float64(w.pr.FPS))
+	out, err := newSampleWriter(dir, w.pr.NumFrames, w.pr.Width, w.pr.Height, float64(w.pr.FPS))
 	if err != nil {
 		return err
 	}
-	files = append(files, "video.mp4")
+	var writing time.Duration // inside out.add: not decoding
+	add := func(first int, unit *tensor.Dense) error {
+		tw := time.Now()
+		defer func() { writing += time.Since(tw) }()
+		return out.add(first, unit)
+	}
+	err = decode(add)
+	decodeMS := ms(time.Since(t0) - writing)
+	if err == nil {
+		err = out.finish()
+	}
+	if err != nil {
+		out.abort()
+		return err
+	}
+	enc := out.enc
+	files := []string{"video.gif", fmt.Sprintf("frames/000.png .. frames/%03d.png", w.pr.NumFrames-1), "video.mp4"}
 	loadMS := 0.0
 	for _, sw := range w.stages {
 		loadMS = max(loadMS, sw.LoadMS)
@@ -380,9 +386,9 @@ func (w *workload) writeSample(ctx context.Context, s int64, unit *tensor.Dense,
 		GuidanceScale: w.pr.GuidanceScale, GuidanceScale2: w.pr.GuidanceScale2,
 		Height: w.pr.Height, Width: w.pr.Width, Steps: w.pr.Steps, MinGuidance: w.pr.MinGuidance,
 		MaxGuidance: w.pr.MaxGuidance, FPS: w.pr.FPS, MotionID: w.pr.MotionBucketID, NoiseAug: w.pr.NoiseAugStrength,
-		DecodeChunk: w.pr.DecodeChunkSize, DecodeRanks: max(1, w.o.DecodeRanks), Window: w.o.Window, Overlap: w.o.Overlap, Blend: w.o.Blend, NProc: w.o.NProc, Stages: w.stages,
+		DecodeChunk: w.pr.DecodeChunkSize, DecodeRanks: max(1, w.o.DecodeRanks), VAETile: w.pr.VAETile, Window: w.o.Window, Overlap: w.o.Overlap, Blend: w.o.Blend, NProc: w.o.NProc, Stages: w.stages,
 		Timings: Timings{LoadMS: loadMS, ConditioningMS: ct.ConditioningMS, DiffusionMS: ms(t0.Sub(time.Unix(0, started))), DecodeMS: decodeMS},
-		Pixels:  video.Stats(unit), Files: files, MP4: enc,
+		Pixels:  out.stats.Stats(), Files: files, MP4: enc,
 	}
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {

@@ -45,6 +45,7 @@ type SampleReport struct {
 	NoiseAug             float64          `json:"noise_aug_strength"`
 	DecodeChunk          int              `json:"decode_chunk_size"`
 	DecodeRanks          int              `json:"decode_ranks"`
+	VAETile              int              `json:"vae_tile,omitempty"`
 	Window               int              `json:"window,omitempty"`
 	Overlap              int              `json:"overlap"`
 	Blend                string           `json:"blend,omitempty"`

@@ -219,3 +219,20 @@ func TestResolveSamplingDefaults(t *testing.T) {
 		t.Fatalf("corrupt vdpp_sampling.json: %v, want an error naming it", err)
 	}
 }
+
+func TestResolveVAETile(t *testing.T) {
+	o := DefaultOptions()
+	o.Model, o.Image = "builtin", writePNG(t) // the built-in VAE's factor is 8
+	for tile, want := range map[int]string{-2: "--vae-tile -2", 40: "--vae-tile 40 must be a multiple of 32"} {
+		o.VAETile = tile
+		if _, err := Resolve(o); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--vae-tile %d: %v, want %q", tile, err, want)
+		}
+	}
+	for _, tile := range []int{0, -1, 32, 64} {
+		o.VAETile = tile
+		if _, err := Resolve(o); err != nil {
+			t.Errorf("--vae-tile %d: %v", tile, err)
+		}
+	}
+}

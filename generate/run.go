@@ -81,6 +81,15 @@ func Resolve(o Options) (Options, error) {
 	if o.Height < f || o.Width < f || o.Height%f != 0 || o.Width%f != 0 {
 		return o, fmt.Errorf("%w: --width %d --height %d must be positive multiples of %d (the VAE's factor)", ErrOptions, o.Width, o.Height, f)
 	}
+	switch {
+	case o.VAETile < -1:
+		return o, fmt.Errorf("%w: --vae-tile %d (0: off, -1: the VAE's sample_size)", ErrOptions, o.VAETile)
+	case o.VAETile != 0 && m.Family.Name() != "svd":
+		return o, fmt.Errorf("%w: --vae-tile: the %s family's VAE does not tile", ErrOptions, m.Family.Name())
+	case o.VAETile > 0 && o.VAETile%(4*f) != 0:
+		// Tiles advance by three quarters of a tile, which must be whole latent pixels.
+		return o, fmt.Errorf("%w: --vae-tile %d must be a multiple of %d (4 × the VAE's factor %d)", ErrOptions, o.VAETile, 4*f, f)
+	}
 	if o.MinGuidance > o.MaxGuidance {
 		return o, fmt.Errorf("%w: --min-guidance %v > --max-guidance %v", ErrOptions, o.MinGuidance, o.MaxGuidance)
 	}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Long videos on the built-in model (docs/long-video.md): peak RSS of one `vdpp generate`
-# process for 14, 56 and 112 frames, then quality against the procedural ground truth
+# process for 14, 56, 112 and 224 frames, then quality against the procedural ground truth
 # (PSNR by horizon, repeat-first baseline, seam measure) for overlapping cosine and linear
 # windows, naive cuts (no overlap) and windows continued from the previous window's last
 # frame. Usage: scripts/long-video.sh [OUT] (default out/long-video).
@@ -12,7 +12,7 @@ go build -o "$out/vdpp" ./cmd/vdpp
 go build -o "$out/longvideo" ./scripts/longvideo
 "$out/vdpp" data --out "$out/data" --n 1 >/dev/null
 img=$(find "$out/data" -name '000.png' | sort | head -1)
-for n in 14 56 112; do
+for n in 14 56 112 224; do
   /usr/bin/time -v "$out/vdpp" generate --model builtin --image "$img" --num-frames "$n" --steps "$steps" \
     --out "$out/gen-$n" --progress plain 2>"$out/time-$n.txt" >/dev/null
   rss=$(awk -F: '/Maximum resident set size/ {gsub(/ /, "", $2); print $2}' "$out/time-$n.txt")

@@ -8,5 +8,8 @@
 // a=−0.75 with align_corners=True) in float32, then CLIP normalisation. FramesFromTensor
 // rounds like diffusers' numpy postprocess. File I/O is confined to LoadImage and the
 // writers; every file writer writes to a temporary file and renames it into place, so
-// an error never leaves a partial file behind. Nothing here depends on GoMLX.
+// an error never leaves a partial file behind. A video can also be written frame by frame
+// (PNGFrames, MP4Stream, Histogram with WriteGIFFrames, StatsAccumulator) without holding its
+// frames; the files are byte for byte those of the all-at-once writers. Nothing here
+// depends on GoMLX.
 package video

@@ -6,6 +6,8 @@ import (
 	"image"
 	"image/color"
 	"image/gif"
+	"os"
+	"path/filepath"
 
 	"github.com/vdpp/vdpp/tensor"
 	"github.com/vdpp/vdpp/video"
@@ -54,4 +56,52 @@ func Example() {
 	// clip [1 3 3 3]
 	// stats {+0.000 +1.000 +0.500 +0.293}
 	// gif frames 2 delay 14
+}
+
+// ExampleWriteGIFFrames streams a video to PNG files and a GIF without holding its
+// frames: each decoded chunk goes to its PNG files and into the palette's histogram, then
+// the GIF is written from the PNG files read back one at a time.
+func ExampleWriteGIFFrames() {
+	dir, err := os.MkdirTemp("", "frames")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	const total = 6
+	pngs, err := video.NewPNGFrames(dir, total)
+	if err != nil {
+		panic(err)
+	}
+	hist := video.NewHistogram()
+	var stats video.StatsAccumulator
+	for first := 0; first < total; first += 3 { // two decoded chunks of three frames
+		chunk := tensor.New(3, 3, 8, 8)
+		for i := range chunk.Data {
+			chunk.Data[i] = float32((first*64+i)%97) / 96
+		}
+		stats.Add(chunk.Data)
+		imgs, err := video.FramesFromTensor(chunk)
+		if err != nil {
+			panic(err)
+		}
+		for i, img := range imgs {
+			if err := pngs.Write(first+i, img); err != nil {
+				panic(err)
+			}
+			hist.Add(img)
+		}
+	}
+	var buf bytes.Buffer
+	if err := video.WriteGIFFrames(&buf, hist.Palette(256), total, pngs.Read, 7); err != nil {
+		panic(err)
+	}
+	g, err := gif.DecodeAll(&buf)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("gif frames", len(g.Image), "last png", filepath.Base(pngs.Path(total-1)))
+	fmt.Printf("mean %.3f\n", stats.Stats().Mean)
+	// Output:
+	// gif frames 6 last png 005.png
+	// mean 0.495
 }

@@ -82,3 +82,44 @@ func Stats(frames *tensor.Dense) FrameStats {
 	st.Std = math.Sqrt(ss / n)
 	return st
 }
+
+// StatsAccumulator computes FrameStats over values added in pieces (a video decoded a
+// chunk at a time), without holding them: the mean is the same float64 sum as Stats's, the
+// standard deviation comes from sums of squares about the first value (equal to Stats's to
+// about 1e-12 relative, not bit for bit).
+type StatsAccumulator struct {
+	n              int
+	shift          float64
+	sum, dev, dev2 float64
+	min, max       float64
+}
+
+// Add accumulates data.
+func (a *StatsAccumulator) Add(data []float32) {
+	if len(data) == 0 {
+		return
+	}
+	if a.n == 0 {
+		a.shift, a.min, a.max = float64(data[0]), math.Inf(1), math.Inf(-1)
+	}
+	for _, v := range data {
+		x := float64(v)
+		a.min = math.Min(a.min, x)
+		a.max = math.Max(a.max, x)
+		a.sum += x
+		d := x - a.shift
+		a.dev += d
+		a.dev2 += d * d
+	}
+	a.n += len(data)
+}
+
+// Stats returns the summary of everything added (zeros when nothing was).
+func (a *StatsAccumulator) Stats() FrameStats {
+	if a.n == 0 {
+		return FrameStats{}
+	}
+	n := float64(a.n)
+	md := a.dev / n
+	return FrameStats{Min: a.min, Max: a.max, Mean: a.sum / n, Std: math.Sqrt(max(a.dev2/n-md*md, 0))}
+}

@@ -1,7 +1,6 @@
 package video
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -37,41 +36,43 @@ func WriteMP4(path string, frames []image.Image, fps float64) error {
 // Write encodes frames to path. All frames must have the size of the first. Odd widths
 // or heights are padded by repeating the last column / row (yuv420p needs even sizes).
 // ffmpeg writes a temporary file that is renamed to path only on success.
-func (m MP4Writer) Write(path string, frames []image.Image, fps float64) (err error) {
+func (m MP4Writer) Write(path string, frames []image.Image, fps float64) error {
 	if len(frames) == 0 {
 		return ErrNoFrames
 	}
-	if !(fps > 0) {
-		return fmt.Errorf("video: mp4: fps must be positive, got %v", fps)
+	b := frames[0].Bounds()
+	for i, f := range frames {
+		if f.Bounds().Dx() != b.Dx() || f.Bounds().Dy() != b.Dy() {
+			return fmt.Errorf("video: mp4: frame %d is %v, frame 0 is %dx%d", i, f.Bounds().Size(), b.Dx(), b.Dy())
+		}
 	}
-	bin, look, command := m.Binary, m.LookPath, m.Command
-	if bin == "" {
-		bin = "ffmpeg"
+	s, err := m.Start(path, b.Dx(), b.Dy(), fps)
+	if err != nil {
+		return err
 	}
-	if look == nil {
-		look = exec.LookPath
+	for _, f := range frames {
+		if err := s.Write(f); err != nil {
+			if ferr := s.Abort(); ferr != nil {
+				return ferr // ffmpeg's own message says more than the broken pipe
+			}
+			return err
+		}
 	}
+	return s.Close()
+}
+
+var lookPath = exec.LookPath
+
+// encode runs ffmpeg (exe) on the raw rgb24 frames of ew×eh read from in, at fps, into a
+// temporary file renamed to path on success.
+func (m MP4Writer) encode(path, exe string, in *io.PipeReader, fps float64, ew, eh int) error {
+	command := m.Command
 	if command == nil {
 		command = exec.Command
 	}
-	exe, lerr := look(bin)
-	if lerr != nil {
-		return fmt.Errorf("%w (%v)", ErrNoFFmpeg, lerr)
-	}
-	b := frames[0].Bounds()
-	w, h := b.Dx(), b.Dy()
-	if w < 1 || h < 1 {
-		return fmt.Errorf("video: mp4: empty frame")
-	}
-	for i, f := range frames {
-		if f.Bounds().Dx() != w || f.Bounds().Dy() != h {
-			return fmt.Errorf("video: mp4: frame %d is %v, frame 0 is %dx%d", i, f.Bounds().Size(), w, h)
-		}
-	}
-	ew, eh := w+w%2, h+h%2
 	var runErr error
-	err = atomicfile.WriteNamed(path, atomicfile.Options{}, func(tmpName string) error {
-		runErr = runFFmpeg(command, exe, tmpName, frames, fps, ew, eh)
+	err := atomicfile.WriteNamed(path, atomicfile.Options{}, func(tmpName string) error {
+		runErr = runFFmpeg(command, exe, tmpName, in, fps, ew, eh)
 		return runErr
 	})
 	if err != nil && err != runErr {
@@ -80,8 +81,9 @@ func (m MP4Writer) Write(path string, frames []image.Image, fps float64) (err er
 	return err
 }
 
-// runFFmpeg encodes frames (padded to ew x eh) at fps into the MP4 file tmpName with exe.
-func runFFmpeg(command func(string, ...string) *exec.Cmd, exe, tmpName string, frames []image.Image, fps float64, ew, eh int) error {
+// runFFmpeg encodes raw rgb24 frames of ew x eh read from in at fps into the MP4 file
+// tmpName with exe. in is closed when ffmpeg has exited, so a writer never blocks on it.
+func runFFmpeg(command func(string, ...string) *exec.Cmd, exe, tmpName string, in *io.PipeReader, fps float64, ew, eh int) error {
 	cmd := command(exe, "-y", "-hide_banner", "-loglevel", "error",
 		"-f", "rawvideo", "-pix_fmt", "rgb24", "-s", fmt.Sprintf("%dx%d", ew, eh),
 		"-r", strconv.FormatFloat(fps, 'g', -1, 64), "-i", "-",
@@ -89,40 +91,16 @@ func runFFmpeg(command func(string, ...string) *exec.Cmd, exe, tmpName string, f
 		"-f", "mp4", tmpName)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return fmt.Errorf("video: mp4: %w", err)
-	}
-	if err = cmd.Start(); err != nil {
-		return fmt.Errorf("video: mp4: start ffmpeg: %w", err)
-	}
-	werr := writeRawRGB(stdin, frames, ew, eh)
-	cerr := stdin.Close()
-	if err = cmd.Wait(); err != nil {
+	cmd.Stdin = in
+	defer in.CloseWithError(errFFmpegExited)
+	if err := cmd.Run(); err != nil {
+		if errors.Is(err, errAborted) {
+			return err
+		}
 		return fmt.Errorf("video: mp4: ffmpeg: %w: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	if werr != nil || cerr != nil {
-		return fmt.Errorf("video: mp4: feeding ffmpeg: %w", errors.Join(werr, cerr))
 	}
 	return nil
 }
 
-// writeRawRGB writes frames as packed rgb24, padded to ew×eh by edge replication.
-func writeRawRGB(w io.Writer, frames []image.Image, ew, eh int) error {
-	bw := bufio.NewWriterSize(w, 1<<16)
-	row := make([]uint8, ew*3)
-	for _, f := range frames {
-		pix, fw, fh := rgb8(f)
-		for y := 0; y < eh; y++ {
-			src := pix[min(y, fh-1)*fw*3:]
-			copy(row, src[:fw*3])
-			for x := fw; x < ew; x++ {
-				copy(row[x*3:x*3+3], src[(fw-1)*3:fw*3])
-			}
-			if _, err := bw.Write(row); err != nil {
-				return err
-			}
-		}
-	}
-	return bw.Flush()
-}
+// errFFmpegExited fails a write to an MP4Stream whose ffmpeg has already exited.
+var errFFmpegExited = errors.New("ffmpeg exited")

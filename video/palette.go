@@ -15,24 +15,49 @@ type colorBox struct {
 	count int
 }
 
-// medianCutPalette builds a palette of at most n colours from the pixels of all frames:
-// a 5-bit-per-channel histogram is split by median cut along the widest channel of the
-// most populous box; each colour is the pixel-weighted mean of its box.
-func medianCutPalette(frames []image.Image, n int) color.Palette {
+// Histogram is the colour histogram a GIF's global palette is cut from (5 bits per
+// channel, with each cell's pixel sums). Add frames one at a time, in any order, then take
+// Palette: the result is the same as from all frames at once, so a video can be streamed
+// into it without holding its frames.
+type Histogram struct {
+	hist []int
+	sums [][3]int
+}
+
+// NewHistogram returns an empty histogram.
+func NewHistogram() *Histogram {
 	const cells = 1 << (3 * histBits)
-	hist := make([]int, cells)
-	sums := make([][3]int, cells)
-	for _, f := range frames {
-		pix, w, h := rgb8(f)
-		for i := 0; i < w*h; i++ {
-			r, g, b := int(pix[3*i]), int(pix[3*i+1]), int(pix[3*i+2])
-			c := (r>>3)<<10 | (g>>3)<<5 | b>>3
-			hist[c]++
-			sums[c][0] += r
-			sums[c][1] += g
-			sums[c][2] += b
-		}
+	return &Histogram{hist: make([]int, cells), sums: make([][3]int, cells)}
+}
+
+// Add counts the pixels of f.
+func (h *Histogram) Add(f image.Image) {
+	pix, w, ht := rgb8(f)
+	for i := 0; i < w*ht; i++ {
+		r, g, b := int(pix[3*i]), int(pix[3*i+1]), int(pix[3*i+2])
+		c := (r>>3)<<10 | (g>>3)<<5 | b>>3
+		h.hist[c]++
+		h.sums[c][0] += r
+		h.sums[c][1] += g
+		h.sums[c][2] += b
 	}
+}
+
+// medianCutPalette builds a palette of at most n colours from the pixels of all frames
+// (see Histogram.Palette).
+func medianCutPalette(frames []image.Image, n int) color.Palette {
+	h := NewHistogram()
+	for _, f := range frames {
+		h.Add(f)
+	}
+	return h.Palette(n)
+}
+
+// Palette returns a palette of at most n colours for the pixels counted: the histogram is
+// split by median cut along the widest channel of the most populous box; each colour is
+// the pixel-weighted mean of its box.
+func (h *Histogram) Palette(n int) color.Palette {
+	hist, sums := h.hist, h.sums
 	var all []int
 	total := 0
 	for c, k := range hist {

@@ -1,15 +1,15 @@
 package video
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"image"
+	"image/color"
 	"image/gif"
-	"image/png"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 )
 
 // ErrNoFrames is returned by the writers when given no frames.
@@ -31,14 +31,44 @@ func WriteGIF(w io.Writer, frames []image.Image, fps float64) error {
 	if len(frames) == 0 {
 		return ErrNoFrames
 	}
-	pal := medianCutPalette(frames, 256)
-	inv := newInverseMap(pal)
-	g := &gif.GIF{LoopCount: 0}
-	for _, f := range frames {
-		g.Image = append(g.Image, ditherFloydSteinberg(f, inv))
-		g.Delay = append(g.Delay, gifDelay(fps))
+	return WriteGIFFrames(w, medianCutPalette(frames, 256), len(frames), func(i int) (image.Image, error) { return frames[i], nil }, fps)
+}
+
+// WriteGIFFrames writes n frames as WriteGIF does, with the palette pal (a Histogram's
+// Palette(256) over all of them gives WriteGIF's bytes), fetching one frame at a time from
+// frame(i), in order, so a long video need not be held in memory. All frames must have
+// the size of the first.
+func WriteGIFFrames(w io.Writer, pal color.Palette, n int, frame func(i int) (image.Image, error), fps float64) error {
+	if n <= 0 {
+		return ErrNoFrames
 	}
-	if err := gif.EncodeAll(w, g); err != nil {
+	inv := newInverseMap(pal)
+	bw := bufio.NewWriter(w)
+	var one bytes.Buffer
+	var screen image.Rectangle
+	for i := 0; i < n; i++ {
+		f, err := frame(i)
+		if err != nil {
+			return fmt.Errorf("video: gif frame %d: %w", i, err)
+		}
+		pm := ditherFloydSteinberg(f, inv)
+		if i == 0 {
+			screen = pm.Bounds()
+			writeGIFHeader(bw, screen.Dx(), screen.Dy(), n > 1)
+		} else if !pm.Bounds().In(screen) {
+			return fmt.Errorf("video: gif frame %d is %v, frame 0 is %v", i, pm.Bounds().Size(), screen.Size())
+		}
+		// A one-frame GIF of the same size is header (13 bytes), the frame's block (it
+		// depends only on the frame, its delay and the logical screen size) and the trailer.
+		one.Reset()
+		if err := gif.EncodeAll(&one, &gif.GIF{Image: []*image.Paletted{pm}, Delay: []int{gifDelay(fps)}}); err != nil {
+			return fmt.Errorf("video: encode gif: %w", err)
+		}
+		b := one.Bytes()
+		bw.Write(b[gifHeaderLen : len(b)-1])
+	}
+	bw.WriteByte(gifTrailer)
+	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("video: encode gif: %w", err)
 	}
 	return nil
@@ -52,33 +82,36 @@ func WriteGIFFile(path string, frames []image.Image, fps float64) error {
 // WritePNGFrames writes each frame as dir/000.png, dir/001.png, ... (more digits when
 // there are over 1000 frames), creating dir if needed. Each file is written atomically;
 // on an error the files already written by this call are removed.
-func WritePNGFrames(dir string, frames []image.Image) (err error) {
-	if len(frames) == 0 {
-		return ErrNoFrames
+func WritePNGFrames(dir string, frames []image.Image) error {
+	p, err := NewPNGFrames(dir, len(frames))
+	if err != nil {
+		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("video: png frames: %w", err)
-	}
-	digits := max(3, len(fmt.Sprint(len(frames)-1)))
-	var written []string
-	defer func() {
-		if err != nil {
-			for _, p := range written {
-				os.Remove(p)
-			}
-		}
-	}()
 	for i, f := range frames {
-		p := filepath.Join(dir, fmt.Sprintf("%0*d.png", digits, i))
-		if err := writeFileAtomic(p, func(w io.Writer) error {
-			if err := png.Encode(w, f); err != nil {
-				return fmt.Errorf("video: encode %s: %w", p, err)
-			}
-			return nil
-		}); err != nil {
+		if err := p.Write(i, f); err != nil {
+			p.Remove()
 			return err
 		}
-		written = append(written, p)
 	}
 	return nil
+}
+
+// gifHeaderLen is the length of the header image/gif writes without a global colour table
+// and without the looping extension: "GIF89a", the logical screen's size, flags 0,
+// background 0 and aspect 0.
+const gifHeaderLen = 13
+
+const gifTrailer = 0x3b
+
+// writeGIFHeader writes what image/gif's EncodeAll writes before the first frame of a GIF
+// of w×h frames with no global colour table and LoopCount 0: the header and, for an
+// animation, the NETSCAPE2.0 looping extension.
+func writeGIFHeader(w *bufio.Writer, width, height int, animated bool) {
+	w.WriteString("GIF89a")
+	w.Write([]byte{byte(width), byte(width >> 8), byte(height), byte(height >> 8), 0, 0, 0})
+	if animated {
+		w.Write([]byte{0x21, 0xff, 0x0b})
+		w.WriteString("NETSCAPE2.0")
+		w.Write([]byte{0x03, 0x01, 0, 0, 0x00}) // loop forever
+	}
 }

@@ -66,6 +66,10 @@ type Params struct {
 	// model (0: the same as GuidanceScale). SVD reads MinGuidance/MaxGuidance instead.
 	GuidanceScale  float64 `json:"guidance_scale,omitempty"`
 	GuidanceScale2 float64 `json:"guidance_scale_2,omitempty"`
+	// VAETile, when > 0, makes the VAE decode (and encode) in overlapping spatial tiles of
+	// this many pixels (diffusers' enable_tiling); -1 tiles at the VAE config's
+	// sample_size, as enable_tiling does; 0 does not tile. Families without tiling ignore it.
+	VAETile int `json:"vae_tile,omitempty"`
 	// Window, Overlap and Blend cut a video longer than the model's native length into
 	// overlapping temporal windows denoised together, in video frames (0 window: the
 	// family's; -1 overlap: the family's; "" blend: the family's). Description.ResolveWindows
@@ -157,6 +161,16 @@ type Sampler interface {
 	WeightBytes() map[string]int64
 	// Close releases what was loaded.
 	Close() error
+}
+
+// ChunkDecoder is implemented by Samplers that can decode a final latent a few frames at a
+// time, so a long video is written without all its frames held at once.
+type ChunkDecoder interface {
+	// DecodeChunks decodes as Decode does and hands the frames to emit in order, as soon as
+	// a group of them is decoded: frames [k, 3, p.Height, p.Width] in [0, 1], first being
+	// the index of their first frame. Together they are Decode's frames, bit for bit. emit
+	// may keep nothing it is given; an error from emit stops the decode and is returned.
+	DecodeChunks(ctx context.Context, latent *tensor.Dense, p Params, emit func(first int, frames *tensor.Dense) error) error
 }
 
 // RandomConditioner is implemented by Samplers whose denoiser can be benchmarked without

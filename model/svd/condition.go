@@ -79,7 +79,11 @@ func (p *Pipeline) Condition(clipPixels, vaeImage, augNoise *tensor.Dense, pr Pa
 	for i := range aug.Data {
 		aug.Data[i] = aug.Data[i] + s*augNoise.Data[i]
 	}
-	post, err := p.VAEEnc.Encode(aug)
+	enc, err := p.vaeFor(p.VAEEnc, pr)
+	if err != nil {
+		return Conditioned{}, err
+	}
+	post, err := enc.Encode(aug)
 	if err != nil {
 		return Conditioned{}, fmt.Errorf("svd: VAE encode: %w", err)
 	}

@@ -3,6 +3,7 @@ package svd
 import (
 	"fmt"
 
+	"github.com/vdpp/vdpp/model/svd/vae"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -13,6 +14,45 @@ func (p *Pipeline) Decode(latents *tensor.Dense, chunk int) (*tensor.Dense, erro
 	if p.VAEDec == nil {
 		return nil, fmt.Errorf("svd: this process did not load the VAE decoder")
 	}
+	return p.decodeWith(p.VAEDec, latents, chunk)
+}
+
+// decodeWith is Decode with the decoder dec (VAEDec, maybe tiled).
+func (p *Pipeline) decodeWith(dec *vae.Model, latents *tensor.Dense, chunk int) (*tensor.Dense, error) {
+	z, err := p.unscale(latents)
+	if err != nil {
+		return nil, err
+	}
+	frames, err := dec.Decode(z, chunk)
+	if err != nil {
+		return nil, fmt.Errorf("svd: VAE decode: %w", err)
+	}
+	return frames, nil
+}
+
+// DecodeChunks decodes as Decode does and hands the raw frames to emit a group of chunks at
+// a time, in order (vae.Model.DecodeChunks).
+func (p *Pipeline) DecodeChunks(latents *tensor.Dense, chunk int, emit func(first int, frames *tensor.Dense) error) error {
+	if p.VAEDec == nil {
+		return fmt.Errorf("svd: this process did not load the VAE decoder")
+	}
+	return p.decodeChunksWith(p.VAEDec, latents, chunk, emit)
+}
+
+// decodeChunksWith is DecodeChunks with the decoder dec (VAEDec, maybe tiled).
+func (p *Pipeline) decodeChunksWith(dec *vae.Model, latents *tensor.Dense, chunk int, emit func(first int, frames *tensor.Dense) error) error {
+	z, err := p.unscale(latents)
+	if err != nil {
+		return err
+	}
+	if err := dec.DecodeChunks(z, chunk, emit); err != nil {
+		return fmt.Errorf("svd: VAE decode: %w", err)
+	}
+	return nil
+}
+
+// unscale returns latents [T, C, h, w] (or [1, T, C, h, w]) / scaling_factor as [T, C, h, w].
+func (p *Pipeline) unscale(latents *tensor.Dense) (*tensor.Dense, error) {
 	shape := latents.Shape
 	if len(shape) == 5 && shape[0] == 1 {
 		shape = shape[1:]
@@ -25,11 +65,7 @@ func (p *Pipeline) Decode(latents *tensor.Dense, chunk int) (*tensor.Dense, erro
 	for i, v := range latents.Data {
 		z.Data[i] = v / sf
 	}
-	frames, err := p.VAEDec.Decode(z, chunk)
-	if err != nil {
-		return nil, fmt.Errorf("svd: VAE decode: %w", err)
-	}
-	return frames, nil
+	return z, nil
 }
 
 // ToUnit maps raw frames to [0, 1] as diffusers' postprocess does: (x / 2 + 0.5).clamp(0, 1).

@@ -281,19 +281,60 @@ func (s *Sampler) Decode(ctx context.Context, latent *tensor.Dense, p family.Par
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := s.checkLatent(latent, p); err != nil {
+		return nil, err
+	}
+	if s.P.VAEDec == nil {
+		return nil, fmt.Errorf("svd: this process did not load the VAE decoder")
+	}
+	dec, err := s.P.vaeFor(s.P.VAEDec, p)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := s.P.decodeWith(dec, latent, p.DecodeChunkSize)
+	if err != nil {
+		return nil, err
+	}
+	return ToUnit(raw), nil
+}
+
+var _ family.ChunkDecoder = (*Sampler)(nil)
+
+// DecodeChunks implements family.ChunkDecoder: Decode's frames, a group of decode chunks at
+// a time.
+func (s *Sampler) DecodeChunks(ctx context.Context, latent *tensor.Dense, p family.Params, emit func(first int, frames *tensor.Dense) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.checkLatent(latent, p); err != nil {
+		return err
+	}
+	if s.P.VAEDec == nil {
+		return fmt.Errorf("svd: this process did not load the VAE decoder")
+	}
+	dec, err := s.P.vaeFor(s.P.VAEDec, p)
+	if err != nil {
+		return err
+	}
+	return s.P.decodeChunksWith(dec, latent, p.DecodeChunkSize, func(first int, raw *tensor.Dense) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return emit(first, ToUnit(raw))
+	})
+}
+
+// checkLatent checks that latent is p's final latent.
+func (s *Sampler) checkLatent(latent *tensor.Dense, p family.Params) error {
 	want := s.P.LatentShape(p)
 	got := latent.Shape
 	if len(got) == 5 && got[0] == 1 {
 		got = got[1:]
 	}
 	if !slices.Equal(got, want) {
-		return nil, fmt.Errorf("svd: decode: latent %v, want %v for %d frames of %dx%d", latent.Shape, want, p.NumFrames, p.Width, p.Height)
+		return fmt.Errorf("svd: decode: latent %v, want %v for %d frames of %dx%d", latent.Shape, want, p.NumFrames, p.Width, p.Height)
 	}
-	raw, err := s.P.Decode(latent, p.DecodeChunkSize)
-	if err != nil {
-		return nil, err
-	}
-	return ToUnit(raw), nil
+	return nil
 }
 
 // DecodeParts implements family.PartDecoder: one part per decode chunk of

@@ -208,8 +208,37 @@ func (p *Pipeline) Validate(pr Params) error {
 		return fmt.Errorf("%w: %dx%d: height and width must be positive multiples of %d", ErrParams, pr.Width, pr.Height, f)
 	case pr.MinGuidance > pr.MaxGuidance:
 		return fmt.Errorf("%w: min guidance %v > max guidance %v", ErrParams, pr.MinGuidance, pr.MaxGuidance)
+	case pr.VAETile < -1:
+		return fmt.Errorf("%w: VAE tile %d pixels", ErrParams, pr.VAETile)
+	}
+	if _, err := p.tiling(pr); err != nil {
+		return err
 	}
 	return nil
+}
+
+// tiling is the VAE tiling pr asks for (zero: none).
+func (p *Pipeline) tiling(pr Params) (vae.Tiling, error) {
+	t := vae.Tiling{Sample: pr.VAETile, Overlap: vae.DefaultTileOverlap}
+	switch {
+	case pr.VAETile == 0:
+		return vae.Tiling{}, nil
+	case pr.VAETile == -1:
+		t.Sample = p.VAEConfig.SampleSize
+	}
+	if err := t.Check(p.VAEConfig.DownsampleFactor()); err != nil {
+		return vae.Tiling{}, fmt.Errorf("%w: %w", ErrParams, err)
+	}
+	return t, nil
+}
+
+// vaeFor returns m tiled as pr asks.
+func (p *Pipeline) vaeFor(m *vae.Model, pr Params) (*vae.Model, error) {
+	t, err := p.tiling(pr)
+	if err != nil {
+		return nil, err
+	}
+	return m.WithTiling(t)
 }
 
 // LatentShape is one sample's latent [T, C, h, w].

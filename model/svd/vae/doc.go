@@ -21,5 +21,12 @@
 //   - A Model may hold only the encoder or only the decoder (LoadParts), so a pipeline
 //     stage loads only what it runs; calling the missing half returns ErrNoEncoder or
 //     ErrNoDecoder.
+//   - DecodeChunks is Decode a group of chunks at a time, handing each group's frames to a
+//     callback before the next group runs (bit-equal to Decode), so a long video's frames
+//     need not be held together.
+//   - WithTiling returns the model decoding and encoding in overlapping spatial tiles with
+//     the scheme of diffusers' AutoencoderKL.tiled_decode / _tiled_encode (the temporal
+//     decoder has none of its own): memory follows the tile, and the result differs from
+//     the untiled one where tiles meet. A frame no larger than a tile is not tiled.
 //   - A Model is safe for concurrent use.
 package vae

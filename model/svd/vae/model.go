@@ -40,6 +40,7 @@ type Model struct {
 	enc     *nn.Program // nil without the encoder
 	dec     *nn.Program // nil without the decoder
 	rowPar  int         // chunks Decode runs at once (nn.RowParallelism)
+	tiling  Tiling      // spatial tiles of Decode and Encode (WithTiling); zero: none
 }
 
 // Load reads vae/config.json and the vae weights of variant ("" for fp32, "fp16", ...) from
@@ -175,6 +176,13 @@ func (m *Model) Encode(image *tensor.Dense) (Posterior, error) {
 	if err := checkInput(image, m.cfg.InChannels, "image"); err != nil {
 		return Posterior{}, err
 	}
+	if t := m.tiling.Sample; t > 0 && (image.Shape[2] > t || image.Shape[3] > t) {
+		p, err := m.encodeTiled(image)
+		if err != nil {
+			return Posterior{}, fmt.Errorf("vae: encode %v: %w", image.Shape, err)
+		}
+		return p, nil
+	}
 	out, err := m.enc.Run(image)
 	if err != nil {
 		return Posterior{}, fmt.Errorf("vae: encode %v: %w", image.Shape, err)
@@ -199,23 +207,61 @@ func (m *Model) Decode(latents *tensor.Dense, chunk int) (*tensor.Dense, error) 
 	}
 	f := latents.Shape[0]
 	if chunk <= 0 || chunk >= f {
-		out, err := m.dec.Run(latents)
+		out, err := m.runDecode(latents)
 		if err != nil {
 			return nil, fmt.Errorf("vae: decode %v: %w", latents.Shape, err)
 		}
-		return out[0], nil
+		return out, nil
 	}
 	out, err := nn.RunSplit(tensor.Chunks(f, 0, chunk), m.rowPar, func(start, end int) (*tensor.Dense, error) {
-		out, err := m.dec.Run(latents.Rows(start, end))
+		out, err := m.runDecode(latents.Rows(start, end))
 		if err != nil {
 			return nil, fmt.Errorf("vae: decode frames [%d, %d) of %v: %w", start, end, latents.Shape, err)
 		}
-		return out[0], nil
+		return out, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// DecodeChunks decodes as Decode does (chunk <= 0 or >= F: all frames together) and hands
+// the frames to emit as soon as they exist, in order: the chunks run a group of
+// nn.RowParallelism at a time, and each group's frames [k, out_channels, h·f, w·f] go to
+// emit with the index of their first frame before the next group starts, so only one
+// group's frames and activations are live at once. The frames are Decode's, bit for bit.
+func (m *Model) DecodeChunks(latents *tensor.Dense, chunk int, emit func(first int, frames *tensor.Dense) error) error {
+	if m.dec == nil {
+		return ErrNoDecoder
+	}
+	if err := checkInput(latents, m.cfg.LatentChannels, "latents"); err != nil {
+		return err
+	}
+	f := latents.Shape[0]
+	if chunk <= 0 || chunk >= f {
+		chunk = f
+	}
+	chunks := tensor.Chunks(f, 0, chunk)
+	group := max(1, m.rowPar)
+	for g := 0; g < len(chunks); g += group {
+		ranges := chunks[g:min(g+group, len(chunks))]
+		first := ranges[0][0]
+		out, err := nn.RunSplit(ranges, group, func(start, end int) (*tensor.Dense, error) {
+			out, err := m.runDecode(latents.Rows(start, end))
+			if err != nil {
+				return nil, fmt.Errorf("vae: decode frames [%d, %d) of %v: %w", start, end, latents.Shape, err)
+			}
+			return out, nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := emit(first, out); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkInput checks that t is [N, channels, H, W] with N, H, W > 0.

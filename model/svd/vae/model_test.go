@@ -277,3 +277,47 @@ func TestErrors(t *testing.T) {
 		t.Error("New accepted weights without decoder.time_conv_out.bias")
 	}
 }
+
+func TestDecodeChunksStreamsDecode(t *testing.T) {
+	m, err := LoadParts(openGolden(t), "", backend(t), false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	in, _ := goldenCase(t, "vae_decode")
+	z := in["latents"]
+	for _, c := range [][2]int{{1, 1}, {2, 2}, {2, 0}} { // {rowPar, chunk}
+		par, chunk := c[0], c[1]
+		m.rowPar = par
+		{
+			want, err := m.Decode(z, chunk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var parts []*tensor.Dense
+			next := 0
+			err = m.DecodeChunks(z, chunk, func(first int, f *tensor.Dense) error {
+				if first != next {
+					t.Errorf("par %d chunk %d: emitted frame %d, want %d", par, chunk, first, next)
+				}
+				next += f.Shape[0]
+				parts = append(parts, f.Clone())
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := tensor.ConcatRows(parts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tensor.BitEqual(got, want) {
+				t.Errorf("par %d chunk %d: streamed frames differ from Decode", par, chunk)
+			}
+		}
+	}
+	stop := errors.New("stop")
+	if err := m.DecodeChunks(z, 1, func(int, *tensor.Dense) error { return stop }); !errors.Is(err, stop) {
+		t.Errorf("emit error: %v", err)
+	}
+}
