@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/plan"
 )
 
@@ -42,8 +43,15 @@ func AutoMesh(ctx context.Context, o Options, launch LaunchFunc) (Options, plan.
 			return o, plan.Prediction{}, err
 		}
 		defer s.Close()
-		d := st.ModelAt(0)
-		c, err := cal.Calibrate(ctx, o.Model, d, shape, plan.Weights{Denoiser: d.WeightBytes()})
+		m, err := o.ResolveModel()
+		if err != nil {
+			return o, plan.Prediction{}, err
+		}
+		weights, err := m.PlanWeights(family.Options{Backend: o.Backend}, o.TotalSteps, s)
+		if err != nil {
+			return o, plan.Prediction{}, err
+		}
+		c, err := cal.Calibrate(ctx, o.Model, st.ModelAt(0), shape, weights)
 		if err != nil {
 			return o, plan.Prediction{}, err
 		}

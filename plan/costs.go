@@ -35,12 +35,16 @@ type GroupCost struct {
 	MS    float64 `json:"ms"`
 }
 
-// Weights are the weight bytes of each model component.
+// Weights are the weight bytes a device holds, by pipeline role, as the model's family
+// sizes them (family.Resolved.PlanWeights): the first stage holds the conditioner, every
+// stage the denoiser (or the experts its steps use), the last stage the decoder.
 type Weights struct {
-	Denoiser     int64 `json:"denoiser"`
-	ImageEncoder int64 `json:"image_encoder"`
-	VAEEncoder   int64 `json:"vae_encoder"`
-	VAEDecoder   int64 `json:"vae_decoder"`
+	// Condition is the first stage's conditioner (SVD: image encoder and VAE encoder;
+	// Wan: the text encoder when it encodes prompts).
+	Condition int64 `json:"condition"`
+	Denoiser  int64 `json:"denoiser"`
+	// Decode is the last stage's decoder (the VAE decoder).
+	Decode int64 `json:"decode"`
 	// Experts, when the denoiser switches by step (Wan 2.2's high- and low-noise
 	// experts), are the weight bytes of each expert in step order, and ExpertSwitches the
 	// first step of each expert after the first; Denoiser is then their sum. A stage holds
@@ -72,7 +76,7 @@ func (w Weights) StageDenoiser(start, end int) int64 {
 }
 
 // Total is the memory one device needs to hold every component.
-func (w Weights) Total() int64 { return w.Denoiser + w.ImageEncoder + w.VAEEncoder + w.VAEDecoder }
+func (w Weights) Total() int64 { return w.Condition + w.Denoiser + w.Decode }
 
 // Costs are the measured (or given) costs the model predicts from.
 type Costs struct {
@@ -150,8 +154,8 @@ func (c Costs) Validate() error {
 		name string
 		v    int64
 	}{{"cp_all_to_alls_per_step", int64(c.CPAllToAllsPerStep)}, {"cp_bytes_per_frame", c.CPBytesPerFrame},
-		{"weights.denoiser", c.Weights.Denoiser}, {"weights.image_encoder", c.Weights.ImageEncoder},
-		{"weights.vae_encoder", c.Weights.VAEEncoder}, {"weights.vae_decoder", c.Weights.VAEDecoder},
+		{"weights.condition", c.Weights.Condition}, {"weights.denoiser", c.Weights.Denoiser},
+		{"weights.decode", c.Weights.Decode},
 		{"activation_bytes_per_row_frame", c.ActivationBytesPerRowFrame}, {"decode_parts", int64(c.DecodeParts)}}
 	for _, f := range is {
 		if f.v < 0 {

@@ -13,7 +13,7 @@ func TestPredictDecodeSpread(t *testing.T) {
 	dec := func(parts int, partMS float64) Costs {
 		c := SyntheticCosts(1, 4, Link{})
 		c.DecodeParts, c.DecodePartMS = parts, partMS
-		c.Weights = Weights{Denoiser: 100, VAEDecoder: 10}
+		c.Weights = Weights{Denoiser: 100, Decode: 10}
 		return c
 	}
 	w := func(ranks, micro int) Workload {

@@ -10,7 +10,7 @@ import (
 // with memory for one expert only the pipeline fits, and the verdict says so.
 func TestPredictExperts(t *testing.T) {
 	c := SyntheticCosts(1, 4, Link{})
-	c.Weights = Weights{Denoiser: 300, Experts: []int64{100, 200}, ExpertSwitches: []int{2}, VAEDecoder: 10}
+	c.Weights = Weights{Denoiser: 300, Experts: []int64{100, 200}, ExpertSwitches: []int{2}, Decode: 10}
 	w := Workload{Steps: 6, Samples: 4, Frames: 4, Height: 8, Width: 8, Channels: 4, MicroBatch: 1}
 	pp, err := Predict(w, Mesh{PP: 2, CFG: 1, CP: 1, DP: 1}, c, 250)
 	if err != nil {

@@ -75,7 +75,7 @@ import (
 //	                                                      gap per item of a replica, per
 //	                                                      sample, over the replicas
 //	makespan = first + (ceil(I/dp) - 1) * interval        all samples done
-//	weight_k = Denoiser + [k=0](ImageEncoder+VAEEncoder) + [k >= pp-n] VAEDecoder
+//	weight_k = Denoiser + [k=0] Condition + [k >= pp-n] Decode
 //	weight   = max_k weight_k                             per device; cfg and cp ranks of a
 //	                                                      stage and every dp replica hold what
 //	                                                      their stage needs
@@ -262,10 +262,10 @@ func Predict(w Workload, m Mesh, c Costs, memoryPerDevice int64) (Prediction, er
 	for k, rg := range stages {
 		wk := c.Weights.StageDenoiser(rg.Start, rg.End)
 		if k == 0 {
-			wk += c.Weights.ImageEncoder + c.Weights.VAEEncoder
+			wk += c.Weights.Condition
 		}
 		if k >= m.PP-p.DecodeRanks {
-			wk += c.Weights.VAEDecoder
+			wk += c.Weights.Decode
 		}
 		p.StageWeightBytes = append(p.StageWeightBytes, wk)
 		p.WeightBytesPerDevice = max(p.WeightBytesPerDevice, wk)

@@ -90,7 +90,7 @@ func TestPredictFormulas(t *testing.T) {
 
 func TestPredictMemory(t *testing.T) {
 	c := SyntheticCosts(1, 1, Link{})
-	c.Weights = Weights{Denoiser: 10, ImageEncoder: 3, VAEEncoder: 2, VAEDecoder: 4}
+	c.Weights = Weights{Condition: 3 + 2, Denoiser: 10, Decode: 4}
 	c.ActivationBytesPerRowFrame = 1
 	w := Workload{Steps: 8, Samples: 4, Frames: 1, Height: 1, Width: 1, Channels: 1, Guided: true}
 	tests := []struct {

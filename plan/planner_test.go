@@ -33,7 +33,7 @@ func hasNote(notes []string, parts ...string) bool {
 func TestPlanVerdict(t *testing.T) {
 	syn := SyntheticCosts(1, 4, Link{LatencyMS: 0.1})
 	tight := SyntheticCosts(1, 1, Link{LatencyMS: 0.1})
-	tight.Weights = Weights{Denoiser: 10 << 30, ImageEncoder: 2 << 30, VAEEncoder: 1 << 30, VAEDecoder: 2 << 30}
+	tight.Weights = Weights{Condition: 2<<30 + 1<<30, Denoiser: 10 << 30, Decode: 2 << 30}
 	oneFrame := Workload{Steps: 28, Samples: 60, Frames: 1, Height: 16, Width: 16, Channels: 4}
 	tests := []struct {
 		name       string
@@ -153,7 +153,7 @@ func TestCompareTieBreaks(t *testing.T) {
 
 func TestPlanInfeasibleAndErrors(t *testing.T) {
 	c := SyntheticCosts(1, 1, Link{})
-	c.Weights = Weights{Denoiser: 100, ImageEncoder: 30, VAEDecoder: 50} // dp: 180 B, pp2: 130 and 150 B
+	c.Weights = Weights{Condition: 30, Denoiser: 100, Decode: 50} // dp: 180 B, pp2: 130 and 150 B
 	w := Workload{Steps: 4, Samples: 2, Frames: 1, Height: 1, Width: 1, Channels: 1}
 	res, err := Plan(Request{Workload: w, Devices: 2, Costs: c, MemoryPerDevice: 120, Goal: GoalLatency})
 	if err != nil {

@@ -23,6 +23,7 @@ type File struct {
 	data   []byte // the data buffer (after the header); nil once closed
 	closed bool
 	unmap  func() error // releases the mapping; nil when the file was read into memory
+	mapped []byte       // the whole mapping (nil when read into memory), for Release
 }
 
 // Opener opens safetensors files. Map is the memory-mapping function (the platform's mmap
@@ -75,6 +76,9 @@ func (o Opener) Open(path string) (*File, error) {
 		return nil, err
 	}
 	file.unmap = unmap
+	if unmap != nil {
+		file.mapped = buf
+	}
 	return file, nil
 }
 
@@ -172,6 +176,23 @@ func (f *File) Bytes(name string) ([]byte, error) {
 	return b, err
 }
 
+// Release says tensor name's bytes will not be read again soon: on Linux the pages of the
+// mapping that hold them leave the process's resident memory (madvise MADV_DONTNEED; the
+// file is mapped read-only and shared, so a later read faults them in again from the file).
+// A loader converting a large file tensor by tensor calls it after each one, so the
+// file's pages do not accumulate in its RSS. It does nothing for a file read into memory,
+// an unknown name or a closed file.
+func (f *File) Release(name string) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.mapped == nil {
+		return
+	}
+	if _, b, err := f.lookup(name); err == nil {
+		dropPages(f.mapped, b)
+	}
+}
+
 // Float32 returns the elements of tensor name converted to float32 in fresh memory. F32
 // is copied, F16 and BF16 are converted exactly, F64 is rounded to nearest. Other dtypes
 // give ErrDtype.
@@ -208,7 +229,7 @@ func (f *File) Close() error {
 		return nil
 	}
 	f.closed = true
-	f.data = nil
+	f.data, f.mapped = nil, nil
 	if f.unmap != nil {
 		u := f.unmap
 		f.unmap = nil

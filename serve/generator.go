@@ -11,6 +11,7 @@ import (
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/svd"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
@@ -99,7 +100,7 @@ func (m ModelSpec) SchedConfig() (sched.Config, error) {
 	if err != nil {
 		return sched.Config{}, fmt.Errorf("serve: scheduler of %s: %w", m.Dir, err)
 	}
-	path, err := ck.SchedulerConfigPath()
+	path, err := ck.ConfigPath(svd.Scheduler)
 	if err != nil {
 		return sched.Config{}, fmt.Errorf("serve: scheduler of %s: %w", m.Dir, err)
 	}

@@ -5,6 +5,9 @@ import (
 	"fmt"
 
 	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/svd/clip"
+	"github.com/vdpp/vdpp/model/svd/unet"
+	"github.com/vdpp/vdpp/model/svd/vae"
 )
 
 // Configs are the component configs of the built-in model, as the JSON files of a
@@ -148,30 +151,30 @@ func marshal(m map[string]any) ([]byte, error) {
 
 // Parsed returns the typed configs of c through the checkpoint parsers (the ones svd.Load
 // uses), so training builds exactly what loading will build.
-func (c Configs) Parsed() (checkpoint.UNetConfig, checkpoint.VAEConfig, checkpoint.CLIPVisionConfig, error) {
+func (c Configs) Parsed() (unet.Config, vae.Config, clip.Config, error) {
 	var (
-		u   checkpoint.UNetConfig
-		v   checkpoint.VAEConfig
-		cl  checkpoint.CLIPVisionConfig
+		u   unet.Config
+		v   vae.Config
+		cl  clip.Config
 		err error
 	)
 	b, err := marshal(c.UNet)
 	if err != nil {
 		return u, v, cl, err
 	}
-	if u, err = checkpoint.ParseUNetConfig("unet/config.json", b); err != nil {
+	if u, err = unet.ParseConfig("unet/config.json", b); err != nil {
 		return u, v, cl, err
 	}
 	if b, err = marshal(c.VAE); err != nil {
 		return u, v, cl, err
 	}
-	if v, err = checkpoint.ParseVAEConfig("vae/config.json", b); err != nil {
+	if v, err = vae.ParseConfig("vae/config.json", b); err != nil {
 		return u, v, cl, err
 	}
 	if b, err = marshal(c.CLIP); err != nil {
 		return u, v, cl, err
 	}
-	if cl, err = checkpoint.ParseCLIPVisionConfig("image_encoder/config.json", b); err != nil {
+	if cl, err = clip.ParseConfig("image_encoder/config.json", b); err != nil {
 		return u, v, cl, err
 	}
 	return u, v, cl, nil

@@ -12,6 +12,10 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/svd"
+	"github.com/vdpp/vdpp/model/svd/clip"
+	"github.com/vdpp/vdpp/model/svd/unet"
+	"github.com/vdpp/vdpp/model/svd/vae"
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -103,12 +107,12 @@ func exportWeights(ctx *context.Context, raw bool) (map[string]*tensor.Dense, er
 // checkpoint.SamplingFile when it is set.
 func WriteFolder(out string, cfgs Configs, unetW, vaeW, clipW map[string]*tensor.Dense) error {
 	files := map[string]map[string]any{
-		checkpoint.IndexFile:                                                   cfgs.Index,
-		filepath.Join(checkpoint.UNet, "config.json"):                          cfgs.UNet,
-		filepath.Join(checkpoint.VAE, "config.json"):                           cfgs.VAE,
-		filepath.Join(checkpoint.ImageEncoder, "config.json"):                  cfgs.CLIP,
-		filepath.Join(checkpoint.Scheduler, "scheduler_config.json"):           cfgs.Scheduler,
-		filepath.Join(checkpoint.FeatureExtractor, "preprocessor_config.json"): cfgs.Features,
+		checkpoint.IndexFile:                                                      cfgs.Index,
+		filepath.Join(unet.Component, "config.json"):                              cfgs.UNet,
+		filepath.Join(vae.Component, "config.json"):                               cfgs.VAE,
+		filepath.Join(clip.Component, "config.json"):                              cfgs.CLIP,
+		filepath.Join(svd.Scheduler, "scheduler_config.json"):                     cfgs.Scheduler,
+		filepath.Join(clip.FeatureExtractorComponent, "preprocessor_config.json"): cfgs.Features,
 	}
 	for name, m := range files {
 		b, err := marshal(m)
@@ -136,9 +140,9 @@ func WriteFolder(out string, cfgs Configs, unetW, vaeW, clipW map[string]*tensor
 		}
 	}
 	weights := map[string]map[string]*tensor.Dense{
-		filepath.Join(checkpoint.UNet, "diffusion_pytorch_model.safetensors"): unetW,
-		filepath.Join(checkpoint.VAE, "diffusion_pytorch_model.safetensors"):  vaeW,
-		filepath.Join(checkpoint.ImageEncoder, "model.safetensors"):           clipW,
+		filepath.Join(unet.Component, "diffusion_pytorch_model.safetensors"): unetW,
+		filepath.Join(vae.Component, "diffusion_pytorch_model.safetensors"):  vaeW,
+		filepath.Join(clip.Component, "model.safetensors"):                   clipW,
 	}
 	for name, w := range weights {
 		names := make([]string, 0, len(w))

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -31,7 +31,7 @@ const (
 // latentCacheKey identifies what the cached values are a function of: the encoder's
 // weights, the image encoder's config and seed, and the dataset (config with its rule,
 // seed, split).
-func latentCacheKey(encW map[string]*tensor.Dense, ccfg checkpoint.CLIPVisionConfig, clipSeed uint64, f *frozen) string {
+func latentCacheKey(encW map[string]*tensor.Dense, ccfg clip.Config, clipSeed uint64, f *frozen) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "vdpp latent cache v1\n%+v\n%d\n%+v\n%d %v\n", ccfg, clipSeed, f.dc, f.data, f.split)
 	names := make([]string, 0, len(encW))

@@ -3,7 +3,6 @@ package train
 import (
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/vae"
@@ -37,7 +36,7 @@ func splitAxis1(x *Node) (a, b *Node) {
 // encoded, z = mean + std·eps is decoded by the temporal decoder with num_frames = frames,
 // and the loss is mean|x̂ − x| + mean (x̂ − x)² + klWeight · mean KL(q ‖ N(0, 1)). It also
 // returns the MSE alone.
-func vaeLoss(s nn.Scope, cfg checkpoint.VAEConfig, x, eps *Node, frames int) (loss, mse *Node) {
+func vaeLoss(s nn.Scope, cfg vae.Config, x, eps *Node, frames int) (loss, mse *Node) {
 	g := x.Graph()
 	moments := vae.BuildEncoderMoments(s, x, cfg)
 	mean, logvar := splitAxis1(moments)
@@ -59,7 +58,7 @@ func vaeLoss(s nn.Scope, cfg checkpoint.VAEConfig, x, eps *Node, frames int) (lo
 // x = x0 + σ·noise the network sees [x/√(σ²+1), image latents] and timestep 0.25·ln σ and
 // its output F is compared with the target (x0 − x/(σ²+1)) / (−σ/√(σ²+1)), so that
 // c_skip·x + c_out·F = x0 exactly when F is the target (sched's v-prediction step).
-func unetLoss(s nn.Scope, cfg checkpoint.UNetConfig, x0, noise, sigma, imageLatents, ehs, ids *Node) *Node {
+func unetLoss(s nn.Scope, cfg unet.Config, x0, noise, sigma, imageLatents, ehs, ids *Node) *Node {
 	d := x0.Shape().Dimensions
 	b, t := d[0], d[1]
 	sg := Reshape(sigma, b, 1, 1, 1, 1)

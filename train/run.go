@@ -20,6 +20,7 @@ import (
 	"github.com/vdpp/vdpp/data/procedural"
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/vae"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -294,7 +295,7 @@ func normal(r *rand.Rand, shape ...int) *tensor.Dense {
 
 type vaePhase struct {
 	o    Options
-	cfg  checkpoint.VAEConfig
+	cfg  vae.Config
 	c    *context.Context
 	s    *stepper
 	from int
@@ -303,7 +304,7 @@ type vaePhase struct {
 	trained bool
 }
 
-func newVAEPhase(b backends.Backend, o Options, cfg checkpoint.VAEConfig) (*vaePhase, error) {
+func newVAEPhase(b backends.Backend, o Options, cfg vae.Config) (*vaePhase, error) {
 	if f := cfg.DownsampleFactor(); o.VAECrop%f != 0 {
 		return nil, fmt.Errorf("%w: crop %d is not a multiple of the VAE's downsampling factor %d", ErrOptions, o.VAECrop, f)
 	}
@@ -540,9 +541,9 @@ func initFromFolder(o Options, w map[string]*tensor.Dense) (map[string]*tensor.D
 	if err != nil {
 		return nil, nil, fmt.Errorf("train: --init-from: %w", err)
 	}
-	comp := checkpoint.VAE
+	comp := vae.Component
 	if o.Phase == PhaseUNet {
-		comp = checkpoint.UNet
+		comp = unet.Component
 	}
 	exp := make(map[string][]int, len(w))
 	for n, t := range w {
@@ -566,7 +567,7 @@ func initFromFolder(o Options, w map[string]*tensor.Dense) (map[string]*tensor.D
 		md[metaVAEFrames] = strconv.Itoa(frames)
 	}
 	if o.Phase == PhaseUNet {
-		vc, err := ck.VAEConfig()
+		vc, err := vae.ReadConfig(ck)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -12,8 +12,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 
 	"github.com/vdpp/vdpp/data/procedural"
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/vae"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -31,11 +31,11 @@ func microConfigs() Configs {
 	return c
 }
 
-func vaeExpected(cfg checkpoint.VAEConfig) (map[string][]int, error) { return vae.ExpectedTensors(cfg) }
+func vaeExpected(cfg vae.Config) (map[string][]int, error) { return vae.ExpectedTensors(cfg) }
 
 // microVAE returns the micro VAE's config and initial weights (InitWeights with seed and
 // mixFactor).
-func microVAE(t *testing.T, seed uint64, mixFactor float32) (checkpoint.VAEConfig, map[string]*tensor.Dense) {
+func microVAE(t *testing.T, seed uint64, mixFactor float32) (vae.Config, map[string]*tensor.Dense) {
 	t.Helper()
 	_, vcfg, _, err := microConfigs().Parsed()
 	if err != nil {
@@ -49,7 +49,7 @@ func microVAE(t *testing.T, seed uint64, mixFactor float32) (checkpoint.VAEConfi
 }
 
 // microUNet returns the micro UNet's config and initial weights (seed 1).
-func microUNet(t *testing.T) (checkpoint.UNetConfig, map[string]*tensor.Dense) {
+func microUNet(t *testing.T) (unet.Config, map[string]*tensor.Dense) {
 	t.Helper()
 	ucfg, _, _, err := microConfigs().Parsed()
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/vdpp/vdpp/data/procedural"
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/model/svd/unet"
@@ -25,7 +24,7 @@ import (
 const clipSeedOffset = 7919
 
 // CLIPWeights returns the fixed random image encoder of the built-in model for seed.
-func CLIPWeights(cfg checkpoint.CLIPVisionConfig, seed uint64) (map[string]*tensor.Dense, error) {
+func CLIPWeights(cfg clip.Config, seed uint64) (map[string]*tensor.Dense, error) {
 	exp, err := clip.ExpectedTensors(cfg)
 	if err != nil {
 		return nil, err
@@ -38,7 +37,7 @@ func CLIPWeights(cfg checkpoint.CLIPVisionConfig, seed uint64) (map[string]*tens
 const unetMixFactor = 0.5
 
 // UNetInitWeights returns the UNet's initial (untrained) weights for seed.
-func UNetInitWeights(cfg checkpoint.UNetConfig, seed uint64) (map[string]*tensor.Dense, error) {
+func UNetInitWeights(cfg unet.Config, seed uint64) (map[string]*tensor.Dense, error) {
 	exp, err := unet.ExpectedTensors(cfg)
 	if err != nil {
 		return nil, err
@@ -62,7 +61,7 @@ func isEncoderTensor(name string) bool { return !strings.HasPrefix(name, "decode
 type frozen struct {
 	enc   *vae.Model
 	clip  *clip.Model
-	ccfg  checkpoint.CLIPVisionConfig
+	ccfg  clip.Config
 	sf    float64
 	raw   map[int]*tensor.Dense // unscaled latents [T, C, h, w] by clip index (cached on disk)
 	lat   map[int]*tensor.Dense // scaled latents [T, C, h, w] by clip index
@@ -81,7 +80,7 @@ type frozen struct {
 }
 
 // newFrozen loads the run folder's VAE encoder and builds the fixed image encoder.
-func newFrozen(b backends.Backend, dir string, vcfg checkpoint.VAEConfig, ccfg checkpoint.CLIPVisionConfig, seed, data uint64, rule procedural.Rule) (*frozen, error) {
+func newFrozen(b backends.Backend, dir string, vcfg vae.Config, ccfg clip.Config, seed, data uint64, rule procedural.Rule) (*frozen, error) {
 	vctx, _, err := loadContext(StatePath(dir, PhaseVAE))
 	if err != nil {
 		return nil, fmt.Errorf("train: the UNet phase needs a trained VAE: %w", err)
@@ -215,15 +214,15 @@ func (f *frozen) scalingFactor(n int) (float64, error) {
 
 type unetPhase struct {
 	o    Options
-	cfg  checkpoint.UNetConfig
-	vcfg checkpoint.VAEConfig
+	cfg  unet.Config
+	vcfg vae.Config
 	c    *context.Context
 	s    *stepper
 	from int
 	fz   *frozen
 }
 
-func newUNetPhase(b backends.Backend, o Options, ucfg checkpoint.UNetConfig, vcfg checkpoint.VAEConfig, ccfg checkpoint.CLIPVisionConfig) (*unetPhase, error) {
+func newUNetPhase(b backends.Backend, o Options, ucfg unet.Config, vcfg vae.Config, ccfg clip.Config) (*unetPhase, error) {
 	fz, err := newFrozen(b, o.Dir, vcfg, ccfg, o.Seed, o.Data, o.Rule)
 	if err != nil {
 		return nil, err

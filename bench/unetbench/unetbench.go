@@ -30,7 +30,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/unetcost"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -46,10 +46,10 @@ type Forwarder interface {
 
 // Factory builds a Forwarder from a config and its weights on a backend spec, computing in
 // dtype ("f32", "bf16" or "f16"); it returns an error for a dtype it does not support.
-type Factory func(cfg checkpoint.UNetConfig, weights map[string]*tensor.Dense, backend, dtype string) (Forwarder, error)
+type Factory func(cfg unet.Config, weights map[string]*tensor.Dense, backend, dtype string) (Forwarder, error)
 
 // ExpectedFunc lists a config's tensors and shapes (unet.ExpectedTensors).
-type ExpectedFunc func(cfg checkpoint.UNetConfig) (map[string][]int, error)
+type ExpectedFunc func(cfg unet.Config) (map[string][]int, error)
 
 // Options are the flags of `vdpp unetbench`.
 type Options struct {
@@ -111,15 +111,15 @@ type Result struct {
 }
 
 // LoadConfig returns the UNet config named by o.Config.
-func LoadConfig(name string, readFile func(string) ([]byte, error)) (checkpoint.UNetConfig, error) {
+func LoadConfig(name string, readFile func(string) ([]byte, error)) (unet.Config, error) {
 	if name == "xt" {
 		return unetcost.XTConfig(), nil
 	}
 	raw, err := readFile(name)
 	if err != nil {
-		return checkpoint.UNetConfig{}, fmt.Errorf("unetbench: config: %w", err)
+		return unet.Config{}, fmt.Errorf("unetbench: config: %w", err)
 	}
-	return checkpoint.ParseUNetConfig(name, raw)
+	return unet.ParseConfig(name, raw)
 }
 
 // Runner runs benchmarks; its fields are the dependencies tests replace.
@@ -260,7 +260,7 @@ type InputSet struct{ Sample, Timestep, EHS, AddedTimeIDs *tensor.Dense }
 // Inputs draws deterministic inputs like a sampling step's: a unit-normal sample, the
 // timestep 0.25·ln(700) (the first step's sigma), a unit-normal image embedding and SVD's
 // default added time ids (fps-1 = 6, motion bucket 127, noise augmentation 0.02).
-func Inputs(cfg checkpoint.UNetConfig, batch, frames, h, w int, seed uint64) InputSet {
+func Inputs(cfg unet.Config, batch, frames, h, w int, seed uint64) InputSet {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	normal := func(shape ...int) *tensor.Dense {
 		t := &tensor.Dense{Shape: shape, Data: make([]float32, tensor.NumElements(shape))}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/unetcost"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -53,10 +53,10 @@ func (c *fakeClock) now() time.Time { return c.t }
 
 func runner(f *fakeUNet, gotDType *string) Runner {
 	return Runner{
-		Expected: func(checkpoint.UNetConfig) (map[string][]int, error) {
+		Expected: func(unet.Config) (map[string][]int, error) {
 			return map[string][]int{"conv_in.weight": {32, 8, 3, 3}, "conv_in.bias": {32}}, nil
 		},
-		New: func(cfg checkpoint.UNetConfig, w map[string]*tensor.Dense, backend, dtype string) (Forwarder, error) {
+		New: func(cfg unet.Config, w map[string]*tensor.Dense, backend, dtype string) (Forwarder, error) {
 			if len(w) != 2 || w["conv_in.bias"] == nil {
 				return nil, errors.New("weights not passed")
 			}
@@ -85,7 +85,7 @@ func TestRun(t *testing.T) {
 	if res.MedianMS != 45 || res.MinMS != 30 || res.MeanMS != 45 || res.FirstCallS != 0.01 {
 		t.Errorf("median %v min %v mean %v first %v", res.MedianMS, res.MinMS, res.MeanMS, res.FirstCallS)
 	}
-	cfg, _ := checkpoint.ParseUNetConfig("s", []byte(smallConfig))
+	cfg, _ := unet.ParseConfig("s", []byte(smallConfig))
 	cost, _ := unetcost.Count(cfg, unetcost.Shape{Batch: 2, Frames: 3, Height: 4, Width: 6})
 	if res.FLOPs != cost.Total || math.Abs(res.TFLOPS-cost.Total/0.045/1e12) > 1e-12 {
 		t.Errorf("flops %g tflops %g, want %g and %g", res.FLOPs, res.TFLOPS, cost.Total, cost.Total/0.045/1e12)

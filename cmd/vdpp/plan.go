@@ -37,7 +37,7 @@ type planFlags struct {
 	measureDecode                      bool
 	cpAllToAlls                        int
 	frameScaling                       float64
-	weights                            [4]int64 // denoiser, image encoder, VAE encoder, VAE decoder; -1: from the model
+	weights                            [4]int64 // denoiser (-1: from the model), conditioner, VAE encoder, decoder
 	json                               string
 	set                                map[string]bool // flags given on the command line
 }
@@ -77,9 +77,11 @@ func (f *planFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.cpAllToAlls, "cp-all-to-alls", -1, "all-to-alls per step inside the model in a cp group (-1: from the calibration, else 0 for synthetic, 1 for others)")
 	fs.Float64Var(&f.frameScaling, "frame-scaling", -1, "share of the row cost proportional to frames, in [0,1] (-1: measured; 1 for synthetic, whose cost is per frame under cp)")
 	fs.Int64Var(&f.weights[0], "denoiser-bytes", -1, "denoiser weight bytes (-1: from the model)")
-	fs.Int64Var(&f.weights[1], "image-encoder-bytes", 0, "image encoder weight bytes (stage 0 only)")
-	fs.Int64Var(&f.weights[2], "vae-encoder-bytes", 0, "VAE encoder weight bytes (stage 0 only)")
-	fs.Int64Var(&f.weights[3], "vae-decoder-bytes", 0, "VAE decoder weight bytes (last stage only)")
+	fs.Int64Var(&f.weights[1], "condition-bytes", 0, "conditioner weight bytes, stage 0 only (at least; a model folder's own sizes count too)")
+	fs.Int64Var(&f.weights[1], "image-encoder-bytes", 0, "SVD's spelling of --condition-bytes (the image encoder)")
+	fs.Int64Var(&f.weights[2], "vae-encoder-bytes", 0, "added to --condition-bytes (SVD's VAE encoder)")
+	fs.Int64Var(&f.weights[3], "decode-bytes", 0, "decoder weight bytes, last stage only (at least; a model folder's own sizes count too)")
+	fs.Int64Var(&f.weights[3], "vae-decoder-bytes", 0, "SVD's spelling of --decode-bytes (the VAE decoder)")
 	fs.StringVar(&f.json, "json", "", "write the plan as JSON to this file")
 }
 
@@ -157,9 +159,7 @@ func resolveModel(name, dir string) (family.Resolved, error) {
 func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, error) {
 	shape := []int{f.frames, f.channels, f.height, f.width}
 	var c plan.Costs
-	var denoiserBytes int64
-	var experts []int64
-	var switches []int
+	var weights plan.Weights
 	cal, err := plan.LoadCalibration(f.calibration)
 	switch {
 	case f.calibration != "" && err == nil:
@@ -168,7 +168,7 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 			fmt.Fprintf(stderr, "vdpp plan: note: %s was measured for %s at latent %v; planning %s at %v\n",
 				f.calibration, cal.Model, cal.LatentShape, f.modelName, shape)
 		}
-		denoiserBytes = c.Weights.Denoiser
+		weights = c.Weights
 	case f.calibration != "" && !errors.Is(err, fs.ErrNotExist):
 		return plan.Costs{}, err
 	case f.measure:
@@ -176,8 +176,9 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 		if err != nil {
 			return plan.Costs{}, fmt.Errorf("plan: %w", err)
 		}
-		s, err := m.Open(family.Options{Backend: f.backend, Roles: family.Roles{Denoise: true}, Sim: model.Config{
-			StepMS: f.stepMS, Cost: f.cost, HiddenChannels: f.hidden, LatentChannels: f.channels, Seed: f.seed}})
+		o := family.Options{Backend: f.backend, Roles: family.Roles{Denoise: true}, Sim: model.Config{
+			StepMS: f.stepMS, Cost: f.cost, HiddenChannels: f.hidden, LatentChannels: f.channels, Seed: f.seed}}
+		s, err := m.Open(o)
 		if err != nil {
 			return plan.Costs{}, fmt.Errorf("plan: %w", err)
 		}
@@ -186,12 +187,17 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 		if err != nil {
 			return plan.Costs{}, fmt.Errorf("plan: %w", err)
 		}
+		// The weights every stage holds, by role, as the family sizes them (a two-expert
+		// model: dp holds both experts per device, a pipeline cut at the switch one).
+		if weights, err = m.PlanWeights(o, f.steps, s); err != nil {
+			return plan.Costs{}, fmt.Errorf("plan: %w", err)
+		}
 		d := st.ModelAt(0)
 		calib := &plan.Calibrator{}
 		if rc, ok := s.(family.RandomConditioner); ok {
 			calib.Cond = rc.RandomConditioning(rand.New(rand.NewPCG(uint64(f.seed), 0)), shape)
 		}
-		cal, err := calib.Calibrate(ctx, f.modelName, d, shape, plan.Weights{Denoiser: d.WeightBytes()})
+		cal, err := calib.Calibrate(ctx, f.modelName, d, shape, weights)
 		if err != nil {
 			return plan.Costs{}, err
 		}
@@ -208,18 +214,6 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 			}
 		}
 		c = cal.Costs
-		denoiserBytes = d.WeightBytes()
-		if ew, ok := s.(family.ExpertWeights); ok && len(ew.ExpertBytes()) > 1 {
-			// A two-expert model: dp holds both experts per device, a pipeline cut at
-			// the switch one.
-			if switches, err = m.Switches(f.steps); err != nil {
-				return plan.Costs{}, fmt.Errorf("plan: %w", err)
-			}
-			experts, denoiserBytes = ew.ExpertBytes(), 0
-			for _, b := range experts {
-				denoiserBytes += b
-			}
-		}
 		fmt.Fprintf(stderr, "vdpp plan: measured step %.4f ms/row + %.4f ms/call, hand-off %.4f ms + %.0f bytes/s\n",
 			c.Step.RowMS, c.Step.FixedMS, c.HandOff.LatencyMS, c.HandOff.BytesPerS)
 		if f.calibration != "" {
@@ -276,16 +270,12 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 	if f.finishMS > 0 {
 		c.FinishMS = f.finishMS
 	}
-	c.Weights.Denoiser = denoiserBytes
-	if len(switches) > 0 {
-		c.Weights.Experts, c.Weights.ExpertSwitches = experts, switches
-	}
+	c.Weights = weights
 	if f.weights[0] >= 0 {
 		c.Weights.Denoiser = f.weights[0]
 		c.Weights.Experts, c.Weights.ExpertSwitches = nil, nil
 	}
-	c.Weights.ImageEncoder = max(c.Weights.ImageEncoder, f.weights[1])
-	c.Weights.VAEEncoder = max(c.Weights.VAEEncoder, f.weights[2])
-	c.Weights.VAEDecoder = max(c.Weights.VAEDecoder, f.weights[3])
+	c.Weights.Condition = max(c.Weights.Condition, f.weights[1]+f.weights[2])
+	c.Weights.Decode = max(c.Weights.Decode, f.weights[3])
 	return c, c.Validate()
 }

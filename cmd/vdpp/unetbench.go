@@ -11,7 +11,6 @@ import (
 	"github.com/gomlx/gomlx/backends"
 
 	"github.com/vdpp/vdpp/bench/unetbench"
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/unetcost"
@@ -112,7 +111,7 @@ func unetDType(dtype string) error {
 }
 
 // newBenchUNet builds the UNet on a new backend.
-func newBenchUNet(cfg checkpoint.UNetConfig, w map[string]*tensor.Dense, backend, dtype string) (unetbench.Forwarder, error) {
+func newBenchUNet(cfg unet.Config, w map[string]*tensor.Dense, backend, dtype string) (unetbench.Forwarder, error) {
 	if err := unetDType(dtype); err != nil {
 		return nil, err
 	}

@@ -9,26 +9,8 @@ import (
 	"strings"
 )
 
-// Component folder names of an SVD checkpoint.
-const (
-	UNet             = "unet"
-	VAE              = "vae"
-	ImageEncoder     = "image_encoder"
-	Scheduler        = "scheduler"
-	FeatureExtractor = "feature_extractor"
-)
-
 // IndexFile is the name of the pipeline index at the checkpoint root.
 const IndexFile = "model_index.json"
-
-// configFiles maps each known component to its config file name.
-var configFiles = map[string]string{
-	UNet:             "config.json",
-	VAE:              "config.json",
-	ImageEncoder:     "config.json",
-	Scheduler:        "scheduler_config.json",
-	FeatureExtractor: "preprocessor_config.json",
-}
 
 // ComponentRef is one model_index.json entry: ["library", "Class"].
 type ComponentRef struct {
@@ -47,15 +29,15 @@ type ModelIndex struct {
 
 // ParseModelIndex parses model_index.json; path names the file in errors.
 func ParseModelIndex(path string, data []byte) (ModelIndex, error) {
-	f, err := parseFields(path, data, ErrIndex)
+	f, err := ParseFields(path, data, ErrIndex)
 	if err != nil {
 		return ModelIndex{}, err
 	}
 	idx := ModelIndex{Components: map[string]ComponentRef{}}
-	idx.ClassName = f.str("_class_name", "")
-	idx.DiffusersVersion = f.str("_diffusers_version", "")
-	if f.err != nil {
-		return ModelIndex{}, fmt.Errorf("%w (%w)", f.err, ErrIndex)
+	idx.ClassName = f.Str("_class_name", "")
+	idx.DiffusersVersion = f.Str("_diffusers_version", "")
+	if f.Err() != nil {
+		return ModelIndex{}, fmt.Errorf("%w (%w)", f.Err(), ErrIndex)
 	}
 	for key, raw := range f.m {
 		if strings.HasPrefix(key, "_") {
@@ -106,25 +88,49 @@ func (c *Checkpoint) Components() []string {
 // ComponentDir returns the folder of a component.
 func (c *Checkpoint) ComponentDir(component string) string { return filepath.Join(c.Dir, component) }
 
-// ConfigPath returns the config file of a known component, checking that model_index.json
-// lists it and that the file exists.
-func (c *Checkpoint) ConfigPath(component string) (string, error) {
-	name, ok := configFiles[component]
+// Ref returns a component's model_index.json entry; the error (ErrIndex) names the index
+// and lists the components it has.
+func (c *Checkpoint) Ref(component string) (ComponentRef, error) {
+	ref, ok := c.Index.Components[component]
 	if !ok {
-		return "", fmt.Errorf("%s: %w: unknown component %q", filepath.Join(c.Dir, IndexFile), ErrIndex, component)
+		return ComponentRef{}, fmt.Errorf("%s: %w: component %q is not listed (have %v)", filepath.Join(c.Dir, IndexFile), ErrIndex, component, c.Components())
 	}
-	if _, ok := c.Index.Components[component]; !ok {
-		return "", fmt.Errorf("%s: %w: component %q is not listed (have %v)", filepath.Join(c.Dir, IndexFile), ErrIndex, component, c.Components())
+	return ref, nil
+}
+
+// ConfigFileName is the config file a component of class has, as its library's loader
+// names it: a diffusers scheduler's scheduler_config.json, a transformers image
+// processor's or feature extractor's preprocessor_config.json, a tokenizer's
+// tokenizer_config.json, and config.json for models (diffusers and transformers).
+func ConfigFileName(class string) string {
+	switch {
+	case strings.HasSuffix(class, "Scheduler"):
+		return "scheduler_config.json"
+	case strings.HasSuffix(class, "ImageProcessor") || strings.HasSuffix(class, "FeatureExtractor"):
+		return "preprocessor_config.json"
+	case strings.Contains(class, "Tokenizer"):
+		return "tokenizer_config.json"
 	}
-	path := filepath.Join(c.Dir, component, name)
+	return "config.json"
+}
+
+// ConfigPath returns the config file of a component model_index.json lists (see
+// ConfigFileName), checking that it exists.
+func (c *Checkpoint) ConfigPath(component string) (string, error) {
+	ref, err := c.Ref(component)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(c.Dir, component, ConfigFileName(ref.Class))
 	if _, err := os.Stat(path); err != nil {
 		return "", fmt.Errorf("%s: %w: %w", path, ErrConfig, err)
 	}
 	return path, nil
 }
 
-// readConfig reads the config file of a component.
-func (c *Checkpoint) readConfig(component string) (string, []byte, error) {
+// ReadConfig reads the config file of a component (see ConfigPath) and returns its path
+// and bytes; the network's package parses them.
+func (c *Checkpoint) ReadConfig(component string) (string, []byte, error) {
 	path, err := c.ConfigPath(component)
 	if err != nil {
 		return "", nil, err
@@ -135,43 +141,3 @@ func (c *Checkpoint) readConfig(component string) (string, []byte, error) {
 	}
 	return path, data, nil
 }
-
-// UNetConfig reads and validates unet/config.json.
-func (c *Checkpoint) UNetConfig() (UNetConfig, error) {
-	path, data, err := c.readConfig(UNet)
-	if err != nil {
-		return UNetConfig{}, err
-	}
-	return ParseUNetConfig(path, data)
-}
-
-// VAEConfig reads and validates vae/config.json.
-func (c *Checkpoint) VAEConfig() (VAEConfig, error) {
-	path, data, err := c.readConfig(VAE)
-	if err != nil {
-		return VAEConfig{}, err
-	}
-	return ParseVAEConfig(path, data)
-}
-
-// CLIPConfig reads and validates image_encoder/config.json.
-func (c *Checkpoint) CLIPConfig() (CLIPVisionConfig, error) {
-	path, data, err := c.readConfig(ImageEncoder)
-	if err != nil {
-		return CLIPVisionConfig{}, err
-	}
-	return ParseCLIPVisionConfig(path, data)
-}
-
-// FeatureExtractor reads and validates feature_extractor/preprocessor_config.json.
-func (c *Checkpoint) FeatureExtractor() (FeatureExtractorConfig, error) {
-	path, data, err := c.readConfig(FeatureExtractor)
-	if err != nil {
-		return FeatureExtractorConfig{}, err
-	}
-	return ParseFeatureExtractorConfig(path, data)
-}
-
-// SchedulerConfigPath returns scheduler/scheduler_config.json (checked to exist; the sched
-// package parses it).
-func (c *Checkpoint) SchedulerConfigPath() (string, error) { return c.ConfigPath(Scheduler) }

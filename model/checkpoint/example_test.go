@@ -10,39 +10,50 @@ import (
 	"github.com/vdpp/vdpp/tensor"
 )
 
-// Example opens a (tiny) checkpoint folder, reads the UNet config and loads weights
-// against the names and shapes a network would declare from that config.
+// Example opens a (tiny) checkpoint folder, finds a component's config and weights from
+// model_index.json, and opens the weights against the names and shapes a network
+// declares: they stay in their stored dtype (bf16 here) until Each converts them, one
+// tensor at a time, as a network copies them onto its backend.
 func Example() {
 	dir, _ := os.MkdirTemp("", "ckpt-example")
 	defer os.RemoveAll(dir)
 	os.MkdirAll(filepath.Join(dir, "unet"), 0o755)
 	os.WriteFile(filepath.Join(dir, "model_index.json"), []byte(`{"unet": ["diffusers", "UNetSpatioTemporalConditionModel"]}`), 0o644)
-	os.WriteFile(filepath.Join(dir, "unet", "config.json"), []byte(`{"in_channels": 8, "block_out_channels": [32, 64, 64, 64],
-		"num_attention_heads": [1, 2, 2, 2]}`), 0o644)
-	safetensors.WriteFile(filepath.Join(dir, "unet", "diffusion_pytorch_model.safetensors"), []safetensors.NamedTensor{
-		{Name: "conv_in.weight", Tensor: tensor.New(32, 8, 3, 3)}, {Name: "conv_in.bias", Tensor: tensor.New(32)}}, nil)
+	os.WriteFile(filepath.Join(dir, "unet", "config.json"), []byte(`{"in_channels": 8, "block_out_channels": [32, 64, 64, 64]}`), 0o644)
+	safetensors.WriteRawFile(filepath.Join(dir, "unet", "diffusion_pytorch_model.safetensors"), []safetensors.RawTensor{
+		{Name: "conv_in.weight", DType: safetensors.BF16, Shape: []int{32, 8, 3, 3}, Data: make([]byte, 2*32*8*3*3)},
+		{Name: "conv_in.bias", DType: safetensors.BF16, Shape: []int{32}, Data: make([]byte, 2*32)}}, nil)
 
 	ck, err := checkpoint.Open(dir)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	cfg, err := ck.UNetConfig()
+	path, _, err := ck.ReadConfig("unet") // the network's package parses it
+	fmt.Println(ck.Components(), filepath.Base(path), err)
+
+	expected := map[string][]int{"conv_in.weight": {32, 8, 3, 3}, "conv_in.bias": {32}}
+	st, err := ck.OpenComponent("unet", "", expected, checkpoint.LoadOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	c0 := cfg.BlockOutChannels[0]
-	expected := map[string][]int{"conv_in.weight": {c0, cfg.InChannels, 3, 3}, "conv_in.bias": {c0}}
-	weights, err := ck.LoadComponent(checkpoint.UNet, "", expected, checkpoint.LoadOptions{})
-	fmt.Println(cfg.NumFrames, cfg.LayersPerBlock, weights["conv_in.weight"], err)
+	fmt.Println(st.DType("conv_in.weight"), st.StoredBytes(), st.Float32Bytes())
+	st.Each(func(name string, t *tensor.Dense) error {
+		fmt.Println(name, t)
+		return nil
+	})
+	st.Close()
 
 	// A network declaring a different input width gets an error naming file and tensor.
-	expected["conv_in.weight"] = []int{c0, 4, 3, 3}
-	_, err = ck.LoadComponent(checkpoint.UNet, "", expected, checkpoint.LoadOptions{})
+	expected["conv_in.weight"] = []int{32, 4, 3, 3}
+	_, err = ck.OpenComponent("unet", "", expected, checkpoint.LoadOptions{})
 	fmt.Println(err != nil)
 	// Output:
-	// 25 [2 2 2 2] Dense[32 8 3 3] <nil>
+	// [unet] config.json <nil>
+	// BF16 4672 9344
+	// conv_in.bias Dense[32]
+	// conv_in.weight Dense[32 8 3 3]
 	// true
 }
 

@@ -6,17 +6,19 @@ import (
 	"strings"
 )
 
-// fields reads typed values out of one JSON config object, applying defaults for absent or
-// null keys. The first error is kept in err (naming the file and the key); later reads are
-// then no-ops returning the default.
-type fields struct {
+// Fields reads typed values out of one JSON config object, applying the constructor
+// defaults for absent or null keys, as diffusers and transformers do. The first error is
+// kept (naming the file and the key, wrapping ErrConfig) and returned by Err; later reads
+// are then no-ops returning the default. The network packages parse their configs with it.
+type Fields struct {
 	path string
 	m    map[string]json.RawMessage
 	err  error
 }
 
-// parseFields parses data as a JSON object.
-func parseFields(path string, data []byte, sentinel error) (*fields, error) {
+// ParseFields parses data as a JSON object; path names the file in errors, which wrap
+// sentinel.
+func ParseFields(path string, data []byte, sentinel error) (*Fields, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("%s: %w: %v", path, sentinel, err)
@@ -24,11 +26,17 @@ func parseFields(path string, data []byte, sentinel error) (*fields, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%s: %w: not a JSON object", path, sentinel)
 	}
-	return &fields{path: path, m: m}, nil
+	return &Fields{path: path, m: m}, nil
 }
 
-// raw returns the value of key, or nil when it is absent or null.
-func (f *fields) raw(key string) json.RawMessage {
+// Path returns the file the fields came from.
+func (f *Fields) Path() string { return f.path }
+
+// Err returns the first error of a read (nil when every read succeeded).
+func (f *Fields) Err() error { return f.err }
+
+// Raw returns the value of key, or nil when it is absent or null.
+func (f *Fields) Raw(key string) json.RawMessage {
 	v, ok := f.m[key]
 	if !ok || strings.TrimSpace(string(v)) == "null" {
 		return nil
@@ -36,84 +44,93 @@ func (f *fields) raw(key string) json.RawMessage {
 	return v
 }
 
-func (f *fields) fail(key string, format string, args ...any) {
+// Fail records an error about key (when none is recorded yet).
+func (f *Fields) Fail(key string, format string, args ...any) {
 	if f.err == nil {
 		f.err = fmt.Errorf("%s: %w: key %q: %s", f.path, ErrConfig, key, fmt.Sprintf(format, args...))
 	}
 }
 
-// decode unmarshals key into dst; it reports whether a value was present and decoded.
-func (f *fields) decode(key string, dst any, what string) bool {
-	v := f.raw(key)
+// Decode unmarshals key into dst; it reports whether a value was present and decoded
+// (what names the expected type in the error).
+func (f *Fields) Decode(key string, dst any, what string) bool {
+	v := f.Raw(key)
 	if v == nil || f.err != nil {
 		return false
 	}
 	if err := json.Unmarshal(v, dst); err != nil {
-		f.fail(key, "want %s, got %s", what, abbrev(v))
+		f.Fail(key, "want %s, got %s", what, Abbrev(v))
 		return false
 	}
 	return true
 }
 
-func (f *fields) int(key string, def int) int {
+// Int reads key as an integer, or def.
+func (f *Fields) Int(key string, def int) int {
 	var v int
-	if f.decode(key, &v, "an integer") {
+	if f.Decode(key, &v, "an integer") {
 		return v
 	}
 	return def
 }
 
-func (f *fields) float(key string, def float64) float64 {
+// Float reads key as a number, or def.
+func (f *Fields) Float(key string, def float64) float64 {
 	var v float64
-	if f.decode(key, &v, "a number") {
+	if f.Decode(key, &v, "a number") {
 		return v
 	}
 	return def
 }
 
-func (f *fields) bool(key string, def bool) bool {
+// Bool reads key as true or false, or def.
+func (f *Fields) Bool(key string, def bool) bool {
 	var v bool
-	if f.decode(key, &v, "true or false") {
+	if f.Decode(key, &v, "true or false") {
 		return v
 	}
 	return def
 }
 
-func (f *fields) str(key string, def string) string {
+// Str reads key as a string, or def.
+func (f *Fields) Str(key string, def string) string {
 	var v string
-	if f.decode(key, &v, "a string") {
+	if f.Decode(key, &v, "a string") {
 		return v
 	}
 	return def
 }
 
-func (f *fields) strs(key string, def []string) []string {
+// Strs reads key as a list of strings, or def.
+func (f *Fields) Strs(key string, def []string) []string {
 	var v []string
-	if f.decode(key, &v, "a list of strings") {
+	if f.Decode(key, &v, "a list of strings") {
 		return v
 	}
 	return append([]string(nil), def...)
 }
 
-func (f *fields) ints(key string, def []int) []int {
+// Ints reads key as a list of integers, or def.
+func (f *Fields) Ints(key string, def []int) []int {
 	var v []int
-	if f.decode(key, &v, "a list of integers") {
+	if f.Decode(key, &v, "a list of integers") {
 		return v
 	}
 	return append([]int(nil), def...)
 }
 
-func (f *fields) floats(key string, def []float64) []float64 {
+// Floats reads key as a list of numbers, or def.
+func (f *Fields) Floats(key string, def []float64) []float64 {
 	var v []float64
-	if f.decode(key, &v, "a list of numbers") {
+	if f.Decode(key, &v, "a list of numbers") {
 		return v
 	}
 	return append([]float64(nil), def...)
 }
 
-// intOrList reads an int (repeated n times) or a list of ints (which must have n items).
-func (f *fields) intOrList(key string, def []int, n int) []int {
-	v := f.raw(key)
+// IntOrList reads an int (repeated n times) or a list of ints (which must have n items).
+func (f *Fields) IntOrList(key string, def []int, n int) []int {
+	v := f.Raw(key)
 	if v == nil || f.err != nil {
 		if len(def) == 1 {
 			return repeat(def[0], n)
@@ -126,11 +143,11 @@ func (f *fields) intOrList(key string, def []int, n int) []int {
 	}
 	var list []int
 	if err := json.Unmarshal(v, &list); err != nil {
-		f.fail(key, "want an integer or a list of integers, got %s", abbrev(v))
+		f.Fail(key, "want an integer or a list of integers, got %s", Abbrev(v))
 		return nil
 	}
 	if len(list) != n {
-		f.fail(key, "has %d items, want one per block (%d)", len(list), n)
+		f.Fail(key, "has %d items, want one per block (%d)", len(list), n)
 	}
 	return list
 }
@@ -143,7 +160,8 @@ func repeat(v, n int) []int {
 	return out
 }
 
-func abbrev(b []byte) string {
+// Abbrev shortens a JSON value for an error message.
+func Abbrev(b []byte) string {
 	s := string(b)
 	if len(s) > 60 {
 		s = s[:60] + "..."
@@ -151,19 +169,25 @@ func abbrev(b []byte) string {
 	return s
 }
 
-// checker accumulates the first validation failure of a config.
-type checker struct {
-	path string
+// Checker accumulates the first validation failure of a config (naming Path, wrapping
+// ErrConfig).
+type Checker struct {
+	Path string
 	err  error
 }
 
-func (c *checker) check(ok bool, format string, args ...any) {
+// Check records the failure format describes unless ok (only the first is kept).
+func (c *Checker) Check(ok bool, format string, args ...any) {
 	if !ok && c.err == nil {
-		c.err = fmt.Errorf("%s: %w: %s", c.path, ErrConfig, fmt.Sprintf(format, args...))
+		c.err = fmt.Errorf("%s: %w: %s", c.Path, ErrConfig, fmt.Sprintf(format, args...))
 	}
 }
 
-func allPositive(v []int) bool {
+// Err returns the first failure, or nil.
+func (c *Checker) Err() error { return c.err }
+
+// AllPositive reports whether every value is > 0.
+func AllPositive(v []int) bool {
 	for _, x := range v {
 		if x <= 0 {
 			return false

@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -33,129 +32,26 @@ func TestGoldenConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ck.Index.ClassName != "StableVideoDiffusionPipeline" || !reflect.DeepEqual(ck.Components(), []string{FeatureExtractor, ImageEncoder, Scheduler, UNet, VAE}) {
+	if ck.Index.ClassName != "StableVideoDiffusionPipeline" || !reflect.DeepEqual(ck.Components(), []string{"feature_extractor", "image_encoder", "scheduler", "unet", "vae"}) {
 		t.Errorf("index %+v", ck.Index)
 	}
-	if ck.Index.Components[UNet] != (ComponentRef{"diffusers", UNetClassName}) {
-		t.Errorf("unet ref %+v", ck.Index.Components[UNet])
+	if ck.Index.Components["unet"] != (ComponentRef{"diffusers", "UNetSpatioTemporalConditionModel"}) {
+		t.Errorf("unet ref %+v", ck.Index.Components["unet"])
 	}
-	u, err := ck.UNetConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantU := UNetConfig{
-		Path: filepath.Join(ck.Dir, "unet", "config.json"), SampleSize: []int{16}, InChannels: 8, OutChannels: 4,
-		DownBlockTypes:   []string{CrossAttnDownBlockSpatioTemporal, DownBlockSpatioTemporal},
-		UpBlockTypes:     []string{UpBlockSpatioTemporal, CrossAttnUpBlockSpatioTemporal},
-		BlockOutChannels: []int{32, 64}, AdditionTimeEmbedDim: 32, ProjectionClassEmbeddingsInputDim: 96,
-		LayersPerBlock: []int{2, 2}, CrossAttentionDim: []int{32, 32}, NumAttentionHeads: []int{2, 4},
-		TransformerLayersPerBlock: [][]int{{1}, {1}}, NumFrames: 3,
-	}
-	if !reflect.DeepEqual(u, wantU) {
-		t.Errorf("unet config\n got %+v\nwant %+v", u, wantU)
-	}
-	v, err := ck.VAEConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantV := VAEConfig{Path: filepath.Join(ck.Dir, "vae", "config.json"), InChannels: 3, OutChannels: 3,
-		DownBlockTypes: []string{DownEncoderBlock2D, DownEncoderBlock2D}, BlockOutChannels: []int{32, 64},
-		LayersPerBlock: 2, LatentChannels: 4, SampleSize: 32, ScalingFactor: 0.18215, ForceUpcast: true}
-	if !reflect.DeepEqual(v, wantV) || v.DownsampleFactor() != 2 {
-		t.Errorf("vae config\n got %+v\nwant %+v", v, wantV)
-	}
-	c, err := ck.CLIPConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantC := CLIPVisionConfig{Path: filepath.Join(ck.Dir, "image_encoder", "config.json"), HiddenSize: 32, IntermediateSize: 37,
-		ProjectionDim: 32, NumHiddenLayers: 2, NumAttentionHeads: 4, NumChannels: 3, ImageSize: 32, PatchSize: 4,
-		HiddenAct: "gelu", LayerNormEps: 1e-5}
-	if !reflect.DeepEqual(c, wantC) || c.NumPositions() != 65 || c.HeadDim() != 8 {
-		t.Errorf("clip config\n got %+v\nwant %+v", c, wantC)
-	}
-	fe, err := ck.FeatureExtractor()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fe.CropSize != (ImageSize{Height: 32, Width: 32}) || fe.Size != (ImageSize{ShortestEdge: 32}) ||
-		!reflect.DeepEqual(fe.ImageStd, []float64{0.26862954, 0.26130258, 0.27577711}) || fe.Resample != 3 {
-		t.Errorf("feature extractor %+v", fe)
-	}
-	sp, err := ck.SchedulerConfigPath()
-	if err != nil || !strings.HasSuffix(sp, filepath.Join("scheduler", "scheduler_config.json")) {
-		t.Errorf("scheduler config path %q, %v", sp, err)
-	}
-}
-
-// clipExpected builds the tensor names and shapes of a CLIPVisionModelWithProjection from
-// its config, as the CLIP network code would.
-func clipExpected(c CLIPVisionConfig) map[string][]int {
-	h, m := c.HiddenSize, c.IntermediateSize
-	e := map[string][]int{
-		"vision_model.embeddings.class_embedding":           {h},
-		"vision_model.embeddings.patch_embedding.weight":    {h, c.NumChannels, c.PatchSize, c.PatchSize},
-		"vision_model.embeddings.position_embedding.weight": {c.NumPositions(), h},
-		"vision_model.pre_layrnorm.weight":                  {h},
-		"vision_model.pre_layrnorm.bias":                    {h},
-		"vision_model.post_layernorm.weight":                {h},
-		"vision_model.post_layernorm.bias":                  {h},
-		"visual_projection.weight":                          {c.ProjectionDim, h},
-	}
-	for l := 0; l < c.NumHiddenLayers; l++ {
-		p := fmt.Sprintf("vision_model.encoder.layers.%d.", l)
-		for _, proj := range []string{"q_proj", "k_proj", "v_proj", "out_proj"} {
-			e[p+"self_attn."+proj+".weight"] = []int{h, h}
-			e[p+"self_attn."+proj+".bias"] = []int{h}
-		}
-		for _, ln := range []string{"layer_norm1", "layer_norm2"} {
-			e[p+ln+".weight"] = []int{h}
-			e[p+ln+".bias"] = []int{h}
-		}
-		e[p+"mlp.fc1.weight"] = []int{m, h}
-		e[p+"mlp.fc1.bias"] = []int{m}
-		e[p+"mlp.fc2.weight"] = []int{h, m}
-		e[p+"mlp.fc2.bias"] = []int{h}
-	}
-	return e
-}
-
-func TestGoldenLoadImageEncoder(t *testing.T) {
-	shared := sharedDir(t)
-	ck, err := Open(filepath.Join(shared, "golden", "dev"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ck.CLIPConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	expected := clipExpected(cfg)
-	got, err := ck.LoadComponent(ImageEncoder, "", expected, LoadOptions{Ignore: []string{"vision_model.embeddings.position_ids"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(expected) || len(got) != 40 {
-		t.Fatalf("loaded %d tensors, expected %d (40)", len(got), len(expected))
-	}
-	for name, shape := range expected {
-		if !reflect.DeepEqual(got[name].Shape, shape) || got[name].Len() != len(got[name].Data) {
-			t.Errorf("%s: %v, want %v", name, got[name], shape)
+	// Each component's config file is named after its class.
+	for comp, file := range map[string]string{"unet": "config.json", "vae": "config.json", "image_encoder": "config.json",
+		"scheduler": "scheduler_config.json", "feature_extractor": "preprocessor_config.json"} {
+		p, err := ck.ConfigPath(comp)
+		if err != nil || p != filepath.Join(ck.Dir, comp, file) {
+			t.Errorf("%s config path %q, %v", comp, p, err)
 		}
 	}
-	// The same builder reproduces the real SVD image encoder's key list from its config.
-	keys, err := os.ReadFile(filepath.Join(shared, "svd", "image_encoder_keys.txt"))
-	if err != nil {
-		t.Skip(err)
-	}
-	_, real, err := ParseKeyList("image_encoder_keys.txt", keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	xt := CLIPVisionConfig{HiddenSize: 1280, IntermediateSize: 5120, ProjectionDim: 1024, NumHiddenLayers: 32,
-		NumAttentionHeads: 16, NumChannels: 3, ImageSize: 224, PatchSize: 14, HiddenAct: "gelu", LayerNormEps: 1e-5}
-	if want := clipExpected(xt); !reflect.DeepEqual(real, want) {
-		t.Errorf("key list (%d tensors) differs from the config-built names (%d)", len(real), len(want))
+	// Each component's weights are named after its library.
+	for comp, file := range map[string]string{"unet": "diffusion_pytorch_model.safetensors", "image_encoder": "model.safetensors"} {
+		p, err := ck.WeightsPath(comp, "")
+		if err != nil || p != filepath.Join(ck.Dir, comp, file) {
+			t.Errorf("%s weights path %q, %v", comp, p, err)
+		}
 	}
 }
 
@@ -166,7 +62,7 @@ func TestGoldenLoadFP16(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f32, path, err := ck.OpenWeights(UNet, "")
+	f32, path, err := ck.OpenWeights("unet", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +75,7 @@ func TestGoldenLoadFP16(t *testing.T) {
 		info, _ := f32.Info(n)
 		expected[n] = info.Shape
 	}
-	half, err := ck.LoadComponent(UNet, "fp16", expected, LoadOptions{})
+	half, err := ck.LoadComponent("unet", "fp16", expected, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package checkpoint
 
 import (
 	"fmt"
-	"slices"
-	"sort"
 	"strings"
 
 	"github.com/vdpp/vdpp/safetensors"
@@ -116,36 +114,11 @@ func (e *LoadError) Unwrap() []error {
 // CheckTensors compares the tensors of f with expected (name -> shape) and returns every
 // problem, sorted by name then kind; nil means the file holds exactly the expected tensors.
 func CheckTensors(f *safetensors.File, expected map[string][]int, opts LoadOptions) []Problem {
-	ignore := map[string]bool{}
-	for _, n := range opts.Ignore {
-		ignore[n] = true
-	}
-	var probs []Problem
-	for name, want := range expected {
-		info, ok := f.Info(name)
-		switch {
-		case !ok:
-			probs = append(probs, Problem{Name: name, Kind: Missing, Expected: want})
-		case !slices.Equal(info.Shape, want):
-			probs = append(probs, Problem{Name: name, Kind: ShapeMismatch, FileShape: info.Shape, Expected: want, DType: info.DType})
-		case !info.DType.IsFloat():
-			probs = append(probs, Problem{Name: name, Kind: BadDType, FileShape: info.Shape, Expected: want, DType: info.DType})
-		}
-	}
+	infos := make(map[string]safetensors.TensorInfo, f.Len())
 	for _, name := range f.Names() {
-		if _, ok := expected[name]; ok || ignore[name] {
-			continue
-		}
-		info, _ := f.Info(name)
-		probs = append(probs, Problem{Name: name, Kind: Unexpected, FileShape: info.Shape, DType: info.DType})
+		infos[name], _ = f.Info(name)
 	}
-	sort.Slice(probs, func(i, j int) bool {
-		if probs[i].Name != probs[j].Name {
-			return probs[i].Name < probs[j].Name
-		}
-		return probs[i].Kind < probs[j].Kind
-	})
-	return probs
+	return checkInfos(infos, expected, opts)
 }
 
 // LoadTensors checks that f holds exactly the expected tensors (name -> shape), apart from

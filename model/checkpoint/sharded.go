@@ -58,7 +58,7 @@ func ParseShardIndex(path string, data []byte) (*ShardIndex, error) {
 	if v, ok := raw.Metadata["total_size"]; ok && strings.TrimSpace(string(v)) != "null" {
 		var n float64 // written as an integer, sometimes as a float
 		if err := json.Unmarshal(v, &n); err != nil || n < 0 || n > 1<<62 {
-			return nil, fmt.Errorf("%s: %w: metadata.total_size %s is not a byte count", path, ErrShardIndex, abbrev(v))
+			return nil, fmt.Errorf("%s: %w: metadata.total_size %s is not a byte count", path, ErrShardIndex, Abbrev(v))
 		}
 		idx.TotalSize = int64(n)
 	}
@@ -111,117 +111,30 @@ func WeightsDirPath(dir, stem string) (path string, sharded bool, err error) {
 	return "", false, fmt.Errorf("%s: %w: neither %s nor %s", dir, ErrWeights, filepath.Base(single), filepath.Base(index))
 }
 
-// LoadDir loads the weights of a transformers-style folder (see WeightsDirPath), one file
-// or the shards an index names, checks them against expected exactly as LoadTensors does
-// (a *LoadError naming the weights file or the index) and returns them as float32. Every
-// shard the index names must exist, hold every tensor the index assigns to it, and hold
-// no tensor the index does not assign to it.
+// LoadDir loads the weights of a transformers-style folder (see OpenDir, which checks
+// them) and returns them converted to float32 in fresh memory. A network that copies its
+// weights onto a backend should use OpenDir and Stored.Each instead, which never hold more
+// than one float32 tensor.
 func LoadDir(dir, stem string, expected map[string][]int, opts LoadDirOptions) (map[string]*tensor.Dense, error) {
-	out := make(map[string]*tensor.Dense, len(expected))
-	err := loadDir(dir, stem, expected, opts, false, func(name string, t *tensor.Dense) error {
-		out[name] = t
-		return nil
-	})
+	s, err := OpenDir(dir, stem, expected, opts)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	defer s.Close()
+	return s.Tensors()
 }
 
-// LoadDirEach is LoadDir handing each tensor to each as soon as it is converted, in name
-// order, instead of returning them all: a caller that copies them elsewhere (onto a
-// backend) needs memory for one tensor, not for all. The tensor's data is one buffer
-// reused from call to call: it is valid only until each returns. Every check is made
-// before the first call; an error from each stops the load and is returned.
+// LoadDirEach is OpenDir and Stored.Each: each tensor is handed to each as soon as it is
+// converted, in name order, in one buffer reused from call to call (valid only until each
+// returns). Every check is made before the first call; an error from each stops the load
+// and is returned.
 func LoadDirEach(dir, stem string, expected map[string][]int, opts LoadDirOptions, each func(name string, t *tensor.Dense) error) error {
-	return loadDir(dir, stem, expected, opts, true, each)
-}
-
-// loadDir is LoadDir (reuse false: every tensor in fresh memory) and LoadDirEach.
-func loadDir(dir, stem string, expected map[string][]int, opts LoadDirOptions, reuse bool, each func(name string, t *tensor.Dense) error) error {
-	path, sharded, err := WeightsDirPath(dir, stem)
+	s, err := OpenDir(dir, stem, expected, opts)
 	if err != nil {
 		return err
 	}
-	files := map[string]*safetensors.File{} // shard name -> open file
-	defer func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}()
-	where := map[string]string{} // tensor -> shard name
-	if !sharded {
-		f, err := safetensors.Open(path)
-		if err != nil {
-			return err
-		}
-		files[filepath.Base(path)] = f
-		for _, n := range f.Names() {
-			where[n] = filepath.Base(path)
-		}
-	} else {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrShardIndex, err)
-		}
-		idx, err := ParseShardIndex(path, data)
-		if err != nil {
-			return err
-		}
-		for _, shard := range idx.Shards() {
-			f, err := safetensors.Open(filepath.Join(dir, shard))
-			if errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("%s: %w: shard %s is missing", path, ErrShardIndex, shard)
-			}
-			if err != nil {
-				return fmt.Errorf("%s: shard %s: %w", path, shard, err)
-			}
-			files[shard] = f
-		}
-		if err := checkShards(path, idx, files); err != nil {
-			return err
-		}
-		where = idx.WeightMap
-	}
-	infos := make(map[string]safetensors.TensorInfo, len(where))
-	for name, shard := range where {
-		infos[name], _ = files[shard].Info(name)
-	}
-	if probs := checkInfos(infos, expected, opts.LoadOptions); len(probs) > 0 {
-		return &LoadError{Path: path, Problems: probs, Max: opts.MaxProblems}
-	}
-	var total, loaded int64
-	names := sortedKeys(expected)
-	for _, n := range names {
-		total += infos[n].ByteLen()
-	}
-	var scratch []float32
-	for _, name := range names {
-		f := files[where[name]]
-		var t *tensor.Dense
-		var err error
-		if reuse {
-			var b []byte
-			if b, err = f.Bytes(name); err == nil {
-				scratch, err = safetensors.ToFloat32Into(scratch, infos[name].DType, b)
-				t = &tensor.Dense{Data: scratch}
-			}
-		} else {
-			t, err = f.Tensor(name)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: tensor %q: %w", f.Path(), name, err)
-		}
-		t.Shape = append([]int(nil), expected[name]...)
-		if err := each(name, t); err != nil {
-			return err
-		}
-		loaded += infos[name].ByteLen()
-		if opts.Progress != nil {
-			opts.Progress(loaded, total)
-		}
-	}
-	return nil
+	defer s.Close()
+	return s.Each(each)
 }
 
 // checkShards checks that the shards hold exactly the tensors the index assigns to them.

@@ -11,35 +11,45 @@ import (
 	"github.com/vdpp/vdpp/tensor"
 )
 
-// weightsBase maps a component to its weights file stem: diffusers models use
-// diffusion_pytorch_model, transformers models model.
-var weightsBase = map[string]string{
-	UNet:         "diffusion_pytorch_model",
-	VAE:          "diffusion_pytorch_model",
-	ImageEncoder: "model",
+// Weights file stems: diffusers models save diffusion_pytorch_model[.variant].safetensors,
+// transformers models model[.variant].safetensors (each possibly sharded).
+const (
+	DiffusersStem    = "diffusion_pytorch_model"
+	TransformersStem = "model"
+)
+
+// WeightsStem is the weights file stem of a component of library ("transformers" or
+// "diffusers", model_index.json's first item).
+func WeightsStem(library string) string {
+	if library == "transformers" {
+		return TransformersStem
+	}
+	return DiffusersStem
 }
 
-// WeightsFileName returns the weights file name of a component for a variant: "" gives
+// WeightsFileName returns the weights file name of stem for a variant: "" gives
 // "<stem>.safetensors", "fp16" gives "<stem>.fp16.safetensors".
-func WeightsFileName(component, variant string) (string, error) {
-	base, ok := weightsBase[component]
-	if !ok {
-		return "", fmt.Errorf("%w: component %q has no weights (known: unet, vae, image_encoder)", ErrWeights, component)
-	}
+func WeightsFileName(stem, variant string) (string, error) {
 	if variant == "" {
-		return base + ".safetensors", nil
+		return stem + ".safetensors", nil
 	}
 	if strings.ContainsAny(variant, `/\`) || strings.HasPrefix(variant, ".") {
 		return "", fmt.Errorf("%w: invalid variant %q", ErrWeights, variant)
 	}
-	return base + "." + variant + ".safetensors", nil
+	return stem + "." + variant + ".safetensors", nil
 }
 
-// WeightsPath returns the path of a component's weights file for variant ("" or e.g.
-// "fp16"), checking that it exists. The error names the missing file and the variant and
-// lists the weights files that are there.
+// WeightsPath returns the weights of a component model_index.json lists, for variant (""
+// or e.g. "fp16"), named after its library (WeightsStem):
+// <stem>[.variant].safetensors when it exists, else its shard index
+// <stem>[.variant].safetensors.index.json. The error names the missing file and the
+// variant and lists the weights files that are there.
 func (c *Checkpoint) WeightsPath(component, variant string) (string, error) {
-	name, err := WeightsFileName(component, variant)
+	ref, err := c.Ref(component)
+	if err != nil {
+		return "", err
+	}
+	name, err := WeightsFileName(WeightsStem(ref.Library), variant)
 	if err != nil {
 		return "", err
 	}
@@ -47,6 +57,9 @@ func (c *Checkpoint) WeightsPath(component, variant string) (string, error) {
 	st, err := os.Stat(path)
 	if err == nil && st.Mode().IsRegular() {
 		return path, nil
+	}
+	if ist, ierr := os.Stat(path + IndexSuffix); ierr == nil && ist.Mode().IsRegular() {
+		return path + IndexSuffix, nil
 	}
 	if err == nil {
 		err = fmt.Errorf("not a regular file")
@@ -59,9 +72,6 @@ func (c *Checkpoint) WeightsPath(component, variant string) (string, error) {
 	hint := "no weights files there"
 	if len(have) > 0 {
 		hint = "present: " + strings.Join(have, ", ")
-	}
-	if _, ierr := os.Stat(path + ".index.json"); ierr == nil {
-		hint += "; sharded checkpoints are not supported"
 	}
 	return "", fmt.Errorf("%s: %w for variant %q (%s): %v", path, ErrWeights, v, hint, err)
 }
@@ -83,12 +93,16 @@ func (c *Checkpoint) weightFiles(component string) []string {
 	return out
 }
 
-// OpenWeights opens and validates a component's weights file for variant and returns it
-// with its path. The caller closes the file.
+// OpenWeights opens a component's weights file for variant (validating its header) and
+// returns it with its path; the caller closes the file. A sharded component has no one
+// file: it is ErrWeights here, and OpenComponent reads it.
 func (c *Checkpoint) OpenWeights(component, variant string) (*safetensors.File, string, error) {
 	path, err := c.WeightsPath(component, variant)
 	if err != nil {
 		return nil, "", err
+	}
+	if strings.HasSuffix(path, IndexSuffix) {
+		return nil, path, fmt.Errorf("%s: %w: sharded weights have no single file (OpenComponent reads them)", path, ErrWeights)
 	}
 	f, err := safetensors.Open(path)
 	if err != nil {
@@ -97,13 +111,28 @@ func (c *Checkpoint) OpenWeights(component, variant string) (*safetensors.File, 
 	return f, path, nil
 }
 
-// LoadComponent opens a component's weights, checks them against expected and returns
-// them as float32 tensors (see LoadTensors); the file is closed before it returns.
-func (c *Checkpoint) LoadComponent(component, variant string, expected map[string][]int, opts LoadOptions) (map[string]*tensor.Dense, error) {
-	f, path, err := c.OpenWeights(component, variant)
+// OpenComponent opens a component's weights for variant (see WeightsPath: one file or the
+// shards its index names), checks them against expected as OpenDir does, and returns them
+// kept in their stored dtype (see Stored). The caller closes them.
+func (c *Checkpoint) OpenComponent(component, variant string, expected map[string][]int, opts LoadOptions) (*Stored, error) {
+	path, err := c.WeightsPath(component, variant)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return LoadTensors(f, path, expected, opts)
+	if strings.HasSuffix(path, IndexSuffix) {
+		return openSharded(c.ComponentDir(component), path, expected, LoadDirOptions{LoadOptions: opts})
+	}
+	return OpenFile(path, expected, LoadDirOptions{LoadOptions: opts})
+}
+
+// LoadComponent is OpenComponent returning every tensor converted to float32 in fresh
+// memory; the files are closed before it returns. A network copying its weights onto a
+// backend should use OpenComponent and Stored.Each instead.
+func (c *Checkpoint) LoadComponent(component, variant string, expected map[string][]int, opts LoadOptions) (map[string]*tensor.Dense, error) {
+	s, err := c.OpenComponent(component, variant, expected, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return s.Tensors()
 }

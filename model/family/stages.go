@@ -1,6 +1,9 @@
 package family
 
-import "github.com/vdpp/vdpp/pipeline"
+import (
+	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/plan"
+)
 
 // Switcher is implemented by families whose denoiser changes with the step (Wan 2.2's
 // high- and low-noise experts): Switches returns the steps of a run of steps steps at which
@@ -39,9 +42,56 @@ func (r Resolved) StagePlan(steps, stages int) ([]pipeline.Range, error) {
 	return pipeline.CutStages(cost, stages, cuts)
 }
 
-// ExpertWeights is implemented by Samplers whose denoiser switches by step: ExpertBytes
-// returns the weight bytes of each expert in step order (0 for one this process did not
-// load), for the planner.
-type ExpertWeights interface {
-	ExpertBytes() []int64
+// Weights are a model's weight bytes by pipeline role, as held once loaded (float32):
+// what each stage of a pipeline holds, so the planner costs every family's stages through
+// one path.
+type Weights struct {
+	// Condition is what the first stage loads to prepare samples (SVD: the image encoder
+	// and the VAE encoder; Wan: the text encoder when it encodes prompts).
+	Condition int64
+	// Denoisers are the denoiser, or the experts in step order (Wan 2.2's high- and
+	// low-noise transformers); a stage holds those its steps use.
+	Denoisers []int64
+	// Decode is what the last stage loads to decode (the VAE decoder).
+	Decode int64
+}
+
+// Weigher is implemented by families that size a folder's weights by role from its
+// configs alone (the tensors each network declares), without loading them.
+type Weigher interface {
+	Weights(dir string, o Options) (Weights, error)
+}
+
+// PlanWeights are the planner's weights for the resolved model on a run of steps steps:
+// the family's sizes by role (Weigher), with the experts' switch steps (Switcher). A family
+// without a Weigher (the simulators) is costed by what loaded holds: its denoiser only.
+func (r Resolved) PlanWeights(o Options, steps int, loaded Sampler) (plan.Weights, error) {
+	wg, ok := r.Family.(Weigher)
+	if !ok {
+		var w plan.Weights
+		if loaded != nil {
+			for _, b := range loaded.WeightBytes() {
+				w.Denoiser += b
+			}
+		}
+		return w, nil
+	}
+	fw, err := wg.Weights(r.Dir, o)
+	if err != nil {
+		return plan.Weights{}, err
+	}
+	w := plan.Weights{Condition: fw.Condition, Decode: fw.Decode}
+	for _, b := range fw.Denoisers {
+		w.Denoiser += b
+	}
+	if len(fw.Denoisers) > 1 {
+		sw, err := r.Switches(steps)
+		if err != nil {
+			return plan.Weights{}, err
+		}
+		if len(sw) > 0 { // else one expert runs every step: stages hold the sum
+			w.Experts, w.ExpertSwitches = fw.Denoisers, sw
+		}
+	}
+	return w, nil
 }

@@ -288,3 +288,14 @@ func DeclareShapes(build func(s Scope, g *graph.Graph) error) (map[string][]int,
 	}
 	return Declare(b, build)
 }
+
+// Float32Bytes is the memory tensors of these shapes take in float32 (4 bytes per
+// element): what Weights.Bytes reports once they are loaded, known from a declaration
+// alone (the planner sizes a stage's weights with it before loading anything).
+func Float32Bytes(shapes map[string][]int) int64 {
+	var n int64
+	for _, s := range shapes {
+		n += 4 * int64(tensor.NumElements(s))
+	}
+	return n
+}

@@ -15,22 +15,22 @@ func Preflight(dir, variant string, parts Parts) (*checkpoint.Checkpoint, error)
 	if err != nil {
 		return nil, err
 	}
-	ucfg, err := ck.UNetConfig()
+	ucfg, err := unet.ReadConfig(ck)
 	if err != nil {
 		return nil, err
 	}
-	vcfg, err := ck.VAEConfig()
+	vcfg, err := vae.ReadConfig(ck)
 	if err != nil {
 		return nil, err
 	}
-	ccfg, err := ck.CLIPConfig()
+	ccfg, err := clip.ReadConfig(ck)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := ck.FeatureExtractor(); err != nil {
+	if _, err := clip.ReadFeatureExtractor(ck); err != nil {
 		return nil, err
 	}
-	if _, err := ck.SchedulerConfigPath(); err != nil {
+	if _, err := ck.ConfigPath(Scheduler); err != nil {
 		return nil, err
 	}
 	type check struct {
@@ -40,28 +40,26 @@ func Preflight(dir, variant string, parts Parts) (*checkpoint.Checkpoint, error)
 	}
 	var checks []check
 	if parts.Denoiser {
-		checks = append(checks, check{checkpoint.UNet, variant, func() (map[string][]int, error) { return unet.ExpectedTensors(ucfg) }, checkpoint.LoadOptions{}})
+		checks = append(checks, check{unet.Component, variant, func() (map[string][]int, error) { return unet.ExpectedTensors(ucfg) }, checkpoint.LoadOptions{}})
 	}
 	if parts.Conditioner {
-		checks = append(checks, check{checkpoint.ImageEncoder, clipVariant(ck, variant), func() (map[string][]int, error) { return clip.ExpectedTensors(ccfg) },
+		checks = append(checks, check{clip.Component, clipVariant(ck, variant), func() (map[string][]int, error) { return clip.ExpectedTensors(ccfg) },
 			checkpoint.LoadOptions{Ignore: []string{clip.PositionIDsBuffer}}})
 	}
 	if parts.Conditioner || parts.Decoder {
-		checks = append(checks, check{checkpoint.VAE, vaeVariant(ck, variant), func() (map[string][]int, error) { return vae.ExpectedTensors(vcfg) }, checkpoint.LoadOptions{}})
+		checks = append(checks, check{vae.Component, vaeVariant(ck, variant), func() (map[string][]int, error) { return vae.ExpectedTensors(vcfg) }, checkpoint.LoadOptions{}})
 	}
 	for _, c := range checks {
 		exp, err := c.expected()
 		if err != nil {
 			return nil, err
 		}
-		f, path, err := ck.OpenWeights(c.component, c.variant)
+		st, err := ck.OpenComponent(c.component, c.variant, exp, c.opts) // headers only
 		if err != nil {
 			return nil, err
 		}
-		problems := checkpoint.CheckTensors(f, exp, c.opts)
-		f.Close()
-		if len(problems) > 0 {
-			return nil, &checkpoint.LoadError{Path: path, Problems: problems}
+		if err := st.Close(); err != nil {
+			return nil, err
 		}
 	}
 	return ck, nil

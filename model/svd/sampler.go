@@ -2,19 +2,22 @@ package svd
 
 import (
 	"context"
-	"slices"
-
 	"fmt"
-	"github.com/gomlx/gomlx/backends"
 	"image"
 	"math/rand/v2"
+	"slices"
 	"sync"
+
+	"github.com/gomlx/gomlx/backends"
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/model/svd/clip"
+	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/unetcost"
+	"github.com/vdpp/vdpp/model/svd/vae"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
@@ -25,6 +28,11 @@ const FamilyName = "svd"
 
 // PipelineClass is the model_index.json _class_name of SVD folders.
 const PipelineClass = "StableVideoDiffusionPipeline"
+
+// Scheduler is the scheduler's folder in an SVD pipeline folder (its
+// scheduler_config.json). The networks name their own: unet.Component, vae.Component,
+// clip.Component and clip.FeatureExtractorComponent.
+const Scheduler = "scheduler"
 
 func init() { family.Register(svdFamily{}) }
 
@@ -39,6 +47,44 @@ func (svdFamily) Preflight(dir string, o family.Options) error {
 	return err
 }
 
+// Weights implements family.Weigher: the float32 bytes of the networks each role loads,
+// from the configs (the image encoder and the VAE encoder condition, the UNet denoises,
+// the VAE decoder decodes).
+func (svdFamily) Weights(dir string, _ family.Options) (family.Weights, error) {
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		return family.Weights{}, err
+	}
+	ucfg, err := unet.ReadConfig(ck)
+	if err != nil {
+		return family.Weights{}, err
+	}
+	vcfg, err := vae.ReadConfig(ck)
+	if err != nil {
+		return family.Weights{}, err
+	}
+	ccfg, err := clip.ReadConfig(ck)
+	if err != nil {
+		return family.Weights{}, err
+	}
+	u, err := unet.ExpectedTensors(ucfg)
+	if err != nil {
+		return family.Weights{}, err
+	}
+	enc, dec, err := vae.SplitTensors(vcfg)
+	if err != nil {
+		return family.Weights{}, err
+	}
+	c, err := clip.ExpectedTensors(ccfg)
+	if err != nil {
+		return family.Weights{}, err
+	}
+	return family.Weights{Condition: nn.Float32Bytes(c) + nn.Float32Bytes(enc), Denoisers: []int64{nn.Float32Bytes(u)},
+		Decode: nn.Float32Bytes(dec)}, nil
+}
+
+var _ family.Weigher = svdFamily{}
+
 // Describe implements family.Family: the UNet's frame count, the native size, the folder's
 // guidance and decode chunk (vdpp_sampling.json), the VAE's factor.
 func (svdFamily) Describe(dir string) (family.Description, error) {
@@ -47,10 +93,10 @@ func (svdFamily) Describe(dir string) (family.Description, error) {
 		return family.Description{}, err
 	}
 	p := &Pipeline{Checkpoint: ck}
-	if p.UNetConfig, err = ck.UNetConfig(); err != nil {
+	if p.UNetConfig, err = unet.ReadConfig(ck); err != nil {
 		return family.Description{}, err
 	}
-	if p.VAEConfig, err = ck.VAEConfig(); err != nil {
+	if p.VAEConfig, err = vae.ReadConfig(ck); err != nil {
 		return family.Description{}, err
 	}
 	smp, err := checkpoint.ReadSampling(dir)
@@ -370,7 +416,7 @@ func (s *Sampler) RandomConditioning(r *rand.Rand, latent []int) model.Condition
 
 // RandomConditioning draws SVD conditioning for a latent [T, C, h, w] from r: the image
 // embedding [1, 1, D], the image latents [1, C, h, w] (in that order) and fixed added time ids.
-func RandomConditioning(cfg checkpoint.UNetConfig, r *rand.Rand, latent []int) model.Conditioning {
+func RandomConditioning(cfg unet.Config, r *rand.Rand, latent []int) model.Conditioning {
 	return model.Conditioning{
 		KeyImageEmbeddings: randomTensor(r, 1, 1, cfg.CrossAttentionDim[0]),
 		KeyImageLatents:    randomTensor(r, 1, latent[1], latent[2], latent[3]),

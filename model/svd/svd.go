@@ -50,10 +50,10 @@ var AllParts = Parts{Conditioner: true, Denoiser: true, Decoder: true}
 // Pipeline holds the loaded components and configs.
 type Pipeline struct {
 	Checkpoint *checkpoint.Checkpoint
-	UNetConfig checkpoint.UNetConfig
-	VAEConfig  checkpoint.VAEConfig
-	CLIPConfig checkpoint.CLIPVisionConfig
-	Features   checkpoint.FeatureExtractorConfig
+	UNetConfig unet.Config
+	VAEConfig  vae.Config
+	CLIPConfig clip.Config
+	Features   clip.FeatureExtractorConfig
 	Sched      sched.Config
 
 	UNet   *unet.Model // nil unless Parts.Denoiser
@@ -70,19 +70,19 @@ func Load(dir, variant string, backend backends.Backend, parts Parts) (*Pipeline
 		return nil, err
 	}
 	p := &Pipeline{Checkpoint: ck}
-	if p.UNetConfig, err = ck.UNetConfig(); err != nil {
+	if p.UNetConfig, err = unet.ReadConfig(ck); err != nil {
 		return nil, err
 	}
-	if p.VAEConfig, err = ck.VAEConfig(); err != nil {
+	if p.VAEConfig, err = vae.ReadConfig(ck); err != nil {
 		return nil, err
 	}
-	if p.CLIPConfig, err = ck.CLIPConfig(); err != nil {
+	if p.CLIPConfig, err = clip.ReadConfig(ck); err != nil {
 		return nil, err
 	}
-	if p.Features, err = ck.FeatureExtractor(); err != nil {
+	if p.Features, err = clip.ReadFeatureExtractor(ck); err != nil {
 		return nil, err
 	}
-	schedPath, err := ck.SchedulerConfigPath()
+	schedPath, err := ck.ConfigPath(Scheduler)
 	if err != nil {
 		return nil, err
 	}
@@ -113,11 +113,11 @@ func Load(dir, variant string, backend backends.Backend, parts Parts) (*Pipeline
 // clipVariant and vaeVariant fall back to the fp32 file when a component has no file of the
 // requested variant (the diffusers loader does the same per component).
 func clipVariant(ck *checkpoint.Checkpoint, variant string) string {
-	return fallbackVariant(ck, checkpoint.ImageEncoder, variant)
+	return fallbackVariant(ck, clip.Component, variant)
 }
 
 func vaeVariant(ck *checkpoint.Checkpoint, variant string) string {
-	return fallbackVariant(ck, checkpoint.VAE, variant)
+	return fallbackVariant(ck, vae.Component, variant)
 }
 
 func fallbackVariant(ck *checkpoint.Checkpoint, component, variant string) string {
@@ -189,7 +189,7 @@ func (p *Pipeline) DefaultParams() Params {
 // width, the diffusers pipeline's default) for a VAE of sample_size 512 or more, as the
 // released SVD models have, and a sample_size square otherwise (small models such as the
 // built-in one, 64x64).
-func NativeSize(vcfg checkpoint.VAEConfig) (height, width int) {
+func NativeSize(vcfg vae.Config) (height, width int) {
 	if vcfg.SampleSize >= 512 || vcfg.SampleSize <= 0 {
 		return 576, 1024
 	}

@@ -90,7 +90,7 @@ func (wanFamily) Preflight(dir string, o family.Options) error {
 		if _, err := f.VAEConfig(); err != nil {
 			return err
 		}
-		name, err := checkpoint.WeightsFileName(checkpoint.VAE, o.Variant)
+		name, err := checkpoint.WeightsFileName(checkpoint.DiffusersStem, o.Variant)
 		if err != nil {
 			return err
 		}
@@ -655,20 +655,3 @@ func (wanFamily) Switches(dir string, steps int) ([]int, error) {
 }
 
 var _ family.Switcher = wanFamily{}
-
-// ExpertBytes implements family.ExpertWeights: the bytes of `transformer` and
-// `transformer_2` (two-expert folders only; nil otherwise).
-func (s *Sampler) ExpertBytes() []int64 {
-	if !s.Folder.HasBoundary {
-		return nil
-	}
-	out := make([]int64, 2)
-	for i, m := range s.Experts {
-		if m != nil {
-			out[i] = m.WeightBytes()
-		}
-	}
-	return out
-}
-
-var _ family.ExpertWeights = (*Sampler)(nil)

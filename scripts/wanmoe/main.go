@@ -3,16 +3,19 @@
 // WanTransformer3DModel experts of the size the flags give (the defaults make each about
 // 320 MB in float32), the VAE and scheduler copied from a reference folder (the dev one by
 // default), and model_index.json with boundary_ratio. Weights are 0.02·N(0,1) from a fixed
-// seed; nothing is trained.
+// seed; nothing is trained. -dtype BF16 stores the experts in bfloat16, as Wan 2.2's released
+// folders do (scripts/load-rss.sh measures what loading them costs).
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -32,6 +35,7 @@ func main() {
 	ffn := flag.Int("ffn", 3072, "feed-forward dim")
 	textDim := flag.Int("text-dim", 1024, "prompt embedding width")
 	boundary := flag.Float64("boundary-ratio", 0.875, "boundary_ratio")
+	dtype := flag.String("dtype", "F32", "stored dtype of the transformers' weights: F32, BF16 or F16 (the file name stays the default one, as Wan 2.2's bf16 folders have it)")
 	flag.Parse()
 	if *out == "" {
 		log.Fatal("wanmoe: -out DIR is required")
@@ -50,7 +54,7 @@ func main() {
 		"qk_norm": "rms_norm_across_heads", "rope_max_seq_len": 1024, "text_dim": *textDim,
 	}
 	for i, name := range []string{"transformer", "transformer_2"} {
-		if err := writeExpert(filepath.Join(*out, name), cfg, uint64(i+1)); err != nil {
+		if err := writeExpert(filepath.Join(*out, name), cfg, uint64(i+1), safetensors.DType(*dtype)); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -70,8 +74,9 @@ func main() {
 	}
 }
 
-// writeExpert writes dir/config.json and random weights for every tensor the config needs.
-func writeExpert(dir string, cfg map[string]any, seed uint64) error {
+// writeExpert writes dir/config.json and random weights for every tensor the config needs,
+// stored as dtype.
+func writeExpert(dir string, cfg map[string]any, seed uint64, dtype safetensors.DType) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -92,18 +97,45 @@ func writeExpert(dir string, cfg map[string]any, seed uint64) error {
 		return err
 	}
 	r := rand.New(rand.NewPCG(seed, 0x3a17))
-	var ts []safetensors.NamedTensor
-	var n int
+	var ts []safetensors.RawTensor
+	var n, size int
 	for _, name := range slices.Sorted(maps.Keys(exp)) {
 		t := tensor.New(exp[name]...)
 		for i := range t.Data {
 			t.Data[i] = 0.02 * float32(r.NormFloat64())
 		}
-		n += t.Len()
-		ts = append(ts, safetensors.NamedTensor{Name: name, Tensor: t})
+		b, err := encode(t.Data, dtype)
+		if err != nil {
+			return err
+		}
+		n, size = n+t.Len(), size+len(b)
+		ts = append(ts, safetensors.RawTensor{Name: name, DType: dtype, Shape: t.Shape, Data: b})
 	}
-	fmt.Printf("%s: %d tensors, %.1f M parameters, %.0f MB\n", dir, len(ts), float64(n)/1e6, float64(4*n)/1e6)
-	return safetensors.WriteFile(filepath.Join(dir, transformer.WeightsStem+".safetensors"), ts, map[string]string{"format": "pt"})
+	fmt.Printf("%s: %d tensors, %.1f M parameters, %.0f MB (%s)\n", dir, len(ts), float64(n)/1e6, float64(size)/1e6, dtype)
+	return safetensors.WriteRawFile(filepath.Join(dir, transformer.WeightsStem+".safetensors"), ts, map[string]string{"format": "pt"})
+}
+
+// encode stores float32 values as little-endian dtype elements (rounded to nearest even).
+func encode(v []float32, dtype safetensors.DType) ([]byte, error) {
+	switch dtype {
+	case safetensors.F32:
+		b := make([]byte, 4*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+		}
+		return b, nil
+	case safetensors.BF16, safetensors.F16:
+		b := make([]byte, 2*len(v))
+		for i, x := range v {
+			h := safetensors.Float32ToBFloat16(x)
+			if dtype == safetensors.F16 {
+				h = safetensors.Float32ToHalf(x)
+			}
+			binary.LittleEndian.PutUint16(b[2*i:], h)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("wanmoe: -dtype %q: want F32, BF16 or F16", dtype)
 }
 
 func readJSON(path string, v any) error {

@@ -11,7 +11,9 @@
 //     image_embeds = visual_projection(post_layernorm(token 0)).
 //   - It computes what transformers' module computes in fp32, with hidden_act "gelu"
 //     (exact erf), "quick_gelu" (x·σ(1.702x)) or "gelu_new"/"gelu_pytorch_tanh" (tanh form).
-//   - Every size comes from checkpoint.CLIPVisionConfig. ExpectedTensors lists exactly the
+//   - Every size comes from Config (config.go: image_encoder/config.json, read with
+//     ReadConfig; the image processor's preprocessor_config.json is FeatureExtractorConfig).
+//     ExpectedTensors lists exactly the
 //     tensors the network reads (transformers state_dict names), derived from the same
 //     graph-building code; Load ignores a stray "vision_model.embeddings.position_ids".
 //   - A Model is safe for concurrent use.

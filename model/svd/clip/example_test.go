@@ -3,7 +3,6 @@ package clip_test
 import (
 	"fmt"
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/tensor"
@@ -12,7 +11,7 @@ import (
 // Example builds a tiny CLIP image encoder with constant weights (a real one comes from
 // clip.Load) and embeds one image.
 func Example() {
-	cfg, err := checkpoint.ParseCLIPVisionConfig("config.json", []byte(`{
+	cfg, err := clip.ParseConfig("config.json", []byte(`{
 		"hidden_size": 16, "intermediate_size": 32, "projection_dim": 8, "num_hidden_layers": 2,
 		"num_attention_heads": 2, "image_size": 28, "patch_size": 14, "hidden_act": "gelu"}`))
 	if err != nil {

@@ -31,15 +31,15 @@ const vitH14Config = `{
 func TestExpectedTensorsMatchFiles(t *testing.T) {
 	tests := []struct {
 		name    string
-		config  func(t *testing.T) checkpoint.CLIPVisionConfig
+		config  func(t *testing.T) Config
 		file    func(t *testing.T) map[string][]int
 		count   int
 		nparams int64
 	}{
 		{
 			name: "dev checkpoint",
-			config: func(t *testing.T) checkpoint.CLIPVisionConfig {
-				cfg, err := openGolden(t).CLIPConfig()
+			config: func(t *testing.T) Config {
+				cfg, err := ReadConfig(openGolden(t))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -62,8 +62,8 @@ func TestExpectedTensorsMatchFiles(t *testing.T) {
 		},
 		{
 			name: "SVD release ViT-H/14 (image_encoder_keys.txt)",
-			config: func(t *testing.T) checkpoint.CLIPVisionConfig {
-				cfg, err := checkpoint.ParseCLIPVisionConfig("svd/image_encoder/config.json", []byte(vitH14Config))
+			config: func(t *testing.T) Config {
+				cfg, err := ParseConfig("svd/image_encoder/config.json", []byte(vitH14Config))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -26,7 +26,7 @@ const PositionIDsBuffer = "vision_model.embeddings.position_ids"
 
 // ExpectedTensors returns every weight of the CLIPVisionModelWithProjection state_dict for
 // cfg (name -> shape), without the position_ids buffer.
-func ExpectedTensors(cfg checkpoint.CLIPVisionConfig) (map[string][]int, error) {
+func ExpectedTensors(cfg Config) (map[string][]int, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("clip: %w", err)
 	}
@@ -45,7 +45,7 @@ func ExpectedTensors(cfg checkpoint.CLIPVisionConfig) (map[string][]int, error) 
 
 // Model is a loaded CLIP image encoder. It is safe for concurrent use.
 type Model struct {
-	cfg     checkpoint.CLIPVisionConfig
+	cfg     Config
 	weights *nn.Weights
 	prog    *nn.Program
 }
@@ -53,7 +53,7 @@ type Model struct {
 // Load reads image_encoder/config.json and the image_encoder weights of variant ("" for
 // fp32, "fp16", ...) from ck and builds the model on backend.
 func Load(ck *checkpoint.Checkpoint, variant string, backend backends.Backend) (*Model, error) {
-	cfg, err := ck.CLIPConfig()
+	cfg, err := ReadConfig(ck)
 	if err != nil {
 		return nil, fmt.Errorf("clip: %w", err)
 	}
@@ -61,17 +61,22 @@ func Load(ck *checkpoint.Checkpoint, variant string, backend backends.Backend) (
 	if err != nil {
 		return nil, err
 	}
-	ts, err := ck.LoadComponent(checkpoint.ImageEncoder, variant, want, checkpoint.LoadOptions{Ignore: []string{PositionIDsBuffer}})
+	st, err := ck.OpenComponent(Component, variant, want, checkpoint.LoadOptions{Ignore: []string{PositionIDsBuffer}})
 	if err != nil {
 		return nil, fmt.Errorf("clip: %w", err)
 	}
-	return New(cfg, ts, backend)
+	defer st.Close()
+	w, err := nn.NewWeightsStream(backend, st.Each)
+	if err != nil {
+		return nil, fmt.Errorf("clip: %w", err)
+	}
+	return bind(cfg, w, backend)
 }
 
 // New builds the model from cfg and weights named as the transformers state_dict, which
 // must hold exactly ExpectedTensors(cfg) (a position_ids entry is dropped). The weights
 // are copied onto backend.
-func New(cfg checkpoint.CLIPVisionConfig, weights map[string]*tensor.Dense, backend backends.Backend) (*Model, error) {
+func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend) (*Model, error) {
 	want, err := ExpectedTensors(cfg)
 	if err != nil {
 		return nil, err
@@ -84,6 +89,11 @@ func New(cfg checkpoint.CLIPVisionConfig, weights map[string]*tensor.Dense, back
 	if err != nil {
 		return nil, fmt.Errorf("clip: %w", err)
 	}
+	return bind(cfg, w, backend)
+}
+
+// bind builds the encoder's program over weights already on backend.
+func bind(cfg Config, w *nn.Weights, backend backends.Backend) (*Model, error) {
 	prog, err := nn.NewProgram(backend, w, "clip.vision", func(s nn.Scope, in []*graph.Node) []*graph.Node {
 		o := buildVision(s, in[0].Graph(), in[0], cfg)
 		return []*graph.Node{o.imageEmbeds, o.lastHidden}
@@ -95,7 +105,7 @@ func New(cfg checkpoint.CLIPVisionConfig, weights map[string]*tensor.Dense, back
 }
 
 // Config returns the model's configuration.
-func (m *Model) Config() checkpoint.CLIPVisionConfig { return m.cfg }
+func (m *Model) Config() Config { return m.cfg }
 
 // WeightBytes returns the memory held by the weights (fp32).
 func (m *Model) WeightBytes() int64 { return m.weights.Bytes() }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -94,7 +93,7 @@ func TestActivations(t *testing.T) {
 // batch 2) with random weights, and checks that images are encoded independently and that
 // last_hidden_state is the pre-post_layernorm encoder output.
 func TestOtherConfig(t *testing.T) {
-	cfg := checkpoint.CLIPVisionConfig{HiddenSize: 24, IntermediateSize: 40, ProjectionDim: 8, NumHiddenLayers: 3,
+	cfg := Config{HiddenSize: 24, IntermediateSize: 40, ProjectionDim: 8, NumHiddenLayers: 3,
 		NumAttentionHeads: 3, NumChannels: 1, ImageSize: 15, PatchSize: 5, HiddenAct: "quick_gelu", LayerNormEps: 1e-5}
 	shapes, err := ExpectedTensors(cfg)
 	if err != nil {

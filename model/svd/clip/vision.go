@@ -6,7 +6,6 @@ import (
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 )
 
@@ -57,7 +56,7 @@ func activation(name string) (func(*Node) *Node, error) {
 
 // encoderLayer is CLIPEncoderLayer: x += self_attn(layer_norm1(x));
 // x += fc2(act(fc1(layer_norm2(x)))) on x [N, L, D].
-func encoderLayer(s nn.Scope, g *Graph, x *Node, cfg checkpoint.CLIPVisionConfig, act func(*Node) *Node) *Node {
+func encoderLayer(s nn.Scope, g *Graph, x *Node, cfg Config, act func(*Node) *Node) *Node {
 	d, eps := cfg.HiddenSize, cfg.LayerNormEps
 	h := layerNorm(s, g, x, "layer_norm1", d, eps)
 	a := s.In("self_attn")
@@ -87,7 +86,7 @@ func encoderLayer(s nn.Scope, g *Graph, x *Node, cfg checkpoint.CLIPVisionConfig
 
 // buildVision is CLIPVisionModelWithProjection.forward on pixels [N, C, S, S]; with pixels
 // nil it only declares the tensors.
-func buildVision(root nn.Scope, g *Graph, pixels *Node, cfg checkpoint.CLIPVisionConfig) visionOutputs {
+func buildVision(root nn.Scope, g *Graph, pixels *Node, cfg Config) visionOutputs {
 	act, err := activation(cfg.HiddenAct)
 	if err != nil {
 		panic(err)

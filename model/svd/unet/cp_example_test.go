@@ -3,7 +3,6 @@ package unet_test
 import (
 	"fmt"
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/svd/unet"
 )
 
@@ -11,7 +10,7 @@ import (
 // video, 72x128 latents): compiled graph segments separated by exchanges between the
 // members of the context-parallel group.
 func ExampleContextParallelSteps() {
-	cfg, err := checkpoint.ParseUNetConfig("unet/config.json", []byte(`{"num_frames": 25}`))
+	cfg, err := unet.ParseConfig("unet/config.json", []byte(`{"num_frames": 25}`))
 	if err != nil {
 		panic(err)
 	}

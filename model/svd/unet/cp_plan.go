@@ -7,7 +7,6 @@ import (
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 )
 
@@ -134,7 +133,7 @@ func (p *cpPlan) counts() (segments, exchanges int) {
 // planBuilder records the layer sequence (walk) as a plan: it appends ops to the open
 // segment and closes the segment at each exchange.
 type planBuilder struct {
-	cfg   checkpoint.UNetConfig
+	cfg   Config
 	steps []*cpStep
 	open  *cpStep
 	skips []string // the registers of the saved skips
@@ -186,7 +185,7 @@ func (p *planBuilder) popSkip() {
 }
 
 // newCPPlan builds the plan of the UNet of cfg for latents of h x w.
-func newCPPlan(cfg checkpoint.UNetConfig, h, w int) (*cpPlan, error) {
+func newCPPlan(cfg Config, h, w int) (*cpPlan, error) {
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -323,7 +322,7 @@ func (st *cpStep) build() nn.BuildFunc {
 // ContextParallelSteps reports how ForwardFrames cuts the UNet of cfg for latents of
 // h x w: the number of graph segments (each compiled once per set of shapes) and of
 // exchanges between them (each one collective over the group).
-func ContextParallelSteps(cfg checkpoint.UNetConfig, h, w int) (segments, exchanges int, err error) {
+func ContextParallelSteps(cfg Config, h, w int) (segments, exchanges int, err error) {
 	p, err := newCPPlan(cfg, h, w)
 	if err != nil {
 		return 0, 0, err

@@ -10,7 +10,8 @@
 //     from the input; h and w need not be equal nor multiples of 2^levels (then every
 //     upsampler interpolates to the size of its skip connection, as diffusers does).
 //   - Every size (levels, channels, heads, layers, transformer depth, cross-attention and
-//     added-time widths) comes from checkpoint.UNetConfig; nothing is hard-coded to SVD-XT.
+//     added-time widths) comes from Config (config.go: unet/config.json with diffusers' defaults,
+//     read with ReadConfig); nothing is hard-coded to SVD-XT.
 //   - The tensors the graph reads are named exactly as in the diffusers safetensors file.
 //     ExpectedTensors derives that list from the same graph-building code (nn.Declare), so
 //     the loader's check and the network can never disagree.

@@ -12,7 +12,7 @@ import (
 // ExampleExpectedTensors lists the tensors of the full SVD-XT UNet (diffusers' defaults)
 // without allocating any weights.
 func ExampleExpectedTensors() {
-	cfg, err := checkpoint.ParseUNetConfig("unet/config.json", []byte(`{"num_frames": 25}`))
+	cfg, err := unet.ParseConfig("unet/config.json", []byte(`{"num_frames": 25}`))
 	if err != nil {
 		panic(err)
 	}

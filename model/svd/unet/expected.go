@@ -5,13 +5,12 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 )
 
 // ExpectedTensors lists every tensor name and shape the network reads, derived from cfg
 // by running Build in a declaring scope (nothing is compiled or allocated).
-func ExpectedTensors(cfg checkpoint.UNetConfig) (map[string][]int, error) {
+func ExpectedTensors(cfg Config) (map[string][]int, error) {
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}

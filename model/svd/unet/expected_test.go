@@ -35,7 +35,7 @@ const svdXTConfig = `{
 // tensors the network declares.
 func TestExpectedTensorsDevFile(t *testing.T) {
 	ck := devCheckpoint(t)
-	cfg, err := ck.UNetConfig()
+	cfg, err := ReadConfig(ck)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestExpectedTensorsDevFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, variant := range []string{"", "fp16"} {
-		path, err := ck.WeightsPath(checkpoint.UNet, variant)
+		path, err := ck.WeightsPath(Component, variant)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +125,7 @@ func TestLoadReportsFileTensorAndShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := ck.WeightsPath(checkpoint.UNet, "")
+	src, err := ck.WeightsPath(Component, "")
 	if err != nil {
 		t.Fatal(err)
 	}

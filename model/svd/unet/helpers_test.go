@@ -55,9 +55,9 @@ func readCase(t testing.TB, ck *checkpoint.Checkpoint, cas, file string) map[str
 }
 
 // parseConfig parses a UNet config JSON or fails the test.
-func parseConfig(t testing.TB, js string) checkpoint.UNetConfig {
+func parseConfig(t testing.TB, js string) Config {
 	t.Helper()
-	cfg, err := checkpoint.ParseUNetConfig("test-config.json", []byte(js))
+	cfg, err := ParseConfig("test-config.json", []byte(js))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func parseConfig(t testing.TB, js string) checkpoint.UNetConfig {
 // randomWeights returns deterministic weights for every expected tensor: GroupNorm /
 // LayerNorm scales near 1, mix factors N(0, 1), everything else 0.05·N(0, 1) scaled down
 // by the fan-in of Linear and conv weights.
-func randomWeights(t testing.TB, cfg checkpoint.UNetConfig, seed uint64) map[string]*tensor.Dense {
+func randomWeights(t testing.TB, cfg Config, seed uint64) map[string]*tensor.Dense {
 	t.Helper()
 	exp, err := ExpectedTensors(cfg)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 )
 
@@ -34,7 +33,7 @@ type layers interface {
 // UNetSpatioTemporalConditionModel.forward) for latents of h x w through l. It is the only
 // description of the sequence: the one-rank graph and the context-parallel plan both come
 // from it.
-func walk(cfg checkpoint.UNetConfig, h, w int, l layers) {
+func walk(cfg Config, h, w int, l layers) {
 	n := cfg.NumBlocks()
 	ch := cfg.BlockOutChannels
 	// When h or w is not a multiple of 2^(n-1), every upsampler interpolates to the size of
@@ -116,7 +115,7 @@ func walk(cfg checkpoint.UNetConfig, h, w int, l layers) {
 
 // embedding is the time embedding plus the added-time embedding: [B, E], one row per
 // video.
-func embedding(s nn.Scope, cfg checkpoint.UNetConfig, timestep, ids *Node) *Node {
+func embedding(s nn.Scope, cfg Config, timestep, ids *Node) *Node {
 	b, k := ids.Shape().Dim(0), ids.Shape().Dim(1)
 	embDim := cfg.TimeEmbedDim()
 	ts := BroadcastToDims(Reshape(timestep, -1), b)
@@ -127,7 +126,7 @@ func embedding(s nn.Scope, cfg checkpoint.UNetConfig, timestep, ids *Node) *Node
 }
 
 // convIn flattens the sample [B, T, Cin, h, w] to frames and applies conv_in.
-func convIn(s nn.Scope, cfg checkpoint.UNetConfig, sample *Node) *Node {
+func convIn(s nn.Scope, cfg Config, sample *Node) *Node {
 	d := sample.Shape().Dimensions
 	x := Reshape(sample, d[0]*d[1], d[2], d[3], d[4])
 	return conv2D(s, "conv_in", x, cfg.BlockOutChannels[0], 3, nn.ConvOpts{Padding: 1})

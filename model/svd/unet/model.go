@@ -15,7 +15,7 @@ import (
 // Model is a loaded UNet ready to run: its weights live on one backend and a Program
 // compiles one graph per distinct set of input shapes. Forward is safe for concurrent use.
 type Model struct {
-	cfg     checkpoint.UNetConfig
+	cfg     Config
 	weights *nn.Weights
 	prog    *nn.Program
 	cpPlans cpPlans // ForwardFrames' plans and segments
@@ -28,9 +28,10 @@ type Model struct {
 // Load reads ck's unet config and the weights file of variant ("" for fp32, "fp16", ...),
 // checks the file against ExpectedTensors (the error names the file, the tensors and both
 // shapes, and matches checkpoint.ErrMissingTensor / ErrUnexpectedTensor /
-// ErrShapeMismatch), converts the weights to float32 and binds them to backend.
+// ErrShapeMismatch), converts the weights to float32 one tensor at a time as it copies them onto backend (the
+// stored dtype is kept until then, see checkpoint.Stored) and binds them.
 func Load(ck *checkpoint.Checkpoint, variant string, backend backends.Backend) (*Model, error) {
-	cfg, err := ck.UNetConfig()
+	cfg, err := ReadConfig(ck)
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
@@ -38,18 +39,26 @@ func Load(ck *checkpoint.Checkpoint, variant string, backend backends.Backend) (
 	if err != nil {
 		return nil, err
 	}
-	ts, err := ck.LoadComponent(checkpoint.UNet, variant, exp, checkpoint.LoadOptions{})
+	if backend == nil {
+		return nil, errors.New("unet: nil backend")
+	}
+	st, err := ck.OpenComponent(Component, variant, exp, checkpoint.LoadOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
-	return New(cfg, ts, backend)
+	defer st.Close()
+	w, err := nn.NewWeightsStream(backend, st.Each)
+	if err != nil {
+		return nil, fmt.Errorf("unet: %w", err)
+	}
+	return bind(cfg, w, backend)
 }
 
 // New builds a Model from a config and float32 weights (diffusers names), checking that
 // weights holds exactly the tensors ExpectedTensors(cfg) lists (errors match
 // nn.ErrMissingTensor, nn.ErrUnexpectedTensor, nn.ErrShapeMismatch). The weights are
 // copied onto backend; the map may be dropped afterwards.
-func New(cfg checkpoint.UNetConfig, weights map[string]*tensor.Dense, backend backends.Backend) (*Model, error) {
+func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend) (*Model, error) {
 	if backend == nil {
 		return nil, errors.New("unet: nil backend")
 	}
@@ -64,6 +73,11 @@ func New(cfg checkpoint.UNetConfig, weights map[string]*tensor.Dense, backend ba
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
+	return bind(cfg, w, backend)
+}
+
+// bind builds the network's program over weights already on backend.
+func bind(cfg Config, w *nn.Weights, backend backends.Backend) (*Model, error) {
 	prog, err := nn.NewProgram(backend, w, "unet", func(s nn.Scope, in []*graph.Node) []*graph.Node {
 		return []*graph.Node{Build(s, cfg, in[0], in[1], in[2], in[3])}
 	})
@@ -113,7 +127,7 @@ func (m *Model) forward(sample, timestep, ehs, addedTimeIDs *tensor.Dense) (*ten
 }
 
 // Config returns the model's config.
-func (m *Model) Config() checkpoint.UNetConfig { return m.cfg }
+func (m *Model) Config() Config { return m.cfg }
 
 // WeightBytes returns the memory held by the weights (float32).
 func (m *Model) WeightBytes() int64 { return m.weights.Bytes() }

@@ -3,7 +3,6 @@ package unet
 import (
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 )
 
@@ -11,7 +10,7 @@ import (
 type frames struct{ b, t int }
 
 // groups is the GroupNorm group count of every norm in the network.
-const groups = checkpoint.GroupNormGroups
+const groups = GroupNormGroups
 
 // spatioTemporalResBlock is diffusers' SpatioTemporalResBlock (`…resnets.N`):
 // x [B·T, Cin, h, w], temb [B·T, E] -> [B·T, cout, h, w]. A 2D resnet per frame, then a

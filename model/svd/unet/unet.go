@@ -6,7 +6,6 @@ import (
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 )
 
@@ -30,7 +29,7 @@ const (
 // checkConfig reports configs that diffusers accepts at construction but that cannot run
 // (or that this package does not build): every block reading encoder_hidden_states must
 // share its width.
-func checkConfig(cfg checkpoint.UNetConfig) error {
+func checkConfig(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -46,7 +45,7 @@ func checkConfig(cfg checkpoint.UNetConfig) error {
 
 // checkInputShapes validates the input dimensions against cfg (shared by Build and
 // Model.Forward); timestep may be a scalar (nil), [1] or [B].
-func checkInputShapes(cfg checkpoint.UNetConfig, sample, timestep, ehs, ids []int) error {
+func checkInputShapes(cfg Config, sample, timestep, ehs, ids []int) error {
 	if len(sample) != 5 || sample[2] != cfg.InChannels || sample[0] <= 0 || sample[1] <= 0 {
 		return fmt.Errorf("%w: sample %v, want [B, T, %d, h, w]", ErrInput, sample, cfg.InChannels)
 	}
@@ -72,7 +71,7 @@ func checkInputShapes(cfg checkpoint.UNetConfig, sample, timestep, ehs, ids []in
 // [B, T, Cout, h, w]. Weights are read through s with their diffusers names. It panics
 // (GoMLX's convention; nn.Program.Run returns the panic as an error) on an unsupported
 // config, inconsistent input shapes or a missing / mis-shaped weight.
-func Build(s nn.Scope, cfg checkpoint.UNetConfig, sample, timestep, ehs, addedTimeIDs *Node) *Node {
+func Build(s nn.Scope, cfg Config, sample, timestep, ehs, addedTimeIDs *Node) *Node {
 	if err := checkConfig(cfg); err != nil {
 		panic(err)
 	}
@@ -91,7 +90,7 @@ func Build(s nn.Scope, cfg checkpoint.UNetConfig, sample, timestep, ehs, addedTi
 // layers that mix frames see every frame.
 type graphLayers struct {
 	s                  nn.Scope
-	cfg                checkpoint.UNetConfig
+	cfg                Config
 	f                  frames
 	timestep, ehs, ids *Node
 	emb                *Node // [B·T, E]
@@ -123,7 +122,7 @@ func (l *graphLayers) popSkip() {
 }
 
 // spec returns the transformer shape of layer l of the blocks with per-block index i.
-func spec(cfg checkpoint.UNetConfig, i, l int) attnSpec {
+func spec(cfg Config, i, l int) attnSpec {
 	h := cfg.NumAttentionHeads[i]
 	return attnSpec{heads: h, headDim: cfg.BlockOutChannels[i] / h, layers: cfg.TransformerLayers(i, l)}
 }

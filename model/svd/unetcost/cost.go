@@ -6,7 +6,7 @@
 //
 // Count walks the network exactly as diffusers builds it (down blocks, mid block, up
 // blocks with their skip connections, per-block channels, heads, transformer layers and
-// cross-attention widths from checkpoint.UNetConfig) and is pure: the same config and
+// cross-attention widths from unet.Config) and is pure: the same config and
 // shape give the same numbers. FLOPs count a multiply-add as 2 and include only
 // convolutions, linear layers and the two attention products (q·kᵀ and p·v); norms,
 // activations, softmax, sinusoidal embeddings, resizes and additions (a few percent of the
@@ -19,7 +19,7 @@ package unetcost
 import (
 	"fmt"
 
-	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/svd/unet"
 )
 
 // Shape is one UNet call: Batch videos (2 with classifier-free guidance) of Frames frames
@@ -41,7 +41,7 @@ type Cost struct {
 }
 
 // Count returns the cost of one call of the UNet cfg on inputs of shape s.
-func Count(cfg checkpoint.UNetConfig, s Shape) (Cost, error) {
+func Count(cfg unet.Config, s Shape) (Cost, error) {
 	if err := cfg.Validate(); err != nil {
 		return Cost{}, fmt.Errorf("unetcost: %w", err)
 	}
@@ -57,7 +57,7 @@ func Count(cfg checkpoint.UNetConfig, s Shape) (Cost, error) {
 
 // walker accumulates the cost while visiting the modules.
 type walker struct {
-	cfg     checkpoint.UNetConfig
+	cfg     unet.Config
 	b, t, n float64 // batch, frames, batch·frames
 	e       int     // time embedding width
 	c       Cost
@@ -255,8 +255,8 @@ const XTConfigJSON = `{
 }`
 
 // XTConfig returns the SVD-XT UNet config.
-func XTConfig() checkpoint.UNetConfig {
-	c, err := checkpoint.ParseUNetConfig("svd-xt", []byte(XTConfigJSON))
+func XTConfig() unet.Config {
+	c, err := unet.ParseConfig("svd-xt", []byte(XTConfigJSON))
 	if err != nil {
 		panic(err) // a constant that does not parse is a programming error
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/vdpp/vdpp/internal/shared"
-	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/safetensors"
 )
 
@@ -30,7 +30,7 @@ func TestDevStateDict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := checkpoint.ParseUNetConfig("config.json", raw)
+	cfg, err := unet.ParseConfig("config.json", raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,9 +59,9 @@ func TestDevStateDict(t *testing.T) {
 
 // tinyConfig is one cross-attention level (no down/upsampling): conv_in, one resnet +
 // transformer down, the mid block, two resnets + transformers up, conv_out.
-func tinyConfig(t *testing.T) checkpoint.UNetConfig {
+func tinyConfig(t *testing.T) unet.Config {
 	t.Helper()
-	cfg, err := checkpoint.ParseUNetConfig("tiny", []byte(`{"block_out_channels": [64], "layers_per_block": 1,
+	cfg, err := unet.ParseConfig("tiny", []byte(`{"block_out_channels": [64], "layers_per_block": 1,
 		"down_block_types": ["CrossAttnDownBlockSpatioTemporal"], "up_block_types": ["CrossAttnUpBlockSpatioTemporal"],
 		"num_attention_heads": 1, "cross_attention_dim": 48, "addition_time_embed_dim": 16,
 		"projection_class_embeddings_input_dim": 48}`))
@@ -158,11 +158,11 @@ func TestScaling(t *testing.T) {
 func TestCountErrors(t *testing.T) {
 	cases := []struct {
 		name string
-		cfg  checkpoint.UNetConfig
+		cfg  unet.Config
 		s    Shape
 	}{
 		{"empty shape", XTConfig(), Shape{0, 14, 72, 128}},
-		{"invalid config", checkpoint.UNetConfig{}, Shape{1, 1, 8, 8}},
+		{"invalid config", unet.Config{}, Shape{1, 1, 8, 8}},
 	}
 	for _, tc := range cases {
 		if _, err := Count(tc.cfg, tc.s); err == nil {

@@ -3,8 +3,6 @@ package vae
 import (
 	"os"
 	"testing"
-
-	"github.com/vdpp/vdpp/model/checkpoint"
 )
 
 // BenchmarkVAEDecodeDev times vae.decode of the dev checkpoint's vae_decode case (all frames
@@ -27,10 +25,10 @@ func BenchmarkVAEDecodeSmall(b *testing.B) {
 	if os.Getenv("VDPP_BENCH_MID") != "1" {
 		b.Skip("set VDPP_BENCH_MID=1 to run")
 	}
-	cfg := checkpoint.VAEConfig{InChannels: 3, OutChannels: 3, LatentChannels: 4, LayersPerBlock: 2, SampleSize: 64,
+	cfg := Config{InChannels: 3, OutChannels: 3, LatentChannels: 4, LayersPerBlock: 2, SampleSize: 64,
 		BlockOutChannels: []int{32, 64, 128, 128}, ScalingFactor: 0.18215}
 	for range cfg.BlockOutChannels {
-		cfg.DownBlockTypes = append(cfg.DownBlockTypes, checkpoint.DownEncoderBlock2D)
+		cfg.DownBlockTypes = append(cfg.DownBlockTypes, DownEncoderBlock2D)
 	}
 	shapes, err := ExpectedTensors(cfg)
 	if err != nil {

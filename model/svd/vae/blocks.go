@@ -3,7 +3,6 @@ package vae
 import (
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 )
 
@@ -15,10 +14,10 @@ import (
 
 // Fixed hyper-parameters of AutoencoderKLTemporalDecoder (not in its config).
 const (
-	groups      = checkpoint.GroupNormGroups // every GroupNorm has 32 groups
-	spatialEps  = 1e-6                       // ResnetBlock2D, Attention, conv_norm_out
-	temporalEps = 1e-5                       // TemporalResnetBlock of the decoder
-	logvarMin   = -30.0                      // DiagonalGaussianDistribution clamp
+	groups      = GroupNormGroups // every GroupNorm has 32 groups
+	spatialEps  = 1e-6            // ResnetBlock2D, Attention, conv_norm_out
+	temporalEps = 1e-5            // TemporalResnetBlock of the decoder
+	logvarMin   = -30.0           // DiagonalGaussianDistribution clamp
 	logvarMax   = 20.0
 )
 

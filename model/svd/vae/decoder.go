@@ -3,7 +3,6 @@ package vae
 import (
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 )
 
@@ -11,7 +10,7 @@ import (
 // frames consecutive frames, image_only_indicator all zeros) returning
 // [B·frames, out, h·f, w·f]; root reads "decoder.*". With z nil it only declares the
 // tensors.
-func buildDecoder(root nn.Scope, g *Graph, z *Node, frames int, cfg checkpoint.VAEConfig) *Node {
+func buildDecoder(root nn.Scope, g *Graph, z *Node, frames int, cfg Config) *Node {
 	s := root.In("decoder")
 	boc := cfg.BlockOutChannels
 	n := len(boc)

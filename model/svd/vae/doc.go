@@ -5,8 +5,8 @@
 //
 // # Contract
 //
-//   - Every size comes from the checkpoint.VAEConfig (levels, block channels, latent
-//     channels, layers per block); nothing is hard-coded to the SVD release, and images need
+//   - Every size comes from Config (config.go: vae/config.json, read with ReadConfig:
+//     levels, block channels, latent channels, layers per block); nothing is hard-coded to the SVD release, and images need
 //     not be square.
 //   - The networks compute what the reference (diffusers v0.31 AutoencoderKLTemporalDecoder)
 //     computes in fp32: Encode returns the quant_conv moments, mean, logvar clamped to

@@ -3,7 +3,6 @@ package vae
 import (
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 )
 
@@ -16,7 +15,7 @@ type encoderOutputs struct {
 // DiagonalGaussianDistribution of AutoencoderKLTemporalDecoder.encode, on image
 // [N, in, H, W]; root reads "encoder.*" and "quant_conv.*". With image nil it only
 // declares the tensors.
-func buildEncoder(root nn.Scope, g *Graph, image *Node, cfg checkpoint.VAEConfig) encoderOutputs {
+func buildEncoder(root nn.Scope, g *Graph, image *Node, cfg Config) encoderOutputs {
 	s := root.In("encoder")
 	boc := cfg.BlockOutChannels
 	n := len(boc)

@@ -3,7 +3,6 @@ package vae_test
 import (
 	"fmt"
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/svd/vae"
 	"github.com/vdpp/vdpp/tensor"
@@ -12,7 +11,7 @@ import (
 // Example builds a tiny VAE with constant weights (a real one comes from vae.Load), encodes
 // a non-square image and decodes four frames in chunks of three.
 func Example() {
-	cfg, err := checkpoint.ParseVAEConfig("config.json", []byte(`{
+	cfg, err := vae.ParseConfig("config.json", []byte(`{
 		"block_out_channels": [32, 32], "down_block_types": ["DownEncoderBlock2D", "DownEncoderBlock2D"],
 		"layers_per_block": 1, "latent_channels": 4}`))
 	if err != nil {

@@ -6,19 +6,18 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 )
 
 // ExpectedTensors returns every tensor of the AutoencoderKLTemporalDecoder state_dict for
 // cfg (name -> shape): the encoder, quant_conv and the temporal decoder.
-func ExpectedTensors(cfg checkpoint.VAEConfig) (map[string][]int, error) {
+func ExpectedTensors(cfg Config) (map[string][]int, error) {
 	return expectedParts(cfg, true, true)
 }
 
 // expectedParts returns the tensors of the encoder half ("encoder.*", "quant_conv.*")
 // and/or the decoder half ("decoder.*").
-func expectedParts(cfg checkpoint.VAEConfig, encoder, decoder bool) (map[string][]int, error) {
+func expectedParts(cfg Config, encoder, decoder bool) (map[string][]int, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("vae: %w", err)
 	}
@@ -39,3 +38,21 @@ func expectedParts(cfg checkpoint.VAEConfig, encoder, decoder bool) (map[string]
 
 // isDecoderTensor reports whether a state_dict name belongs to the decoder half.
 func isDecoderTensor(name string) bool { return strings.HasPrefix(name, "decoder.") }
+
+// SplitTensors splits ExpectedTensors into the encoder's half and the decoder's, as
+// LoadParts loads them: what a stage holding only one half keeps.
+func SplitTensors(cfg Config) (encoder, decoder map[string][]int, err error) {
+	all, err := ExpectedTensors(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	encoder, decoder = map[string][]int{}, map[string][]int{}
+	for name, shape := range all {
+		if isDecoderTensor(name) {
+			decoder[name] = shape
+		} else {
+			encoder[name] = shape
+		}
+	}
+	return encoder, decoder, nil
+}

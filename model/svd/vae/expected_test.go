@@ -29,15 +29,15 @@ const svdVAEConfig = `{
 func TestExpectedTensorsMatchFiles(t *testing.T) {
 	tests := []struct {
 		name    string
-		config  func(t *testing.T) checkpoint.VAEConfig
+		config  func(t *testing.T) Config
 		file    func(t *testing.T) map[string][]int
 		count   int
 		nparams int64
 	}{
 		{
 			name: "dev checkpoint",
-			config: func(t *testing.T) checkpoint.VAEConfig {
-				cfg, err := openGolden(t).VAEConfig()
+			config: func(t *testing.T) Config {
+				cfg, err := ReadConfig(openGolden(t))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -60,8 +60,8 @@ func TestExpectedTensorsMatchFiles(t *testing.T) {
 		},
 		{
 			name: "SVD release (vae_keys.txt)",
-			config: func(t *testing.T) checkpoint.VAEConfig {
-				cfg, err := checkpoint.ParseVAEConfig("svd/vae/config.json", []byte(svdVAEConfig))
+			config: func(t *testing.T) Config {
+				cfg, err := ParseConfig("svd/vae/config.json", []byte(svdVAEConfig))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -113,7 +113,7 @@ func TestExpectedTensorsMatchFiles(t *testing.T) {
 }
 
 func TestExpectedPartsSplit(t *testing.T) {
-	cfg, err := checkpoint.ParseVAEConfig("svd", []byte(svdVAEConfig))
+	cfg, err := ParseConfig("svd", []byte(svdVAEConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestExpectedPartsSplit(t *testing.T) {
 }
 
 func TestExpectedTensorsRejectsBadConfig(t *testing.T) {
-	cfg, err := checkpoint.ParseVAEConfig("svd", []byte(svdVAEConfig))
+	cfg, err := ParseConfig("svd", []byte(svdVAEConfig))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func (p Posterior) Mode() *tensor.Dense { return p.Mean }
 // Model is a loaded AutoencoderKLTemporalDecoder (or one half of it). It is safe for
 // concurrent use.
 type Model struct {
-	cfg     checkpoint.VAEConfig
+	cfg     Config
 	weights *nn.Weights
 	enc     *nn.Program // nil without the encoder
 	dec     *nn.Program // nil without the decoder
@@ -52,7 +52,7 @@ func Load(ck *checkpoint.Checkpoint, variant string, backend backends.Backend) (
 // LoadParts is Load keeping only the encoder and/or the decoder: the other half's tensors
 // are skipped (not read, not held), and calling it returns ErrNoEncoder / ErrNoDecoder.
 func LoadParts(ck *checkpoint.Checkpoint, variant string, backend backends.Backend, encoder, decoder bool) (*Model, error) {
-	cfg, err := ck.VAEConfig()
+	cfg, err := ReadConfig(ck)
 	if err != nil {
 		return nil, fmt.Errorf("vae: %w", err)
 	}
@@ -70,27 +70,35 @@ func LoadParts(ck *checkpoint.Checkpoint, variant string, backend backends.Backe
 		}
 	}
 	sort.Strings(skip)
-	ts, err := ck.LoadComponent(checkpoint.VAE, variant, want, checkpoint.LoadOptions{Ignore: skip})
+	if !encoder && !decoder {
+		return nil, fmt.Errorf("%w: neither encoder nor decoder requested", ErrInput)
+	}
+	st, err := ck.OpenComponent(Component, variant, want, checkpoint.LoadOptions{Ignore: skip})
 	if err != nil {
 		return nil, fmt.Errorf("vae: %w", err)
 	}
-	return newParts(cfg, ts, backend, encoder, decoder)
+	defer st.Close()
+	w, err := nn.NewWeightsStream(backend, st.Each)
+	if err != nil {
+		return nil, fmt.Errorf("vae: %w", err)
+	}
+	return bind(cfg, w, backend, encoder, decoder)
 }
 
 // New builds the full model from cfg and weights named as the diffusers state_dict, which
 // must hold exactly ExpectedTensors(cfg). The weights are copied onto backend.
-func New(cfg checkpoint.VAEConfig, weights map[string]*tensor.Dense, backend backends.Backend) (*Model, error) {
+func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend) (*Model, error) {
 	return newParts(cfg, weights, backend, true, true)
 }
 
 // NewParts is New for a model holding only the encoder and/or the decoder; weights must
 // hold exactly the tensors of those halves.
-func NewParts(cfg checkpoint.VAEConfig, weights map[string]*tensor.Dense, backend backends.Backend, encoder, decoder bool) (*Model, error) {
+func NewParts(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend, encoder, decoder bool) (*Model, error) {
 	return newParts(cfg, weights, backend, encoder, decoder)
 }
 
 // newParts checks weights against the requested halves, uploads them and builds the programs.
-func newParts(cfg checkpoint.VAEConfig, weights map[string]*tensor.Dense, backend backends.Backend, encoder, decoder bool) (*Model, error) {
+func newParts(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend, encoder, decoder bool) (*Model, error) {
 	if !encoder && !decoder {
 		return nil, fmt.Errorf("%w: neither encoder nor decoder requested", ErrInput)
 	}
@@ -105,6 +113,12 @@ func newParts(cfg checkpoint.VAEConfig, weights map[string]*tensor.Dense, backen
 	if err != nil {
 		return nil, fmt.Errorf("vae: %w", err)
 	}
+	return bind(cfg, w, backend, encoder, decoder)
+}
+
+// bind builds the programs of the requested halves over weights already on backend.
+func bind(cfg Config, w *nn.Weights, backend backends.Backend, encoder, decoder bool) (*Model, error) {
+	var err error
 	m := &Model{cfg: cfg, weights: w, rowPar: nn.RowParallelism(backend)}
 	if encoder {
 		m.enc, err = nn.NewProgram(backend, w, "vae.encode", func(s nn.Scope, in []*graph.Node) []*graph.Node {
@@ -129,7 +143,7 @@ func newParts(cfg checkpoint.VAEConfig, weights map[string]*tensor.Dense, backen
 }
 
 // Config returns the model's configuration.
-func (m *Model) Config() checkpoint.VAEConfig { return m.cfg }
+func (m *Model) Config() Config { return m.cfg }
 
 // HasEncoder reports whether the encoder is loaded.
 func (m *Model) HasEncoder() bool { return m.enc != nil }

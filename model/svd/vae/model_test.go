@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -169,20 +168,20 @@ func TestEncodeNonSquareAndBatch(t *testing.T) {
 func TestOtherSizes(t *testing.T) {
 	tests := []struct {
 		name   string
-		cfg    checkpoint.VAEConfig
+		cfg    Config
 		image  []int
 		latent []int
 		frames []int
 	}{
 		{
 			name: "3 levels, 1 layer",
-			cfg: checkpoint.VAEConfig{InChannels: 3, OutChannels: 2, LatentChannels: 3, LayersPerBlock: 1, SampleSize: 16,
+			cfg: Config{InChannels: 3, OutChannels: 2, LatentChannels: 3, LayersPerBlock: 1, SampleSize: 16,
 				BlockOutChannels: []int{32, 32, 64}, ScalingFactor: 0.2},
 			image: []int{1, 3, 20, 12}, latent: []int{1, 3, 5, 3}, frames: []int{4, 2, 20, 12},
 		},
 		{
 			name: "2 levels, 3 layers, odd size",
-			cfg: checkpoint.VAEConfig{InChannels: 1, OutChannels: 3, LatentChannels: 2, LayersPerBlock: 3, SampleSize: 16,
+			cfg: Config{InChannels: 1, OutChannels: 3, LatentChannels: 2, LayersPerBlock: 3, SampleSize: 16,
 				BlockOutChannels: []int{32, 64}, ScalingFactor: 0.2},
 			image: []int{1, 1, 9, 14}, latent: []int{1, 2, 4, 7}, frames: []int{2, 3, 8, 14},
 		},
@@ -191,7 +190,7 @@ func TestOtherSizes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := tt.cfg
 			for range cfg.BlockOutChannels {
-				cfg.DownBlockTypes = append(cfg.DownBlockTypes, checkpoint.DownEncoderBlock2D)
+				cfg.DownBlockTypes = append(cfg.DownBlockTypes, DownEncoderBlock2D)
 			}
 			shapes, err := ExpectedTensors(cfg)
 			if err != nil {

@@ -6,7 +6,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -161,7 +160,7 @@ func psnr(a, b *tensor.Dense) float64 {
 }
 
 func TestWithTilingRefusesBadTiles(t *testing.T) {
-	m := &Model{cfg: checkpoint.VAEConfig{BlockOutChannels: []int{32, 32, 32, 32}}} // factor 8
+	m := &Model{cfg: Config{BlockOutChannels: []int{32, 32, 32, 32}}} // factor 8
 	for _, tt := range []Tiling{{Sample: -8}, {Sample: 12}, {Sample: 32, Overlap: 1}, {Sample: 8, Overlap: 0.5}, {Sample: 48, Overlap: 0.25}} {
 		if _, err := m.WithTiling(tt); !errors.Is(err, ErrInput) {
 			t.Errorf("%+v: %v", tt, err)

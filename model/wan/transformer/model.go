@@ -86,8 +86,9 @@ func ReadConfig(dir string) (Config, error) {
 // Load reads dir/config.json and the weights of variant ("" for fp32, "fp16", "bf16"):
 // diffusion_pytorch_model[.variant].safetensors, or the shards its .index.json names. It
 // checks them against ExpectedTensors (the error names the file and the tensors; it matches
-// checkpoint.ErrMissingTensor / ErrUnexpectedTensor / ErrShapeMismatch), converts the
-// weights to float32 and binds them to backend.
+// checkpoint.ErrMissingTensor / ErrUnexpectedTensor / ErrShapeMismatch) and binds them to
+// backend, keeping them in their stored dtype until each tensor is converted to float32 as
+// it is copied onto backend (a bf16 expert never exists as a whole in float32 on the host).
 func Load(dir, variant string, backend backends.Backend) (*Model, error) {
 	cfg, err := ReadConfig(dir)
 	if err != nil {
@@ -101,11 +102,19 @@ func Load(dir, variant string, backend backends.Backend) (*Model, error) {
 	if variant != "" {
 		stem += "." + variant
 	}
-	ts, err := checkpoint.LoadDir(dir, stem, exp, checkpoint.LoadDirOptions{LoadOptions: checkpoint.LoadOptions{Ignore: ignoredTensors(cfg)}})
+	if backend == nil {
+		return nil, errors.New("wan/transformer: nil backend")
+	}
+	st, err := checkpoint.OpenDir(dir, stem, exp, checkpoint.LoadDirOptions{LoadOptions: checkpoint.LoadOptions{Ignore: ignoredTensors(cfg)}})
 	if err != nil {
 		return nil, fmt.Errorf("wan/transformer: %w", err)
 	}
-	return New(cfg, ts, backend)
+	defer st.Close()
+	w, err := nn.NewWeightsStream(backend, st.Each)
+	if err != nil {
+		return nil, fmt.Errorf("wan/transformer: %w", err)
+	}
+	return bind(cfg, w, backend)
 }
 
 // New builds a Model from a config and float32 weights (diffusers names), checking that
@@ -127,6 +136,11 @@ func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend)
 	if err != nil {
 		return nil, fmt.Errorf("wan/transformer: %w", err)
 	}
+	return bind(cfg, w, backend)
+}
+
+// bind builds the network's program over weights already on backend.
+func bind(cfg Config, w *nn.Weights, backend backends.Backend) (*Model, error) {
 	prog, err := nn.NewProgram(backend, w, "wan-transformer", func(s nn.Scope, in []*graph.Node) []*graph.Node {
 		var img *graph.Node
 		if len(in) > 3 {

@@ -6,13 +6,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/gomlx/gomlx/backends"
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
-	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -44,7 +44,8 @@ type VAE struct {
 
 // Load reads vaeDir/config.json and the weights file of variant ("" for
 // diffusion_pytorch_model.safetensors, "fp16" for diffusion_pytorch_model.fp16.safetensors,
-// ...; fp16 / bf16 weights become float32) and builds the VAE on backend.
+// ...; or the shards of its .index.json; fp16 / bf16 weights stay as stored until they are
+// converted to float32 one tensor at a time onto backend) and builds the VAE on backend.
 func Load(vaeDir, variant string, backend backends.Backend) (*VAE, error) {
 	cfgPath := filepath.Join(vaeDir, "config.json")
 	data, err := os.ReadFile(cfgPath)
@@ -59,28 +60,31 @@ func Load(vaeDir, variant string, backend backends.Backend) (*VAE, error) {
 	if err != nil {
 		return nil, err
 	}
-	name, err := checkpoint.WeightsFileName(checkpoint.VAE, variant)
+	name, err := checkpoint.WeightsFileName(checkpoint.DiffusersStem, variant)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrWeights, err)
 	}
-	path := filepath.Join(vaeDir, name)
-	if _, err := os.Stat(path); err != nil {
+	st, err := checkpoint.OpenDir(vaeDir, strings.TrimSuffix(name, ".safetensors"), want, checkpoint.LoadDirOptions{})
+	if errors.Is(err, checkpoint.ErrWeights) {
+		path := filepath.Join(vaeDir, name)
 		have, _ := filepath.Glob(filepath.Join(vaeDir, "*.safetensors"))
 		for i := range have {
 			have[i] = filepath.Base(have[i])
 		}
 		return nil, fmt.Errorf("%w: %s: no weights for variant %q (safetensors files there: %v)", ErrWeights, path, variant, have)
 	}
-	f, err := safetensors.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrWeights, err)
-	}
-	defer f.Close()
-	ts, err := checkpoint.LoadTensors(f, path, want, checkpoint.LoadOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrWeights, err)
 	}
-	return New(cfg, ts, backend)
+	defer st.Close()
+	if backend == nil {
+		return nil, errors.New("wan/vae: nil backend")
+	}
+	w, err := nn.NewWeightsStream(backend, st.Each)
+	if err != nil {
+		return nil, fmt.Errorf("wan/vae: %w", err)
+	}
+	return bind(cfg, w, backend)
 }
 
 // New builds the VAE from cfg and weights named as the diffusers state_dict, which must
@@ -97,6 +101,12 @@ func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend)
 	if err != nil {
 		return nil, fmt.Errorf("wan/vae: %w", err)
 	}
+	return bind(cfg, w, backend)
+}
+
+// bind builds the encoder and decoder programs over weights already on backend.
+func bind(cfg Config, w *nn.Weights, backend backends.Backend) (*VAE, error) {
+	var err error
 	v := &VAE{cfg: cfg, weights: w}
 	v.enc, err = nn.NewProgram(backend, w, "wan.vae.encode", func(s nn.Scope, in []*Node) []*Node {
 		c := &stepCache{first: len(in) == 1, in: in[1:]}

@@ -1,9 +1,25 @@
-package checkpoint
+package clip
 
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/vdpp/vdpp/model/checkpoint"
 )
+
+// FeatureExtractorComponent is the image processor's folder in an SVD pipeline folder
+// (model_index.json's key): the resize, crop and normalisation before the image encoder.
+const FeatureExtractorComponent = "feature_extractor"
+
+// ReadFeatureExtractor reads and validates the image processor's preprocessor_config.json
+// of ck.
+func ReadFeatureExtractor(ck *checkpoint.Checkpoint) (FeatureExtractorConfig, error) {
+	path, data, err := ck.ReadConfig(FeatureExtractorComponent)
+	if err != nil {
+		return FeatureExtractorConfig{}, err
+	}
+	return ParseFeatureExtractorConfig(path, data)
+}
 
 // ImageSize is a transformers size dict: either ShortestEdge (resize keeping the aspect
 // ratio) or Height and Width. Zero fields are unset.
@@ -48,26 +64,26 @@ var (
 // ParseFeatureExtractorConfig parses and validates a CLIP image processor config; path
 // names the file in errors.
 func ParseFeatureExtractorConfig(path string, data []byte) (FeatureExtractorConfig, error) {
-	f, err := parseFields(path, data, ErrConfig)
+	f, err := checkpoint.ParseFields(path, data, checkpoint.ErrConfig)
 	if err != nil {
 		return FeatureExtractorConfig{}, err
 	}
 	c := FeatureExtractorConfig{
 		Path:          path,
-		DoResize:      f.bool("do_resize", true),
-		Size:          f.imageSize("size", ImageSize{ShortestEdge: 224}, false),
-		Resample:      f.int("resample", 3),
-		DoCenterCrop:  f.bool("do_center_crop", true),
-		CropSize:      f.imageSize("crop_size", ImageSize{Height: 224, Width: 224}, true),
-		DoRescale:     f.bool("do_rescale", true),
-		RescaleFactor: f.float("rescale_factor", 1.0/255),
-		DoNormalize:   f.bool("do_normalize", true),
-		ImageMean:     f.floats("image_mean", openAICLIPMean),
-		ImageStd:      f.floats("image_std", openAICLIPStd),
-		DoConvertRGB:  f.bool("do_convert_rgb", true),
+		DoResize:      f.Bool("do_resize", true),
+		Size:          imageSize(f, "size", ImageSize{ShortestEdge: 224}, false),
+		Resample:      f.Int("resample", 3),
+		DoCenterCrop:  f.Bool("do_center_crop", true),
+		CropSize:      imageSize(f, "crop_size", ImageSize{Height: 224, Width: 224}, true),
+		DoRescale:     f.Bool("do_rescale", true),
+		RescaleFactor: f.Float("rescale_factor", 1.0/255),
+		DoNormalize:   f.Bool("do_normalize", true),
+		ImageMean:     f.Floats("image_mean", openAICLIPMean),
+		ImageStd:      f.Floats("image_std", openAICLIPStd),
+		DoConvertRGB:  f.Bool("do_convert_rgb", true),
 	}
-	if f.err != nil {
-		return FeatureExtractorConfig{}, f.err
+	if f.Err() != nil {
+		return FeatureExtractorConfig{}, f.Err()
 	}
 	if err := c.Validate(); err != nil {
 		return FeatureExtractorConfig{}, err
@@ -76,9 +92,9 @@ func ParseFeatureExtractorConfig(path string, data []byte) (FeatureExtractorConf
 }
 
 // imageSize reads a size dict or a bare int (shortest edge, or a square when square).
-func (f *fields) imageSize(key string, def ImageSize, square bool) ImageSize {
-	v := f.raw(key)
-	if v == nil || f.err != nil {
+func imageSize(f *checkpoint.Fields, key string, def ImageSize, square bool) ImageSize {
+	v := f.Raw(key)
+	if v == nil || f.Err() != nil {
 		return def
 	}
 	var n int
@@ -94,7 +110,7 @@ func (f *fields) imageSize(key string, def ImageSize, square bool) ImageSize {
 		Width        *int `json:"width"`
 	}
 	if json.Unmarshal(v, &d) != nil {
-		f.fail(key, "want an integer or a size object, got %s", abbrev(v))
+		f.Fail(key, "want an integer or a size object, got %s", checkpoint.Abbrev(v))
 		return def
 	}
 	switch {
@@ -103,20 +119,20 @@ func (f *fields) imageSize(key string, def ImageSize, square bool) ImageSize {
 	case d.ShortestEdge == nil && d.Height != nil && d.Width != nil:
 		return ImageSize{Height: *d.Height, Width: *d.Width}
 	}
-	f.fail(key, "want {shortest_edge} or {height, width}, got %s", abbrev(v))
+	f.Fail(key, "want {shortest_edge} or {height, width}, got %s", checkpoint.Abbrev(v))
 	return def
 }
 
 // Validate checks the normalisation constants and sizes. Errors name the config file.
 func (c FeatureExtractorConfig) Validate() error {
-	k := checker{path: c.Path}
-	k.check(len(c.ImageMean) > 0 && len(c.ImageMean) == len(c.ImageStd), "image_mean has %d values, image_std %d", len(c.ImageMean), len(c.ImageStd))
+	k := checkpoint.Checker{Path: c.Path}
+	k.Check(len(c.ImageMean) > 0 && len(c.ImageMean) == len(c.ImageStd), "image_mean has %d values, image_std %d", len(c.ImageMean), len(c.ImageStd))
 	for i, s := range c.ImageStd {
-		k.check(s > 0, "image_std[%d] = %g must be positive", i, s)
+		k.Check(s > 0, "image_std[%d] = %g must be positive", i, s)
 	}
 	validSize := func(s ImageSize) bool { return s.ShortestEdge > 0 || (s.Height > 0 && s.Width > 0) }
-	k.check(!c.DoResize || validSize(c.Size), "size %v must be positive", c.Size)
-	k.check(!c.DoCenterCrop || (c.CropSize.Height > 0 && c.CropSize.Width > 0), "crop_size %v needs a positive height and width", c.CropSize)
-	k.check(!c.DoRescale || c.RescaleFactor > 0, "rescale_factor %g must be positive", c.RescaleFactor)
-	return k.err
+	k.Check(!c.DoResize || validSize(c.Size), "size %v must be positive", c.Size)
+	k.Check(!c.DoCenterCrop || (c.CropSize.Height > 0 && c.CropSize.Width > 0), "crop_size %v needs a positive height and width", c.CropSize)
+	k.Check(!c.DoRescale || c.RescaleFactor > 0, "rescale_factor %g must be positive", c.RescaleFactor)
+	return k.Err()
 }
