@@ -218,21 +218,37 @@ func DeriveMaxFrames(l CostLimits) int {
 }
 
 // ModelLimits are the limits the served model's jobs are admitted under, with the native
-// job they derive from (GET /v1/limits, and "vdpp_limits" in GET /v1/models).
+// job they derive from (GET /v1/limits, and "vdpp_limits" in GET /v1/models), and what a
+// job conditions the model on (the web page shows the fields that fit).
 type ModelLimits struct {
-	NativeWidth   int `json:"native_width"`
-	NativeHeight  int `json:"native_height"`
-	NativeFrames  int `json:"native_frames"`
-	NativeSteps   int `json:"native_steps"`
-	MaxFrames     int `json:"max_frames"`
-	MaxResolution int `json:"max_resolution"`
-	MaxSteps      int `json:"max_steps"`
+	// Input is what a job gives the model: InputImage or InputText.
+	Input         string `json:"input"`
+	NativeWidth   int    `json:"native_width"`
+	NativeHeight  int    `json:"native_height"`
+	NativeFrames  int    `json:"native_frames"`
+	NativeSteps   int    `json:"native_steps"`
+	MaxFrames     int    `json:"max_frames"`
+	MaxResolution int    `json:"max_resolution"`
+	MaxSteps      int    `json:"max_steps"`
 	CostLimits
 }
 
+// The values of ModelLimits.Input.
+const (
+	// InputImage: a job gives an image (image-to-video, SVD); a prompt is only recorded.
+	InputImage = "image"
+	// InputText: a job gives a prompt and an optional negative prompt, no image
+	// (text-to-video, Wan).
+	InputText = "text"
+)
+
 func (s *Server) modelLimits() ModelLimits {
 	n, l := s.cost.Native, s.cfg.Limits
-	return ModelLimits{NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
+	input := InputImage
+	if textConditioned(s.gen) {
+		input = InputText
+	}
+	return ModelLimits{Input: input, NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
 		MaxFrames: l.MaxFrames, MaxResolution: l.MaxResolution, MaxSteps: l.MaxSteps, CostLimits: s.cost}
 }
 

@@ -36,7 +36,7 @@ func TestCostLimitsHTTP(t *testing.T) {
 		t.Fatalf("native job refused: %+v", st)
 	}
 
-	want := ModelLimits{NativeWidth: 1024, NativeHeight: 576, NativeFrames: 14, NativeSteps: 25,
+	want := ModelLimits{Input: InputImage, NativeWidth: 1024, NativeHeight: 576, NativeFrames: 14, NativeSteps: 25,
 		MaxFrames: 25, MaxResolution: 1024, MaxSteps: 50}
 	want.Multiple, want.MaxPixels, want.MaxWork = 1, 1024*576, 1024*576*14*25
 	want.MaxActivationBytes = JobCost(DefaultParams(), LatentActivation(SyntheticChannels)).ActivationBytes

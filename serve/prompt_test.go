@@ -89,3 +89,17 @@ func FuzzReadUpload(f *testing.F) {
 		}
 	})
 }
+
+// The served model's limits say what a job gives it (the web page shows the fields that
+// fit): a prompt for a text-to-video model, an image otherwise.
+func TestModelLimitsInput(t *testing.T) {
+	for gen, want := range map[Generator]string{textSynthetic{}: InputText, Synthetic{}: InputImage} {
+		s := &Server{gen: gen, cfg: Config{Limits: DefaultLimits()}}
+		if got := s.modelLimits().Input; got != want {
+			t.Errorf("%T: input %q, want %q", gen, got, want)
+		}
+		if got := s.modelObject("m").Limits.Input; got != want {
+			t.Errorf("%T: GET /v1/models input %q, want %q", gen, got, want)
+		}
+	}
+}

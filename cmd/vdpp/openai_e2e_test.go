@@ -13,11 +13,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vdpp/vdpp/model/wan/wantest"
 )
 
 // webScreenshot, when set, receives the web page's screenshot from TestWebPage (the one
 // in docs/ is made with -web-screenshot ../../docs/serve-web.png).
 var webScreenshot = flag.String("web-screenshot", "", "write TestWebPage's screenshot here")
+
+// webPromptScreenshot, when set, receives TestWebPagePrompt's screenshot (docs/ has one:
+// -web-prompt-screenshot ../../docs/serve-web-prompt.png).
+var webPromptScreenshot = flag.String("web-prompt-screenshot", "", "write TestWebPagePrompt's screenshot here")
 
 // e2eDir holds the Node end-to-end scripts and their package-lock (the openai SDK and
 // playwright-core); `npm ci` there installs them (.ci/run does).
@@ -149,4 +155,27 @@ func TestWebPage(t *testing.T) {
 	if st, err := os.Stat(shot); err != nil || st.Size() == 0 {
 		t.Fatalf("no screenshot: %v", err)
 	}
+}
+
+// TestWebPagePrompt drives the web page (browser_prompt.mjs) against the real binary
+// serving a Wan text-to-video folder (wan-dev's weights with the tiny text encoder): the
+// page shows the prompt fields instead of the image, shows the server's validation
+// message, and runs a prompt job of two windows at the dev size with two steps.
+func TestWebPagePrompt(t *testing.T) {
+	chromium := "/usr/bin/chromium"
+	if c := os.Getenv("CHROMIUM"); c != "" {
+		chromium = c
+	}
+	needE2E(t, "playwright-core", chromium)
+	model := wantest.PromptFolder(t)
+	url := startServeBinary(t, "--model", model, "--backend", "go", "--nproc", "1", "--served-model-name", "wan-dev")
+	args := []string{url, "64x64", "2", "13", "9", "4"}
+	if *webPromptScreenshot != "" {
+		shot, err := filepath.Abs(*webPromptScreenshot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, shot)
+	}
+	runNode(t, 3*time.Minute, "browser_prompt.mjs", args...)
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vdpp/vdpp/internal/configfuzz"
 )
 
 func TestParseSampling(t *testing.T) {
@@ -87,7 +89,7 @@ func FuzzParseSampling(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseSampling("fz.json", data)
-		checkErr(t, err)
+		configfuzz.CheckErr(t, err)
 		if err == nil && s.Validate() != nil {
 			t.Fatalf("accepted %+v, which Validate refuses", s)
 		}

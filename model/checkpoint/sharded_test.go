@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vdpp/vdpp/internal/configfuzz"
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -132,7 +133,7 @@ func FuzzParseShardIndex(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		x, err := ParseShardIndex("fz.json", data)
-		checkErr(t, err)
+		configfuzz.CheckErr(t, err)
 		if err != nil {
 			return
 		}

@@ -513,6 +513,45 @@ func (s *Sampler) Stepper(sc sched.Scheduler) (*pipeline.Stepper, error) {
 // Decode implements family.Sampler: latents_std/mean denormalisation, the causal VAE
 // decode, and (video/2 + 0.5) clamped to [0, 1], as frames [F, 3, H, W].
 func (s *Sampler) Decode(ctx context.Context, latent *tensor.Dense, p family.Params) (*tensor.Dense, error) {
+	z, err := s.decodeInput(ctx, latent, p)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.VAE.Decode(z)
+	if err != nil {
+		return nil, err
+	}
+	return toUnitFrames(v), nil
+}
+
+var _ family.ChunkDecoder = (*Sampler)(nil)
+
+// DecodeChunks implements family.ChunkDecoder: Decode's frames one latent frame at a time
+// (the first video frame, then 4 at a time for Wan 2.x's causal VAE), through the VAE's
+// streamed decode (vae.VAE.DecodeStream, tiled or not as the VAE is), so only one latent
+// frame's activations, caches and frames are held besides the latent.
+func (s *Sampler) DecodeChunks(ctx context.Context, latent *tensor.Dense, p family.Params, emit func(first int, frames *tensor.Dense) error) error {
+	z, err := s.decodeInput(ctx, latent, p)
+	if err != nil {
+		return err
+	}
+	first := 0
+	return s.VAE.DecodeStream(z, func(v *tensor.Dense) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		frames := toUnitFrames(v)
+		if err := emit(first, frames); err != nil {
+			return err
+		}
+		first += frames.Shape[0]
+		return nil
+	})
+}
+
+// decodeInput checks that latent is p's final latent [F, C, h, w] (or [1, F, C, h, w]) and
+// returns it denormalised in the VAE's layout [1, C, F, h, w].
+func (s *Sampler) decodeInput(ctx context.Context, latent *tensor.Dense, p family.Params) (*tensor.Dense, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -528,20 +567,18 @@ func (s *Sampler) Decode(ctx context.Context, latent *tensor.Dense, p family.Par
 		return nil, fmt.Errorf("wan: decode: latent %v, want %v for %d frames of %dx%d", latent.Shape, want, p.NumFrames, p.Width, p.Height)
 	}
 	z := SwapTC(&tensor.Dense{Shape: append([]int{1}, want...), Data: latent.Data})
-	z, err := s.VConfig.Denormalize(z)
-	if err != nil {
-		return nil, err
-	}
-	v, err := s.VAE.Decode(z)
-	if err != nil {
-		return nil, err
-	}
-	out := SwapTC(v) // [1, F, 3, H, W]
+	return s.VConfig.Denormalize(z)
+}
+
+// toUnitFrames maps the VAE's video [1, 3, n, H, W] in [-1, 1] to frames [n, 3, H, W] in
+// [0, 1] (video/2 + 0.5, clamped), as WanPipeline's postprocessing does.
+func toUnitFrames(v *tensor.Dense) *tensor.Dense {
+	out := SwapTC(v) // [1, n, 3, H, W]
 	for i, x := range out.Data {
 		out.Data[i] = min(max(x*0.5+0.5, 0), 1)
 	}
 	out.Shape = out.Shape[1:]
-	return out, nil
+	return out
 }
 
 // WeightBytes implements family.Sampler: per loaded component.

@@ -6,6 +6,7 @@ const $ = (id) => document.getElementById(id);
 const state = {
   token: localStorage.getItem('vdpp-token') || '',
   model: '',
+  input: 'image',       // what a job gives the served model: 'image' or 'text' (its vdpp_limits.input)
   jobs: new Map(),      // id -> OpenAI video object
   following: new Set(), // ids with an open event stream
   media: new Map(),     // id -> object URL of the MP4
@@ -84,13 +85,21 @@ function initForm() {
   $('create').addEventListener('submit', async (e) => {
     e.preventDefault();
     $('form-error').textContent = '';
+    const text = state.input === 'text';
     const file = $('image').files[0];
-    if (!file) { $('form-error').textContent = 'Pick an image first.'; return; }
+    const prompt = $('prompt').value.trim();
+    if (!text && !file) { $('form-error').textContent = 'Pick an image first.'; return; }
+    if (text && !prompt) { $('form-error').textContent = 'Type a prompt first.'; return; }
     const fd = new FormData();
     if (state.model) fd.append('model', state.model);
-    fd.append('prompt', $('prompt').value);
-    fd.append('input_reference', file, file.name);
-    for (const el of $('create').querySelectorAll('.grid input')) {
+    fd.append('prompt', prompt);
+    if (text) {
+      const neg = $('negative-prompt').value.trim();
+      if (neg) fd.append('negative_prompt', neg);
+    } else {
+      fd.append('input_reference', file, file.name);
+    }
+    for (const el of $('create').querySelectorAll('.grid input, .grid select')) {
       if (el.value.trim() !== '') fd.append(el.name, el.value.trim());
     }
     $('submit').disabled = true;
@@ -264,11 +273,30 @@ async function refresh() {
   }
 }
 
+// fitModel shows the fields the served model takes (its limits from GET /v1/models): the
+// image for an image-to-video model, a required prompt and a negative prompt for a
+// text-to-video one; the native size, length and steps as the placeholders.
+function fitModel(lim) {
+  state.input = lim.input === 'text' ? 'text' : 'image';
+  const text = state.input === 'text';
+  $('drop').hidden = text;
+  $('image').disabled = text;
+  $('negative-row').hidden = !text;
+  $('prompt').setAttribute('aria-required', String(text)); // the page's own message, not the browser's
+  $('prompt-note').textContent = text ? '(required: the served model makes the video from it)'
+    : '(recorded; the served model is image-conditioned)';
+  $('prompt').placeholder = text ? 'what the video shows' : 'a short description';
+  if (lim.native_width && lim.native_height) $('size').placeholder = `${lim.native_width}x${lim.native_height} (default)`;
+  if (lim.native_steps) $('steps').placeholder = `${lim.native_steps} (default)`;
+  if (lim.native_frames) $('num-frames').placeholder = `native ${lim.native_frames}` + (lim.max_frames ? `, max ${lim.max_frames}` : '');
+}
+
 async function init() {
   initForm();
   try {
     const m = await body(await api('/v1/models'));
     state.model = m.data[0].id;
+    fitModel(m.data[0].vdpp_limits || {});
     $('model').textContent = state.model;
   } catch (err) { $('conn').textContent = err.message; }
   await refresh();
