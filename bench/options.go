@@ -3,6 +3,7 @@ package bench
 import (
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -45,6 +46,10 @@ type Options struct {
 	// the denoiser only. DecodeChunkSize is the frames decoded together (-1: the model's).
 	DecodeRanks     int
 	DecodeChunkSize int
+	// DecodeSteps is one sample's decode cost in denoising steps: with decode ranks, the
+	// step cut balances it against the steps of the decoding stages, as vdpp plan does
+	// (pipeline.StageExtras); 0 cuts by steps alone.
+	DecodeSteps float64
 
 	// RunDir is where workers write their results (set by the parent for workers).
 	RunDir string
@@ -94,6 +99,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend for dummy/svd (default: GOMLX_BACKEND or go)")
 	fs.IntVar(&o.DecodeRanks, "decode-ranks", o.DecodeRanks, "decode the videos with the model's VAE on the last N stages of each pipeline (0: no decode, the denoiser only; 1: the last stage alone)")
 	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "with --decode-ranks: frames decoded together, the parts spread over ranks (0: all; -1: the model's)")
+	fs.Float64Var(&o.DecodeSteps, "decode-steps", o.DecodeSteps, "with --decode-ranks: one sample's decode cost in denoising steps; the step cut moves steps off the decoding stages to balance it, as vdpp plan does (0: cut by steps alone)")
 	fs.StringVar(&o.RunDir, "run-dir", o.RunDir, "internal: where workers write results")
 }
 
@@ -112,6 +118,7 @@ func (o Options) WorkerArgs() []string {
 		"--min-guidance=" + f(o.MinGuidance), "--guidance-scale=" + f(o.GuidanceScale),
 		"--timeout=" + o.Timeout.String(), "--backend=" + o.Backend, "--run-dir=" + o.RunDir,
 		"--decode-ranks=" + strconv.Itoa(o.DecodeRanks), "--decode-chunk-size=" + strconv.Itoa(o.DecodeChunkSize),
+		"--decode-steps=" + f(o.DecodeSteps),
 	}
 	return args
 }
@@ -173,6 +180,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("bench: --micro-batch %d: need at least 1", o.MicroBatch)
 	case o.LatentChannels < 1 || o.LatentFrames < 1 || o.LatentHeight < 1 || o.LatentWidth < 1:
 		return fmt.Errorf("bench: latent [1,%d,%d,%d,%d] has an empty dimension", o.LatentFrames, o.LatentChannels, o.LatentHeight, o.LatentWidth)
+	case o.DecodeSteps < 0 || math.IsNaN(o.DecodeSteps) || math.IsInf(o.DecodeSteps, 0):
+		return fmt.Errorf("bench: --decode-steps %v must be a finite cost >= 0", o.DecodeSteps)
 	case o.DecodeRanks < 0 || o.DecodeRanks > o.PP:
 		return fmt.Errorf("bench: --decode-ranks %d must be between 0 and the %d pipeline stages", o.DecodeRanks, o.PP)
 	case o.DecodeRanks > 0 && (o.CFG > 1 || o.CP > 1):
@@ -201,3 +210,13 @@ func (o Options) LatentShape() []int {
 
 // Guided reports whether the run uses classifier-free guidance.
 func (o Options) Guided() bool { return o.GuidanceScale > 1 }
+
+// StageExtras is each of stages stages' fixed cost per item in steps, which the step cut
+// balances: the micro-batch's decode (--decode-steps per sample) shared by the decoding
+// stages; nil without a decode or a decode cost.
+func (o Options) StageExtras(stages int) []float64 {
+	if o.DecodeRanks == 0 {
+		return nil
+	}
+	return pipeline.StageExtras(stages, 0, 0, float64(o.MicroBatch)*o.DecodeSteps, o.DecodeRanks)
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -83,7 +84,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	plan, err := m.StagePlan(o.TotalSteps, o.PP)
+	plan, err := m.StagePlan(o.TotalSteps, o.PP, o.StageExtras(o.PP))
 	if err != nil {
 		return Report{}, err
 	}
@@ -115,7 +116,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 	}
 
 	rep := Report{
-		Model: o.Model, Command: "vdpp bench " + strings.Join(o.WorkerArgs()[:len(o.WorkerArgs())-1], " "), Host: CurrentHost(),
+		Model: o.Model, Command: "vdpp bench " + strings.Join(slices.DeleteFunc(o.WorkerArgs(), func(a string) bool { return strings.HasPrefix(a, "--run-dir=") }), " "), Host: CurrentHost(),
 		NProc: o.NProc, PP: o.PP, CFG: o.CFG, CP: o.CP, DP: o.DP,
 		TotalSteps: o.TotalSteps, NumSamples: o.NumSamples, WarmupSamples: o.WarmupSamples,
 		MicroBatch: o.MicroBatch, LatentShape: append([]int{1}, o.LatentShape()...), StepMS: o.StepMS,

@@ -46,7 +46,7 @@ func newParts(o Options, stages, stage int) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, err := m.StagePlan(o.TotalSteps, stages)
+	plan, err := m.StagePlan(o.TotalSteps, stages, o.StageExtras(stages))
 	if err != nil {
 		return nil, err
 	}

@@ -15,8 +15,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
+
+	"github.com/vdpp/vdpp/pipeline"
 )
 
 // ErrOptions marks invalid command-line options.
@@ -68,6 +71,13 @@ type Options struct {
 	// DecodeRanks is how many ranks share the decoding: the last stage and the stages
 	// before it (0 or 1: the last stage alone); see docs/long-video.md.
 	DecodeRanks int
+	// DecodeSteps is one sample's decode cost in denoising steps: the step cut balances it
+	// against the steps of the decoding stages, as vdpp plan does (pipeline.StageExtras);
+	// 0 cuts by steps alone.
+	DecodeSteps float64
+	// ConditionSteps is one sample's conditioning cost (image or text encoder, stage 0) in
+	// denoising steps, balanced on the first stage the same way; 0 leaves it out.
+	ConditionSteps float64
 }
 
 // DefaultOptions mirrors the pipeline's defaults; sizes, frames and steps left at 0 come from
@@ -105,6 +115,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.NoiseAugStrength, "noise-aug-strength", o.NoiseAugStrength, "noise added to the conditioning image")
 	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "frames decoded at once (0: all; -1: the model's vdpp_sampling.json: 7 for builtin; all for a folder without one)")
 	fs.IntVar(&o.DecodeRanks, "decode-ranks", o.DecodeRanks, "ranks that share the VAE decode: the last stage and the N-1 before it (0 or 1: the last stage alone); bit-identical")
+	fs.Float64Var(&o.DecodeSteps, "decode-steps", o.DecodeSteps, "one sample's decode cost in denoising steps; the step cut moves steps off the decoding stages to balance it, as vdpp plan does (0: cut by steps alone); bit-identical")
+	fs.Float64Var(&o.ConditionSteps, "condition-steps", o.ConditionSteps, "one sample's conditioning cost (stage 0's image or text encoder) in denoising steps; the step cut moves steps off stage 0 to balance it (0: not counted)")
 	fs.IntVar(&o.VAETile, "vae-tile", o.VAETile, "decode (and encode) in overlapping spatial tiles of this many pixels, as diffusers' enable_tiling (0: whole frames; -1: the VAE's sample_size)")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed; sample s uses the stream (seed, s)")
 	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "videos to generate from the image")
@@ -128,7 +140,7 @@ func (o Options) WorkerArgs() []string {
 		"--num-frames=" + i(o.NumFrames), "--window=" + i(o.Window), "--overlap=" + i(o.Overlap), "--blend=" + o.Blend, "--steps=" + i(o.Steps), "--height=" + i(o.Height), "--width=" + i(o.Width),
 		"--min-guidance=" + f(o.MinGuidance), "--max-guidance=" + f(o.MaxGuidance), "--fps=" + i(o.FPS),
 		"--motion-bucket-id=" + i(o.MotionBucketID), "--noise-aug-strength=" + f(o.NoiseAugStrength),
-		"--decode-chunk-size=" + i(o.DecodeChunkSize), "--decode-ranks=" + i(o.DecodeRanks), "--vae-tile=" + i(o.VAETile), "--seed=" + strconv.FormatInt(o.Seed, 10),
+		"--decode-chunk-size=" + i(o.DecodeChunkSize), "--decode-ranks=" + i(o.DecodeRanks), "--decode-steps=" + f(o.DecodeSteps), "--condition-steps=" + f(o.ConditionSteps), "--vae-tile=" + i(o.VAETile), "--seed=" + strconv.FormatInt(o.Seed, 10),
 		"--num-samples=" + i(o.NumSamples), "--micro-batch=" + i(o.MicroBatch), "--nproc=" + i(o.NProc),
 		"--out=" + o.Out, "--backend=" + o.Backend, "--timeout=" + o.Timeout.String(), "--progress=plain",
 	}
@@ -157,6 +169,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: --nproc %d", ErrOptions, o.NProc)
 	case o.DecodeRanks < 0 || o.DecodeRanks > o.NProc:
 		return fmt.Errorf("%w: --decode-ranks %d must be between 0 and --nproc %d", ErrOptions, o.DecodeRanks, o.NProc)
+	case o.DecodeSteps < 0 || math.IsNaN(o.DecodeSteps) || math.IsInf(o.DecodeSteps, 0):
+		return fmt.Errorf("%w: --decode-steps %v must be a finite cost >= 0", ErrOptions, o.DecodeSteps)
+	case o.ConditionSteps < 0 || math.IsNaN(o.ConditionSteps) || math.IsInf(o.ConditionSteps, 0):
+		return fmt.Errorf("%w: --condition-steps %v must be a finite cost >= 0", ErrOptions, o.ConditionSteps)
 	case o.Steps < 0:
 		return fmt.Errorf("%w: --steps %d", ErrOptions, o.Steps)
 	case o.Steps > 0 && o.Steps < o.NProc:
@@ -172,4 +188,13 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: --progress %q (want auto, bar or plain)", ErrOptions, o.Progress)
 	}
 	return nil
+}
+
+// StageExtras is each of the --nproc stages' fixed cost per item in steps, which the step
+// cut balances: the micro-batch's conditioning (--condition-steps per sample) on stage 0
+// and its decode (--decode-steps per sample) shared by the decoding stages; nil without
+// either cost.
+func (o Options) StageExtras() []float64 {
+	b := float64(o.MicroBatch)
+	return pipeline.StageExtras(o.NProc, b*o.ConditionSteps, 0, b*o.DecodeSteps, o.DecodeRanks)
 }

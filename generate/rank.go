@@ -47,7 +47,7 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 	}
 	// A stage boundary at every denoiser switch (Wan 2.2's experts): each stage then loads
 	// only the expert its steps use.
-	plan, err := m.StagePlan(o.Steps, o.NProc)
+	plan, err := m.StagePlan(o.Steps, o.NProc, o.StageExtras())
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"math"
 	"slices"
 )
@@ -12,10 +13,30 @@ import (
 // as possible (then the smallest sum of squared stage costs), and each segment is cut by
 // BalanceStages. With fewer stages than segments it returns BalanceStages' plan (some
 // stage then spans a switch); cuts outside (0, steps) are ignored.
-func CutStages(stepCost []float64, k int, cuts []int) ([]Range, error) {
+//
+// stageExtra, when not nil, adds a fixed cost to stage i in the units of stepCost (see
+// StageExtras: conditioning on the first stage, a share of the decode on the decoding
+// stages), so the steps are cut around it; nil (or all zeros) gives the cut by step cost
+// alone. The planner (plan.Predict) and the engine (family.Resolved.StagePlan) both cut
+// with this function, so the stage costs the planner predicts are those of the cut run.
+func CutStages(stepCost []float64, k int, cuts []int, stageExtra []float64) ([]Range, error) {
 	n := len(stepCost)
 	if err := checkCut(n, k); err != nil {
 		return nil, err
+	}
+	if stageExtra != nil && len(stageExtra) != k {
+		return nil, fmt.Errorf("%w: %d stage extras for %d stages", ErrBadPlan, len(stageExtra), k)
+	}
+	for i, c := range stageExtra {
+		if c < 0 || math.IsNaN(c) || math.IsInf(c, 0) {
+			return nil, fmt.Errorf("%w: stage %d has extra cost %v", ErrBadPlan, i, c)
+		}
+	}
+	extraOf := func(from, to int) []float64 {
+		if stageExtra == nil {
+			return nil
+		}
+		return stageExtra[from:to]
 	}
 	bounds := []int{0}
 	for _, c := range slices.Sorted(slices.Values(cuts)) {
@@ -26,7 +47,7 @@ func CutStages(stepCost []float64, k int, cuts []int) ([]Range, error) {
 	bounds = append(bounds, n)
 	segs := len(bounds) - 1
 	if segs == 1 || k < segs {
-		return BalanceStages(stepCost, k, nil)
+		return BalanceStages(stepCost, k, stageExtra)
 	}
 	best := struct {
 		plan     []Range
@@ -43,7 +64,7 @@ func CutStages(stepCost []float64, k int, cuts []int) ([]Range, error) {
 			}
 			var plan []Range
 			for s := range segs {
-				part, err := BalanceStages(stepCost[bounds[s]:bounds[s+1]], alloc[s], nil)
+				part, err := BalanceStages(stepCost[bounds[s]:bounds[s+1]], alloc[s], extraOf(len(plan), len(plan)+alloc[s]))
 				if err != nil {
 					return
 				}
@@ -52,7 +73,10 @@ func CutStages(stepCost []float64, k int, cuts []int) ([]Range, error) {
 				}
 			}
 			mx, sq := 0.0, 0.0
-			for _, c := range StageCosts(plan, stepCost) {
+			for st, c := range StageCosts(plan, stepCost) {
+				if stageExtra != nil {
+					c += stageExtra[st]
+				}
 				mx, sq = math.Max(mx, c), sq+c*c
 			}
 			if !best.assigned || mx < best.max && !nearlyEqual(mx, best.max) || nearlyEqual(mx, best.max) && sq < best.sq && !nearlyEqual(sq, best.sq) {
@@ -67,7 +91,27 @@ func CutStages(stepCost []float64, k int, cuts []int) ([]Range, error) {
 	}
 	try(0, k)
 	if !best.assigned {
-		return BalanceStages(stepCost, k, nil)
+		return BalanceStages(stepCost, k, stageExtra)
 	}
 	return best.plan, nil
+}
+
+// StageExtras returns the fixed per-item costs of k stages that a cut balances against
+// the steps: first on the first stage (conditioning), last on the last (finishing work
+// other than the decode), and decode (one item's decode) shared evenly by the last
+// decodeRanks stages (clamped to [1, k]), as pipeline.Spread shares the parts. All costs
+// are in the units of the step costs the cut uses. It returns nil when every extra is 0,
+// so that the cut is then exactly the cut by step cost alone.
+func StageExtras(k int, first, last, decode float64, decodeRanks int) []float64 {
+	if k < 1 || first == 0 && last == 0 && decode == 0 {
+		return nil
+	}
+	extra := make([]float64, k)
+	extra[0] += first
+	extra[k-1] += last
+	n := min(max(1, decodeRanks), k)
+	for s := k - n; s < k; s++ {
+		extra[s] += decode / float64(n)
+	}
+	return extra
 }

@@ -3,7 +3,10 @@
 // The S steps of every sample are cut into K contiguous stages (Plan*), one per rank. A
 // work item (a micro-batch of samples, see Item) enters stage 0, runs that stage's steps,
 // and is handed to the next stage over a comm.Transport; with many items in flight every
-// stage works on a different item at once.
+// stage works on a different item at once. The cut (EvenStages, BalanceStages, CutStages)
+// balances the steps against each stage's fixed costs (StageExtras: conditioning on the
+// first stage, a share of the decode on the decoding stages); the planner and the engine
+// make the same cut.
 //
 // The package is split the way etcd's raft is:
 //   - plan.go, stage.go and step math are pure and deterministic (no sockets, clocks or

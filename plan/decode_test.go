@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/vdpp/vdpp/pipeline"
 )
 
 // TestPredictDecodeSpread: a sample's decode parts on the last stage or shared by the last
@@ -86,7 +88,7 @@ func TestDecodeNotes(t *testing.T) {
 		{"spread and helps", 8, 2, 2, 10, "decode spread over 2 stages: 71.4 samples/s instead of 47.6 on the last stage alone (1.50x)"},
 		{"spread gains nothing", 8, 2, 2, 3, "decode spread over 2 stages gains nothing"},
 		{"spread loses to the step cut", 3, 2, 1, 1, "decode spread over 2 stages loses"},
-		{"small decode on the last stage: no note", 8, 1, 2, 3, ""},
+		{"small decode on the last stage: the engine's flag for the cut", 8, 1, 2, 3, "steps cut 7+1 around the decode: generate and bench cut so with --decode-steps 6.00 (by steps alone: 4+4)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,5 +128,52 @@ func TestDecodeCostsValidate(t *testing.T) {
 	w.DecodeRanks = -1
 	if err := w.Validate(); err == nil {
 		t.Error("negative decode_ranks accepted")
+	}
+}
+
+// The planner's cut is the engine's: family.Resolved.StagePlan with the extras of
+// --decode-steps (the decode in steps) gives the stage steps Predict costs.
+func TestPredictCutIsEngineCut(t *testing.T) {
+	for _, tc := range []struct{ steps, pp, ranks, parts int }{{16, 2, 1, 2}, {16, 2, 2, 2}, {12, 3, 2, 1}, {8, 4, 1, 3}} {
+		w := small(tc.steps, 20, false)
+		w.DecodeRanks = tc.ranks
+		c := SyntheticCosts(1, 4, Link{})
+		c.DecodeParts, c.DecodePartMS = tc.parts, 7
+		p, err := Predict(w, Mesh{PP: tc.pp, CFG: 1, CP: 1, DP: 1}, c, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ones := make([]float64, tc.steps)
+		for i := range ones {
+			ones[i] = 1
+		}
+		decodeSteps := float64(tc.parts) * c.DecodePartMS / p.StepMS
+		cut, err := pipeline.CutStages(ones, tc.pp, nil, pipeline.StageExtras(tc.pp, 0, 0, decodeSteps, tc.ranks))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, r := range cut {
+			if p.StageSteps[k] != [2]int{r.Start, r.End} {
+				t.Errorf("%+v: planner cut %v, engine cut %v", tc, p.StageSteps, cut)
+				break
+			}
+		}
+	}
+}
+
+// The conditioning on stage 0 (--prepare-ms) moves the cut too; the note names generate's
+// --condition-steps with --decode-steps.
+func TestCutNoteConditioning(t *testing.T) {
+	c := SyntheticCosts(1, 4, Link{})
+	c.DecodeParts, c.DecodePartMS, c.PrepareMS = 1, 1, 4
+	w := small(8, 20, false)
+	p, err := Predict(w, Mesh{PP: 2, CFG: 1, CP: 1, DP: 1}, c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cutNote(Request{Workload: w, Devices: 2, Costs: c}, p)
+	want := "steps cut 3+5 around the conditioning and the decode: generate cuts so with --decode-steps 1.00 --condition-steps 4.00 (by steps alone: 4+4)"
+	if got != want {
+		t.Errorf("note %q, want %q", got, want)
 	}
 }

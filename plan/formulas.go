@@ -213,24 +213,21 @@ func Predict(w Workload, m Mesh, c Costs, memoryPerDevice int64) (Prediction, er
 	p.CollectiveStepMS = cpGather + gather + a2a
 	p.StepMS = p.ComputeStepMS + p.CollectiveStepMS
 
-	extra := make([]float64, m.PP)
-	extra[0] += float64(b) * c.PrepareMS
-	extra[m.PP-1] += float64(b) * c.FinishMS
 	p.DecodeRanks = min(max(1, w.DecodeRanks), m.PP)
 	decode := float64(c.DecodeParts) * c.DecodePartMS
-	for k := m.PP - p.DecodeRanks; k < m.PP; k++ {
-		extra[k] += float64(b) * decode / float64(p.DecodeRanks)
+	// The stages' fixed costs as the engine's cut sees them (generate/bench --decode-steps).
+	extra := pipeline.StageExtras(m.PP, float64(b)*c.PrepareMS, float64(b)*c.FinishMS, float64(b)*decode, p.DecodeRanks)
+	if extra == nil {
+		extra = make([]float64, m.PP)
 	}
 	p.DecodeItemMS = float64(ceilDiv(b*c.DecodeParts, p.DecodeRanks)) * c.DecodePartMS
 	stepCost := make([]float64, w.Steps)
 	for i := range stepCost {
 		stepCost[i] = p.StepMS
 	}
-	stages, err := pipeline.BalanceStages(stepCost, m.PP, extra)
-	if len(c.Weights.ExpertSwitches) > 0 {
-		// A stage boundary at every expert switch, as generate and bench cut it.
-		stages, err = pipeline.CutStages(stepCost, m.PP, c.Weights.ExpertSwitches)
-	}
+	// The cut generate and bench make (family.Resolved.StagePlan): a stage boundary at
+	// every expert switch, the steps balanced against the stages' fixed costs.
+	stages, err := pipeline.CutStages(stepCost, m.PP, c.Weights.ExpertSwitches, extra)
 	if err != nil {
 		return Prediction{}, fmt.Errorf("plan: %v: %w", m, err)
 	}

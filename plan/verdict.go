@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/vdpp/vdpp/pipeline"
 )
 
 // Relation is how two numbers compare, in the direction of "better".
@@ -112,7 +114,56 @@ func meshNotes(req Request, p Prediction) []string {
 	if n := decodeNote(req, p); n != "" {
 		out = append(out, n)
 	}
+	if n := cutNote(req, p); n != "" {
+		out = append(out, n)
+	}
 	return out
+}
+
+// cutNote tells the engine's flags that make a pipeline's step cut when the decode (or the
+// conditioning) moves it off the cut by steps alone: generate and bench cut by steps unless
+// --decode-steps (and generate's --condition-steps) give those costs in steps
+// (pipeline.StageExtras, the same cut). A --finish-ms cost has no engine flag: no note.
+func cutNote(req Request, p Prediction) string {
+	c := req.Costs
+	if p.PP < 2 || p.StepMS <= 0 || c.FinishMS != 0 {
+		return ""
+	}
+	steps := make([]float64, req.Workload.Steps)
+	for i := range steps {
+		steps[i] = 1
+	}
+	plain, err := pipeline.CutStages(steps, p.PP, c.Weights.ExpertSwitches, nil)
+	if err != nil {
+		return ""
+	}
+	same := true
+	for k, r := range plain {
+		same = same && p.StageSteps[k] == [2]int{r.Start, r.End}
+	}
+	if same {
+		return ""
+	}
+	var flags []string
+	if decode := float64(c.DecodeParts) * c.DecodePartMS; decode > 0 {
+		flags = append(flags, fmt.Sprintf("--decode-steps %.2f", decode/p.StepMS))
+	}
+	around, who := "the decode", "generate and bench cut"
+	if c.PrepareMS > 0 {
+		// Only generate conditions (bench's conditioning is random): a flag of its own.
+		flags = append(flags, fmt.Sprintf("--condition-steps %.2f", c.PrepareMS/p.StepMS))
+		around, who = "the conditioning and the decode", "generate cuts"
+		if len(flags) == 1 {
+			around = "the conditioning"
+		}
+	}
+	var cut, even []string
+	for k, r := range plain {
+		cut = append(cut, strconv.Itoa(p.StageSteps[k][1]-p.StageSteps[k][0]))
+		even = append(even, strconv.Itoa(r.Len()))
+	}
+	return fmt.Sprintf("steps cut %s around %s: %s so with %s (by steps alone: %s)",
+		strings.Join(cut, "+"), around, who, strings.Join(flags, " "), strings.Join(even, "+"))
 }
 
 // decodeNote says whether spreading the decode over a pipeline's stages changes its

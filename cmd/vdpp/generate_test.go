@@ -131,6 +131,41 @@ func TestGenerateDecodeSpreadBitIdentical(t *testing.T) {
 	}
 }
 
+// A decode-aware step cut (--decode-steps: the decode costs 10 steps, so the decoding last
+// stage keeps one of the 3 steps) moves steps between ranks and keeps the frames of the
+// one-process run.
+func TestGenerateDecodeAwareCutBitIdentical(t *testing.T) {
+	dev := shared.Require(t, "golden", "dev")
+	img := testImage(t)
+	common := []string{"--model", dev, "--image", img, "--height", "32", "--width", "32", "--steps", "3", "--num-frames", "3",
+		"--num-samples", "1", "--seed", "5"}
+	one := runGenerateBin(t, append(common, "--nproc", "1")...)
+	cut := runGenerateBin(t, append(common, "--nproc", "2", "--decode-steps", "10")...)
+	frames, _ := filepath.Glob(filepath.Join(one, "sample-000", "frames", "*.png"))
+	if len(frames) != 3 {
+		t.Fatalf("%d frames, want 3", len(frames))
+	}
+	for _, f := range frames {
+		a, _ := os.ReadFile(f)
+		b, err := os.ReadFile(filepath.Join(cut, "sample-000", "frames", filepath.Base(f)))
+		if err != nil || !bytes.Equal(a, b) {
+			t.Fatalf("%s differs between one rank and the decode-aware cut", filepath.Base(f))
+		}
+	}
+	rep, _ := os.ReadFile(filepath.Join(cut, "sample-000", "report.json"))
+	var r struct {
+		Stages []struct {
+			Steps [2]int `json:"steps"`
+		} `json:"stages"`
+	}
+	if err := json.Unmarshal(rep, &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Stages) != 2 || r.Stages[0].Steps != [2]int{0, 2} || r.Stages[1].Steps != [2]int{2, 3} {
+		t.Fatalf("stages %+v, want steps [0,2) and [2,3)", r.Stages)
+	}
+}
+
 // pixelStats returns the pixel_stats object of a report.json, as text.
 func pixelStats(t *testing.T, report []byte) string {
 	t.Helper()

@@ -98,6 +98,13 @@ func TestBenchPipelineEqualsBaseline(t *testing.T) {
 		{"builtin decode spread over 2", []string{"--model", "builtin", "--nproc", "2", "--total-steps", "2", "--num-samples", "3", "--warmup-samples", "1",
 			"--latent-frames", "2", "--latent-channels", "4", "--latent-height", "8", "--latent-width", "8", "--decode-ranks", "2", "--decode-chunk-size", "1"},
 			[][2]int{{0, 1}, {1, 2}}},
+		// --decode-steps: the decode costs 10 steps, so the last stage (which decodes) keeps
+		// one step; the latents are those of the baseline whatever the cut.
+		{"builtin decode-aware cut", []string{"--model", "builtin", "--nproc", "2", "--total-steps", "4", "--num-samples", "3", "--warmup-samples", "1",
+			"--latent-frames", "2", "--latent-channels", "4", "--latent-height", "8", "--latent-width", "8", "--decode-ranks", "1", "--decode-steps", "10"},
+			[][2]int{{0, 3}, {3, 4}}},
+		{"decode steps without a decode: even cut", []string{"--nproc", "2", "--total-steps", "4", "--num-samples", "3", "--warmup-samples", "1",
+			"--step-ms", "0", "--decode-steps", "10"}, [][2]int{{0, 2}, {2, 4}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,6 +133,7 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"--bogus-flag"},
 		{"--nproc", "2", "--total-steps", "2", "--decode-ranks", "3"},
 		{"--cfg", "2", "--total-steps", "2", "--decode-ranks", "1"},
+		{"--nproc", "2", "--total-steps", "2", "--decode-ranks", "1", "--decode-steps", "-1"},
 	} {
 		cmd := exec.Command(vdppBin, append([]string{"bench"}, args...)...)
 		out, err := cmd.CombinedOutput()

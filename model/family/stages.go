@@ -25,21 +25,23 @@ func (r Resolved) Switches(steps int) ([]int, error) {
 
 // StagePlan cuts steps into stages for the resolved model: a stage boundary at every
 // denoiser switch, so each stage loads only the denoiser its steps use, and the rest
-// balanced (pipeline.CutStages with equal step costs). Without switches it is
-// pipeline.EvenStages.
-func (r Resolved) StagePlan(steps, stages int) ([]pipeline.Range, error) {
+// balanced (pipeline.CutStages with equal step costs). extra is each stage's fixed cost
+// per item in steps (pipeline.StageExtras: a share of the decode on the decoding stages),
+// which the cut balances against the steps, as the planner does; nil cuts by steps alone.
+// Without switches and extras it is pipeline.EvenStages.
+func (r Resolved) StagePlan(steps, stages int, extra []float64) ([]pipeline.Range, error) {
 	cuts, err := r.Switches(steps)
 	if err != nil {
 		return nil, err
 	}
-	if len(cuts) == 0 {
+	if len(cuts) == 0 && extra == nil {
 		return pipeline.EvenStages(steps, stages)
 	}
 	cost := make([]float64, steps)
 	for i := range cost {
 		cost[i] = 1
 	}
-	return pipeline.CutStages(cost, stages, cuts)
+	return pipeline.CutStages(cost, stages, cuts, extra)
 }
 
 // Weights are a model's weight bytes by pipeline role, as held once loaded (float32):

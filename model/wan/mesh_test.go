@@ -29,7 +29,7 @@ func generateMesh(t *testing.T, dir string, in family.Input, p family.Params, pp
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := r.StagePlan(p.Steps, pp)
+	plan, err := r.StagePlan(p.Steps, pp, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func generate(t *testing.T, dir string, in family.Input, p family.Params, stages
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := r.StagePlan(p.Steps, stages)
+	plan, err := r.StagePlan(p.Steps, stages, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
