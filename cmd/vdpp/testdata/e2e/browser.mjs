@@ -51,7 +51,10 @@ try {
   assert.match(download.suggestedFilename(), /^video_[0-9a-f]+\.mp4$/);
   check('download ' + download.suggestedFilename());
 
-  // A second job (many steps) is cancelled from its card.
+  // A second job (many steps at four times the native pixels, so it is still running when
+  // the screenshot is taken and the cancel clicked, even on a fast machine) is cancelled
+  // from its card.
+  await page.fill('#size', '128x128');
   await page.fill('#steps', '25');
   await page.click('#submit');
   await page.waitForFunction(() => document.querySelectorAll('li.job').length === 2);
