@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"slices"
 	"sync"
 
 	"github.com/vdpp/vdpp/model/family"
@@ -169,7 +170,9 @@ func (g *FamilyGenerator) prepare(ctx context.Context, in family.Input, p Params
 	return &Sample{Latent: it.Latent, Cond: it.Cond[0], Guidance: it.Guidance, Windows: g.desc.Windows(family.Params(p), g.s)}, nil
 }
 
-// Decode implements Generator: the family's Decode of latent [1, T, C, h, w].
+// Decode implements Generator: the family's Decode of latent [1, T, C, h, w], through its
+// family.ChunkDecoder where it has one, so the decoder's working memory is one chunk
+// group's rather than the whole video's (the frames are the same bits).
 func (g *FamilyGenerator) Decode(ctx context.Context, latent *tensor.Dense, p Params) (*tensor.Dense, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -179,5 +182,38 @@ func (g *FamilyGenerator) Decode(ctx context.Context, latent *tensor.Dense, p Pa
 	if g.s == nil {
 		return nil, ErrGeneratorClosed
 	}
+	if cd, ok := g.s.(family.ChunkDecoder); ok {
+		return decodeByChunks(ctx, cd, latent, family.Params(p))
+	}
 	return g.s.Decode(ctx, latent, family.Params(p))
+}
+
+// decodeByChunks joins the frames cd.DecodeChunks emits, in order, into Decode's
+// [T, 3, H, W]; room for p.NumFrames frames is taken up front.
+func decodeByChunks(ctx context.Context, cd family.ChunkDecoder, latent *tensor.Dense, p family.Params) (*tensor.Dense, error) {
+	var data []float32
+	var frame []int // [3, H, W] of every frame
+	frames := 0
+	err := cd.DecodeChunks(ctx, latent, p, func(first int, f *tensor.Dense) error {
+		if len(f.Shape) != 4 || tensor.NumElements(f.Shape) != len(f.Data) {
+			return fmt.Errorf("serve: decoded chunk of shape %v with %d values, want [k, 3, H, W]", f.Shape, len(f.Data))
+		}
+		if frame == nil {
+			frame = slices.Clone(f.Shape[1:])
+			data = make([]float32, 0, max(p.NumFrames, f.Shape[0])*tensor.NumElements(frame))
+		}
+		if first != frames || !slices.Equal(f.Shape[1:], frame) {
+			return fmt.Errorf("serve: decoded chunk at frame %d of shape %v after %d frames of %v", first, f.Shape, frames, frame)
+		}
+		data = append(data, f.Data...)
+		frames += f.Shape[0]
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if frames == 0 {
+		return nil, fmt.Errorf("serve: the decoder emitted no frames")
+	}
+	return &tensor.Dense{Shape: append([]int{frames}, frame...), Data: data}, nil
 }
