@@ -109,17 +109,7 @@ func TestGenerateDecodeSpreadBitIdentical(t *testing.T) {
 	one := runGenerateBin(t, append(common, "--nproc", "1")...)
 	spread := runGenerateBin(t, append(common, "--nproc", "2", "--decode-ranks", "2")...)
 	for _, s := range []string{"sample-000", "sample-001"} {
-		frames, _ := filepath.Glob(filepath.Join(one, s, "frames", "*.png"))
-		if len(frames) != 3 {
-			t.Fatalf("%d frames in %s, want 3", len(frames), filepath.Join(one, s))
-		}
-		for _, f := range frames {
-			a, _ := os.ReadFile(f)
-			b, err := os.ReadFile(filepath.Join(spread, s, "frames", filepath.Base(f)))
-			if err != nil || !bytes.Equal(a, b) {
-				t.Fatalf("%s/%s differs between one rank and decoding over 2", s, filepath.Base(f))
-			}
-		}
+		requireSameFrames(t, one, spread, s, 3, "decoding over 2")
 		ra, _ := os.ReadFile(filepath.Join(one, s, "report.json"))
 		rb, _ := os.ReadFile(filepath.Join(spread, s, "report.json"))
 		if pa, pb := pixelStats(t, ra), pixelStats(t, rb); pa != pb {
@@ -141,17 +131,7 @@ func TestGenerateDecodeAwareCutBitIdentical(t *testing.T) {
 		"--num-samples", "1", "--seed", "5"}
 	one := runGenerateBin(t, append(common, "--nproc", "1")...)
 	cut := runGenerateBin(t, append(common, "--nproc", "2", "--decode-steps", "10")...)
-	frames, _ := filepath.Glob(filepath.Join(one, "sample-000", "frames", "*.png"))
-	if len(frames) != 3 {
-		t.Fatalf("%d frames, want 3", len(frames))
-	}
-	for _, f := range frames {
-		a, _ := os.ReadFile(f)
-		b, err := os.ReadFile(filepath.Join(cut, "sample-000", "frames", filepath.Base(f)))
-		if err != nil || !bytes.Equal(a, b) {
-			t.Fatalf("%s differs between one rank and the decode-aware cut", filepath.Base(f))
-		}
-	}
+	requireSameFrames(t, one, cut, "sample-000", 3, "the decode-aware cut")
 	rep, _ := os.ReadFile(filepath.Join(cut, "sample-000", "report.json"))
 	var r struct {
 		Stages []struct {
@@ -163,6 +143,23 @@ func TestGenerateDecodeAwareCutBitIdentical(t *testing.T) {
 	}
 	if len(r.Stages) != 2 || r.Stages[0].Steps != [2]int{0, 2} || r.Stages[1].Steps != [2]int{2, 3} {
 		t.Fatalf("stages %+v, want steps [0,2) and [2,3)", r.Stages)
+	}
+}
+
+// requireSameFrames requires sample's n PNG frames in the run folder other to be the bytes
+// of those in one (the one-process run); what names the other run in the failure.
+func requireSameFrames(t *testing.T, one, other, sample string, n int, what string) {
+	t.Helper()
+	frames, _ := filepath.Glob(filepath.Join(one, sample, "frames", "*.png"))
+	if len(frames) != n {
+		t.Fatalf("%d frames in %s, want %d", len(frames), filepath.Join(one, sample), n)
+	}
+	for _, f := range frames {
+		a, _ := os.ReadFile(f)
+		b, err := os.ReadFile(filepath.Join(other, sample, "frames", filepath.Base(f)))
+		if err != nil || !bytes.Equal(a, b) {
+			t.Fatalf("%s/%s differs between one rank and %s", sample, filepath.Base(f), what)
+		}
 	}
 }
 
@@ -189,17 +186,7 @@ func TestGenerateWanDecodeSpreadBySample(t *testing.T) {
 	one := runGenerateBin(t, append(common, "--nproc", "1")...)
 	spread := runGenerateBin(t, append(common, "--nproc", "2", "--decode-ranks", "2")...)
 	for _, s := range []string{"sample-000", "sample-001"} {
-		frames, _ := filepath.Glob(filepath.Join(one, s, "frames", "*.png"))
-		if len(frames) != 5 {
-			t.Fatalf("%d frames in %s, want 5", len(frames), filepath.Join(one, s))
-		}
-		for _, f := range frames {
-			a, _ := os.ReadFile(f)
-			b, err := os.ReadFile(filepath.Join(spread, s, "frames", filepath.Base(f)))
-			if err != nil || !bytes.Equal(a, b) {
-				t.Fatalf("%s/%s differs between one rank and decoding over 2", s, filepath.Base(f))
-			}
-		}
+		requireSameFrames(t, one, spread, s, 5, "decoding over 2")
 		ra, _ := os.ReadFile(filepath.Join(one, s, "report.json"))
 		rb, _ := os.ReadFile(filepath.Join(spread, s, "report.json"))
 		if pa, pb := pixelStats(t, ra), pixelStats(t, rb); pa != pb {
