@@ -357,8 +357,8 @@ func TestOpenAIAuthAndPage(t *testing.T) {
 
 func TestOpenAIParams(t *testing.T) {
 	lim := DefaultLimits()
-	gen := Synthetic{}
-	def := DefaultParams()
+	gen := syntheticModel(t)
+	def := gen.DefaultParams()
 	cases := []struct {
 		name   string
 		fields map[string]string
@@ -471,7 +471,7 @@ func FuzzOpenAICreate(f *testing.F) {
 				}
 				continue
 			}
-			p, err := OpenAIParams(Synthetic{}, req.Fields, lim)
+			p, err := OpenAIParams(syntheticModel(t), req.Fields, lim)
 			if err == nil {
 				if verr := p.Validate(lim); verr != nil {
 					t.Fatalf("OpenAIParams gave invalid %+v: %v", p, verr)
