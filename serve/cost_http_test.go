@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"net/http"
+	"reflect"
 	"testing"
 )
 
@@ -44,7 +45,7 @@ func TestCostLimitsHTTP(t *testing.T) {
 	resp, b = ts.do("GET", "/v1/limits", nil, "")
 	mustJSON(t, b, &got)
 	got.Native = Params{}
-	if resp.StatusCode != http.StatusOK || got != want {
+	if resp.StatusCode != http.StatusOK || !reflect.DeepEqual(got, want) {
 		t.Fatalf("GET /v1/limits: %d %+v, want %+v", resp.StatusCode, got, want)
 	}
 	var models struct{ Data []openAIModel }

@@ -3,6 +3,7 @@ package serve
 import (
 	"errors"
 	"math"
+	"reflect"
 	"testing"
 
 	"github.com/vdpp/vdpp/model/family"
@@ -61,7 +62,7 @@ func TestDeriveCostLimits(t *testing.T) {
 		{"negative", quadAct, -1, CostLimits{Native: native}},
 		{"NaN", quadAct, math.NaN(), CostLimits{Native: native}},
 	} {
-		if got := DeriveCostLimits(native, tc.act, tc.multiple); got != tc.want {
+		if got := DeriveCostLimits(native, tc.act, tc.multiple); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: DeriveCostLimits = %+v, want %+v", tc.name, got, tc.want)
 		}
 	}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -17,15 +18,15 @@ func TestParseParams(t *testing.T) {
 		want error
 		chk  func(Params) bool
 	}{
-		{"empty means defaults", "", nil, func(p Params) bool { return p == svdDefaults }},
-		{"whitespace means defaults", " \n", nil, func(p Params) bool { return p == svdDefaults }},
+		{"empty means defaults", "", nil, func(p Params) bool { return reflect.DeepEqual(p, svdDefaults) }},
+		{"whitespace means defaults", " \n", nil, func(p Params) bool { return reflect.DeepEqual(p, svdDefaults) }},
 		{"overrides", `{"num_frames":4,"steps":8,"height":64,"width":128,"seed":9,"fps":12}`, nil, func(p Params) bool {
 			return p.NumFrames == 4 && p.Steps == 8 && p.Height == 64 && p.Width == 128 && p.Seed == 9 && p.FPS == 12 && p.MaxGuidance == 3
 		}},
 		{"unguided", `{"max_guidance":1}`, nil, func(p Params) bool { return !p.Guided() }},
 		{"malformed", `{"steps":`, ErrBadParams, nil},
 		{"not an object", `[1,2]`, ErrBadParams, nil},
-		{"null is an object of defaults", `null`, nil, func(p Params) bool { return p == svdDefaults }},
+		{"null is an object of defaults", `null`, nil, func(p Params) bool { return reflect.DeepEqual(p, svdDefaults) }},
 		{"string for int", `{"steps":"8"}`, ErrBadParams, nil},
 		{"float for int", `{"steps":8.5}`, ErrBadParams, nil},
 		{"unknown field", `{"guidance":2}`, ErrBadParams, nil},
