@@ -32,9 +32,9 @@ type TCPTransport struct {
 	mu      sync.Mutex
 	pending map[net.Conn]struct{} // handshakes in progress
 
-	nodes     []string                // by rank: "host, ip" (from the rendezvous)
-	progress  atomic.Int64            // units of work done (Progress)
-	longestMS atomic.Int32            // the longest of them
+	nodes     []string               // by rank: "host, ip" (from the rendezvous)
+	progress  atomic.Int64           // units of work done (Progress)
+	longestMS atomic.Int32           // the longest of them
 	end       atomic.Pointer[ending] // set when the world ended early (a lost or failed rank)
 }
 
