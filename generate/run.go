@@ -96,6 +96,13 @@ func Resolve(o Options) (Options, error) {
 	if fm := desc.FrameMultiple; fm > 0 && (o.NumFrames-1)%fm != 0 {
 		return o, fmt.Errorf("%w: --num-frames %d: the model's causal VAE takes 1 + %dk frames (e.g. %d or %d)", ErrOptions, o.NumFrames, fm, (o.NumFrames-1)/fm*fm+1, ((o.NumFrames-1)/fm+1)*fm+1)
 	}
+	rule, err := o.Cache.Rule()
+	if err == nil {
+		_, err = m.ResolveCache(rule, o.Steps)
+	}
+	if err != nil {
+		return o, fmt.Errorf("%w: %w", ErrOptions, err)
+	}
 	if desc.TextDim > 0 {
 		return resolveText(o, m, desc)
 	}
