@@ -105,6 +105,19 @@ func MulPacked(m, n, k int, a []float32, lda int, packed []float32, c []float32,
 	})
 }
 
+// MulPackedSerial is MulPacked on the calling goroutine, for callers that split their
+// work over the cores themselves.
+func MulPackedSerial(m, n, k int, a []float32, lda int, packed []float32, c []float32, ldc int) {
+	if m <= 0 || n <= 0 {
+		return
+	}
+	checkA(m, k, a, lda)
+	if len(packed) < PackedLen(n, k) || len(c) < (m-1)*ldc+n {
+		panic(fmt.Sprintf("gemm: MulPackedSerial(%d, %d, %d): packed %d, c %d (ldc %d)", m, n, k, len(packed), len(c), ldc))
+	}
+	mulRows(0, m, n, k, a, lda, packed, c, ldc)
+}
+
 // MulPanel sets c[i*ldc+j] = Σ_p a[i*lda+p]·panel[p*w+j] for i < m, j < cols ≤ w, with one
 // panel of w = PanelWidth() columns packed as [k][w]. It runs on the calling goroutine.
 func MulPanel(m, k int, a []float32, lda int, panel []float32, cols int, c []float32, ldc int) {
