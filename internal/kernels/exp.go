@@ -57,8 +57,44 @@ func Sigmoid(x float32) float32 { return 1 / float32(1+Exp(-x)) }
 // SiLU is x·sigmoid(x).
 func SiLU(x float32) float32 { return x * Sigmoid(x) }
 
-// expSubSum sets s[i] = Exp(s[i] − m) and returns their sum, added in index order.
+// ExpSlice sets dst[i] = Exp(src[i]) (dst and src of one length; they may be the same).
+func ExpSlice(dst, src []float32) {
+	if vecExp {
+		expSlice(dst, src)
+		return
+	}
+	for i, v := range src {
+		dst[i] = Exp(v)
+	}
+}
+
+// SigmoidSlice sets dst[i] = Sigmoid(src[i]).
+func SigmoidSlice(dst, src []float32) {
+	if vecExp {
+		sigmoidSlice(dst, src)
+		return
+	}
+	for i, v := range src {
+		dst[i] = Sigmoid(v)
+	}
+}
+
+// SiLUSlice sets dst[i] = SiLU(src[i]).
+func SiLUSlice(dst, src []float32) {
+	if vecExp {
+		siluSlice(dst, src)
+		return
+	}
+	for i, v := range src {
+		dst[i] = SiLU(v)
+	}
+}
+
+// expSubSum sets s[i] = Exp(s[i] − m) and returns their sum, in an order fixed by len(s).
 func expSubSum(s []float32, m float32) float32 {
+	if vecExp {
+		return expSubSumVec(s, m)
+	}
 	var sum float32
 	for i, v := range s {
 		e := Exp(v - m)

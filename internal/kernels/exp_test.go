@@ -38,3 +38,64 @@ func TestExpAccuracy(t *testing.T) {
 		t.Errorf("Exp(NaN) = %g", got)
 	}
 }
+
+// TestSliceFormsMatchScalar checks that the slice forms (vector code where the CPU has it)
+// give the bits of the scalar functions, including special values and ragged tails.
+func TestSliceFormsMatchScalar(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	src := make([]float32, 1003)
+	for i := range src {
+		src[i] = float32(r.Float64()*200 - 100)
+	}
+	special := []float32{0, -0, 1, -1, 88.3, 88.5, 88.72, 88.8, -87.3, -87.4, -200, 200,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-30, -1e-30}
+	copy(src, special)
+	for _, tc := range []struct {
+		name   string
+		slice  func(dst, src []float32)
+		scalar func(float32) float32
+	}{
+		{"exp", ExpSlice, Exp}, {"sigmoid", SigmoidSlice, Sigmoid}, {"silu", SiLUSlice, SiLU},
+	} {
+		for _, n := range []int{0, 1, 7, 8, 9, len(src)} {
+			dst := make([]float32, n)
+			tc.slice(dst, src[:n])
+			for i, v := range dst {
+				want := tc.scalar(src[i])
+				if math.Float32bits(v) != math.Float32bits(want) && !(v != v && want != want) {
+					t.Fatalf("%s(%g) = %g, scalar %g", tc.name, src[i], v, want)
+				}
+			}
+		}
+	}
+	// expSubSum: the same values as Exp(x − m); the sum within float32 rounding.
+	s := append([]float32(nil), src[100:337]...)
+	m := maxOf(s)
+	want := make([]float32, len(s))
+	var sum float64
+	for i, v := range s {
+		want[i] = Exp(v - m)
+		sum += float64(want[i])
+	}
+	got := expSubSum(s, m)
+	for i := range s {
+		if s[i] != want[i] {
+			t.Fatalf("expSubSum element %d = %g, want %g", i, s[i], want[i])
+		}
+	}
+	if math.Abs(float64(got)-sum) > 1e-6*sum {
+		t.Fatalf("expSubSum sum %g, want %g", got, sum)
+	}
+}
+
+func BenchmarkExpSlice(b *testing.B) {
+	src := make([]float32, 4096)
+	for i := range src {
+		src[i] = float32(i%200) - 100
+	}
+	dst := make([]float32, len(src))
+	for b.Loop() {
+		ExpSlice(dst, src)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(src)), "ns/elem")
+}
