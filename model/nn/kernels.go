@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -76,7 +77,7 @@ func KernelsStatus() string {
 }
 
 // fusedOps lists the building blocks that run as fused ops.
-const fusedOps = "attention"
+const fusedOps = "attention, norms"
 
 // fusedGEMM reports whether simplego's products run on internal/gemm.
 func fusedGEMM() bool {
@@ -88,8 +89,11 @@ func fusedGEMM() bool {
 // g: a simplego graph, kernels installed, not a training graph (fused ops have no
 // gradient), float32 values.
 func useKernels(g *Graph, dt dtypes.DType) bool {
-	return dt == dtypes.Float32 && sghook.Fusable(g) && !IsTraining(g)
+	return dt == dtypes.Float32 && !plainGraphs.Load() && sghook.Fusable(g) && !IsTraining(g)
 }
+
+// plainGraphs makes useKernels false: tests build the plain graphs with it to compare.
+var plainGraphs atomic.Bool
 
 // UsesKernels reports whether graph code on backend b runs vdpp's fused CPU ops (for
 // float32 values outside training).
@@ -134,4 +138,127 @@ func FusedAttention(q, k, v, bias *Node, heads int, scale float64) (out *Node, o
 		panic(fmt.Errorf("nn: FusedAttention: q %v, k %v, v %v with %d heads", q.Shape(), k.Shape(), v.Shape(), heads))
 	}
 	return sghook.Emit(q.Graph(), shapes.Make(dtypes.Float32, b, sq, dm), attentionKernel{sh}, ins...), true
+}
+
+// inPlace0 marks a kernel whose output may overwrite its first input.
+type inPlace0 struct{}
+
+func (inPlace0) InPlaceInput() int { return 0 }
+
+// groupNormKernel is kernels.GroupNorm: inputs x[, gamma][, beta].
+type groupNormKernel struct {
+	inPlace0
+	shape             kernels.GroupNormShape
+	hasGamma, hasBeta bool
+}
+
+func (groupNormKernel) Name() string { return "group norm" }
+func (k groupNormKernel) Run(out []float32, ins [][]float32) {
+	gamma, beta := optionalInputs(ins[1:], k.hasGamma, k.hasBeta)
+	kernels.GroupNorm(out, ins[0], gamma, beta, k.shape)
+}
+
+// optionalInputs spreads the inputs present (in order) over the flags.
+func optionalInputs(ins [][]float32, has ...bool) (a, b []float32) {
+	out := make([][]float32, len(has))
+	for i, h := range has {
+		if h {
+			out[i], ins = ins[0], ins[1:]
+		}
+	}
+	return out[0], out[1]
+}
+
+// presentNodes returns x followed by the non-nil nodes of opt.
+func presentNodes(x *Node, opt ...*Node) []*Node {
+	ins := []*Node{x}
+	for _, n := range opt {
+		if n != nil {
+			ins = append(ins, n)
+		}
+	}
+	return ins
+}
+
+func fusedGroupNorm(x, gamma, beta *Node, groups int, eps float64, silu bool) (*Node, bool) {
+	if !useKernels(x.Graph(), x.DType()) {
+		return nil, false
+	}
+	dims := x.Shape().Dimensions
+	sh := kernels.GroupNormShape{N: dims[0], C: dims[1], S: x.Shape().Size() / (dims[0] * dims[1]), Groups: groups, Eps: eps, SiLU: silu}
+	k := groupNormKernel{shape: sh, hasGamma: gamma != nil, hasBeta: beta != nil}
+	return sghook.Emit(x.Graph(), x.Shape(), k, presentNodes(x, gamma, beta)...), true
+}
+
+// rowNormKernel is kernels.RowNorm: inputs x[, gamma][, beta][, scale, shift].
+type rowNormKernel struct {
+	inPlace0
+	shape             kernels.RowNormShape
+	hasGamma, hasBeta bool
+}
+
+func (k rowNormKernel) Name() string { return "row norm" }
+func (k rowNormKernel) Run(out []float32, ins [][]float32) {
+	rest := ins[1:]
+	gamma, beta := optionalInputs(rest, k.hasGamma, k.hasBeta)
+	var scale, shift []float32
+	if k.shape.ModRows > 0 {
+		scale, shift = ins[len(ins)-2], ins[len(ins)-1]
+	}
+	kernels.RowNorm(out, ins[0], gamma, beta, scale, shift, k.shape)
+}
+
+// fusedRowNorm emits LayerNorm or RMSNorm over the last axis with optional modulation
+// (scale and shift both set; x then [B, S, D], they [B or 1, S or 1, D]).
+func fusedRowNorm(x, gamma, beta, scale, shift *Node, eps float64, rms bool) (*Node, bool) {
+	if !useKernels(x.Graph(), x.DType()) || x.Rank() < 1 {
+		return nil, false
+	}
+	d := x.Shape().Dim(-1)
+	sh := kernels.RowNormShape{Rows: x.Shape().Size() / d, D: d, Eps: eps, RMS: rms}
+	ins := presentNodes(x, gamma, beta)
+	if scale != nil || shift != nil {
+		if scale == nil || shift == nil || x.Rank() != 3 {
+			return nil, false
+		}
+		b, s := x.Shape().Dim(0), x.Shape().Dim(1)
+		mods := []*Node{scale, shift}
+		sm := 1
+		for _, m := range mods {
+			md := m.Shape().Dimensions
+			if len(md) != 3 || md[2] != d || (md[0] != 1 && md[0] != b) || (md[1] != 1 && md[1] != s) {
+				return nil, false
+			}
+			sm = max(sm, md[1])
+		}
+		for i, m := range mods {
+			if m.Shape().Dim(0) != b || m.Shape().Dim(1) != sm {
+				mods[i] = BroadcastToDims(m, b, sm, d)
+			}
+		}
+		sh.ModRows, sh.RowsPerBatch = sm, s
+		ins = append(ins, mods...)
+	}
+	k := rowNormKernel{shape: sh, hasGamma: gamma != nil, hasBeta: beta != nil}
+	return sghook.Emit(x.Graph(), x.Shape(), k, ins...), true
+}
+
+// channelNormKernel is kernels.ChannelRMSNorm: inputs x, gamma.
+type channelNormKernel struct {
+	inPlace0
+	shape kernels.ChannelRMSNormShape
+}
+
+func (channelNormKernel) Name() string { return "channel L2 norm" }
+func (k channelNormKernel) Run(out []float32, ins [][]float32) {
+	kernels.ChannelRMSNorm(out, ins[0], ins[1], k.shape)
+}
+
+func fusedChannelL2Norm(x, gamma *Node, eps float64, silu bool) (*Node, bool) {
+	if !useKernels(x.Graph(), x.DType()) || x.Rank() < 2 {
+		return nil, false
+	}
+	dims := x.Shape().Dimensions
+	sh := kernels.ChannelRMSNormShape{N: dims[0], C: dims[1], S: x.Shape().Size() / (dims[0] * dims[1]), Eps: eps, SiLU: silu}
+	return sghook.Emit(x.Graph(), x.Shape(), channelNormKernel{shape: sh}, x, Reshape(gamma, dims[1])), true
 }

@@ -40,8 +40,7 @@ func rmsNorm(s nn.Scope, g *Graph, x *Node, name string, cfg Config) *Node {
 	if x == nil {
 		return nil
 	}
-	v := ReduceAndKeep(Square(x), ReduceMean, -1)
-	return Mul(ExpandLeftToRank(w, x.Rank()), Div(x, Sqrt(AddScalar(v, cfg.LayerNormEpsilon))))
+	return nn.RMSNorm(x, w, cfg.LayerNormEpsilon)
 }
 
 // linear is a bias-free torch.nn.Linear(in, out) reading <name>.weight.
