@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/vdpp/vdpp/comm"
 	"math"
 	"strconv"
 	"time"
@@ -67,6 +68,10 @@ type Options struct {
 	Out              string
 	Backend          string
 	Timeout          time.Duration
+	// HeartbeatTimeout is how long a rank may hear nothing from another (not even a
+	// heartbeat) before the job ends, naming the lost rank and its node (0: the default,
+	// comm.DefaultHeartbeatTimeout).
+	HeartbeatTimeout time.Duration
 	Progress         string // "auto", "bar" or "plain"
 	// DecodeRanks is how many ranks share the decoding: the last stage and the stages
 	// before it (0 or 1: the last stage alone); see docs/long-video.md.
@@ -86,7 +91,7 @@ func DefaultOptions() Options {
 	return Options{
 		MinGuidance: -1, MaxGuidance: -1, GuidanceScale: -1, FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02,
 		DecodeChunkSize: -1, Overlap: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Out: "out",
-		Timeout: 10 * time.Minute, Progress: "auto",
+		Timeout: 10 * time.Minute, HeartbeatTimeout: comm.DefaultHeartbeatTimeout, Progress: "auto",
 	}
 }
 
@@ -124,7 +129,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.NProc, "nproc", o.NProc, "pipeline stages, one process each")
 	fs.StringVar(&o.Out, "out", o.Out, "output folder")
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend (default: GOMLX_BACKEND or go)")
-	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for every hand-off between stages")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for every hand-off between stages, from the sender's last reported step (a peer that keeps stepping extends it to 4x its slowest step)")
+	fs.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", o.HeartbeatTimeout, "a rank silent this long (no data, no heartbeat: killed, node or link down) ends the job, named")
 	fs.StringVar(&o.Progress, "progress", o.Progress, "progress display: auto, bar or plain")
 }
 
@@ -142,7 +148,7 @@ func (o Options) WorkerArgs() []string {
 		"--motion-bucket-id=" + i(o.MotionBucketID), "--noise-aug-strength=" + f(o.NoiseAugStrength),
 		"--decode-chunk-size=" + i(o.DecodeChunkSize), "--decode-ranks=" + i(o.DecodeRanks), "--decode-steps=" + f(o.DecodeSteps), "--condition-steps=" + f(o.ConditionSteps), "--vae-tile=" + i(o.VAETile), "--seed=" + strconv.FormatInt(o.Seed, 10),
 		"--num-samples=" + i(o.NumSamples), "--micro-batch=" + i(o.MicroBatch), "--nproc=" + i(o.NProc),
-		"--out=" + o.Out, "--backend=" + o.Backend, "--timeout=" + o.Timeout.String(), "--progress=plain",
+		"--out=" + o.Out, "--backend=" + o.Backend, "--timeout=" + o.Timeout.String(), "--heartbeat-timeout=" + o.HeartbeatTimeout.String(), "--progress=plain",
 	}
 }
 

@@ -24,7 +24,7 @@ import (
 
 // RunRank runs one stage of a generation: the whole job when env is a single process, or
 // rank env.Rank of a launched world. o must already hold resolved defaults (see Resolve).
-func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) error {
+func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (err error) {
 	if err := o.Validate(); err != nil {
 		return err
 	}
@@ -69,11 +69,12 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 	var store kv
 	var barrier func() error
 	if o.NProc > 1 {
-		t, err := comm.DialTCP(ctx, env, comm.Options{RecvTimeout: o.Timeout, Logger: log})
+		t, err := comm.DialTCP(ctx, env, comm.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, HeartbeatTimeout: o.HeartbeatTimeout, Logger: log})
 		if err != nil {
 			return err
 		}
-		defer t.Close()
+		// A rank that fails ends the job on every rank at once, naming itself.
+		defer func() { comm.CloseWith(t, err) }()
 		tr, store = t, t.Store()
 		// The store lives on rank 0: every rank waits here before closing, so rank 0 serves
 		// the last stage's look-ups until the last sample is written.
