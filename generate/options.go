@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vdpp/vdpp/internal/cacheflag"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
@@ -83,6 +84,8 @@ type Options struct {
 	// ConditionSteps is one sample's conditioning cost (image or text encoder, stage 0) in
 	// denoising steps, balanced on the first stage the same way; 0 leaves it out.
 	ConditionSteps float64
+	// Cache is the step cache (--cache and its flags, docs/caching.md).
+	Cache cacheflag.Flags
 }
 
 // DefaultOptions mirrors the pipeline's defaults; sizes, frames and steps left at 0 come from
@@ -91,7 +94,7 @@ func DefaultOptions() Options {
 	return Options{
 		MinGuidance: -1, MaxGuidance: -1, GuidanceScale: -1, FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02,
 		DecodeChunkSize: -1, Overlap: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Out: "out",
-		Timeout: 10 * time.Minute, HeartbeatTimeout: comm.DefaultHeartbeatTimeout, Progress: "auto",
+		Timeout: 10 * time.Minute, HeartbeatTimeout: comm.DefaultHeartbeatTimeout, Progress: "auto", Cache: cacheflag.Default(),
 	}
 }
 
@@ -132,13 +135,14 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for every hand-off between stages, from the sender's last reported step (a peer that keeps stepping extends it to 4x its slowest step)")
 	fs.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", o.HeartbeatTimeout, "a rank silent this long (no data, no heartbeat: killed, node or link down) ends the job, named")
 	fs.StringVar(&o.Progress, "progress", o.Progress, "progress display: auto, bar or plain")
+	o.Cache.Register(fs)
 }
 
 // WorkerArgs renders the options as flags for `vdpp worker generate`.
 func (o Options) WorkerArgs() []string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	i := strconv.Itoa
-	return []string{
+	return append([]string{
 		"--model=" + o.Model, "--variant=" + o.Variant, "--image=" + o.Image,
 		"--prompt=" + o.Prompt, "--negative-prompt=" + o.NegativePrompt,
 		"--prompt-embeds=" + o.PromptEmbeds, "--negative-prompt-embeds=" + o.NegativePromptEmbeds,
@@ -149,7 +153,7 @@ func (o Options) WorkerArgs() []string {
 		"--decode-chunk-size=" + i(o.DecodeChunkSize), "--decode-ranks=" + i(o.DecodeRanks), "--decode-steps=" + f(o.DecodeSteps), "--condition-steps=" + f(o.ConditionSteps), "--vae-tile=" + i(o.VAETile), "--seed=" + strconv.FormatInt(o.Seed, 10),
 		"--num-samples=" + i(o.NumSamples), "--micro-batch=" + i(o.MicroBatch), "--nproc=" + i(o.NProc),
 		"--out=" + o.Out, "--backend=" + o.Backend, "--timeout=" + o.Timeout.String(), "--heartbeat-timeout=" + o.HeartbeatTimeout.String(), "--progress=plain",
-	}
+	}, o.Cache.Args()...)
 }
 
 // Validate checks what can be checked without opening files.
@@ -192,6 +196,9 @@ func (o Options) Validate() error {
 	case "auto", "bar", "plain":
 	default:
 		return fmt.Errorf("%w: --progress %q (want auto, bar or plain)", ErrOptions, o.Progress)
+	}
+	if _, err := o.Cache.Rule(); err != nil {
+		return fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	return nil
 }

@@ -45,9 +45,16 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (er
 	if err != nil {
 		return err
 	}
+	pr := params(o)
+	if pr.Cache, err = o.Cache.Rule(); err != nil {
+		return err
+	}
+	if pr.Cache, err = m.ResolveCache(pr.Cache, o.Steps); err != nil {
+		return err
+	}
 	// A stage boundary at every denoiser switch (Wan 2.2's experts): each stage then loads
-	// only the expert its steps use.
-	plan, err := m.StagePlan(o.Steps, o.NProc, o.StageExtras())
+	// only the expert its steps use. A static step cache cuts by computed work.
+	plan, err := m.StagePlanFor(pr, o.NProc, o.StageExtras())
 	if err != nil {
 		return err
 	}
@@ -93,7 +100,6 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (er
 	if first {
 		log.Info("stage plan", "plan", pipeline.FormatPlan(plan))
 	}
-	pr := params(o)
 	sc, err := p.Scheduler(pr.Steps)
 	if err != nil {
 		return err
@@ -102,7 +108,16 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (er
 	if err != nil {
 		return err
 	}
-	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log, ended: map[int64]time.Time{}}
+	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log, ended: map[int64]time.Time{}, caches: map[int64]*pipeline.CacheSummary{}}
+	if last && pr.Cache.On() {
+		// The last stage keeps each sample's cache records for its report as its last
+		// step ends (the decode may run on other ranks, away from the item).
+		stepper.Observe = func(it *pipeline.Item, k int, _ *tensor.Dense, _ []float32) {
+			if k == o.Steps-1 && it.Cache != nil {
+				w.cached(it)
+			}
+		}
+	}
 	if first {
 		desc, err := m.Describe()
 		if err != nil {
@@ -238,8 +253,19 @@ type workload struct {
 
 	stages []StageWeights
 
-	mu    sync.Mutex
-	ended map[int64]time.Time // last stage: when each sample's last step ended
+	mu     sync.Mutex
+	ended  map[int64]time.Time // last stage: when each sample's last step ended
+	caches map[int64]*pipeline.CacheSummary
+}
+
+// cached records the step cache of the samples of an item that ran its last step.
+func (w *workload) cached(it *pipeline.Item) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for r, s := range it.Samples {
+		sum := pipeline.Summarize(w.pr.Cache, slices.Clone(it.Cache.Log[r]))
+		w.caches[s] = &sum
+	}
 }
 
 // diffused records when samples finished their last step.
@@ -293,7 +319,7 @@ func (w *workload) Prepare(ctx context.Context, group int64, samples []int64) (*
 		}
 		if it == nil {
 			it = &pipeline.Item{Group: group, Samples: samples, Guidance: one.Guidance, Windows: w.windows,
-				Latent: tensor.New(append([]int{len(samples)}, one.Latent.Shape[1:]...)...)}
+				Latent: tensor.New(append([]int{len(samples)}, one.Latent.Shape[1:]...)...), Cache: pipeline.NewItemCache(w.pr.Cache, len(samples))}
 		}
 		per := one.Latent.Len()
 		copy(it.Latent.Data[r*per:(r+1)*per], one.Latent.Data)
@@ -391,6 +417,9 @@ func (w *workload) writeSample(ctx context.Context, s int64, t0 time.Time, decod
 		Timings: Timings{LoadMS: loadMS, ConditioningMS: ct.ConditioningMS, DiffusionMS: ms(t0.Sub(time.Unix(0, started))), DecodeMS: decodeMS},
 		Pixels:  out.stats.Stats(), Files: files, MP4: enc,
 	}
+	w.mu.Lock()
+	rep.Cache = w.caches[s]
+	w.mu.Unlock()
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
