@@ -110,6 +110,7 @@ type graphLayers struct {
 	x                  *Node
 	skips              []*Node
 	feature            *Node // DeepCache's feature [B·T, C, h', w'], saved or to load
+	skipsOut, skipsIn  []*Node // a probe's skips, saved or to load (deepcache.go)
 }
 
 func (l *graphLayers) embed() {
