@@ -14,6 +14,7 @@ import (
 
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/atomicfile"
+	"github.com/vdpp/vdpp/internal/cacheflag"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -73,47 +74,24 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 		launch = DefaultLaunch
 	}
 	wallStart := time.Now()
-	dir, err := os.MkdirTemp("", "vdpp-bench-")
-	if err != nil {
-		return Report{}, fmt.Errorf("bench: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	o.RunDir = dir
-
 	m, err := o.ResolveModel()
 	if err != nil {
 		return Report{}, err
 	}
-	plan, err := m.StagePlan(o.TotalSteps, o.PP, o.StageExtras(o.PP))
+	rule, err := o.CacheRule(m)
 	if err != nil {
 		return Report{}, err
 	}
-	log.Info("mesh", "pp", o.PP, "cfg", o.CFG, "cp", o.CP, "dp", o.DP, "processes", o.NProc, "guided", o.Guided(), "plan", pipeline.FormatPlan(plan))
-	if err := launch(ctx, o.NProc, append([]string{"worker", "bench"}, o.WorkerArgs()...)); err != nil {
-		return Report{}, fmt.Errorf("bench: pipeline run: %w", err)
-	}
-	results, err := readRankResults(dir, o.NProc)
+	plan, err := o.StagePlan(m, o.PP)
 	if err != nil {
 		return Report{}, err
 	}
-	finalsByID := map[int64]*tensor.Dense{}
-	completionByID := map[int64]int64{}
-	var perReplica []map[int64]int64
-	for _, res := range results {
-		if res.FinalFile == "" {
-			continue
-		}
-		if err := readFinals(filepath.Join(dir, res.FinalFile), res.FinalShape, res.FinalIDs, finalsByID); err != nil {
-			return Report{}, err
-		}
-		for s, t := range res.Completions {
-			completionByID[s] = t
-		}
-		perReplica = append(perReplica, res.Completions)
+	log.Info("mesh", "pp", o.PP, "cfg", o.CFG, "cp", o.CP, "dp", o.DP, "processes", o.NProc, "guided", o.Guided(), "plan", pipeline.FormatPlan(plan), "cache", rule.String())
+	run, err := runMesh(ctx, o, launch)
+	if err != nil {
+		return Report{}, err
 	}
-	if len(finalsByID) != o.NumSamples || len(completionByID) != o.NumSamples {
-		return Report{}, fmt.Errorf("bench: the recording ranks reported %d of %d samples", len(finalsByID), o.NumSamples)
-	}
+	results, finalsByID := run.results, run.finals
 
 	rep := Report{
 		Model: o.Model, Command: "vdpp bench " + strings.Join(slices.DeleteFunc(o.WorkerArgs(), func(a string) bool { return strings.HasPrefix(a, "--run-dir=") }), " "), Host: CurrentHost(),
@@ -126,20 +104,17 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 		rep.StageSteps = append(rep.StageSteps, res.Stage)
 		events = append(events, res.Events...)
 	}
-	completions := sortedCompletions(completionByID)
-	timing, err := ComputeTiming(results[0].StartNS, completions, o.WarmupSamples)
-	if err != nil {
-		return Report{}, err
-	}
-	if timing.SteadySampleMS, err = SteadyPerSampleMS(perReplica, o.MicroBatch, o.WarmupSamples); err != nil {
-		return Report{}, err
-	}
-	rep.SetTiming(timing)
+	rep.SetTiming(run.timing)
 	rep.PerRank = steadyRankStats(events, o.NProc, int64(o.WarmupSamples))
 	for _, res := range results {
 		if res.Rank >= 0 && res.Rank < len(rep.PerRank) {
 			rep.PerRank[res.Rank].WeightBytes = res.WeightBytes
 			rep.PerRank[res.Rank].Weights = res.Weights
+		}
+	}
+	if rule.On() {
+		if err := uncachedRun(ctx, o, launch, log, run, &rep, rule); err != nil {
+			return Report{}, err
 		}
 	}
 
@@ -168,6 +143,98 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 	}
 	rep.WallMS = float64(time.Since(wallStart).Microseconds()) / 1e3
 	return rep, writeOutputs(o, rep, events)
+}
+
+// meshRun is one launched run of the mesh: every rank's result, the recorded samples'
+// final latents, and the timing of their completions.
+type meshRun struct {
+	results []rankResult
+	finals  map[int64]*tensor.Dense
+	caches  map[int64]pipeline.CacheSummary
+	timing  Timing
+}
+
+// runMesh launches o's mesh as processes (in a run folder of its own) and reads back what
+// the ranks wrote.
+func runMesh(ctx context.Context, o Options, launch LaunchFunc) (meshRun, error) {
+	dir, err := os.MkdirTemp("", "vdpp-bench-")
+	if err != nil {
+		return meshRun{}, fmt.Errorf("bench: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	o.RunDir = dir
+	if err := launch(ctx, o.NProc, append([]string{"worker", "bench"}, o.WorkerArgs()...)); err != nil {
+		return meshRun{}, fmt.Errorf("bench: pipeline run: %w", err)
+	}
+	results, err := readRankResults(dir, o.NProc)
+	if err != nil {
+		return meshRun{}, err
+	}
+	run := meshRun{results: results, finals: map[int64]*tensor.Dense{}, caches: map[int64]pipeline.CacheSummary{}}
+	completionByID := map[int64]int64{}
+	var perReplica []map[int64]int64
+	for _, res := range results {
+		if res.FinalFile == "" {
+			continue
+		}
+		if err := readFinals(filepath.Join(dir, res.FinalFile), res.FinalShape, res.FinalIDs, run.finals); err != nil {
+			return meshRun{}, err
+		}
+		for s, t := range res.Completions {
+			completionByID[s] = t
+		}
+		for s, c := range res.Caches {
+			run.caches[s] = c
+		}
+		perReplica = append(perReplica, res.Completions)
+	}
+	if len(run.finals) != o.NumSamples || len(completionByID) != o.NumSamples {
+		return meshRun{}, fmt.Errorf("bench: the recording ranks reported %d of %d samples", len(run.finals), o.NumSamples)
+	}
+	if run.timing, err = ComputeTiming(results[0].StartNS, sortedCompletions(completionByID), o.WarmupSamples); err != nil {
+		return meshRun{}, err
+	}
+	if run.timing.SteadySampleMS, err = SteadyPerSampleMS(perReplica, o.MicroBatch, o.WarmupSamples); err != nil {
+		return meshRun{}, err
+	}
+	return run, nil
+}
+
+// uncachedRun runs o's mesh again without the step cache and puts both in rep: the cached
+// run's records per sample, the uncached timing, the speedup and how far the cached latents
+// are from the uncached ones.
+func uncachedRun(ctx context.Context, o Options, launch LaunchFunc, log *slog.Logger, cached meshRun, rep *Report, rule pipeline.Cache) error {
+	if len(cached.caches) != o.NumSamples {
+		return fmt.Errorf("bench: the recording ranks reported the cache records of %d of %d samples", len(cached.caches), o.NumSamples)
+	}
+	rep.Cache = rule.String()
+	for _, s := range sortedIDs(cached.caches) {
+		c := cached.caches[s]
+		rep.CacheSamples = append(rep.CacheSamples, SampleCache{Sample: s, CacheSummary: c})
+		rep.ComputedCalls += c.ComputedCalls
+		rep.TotalCalls += c.TotalCalls
+	}
+	log.Info("the same mesh without the cache", "samples", o.NumSamples)
+	plain := o
+	plain.Cache = cacheflag.Default()
+	run, err := runMesh(ctx, plain, launch)
+	if err != nil {
+		return fmt.Errorf("bench: uncached run: %w", err)
+	}
+	t := run.timing
+	rep.UncachedFirstSampleMS, rep.UncachedSteadySampleMS, rep.UncachedThroughputSamplesPerS = t.FirstSampleMS, t.SteadySampleMS, t.ThroughputSamplesPerS
+	if rep.SteadySampleMS > 0 {
+		rep.CacheSpeedup = t.SteadySampleMS / rep.SteadySampleMS
+	}
+	if rep.FirstSampleMS > 0 {
+		rep.CacheFirstSampleSpeedup = t.FirstSampleMS / rep.FirstSampleMS
+	}
+	maxRel := 0.0
+	for s, f := range run.finals {
+		maxRel = max(maxRel, tensor.RelL2(cached.finals[s], f))
+	}
+	rep.MaxRelL2VsUncached = &maxRel
+	return nil
 }
 
 // steadyRankStats accounts each rank over its own steady window: from the start of its first

@@ -15,6 +15,6 @@ import (
 
 func init() {
 	family.RegisterAlias(builtin.Name, builtin.Dir)
-	family.Register(family.Denoisers{Model: "synthetic", CondKey: synthetic.CondKey})
+	family.Register(family.Denoisers{Model: "synthetic", CondKey: synthetic.CondKey, CacheReuse: synthetic.ReuseCost})
 	family.Register(family.Denoisers{Model: "dummy", CondKey: dummy.CondKey})
 }
