@@ -84,7 +84,7 @@ func Resolve(o Options) (Options, error) {
 	switch {
 	case o.VAETile < -1:
 		return o, fmt.Errorf("%w: --vae-tile %d (0: off, -1: the VAE's sample_size)", ErrOptions, o.VAETile)
-	case o.VAETile != 0 && m.Family.Name() != "svd":
+	case o.VAETile != 0 && !desc.VAETiling:
 		return o, fmt.Errorf("%w: --vae-tile: the %s family's VAE does not tile", ErrOptions, m.Family.Name())
 	case o.VAETile > 0 && o.VAETile%(4*f) != 0:
 		// Tiles advance by three quarters of a tile, which must be whole latent pixels.
