@@ -74,6 +74,13 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 		launch = DefaultLaunch
 	}
 	wallStart := time.Now()
+	dir, err := os.MkdirTemp("", "vdpp-bench-")
+	if err != nil {
+		return Report{}, fmt.Errorf("bench: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	o.RunDir = dir
+
 	m, err := o.ResolveModel()
 	if err != nil {
 		return Report{}, err
@@ -87,11 +94,94 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 		return Report{}, err
 	}
 	log.Info("mesh", "pp", o.PP, "cfg", o.CFG, "cp", o.CP, "dp", o.DP, "processes", o.NProc, "guided", o.Guided(), "plan", pipeline.FormatPlan(plan), "cache", rule.String())
-	run, err := runMesh(ctx, o, launch)
+	run, err := launchMesh(ctx, o, launch, dir)
 	if err != nil {
 		return Report{}, err
 	}
+	var plain *meshRun
+	if rule.On() {
+		log.Info("the same mesh without the cache", "samples", o.NumSamples)
+		uncached := o
+		uncached.Cache = cacheflag.Default()
+		uncached.RunDir = filepath.Join(dir, "uncached")
+		if err := os.Mkdir(uncached.RunDir, 0o755); err != nil {
+			return Report{}, fmt.Errorf("bench: %w", err)
+		}
+		r, err := launchMesh(ctx, uncached, launch, uncached.RunDir)
+		if err != nil {
+			return Report{}, fmt.Errorf("bench: uncached run: %w", err)
+		}
+		plain = &r
+	}
+	return report(ctx, o, run, plain, wallStart, log)
+}
+
+// meshRun is what the ranks of one run of the mesh reported: every rank's result and the
+// recording ranks' final latents by sample.
+type meshRun struct {
+	results []rankResult
+	finals  map[int64]*tensor.Dense
+}
+
+// launchMesh launches o's mesh as processes that write their results under dir, and reads
+// them back.
+func launchMesh(ctx context.Context, o Options, launch LaunchFunc, dir string) (meshRun, error) {
+	o.RunDir = dir
+	if err := launch(ctx, o.NProc, append([]string{"worker", "bench"}, o.WorkerArgs()...)); err != nil {
+		return meshRun{}, fmt.Errorf("bench: pipeline run: %w", err)
+	}
+	results, err := readRankResults(dir, o.NProc)
+	if err != nil {
+		return meshRun{}, err
+	}
+	run := meshRun{results: results, finals: map[int64]*tensor.Dense{}}
+	for _, res := range results {
+		if res.FinalFile == "" {
+			continue
+		}
+		if err := readFinals(filepath.Join(dir, res.FinalFile), res.FinalShape, res.FinalIDs, run.finals); err != nil {
+			return meshRun{}, err
+		}
+	}
+	return run, nil
+}
+
+// timing is the run's completion timing over the recording ranks.
+func (run meshRun) timing(o Options) (Timing, error) {
+	completionByID := map[int64]int64{}
+	var perReplica []map[int64]int64
+	for _, res := range run.results {
+		if !res.Records {
+			continue
+		}
+		for s, t := range res.Completions {
+			completionByID[s] = t
+		}
+		perReplica = append(perReplica, res.Completions)
+	}
+	if len(run.finals) != o.NumSamples || len(completionByID) != o.NumSamples {
+		return Timing{}, fmt.Errorf("bench: the recording ranks reported %d of %d samples", len(run.finals), o.NumSamples)
+	}
+	timing, err := ComputeTiming(run.results[0].StartNS, sortedCompletions(completionByID), o.WarmupSamples)
+	if err != nil {
+		return Timing{}, err
+	}
+	if timing.SteadySampleMS, err = SteadyPerSampleMS(perReplica, o.MicroBatch, o.WarmupSamples); err != nil {
+		return Timing{}, err
+	}
+	return timing, nil
+}
+
+// report assembles the benchmark's report from every rank's result and the final latents
+// of the recording ranks, runs the one-rank baseline in this process (unless
+// o.NoBaseline), adds the uncached run's (plain, with --cache) and writes the outputs
+// named in o.
+func report(ctx context.Context, o Options, run meshRun, plain *meshRun, wallStart time.Time, log *slog.Logger) (Report, error) {
 	results, finalsByID := run.results, run.finals
+	timing, err := run.timing(o)
+	if err != nil {
+		return Report{}, err
+	}
 
 	rep := Report{
 		Model: o.Model, Command: "vdpp bench " + strings.Join(slices.DeleteFunc(o.WorkerArgs(), func(a string) bool { return strings.HasPrefix(a, "--run-dir=") }), " "), Host: CurrentHost(),
@@ -104,17 +194,12 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 		rep.StageSteps = append(rep.StageSteps, res.Stage)
 		events = append(events, res.Events...)
 	}
-	rep.SetTiming(run.timing)
+	rep.SetTiming(timing)
 	rep.PerRank = steadyRankStats(events, o.NProc, int64(o.WarmupSamples))
 	for _, res := range results {
 		if res.Rank >= 0 && res.Rank < len(rep.PerRank) {
 			rep.PerRank[res.Rank].WeightBytes = res.WeightBytes
 			rep.PerRank[res.Rank].Weights = res.Weights
-		}
-	}
-	if rule.On() {
-		if err := uncachedRun(ctx, o, launch, log, run, &rep, rule); err != nil {
-			return Report{}, err
 		}
 	}
 
@@ -141,87 +226,42 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 		rep.EqualToBaseline = &equal
 		rep.MaxRelL2VsBaseline = &maxRel
 	}
+	if plain != nil {
+		if err := rep.addUncached(o, run, *plain); err != nil {
+			return Report{}, err
+		}
+	}
 	rep.WallMS = float64(time.Since(wallStart).Microseconds()) / 1e3
 	return rep, writeOutputs(o, rep, events)
 }
 
-// meshRun is one launched run of the mesh: every rank's result, the recorded samples'
-// final latents, and the timing of their completions.
-type meshRun struct {
-	results []rankResult
-	finals  map[int64]*tensor.Dense
-	caches  map[int64]pipeline.CacheSummary
-	timing  Timing
-}
-
-// runMesh launches o's mesh as processes (in a run folder of its own) and reads back what
-// the ranks wrote.
-func runMesh(ctx context.Context, o Options, launch LaunchFunc) (meshRun, error) {
-	dir, err := os.MkdirTemp("", "vdpp-bench-")
+// addUncached puts the cached run's records per sample and the uncached run's timing into
+// rep: the speedups, and how far the cached latents are from the uncached ones.
+func (rep *Report) addUncached(o Options, cached, plain meshRun) error {
+	rule, err := o.Cache.Rule()
 	if err != nil {
-		return meshRun{}, fmt.Errorf("bench: %w", err)
+		return err
 	}
-	defer os.RemoveAll(dir)
-	o.RunDir = dir
-	if err := launch(ctx, o.NProc, append([]string{"worker", "bench"}, o.WorkerArgs()...)); err != nil {
-		return meshRun{}, fmt.Errorf("bench: pipeline run: %w", err)
-	}
-	results, err := readRankResults(dir, o.NProc)
-	if err != nil {
-		return meshRun{}, err
-	}
-	run := meshRun{results: results, finals: map[int64]*tensor.Dense{}, caches: map[int64]pipeline.CacheSummary{}}
-	completionByID := map[int64]int64{}
-	var perReplica []map[int64]int64
-	for _, res := range results {
-		if res.FinalFile == "" {
-			continue
-		}
-		if err := readFinals(filepath.Join(dir, res.FinalFile), res.FinalShape, res.FinalIDs, run.finals); err != nil {
-			return meshRun{}, err
-		}
-		for s, t := range res.Completions {
-			completionByID[s] = t
-		}
+	caches := map[int64]pipeline.CacheSummary{}
+	for _, res := range cached.results {
 		for s, c := range res.Caches {
-			run.caches[s] = c
+			caches[s] = c
 		}
-		perReplica = append(perReplica, res.Completions)
 	}
-	if len(run.finals) != o.NumSamples || len(completionByID) != o.NumSamples {
-		return meshRun{}, fmt.Errorf("bench: the recording ranks reported %d of %d samples", len(run.finals), o.NumSamples)
-	}
-	if run.timing, err = ComputeTiming(results[0].StartNS, sortedCompletions(completionByID), o.WarmupSamples); err != nil {
-		return meshRun{}, err
-	}
-	if run.timing.SteadySampleMS, err = SteadyPerSampleMS(perReplica, o.MicroBatch, o.WarmupSamples); err != nil {
-		return meshRun{}, err
-	}
-	return run, nil
-}
-
-// uncachedRun runs o's mesh again without the step cache and puts both in rep: the cached
-// run's records per sample, the uncached timing, the speedup and how far the cached latents
-// are from the uncached ones.
-func uncachedRun(ctx context.Context, o Options, launch LaunchFunc, log *slog.Logger, cached meshRun, rep *Report, rule pipeline.Cache) error {
-	if len(cached.caches) != o.NumSamples {
-		return fmt.Errorf("bench: the recording ranks reported the cache records of %d of %d samples", len(cached.caches), o.NumSamples)
+	if len(caches) != o.NumSamples {
+		return fmt.Errorf("bench: the recording ranks reported the cache records of %d of %d samples", len(caches), o.NumSamples)
 	}
 	rep.Cache = rule.String()
-	for _, s := range sortedIDs(cached.caches) {
-		c := cached.caches[s]
+	for _, s := range sortedIDs(caches) {
+		c := caches[s]
 		rep.CacheSamples = append(rep.CacheSamples, SampleCache{Sample: s, CacheSummary: c})
 		rep.ComputedCalls += c.ComputedCalls
 		rep.TotalCalls += c.TotalCalls
 	}
-	log.Info("the same mesh without the cache", "samples", o.NumSamples)
-	plain := o
-	plain.Cache = cacheflag.Default()
-	run, err := runMesh(ctx, plain, launch)
+	t, err := plain.timing(o)
 	if err != nil {
 		return fmt.Errorf("bench: uncached run: %w", err)
 	}
-	t := run.timing
 	rep.UncachedFirstSampleMS, rep.UncachedSteadySampleMS, rep.UncachedThroughputSamplesPerS = t.FirstSampleMS, t.SteadySampleMS, t.ThroughputSamplesPerS
 	if rep.SteadySampleMS > 0 {
 		rep.CacheSpeedup = t.SteadySampleMS / rep.SteadySampleMS
@@ -230,7 +270,7 @@ func uncachedRun(ctx context.Context, o Options, launch LaunchFunc, log *slog.Lo
 		rep.CacheFirstSampleSpeedup = t.FirstSampleMS / rep.FirstSampleMS
 	}
 	maxRel := 0.0
-	for s, f := range run.finals {
+	for s, f := range plain.finals {
 		maxRel = max(maxRel, tensor.RelL2(cached.finals[s], f))
 	}
 	rep.MaxRelL2VsUncached = &maxRel
