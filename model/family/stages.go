@@ -97,4 +97,3 @@ func (r Resolved) PlanWeights(o Options, steps int, loaded Sampler) (plan.Weight
 	}
 	return w, nil
 }
-
