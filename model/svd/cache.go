@@ -369,6 +369,9 @@ func (svdFamily) CacheCost(dir string, rule pipeline.Cache, lat []int) (family.C
 	if err != nil {
 		return family.CacheCost{}, err
 	}
+	if err := checkCacheBranch(ucfg, rule); err != nil {
+		return family.CacheCost{}, err
+	}
 	if len(lat) != 4 {
 		return family.CacheCost{}, fmt.Errorf("svd: cache cost of latent %v, want [T, C, h, w]", lat)
 	}
