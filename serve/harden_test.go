@@ -2,6 +2,7 @@ package serve
 
 import (
 	"fmt"
+	"github.com/vdpp/vdpp/serve/job"
 	"io/fs"
 	"net/http"
 	"os"
@@ -28,7 +29,7 @@ func TestValidID(t *testing.T) {
 		{"../../etc/passwd00000000", false},
 		{"", false},
 	} {
-		if got := ValidID(c.id); got != c.want {
+		if got := job.ValidID(c.id); got != c.want {
 			t.Errorf("ValidID(%.40q) = %v, want %v", c.id, got, c.want)
 		}
 	}
@@ -189,7 +190,7 @@ func TestStorageUnwritable(t *testing.T) {
 		t.Fatalf("/readyz with broken storage: %d %s", resp.StatusCode, b)
 	}
 	st := ts.wait(running.ID, 20*time.Second)
-	if st.State != StateFailed || strings.Contains(st.Error, dir) {
+	if st.State != job.StateFailed || strings.Contains(st.Error, dir) {
 		t.Fatalf("job whose output could not be written: %+v", st)
 	}
 	_, mb := ts.do("GET", "/metrics", nil, "")
@@ -209,12 +210,12 @@ func TestStorageUnwritable(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	next := ts.submit(img, `{"num_frames":1,"steps":2,"height":8,"width":8}`)
-	if st := ts.wait(next.ID, 10*time.Second); st.State != StateSucceeded {
+	if st := ts.wait(next.ID, 10*time.Second); st.State != job.StateSucceeded {
 		t.Fatalf("job after the storage came back: %+v", st)
 	}
 	ts.Close()
 	ts2 := startServer(t, cfg)
-	if st := ts2.status(running.ID); st.State != StateFailed {
+	if st := ts2.status(running.ID); st.State != job.StateFailed {
 		t.Fatalf("failed job after a restart: %s, want failed", st.State)
 	}
 }
@@ -257,7 +258,7 @@ func TestCancelNeverSucceeds(t *testing.T) {
 	t.Logf("%d of %d DELETEs accepted", cancelled, len(accepted))
 	for id, acc := range accepted {
 		st := ts.wait(id, 10*time.Second)
-		if acc && st.State != StateCancelled || !acc && st.State == StateCancelled {
+		if acc && st.State != job.StateCancelled || !acc && st.State == job.StateCancelled {
 			t.Errorf("job %s: DELETE accepted %v, ended %s", id, acc, st.State)
 		}
 	}
@@ -281,7 +282,7 @@ func TestRestartsAndTimings(t *testing.T) {
 	}
 	ts.Close() // before the next step boundary: the cancel lives in the store only
 	ts = startServer(t, cfg)
-	if st := ts.status(long.ID); st.State != StateCancelled {
+	if st := ts.status(long.ID); st.State != job.StateCancelled {
 		t.Fatalf("cancelled running job after a restart: %s", st.State)
 	}
 	if st := ts.status(short.ID); st.Restarts != 1 {
@@ -290,7 +291,7 @@ func TestRestartsAndTimings(t *testing.T) {
 	ts.Close()
 	ts = startServer(t, cfg)
 	st := ts.wait(short.ID, 10*time.Second)
-	if st.State != StateSucceeded || st.Restarts != 2 {
+	if st.State != job.StateSucceeded || st.Restarts != 2 {
 		t.Fatalf("after two restarts: %s, restarts %d", st.State, st.Restarts)
 	}
 	ts.Close()

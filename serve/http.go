@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vdpp/vdpp/serve/job"
 	"image"
 	_ "image/jpeg" // uploads may be JPEG
 	_ "image/png"  // or PNG
@@ -51,25 +52,25 @@ func errorStatus(err error) (int, string) {
 	switch {
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, "body_too_large"
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, job.ErrNotFound):
 		return http.StatusNotFound, "not_found"
-	case errors.Is(err, ErrQueueFull):
+	case errors.Is(err, job.ErrQueueFull):
 		return http.StatusTooManyRequests, "queue_full"
-	case errors.Is(err, ErrCostLimit):
+	case errors.Is(err, job.ErrCostLimit):
 		return http.StatusRequestEntityTooLarge, "over_cost_limit"
-	case errors.Is(err, ErrTooLarge):
+	case errors.Is(err, job.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, "over_limit"
-	case errors.Is(err, ErrBadParams):
+	case errors.Is(err, job.ErrBadParams):
 		return http.StatusBadRequest, "bad_params"
 	case errors.Is(err, video.ErrNotImage):
 		return http.StatusUnsupportedMediaType, "not_image"
-	case errors.Is(err, ErrFinished), errors.Is(err, ErrNotReady):
+	case errors.Is(err, job.ErrFinished), errors.Is(err, job.ErrNotReady):
 		return http.StatusConflict, "conflict"
-	case errors.Is(err, ErrClosed):
+	case errors.Is(err, job.ErrClosed):
 		return http.StatusServiceUnavailable, "shutting_down"
-	case errors.Is(err, ErrStorage) && isDiskFull(err):
+	case errors.Is(err, job.ErrStorage) && isDiskFull(err):
 		return http.StatusInsufficientStorage, "insufficient_storage"
-	case errors.Is(err, ErrStorage):
+	case errors.Is(err, job.ErrStorage):
 		return http.StatusServiceUnavailable, "storage_unavailable"
 	case errors.Is(err, video.ErrNoFFmpeg):
 		return http.StatusNotImplemented, "no_ffmpeg"
@@ -98,7 +99,7 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 // looked it up has left memory before its files go (Coordinator.Expire), so the failure
 // is answered as for an unknown id (404), not as a server error.
 func (s *Server) failRead(w http.ResponseWriter, id string, err error) {
-	if _, serr := s.coord.Status(id); errors.Is(serr, ErrNotFound) {
+	if _, serr := s.coord.Status(id); errors.Is(serr, job.ErrNotFound) {
 		err = serr
 	}
 	s.fail(w, err)
@@ -174,7 +175,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	var st Status
+	var st job.Status
 	if pr != nil {
 		st, err = s.coord.SubmitPrompt(p, *pr)
 	} else {
@@ -191,14 +192,14 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 // readUpload parses the multipart body: an "image" part (PNG or JPEG) for an
 // image-conditioned model, or a "prompt" part (and an optional "negative_prompt" part,
 // text) for a text-to-video model, and an optional "params" part (JSON).
-func (s *Server) readUpload(r *http.Request) (Params, []byte, *family.Prompt, error) {
+func (s *Server) readUpload(r *http.Request) (job.Params, []byte, *family.Prompt, error) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" {
-		return Params{}, nil, nil, fmt.Errorf("%w: want a multipart/form-data body with an image (or prompt) part and a params part", ErrBadParams)
+		return job.Params{}, nil, nil, fmt.Errorf("%w: want a multipart/form-data body with an image (or prompt) part and a params part", job.ErrBadParams)
 	}
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return Params{}, nil, nil, fmt.Errorf("%w: %v", ErrBadParams, err)
+		return job.Params{}, nil, nil, fmt.Errorf("%w: %v", job.ErrBadParams, err)
 	}
 	var img, params []byte
 	var prompt, negative *string
@@ -209,7 +210,7 @@ func (s *Server) readUpload(r *http.Request) (Params, []byte, *family.Prompt, er
 			break
 		}
 		if err != nil {
-			return Params{}, nil, nil, wrapRead(err)
+			return job.Params{}, nil, nil, wrapRead(err)
 		}
 		switch part.FormName() {
 		case "prompt", "negative_prompt":
@@ -218,46 +219,46 @@ func (s *Server) readUpload(r *http.Request) (Params, []byte, *family.Prompt, er
 				dst = &negative
 			}
 			if *dst != nil {
-				return Params{}, nil, nil, fmt.Errorf("%w: two %s parts", ErrBadParams, part.FormName())
+				return job.Params{}, nil, nil, fmt.Errorf("%w: two %s parts", job.ErrBadParams, part.FormName())
 			}
 			b, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
 			if err != nil {
-				return Params{}, nil, nil, wrapRead(err)
+				return job.Params{}, nil, nil, wrapRead(err)
 			}
 			if len(b) > maxFieldBytes {
-				return Params{}, nil, nil, fmt.Errorf("%w: %s part over %d bytes", ErrTooLarge, part.FormName(), maxFieldBytes)
+				return job.Params{}, nil, nil, fmt.Errorf("%w: %s part over %d bytes", job.ErrTooLarge, part.FormName(), maxFieldBytes)
 			}
 			v := string(b)
 			*dst = &v
 		case "image":
 			if img != nil {
-				return Params{}, nil, nil, fmt.Errorf("%w: two image parts", ErrBadParams)
+				return job.Params{}, nil, nil, fmt.Errorf("%w: two image parts", job.ErrBadParams)
 			}
 			if img, err = io.ReadAll(part); err != nil {
-				return Params{}, nil, nil, wrapRead(err)
+				return job.Params{}, nil, nil, wrapRead(err)
 			}
 		case "params":
 			if seenParams {
-				return Params{}, nil, nil, fmt.Errorf("%w: two params parts", ErrBadParams)
+				return job.Params{}, nil, nil, fmt.Errorf("%w: two params parts", job.ErrBadParams)
 			}
 			seenParams = true
 			if params, err = io.ReadAll(io.LimitReader(part, maxParamsBytes+1)); err != nil {
-				return Params{}, nil, nil, wrapRead(err)
+				return job.Params{}, nil, nil, wrapRead(err)
 			}
 			if len(params) > maxParamsBytes {
-				return Params{}, nil, nil, fmt.Errorf("%w: params part over %d bytes", ErrTooLarge, maxParamsBytes)
+				return job.Params{}, nil, nil, fmt.Errorf("%w: params part over %d bytes", job.ErrTooLarge, maxParamsBytes)
 			}
 		default:
-			return Params{}, nil, nil, fmt.Errorf("%w: unknown form part %q (want image or prompt, negative_prompt, and params)", ErrBadParams, part.FormName())
+			return job.Params{}, nil, nil, fmt.Errorf("%w: unknown form part %q (want image or prompt, negative_prompt, and params)", job.ErrBadParams, part.FormName())
 		}
 	}
 	var pr *family.Prompt
 	if s.gen.TextConditioned() {
 		switch {
 		case img != nil:
-			return Params{}, nil, nil, fmt.Errorf("%w: an image part: the model is text-to-video (give a prompt part)", ErrBadParams)
+			return job.Params{}, nil, nil, fmt.Errorf("%w: an image part: the model is text-to-video (give a prompt part)", job.ErrBadParams)
 		case prompt == nil:
-			return Params{}, nil, nil, fmt.Errorf("%w: no prompt part: the model is text-to-video", ErrBadParams)
+			return job.Params{}, nil, nil, fmt.Errorf("%w: no prompt part: the model is text-to-video", job.ErrBadParams)
 		}
 		pr = &family.Prompt{Text: *prompt}
 		if negative != nil {
@@ -266,20 +267,20 @@ func (s *Server) readUpload(r *http.Request) (Params, []byte, *family.Prompt, er
 	} else {
 		switch {
 		case prompt != nil || negative != nil:
-			return Params{}, nil, nil, fmt.Errorf("%w: a prompt part: the model is image-conditioned (give an image part)", ErrBadParams)
+			return job.Params{}, nil, nil, fmt.Errorf("%w: a prompt part: the model is image-conditioned (give an image part)", job.ErrBadParams)
 		case img == nil:
-			return Params{}, nil, nil, fmt.Errorf("%w: no image part", ErrBadParams)
+			return job.Params{}, nil, nil, fmt.Errorf("%w: no image part", job.ErrBadParams)
 		}
 		if err := CheckImage(img, s.cfg.Limits.MaxImagePixels); err != nil {
-			return Params{}, nil, nil, err
+			return job.Params{}, nil, nil, err
 		}
 	}
 	p, err := s.gen.ParseParams(params, s.cfg.Limits)
 	if err != nil {
-		return Params{}, nil, nil, err
+		return job.Params{}, nil, nil, err
 	}
 	if err := s.checkCost(p); err != nil {
-		return Params{}, nil, nil, err
+		return job.Params{}, nil, nil, err
 	}
 	return p, img, pr, nil
 }
@@ -289,7 +290,7 @@ func wrapRead(err error) error {
 	if errors.As(err, &mbe) {
 		return err
 	}
-	return fmt.Errorf("%w: reading the upload: %v", ErrBadParams, err)
+	return fmt.Errorf("%w: reading the upload: %v", job.ErrBadParams, err)
 }
 
 // CheckImage verifies that data is a decodable PNG or JPEG of at most maxPixels pixels
@@ -363,8 +364,8 @@ func (s *Server) handleContent(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	if st.State != StateSucceeded {
-		s.fail(w, fmt.Errorf("%w: job %s is %s", ErrNotReady, id, st.State))
+	if st.State != job.StateSucceeded {
+		s.fail(w, fmt.Errorf("%w: job %s is %s", job.ErrNotReady, id, st.State))
 		return
 	}
 	format := r.URL.Query().Get("format")
@@ -399,7 +400,7 @@ func (s *Server) handleContent(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) serveRendered(w http.ResponseWriter, r *http.Request, id string, st Status, name, ctype string) {
+func (s *Server) serveRendered(w http.ResponseWriter, r *http.Request, id string, st job.Status, name, ctype string) {
 	dir, err := s.store.JobDir(id)
 	if err != nil {
 		s.fail(w, err)
@@ -446,7 +447,7 @@ func (s *Server) serveAsset(w http.ResponseWriter, r *http.Request, id, path, ct
 // render decodes a finished job's final latent and writes path (output.mp4 or output.gif);
 // the other format is written from the same frames when it is missing, so a model whose
 // decode is expensive (the SVD VAE) decodes each job once.
-func (s *Server) render(ctx context.Context, id string, st Status, path string) error {
+func (s *Server) render(ctx context.Context, id string, st job.Status, path string) error {
 	return s.withDecodedFrames(ctx, id, st, func(list []image.Image) error {
 		if err := s.writeRendered(path, list, st.Params.FPS); err != nil {
 			return err
@@ -466,7 +467,7 @@ func (s *Server) render(ctx context.Context, id string, st Status, path string) 
 
 // withDecodedFrames decodes a finished job's final latent into frames and hands them to
 // use, all counted as one render (Close waits for it; closing the server cancels the decode).
-func (s *Server) withDecodedFrames(rctx context.Context, id string, st Status, use func([]image.Image) error) error {
+func (s *Server) withDecodedFrames(rctx context.Context, id string, st job.Status, use func([]image.Image) error) error {
 	defer memRelease.soon() // the decoded frames are garbage once used
 	if err := s.beginRender(); err != nil {
 		return err
@@ -490,7 +491,7 @@ func (s *Server) withDecodedFrames(rctx context.Context, id string, st Status, u
 	frames, err := s.gen.Decode(ctx, lat, st.Params)
 	if err != nil {
 		if s.ctx.Err() != nil {
-			return fmt.Errorf("%w: decode of job %s: %v", ErrClosed, id, err)
+			return fmt.Errorf("%w: decode of job %s: %v", job.ErrClosed, id, err)
 		}
 		return err
 	}

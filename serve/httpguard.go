@@ -8,25 +8,6 @@ import (
 	"strings"
 )
 
-// idLen is the length of the ids this server hands out (newID: 12 random bytes in hex).
-const idLen = 24
-
-// ValidID reports whether id has the form of a job id: lowercase hex, 16 to 64 characters
-// (the ids of this server have 24; the range accepts older data dirs). Anything else is
-// answered as an unknown job without being looked up, stored or echoed. ValidID is pure.
-func ValidID(id string) bool {
-	return len(id) >= 16 && len(id) <= 64 && idPattern.MatchString(id)
-}
-
-// notFound is the error for an unknown job id; the id is quoted only when it is valid, so
-// an answer never echoes what a client made up.
-func notFound(id string) error {
-	if !ValidID(id) {
-		return fmt.Errorf("%w: not a job id", ErrNotFound)
-	}
-	return fmt.Errorf("%w: %q", ErrNotFound, id)
-}
-
 // bearerToken returns the token of an "Authorization: Bearer TOKEN" header; the scheme is
 // case-insensitive (RFC 7235) and surrounding blanks are ignored. bearerToken is pure.
 func bearerToken(header string) (string, bool) {

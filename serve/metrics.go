@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"github.com/vdpp/vdpp/serve/job"
 	"net/http"
 	"sync"
 	"time"
@@ -60,7 +61,7 @@ func (m *Metrics) attach(c *Coordinator) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vdpp_queue_depth", Help: "Jobs waiting for a slot.",
 	}, func() float64 { _, q := c.Counts(); return float64(q) }))
-	for _, s := range []State{StateQueued, StateRunning, StateSucceeded, StateFailed, StateCancelled} {
+	for _, s := range []job.State{job.StateQueued, job.StateRunning, job.StateSucceeded, job.StateFailed, job.StateCancelled} {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "vdpp_jobs", Help: "Jobs the server holds, by state (expired jobs are no longer counted).", ConstLabels: prometheus.Labels{"state": string(s)},
 		}, func() float64 { n, _ := c.Counts(); return float64(n[s]) }))

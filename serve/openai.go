@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vdpp/vdpp/serve/job"
 	"io"
 	"math"
 	"mime"
@@ -111,7 +112,7 @@ func (s *Server) oaFail(w http.ResponseWriter, err error, param string) {
 		return
 	}
 	st, code := errorStatus(err)
-	if errors.Is(err, ErrTooLarge) && !isMaxBytes(err) {
+	if errors.Is(err, job.ErrTooLarge) && !isMaxBytes(err) {
 		st = http.StatusBadRequest
 	}
 	if st >= 500 || st == http.StatusTooManyRequests || st == http.StatusConflict || st == http.StatusNotFound {
@@ -320,13 +321,13 @@ func (s *Server) oaCreate(w http.ResponseWriter, r *http.Request, mediaType stri
 		s.oaFail(w, err, "")
 		return
 	}
-	var ce *CostError
+	var ce *job.CostError
 	if err := s.checkCost(p); errors.As(err, &ce) {
 		s.writeOpenAIError(w, oaErr(http.StatusRequestEntityTooLarge, "over_cost_limit", openAICostParam(ce.Param, req.Fields),
 			"%s", strings.TrimPrefix(err.Error(), "serve: ")))
 		return
 	}
-	var st Status
+	var st job.Status
 	if text {
 		st, err = s.coord.SubmitPrompt(p, family.Prompt{Text: req.Prompt, Negative: req.Fields["negative_prompt"]})
 	} else {
@@ -340,7 +341,7 @@ func (s *Server) oaCreate(w http.ResponseWriter, r *http.Request, mediaType stri
 	if err := s.store.WriteFile(st.ID, openAIMetaFile, meta); err != nil {
 		s.log.Warn("store the prompt", "id", st.ID, "err", err)
 	}
-	if _, err := s.coord.Status(st.ID); errors.Is(err, ErrNotFound) {
+	if _, err := s.coord.Status(st.ID); errors.Is(err, job.ErrNotFound) {
 		// Deleted by another client (who found it in the list) while the prompt was
 		// written: WriteFile may have made the folder again.
 		s.store.RemoveFiles(st.ID)
@@ -364,23 +365,23 @@ type openAIMeta struct {
 }
 
 // openAIVideo maps a native status to the OpenAI video object.
-func (s *Server) openAIVideo(st Status) OpenAIVideo {
+func (s *Server) openAIVideo(st job.Status) OpenAIVideo {
 	v := OpenAIVideo{ID: openAIIDPrefix + st.ID, Object: "video", Model: s.servedModels()[0],
 		CreatedAt: st.CreatedAt.Unix(), Seconds: secondsOf(st.Params), Size: fmt.Sprintf("%dx%d", st.Params.Width, st.Params.Height)}
 	switch st.State {
-	case StateQueued:
+	case job.StateQueued:
 		v.Status = "queued"
-	case StateRunning:
+	case job.StateRunning:
 		v.Status = "in_progress"
 		if st.Progress.Steps > 0 {
 			v.Progress = min(99, 100*st.Progress.Step/st.Progress.Steps)
 		}
-	case StateSucceeded:
+	case job.StateSucceeded:
 		v.Status, v.Progress = "completed", 100
-	case StateFailed:
+	case job.StateFailed:
 		v.Status = "failed"
 		v.Error = &OpenAIJobError{Code: "generation_failed", Message: st.Error}
-	case StateCancelled:
+	case job.StateCancelled:
 		v.Status = "failed"
 		v.Error = &OpenAIJobError{Code: "cancelled", Message: "the job was cancelled"}
 	}
@@ -402,7 +403,7 @@ func (s *Server) openAIVideo(st Status) OpenAIVideo {
 }
 
 // secondsOf is a job's duration, frames over fps, as OpenAI writes it ("4", "2.5").
-func secondsOf(p Params) string {
+func secondsOf(p job.Params) string {
 	if p.FPS < 1 {
 		return "0"
 	}
@@ -508,7 +509,7 @@ type openAIModel struct {
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
 	// Limits is vdpp's extension: what a job for this model may ask (see ModelLimits).
-	Limits ModelLimits `json:"vdpp_limits"`
+	Limits job.ModelLimits `json:"vdpp_limits"`
 }
 
 func (s *Server) modelObject(name string) openAIModel {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/vdpp/vdpp/serve/job"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -44,8 +45,8 @@ func (s *Server) oaContent(w http.ResponseWriter, r *http.Request) {
 		s.oaFail(w, err, "")
 		return
 	}
-	if st.State != StateSucceeded {
-		s.oaFail(w, fmt.Errorf("%w: video %s%s is %s", ErrNotReady, openAIIDPrefix, id, st.State), "")
+	if st.State != job.StateSucceeded {
+		s.oaFail(w, fmt.Errorf("%w: video %s%s is %s", job.ErrNotReady, openAIIDPrefix, id, st.State), "")
 		return
 	}
 	dir, err := s.store.JobDir(id)
@@ -70,7 +71,7 @@ func (s *Server) oaFailRead(w http.ResponseWriter, id string, err error) {
 
 // renderAssets decodes a finished job's latent once and writes whichever of the MP4, the
 // GIF, the thumbnail and the sprite sheet are missing.
-func (s *Server) renderAssets(rctx context.Context, id string, st Status, dir string) error {
+func (s *Server) renderAssets(rctx context.Context, id string, st job.Status, dir string) error {
 	return s.withDecodedFrames(rctx, id, st, func(list []image.Image) error {
 		missing := func(name string) bool { _, err := os.Stat(filepath.Join(dir, name)); return err != nil }
 		for _, name := range []string{"output.mp4", "output.gif"} {

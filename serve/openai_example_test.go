@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vdpp/vdpp/serve"
+	"github.com/vdpp/vdpp/serve/job"
 )
 
 // An OpenAI create's fields become a job's parameters over the model's defaults: 2 s at
@@ -15,9 +16,9 @@ func ExampleOpenAIParams() {
 	}
 	defer m.Close()
 	p, err := serve.OpenAIParams(m, map[string]string{
-		"size": "128x64", "seconds": "2", "num_inference_steps": "10", "guidance_scale": "2.5", "seed": "3"}, serve.DefaultLimits())
+		"size": "128x64", "seconds": "2", "num_inference_steps": "10", "guidance_scale": "2.5", "seed": "3"}, job.DefaultLimits())
 	fmt.Println(p.Width, p.Height, p.NumFrames, p.FPS, p.Steps, p.MinGuidance, p.MaxGuidance, p.Seed, err)
-	_, err = serve.OpenAIParams(m, map[string]string{"size": "1792x1024"}, serve.DefaultLimits())
+	_, err = serve.OpenAIParams(m, map[string]string{"size": "1792x1024"}, job.DefaultLimits())
 	fmt.Println(err)
 	// Output:
 	// 128 64 14 7 10 1 2.5 3 <nil>

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vdpp/vdpp/serve/job"
 	"io"
 	"math"
 	"mime/multipart"
@@ -243,36 +244,36 @@ var openAIFloatFields = []struct{ from, to string }{
 // The fields are checked one after another (size, fps, frames, then the rest), so an
 // error names the field that the model or the server's limits refuse: an *openAIError
 // with that param (400).
-func OpenAIParams(gen generator, fields map[string]string, lim Limits) (Params, error) {
+func OpenAIParams(gen generator, fields map[string]string, lim job.Limits) (job.Params, error) {
 	native := map[string]any{}
 	// Each field is checked against the limit that concerns it only (a model default over
 	// another limit is reported at the end, naming the field that would change it).
-	only := map[string]Limits{
+	only := map[string]job.Limits{
 		"size": {MaxResolution: lim.MaxResolution}, "width": {MaxResolution: lim.MaxResolution},
 		"height": {MaxResolution: lim.MaxResolution}, "fps": {MaxFrames: lim.MaxFrames},
 		"num_frames": {MaxFrames: lim.MaxFrames}, "seconds": {MaxFrames: lim.MaxFrames},
 		"num_inference_steps": {MaxSteps: lim.MaxSteps},
 	}
-	checkWith := func(param string, l Limits) (Params, error) {
+	checkWith := func(param string, l job.Limits) (job.Params, error) {
 		data, _ := json.Marshal(native)
 		p, err := gen.ParseParams(data, l)
 		if err != nil {
 			msg := strings.TrimPrefix(err.Error(), "serve: ")
 			code := "invalid_value"
-			if errors.Is(err, ErrTooLarge) {
+			if errors.Is(err, job.ErrTooLarge) {
 				code = "over_limit"
 			}
 			if param != "" {
 				msg = param + ": " + msg
 			}
-			return Params{}, oaErr(http.StatusBadRequest, code, param, "%s", msg)
+			return job.Params{}, oaErr(http.StatusBadRequest, code, param, "%s", msg)
 		}
 		return p, nil
 	}
-	check := func(param string) (Params, error) { return checkWith(param, only[param]) }
+	check := func(param string) (job.Params, error) { return checkWith(param, only[param]) }
 	def, err := check("defaults")
 	if err != nil {
-		return Params{}, err
+		return job.Params{}, err
 	}
 	integer := func(k string) (int64, error) {
 		n, err := strconv.ParseInt(strings.TrimSpace(fields[k]), 10, 64)
@@ -291,14 +292,14 @@ func OpenAIParams(gen generator, fields map[string]string, lim Limits) (Params, 
 	if v, ok := fields["size"]; ok {
 		m := sizePattern.FindStringSubmatch(strings.TrimSpace(v))
 		if m == nil {
-			return Params{}, badField("size", "size %q must be WIDTHxHEIGHT, e.g. %dx%d (this model's native size)", v, def.Width, def.Height)
+			return job.Params{}, badField("size", "size %q must be WIDTHxHEIGHT, e.g. %dx%d (this model's native size)", v, def.Width, def.Height)
 		}
 		w, _ := strconv.Atoi(m[1])
 		h, _ := strconv.Atoi(m[2])
 		native["width"], native["height"] = w, h
 		if _, err := check("size"); err != nil {
 			err.(*openAIError).Message += fmt.Sprintf(" (this model's native size is %dx%d)", def.Width, def.Height)
-			return Params{}, err
+			return job.Params{}, err
 		}
 	}
 	for _, k := range []string{"width", "height"} {
@@ -307,46 +308,46 @@ func OpenAIParams(gen generator, fields map[string]string, lim Limits) (Params, 
 		}
 		n, err := integer(k)
 		if err != nil {
-			return Params{}, err
+			return job.Params{}, err
 		}
 		native[k] = n
 		if _, err := check(k); err != nil {
 			err.(*openAIError).Message += fmt.Sprintf(" (this model's native size is %dx%d)", def.Width, def.Height)
-			return Params{}, err
+			return job.Params{}, err
 		}
 	}
 	if _, ok := fields["n"]; ok {
 		if n, err := integer("n"); err != nil || n != 1 {
-			return Params{}, badField("n", "n %q: this server makes one video per request", fields["n"])
+			return job.Params{}, badField("n", "n %q: this server makes one video per request", fields["n"])
 		}
 	}
 	fps := def.FPS
 	if _, ok := fields["fps"]; ok {
 		n, err := integer("fps")
 		if err != nil {
-			return Params{}, err
+			return job.Params{}, err
 		}
 		native["fps"], fps = n, int(n)
 		if _, err := check("fps"); err != nil {
-			return Params{}, err
+			return job.Params{}, err
 		}
 	}
 	if _, ok := fields["num_frames"]; ok {
 		n, err := integer("num_frames")
 		if err != nil {
-			return Params{}, err
+			return job.Params{}, err
 		}
 		native["num_frames"] = n
 		if _, err := check("num_frames"); err != nil {
-			return Params{}, err
+			return job.Params{}, err
 		}
 	} else if _, ok := fields["seconds"]; ok {
 		sec, err := number("seconds")
 		if err != nil {
-			return Params{}, err
+			return job.Params{}, err
 		}
 		if sec <= 0 || sec > 3600 {
-			return Params{}, badField("seconds", "seconds %v must be in (0, 3600]", sec)
+			return job.Params{}, badField("seconds", "seconds %v must be in (0, 3600]", sec)
 		}
 		frames := max(1, int(math.Round(sec*float64(fps))))
 		if t := gen.Description().FrameMultiple; t > 1 {
@@ -357,7 +358,7 @@ func OpenAIParams(gen generator, fields map[string]string, lim Limits) (Params, 
 		if _, err := check("seconds"); err != nil {
 			err.(*openAIError).Message = fmt.Sprintf("seconds %v is %d frames at %d fps, which this server cannot make: %s",
 				sec, frames, fps, err.(*openAIError).Message)
-			return Params{}, err
+			return job.Params{}, err
 		}
 	}
 	for _, f := range openAIIntFields {
@@ -366,11 +367,11 @@ func OpenAIParams(gen generator, fields map[string]string, lim Limits) (Params, 
 		}
 		n, err := integer(f.from)
 		if err != nil {
-			return Params{}, err
+			return job.Params{}, err
 		}
 		native[f.to] = n
 		if _, err := check(f.from); err != nil {
-			return Params{}, err
+			return job.Params{}, err
 		}
 	}
 	for _, f := range openAIFloatFields {
@@ -379,23 +380,23 @@ func OpenAIParams(gen generator, fields map[string]string, lim Limits) (Params, 
 		}
 		x, err := number(f.from)
 		if err != nil {
-			return Params{}, err
+			return job.Params{}, err
 		}
 		native[f.to] = x
 		if _, err := check(f.from); err != nil {
-			return Params{}, err
+			return job.Params{}, err
 		}
 	}
 	if b, ok := fields["blend"]; ok {
 		native["blend"] = strings.TrimSpace(b)
 		if _, err := check("blend"); err != nil {
-			return Params{}, err
+			return job.Params{}, err
 		}
 	}
 	if _, ok := fields["guidance_scale"]; ok {
 		g, err := number("guidance_scale")
 		if err != nil {
-			return Params{}, err
+			return job.Params{}, err
 		}
 		if gen.TextConditioned() {
 			native["guidance_scale"] = g // a text-to-video model's CFG scale (Wan)
@@ -406,7 +407,7 @@ func OpenAIParams(gen generator, fields map[string]string, lim Limits) (Params, 
 			}
 		}
 		if _, err := check("guidance_scale"); err != nil {
-			return Params{}, err
+			return job.Params{}, err
 		}
 	}
 	p, err := checkWith("", lim)
@@ -415,7 +416,7 @@ func OpenAIParams(gen generator, fields map[string]string, lim Limits) (Params, 
 		for _, param := range []string{"size", "seconds", "num_inference_steps"} {
 			if _, perr := check(param); perr != nil {
 				perr.(*openAIError).Message += " (the model's default: give " + param + ")"
-				return Params{}, perr
+				return job.Params{}, perr
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vdpp/vdpp/serve/job"
 	"image"
 	_ "image/jpeg"
 	"image/png"
@@ -113,7 +114,7 @@ func TestOpenAIFlow(t *testing.T) {
 	}
 	// The same job through the native API: the mapped parameters and the reference bits.
 	st := ts.status(strings.TrimPrefix(v.ID, "video_"))
-	want := Params{NumFrames: 8, Steps: 3, Height: 16, Width: 24, MinGuidance: 1, MaxGuidance: 1, FPS: 4,
+	want := job.Params{NumFrames: 8, Steps: 3, Height: 16, Width: 24, MinGuidance: 1, MaxGuidance: 1, FPS: 4,
 		MotionBucketID: 127, NoiseAugStrength: 0.02, Seed: 5}
 	if !reflect.DeepEqual(st.Params, want) {
 		t.Fatalf("params %+v, want %+v", st.Params, want)
@@ -237,7 +238,7 @@ func TestOpenAIFlow(t *testing.T) {
 }
 
 func TestOpenAIErrors(t *testing.T) {
-	lim := DefaultLimits()
+	lim := job.DefaultLimits()
 	lim.MaxFrames, lim.MaxResolution, lim.MaxSteps = 8, 64, 10
 	ts := startServer(t, Config{Limits: lim, Spec: ModelSpec{Name: "synthetic"}})
 	img := testPNG(t, 1)
@@ -282,7 +283,7 @@ func TestOpenAIErrors(t *testing.T) {
 			checkOAError(t, resp, b, tc.status, tc.code, tc.param)
 		})
 	}
-	if n, _ := ts.coord.Counts(); n[StateQueued]+n[StateRunning]+n[StateSucceeded] != 0 {
+	if n, _ := ts.coord.Counts(); n[job.StateQueued]+n[job.StateRunning]+n[job.StateSucceeded] != 0 {
 		t.Fatalf("refused requests queued jobs: %v", n)
 	}
 	// Unknown ids on every OpenAI route.
@@ -357,32 +358,32 @@ func TestOpenAIAuthAndPage(t *testing.T) {
 }
 
 func TestOpenAIParams(t *testing.T) {
-	lim := DefaultLimits()
+	lim := job.DefaultLimits()
 	gen := syntheticModel(t)
 	def := gen.DefaultParams()
 	cases := []struct {
 		name   string
 		fields map[string]string
-		want   func(p *Params)
+		want   func(p *job.Params)
 		param  string // "" = no error
 	}{
-		{"defaults", map[string]string{}, func(p *Params) {}, ""},
-		{"size", map[string]string{"size": "128x64"}, func(p *Params) { p.Width, p.Height = 128, 64 }, ""},
-		{"seconds at the default fps", map[string]string{"seconds": "2"}, func(p *Params) { p.NumFrames = 14 }, ""},
-		{"seconds rounds", map[string]string{"seconds": "1.1", "fps": "10"}, func(p *Params) { p.NumFrames, p.FPS = 11, 10 }, ""},
-		{"tiny seconds is one frame", map[string]string{"seconds": "0.01"}, func(p *Params) { p.NumFrames = 1 }, ""},
-		{"num_frames wins over seconds", map[string]string{"seconds": "3", "num_frames": "5"}, func(p *Params) { p.NumFrames = 5 }, ""},
-		{"guidance below the default min", map[string]string{"guidance_scale": "0.5"}, func(p *Params) { p.MinGuidance, p.MaxGuidance = 0.5, 0.5 }, ""},
-		{"guidance above", map[string]string{"guidance_scale": "5"}, func(p *Params) { p.MaxGuidance = 5 }, ""},
-		{"explicit min", map[string]string{"guidance_scale": "5", "min_guidance": "2"}, func(p *Params) { p.MinGuidance, p.MaxGuidance = 2, 5 }, ""},
+		{"defaults", map[string]string{}, func(p *job.Params) {}, ""},
+		{"size", map[string]string{"size": "128x64"}, func(p *job.Params) { p.Width, p.Height = 128, 64 }, ""},
+		{"seconds at the default fps", map[string]string{"seconds": "2"}, func(p *job.Params) { p.NumFrames = 14 }, ""},
+		{"seconds rounds", map[string]string{"seconds": "1.1", "fps": "10"}, func(p *job.Params) { p.NumFrames, p.FPS = 11, 10 }, ""},
+		{"tiny seconds is one frame", map[string]string{"seconds": "0.01"}, func(p *job.Params) { p.NumFrames = 1 }, ""},
+		{"num_frames wins over seconds", map[string]string{"seconds": "3", "num_frames": "5"}, func(p *job.Params) { p.NumFrames = 5 }, ""},
+		{"guidance below the default min", map[string]string{"guidance_scale": "0.5"}, func(p *job.Params) { p.MinGuidance, p.MaxGuidance = 0.5, 0.5 }, ""},
+		{"guidance above", map[string]string{"guidance_scale": "5"}, func(p *job.Params) { p.MaxGuidance = 5 }, ""},
+		{"explicit min", map[string]string{"guidance_scale": "5", "min_guidance": "2"}, func(p *job.Params) { p.MinGuidance, p.MaxGuidance = 2, 5 }, ""},
 		{"native extras", map[string]string{"motion_bucket_id": "30", "noise_aug_strength": "0.1", "decode_chunk_size": "2", "seed": "9", "num_inference_steps": "7"},
-			func(p *Params) {
+			func(p *job.Params) {
 				p.MotionBucketID, p.NoiseAugStrength, p.DecodeChunkSize, p.Seed, p.Steps = 30, 0.1, 2, 9, 7
 			}, ""},
-		{"negative prompt is accepted", map[string]string{"negative_prompt": "blur"}, func(p *Params) {}, ""},
-		{"size with spaces", map[string]string{"size": " 64x64 "}, func(p *Params) { p.Width, p.Height = 64, 64 }, ""},
-		{"width and height over size", map[string]string{"size": "64x64", "height": "32"}, func(p *Params) { p.Width, p.Height = 64, 32 }, ""},
-		{"n 1", map[string]string{"n": "1"}, func(p *Params) {}, ""},
+		{"negative prompt is accepted", map[string]string{"negative_prompt": "blur"}, func(p *job.Params) {}, ""},
+		{"size with spaces", map[string]string{"size": " 64x64 "}, func(p *job.Params) { p.Width, p.Height = 64, 64 }, ""},
+		{"width and height over size", map[string]string{"size": "64x64", "height": "32"}, func(p *job.Params) { p.Width, p.Height = 64, 32 }, ""},
+		{"n 1", map[string]string{"n": "1"}, func(p *job.Params) {}, ""},
 		{"n 2", map[string]string{"n": "2"}, nil, "n"},
 		{"width not a multiple", map[string]string{"width": "65"}, nil, "width"},
 		{"size 0", map[string]string{"size": "0x64"}, nil, "size"},
@@ -395,9 +396,9 @@ func TestOpenAIParams(t *testing.T) {
 		{"steps float", map[string]string{"num_inference_steps": "2.5"}, nil, "num_inference_steps"},
 		{"steps 0", map[string]string{"num_inference_steps": "0"}, nil, "num_inference_steps"},
 		{"guidance inf", map[string]string{"guidance_scale": "Inf"}, nil, "guidance_scale"},
-		{"long video", map[string]string{"num_frames": "20"}, func(p *Params) { p.NumFrames, p.Window, p.Overlap, p.Blend = 20, 14, 3, "cosine" }, ""},
+		{"long video", map[string]string{"num_frames": "20"}, func(p *job.Params) { p.NumFrames, p.Window, p.Overlap, p.Blend = 20, 14, 3, "cosine" }, ""},
 		{"long video windows", map[string]string{"num_frames": "20", "window": "8", "overlap": "2", "blend": "linear"},
-			func(p *Params) { p.NumFrames, p.Window, p.Overlap, p.Blend = 20, 8, 2, "linear" }, ""},
+			func(p *job.Params) { p.NumFrames, p.Window, p.Overlap, p.Blend = 20, 8, 2, "linear" }, ""},
 		{"overlap not shorter than the window", map[string]string{"num_frames": "20", "window": "8", "overlap": "8"}, nil, "overlap"},
 		{"window too long", map[string]string{"num_frames": "25", "window": "20"}, nil, "window"},
 		{"too few frames for the window", map[string]string{"num_frames": "6", "window": "8"}, nil, "window"},
@@ -458,7 +459,7 @@ func FuzzOpenAICreate(f *testing.F) {
 	f.Add([]byte("--x\r\nContent-Disposition: form-data; name=\"seconds\"\r\n\r\n2\r\n--x--\r\n"), "x")
 	f.Add([]byte("--x\r\nContent-Disposition: form-data; name=\"input_reference\"; filename=\"a.png\"\r\n\r\nPNG\r\n--x--\r\n"), "x")
 	f.Add([]byte(`{"size":"8x8","num_frames":1e9}`), "b")
-	lim := DefaultLimits()
+	lim := job.DefaultLimits()
 	f.Fuzz(func(t *testing.T, body []byte, boundary string) {
 		for _, parse := range []func() (openAIRequest, error){
 			func() (openAIRequest, error) { return parseOpenAIJSON(body) },

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vdpp/vdpp/serve/job"
 	"io"
 	"log/slog"
 	"net"
@@ -66,7 +67,7 @@ func (l ExecLauncher) Start(rank int, addr string, secret []byte) (Proc, error) 
 	if l.Args != nil {
 		args = l.Args(rank, addr)
 	}
-	env := append(os.Environ(), SecretEnv+"="+fmt.Sprintf("%x", secret),
+	env := append(os.Environ(), wire.SecretEnv+"="+fmt.Sprintf("%x", secret),
 		"RANK="+strconv.Itoa(rank), "WORLD_SIZE="+strconv.Itoa(max(l.NProc, rank+1)),
 		"LOCAL_RANK="+strconv.Itoa(rank), "LOCAL_WORLD_SIZE="+strconv.Itoa(max(l.NProc, rank+1)))
 	out, errw := l.Stdout, l.Stderr
@@ -297,7 +298,7 @@ func (p *Pool) Kill(rank int) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if rank < 0 || rank >= len(p.procs) || p.procs[rank] == nil {
-		return fmt.Errorf("%w: worker rank %d", ErrNotFound, rank)
+		return fmt.Errorf("%w: worker rank %d", job.ErrNotFound, rank)
 	}
 	return p.procs[rank].Kill()
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vdpp/vdpp/serve/job"
 	"image"
 	"mime/multipart"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/sched"
+	"github.com/vdpp/vdpp/serve/dispatch"
 )
 
 // textSynthetic is the synthetic model posing as a text-to-video model: a prompt of n
@@ -20,9 +22,9 @@ import (
 type textSynthetic struct{ *Model }
 
 func (textSynthetic) TextConditioned() bool { return true }
-func (g textSynthetic) Prepare(ctx context.Context, in family.Input, p Params, sc sched.Scheduler) (*Sample, error) {
+func (g textSynthetic) Prepare(ctx context.Context, in family.Input, p job.Params, sc sched.Scheduler) (*dispatch.Sample, error) {
 	if in.Prompt == nil || in.Image != nil {
-		return nil, fmt.Errorf("%w: a text model takes a prompt only", ErrBadParams)
+		return nil, fmt.Errorf("%w: a text model takes a prompt only", job.ErrBadParams)
 	}
 	in.Image, in.Prompt = image.NewGray(image.Rect(0, 0, len(in.Prompt.Text)+1, 1)), nil
 	return g.Model.Prepare(ctx, in, p, sc)
@@ -45,8 +47,8 @@ func uploadRequest(t testing.TB, parts map[string]string) *http.Request {
 // image; an image-conditioned model refuses prompt parts; both bodies route to the native
 // submit when they have a params part.
 func TestReadUploadPrompt(t *testing.T) {
-	text := &Server{gen: textSynthetic{syntheticModel(t)}, cfg: Config{Limits: DefaultLimits()}}
-	img := &Server{gen: syntheticModel(t), cfg: Config{Limits: DefaultLimits()}}
+	text := &Server{gen: textSynthetic{syntheticModel(t)}, cfg: Config{Limits: job.DefaultLimits()}}
+	img := &Server{gen: syntheticModel(t), cfg: Config{Limits: job.DefaultLimits()}}
 	_, _, pr, err := text.readUpload(uploadRequest(t, map[string]string{"prompt": "a fox", "negative_prompt": "blur", "params": `{"steps":2}`}))
 	if err != nil || pr == nil || pr.Text != "a fox" || pr.Negative != "blur" {
 		t.Fatalf("prompt upload: %+v, %v", pr, err)
@@ -65,7 +67,7 @@ func TestReadUploadPrompt(t *testing.T) {
 		"prompt to image":   {img, map[string]string{"prompt": "x", "params": `{}`}},
 		"negative to image": {img, map[string]string{"negative_prompt": "x"}},
 	} {
-		if _, _, _, err := c.s.readUpload(uploadRequest(t, c.parts)); !errors.Is(err, ErrBadParams) {
+		if _, _, _, err := c.s.readUpload(uploadRequest(t, c.parts)); !errors.Is(err, job.ErrBadParams) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -79,7 +81,7 @@ func FuzzReadUpload(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, boundary string) {
 		multipartHasOpenAIField(body, boundary)
 		for _, g := range []generator{textSynthetic{syntheticModel(t)}, syntheticModel(t)} {
-			s := &Server{gen: g, cfg: Config{Limits: DefaultLimits()}}
+			s := &Server{gen: g, cfg: Config{Limits: job.DefaultLimits()}}
 			r := httptest.NewRequest(http.MethodPost, "/v1/videos", bytes.NewReader(body))
 			r.Header.Set("Content-Type", "multipart/form-data; boundary="+boundary)
 			p, img, pr, err := s.readUpload(r)
@@ -99,8 +101,8 @@ func FuzzReadUpload(f *testing.F) {
 // The served model's limits say what a job gives it (the web page shows the fields that
 // fit): a prompt for a text-to-video model, an image otherwise.
 func TestModelLimitsInput(t *testing.T) {
-	for gen, want := range map[generator]string{textSynthetic{syntheticModel(t)}: InputText, syntheticModel(t): InputImage} {
-		s := &Server{gen: gen, cfg: Config{Limits: DefaultLimits()}}
+	for gen, want := range map[generator]string{textSynthetic{syntheticModel(t)}: job.InputText, syntheticModel(t): job.InputImage} {
+		s := &Server{gen: gen, cfg: Config{Limits: job.DefaultLimits()}}
 		if got := s.modelLimits().Input; got != want {
 			t.Errorf("%T: input %q, want %q", gen, got, want)
 		}

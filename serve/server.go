@@ -6,6 +6,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/vdpp/vdpp/serve/job"
+	"github.com/vdpp/vdpp/serve/wire"
 	"image"
 	"io"
 	"log/slog"
@@ -29,7 +31,7 @@ type Config struct {
 	// /v1/models); the first is the one it reports. Default: Spec.Name.
 	ServedModelNames []string
 	NProc            int
-	Limits           Limits
+	Limits           job.Limits
 	// MaxBatch, MaxQueue, MaxRunning: see CoordConfig. MaxBatch 0 means the model's
 	// default (Model.MaxBatch: 1 for checkpoint models).
 	MaxBatch, MaxQueue, MaxRunning int
@@ -105,7 +107,7 @@ type Server struct {
 	flights renderFlights // concurrent first downloads share a render
 
 	// cost bounds what one job may cost the served model; it is fixed at New.
-	cost CostLimits
+	cost job.CostLimits
 }
 
 // serverHooks are test seams; nil in production.
@@ -129,11 +131,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Limits == (Limits{}) {
-		cfg.Limits = DefaultLimits()
+	if cfg.Limits == (job.Limits{}) {
+		cfg.Limits = job.DefaultLimits()
 	}
 	if cfg.Limits.MaxBodyBytes <= 0 {
-		cfg.Limits.MaxBodyBytes = DefaultLimits().MaxBodyBytes
+		cfg.Limits.MaxBodyBytes = job.DefaultLimits().MaxBodyBytes
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -172,7 +174,7 @@ func New(cfg Config) (*Server, error) {
 	s.flights.init(m)
 	s.cost = modelCostLimits(gen, cfg.CostMultiple, cfg.MaxPixels)
 	if s.cfg.Limits.MaxFrames == 0 {
-		s.cfg.Limits.MaxFrames = DeriveMaxFrames(s.cost)
+		s.cfg.Limits.MaxFrames = job.DeriveMaxFrames(s.cost)
 	}
 	cfg.Log.Info("cost limits", "multiple", s.cost.Multiple, "max_pixels", s.cost.MaxPixels,
 		"max_work", s.cost.MaxWork, "max_activation_bytes", s.cost.MaxActivationBytes)
@@ -213,7 +215,7 @@ func (s *Server) Start() error {
 	s.cfg.Conns = s.cfg.Conns.withDefaults(fileLimit())
 	s.log.Info("connection limits", "max_conns", s.cfg.Conns.Max, "max_conns_per_client", s.cfg.Conns.PerClient)
 	s.ln, s.wln = newLimitListener(ln, s.cfg.Conns, s.metrics), wln
-	secret := make([]byte, SecretLen)
+	secret := make([]byte, wire.SecretLen)
 	rand.Read(secret)
 	go s.coord.watchStalls(s.done)
 	if s.cfg.KeepJobs > 0 {
@@ -292,7 +294,7 @@ func (s *Server) beginRender() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
-		return ErrClosed
+		return job.ErrClosed
 	}
 	s.renders.Add(1)
 	return nil

@@ -5,64 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vdpp/vdpp/serve/job"
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/vdpp/vdpp/internal/atomicfile"
-	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/tensor"
 )
 
-// ErrNotFound is returned for a job id the server does not know.
-var ErrNotFound = errors.New("serve: no such job")
-
 var jobsBucket = []byte("jobs")
-
-// idPattern is what a job id looks like; anything else never reaches the file system.
-var idPattern = regexp.MustCompile(`^[0-9a-f]{16,64}$`)
-
-// State is a job's lifecycle state.
-type State string
-
-// Job states. Queued and running jobs resume after a restart; the others are final.
-const (
-	StateQueued    State = "queued"
-	StateRunning   State = "running"
-	StateSucceeded State = "succeeded"
-	StateFailed    State = "failed"
-	StateCancelled State = "cancelled"
-)
-
-// Final reports whether s is a terminal state.
-func (s State) Final() bool { return s == StateSucceeded || s == StateFailed || s == StateCancelled }
-
-// Record is the persisted part of a job.
-type Record struct {
-	ID     string `json:"id"`
-	Seq    uint64 `json:"seq"`
-	State  State  `json:"state"`
-	Params Params `json:"params"`
-	// Prompt is a text-to-video job's input (its prompt and negative prompt); an
-	// image-conditioned job's input is its uploaded image (input.img).
-	Prompt      *family.Prompt `json:"prompt,omitempty"`
-	CreatedAt   time.Time      `json:"created_at"`
-	StartedAt   *time.Time     `json:"started_at,omitempty"`
-	FinishedAt  *time.Time     `json:"finished_at,omitempty"`
-	Error       string         `json:"error,omitempty"`
-	LatentShape []int          `json:"latent_shape,omitempty"`
-	// Restarts counts how often the job's work was resumed after a worker loss or a
-	// server restart.
-	Restarts int `json:"restarts,omitempty"`
-	// CancelRequested: DELETE was answered 202 while the job was running; a restart ends
-	// it cancelled instead of running it again.
-	CancelRequested bool `json:"cancel_requested,omitempty"`
-}
 
 // Store keeps job records in a bbolt database (DIR/jobs.db) and each job's files under
 // DIR/jobs/ID/: input.img (the uploaded image), final.f32 (the final latent, little-endian
@@ -103,7 +59,7 @@ func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) 
 
 // Put writes rec (keyed by its sequence number, so All returns submission order). Concurrent
 // Puts are committed together (bbolt's Batch), each returning once durable.
-func (s *Store) Put(rec Record) error {
+func (s *Store) Put(rec job.Record) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("serve: encode job %s: %w", rec.ID, err)
@@ -116,11 +72,11 @@ func (s *Store) Put(rec Record) error {
 }
 
 // All returns every record in submission order.
-func (s *Store) All() ([]Record, error) {
-	var out []Record
+func (s *Store) All() ([]job.Record, error) {
+	var out []job.Record
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(jobsBucket).ForEach(func(k, v []byte) error {
-			var r Record
+			var r job.Record
 			if err := json.Unmarshal(v, &r); err != nil {
 				return fmt.Errorf("serve: job record %x: %w", k, err)
 			}
@@ -134,7 +90,7 @@ func (s *Store) All() ([]Record, error) {
 
 // Delete removes the records of recs (found by sequence number; a record there with
 // another id is left alone) in one transaction. A missing record is not an error.
-func (s *Store) Delete(recs []Record) error {
+func (s *Store) Delete(recs []job.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -213,7 +169,7 @@ func (s *Store) RemoveOrphans(known func(id string) bool) (int, error) {
 	n := 0
 	for _, e := range ents {
 		id := e.Name()
-		if !e.IsDir() || !idPattern.MatchString(id) || known(id) {
+		if !e.IsDir() || !job.ValidID(id) || known(id) {
 			continue
 		}
 		if err := s.RemoveFiles(id); err != nil {
@@ -227,8 +183,8 @@ func (s *Store) RemoveOrphans(known func(id string) bool) (int, error) {
 
 // JobDir is the folder of job id's files.
 func (s *Store) JobDir(id string) (string, error) {
-	if !ValidID(id) {
-		return "", notFound(id)
+	if !job.ValidID(id) {
+		return "", job.NotFound(id)
 	}
 	return filepath.Join(s.dir, "jobs", id), nil
 }

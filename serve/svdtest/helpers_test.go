@@ -19,6 +19,7 @@ import (
 
 	"github.com/vdpp/vdpp/internal/shared"
 	"github.com/vdpp/vdpp/serve"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -50,7 +51,7 @@ func inputPNG(t testing.TB) ([]byte, string) {
 }
 
 // startServer runs `vdpp serve --model DIR` with in-process worker ranks, ready.
-func startServer(t testing.TB, spec serve.ModelSpec, nproc int, lim serve.Limits) (*serve.Server, string) {
+func startServer(t testing.TB, spec serve.ModelSpec, nproc int, lim job.Limits) (*serve.Server, string) {
 	t.Helper()
 	srv, err := serve.New(serve.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Spec: spec, NProc: nproc, Limits: lim,
 		MaxRestarts: 2, Launcher: serve.InProcLauncher{Spec: spec}, HeartbeatTimeout: 10 * time.Second})
@@ -113,7 +114,7 @@ func get(t testing.TB, url string) (int, http.Header, []byte) {
 }
 
 // waitDone polls a job until it ends and returns its final status.
-func waitDone(t testing.TB, url, id string, timeout time.Duration) serve.Status {
+func waitDone(t testing.TB, url, id string, timeout time.Duration) job.Status {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -121,7 +122,7 @@ func waitDone(t testing.TB, url, id string, timeout time.Duration) serve.Status 
 		if code != http.StatusOK {
 			t.Fatalf("status of %s: %d %s", id, code, b)
 		}
-		var st serve.Status
+		var st job.Status
 		if err := json.Unmarshal(b, &st); err != nil {
 			t.Fatal(err)
 		}

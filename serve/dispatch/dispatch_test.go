@@ -1,8 +1,9 @@
-package serve
+package dispatch
 
 import (
 	"errors"
 	"fmt"
+	"github.com/vdpp/vdpp/serve/job"
 	"reflect"
 	"strconv"
 	"strings"
@@ -36,7 +37,7 @@ import (
 
 type dispatchCase struct {
 	name   string
-	lim    dispatchLimits
+	lim    Limits
 	script []string
 	want   []string
 }
@@ -46,14 +47,14 @@ func jobID(name string) string { return strings.Repeat(name, 24) }
 // dharness runs scripts against a dispatcher.
 type dharness struct {
 	t     *testing.T
-	d     *dispatcher
+	d     *Dispatcher
 	now   time.Time
-	ranks map[int]*rankConn
+	ranks map[int]*Worker
 	trace []string
 	seq   uint64
 }
 
-func (h *dharness) job(name string) *job {
+func (h *dharness) job(name string) *Job {
 	j := h.d.jobs[jobID(name)]
 	if j == nil {
 		h.t.Fatalf("no job %s", name)
@@ -61,7 +62,7 @@ func (h *dharness) job(name string) *job {
 	return j
 }
 
-func (h *dharness) batch(rank, id string) (*rankConn, *batch) {
+func (h *dharness) batch(rank, id string) (*Worker, *batch) {
 	w := h.ranks[atoi(h.t, rank)]
 	b := w.outstanding[int64(atoi(h.t, strings.TrimPrefix(id, "b")))]
 	return w, b
@@ -77,9 +78,9 @@ func atoi(t *testing.T, s string) int {
 
 // record appends the actions of the last event that the tables look at.
 func (h *dharness) record(err error) {
-	for _, a := range h.d.take() {
+	for _, a := range h.d.Take() {
 		switch a.(type) {
-		case actNotify, actSaved, actLog, actMetric, actFreeMemory:
+		case Notify, Saved, Log, Metric, FreeMemory:
 			continue
 		}
 		h.trace = append(h.trace, h.names(a.String()))
@@ -106,43 +107,43 @@ func (h *dharness) step(line string) {
 	switch f[0] {
 	case "submit":
 		var seq uint64
-		if seq, err = h.d.reserve(h.now); err == nil {
-			rec := Record{ID: jobID(f[1]), Seq: seq, State: StateQueued, CreatedAt: h.now,
-				Params: Params{Steps: atoi(t, f[2]), NumFrames: 1, Height: 8, Width: 8}}
-			_, err = h.d.submitted(rec, []byte("img"), nil, h.now)
+		if seq, err = h.d.Reserve(h.now); err == nil {
+			rec := job.Record{ID: jobID(f[1]), Seq: seq, State: job.StateQueued, CreatedAt: h.now,
+				Params: job.Params{Steps: atoi(t, f[2]), NumFrames: 1, Height: 8, Width: 8}}
+			_, err = h.d.Submitted(rec, []byte("img"), nil, h.now)
 		}
 	case "prepared", "prepfail":
 		j := h.job(f[1])
 		if f[0] == "prepfail" {
-			h.d.prepared(j, nil, errors.New("bad image"), h.now)
+			h.d.Prepared(j, nil, errors.New("bad image"), h.now)
 			break
 		}
 		lat := tensor.New(1, 1, 2, 1, 1)
 		lat.Data[0] = float32(f[1][0])
-		h.d.prepared(j, &item{job: j, latent: lat}, nil, h.now)
+		h.d.Prepared(j, &Sample{Latent: lat}, nil, h.now)
 	case "join":
 		r := atoi(t, f[1])
-		w, ok := h.d.join(r, 100+r, h.now)
+		w, ok := h.d.Join(r, 100+r, h.now)
 		if !ok {
 			err = errors.New("join refused")
 		}
 		h.ranks[r] = w
 	case "lost":
-		h.d.lost(h.ranks[atoi(t, f[1])], errors.New("EOF"), h.now)
+		h.d.Lost(h.ranks[atoi(t, f[1])], errors.New("EOF"), h.now)
 	case "progress":
 		w, b := h.batch(f[1], f[2])
-		err = h.d.message(w, workerMsg{op: opProgress, batch: idOf(b), step: atoi(t, f[3]), compute: 0.001, hasCompute: true}, h.now)
+		err = h.d.Message(w, Msg{Op: OpProgress, Batch: idOf(b), Step: atoi(t, f[3]), Compute: 0.001, HasCompute: true}, h.now)
 	case "dropped":
 		w, b := h.batch(f[1], f[2])
-		err = h.d.message(w, workerMsg{op: opDropped, batch: idOf(b), rows: []int{atoi(t, f[3])}}, h.now)
+		err = h.d.Message(w, Msg{Op: OpDropped, Batch: idOf(b), Rows: []int{atoi(t, f[3])}}, h.now)
 	case "empty", "failed":
 		w, b := h.batch(f[1], f[2])
-		op := map[string]int{"empty": opEmpty, "failed": opFailed}[f[0]]
-		err = h.d.message(w, workerMsg{op: op, batch: idOf(b), text: "boom"}, h.now)
+		op := map[string]Op{"empty": OpEmpty, "failed": OpFailed}[f[0]]
+		err = h.d.Message(w, Msg{Op: op, Batch: idOf(b), Text: "boom"}, h.now)
 	case "result":
 		w, b := h.batch(f[1], f[2])
 		if b == nil {
-			err = h.d.message(w, workerMsg{op: opResult, batch: int64(atoi(t, strings.TrimPrefix(f[2], "b")))}, h.now)
+			err = h.d.Message(w, Msg{Op: OpResult, Batch: int64(atoi(t, strings.TrimPrefix(f[2], "b")))}, h.now)
 			break
 		}
 		rows := make([]int, 0, len(b.items))
@@ -157,19 +158,19 @@ func (h *dharness) step(line string) {
 				rows = append(rows, atoi(t, r))
 			}
 		}
-		err = h.d.message(w, workerMsg{op: opResult, batch: b.id, item: resultItem(b, rows)}, h.now)
+		err = h.d.Message(w, Msg{Op: OpResult, Batch: b.id, Item: resultItem(b, rows)}, h.now)
 	case "cancel":
-		_, _, err = h.d.cancel(jobID(f[1]), h.now)
+		_, _, err = h.d.Cancel(jobID(f[1]), h.now)
 	case "output", "outfail":
 		var werr error
 		if f[0] == "outfail" {
 			werr = errors.New("disk full")
 		}
-		h.d.outputWritten(h.job(f[1]), []int{1, 1, 2, 1, 1}, werr, h.now)
+		h.d.OutputWritten(h.job(f[1]), []int{1, 1, 2, 1, 1}, werr, h.now)
 	case "saved":
 		j := h.job(f[1])
 		for j.writes > 0 {
-			h.d.recordSaved(j, j.recVer, nil)
+			h.d.RecordSaved(j, j.recVer, nil)
 		}
 	case "wait":
 		dur, perr := time.ParseDuration(f[1])
@@ -178,32 +179,32 @@ func (h *dharness) step(line string) {
 		}
 		h.now = h.now.Add(dur)
 	case "stalls":
-		h.d.checkStalls(h.now)
+		h.d.CheckStalls(h.now)
 	case "expire":
 		keep, perr := time.ParseDuration(f[1])
 		if perr != nil {
 			t.Fatal(perr)
 		}
-		var dead []Record
-		dead, err = h.d.expire(h.now, keep)
+		var dead []job.Record
+		dead, err = h.d.Expire(h.now, keep)
 		for _, r := range dead {
 			h.trace = append(h.trace, "expired "+h.names(r.ID))
 		}
 	case "remove":
 		var done bool
-		_, done, err = h.d.remove(jobID(f[1]))
+		_, done, err = h.d.Remove(jobID(f[1]))
 		h.trace = append(h.trace, fmt.Sprintf("removed %v", done))
 	case "status":
-		st := h.d.status(h.job(f[1]), h.now)
+		st := h.d.Status(h.job(f[1]), h.now)
 		h.trace = append(h.trace, fmt.Sprintf("%s %s %d/%d restarts=%d%s", f[1], st.State, st.Progress.Step, st.Progress.Steps,
 			st.Restarts, map[bool]string{true: " err=" + st.Error, false: ""}[st.Error != ""]))
 	case "load":
 		h.seq++
-		rec := Record{ID: jobID(f[1]), Seq: h.seq, State: State(f[2]), CreatedAt: h.now, Params: Params{Steps: 2, NumFrames: 1, Height: 8, Width: 8}}
+		rec := job.Record{ID: jobID(f[1]), Seq: h.seq, State: job.State(f[2]), CreatedAt: h.now, Params: job.Params{Steps: 2, NumFrames: 1, Height: 8, Width: 8}}
 		rec.CancelRequested = len(f) > 3 && f[3] == "cancel"
-		h.d.load([]Record{rec}, h.now)
+		h.d.Load([]job.Record{rec}, h.now)
 	case "close":
-		h.d.close()
+		h.d.Close()
 	default:
 		t.Fatalf("script: unknown event %q", line)
 	}
@@ -237,7 +238,7 @@ func resultItem(b *batch, rows []int) *pipeline.Item {
 	return out
 }
 
-func runDispatch(t *testing.T, lim dispatchLimits, script []string) []string {
+func runDispatch(t *testing.T, lim Limits, script []string) []string {
 	t.Helper()
 	if lim.MaxBatch == 0 {
 		lim.MaxBatch = 4
@@ -254,7 +255,7 @@ func runDispatch(t *testing.T, lim dispatchLimits, script []string) []string {
 	if lim.MaxAttempts == 0 {
 		lim.MaxAttempts = 8
 	}
-	h := &dharness{t: t, d: newDispatcher(lim), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), ranks: map[int]*rankConn{}}
+	h := &dharness{t: t, d: New(lim), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), ranks: map[int]*Worker{}}
 	for _, line := range script {
 		h.step(line)
 	}

@@ -1,7 +1,9 @@
-package serve
+package dispatch
 
 import (
+	"errors"
 	"fmt"
+	"github.com/vdpp/vdpp/serve/job"
 	"log/slog"
 	"slices"
 	"time"
@@ -9,27 +11,44 @@ import (
 	"github.com/vdpp/vdpp/pipeline"
 )
 
-// workerMsg is a decoded message of a worker about one of its batches (see package wire).
-type workerMsg struct {
-	op    int
-	batch int64
-	step  int
-	// compute is the step's compute time in seconds (progress; hasCompute says it was sent).
-	compute    float64
-	hasCompute bool
-	rows       []int          // dropped
-	text       string         // failed
-	item       *pipeline.Item // result
-	itemErr    error          // result that did not decode
+// ErrProtocol marks a worker message that breaks the protocol: the driver closes the
+// connection (then Lost).
+var ErrProtocol = errors.New("serve: worker protocol error")
+
+// Op is the kind of a worker's message about one of its batches. The values are the wire
+// protocol's (package serve/wire), so a message reads the same in both.
+type Op int
+
+// The ops of worker messages.
+const (
+	OpProgress Op = 4 // a step of the batch finished
+	OpDropped  Op = 5 // rows were dropped after a cancel
+	OpResult   Op = 6 // the batch is back, at its end step
+	OpEmpty    Op = 7 // every row was dropped
+	OpFailed   Op = 8 // the model failed on the batch
+)
+
+// Msg is a decoded message of a worker about one of its batches.
+type Msg struct {
+	Op    Op
+	Batch int64
+	Step  int
+	// Compute is the step's compute time in seconds (progress; HasCompute says it was sent).
+	Compute    float64
+	HasCompute bool
+	Rows       []int          // dropped
+	Text       string         // failed
+	Item       *pipeline.Item // result
+	ItemErr    error          // a result that did not decode
 }
 
 // join registers a new connection of rank (process pid) and returns it; a connection the
 // rank had is dropped (its batches re-planned). Once closed it refuses (nil, false).
-func (d *dispatcher) join(rank, pid int, now time.Time) (*rankConn, bool) {
+func (d *Dispatcher) Join(rank, pid int, now time.Time) (*Worker, bool) {
 	if d.closed {
 		return nil, false
 	}
-	w := &rankConn{rank: rank, pid: pid, outstanding: map[int64]*batch{}}
+	w := &Worker{rank: rank, pid: pid, outstanding: map[int64]*batch{}}
 	old := d.workers[rank]
 	d.workers[rank] = w
 	d.log(slog.LevelInfo, "worker joined", "rank", rank, "pid", pid, "live", len(d.workers))
@@ -42,21 +61,21 @@ func (d *dispatcher) join(rank, pid int, now time.Time) (*rankConn, bool) {
 
 // lost: w's connection failed with err. If it was its rank's live connection, the rank's
 // process is ended (the pool restarts it); its batches are re-planned either way.
-func (d *dispatcher) lost(w *rankConn, err error, now time.Time) {
+func (d *Dispatcher) Lost(w *Worker, err error, now time.Time) {
 	if d.workers[w.rank] == w {
 		delete(d.workers, w.rank)
 		if !d.closed {
 			d.log(slog.LevelWarn, "worker lost", "rank", w.rank, "pid", w.pid, "err", err, "live", len(d.workers))
-			d.metric(metricWorkerLost, 0, 1, now)
-			d.emit(actKill{rank: w.rank, pid: w.pid})
+			d.metric(MetricWorkerLost, 0, 1, now)
+			d.emit(Kill{Rank: w.rank, Pid: w.pid})
 		}
 	}
 	d.drop(w, fmt.Sprintf("rank %d lost: %v", w.rank, err), now)
 }
 
 // drop closes w and re-queues everything it held, then re-plans.
-func (d *dispatcher) drop(w *rankConn, why string, now time.Time) {
-	d.emit(actClose{w})
+func (d *Dispatcher) drop(w *Worker, why string, now time.Time) {
+	d.emit(CloseWorker{w})
 	ids := make([]int64, 0, len(w.outstanding))
 	for id := range w.outstanding {
 		ids = append(ids, id)
@@ -72,61 +91,61 @@ func (d *dispatcher) drop(w *rankConn, why string, now time.Time) {
 
 // message handles a worker's message about one of its batches. An error is a protocol
 // violation: the driver closes the connection (then lost).
-func (d *dispatcher) message(w *rankConn, m workerMsg, now time.Time) error {
-	b := w.outstanding[m.batch]
+func (d *Dispatcher) Message(w *Worker, m Msg, now time.Time) error {
+	b := w.outstanding[m.Batch]
 	if b == nil {
-		return fmt.Errorf("%w: op %d for unknown batch %d", ErrProtocol, m.op, m.batch)
+		return fmt.Errorf("%w: op %d for unknown batch %d", ErrProtocol, m.Op, m.Batch)
 	}
 	b.last = now
-	switch m.op {
-	case opProgress:
-		if m.hasCompute {
-			d.metric(metricStepLatency, b.stage, m.compute, now)
+	switch m.Op {
+	case OpProgress:
+		if m.HasCompute {
+			d.metric(MetricStepLatency, b.stage, m.Compute, now)
 			work, _ := batchStallInfo(b)
-			d.rate.observe(m.compute, work)
+			d.rate.observe(m.Compute, work)
 		}
 		for _, it := range b.items {
 			if it != nil {
-				it.job.stepsDone = m.step + 1
+				it.job.stepsDone = m.Step + 1
 				d.touch(it.job)
 			}
 		}
-	case opDropped:
-		for _, r := range m.rows {
+	case OpDropped:
+		for _, r := range m.Rows {
 			if r >= 0 && r < len(b.items) && b.items[r] != nil {
 				it := b.items[r]
 				b.items[r] = nil
 				it.batch = nil
-				d.end(it.job, StateCancelled, "", now)
+				d.end(it.job, job.StateCancelled, "", now)
 			}
 		}
 		d.dispatch(now)
-	case opEmpty:
+	case OpEmpty:
 		delete(w.outstanding, b.id)
 		d.requeue(b, "worker returned no rows", now)
 		d.dispatch(now)
-	case opFailed:
+	case OpFailed:
 		delete(w.outstanding, b.id)
 		for r, it := range b.items {
 			if it != nil {
 				b.items[r] = nil
 				it.batch = nil
-				d.end(it.job, StateFailed, fmt.Sprintf("rank %d: %s", w.rank, m.text), now)
+				d.end(it.job, job.StateFailed, fmt.Sprintf("rank %d: %s", w.rank, m.Text), now)
 			}
 		}
 		d.dispatch(now)
-	case opResult:
+	case OpResult:
 		delete(w.outstanding, b.id)
-		return d.result(b, m.item, m.itemErr, now)
+		return d.result(b, m.Item, m.ItemErr, now)
 	default:
-		return fmt.Errorf("%w: unexpected op %d from rank %d", ErrProtocol, m.op, w.rank)
+		return fmt.Errorf("%w: unexpected op %d from rank %d", ErrProtocol, m.Op, w.rank)
 	}
 	return nil
 }
 
 // result takes batch b's rows back at its end step: each goes on to its next stage, or
 // completes, or ends cancelled; a row missing from the result runs the stage again.
-func (d *dispatcher) result(b *batch, pit *pipeline.Item, err error, now time.Time) error {
+func (d *Dispatcher) result(b *batch, pit *pipeline.Item, err error, now time.Time) error {
 	if err == nil && pit.Step != b.end {
 		err = fmt.Errorf("%w: batch %d came back at step %d, want %d", ErrProtocol, b.id, pit.Step, b.end)
 	}
@@ -150,7 +169,7 @@ func (d *dispatcher) result(b *batch, pit *pipeline.Item, err error, now time.Ti
 		it.attempts = 0
 		switch {
 		case it.job.cancelReq:
-			d.end(it.job, StateCancelled, "", now)
+			d.end(it.job, job.StateCancelled, "", now)
 		case it.step >= it.job.rec.Params.Steps:
 			d.complete(it, now)
 		default:
@@ -165,7 +184,7 @@ func (d *dispatcher) result(b *batch, pit *pipeline.Item, err error, now time.Ti
 // checkStalls is the stall watchdog's tick: a worker holding a batch that has not reported
 // a step within its limit (stallLimit) is closed, so the loss path re-plans its work and
 // the pool restarts it.
-func (d *dispatcher) checkStalls(now time.Time) {
+func (d *Dispatcher) CheckStalls(now time.Time) {
 	if d.lim.StallTimeout <= 0 {
 		return
 	}
@@ -187,7 +206,7 @@ func (d *dispatcher) checkStalls(now time.Time) {
 						it.stalls++
 					}
 				}
-				d.emit(actClose{w})
+				d.emit(CloseWorker{w})
 				break
 			}
 		}

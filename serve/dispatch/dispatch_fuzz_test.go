@@ -1,8 +1,9 @@
-package serve
+package dispatch
 
 import (
 	"errors"
 	"fmt"
+	"github.com/vdpp/vdpp/serve/job"
 	"slices"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func FuzzDispatcher(f *testing.F) {
 	f.Add([]byte{0, 10, 0, 1, 11, 2, 3, 4, 12, 5, 6, 8, 9, 4, 4, 4})
 	f.Add([]byte{2, 2, 0, 0, 0, 1, 1, 1, 4, 3, 4, 13, 14, 4, 5, 6, 7})
 	f.Fuzz(func(t *testing.T, script []byte) {
-		lim := dispatchLimits{MaxBatch: 2, MaxQueue: 4, MaxRunning: 3, Depth: 2, MaxAttempts: 3, StallTimeout: 10 * time.Second}
+		lim := Limits{MaxBatch: 2, MaxQueue: 4, MaxRunning: 3, Depth: 2, MaxAttempts: 3, StallTimeout: 10 * time.Second}
 		s := newSim(t, lim)
 		for i, b := range script {
 			if i+1 < len(script) {
@@ -37,47 +38,47 @@ func FuzzDispatcher(f *testing.F) {
 // sim is a driver of the dispatcher with I/O that completes when the script says.
 type sim struct {
 	t        *testing.T
-	d        *dispatcher
+	d        *Dispatcher
 	now      time.Time
 	ids      int
-	ranks    map[int]*rankConn
-	prepares []*job
-	outputs  []*job
-	persists []*job
+	ranks    map[int]*Worker
+	prepares []*Job
+	outputs  []*Job
+	persists []*Job
 	cancels  map[int64]map[int]bool // batch -> rows the worker was asked to drop
-	closed   map[*rankConn]bool     // connections whose loss was reported
+	closed   map[*Worker]bool       // connections whose loss was reported
 }
 
-func newSim(t *testing.T, lim dispatchLimits) *sim {
-	return &sim{t: t, d: newDispatcher(lim), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		ranks: map[int]*rankConn{}, cancels: map[int64]map[int]bool{}, closed: map[*rankConn]bool{}}
+func newSim(t *testing.T, lim Limits) *sim {
+	return &sim{t: t, d: New(lim), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		ranks: map[int]*Worker{}, cancels: map[int64]map[int]bool{}, closed: map[*Worker]bool{}}
 }
 
 // perform takes the dispatcher's actions as the Coordinator would.
 func (s *sim) perform() {
-	for _, a := range s.d.take() {
+	for _, a := range s.d.Take() {
 		switch a := a.(type) {
-		case actPrepare:
-			s.prepares = append(s.prepares, a.j)
-		case actWriteOutput:
-			s.outputs = append(s.outputs, a.j)
-		case actPersist:
-			s.persists = append(s.persists, a.j)
-		case actCancelRow:
-			if s.cancels[a.batch] == nil {
-				s.cancels[a.batch] = map[int]bool{}
+		case Prepare:
+			s.prepares = append(s.prepares, a.Job)
+		case WriteOutput:
+			s.outputs = append(s.outputs, a.Job)
+		case Persist:
+			s.persists = append(s.persists, a.Job)
+		case CancelRow:
+			if s.cancels[a.Batch] == nil {
+				s.cancels[a.Batch] = map[int]bool{}
 			}
-			s.cancels[a.batch][a.row] = true
-		case actClose:
+			s.cancels[a.Batch][a.Row] = true
+		case CloseWorker:
 			// The connection's read loop reports the loss, once.
-			if s.closed[a.w] {
+			if s.closed[a.Worker] {
 				continue
 			}
-			s.closed[a.w] = true
-			if s.ranks[a.w.rank] == a.w {
-				delete(s.ranks, a.w.rank)
+			s.closed[a.Worker] = true
+			if s.ranks[a.Worker.rank] == a.Worker {
+				delete(s.ranks, a.Worker.rank)
 			}
-			s.d.lost(a.w, errors.New("closed"), s.now)
+			s.d.Lost(a.Worker, errors.New("closed"), s.now)
 			s.perform()
 		}
 	}
@@ -114,32 +115,32 @@ func (s *sim) event(op, arg byte) {
 	d := s.d
 	switch op % 15 {
 	case 0: // submit
-		if seq, err := d.reserve(s.now); err == nil {
+		if seq, err := d.Reserve(s.now); err == nil {
 			s.ids++
-			rec := Record{ID: fmt.Sprintf("%016x", s.ids), Seq: seq, State: StateQueued, CreatedAt: s.now,
-				Params: Params{Steps: 1 + int(arg)%5, NumFrames: 1, Height: 8, Width: 8}}
-			d.submitted(rec, nil, nil, s.now)
+			rec := job.Record{ID: fmt.Sprintf("%016x", s.ids), Seq: seq, State: job.StateQueued, CreatedAt: s.now,
+				Params: job.Params{Steps: 1 + int(arg)%5, NumFrames: 1, Height: 8, Width: 8}}
+			d.Submitted(rec, nil, nil, s.now)
 		}
 	case 1: // a prepare finishes
-		var j *job
+		var j *Job
 		var ok bool
 		if j, s.prepares, ok = pick(s.prepares, arg); ok {
 			if arg%7 == 0 {
-				d.prepared(j, nil, errors.New("bad image"), s.now)
+				d.Prepared(j, nil, errors.New("bad image"), s.now)
 			} else {
-				d.prepared(j, &item{job: j, latent: tensor.New(1, 1, 2, 1, 1)}, nil, s.now)
+				d.Prepared(j, &Sample{Latent: tensor.New(1, 1, 2, 1, 1)}, nil, s.now)
 			}
 		}
 	case 2: // a rank (re)connects
 		r := int(arg) % 3
-		if w, ok := d.join(r, r, s.now); ok {
+		if w, ok := d.Join(r, r, s.now); ok {
 			s.ranks[r] = w
 		}
 	case 3: // a rank is lost
 		if w := s.ranks[int(arg)%3]; w != nil {
 			delete(s.ranks, w.rank)
 			s.closed[w] = true
-			d.lost(w, errors.New("EOF"), s.now)
+			d.Lost(w, errors.New("EOF"), s.now)
 		}
 	case 4, 5: // a batch comes back (rows dropped as asked, sometimes one missing)
 		if b, _, ok := pick(s.batches(), arg); ok {
@@ -147,44 +148,44 @@ func (s *sim) event(op, arg byte) {
 		}
 	case 6: // progress
 		if b, _, ok := pick(s.batches(), arg); ok {
-			d.message(b.w, workerMsg{op: opProgress, batch: b.id, step: b.start, compute: 1e-3, hasCompute: true}, s.now)
+			d.Message(b.w, Msg{Op: OpProgress, Batch: b.id, Step: b.start, Compute: 1e-3, HasCompute: true}, s.now)
 		}
 	case 7: // an output write ends
-		var j *job
+		var j *Job
 		var ok bool
 		if j, s.outputs, ok = pick(s.outputs, arg); ok {
 			var err error
 			if arg%5 == 0 {
 				err = errors.New("disk full")
 			}
-			d.outputWritten(j, []int{1, 1, 2, 1, 1}, err, s.now)
+			d.OutputWritten(j, []int{1, 1, 2, 1, 1}, err, s.now)
 		}
 	case 8: // a record write lands
-		var j *job
+		var j *Job
 		var ok bool
 		if j, s.persists, ok = pick(s.persists, arg); ok {
-			d.recordSaved(j, j.recVer, nil)
+			d.RecordSaved(j, j.recVer, nil)
 		}
 	case 9: // cancel
 		if s.ids > 0 {
-			d.cancel(fmt.Sprintf("%016x", 1+int(arg)%s.ids), s.now)
+			d.Cancel(fmt.Sprintf("%016x", 1+int(arg)%s.ids), s.now)
 		}
 	case 10: // time passes, the watchdog ticks
 		s.now = s.now.Add(time.Duration(arg) * time.Second)
-		d.checkStalls(s.now)
+		d.CheckStalls(s.now)
 	case 11: // a retention sweep
-		d.expire(s.now, time.Duration(arg)*time.Second)
+		d.Expire(s.now, time.Duration(arg)*time.Second)
 	case 12: // DELETE's removal
 		if s.ids > 0 {
-			d.remove(fmt.Sprintf("%016x", 1+int(arg)%s.ids))
+			d.Remove(fmt.Sprintf("%016x", 1+int(arg)%s.ids))
 		}
 	case 13: // a worker fails a batch
 		if b, _, ok := pick(s.batches(), arg); ok {
-			d.message(b.w, workerMsg{op: opFailed, batch: b.id, text: "boom"}, s.now)
+			d.Message(b.w, Msg{Op: OpFailed, Batch: b.id, Text: "boom"}, s.now)
 		}
 	case 14: // a worker's protocol error: a batch it does not hold
 		if w := s.ranks[int(arg)%3]; w != nil {
-			if err := d.message(w, workerMsg{op: opResult, batch: 1 << 40}, s.now); err == nil {
+			if err := d.Message(w, Msg{Op: OpResult, Batch: 1 << 40}, s.now); err == nil {
 				s.t.Fatal("a result for an unknown batch was accepted")
 			}
 		}
@@ -200,7 +201,7 @@ func (s *sim) reply(b *batch, arg byte) {
 			continue
 		}
 		if s.cancels[b.id][r] {
-			s.d.message(b.w, workerMsg{op: opDropped, batch: b.id, rows: []int{r}}, s.now)
+			s.d.Message(b.w, Msg{Op: OpDropped, Batch: b.id, Rows: []int{r}}, s.now)
 			s.perform()
 			continue
 		}
@@ -214,21 +215,21 @@ func (s *sim) reply(b *batch, arg byte) {
 		return
 	}
 	if len(rows) == 0 {
-		s.d.message(b.w, workerMsg{op: opEmpty, batch: b.id}, s.now)
+		s.d.Message(b.w, Msg{Op: OpEmpty, Batch: b.id}, s.now)
 		return
 	}
-	s.d.message(b.w, workerMsg{op: opResult, batch: b.id, item: resultItem(b, rows)}, s.now)
+	s.d.Message(b.w, Msg{Op: OpResult, Batch: b.id, Item: resultItem(b, rows)}, s.now)
 }
 
 // check verifies the dispatcher's invariants.
 func (s *sim) check() {
 	t, d := s.t, s.d
 	t.Helper()
-	counts := map[State]int{}
+	counts := map[job.State]int{}
 	running := 0
 	for _, j := range d.jobs {
 		counts[j.rec.State]++
-		if j.rec.State == StateRunning && !j.completing {
+		if j.rec.State == job.StateRunning && !j.completing {
 			running++
 		}
 		if j.writes < 0 || j.savedVer > j.recVer {
@@ -244,13 +245,13 @@ func (s *sim) check() {
 		t.Fatalf("running = %d, running jobs %d, max %d", d.running, running, d.lim.MaxRunning)
 	}
 	for i, j := range d.queue {
-		if j.rec.State != StateQueued || (i > 0 && d.queue[i-1].rec.Seq >= j.rec.Seq) {
+		if j.rec.State != job.StateQueued || (i > 0 && d.queue[i-1].rec.Seq >= j.rec.Seq) {
 			t.Fatalf("queue[%d]: job %s %s out of order or not queued", i, j.rec.ID, j.rec.State)
 		}
 	}
 	where := map[*item]string{}
 	for i, it := range d.ready {
-		if it.batch != nil || it.job.it != it || it.job.rec.State != StateRunning || (i > 0 && d.ready[i-1].job.rec.Seq >= it.job.rec.Seq) {
+		if it.batch != nil || it.job.it != it || it.job.rec.State != job.StateRunning || (i > 0 && d.ready[i-1].job.rec.Seq >= it.job.rec.Seq) {
 			t.Fatalf("ready[%d]: job %s is not a waiting running sample in order", i, it.job.rec.ID)
 		}
 		where[it] = "ready"
@@ -272,7 +273,7 @@ func (s *sim) check() {
 		}
 	}
 	for _, j := range d.jobs {
-		st := d.status(j, s.now)
+		st := d.Status(j, s.now)
 		if st.State.Final() && j.savedVer < j.recVer && !j.endSaved {
 			t.Fatalf("job %s reported %s before its record landed", j.rec.ID, st.State)
 		}
@@ -283,7 +284,7 @@ func (s *sim) check() {
 func (s *sim) drain() {
 	for r := range 3 {
 		if s.ranks[r] == nil {
-			if w, ok := s.d.join(r, r, s.now); ok {
+			if w, ok := s.d.Join(r, r, s.now); ok {
 				s.ranks[r] = w
 			}
 			s.perform()
@@ -301,8 +302,8 @@ func (s *sim) drain() {
 			s.event(8, 0)
 		default:
 			for _, j := range s.d.jobs {
-				if !j.rec.State.Final() || !s.d.status(j, s.now).State.Final() {
-					s.t.Fatalf("job %s never ended: %s (shown %s)", j.rec.ID, j.rec.State, s.d.status(j, s.now).State)
+				if !j.rec.State.Final() || !s.d.Status(j, s.now).State.Final() {
+					s.t.Fatalf("job %s never ended: %s (shown %s)", j.rec.ID, j.rec.State, s.d.Status(j, s.now).State)
 				}
 			}
 			return

@@ -1,12 +1,10 @@
-package serve
+package job
 
 import (
 	"errors"
 	"math"
 	"reflect"
 	"testing"
-
-	"github.com/vdpp/vdpp/model/family"
 )
 
 // quadAct is a model whose step memory is its spatial attention's: (h·w)² per frame.
@@ -15,8 +13,15 @@ func quadAct(p Params) int64 {
 	return int64(p.NumFrames) * s * s
 }
 
-// latent4 is the step memory of a model without an estimate and 4 latent channels.
-var latent4 = latentActivation(func(p family.Params) []int { return []int{p.NumFrames, 4, p.Height / 8, p.Width / 8} })
+// latent4 is the step memory of a model whose step needs its float32 latent of 4 channels,
+// twice when guided.
+func latent4(p Params) int64 {
+	n := int64(4 * p.NumFrames * 4 * (p.Height / 8) * (p.Width / 8))
+	if p.Guided() {
+		n *= 2
+	}
+	return n
+}
 
 func TestJobCost(t *testing.T) {
 	for _, tc := range []struct {
