@@ -1,10 +1,11 @@
 package serve
 
 import (
-	"github.com/vdpp/vdpp/serve/job"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/vdpp/vdpp/serve/job"
 )
 
 // TestCancelAtNextStep: with a slow model (a step is 300 ms), a cancel ends a running job

@@ -2,13 +2,13 @@ package serve
 
 import (
 	"errors"
-	"github.com/vdpp/vdpp/serve/job"
-	"github.com/vdpp/vdpp/serve/wire"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/serve/job"
+	"github.com/vdpp/vdpp/serve/wire"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -70,7 +70,7 @@ func TestCloseRecordsReceivedResult(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 
-	store, err := OpenStore(dir)
+	store, err := openStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,12 +98,12 @@ func TestCloseRecordsReceivedResult(t *testing.T) {
 // TestClosedCoordinatorRefuses: once Close has begun, nothing that would write to the
 // store starts.
 func TestClosedCoordinatorRefuses(t *testing.T) {
-	st, err := OpenStore(t.TempDir())
+	st, err := openStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	c, err := NewCoordinator(CoordConfig{Model: syntheticModel(t), Store: st, NProc: 1})
+	c, err := newCoordinator(coordConfig{Model: syntheticModel(t), Store: st, NProc: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

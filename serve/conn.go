@@ -41,12 +41,12 @@ func (w *workerConn) close() {
 
 // ServeWorkers accepts worker connections on ln until it is closed. Each connection must
 // present secret; a rank that connects again replaces its previous connection.
-func (c *Coordinator) ServeWorkers(ln net.Listener, secret []byte, heartbeat, timeout time.Duration) error {
+func (c *coordinator) ServeWorkers(ln net.Listener, secret []byte, heartbeat, timeout time.Duration) error {
 	if heartbeat <= 0 {
-		heartbeat = DefaultHeartbeat
+		heartbeat = wire.DefaultHeartbeat
 	}
 	if timeout <= 0 {
-		timeout = DefaultHeartbeatTimeout
+		timeout = wire.DefaultHeartbeatTimeout
 	}
 	for {
 		conn, err := ln.Accept()
@@ -82,7 +82,7 @@ func (c *Coordinator) ServeWorkers(ln net.Listener, secret []byte, heartbeat, ti
 // joinConn registers w as rank's connection (dispatcher.join) and counts its read loop in
 // wg (the caller calls wg.Done when the loop ends). It refuses (false, w closed) once
 // Close has begun.
-func (c *Coordinator) joinConn(w *workerConn, rank, pid int) bool {
+func (c *coordinator) joinConn(w *workerConn, rank, pid int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rc, ok := c.d.Join(rank, pid, c.cfg.Now())
@@ -93,11 +93,13 @@ func (c *Coordinator) joinConn(w *workerConn, rank, pid int) bool {
 	c.wg.Add(1)
 	w.rc = rc
 	c.conns[rc] = w
+	close(c.joined)
+	c.joined = make(chan struct{})
 	c.flushLocked()
 	return true
 }
 
-func (c *Coordinator) writeLoop(w *workerConn, heartbeat time.Duration) {
+func (c *coordinator) writeLoop(w *workerConn, heartbeat time.Duration) {
 	t := time.NewTicker(heartbeat)
 	defer t.Stop()
 	ping := wire.Ping()
@@ -120,7 +122,7 @@ func (c *Coordinator) writeLoop(w *workerConn, heartbeat time.Duration) {
 // readLoop feeds a worker's messages to the dispatcher until its connection fails, then
 // reports the loss. It runs counted in wg (see joinConn), so Close waits for a message it
 // has already received.
-func (c *Coordinator) readLoop(w *workerConn, timeout time.Duration) {
+func (c *coordinator) readLoop(w *workerConn, timeout time.Duration) {
 	var err error
 	for {
 		var m comm.Message
@@ -143,7 +145,7 @@ func (c *Coordinator) readLoop(w *workerConn, timeout time.Duration) {
 }
 
 // handle decodes a worker's message and feeds it to the dispatcher.
-func (c *Coordinator) handle(w *workerConn, m comm.Message) error {
+func (c *coordinator) handle(w *workerConn, m comm.Message) error {
 	op, ctl, err := wire.Op(m)
 	if err != nil {
 		return err

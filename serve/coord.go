@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/vdpp/vdpp/serve/job"
 	"log/slog"
 	"sync"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve/dispatch"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/wire"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -27,11 +27,11 @@ const (
 	finalFile = "final.f32"
 )
 
-// CoordConfig configures a Coordinator.
-type CoordConfig struct {
+// coordConfig configures a coordinator.
+type coordConfig struct {
 	// Model prepares jobs (the served model's conditioning role).
 	Model generator
-	Store *Store
+	Store *jobStore
 	// NProc is the number of worker ranks.
 	NProc int
 	// MaxBatch bounds the samples of one denoiser call (default Model.MaxBatch()).
@@ -50,12 +50,12 @@ type CoordConfig struct {
 	// StallTimeout: a worker that holds a batch without reporting a step for this long is
 	// treated as dead (its connection is closed and its process killed). 0 disables.
 	StallTimeout time.Duration
-	Metrics      *Metrics
+	Metrics      *metricSet
 	Log          *slog.Logger
 	Now          func() time.Time
 }
 
-func (c *CoordConfig) defaults() error {
+func (c *coordConfig) defaults() error {
 	if c.NProc < 1 {
 		return fmt.Errorf("serve: --nproc %d: need at least 1", c.NProc)
 	}
@@ -78,7 +78,7 @@ func (c *CoordConfig) defaults() error {
 		c.MaxAttempts = 8
 	}
 	if c.Metrics == nil {
-		c.Metrics = NewMetrics()
+		c.Metrics = newMetrics()
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -89,11 +89,11 @@ func (c *CoordConfig) defaults() error {
 	return nil
 }
 
-// Coordinator is the dispatcher's driver: it owns the lock, the worker connections, the
+// coordinator is the dispatcher's driver: it owns the lock, the worker connections, the
 // store and the goroutines. Every public method and every I/O outcome is an event fed to
 // the dispatcher under mu, followed by the actions it returns (flushLocked).
-type Coordinator struct {
-	cfg CoordConfig
+type coordinator struct {
+	cfg coordConfig
 
 	mu sync.Mutex
 	// d holds every job and worker decision; guarded by mu.
@@ -113,8 +113,10 @@ type Coordinator struct {
 	onLost func(rank, pid int)
 	// closing is closed by Close: store retries give up.
 	closing chan struct{}
-	health  storeHealth
-	hooks   coordHooks
+	// joined is closed and replaced whenever a worker joins (waitReady).
+	joined chan struct{}
+	health storeHealth
+	hooks  coordHooks
 }
 
 // jobIO is the driver's per-job state.
@@ -136,16 +138,16 @@ type coordHooks struct {
 	draining func()
 }
 
-// NewCoordinator loads the store: finished jobs stay downloadable, queued and running ones
+// newCoordinator loads the store: finished jobs stay downloadable, queued and running ones
 // are queued again (from step 0: a job's result does not depend on where it restarts).
-func NewCoordinator(cfg CoordConfig) (*Coordinator, error) {
+func newCoordinator(cfg coordConfig) (*coordinator, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
 	d := dispatch.New(dispatch.Limits{MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning,
 		Depth: cfg.Depth, MaxAttempts: cfg.MaxAttempts, StallTimeout: cfg.StallTimeout})
-	c := &Coordinator{cfg: cfg, d: d, conns: map[*dispatch.Worker]*workerConn{}, io: map[*dispatch.Job]*jobIO{},
-		closing: make(chan struct{})}
+	c := &coordinator{cfg: cfg, d: d, conns: map[*dispatch.Worker]*workerConn{}, io: map[*dispatch.Job]*jobIO{},
+		closing: make(chan struct{}), joined: make(chan struct{})}
 	recs, err := cfg.Store.All()
 	if err != nil {
 		return nil, err
@@ -159,7 +161,7 @@ func NewCoordinator(cfg CoordConfig) (*Coordinator, error) {
 }
 
 // flushLocked performs the dispatcher's pending actions, in order.
-func (c *Coordinator) flushLocked() {
+func (c *coordinator) flushLocked() {
 	for _, a := range c.d.Take() {
 		switch a := a.(type) {
 		case dispatch.Prepare:
@@ -216,7 +218,7 @@ func (c *Coordinator) flushLocked() {
 	}
 }
 
-func (c *Coordinator) observe(a dispatch.Metric) {
+func (c *coordinator) observe(a dispatch.Metric) {
 	m := c.cfg.Metrics
 	switch a.Kind {
 	case dispatch.MetricRejected:
@@ -237,7 +239,7 @@ func (c *Coordinator) observe(a dispatch.Metric) {
 }
 
 // ioLocked returns j's driver state, creating it.
-func (c *Coordinator) ioLocked(j *dispatch.Job) *jobIO {
+func (c *coordinator) ioLocked(j *dispatch.Job) *jobIO {
 	io := c.io[j]
 	if io == nil {
 		io = &jobIO{}
@@ -254,17 +256,17 @@ func newID() string {
 
 // Submit persists a new job (image bytes and parameters) and queues it. It fails with
 // ErrQueueFull when the queue is full.
-func (c *Coordinator) Submit(p job.Params, img []byte) (job.Status, error) {
+func (c *coordinator) Submit(p job.Params, img []byte) (job.Status, error) {
 	return c.submit(p, img, nil)
 }
 
 // SubmitPrompt persists a new job of a text-to-video model (its prompt and parameters) and
 // queues it, as Submit.
-func (c *Coordinator) SubmitPrompt(p job.Params, pr family.Prompt) (job.Status, error) {
+func (c *coordinator) SubmitPrompt(p job.Params, pr family.Prompt) (job.Status, error) {
 	return c.submit(p, nil, &pr)
 }
 
-func (c *Coordinator) submit(p job.Params, img []byte, pr *family.Prompt) (job.Status, error) {
+func (c *coordinator) submit(p job.Params, img []byte, pr *family.Prompt) (job.Status, error) {
 	c.mu.Lock()
 	seq, err := c.d.Reserve(c.cfg.Now())
 	c.flushLocked()
@@ -297,14 +299,14 @@ func (c *Coordinator) submit(p job.Params, img []byte, pr *family.Prompt) (job.S
 }
 
 // RetryAfter estimates how many seconds until the queue has room.
-func (c *Coordinator) RetryAfter() int {
+func (c *coordinator) RetryAfter() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.d.RetryAfter()
 }
 
 // prepare builds a job's initial sample off the lock (actPrepare).
-func (c *Coordinator) prepare(a dispatch.Prepare) {
+func (c *coordinator) prepare(a dispatch.Prepare) {
 	defer c.wg.Done()
 	s, err := c.buildSample(a)
 	c.mu.Lock()
@@ -313,7 +315,7 @@ func (c *Coordinator) prepare(a dispatch.Prepare) {
 	c.flushLocked()
 }
 
-func (c *Coordinator) buildSample(a dispatch.Prepare) (*dispatch.Sample, error) {
+func (c *coordinator) buildSample(a dispatch.Prepare) (*dispatch.Sample, error) {
 	in := family.Input{Prompt: a.Prompt}
 	if a.Prompt == nil {
 		data := a.Img
@@ -344,11 +346,11 @@ func (c *Coordinator) buildSample(a dispatch.Prepare) (*dispatch.Sample, error) 
 }
 
 // writeOutput writes a job's final latent (actWriteOutput) before it is marked succeeded.
-func (c *Coordinator) writeOutput(j *dispatch.Job, latent *tensor.Dense) {
+func (c *coordinator) writeOutput(j *dispatch.Job, latent *tensor.Dense) {
 	defer c.wg.Done()
 	id := j.ID()
 	err := c.retry("output of job "+id, outputAttempts, func() error {
-		return c.cfg.Store.WriteFile(id, finalFile, EncodeLatent(latent))
+		return c.cfg.Store.WriteFile(id, finalFile, encodeLatent(latent))
 	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -363,7 +365,7 @@ func (c *Coordinator) writeOutput(j *dispatch.Job, latent *tensor.Dense) {
 // one, or one whose last step has already come back, gives ErrFinished; any cancel once
 // Close has begun ErrClosed (the job stays as the store has it); a store that cannot record
 // the cancel within cancelWait ErrStorage (the job is still cancelled in memory).
-func (c *Coordinator) Cancel(id string) (job.Status, error) {
+func (c *coordinator) Cancel(id string) (job.Status, error) {
 	c.mu.Lock()
 	j, ver, err := c.d.Cancel(id, c.cfg.Now())
 	c.flushLocked()
@@ -383,7 +385,7 @@ func (c *Coordinator) Cancel(id string) (job.Status, error) {
 }
 
 // Status returns job id's status.
-func (c *Coordinator) Status(id string) (job.Status, error) {
+func (c *coordinator) Status(id string) (job.Status, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	j, ok := c.d.Lookup(id)
@@ -394,11 +396,11 @@ func (c *Coordinator) Status(id string) (job.Status, error) {
 }
 
 // statusLocked is what clients see of j now (dispatcher.status).
-func (c *Coordinator) statusLocked(j *dispatch.Job) job.Status { return c.d.Status(j, c.cfg.Now()) }
+func (c *coordinator) statusLocked(j *dispatch.Job) job.Status { return c.d.Status(j, c.cfg.Now()) }
 
 // Subscribe returns a channel that receives a token whenever job id changes, and a function
 // to stop. The token channel holds at most one token (changes coalesce).
-func (c *Coordinator) Subscribe(id string) (<-chan struct{}, func(), error) {
+func (c *coordinator) Subscribe(id string) (<-chan struct{}, func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	j, ok := c.d.Lookup(id)
@@ -419,21 +421,38 @@ func (c *Coordinator) Subscribe(id string) (<-chan struct{}, func(), error) {
 }
 
 // Counts returns the number of jobs in each state and the queue depth.
-func (c *Coordinator) Counts() (map[job.State]int, int) {
+func (c *coordinator) Counts() (map[job.State]int, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.d.Counts()
 }
 
 // Ready reports whether every rank has joined.
-func (c *Coordinator) Ready() (joined, want int) {
+func (c *coordinator) Ready() (joined, want int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.d.Workers(), c.cfg.NProc
 }
 
+// waitReady returns once every rank has joined, or when ctx ends (its error).
+func (c *coordinator) waitReady(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		ready, ch := c.d.Workers() == c.cfg.NProc, c.joined
+		c.mu.Unlock()
+		if ready {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // connected reports whether rank has a live connection.
-func (c *Coordinator) connected(rank int) bool {
+func (c *coordinator) connected(rank int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.d.Connected(rank)
@@ -444,7 +463,7 @@ func (c *Coordinator) connected(rank int) bool {
 // job whose last step came back is written as succeeded), the output and record writes
 // they start, submissions being persisted, prepares and sweeps. Jobs still running stay
 // queued in the store and resume on the next start. The caller may close the store after.
-func (c *Coordinator) Close() {
+func (c *coordinator) Close() {
 	c.mu.Lock()
 	if !c.d.Closed() {
 		close(c.closing)
@@ -465,7 +484,7 @@ func (c *Coordinator) Close() {
 }
 
 // latentShape returns the final latent shape of a succeeded job.
-func (c *Coordinator) latentShape(id string) ([]int, error) {
+func (c *coordinator) latentShape(id string) ([]int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	j, ok := c.d.Lookup(id)
@@ -481,7 +500,7 @@ func (c *Coordinator) latentShape(id string) ([]int, error) {
 
 // watchStalls feeds the dispatcher's stall watchdog (checkStalls) a tick every second (or
 // half the stall timeout) until done.
-func (c *Coordinator) watchStalls(done <-chan struct{}) {
+func (c *coordinator) watchStalls(done <-chan struct{}) {
 	if c.cfg.StallTimeout <= 0 {
 		return
 	}

@@ -1,8 +1,9 @@
 package serve
 
 import (
+	"context"
+
 	"github.com/vdpp/vdpp/serve/job"
-	"net/http"
 )
 
 // modelCostLimits returns gen's limits: DeriveCostLimits of gen's defaults and step
@@ -35,7 +36,13 @@ func (s *Server) modelLimits() job.ModelLimits {
 		MaxFrames: l.MaxFrames, MaxResolution: l.MaxResolution, MaxSteps: l.MaxSteps, CostLimits: s.cost}
 }
 
-// handleLimits is GET /v1/limits: the served model's ModelLimits.
-func (s *Server) handleLimits(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.modelLimits())
+// checkImage verifies that data is a decodable PNG or JPEG of at most maxPixels pixels
+// (checked from the header before decoding, so a decompression bomb costs nothing; the
+// pixels are decoded within the process's decode memory budget).
+func checkImage(data []byte, maxPixels int) error {
+	_, release, err := decodeImage(context.Background(), data, maxPixels)
+	if err == nil {
+		release()
+	}
+	return err
 }

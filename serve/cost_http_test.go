@@ -2,10 +2,12 @@ package serve
 
 import (
 	"bytes"
-	"github.com/vdpp/vdpp/serve/job"
 	"net/http"
 	"reflect"
 	"testing"
+
+	"github.com/vdpp/vdpp/serve/job"
+	"github.com/vdpp/vdpp/serve/openai"
 )
 
 // TestCostLimitsHTTP checks that both APIs refuse, with a 413 naming the parameter, a job
@@ -49,7 +51,7 @@ func TestCostLimitsHTTP(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !reflect.DeepEqual(got, want) {
 		t.Fatalf("GET /v1/limits: %d %+v, want %+v", resp.StatusCode, got, want)
 	}
-	var models struct{ Data []openAIModel }
+	var models struct{ Data []openai.Model }
 	_, b = ts.do("GET", "/v1/models", nil, "")
 	mustJSON(t, b, &models)
 	if len(models.Data) == 0 || models.Data[0].Limits.MaxWork != want.MaxWork || models.Data[0].Limits.NativeWidth != 64 {

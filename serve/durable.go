@@ -3,13 +3,14 @@ package serve
 import (
 	"errors"
 	"fmt"
-	"github.com/vdpp/vdpp/serve/dispatch"
-	"github.com/vdpp/vdpp/serve/job"
 	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/vdpp/vdpp/serve/dispatch"
+	"github.com/vdpp/vdpp/serve/job"
 )
 
 // Retries of store writes. A job's output is retried outputAttempts times (about 3 s)
@@ -89,7 +90,7 @@ func (h *storeHealth) ok(now time.Time, probe func() error) error {
 // retry runs op until it succeeds, attempts times (0: until the coordinator closes),
 // waiting retryDelay between tries. Every failure is logged and marks storage unhealthy;
 // a success marks it healthy.
-func (c *Coordinator) retry(what string, attempts int, op func() error) error {
+func (c *coordinator) retry(what string, attempts int, op func() error) error {
 	for a := 0; ; a++ {
 		err := op()
 		c.health.report(err)
@@ -112,7 +113,7 @@ func (c *Coordinator) retry(what string, attempts int, op func() error) error {
 // holds when the write starts; io.wmu serialises a job's writes, so the store never goes
 // back to an older record) and feeds the outcome back (dispatcher.recordSaved). It runs
 // counted in wg, so Close waits for it.
-func (c *Coordinator) writeRecord(j *dispatch.Job, io *jobIO) {
+func (c *coordinator) writeRecord(j *dispatch.Job, io *jobIO) {
 	defer c.wg.Done()
 	io.wmu.Lock()
 	c.mu.Lock()
@@ -129,7 +130,7 @@ func (c *Coordinator) writeRecord(j *dispatch.Job, io *jobIO) {
 // waitSaved waits until j's record of version ver (or a later one) has landed, at most
 // timeout. It fails with ErrStorage when it has not by then, ErrClosed when the server
 // closes first.
-func (c *Coordinator) waitSaved(j *dispatch.Job, ver uint64, timeout time.Duration) error {
+func (c *coordinator) waitSaved(j *dispatch.Job, ver uint64, timeout time.Duration) error {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for {
@@ -157,16 +158,16 @@ func (c *Coordinator) waitSaved(j *dispatch.Job, ver uint64, timeout time.Durati
 
 // StorageOK reports whether the data dir is writable (nil), probing it while writes are
 // failing.
-func (c *Coordinator) StorageOK() error {
+func (c *coordinator) StorageOK() error {
 	return c.health.ok(c.cfg.Now(), c.cfg.Store.Probe)
 }
 
-// probeFile is written and removed by Store.Probe.
+// probeFile is written and removed by jobStore.Probe.
 const probeFile = ".probe"
 
 // Probe checks that the store can write job files: it writes, syncs and removes a small
 // file in DIR/jobs.
-func (s *Store) Probe() error {
+func (s *jobStore) Probe() error {
 	path := filepath.Join(s.dir, "jobs", probeFile)
 	if err := writeSynced(path, []byte("ok\n")); err != nil {
 		return err

@@ -2,16 +2,15 @@ package serve
 
 import (
 	"fmt"
-	"github.com/vdpp/vdpp/serve/job"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vdpp/vdpp/serve/job"
 )
 
 func TestValidID(t *testing.T) {
@@ -38,27 +37,6 @@ func TestValidID(t *testing.T) {
 	}
 }
 
-func TestBearerToken(t *testing.T) {
-	for _, c := range []struct {
-		header, token string
-		ok            bool
-	}{
-		{"Bearer s3cret", "s3cret", true},
-		{"bearer s3cret", "s3cret", true},
-		{"BEARER   s3cret  ", "s3cret", true},
-		{"Basic s3cret", "", false},
-		{"Bearer", "", false},
-		{"Bearer ", "", false},
-		{"", "", false},
-		{"s3cret", "", false},
-	} {
-		tok, ok := bearerToken(c.header)
-		if tok != c.token || ok != c.ok {
-			t.Errorf("bearerToken(%q) = %q, %v; want %q, %v", c.header, tok, ok, c.token, c.ok)
-		}
-	}
-}
-
 func TestRetryDelay(t *testing.T) {
 	for _, c := range []struct {
 		attempt int
@@ -77,28 +55,6 @@ func TestRetryDelay(t *testing.T) {
 	}
 	if sum < 2*time.Second || sum > 5*time.Second {
 		t.Errorf("an output write is retried for %v; want a few seconds", sum)
-	}
-}
-
-func TestStorageErrorStatus(t *testing.T) {
-	full := storageError(&fs.PathError{Op: "write", Path: "/secret/data/jobs/x", Err: syscall.ENOSPC})
-	denied := storageError(&fs.PathError{Op: "open", Path: "/secret/data/jobs/x", Err: syscall.EACCES})
-	for _, c := range []struct {
-		err  error
-		st   int
-		code string
-	}{
-		{full, 507, "insufficient_storage"},
-		{denied, 503, "storage_unavailable"},
-		{fmt.Errorf("wrapped: %w", denied), 503, "storage_unavailable"},
-	} {
-		st, code := errorStatus(c.err)
-		if st != c.st || code != c.code {
-			t.Errorf("errorStatus(%v) = %d %s, want %d %s", c.err, st, code, c.st, c.code)
-		}
-		if strings.Contains(publicMessage(code), "/") {
-			t.Errorf("public message %q names a path", publicMessage(code))
-		}
 	}
 }
 
@@ -300,30 +256,4 @@ func TestRestartsAndTimings(t *testing.T) {
 	if again.Timings != st.Timings || again.Timings.RunMS <= 0 {
 		t.Fatalf("timings %+v before the restart, %+v after", st.Timings, again.Timings)
 	}
-}
-
-// FuzzBearerToken: a token that parses has no blanks at its ends and parses back from
-// "Bearer TOKEN"; a header without the scheme never parses.
-func FuzzBearerToken(f *testing.F) {
-	for _, s := range []string{"Bearer abc", "bearer  x ", "Basic abc", "", "Bearer", " BEARER\tq"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, h string) {
-		tok, ok := bearerToken(h)
-		if !ok {
-			if tok != "" {
-				t.Fatalf("%q: token %q without ok", h, tok)
-			}
-			return
-		}
-		if tok == "" || tok != strings.TrimSpace(tok) {
-			t.Fatalf("%q: token %q", h, tok)
-		}
-		if !strings.HasPrefix(strings.ToLower(strings.TrimSpace(h)), "bearer ") {
-			t.Fatalf("%q parsed without the Bearer scheme", h)
-		}
-		if back, ok := bearerToken("Bearer " + tok); !ok || back != tok {
-			t.Fatalf("%q: token %q does not parse back (%q, %v)", h, tok, back, ok)
-		}
-	})
 }

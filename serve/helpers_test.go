@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/vdpp/vdpp/serve/job"
 	"image"
 	"image/color"
 	"image/png"
@@ -18,8 +17,15 @@ import (
 
 	_ "github.com/vdpp/vdpp/model/families" // the synthetic model
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
+
+// apiError is the body of a native error response.
+type apiError struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
 
 // testPNG returns a small PNG whose colours depend on k.
 func testPNG(t testing.TB, k int) []byte {

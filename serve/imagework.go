@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/vdpp/vdpp/serve/job"
 	"image"
 	"image/color"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/video"
 )
 
@@ -154,7 +154,7 @@ type renderCall struct {
 	err  error
 }
 
-func (f *renderFlights) init(m *Metrics) {
+func (f *renderFlights) init(m *metricSet) {
 	f.calls = map[string]*renderCall{}
 	f.renders = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_renders_total",
 		Help: "Renders (decode and write of a finished job's GIF and MP4; concurrent first downloads share one)."})

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/vdpp/vdpp/serve/job"
 	"image"
 	"image/color"
 	"image/png"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/video"
 )
 

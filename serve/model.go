@@ -1,14 +1,10 @@
 package serve
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/vdpp/vdpp/serve/job"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/vdpp/vdpp/model"
@@ -16,15 +12,16 @@ import (
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/serve/dispatch"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
 
 // ErrModelClosed is returned by a Model used after Close.
 var ErrModelClosed = errors.New("serve: model closed")
 
-// JobSample is the noise stream index of a job: every job is sample 0 of its seed, as the
+// jobSample is the noise stream index of a job: every job is sample 0 of its seed, as the
 // first sample of `vdpp generate`.
-const JobSample = 0
+const jobSample = 0
 
 // ModelSpec names the model every process of a server loads: the coordinator its
 // conditioning and decoding roles (OpenModel), each worker its denoising role. Everything
@@ -228,54 +225,10 @@ func (g *Model) Close() error {
 // model's Description and refused with one ErrBadParams line when the model cannot run
 // them; a job of one window keeps them zero.
 func (g *Model) ParseParams(data []byte, lim job.Limits) (job.Params, error) {
-	return parseModelParams(data, g.defaults, g.desc, g.check, lim)
+	return job.ParseModelParams(data, g.defaults, g.desc, g.check, lim)
 }
 
-// parseModelParams is ParseParams for a model of defaults, description desc and check.
-func parseModelParams(data []byte, defaults job.Params, desc family.Description, check func(family.Params) error, lim job.Limits) (job.Params, error) {
-	p, err := job.ParseParams(data, defaults, lim)
-	if err != nil {
-		return job.Params{}, err
-	}
-	if check != nil {
-		if err := check(family.Params(p)); err != nil {
-			return job.Params{}, fmt.Errorf("%w: %s", job.ErrBadParams, strings.TrimPrefix(err.Error(), family.ErrParams.Error()+": "))
-		}
-	}
-	given, err := hasField(data, "overlap")
-	if err != nil {
-		return job.Params{}, err
-	}
-	switch {
-	case !given:
-		p.Overlap = -1 // the model's
-	case p.Overlap < 0:
-		return job.Params{}, fmt.Errorf("%w: overlap %d must not be negative", job.ErrBadParams, p.Overlap)
-	}
-	r, err := desc.ResolveWindows(family.Params(p), "")
-	if err != nil {
-		return job.Params{}, fmt.Errorf("%w: %s", job.ErrBadParams, strings.TrimPrefix(err.Error(), family.ErrParams.Error()+": "))
-	}
-	if r.NumFrames <= r.Window {
-		r.Window, r.Overlap, r.Blend = 0, 0, ""
-	}
-	return job.Params(r), nil
-}
-
-// hasField reports whether the JSON object data sets key (data has already been parsed).
-func hasField(data []byte, key string) (bool, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return false, nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return false, fmt.Errorf("%w: %v", job.ErrBadParams, err)
-	}
-	_, ok := m[key]
-	return ok, nil
-}
-
-// Prepare builds the initial sample of a job (sample JobSample of p.Seed): from in.Image for
+// Prepare builds the initial sample of a job (sample jobSample of p.Seed): from in.Image for
 // an image-conditioned model, from in.Prompt for a text-to-video one (the text encoder
 // encodes each text once; the negative prompt, shared by most jobs, stays cached).
 func (g *Model) Prepare(ctx context.Context, in family.Input, p job.Params, sc sched.Scheduler) (*dispatch.Sample, error) {
@@ -296,7 +249,7 @@ func (g *Model) Prepare(ctx context.Context, in family.Input, p job.Params, sc s
 	if err := g.check(family.Params(p)); err != nil {
 		return nil, fmt.Errorf("%w: %w", job.ErrBadParams, err)
 	}
-	it, err := g.s.Prepare(ctx, in, family.Params(p), sc, []int64{JobSample})
+	it, err := g.s.Prepare(ctx, in, family.Params(p), sc, []int64{jobSample})
 	if err != nil {
 		return nil, fmt.Errorf("serve: prepare: %w", err)
 	}

@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vdpp/vdpp/serve/job"
 	"time"
+
+	"github.com/vdpp/vdpp/serve/job"
 )
 
 // Page returns up to limit jobs in submission order (newest first when desc) that come
 // after the job with id after ("" starts at the beginning), and whether more follow. An
 // after id the server does not hold is ErrNotFound.
-func (c *Coordinator) Page(after string, limit int, desc bool) ([]job.Status, bool, error) {
+func (c *coordinator) Page(after string, limit int, desc bool) ([]job.Status, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.d.Page(after, limit, desc, c.cfg.Now())
@@ -24,7 +25,7 @@ const deletePoll = 10 * time.Millisecond
 // cancelled first and Delete waits (at most wait, or until ctx ends) until it has ended
 // and its record is written; then the job leaves memory (every route answers 404), its
 // files go and then its record. An unknown id is ErrNotFound; after Close, ErrClosed.
-func (c *Coordinator) Delete(ctx context.Context, id string, wait time.Duration) error {
+func (c *coordinator) Delete(ctx context.Context, id string, wait time.Duration) error {
 	if _, err := c.Cancel(id); err != nil && !errors.Is(err, job.ErrFinished) {
 		return err
 	}

@@ -2,8 +2,9 @@ package serve
 
 import (
 	"errors"
-	"github.com/vdpp/vdpp/serve/job"
 	"time"
+
+	"github.com/vdpp/vdpp/serve/job"
 )
 
 // Bounds of the interval between two sweeps for expired jobs.
@@ -30,7 +31,7 @@ func sweepInterval(keep time.Duration) time.Duration {
 // then its record. If the process dies in between, the record of an expired job is left
 // and the next start's sweep deletes it; nothing visible points at missing files. After
 // Close it returns ErrClosed.
-func (c *Coordinator) Expire(now time.Time, keep time.Duration) (int, error) {
+func (c *coordinator) Expire(now time.Time, keep time.Duration) (int, error) {
 	if keep <= 0 {
 		return 0, nil
 	}
@@ -63,8 +64,8 @@ func (c *Coordinator) Expire(now time.Time, keep time.Duration) (int, error) {
 }
 
 // removeOrphans deletes the job folders that no record points at (see
-// Store.RemoveOrphans). It runs before the server takes submissions.
-func (c *Coordinator) removeOrphans() (int, error) {
+// jobStore.RemoveOrphans). It runs before the server takes submissions.
+func (c *coordinator) removeOrphans() (int, error) {
 	return c.cfg.Store.RemoveOrphans(func(id string) bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vdpp/vdpp/serve/job"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/synthetic"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -147,7 +147,7 @@ func sweep(tick chan<- time.Time) {
 }
 
 // waitStored polls the store until job id's record is in state s.
-func waitStored(t *testing.T, st *Store, id string, s job.State) {
+func waitStored(t *testing.T, st *jobStore, id string, s job.State) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		recs, err := st.All()
@@ -290,7 +290,7 @@ func TestRetentionAtStartup(t *testing.T) {
 	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
 	dir := t.TempDir()
-	st, err := OpenStore(dir)
+	st, err := openStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,12 @@ package serve
 import (
 	"encoding/base64"
 	"errors"
-	"github.com/vdpp/vdpp/serve/job"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
 

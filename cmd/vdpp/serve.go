@@ -1,9 +1,6 @@
 package main
 
 import (
-	"github.com/vdpp/vdpp/builtin"
-	"github.com/vdpp/vdpp/model/family"
-
 	"context"
 	"encoding/hex"
 	"errors"
@@ -15,7 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/generate"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/wire"
@@ -92,7 +91,7 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelNa
 	fs.IntVar(&cfg.Conns.Max, "max-conns", 0, "HTTP connections held at once; more are answered 503 and closed (0: from the file-descriptor limit, leaving a quarter and at least 256 for the store and workers, at most 4096)")
 	fs.IntVar(&cfg.Conns.PerClient, "max-conns-per-client", 0, "HTTP connections one client IP address may hold (0: a quarter of --max-conns)")
 	fs.StringVar(&cfg.PidFile, "worker-pid-file", "", "write 'RANK PID' of every live worker here (fault tests)")
-	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", serve.DefaultHeartbeatTimeout, "a worker silent this long is declared dead")
+	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", wire.DefaultHeartbeatTimeout, "a worker silent this long is declared dead")
 	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", 60*time.Second, "a worker holding a batch without finishing a step this long is restarted (negative: never)")
 	fs.DurationVar(&cfg.KeepJobs, "keep-jobs", job.DefaultKeepJobs, "delete a finished job (record, input, latent, videos) this long after it finished; 0 keeps jobs forever")
 	fs.Func("served-model-name", "the model name(s) the OpenAI API answers to, comma-separated; the first is reported (default: the --model value, a folder's base name)", func(v string) error {
@@ -194,7 +193,7 @@ func runServeWorker(ctx context.Context, args []string, stderr io.Writer, rank i
 	fs.StringVar(&cfg.Spec.Backend, "backend", "", "GoMLX backend")
 	fs.Float64Var(&cfg.Spec.StepMS, "step-ms", 1, "synthetic model: cost of one sample-step in ms")
 	fs.StringVar(&cfg.Spec.Cost, "cost", "sleep", "synthetic model: sleep or spin")
-	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", serve.DefaultHeartbeatTimeout, "give up on a silent server after this")
+	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", wire.DefaultHeartbeatTimeout, "give up on a silent server after this")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -2,12 +2,12 @@ package dispatch
 
 import (
 	"fmt"
-	"github.com/vdpp/vdpp/serve/job"
 	"log/slog"
 	"time"
 
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
 

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"fmt"
-	"github.com/vdpp/vdpp/serve/job"
 	"log/slog"
 	"slices"
 	"sort"
@@ -11,24 +10,11 @@ import (
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
 
-// The dispatcher is the coordinator's state machine, in the manner of etcd raft's RawNode:
-// it holds every job's lifecycle (queue, admission, running slots, the latest latent of
-// each sample), the live workers and their batches, and decides; the Coordinator
-// (coord.go, conn.go, durable.go) feeds it events and performs the actions it returns
-// (dispatch_action.go). It has no goroutines, sockets, clocks or files: time comes in with
-// the events, and what must happen in the world (send a batch, write a record, wake
-// subscribers) goes out as actions, so every rule is tested with tables of events and
-// actions (dispatch_cases_test.go) and a fuzzer that checks its invariants
-// (dispatch_fuzz_test.go).
-//
-// Events: load (the store's records at start), reserve/submitted (a submission before and
-// after its files are written), prepared (a job's initial sample is built), cancel, join
-// and lost (a worker's connection), message (a worker's progress, dropped rows, result,
-// failure), outputWritten and recordSaved (a write landed or failed for good),
-// checkStalls (the watchdog's tick), expire and remove (retention and DELETE), close.
+// Dispatcher holds every job's lifecycle and every worker decision (see the package doc).
 type Dispatcher struct {
 	lim       Limits
 	closed    bool
@@ -48,13 +34,14 @@ type Dispatcher struct {
 	out []Action
 }
 
-// Limits are the CoordConfig fields the dispatcher decides with.
+// Limits are what the dispatcher decides with: batch size, queue and slot bounds, how many
+// batches a worker may hold, re-runs before a job fails, the stall watchdog's base time.
 type Limits struct {
 	MaxBatch, MaxQueue, MaxRunning, Depth, MaxAttempts int
 	StallTimeout                                       time.Duration
 }
 
-// job is the dispatcher's view of one job.
+// Job is the dispatcher's view of one job.
 type Job struct {
 	rec       job.Record
 	img       []byte // the upload, until prepared (loaded from the store after a restart)
@@ -124,7 +111,7 @@ func New(lim Limits) *Dispatcher {
 	return &Dispatcher{lim: lim, jobs: map[string]*Job{}, workers: map[int]*Worker{}, counts: map[job.State]int{}}
 }
 
-// take returns the actions of the events handled since the last call.
+// Take returns the actions of the events handled since the last call.
 func (d *Dispatcher) Take() []Action {
 	out := d.out
 	d.out = nil
@@ -141,7 +128,7 @@ func (d *Dispatcher) metric(kind MetricKind, stage int, v float64, at time.Time)
 	d.emit(Metric{Kind: kind, Stage: stage, V: v, At: at})
 }
 
-// load takes the store's records at start-up: finished jobs stay as they are, queued and
+// Load takes the store's records at start-up: finished jobs stay as they are, queued and
 // running ones are queued again from step 0 (a job's result does not depend on where it
 // restarts), or end cancelled when a cancel had been accepted for them.
 func (d *Dispatcher) Load(recs []job.Record, now time.Time) {
@@ -188,7 +175,7 @@ func cmpSeq(a, b uint64) int {
 	return 0
 }
 
-// reserve takes a place in the queue for a submission whose files are being written and
+// Reserve takes a place in the queue for a submission whose files are being written and
 // returns its sequence number.
 func (d *Dispatcher) Reserve(now time.Time) (uint64, error) {
 	if d.closed {
@@ -203,7 +190,7 @@ func (d *Dispatcher) Reserve(now time.Time) (uint64, error) {
 	return d.nextSeq, nil
 }
 
-// submitted ends a reservation: with err == nil rec (written to the store) joins the queue
+// Submitted ends a reservation: with err == nil rec (written to the store) joins the queue
 // in sequence order, with the upload img.
 func (d *Dispatcher) Submitted(rec job.Record, img []byte, err error, now time.Time) (*Job, error) {
 	d.reserving--
@@ -239,10 +226,10 @@ func (d *Dispatcher) persist(j *Job) {
 	d.emit(Persist{Job: j, State: j.rec.State})
 }
 
-// record is what a write of j's record starts with: the record and its version.
+// Record is what a write of j's record starts with: the record and its version.
 func (d *Dispatcher) Record(j *Job) (job.Record, uint64) { return j.rec, j.recVer }
 
-// recordSaved: the write of j's record version ver ended (err: it never landed, the server
+// RecordSaved: the write of j's record version ver ended (err: it never landed, the server
 // is closing). An end state is reported once its record has landed.
 func (d *Dispatcher) RecordSaved(j *Job, ver uint64, err error) {
 	j.writes--
@@ -274,7 +261,7 @@ func (d *Dispatcher) admit(now time.Time) {
 	}
 }
 
-// prepared: job j's initial sample is built (it), or failed (err).
+// Prepared: job j's initial sample is built (it), or failed (err).
 func (d *Dispatcher) Prepared(j *Job, s *Sample, err error, now time.Time) {
 	j.img = nil
 	switch {
@@ -363,7 +350,7 @@ func (d *Dispatcher) complete(it *item, now time.Time) {
 	d.emit(WriteOutput{Job: j, Latent: it.latent})
 }
 
-// outputWritten: the final latent of j (of shape) was written, or could not be (err).
+// OutputWritten: the final latent of j (of shape) was written, or could not be (err).
 func (d *Dispatcher) OutputWritten(j *Job, shape []int, err error, now time.Time) {
 	if j.rec.State.Final() {
 		return
@@ -388,7 +375,7 @@ func (d *Dispatcher) OutputWritten(j *Job, shape []int, err error, now time.Time
 	d.emit(FreeMemory{})
 }
 
-// cancel asks for job id to stop: a queued job ends at once, a running one at its next step
+// Cancel asks for job id to stop: a queued job ends at once, a running one at its next step
 // boundary. It returns the record version the caller must see land before it reports the
 // cancel (see Coordinator.Cancel); a finished job, or one whose last step has already come
 // back, is ErrFinished (with the job).
@@ -434,7 +421,7 @@ func (d *Dispatcher) Cancel(id string, now time.Time) (*Job, uint64, error) {
 	return j, j.recVer, nil
 }
 
-// lookup finds job id, checking its form first.
+// Lookup finds job id, checking its form first.
 func (d *Dispatcher) Lookup(id string) (*Job, bool) {
 	if !job.ValidID(id) {
 		return nil, false
@@ -443,7 +430,7 @@ func (d *Dispatcher) Lookup(id string) (*Job, bool) {
 	return j, ok
 }
 
-// status is what clients see of j at now. An end (succeeded, failed, cancelled) is shown
+// Status is what clients see of j at now. An end (succeeded, failed, cancelled) is shown
 // only once its record has landed in the store; until then j shows the state it ended
 // from, so no client ever sees an end state that a restart could undo.
 func (d *Dispatcher) Status(j *Job, now time.Time) job.Status {
@@ -475,14 +462,14 @@ func (d *Dispatcher) Status(j *Job, now time.Time) job.Status {
 	return st
 }
 
-// retryAfter estimates how many seconds until the queue has room.
+// RetryAfter estimates how many seconds until the queue has room.
 func (d *Dispatcher) RetryAfter() int {
 	per := d.runEWMA / 1000 / float64(max(1, d.lim.MaxRunning))
 	s := int(per*float64(len(d.queue)-d.lim.MaxQueue+1) + 0.999)
 	return min(max(s, 1), 60)
 }
 
-// expire removes the jobs ExpiredJobs picks at now among the finished jobs with no record
+// Expire removes the jobs ExpiredJobs picks at now among the finished jobs with no record
 // write in flight, and returns their records (the driver then deletes their files and
 // records).
 func (d *Dispatcher) Expire(now time.Time, keep time.Duration) ([]job.Record, error) {
@@ -507,7 +494,7 @@ func (d *Dispatcher) Expire(now time.Time, keep time.Duration) ([]job.Record, er
 	return dead, nil
 }
 
-// remove takes job id out if it has ended and its record is written (done), for DELETE.
+// Remove takes job id out if it has ended and its record is written (done), for DELETE.
 func (d *Dispatcher) Remove(id string) (rec job.Record, done bool, err error) {
 	if d.closed {
 		return job.Record{}, false, job.ErrClosed
@@ -531,7 +518,7 @@ func (d *Dispatcher) forget(j *Job) {
 	d.emit(Forget{j})
 }
 
-// close stops all scheduling: nothing is admitted or dispatched any more.
+// Close stops all scheduling: nothing is admitted or dispatched any more.
 func (d *Dispatcher) Close() { d.closed = true }
 
 // dispatch hands ready items to workers with room, forming batches.

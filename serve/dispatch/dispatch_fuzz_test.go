@@ -3,11 +3,11 @@ package dispatch
 import (
 	"errors"
 	"fmt"
-	"github.com/vdpp/vdpp/serve/job"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
 

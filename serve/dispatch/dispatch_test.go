@@ -3,7 +3,6 @@ package dispatch
 import (
 	"errors"
 	"fmt"
-	"github.com/vdpp/vdpp/serve/job"
 	"reflect"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
 

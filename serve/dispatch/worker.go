@@ -3,12 +3,12 @@ package dispatch
 import (
 	"errors"
 	"fmt"
-	"github.com/vdpp/vdpp/serve/job"
 	"log/slog"
 	"slices"
 	"time"
 
 	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/serve/job"
 )
 
 // ErrProtocol marks a worker message that breaks the protocol: the driver closes the
@@ -42,7 +42,7 @@ type Msg struct {
 	ItemErr    error          // a result that did not decode
 }
 
-// join registers a new connection of rank (process pid) and returns it; a connection the
+// Join registers a new connection of rank (process pid) and returns it; a connection the
 // rank had is dropped (its batches re-planned). Once closed it refuses (nil, false).
 func (d *Dispatcher) Join(rank, pid int, now time.Time) (*Worker, bool) {
 	if d.closed {
@@ -59,7 +59,7 @@ func (d *Dispatcher) Join(rank, pid int, now time.Time) (*Worker, bool) {
 	return w, true
 }
 
-// lost: w's connection failed with err. If it was its rank's live connection, the rank's
+// Lost: w's connection failed with err. If it was its rank's live connection, the rank's
 // process is ended (the pool restarts it); its batches are re-planned either way.
 func (d *Dispatcher) Lost(w *Worker, err error, now time.Time) {
 	if d.workers[w.rank] == w {
@@ -89,7 +89,7 @@ func (d *Dispatcher) drop(w *Worker, why string, now time.Time) {
 	d.dispatch(now)
 }
 
-// message handles a worker's message about one of its batches. An error is a protocol
+// Message handles a worker's message about one of its batches. An error is a protocol
 // violation: the driver closes the connection (then lost).
 func (d *Dispatcher) Message(w *Worker, m Msg, now time.Time) error {
 	b := w.outstanding[m.Batch]
@@ -181,7 +181,7 @@ func (d *Dispatcher) result(b *batch, pit *pipeline.Item, err error, now time.Ti
 	return nil
 }
 
-// checkStalls is the stall watchdog's tick: a worker holding a batch that has not reported
+// CheckStalls is the stall watchdog's tick: a worker holding a batch that has not reported
 // a step within its limit (stallLimit) is closed, so the loss path re-plans its work and
 // the pool restarts it.
 func (d *Dispatcher) CheckStalls(now time.Time) {

@@ -147,3 +147,10 @@ func ExpiredJobs(recs []Record, now time.Time, keep time.Duration) []Record {
 	}
 	return out
 }
+
+// Input is what a submitted job starts from: an uploaded image (PNG or JPEG bytes) for an
+// image-conditioned model, or a prompt for a text-to-video model.
+type Input struct {
+	Image  []byte
+	Prompt *family.Prompt
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 
 	"github.com/vdpp/vdpp/model/family"
 )
@@ -100,4 +101,53 @@ func (p Params) Validate(lim Limits) error {
 		return big("steps %d exceeds --max-steps %d", p.Steps, lim.MaxSteps)
 	}
 	return nil
+}
+
+// ParseModelParams parses a job's JSON parameters for a model: over its defaults,
+// checked against lim (ErrTooLarge beyond, ErrBadParams out of range) and by check (the
+// family's Validate, may be nil). A video longer than the model's native length is cut
+// into temporal windows: window, overlap (left out: the model's) and blend are resolved
+// against the model's Description and refused with one ErrBadParams line when it cannot
+// run them; a job of one window keeps them zero.
+func ParseModelParams(data []byte, defaults Params, desc family.Description, check func(family.Params) error, lim Limits) (Params, error) {
+	p, err := ParseParams(data, defaults, lim)
+	if err != nil {
+		return Params{}, err
+	}
+	if check != nil {
+		if err := check(family.Params(p)); err != nil {
+			return Params{}, fmt.Errorf("%w: %s", ErrBadParams, strings.TrimPrefix(err.Error(), family.ErrParams.Error()+": "))
+		}
+	}
+	given, err := hasField(data, "overlap")
+	if err != nil {
+		return Params{}, err
+	}
+	switch {
+	case !given:
+		p.Overlap = -1 // the model's
+	case p.Overlap < 0:
+		return Params{}, fmt.Errorf("%w: overlap %d must not be negative", ErrBadParams, p.Overlap)
+	}
+	r, err := desc.ResolveWindows(family.Params(p), "")
+	if err != nil {
+		return Params{}, fmt.Errorf("%w: %s", ErrBadParams, strings.TrimPrefix(err.Error(), family.ErrParams.Error()+": "))
+	}
+	if r.NumFrames <= r.Window {
+		r.Window, r.Overlap, r.Blend = 0, 0, ""
+	}
+	return Params(r), nil
+}
+
+// hasField reports whether the JSON object data sets key (data has already been parsed).
+func hasField(data []byte, key string) (bool, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return false, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return false, fmt.Errorf("%w: %v", ErrBadParams, err)
+	}
+	_, ok := m[key]
+	return ok, nil
 }

@@ -35,6 +35,7 @@ import (
 
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve"
+	"github.com/vdpp/vdpp/serve/httpapi"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -418,7 +419,7 @@ func (r *runner) kill(ctx context.Context, want int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var ws []serve.WorkerInfo
+	var ws []httpapi.WorkerInfo
 	err = json.NewDecoder(resp.Body).Decode(&ws)
 	resp.Body.Close()
 	if err != nil || len(ws) == 0 {

@@ -2,6 +2,7 @@ package svdtest_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -63,15 +64,10 @@ func startServer(t testing.TB, spec serve.ModelSpec, nproc int, lim job.Limits) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if j, w := srv.Coordinator().Ready(); j == w {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("workers never joined")
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.WaitReady(ctx); err != nil {
+		t.Fatalf("workers never joined: %v", err)
 	}
 	return srv, "http://" + srv.Addr()
 }

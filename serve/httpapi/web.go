@@ -1,4 +1,4 @@
-package serve
+package httpapi
 
 import (
 	"embed"
@@ -15,7 +15,7 @@ var webFiles embed.FS
 
 // registerWeb serves the page at GET / and its files under GET /web/. They are public (the
 // page asks for the API token, when the server has one, and sends it on its API calls).
-func (s *Server) registerWeb(mux *http.ServeMux) {
+func (a *API) registerWeb(mux *http.ServeMux) {
 	sub, err := fs.Sub(webFiles, "web")
 	if err != nil {
 		panic(err) // the embedded folder is part of the binary

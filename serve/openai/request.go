@@ -1,4 +1,4 @@
-package serve
+package openai
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/vdpp/vdpp/serve/job"
 	"io"
 	"math"
 	"mime/multipart"
@@ -14,10 +13,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/vdpp/vdpp/serve/httpapi"
+	"github.com/vdpp/vdpp/serve/job"
 )
 
 // maxFieldBytes bounds one text field of an OpenAI create (the prompt included).
-const maxFieldBytes = 64 << 10
+const maxFieldBytes = httpapi.MaxFieldBytes
 
 // openAIRequest is an OpenAI create request, from a JSON or a multipart body.
 type openAIRequest struct {
@@ -29,7 +31,7 @@ type openAIRequest struct {
 	Fields map[string]string
 }
 
-// openAIParamFields are the generation fields OpenAIParams maps; anything else in a
+// openAIParamFields are the generation fields Params maps; anything else in a
 // create request is refused.
 var openAIParamFields = map[string]bool{
 	"seconds": true, "size": true, "num_inference_steps": true, "guidance_scale": true,
@@ -221,8 +223,8 @@ var openAIFloatFields = []struct{ from, to string }{
 	{"min_guidance", "min_guidance"}, {"max_guidance", "max_guidance"}, {"noise_aug_strength", "noise_aug_strength"},
 }
 
-// OpenAIParams maps the generation fields of an OpenAI create request to a job's Params
-// for gen (over its defaults, checked against lim and by the model, as ParseJobParams):
+// Params maps the generation fields of an OpenAI create request to a job's Params
+// for m (over its defaults, checked against lim and by the model, as its ParseParams):
 //
 //	size "WxH"            -> width W, height H (default: the model's native size)
 //	width, height         -> width, height (over size's; SGLang's and vLLM-Omni's fields)
@@ -244,7 +246,7 @@ var openAIFloatFields = []struct{ from, to string }{
 // The fields are checked one after another (size, fps, frames, then the rest), so an
 // error names the field that the model or the server's limits refuse: an *openAIError
 // with that param (400).
-func OpenAIParams(gen generator, fields map[string]string, lim job.Limits) (job.Params, error) {
+func Params(m httpapi.Model, fields map[string]string, lim job.Limits) (job.Params, error) {
 	native := map[string]any{}
 	// Each field is checked against the limit that concerns it only (a model default over
 	// another limit is reported at the end, naming the field that would change it).
@@ -256,7 +258,7 @@ func OpenAIParams(gen generator, fields map[string]string, lim job.Limits) (job.
 	}
 	checkWith := func(param string, l job.Limits) (job.Params, error) {
 		data, _ := json.Marshal(native)
-		p, err := gen.ParseParams(data, l)
+		p, err := m.ParseParams(data, l)
 		if err != nil {
 			msg := strings.TrimPrefix(err.Error(), "serve: ")
 			code := "invalid_value"
@@ -350,7 +352,7 @@ func OpenAIParams(gen generator, fields map[string]string, lim job.Limits) (job.
 			return job.Params{}, badField("seconds", "seconds %v must be in (0, 3600]", sec)
 		}
 		frames := max(1, int(math.Round(sec*float64(fps))))
-		if t := gen.Description().FrameMultiple; t > 1 {
+		if t := m.Description().FrameMultiple; t > 1 {
 			// A causal VAE takes 1 + t·k frames (Wan's 4): the nearest such count.
 			frames = 1 + int(math.Round(float64(frames-1)/float64(t)))*t
 		}
@@ -398,7 +400,7 @@ func OpenAIParams(gen generator, fields map[string]string, lim job.Limits) (job.
 		if err != nil {
 			return job.Params{}, err
 		}
-		if gen.TextConditioned() {
+		if m.TextConditioned() {
 			native["guidance_scale"] = g // a text-to-video model's CFG scale (Wan)
 		} else {
 			native["max_guidance"] = g
@@ -423,9 +425,9 @@ func OpenAIParams(gen generator, fields map[string]string, lim job.Limits) (job.
 	return p, err
 }
 
-// openAICostParam is the OpenAI field that sets the native parameter a CostError names:
+// costParam is the OpenAI field that sets the native parameter a CostError names:
 // size, num_inference_steps, and num_frames or seconds, whichever the request gave.
-func openAICostParam(native string, fields map[string]string) string {
+func costParam(native string, fields map[string]string) string {
 	switch native {
 	case "steps":
 		return "num_inference_steps"

@@ -1,4 +1,4 @@
-package serve
+package httpapi
 
 import (
 	"encoding/json"
@@ -10,14 +10,17 @@ import (
 // sseKeepAlive is how often an idle event stream gets a comment line.
 const sseKeepAlive = 15 * time.Second
 
-// handleEvents streams a job's status as server-sent events: an "progress" event with the
+// handleEvents streams a job's status (either id form) as server-sent events: an "progress" event with the
 // Status JSON whenever it changes (state, step, stage), and a final "done" event once the
 // job has ended, after which the stream closes.
-func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+func (a *API) handleEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	notify, stop, err := s.coord.Subscribe(id)
+	if o := a.cfg.OpenAI; o != nil && o.Owns(id) {
+		id = o.NativeID(id)
+	}
+	notify, stop, err := a.cfg.Backend.Subscribe(id)
 	if err != nil {
-		s.fail(w, err)
+		a.fail(w, err)
 		return
 	}
 	defer stop()
@@ -43,7 +46,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	var last uint64
 	first := true
 	for {
-		st, err := s.coord.Status(id)
+		st, err := a.cfg.Backend.Status(id)
 		if err != nil {
 			return
 		}
@@ -64,7 +67,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
-		case <-s.done:
+		case <-a.cfg.Done:
 			return
 		case <-notify:
 		case <-keep.C:

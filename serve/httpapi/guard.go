@@ -1,4 +1,4 @@
-package serve
+package httpapi
 
 import (
 	"crypto/subtle"
@@ -23,22 +23,6 @@ func bearerToken(header string) (string, bool) {
 func tokenMatches(header, want string) bool {
 	got, ok := bearerToken(header)
 	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
-}
-
-// publicMessage is what a client is told about a server-side error of code: never the
-// underlying error, which may name files of the data dir (it goes to the log).
-func publicMessage(code string) string {
-	switch code {
-	case "storage_unavailable":
-		return "the server cannot store jobs right now; try again later"
-	case "insufficient_storage":
-		return "the server is out of storage; try again later"
-	case "shutting_down":
-		return "the server is shutting down"
-	case "no_ffmpeg":
-		return "this server cannot encode that format"
-	}
-	return "internal error"
 }
 
 // jsonRouteErrors answers what mux has no handler for as JSON: 405 with Allow for a known

@@ -1,6 +1,7 @@
-package serve
+package httpapi
 
 import (
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -60,8 +61,8 @@ func DefaultConnLimits(nofile uint64) ConnLimits {
 	return ConnLimits{Max: avail, PerClient: max(1, avail/perClientDivisor)}
 }
 
-// withDefaults fills zero fields from DefaultConnLimits(nofile) and keeps PerClient <= Max.
-func (l ConnLimits) withDefaults(nofile uint64) ConnLimits {
+// WithDefaults fills zero fields from DefaultConnLimits(nofile) and keeps PerClient <= Max.
+func (l ConnLimits) WithDefaults(nofile uint64) ConnLimits {
 	d := DefaultConnLimits(nofile)
 	if l.Max <= 0 {
 		l.Max = d.Max
@@ -120,13 +121,14 @@ type limitListener struct {
 	conns map[string]map[*limitedConn]struct{}
 }
 
-func newLimitListener(ln net.Listener, limits ConnLimits, m *Metrics) *limitListener {
+// NewLimitListener enforces limits on ln; its metrics go to reg.
+func NewLimitListener(ln net.Listener, limits ConnLimits, reg prometheus.Registerer) net.Listener {
 	l := &limitListener{Listener: ln, limits: limits, per: map[string]int{}, conns: map[string]map[*limitedConn]struct{}{}}
 	l.refused = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_http_connections_refused_total",
 		Help: "HTTP connections refused at accept because of --max-conns or --max-conns-per-client."})
 	l.evicted = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_http_connections_evicted_total",
 		Help: "Idle HTTP connections of the client holding the most closed to admit another client's."})
-	m.reg.MustRegister(l.refused, l.evicted, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	reg.MustRegister(l.refused, l.evicted, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vdpp_http_connections", Help: "HTTP connections open.",
 	}, func() float64 { return float64(l.open()) }))
 	return l
@@ -236,4 +238,13 @@ func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.release(c) })
 	return err
+}
+
+// NewServer is the http.Server of h, with the connection timeouts above and the state
+// tracking a NewLimitListener needs to evict idle connections; its own errors go to log at
+// debug level.
+func NewServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout,
+		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: httpMaxHeaderBytes, ConnState: trackState,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 }

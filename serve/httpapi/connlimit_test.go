@@ -1,4 +1,4 @@
-package serve
+package httpapi
 
 import (
 	"bufio"
@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestDefaultConnLimits(t *testing.T) {
@@ -40,8 +42,8 @@ func TestDefaultConnLimits(t *testing.T) {
 		{ConnLimits{PerClient: 3}, ConnLimits{768, 3}},
 		{ConnLimits{Max: 2}, ConnLimits{2, 1}},
 	} {
-		if got := c.in.withDefaults(1024); got != c.want {
-			t.Errorf("%+v.withDefaults(1024) = %+v, want %+v", c.in, got, c.want)
+		if got := c.in.WithDefaults(1024); got != c.want {
+			t.Errorf("%+v.WithDefaults(1024) = %+v, want %+v", c.in, got, c.want)
 		}
 	}
 }
@@ -103,7 +105,7 @@ func TestLimitListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ll := newLimitListener(ln, ConnLimits{Max: 4, PerClient: 2}, NewMetrics())
+	ll := NewLimitListener(ln, ConnLimits{Max: 4, PerClient: 2}, prometheus.NewRegistry()).(*limitListener)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }),
 		ConnState: trackState}
 	go srv.Serve(ll)
