@@ -23,8 +23,15 @@ import (
 )
 
 // RunRank runs one stage of a generation: the whole job when env is a single process, or
-// rank env.Rank of a launched world. o must already hold resolved defaults (see Resolve).
-func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (err error) {
+// rank env.Rank of a world started by `vdpp generate` on this node. o must already hold
+// resolved defaults (see Resolve).
+func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) error {
+	return runRank(ctx, o, env, nil, log)
+}
+
+// runRank is RunRank over the transport t of a world already joined (nil: join env's world
+// once the model is loaded).
+func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport, log *slog.Logger) (err error) {
 	if err := o.Validate(); err != nil {
 		return err
 	}
@@ -75,13 +82,14 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (er
 	var tr comm.Transport
 	var store kv
 	var barrier func() error
-	if o.NProc > 1 {
-		t, err := comm.DialTCP(ctx, env, comm.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, HeartbeatTimeout: o.HeartbeatTimeout, Logger: log})
-		if err != nil {
+	if o.NProc > 1 && t == nil {
+		if t, err = dial(ctx, o, env, log); err != nil {
 			return err
 		}
 		// A rank that fails ends the job on every rank at once, naming itself.
 		defer func() { comm.CloseWith(t, err) }()
+	}
+	if t != nil {
 		tr, store = t, t.Store()
 		// The store lives on rank 0: every rank waits here before closing, so rank 0 serves
 		// the last stage's look-ups until the last sample is written.
@@ -151,6 +159,11 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (er
 		}
 	}
 	return err
+}
+
+// dial joins env's world with o's timeouts.
+func dial(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (*comm.TCPTransport, error) {
+	return comm.DialTCP(ctx, env, comm.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, HeartbeatTimeout: o.HeartbeatTimeout, Logger: log})
 }
 
 // decodeSpread is the spread of --decode-ranks N: the last stage and the N-1 stages before
