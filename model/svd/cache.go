@@ -370,6 +370,9 @@ func (svdFamily) CacheCost(dir string, p family.Params) (family.CacheCost, error
 	if err != nil {
 		return family.CacheCost{}, err
 	}
+	if err := checkCacheBranch(ucfg, p.Cache); err != nil {
+		return family.CacheCost{}, err
+	}
 	vcfg, err := vae.ReadConfig(ck)
 	if err != nil {
 		return family.CacheCost{}, err
