@@ -10,7 +10,6 @@ import (
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/unetcost"
-	"github.com/vdpp/vdpp/model/svd/vae"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
@@ -361,7 +360,7 @@ func fromDenoised(pred string, out, x0, xin []float32, sigma float64) {
 // call that reuses runs the layers above the branch and keeps the feature there; a static
 // reuse runs no layer and keeps the last denoised estimate; the adaptive rule's reuse runs
 // the first block and keeps it beside the denoised estimate.
-func (svdFamily) CacheCost(dir string, p family.Params) (family.CacheCost, error) {
+func (svdFamily) CacheCost(dir string, rule pipeline.Cache, lat []int) (family.CacheCost, error) {
 	ck, err := checkpoint.Open(dir)
 	if err != nil {
 		return family.CacheCost{}, err
@@ -370,29 +369,27 @@ func (svdFamily) CacheCost(dir string, p family.Params) (family.CacheCost, error
 	if err != nil {
 		return family.CacheCost{}, err
 	}
-	if err := checkCacheBranch(ucfg, p.Cache); err != nil {
+	if err := checkCacheBranch(ucfg, rule); err != nil {
 		return family.CacheCost{}, err
 	}
-	vcfg, err := vae.ReadConfig(ck)
-	if err != nil {
-		return family.CacheCost{}, err
+	if len(lat) != 4 {
+		return family.CacheCost{}, fmt.Errorf("svd: cache cost of latent %v, want [T, C, h, w]", lat)
 	}
-	f := vcfg.DownsampleFactor()
-	s := unetcost.Shape{Batch: 1, Frames: max(p.NumFrames, 1), Height: max(p.Height/f, 1), Width: max(p.Width/f, 1)}
+	s := unetcost.Shape{Batch: 1, Frames: max(lat[0], 1), Height: max(lat[2], 1), Width: max(lat[3], 1)}
 	whole, err := unetcost.Count(ucfg, s)
 	if err != nil {
 		return family.CacheCost{}, err
 	}
 	latent := int64(4 * s.Frames * s.Height * s.Width * ucfg.OutChannels)
-	switch p.Cache.Mode {
+	switch rule.Mode {
 	case pipeline.CacheDeep:
-		part, err := unetcost.CountPart(ucfg, s, unetcost.Shallow, p.Cache.Branch)
+		part, err := unetcost.CountPart(ucfg, s, unetcost.Shallow, rule.Branch)
 		if err != nil {
 			return family.CacheCost{}, err
 		}
 		return family.CacheCost{ReuseFraction: part.Total / whole.Total, StateBytes: int64(part.CutBytes)}, nil
 	case pipeline.CacheFB:
-		part, err := unetcost.CountPart(ucfg, s, unetcost.Probe, p.Cache.Branch)
+		part, err := unetcost.CountPart(ucfg, s, unetcost.Probe, rule.Branch)
 		if err != nil {
 			return family.CacheCost{}, err
 		}
