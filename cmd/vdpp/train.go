@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/builtin"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/train"
 )
@@ -16,6 +17,9 @@ import (
 // runTrain is `vdpp train --dir DIR --phase vae|unet --steps N [--resume] [--export OUT]`:
 // train the built-in model's VAE or UNet on the procedural dataset, checkpointing into DIR;
 // with --export, write the diffusers folder of DIR's latest checkpoints to OUT afterwards.
+// With --nproc N it starts N processes of itself that train data-parallel; a process
+// started by `vdpp launch`, torchrun or LeaderWorkerSet (their variables set, world > 1) is
+// one rank of such a run.
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := train.DefaultOptions()
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
@@ -23,7 +27,13 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.Dir, "dir", "out/train", "run folder (checkpoints, loss.jsonl)")
 	fs.StringVar(&o.Phase, "phase", o.Phase, "vae or unet (the UNet phase needs DIR's VAE checkpoint)")
 	fs.IntVar(&o.Steps, "steps", o.Steps, "train until this step")
-	fs.IntVar(&o.Batch, "batch", o.Batch, "clips per step")
+	fs.IntVar(&o.Batch, "batch", o.Batch, "clips per step (the global batch, over every process)")
+	fs.IntVar(&o.MicroBatch, "micro-batch", 1, "clips per gradient computation; each process accumulates batch/micro-batch/nproc of them (results depend on --batch and --micro-batch, never on --nproc)")
+	nproc := fs.Int("nproc", 1, "processes on this machine, training data-parallel (each gets GOMAXPROCS = cores/nproc unless GOMAXPROCS is set)")
+	fs.IntVar(&o.CheckEvery, "check-every", o.CheckEvery, "compare the processes' weights, EMA and optimizer state every N steps (and at every checkpoint); 0 = at checkpoints only")
+	timeout := fs.Duration("timeout", 30*time.Minute, "data parallel: longest wait for another process in one step (a dead or stopped one is caught by --heartbeat-timeout first)")
+	heartbeat := fs.Duration("heartbeat-timeout", train.DefaultHeartbeatTimeout, "data parallel: a process silent this long ends the run, naming it")
+	configsFile := fs.String("configs", "", "JSON file of component configs (UNet, VAE, CLIP, ... as train.Configs) to train instead of the built-in model's")
 	fs.Float64Var(&o.LR, "lr", o.LR, "Adam learning rate")
 	fs.Float64Var(&o.LRFinal, "lr-final", 0, "decay the learning rate along a half cosine to this value at --steps (0 = constant --lr)")
 	fs.IntVar(&o.LRDecayStart, "lr-decay-start", 0, "with --lr-final: the step the decay starts from")
@@ -66,6 +76,29 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("%w: %w", errUsage, err)
 		}
 	}
+	if *configsFile != "" {
+		cfg, err := readConfigs(*configsFile)
+		if err != nil {
+			return fmt.Errorf("%w: --configs: %w", errUsage, err)
+		}
+		o.Configs = &cfg
+	}
+	if *nproc < 1 {
+		return fmt.Errorf("%w: --nproc %d < 1", errUsage, *nproc)
+	}
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	env, err := comm.EnvFromOS(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if env.WorldSize == 1 && *nproc > 1 {
+		return launchTrain(ctx, *nproc, args, stderr)
+	}
+	if env.WorldSize > 1 && *nproc > 1 && *nproc != env.LocalWorldSize {
+		return fmt.Errorf("%w: --nproc %d, but the launcher started %d processes on this node", errUsage, *nproc, env.LocalWorldSize)
+	}
 	b, err := nn.NewBackend(*backend)
 	if err != nil {
 		return err
@@ -76,9 +109,17 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			o.Terminal = true
 		}
 	}
-	res, err := train.Run(ctx, b, o)
+	var res train.Result
+	if env.WorldSize > 1 {
+		res, err = trainRank(ctx, b, o, env, *timeout, *heartbeat)
+	} else {
+		res, err = train.Run(ctx, b, o)
+	}
 	if err != nil {
 		return err
+	}
+	if env.Rank != 0 {
+		return nil
 	}
 	if res.Step == res.FromStep {
 		// No step ran, so there is no loss to report (e.g. --steps 0 to seed a run folder).
@@ -86,6 +127,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	} else {
 		fmt.Fprintf(stdout, "trained %s steps %d -> %d in %s (loss %.5f -> %.5f); checkpoint %s\n",
 			res.Phase, res.FromStep, res.Step, res.Wall.Round(time.Second), res.FirstLoss, res.LastLoss, train.StatePath(o.Dir, o.Phase))
+		printRankTimes(stdout, res, o.Batch)
 	}
 	if *export != "" {
 		if err := train.Export(o.Dir, *export, train.ExportOptions{Seed: o.Seed, Raw: *exportRaw}); err != nil {
