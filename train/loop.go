@@ -92,7 +92,8 @@ func loop(ctx stdcontext.Context, o Options, ph phase, s *stepper, peers Peers) 
 	cctx := stdcontext.WithoutCancel(ctx)
 	rank, size := peers.Rank(), peers.Size()
 	lead := rank == 0
-	res := Result{Phase: o.Phase, FromStep: ph.step(), Step: ph.step(), FirstLoss: math.NaN(), LastLoss: math.NaN(), Ranks: size}
+	res := Result{Phase: o.Phase, FromStep: ph.step(), Step: ph.step(), FirstLoss: math.NaN(), LastLoss: math.NaN(), Ranks: size,
+		FirstHeldOut: math.NaN(), LastHeldOut: math.NaN()}
 	m := o.microBatch()
 	micro := o.Batch / m
 	if o.Batch%m != 0 || micro%size != 0 {
@@ -176,6 +177,38 @@ func loop(ctx stdcontext.Context, o Options, ph phase, s *stepper, peers Peers) 
 
 	if _, err := check(ph.step()); err != nil {
 		return res, err
+	}
+	// heldOut is the held-out loss (rank 0; NaN elsewhere or without one): the mean over
+	// o.HeldOut examples, evaluated in microbatches.
+	hp, hasHeldOut := ph.(heldOutPhase)
+	hasHeldOut = hasHeldOut && o.HeldOut > 0 && lead
+	heldOut := func() (float64, error) {
+		t0 := time.Now()
+		defer func() { times.Other += time.Since(t0).Seconds() }()
+		sum := 0.0
+		for lo := 0; lo < o.HeldOut; lo += m {
+			hi := min(lo+m, o.HeldOut)
+			in, err := hp.heldOut(lo, hi)
+			if err != nil {
+				return 0, err
+			}
+			v, err := s.Eval(in...)
+			if err != nil {
+				return 0, fmt.Errorf("train: held-out loss: %w", err)
+			}
+			sum += v[0] * float64(hi-lo)
+		}
+		return sum / float64(o.HeldOut), nil
+	}
+	if hasHeldOut {
+		var err error
+		if res.FirstHeldOut, err = heldOut(); err != nil {
+			return res, err
+		}
+		res.LastHeldOut = res.FirstHeldOut
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "train %s step %d: held-out loss %.5f (%d clips)\n", o.Phase, ph.step(), res.FirstHeldOut, o.HeldOut)
+		}
 	}
 
 	each := max(o.ProgressEach, 1)
@@ -270,6 +303,14 @@ func loop(ctx stdcontext.Context, o Options, ph phase, s *stepper, peers Peers) 
 		if len(vals) > 1 {
 			line.MSE = float64(vals[1])
 		}
+		if hasHeldOut && (o.EvalEvery > 0 && (k+1)%o.EvalEvery == 0 || k+1 == o.Steps || stop) {
+			v, err := heldOut()
+			if err != nil {
+				return res, err
+			}
+			line.HeldOut = v
+			res.LastHeldOut = line.HeldOut
+		}
 		if lead {
 			if err := enc.Encode(line); err != nil {
 				return res, fmt.Errorf("train: loss log: %w", err)
@@ -312,6 +353,12 @@ func loop(ctx stdcontext.Context, o Options, ph phase, s *stepper, peers Peers) 
 	}
 	res.Times = all
 	return res, nil
+}
+
+// heldOutPhase is a phase with a held-out loss.
+type heldOutPhase interface {
+	// heldOut returns the inputs of held-out examples [lo, hi), the same at every call.
+	heldOut(lo, hi int) ([]*tensor.Dense, error)
 }
 
 // gatherTimes collects every rank's times (in rank order) on every rank.
@@ -469,10 +516,13 @@ func progress(o Options, each int, l LogLine, stepS float64) {
 		fmt.Fprintf(o.Progress, "\r%s [%s] %d/%d loss %.4f %.2f steps/s eta %s   ", o.Phase, bar, l.Step, o.Steps, l.Loss, rate, eta)
 		return
 	}
-	if l.Step%each == 0 || l.Step == o.Steps {
+	if l.Step%each == 0 || l.Step == o.Steps || l.HeldOut != 0 {
 		metric := ""
 		if o.Phase == PhaseVAE {
 			metric = fmt.Sprintf(" mse %.5f", l.MSE)
+		}
+		if l.HeldOut != 0 {
+			metric += fmt.Sprintf(" held-out %.5f", l.HeldOut)
 		}
 		fmt.Fprintf(o.Progress, "train %s step %d/%d loss %.5f%s lr %.3g %.2f steps/s %.1f clips/s elapsed %.0fs eta %s\n",
 			o.Phase, l.Step, o.Steps, l.Loss, metric, l.LR, rate, rate*float64(o.Batch), l.ElapsedS, eta)

@@ -36,7 +36,7 @@ var ErrOptions = errors.New("train: bad options")
 // Options configure a run.
 type Options struct {
 	Dir   string // run folder: checkpoints, loss log
-	Phase string // PhaseVAE or PhaseUNet
+	Phase string // PhaseVAE, PhaseUNet or PhaseFineTune
 	Steps int    // train until this step (a resumed run continues up to it)
 	Batch int    // clips per step (the global batch, over every rank)
 	// MicroBatch is the clips of one gradient computation (0 means 1). A step's Batch/MicroBatch
@@ -90,6 +90,15 @@ type Options struct {
 	// MaxDuration stops the run (with a checkpoint) once exceeded; 0 = no limit.
 	MaxDuration time.Duration
 
+	// Model is the folder PhaseFineTune fine-tunes (any family that implements
+	// family.FineTuner), Expert the denoiser of it (0: the family's choice).
+	Model  string
+	Expert int
+	// HeldOut is how many held-out clips give the held-out loss (phases that have one:
+	// PhaseFineTune), measured before the first step, every EvalEvery steps (0: only at
+	// the end) and at the end.
+	HeldOut, EvalEvery int
+
 	// Configs replaces TinyConfigs (tests use smaller networks); nil means TinyConfigs.
 	Configs *Configs
 
@@ -115,8 +124,12 @@ func (o Options) Validate() error {
 	switch {
 	case o.Dir == "":
 		return fmt.Errorf("%w: no run folder", ErrOptions)
-	case o.Phase != PhaseVAE && o.Phase != PhaseUNet:
-		return fmt.Errorf("%w: phase %q (want %s or %s)", ErrOptions, o.Phase, PhaseVAE, PhaseUNet)
+	case o.Phase != PhaseVAE && o.Phase != PhaseUNet && o.Phase != PhaseFineTune:
+		return fmt.Errorf("%w: phase %q (want %s, %s or %s)", ErrOptions, o.Phase, PhaseVAE, PhaseUNet, PhaseFineTune)
+	case (o.Phase == PhaseFineTune) != (o.Model != ""):
+		return fmt.Errorf("%w: the %s phase and only it takes a model folder (--model)", ErrOptions, PhaseFineTune)
+	case o.HeldOut < 0 || o.EvalEvery < 0:
+		return fmt.Errorf("%w: %d held-out clips every %d steps", ErrOptions, o.HeldOut, o.EvalEvery)
 	case o.VAECrop < 0:
 		return fmt.Errorf("%w: crop %d", ErrOptions, o.VAECrop)
 	case o.Steps < 0 || o.Batch < 1 || o.Train < 1:
@@ -152,6 +165,8 @@ type LogLine struct {
 	Loss     float64 `json:"loss"`
 	MSE      float64 `json:"mse,omitempty"`
 	LR       float64 `json:"lr,omitempty"` // learning rate of the step
+	// HeldOut is the held-out loss after the step, on the steps that measured it.
+	HeldOut  float64 `json:"heldout_loss,omitempty"`
 	StepS    float64 `json:"step_s"`
 	ElapsedS float64 `json:"elapsed_s"`
 }
@@ -166,6 +181,9 @@ type Result struct {
 	Wall      time.Duration
 	// Steady is Wall without the first step (which compiles the graphs).
 	Steady time.Duration
+	// FirstHeldOut and LastHeldOut are the held-out loss before the first step and after
+	// the last (NaN when the phase has none or Options.HeldOut is 0).
+	FirstHeldOut, LastHeldOut float64
 	// Ranks is the number of processes that trained; Times says where each one's time went.
 	Ranks int
 	Times []RankTimes
@@ -233,6 +251,12 @@ func RunRank(ctx stdcontext.Context, b backends.Backend, o Options, peers Peers)
 	switch o.Phase {
 	case PhaseVAE:
 		ph, err = newVAEPhase(b, o, vcfg)
+	case PhaseFineTune:
+		var fp *fineTunePhase
+		if fp, err = newFineTunePhase(b, o); err == nil {
+			defer fp.close()
+			ph = fp
+		}
 	default:
 		ph, err = newUNetPhase(b, o, ucfg, vcfg, ccfg)
 	}
