@@ -44,8 +44,12 @@ func openFineTune(b backends.Backend, o Options) (family.FineTune, error) {
 	}
 	dc := procedural.ConfigFor(o.Rule)
 	clips := family.Clips{
-		Train:      func(i int) *tensor.Dense { return procedural.ToTensor(procedural.Video(dc, o.Data, procedural.Train, i)) },
-		HeldOut:    func(i int) *tensor.Dense { return procedural.ToTensor(procedural.Video(dc, o.Data, procedural.HeldOut, i)) },
+		Train: func(i int) *tensor.Dense {
+			return procedural.ToTensor(procedural.Video(dc, o.Data, procedural.Train, i))
+		},
+		HeldOut: func(i int) *tensor.Dense {
+			return procedural.ToTensor(procedural.Video(dc, o.Data, procedural.HeldOut, i))
+		},
 		TrainCount: o.Train,
 	}
 	return ft.FineTune(m.Dir, family.FineTuneOptions{Expert: o.Expert, Seed: o.Seed, Clips: clips, Backend: b})

@@ -160,11 +160,11 @@ func LossLogPath(dir string) string { return filepath.Join(dir, "loss.jsonl") }
 
 // LogLine is one line of the loss log.
 type LogLine struct {
-	Phase    string  `json:"phase"`
-	Step     int     `json:"step"`
-	Loss     float64 `json:"loss"`
-	MSE      float64 `json:"mse,omitempty"`
-	LR       float64 `json:"lr,omitempty"` // learning rate of the step
+	Phase string  `json:"phase"`
+	Step  int     `json:"step"`
+	Loss  float64 `json:"loss"`
+	MSE   float64 `json:"mse,omitempty"`
+	LR    float64 `json:"lr,omitempty"` // learning rate of the step
 	// HeldOut is the held-out loss after the step, on the steps that measured it.
 	HeldOut  float64 `json:"heldout_loss,omitempty"`
 	StepS    float64 `json:"step_s"`

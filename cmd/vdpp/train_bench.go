@@ -101,10 +101,10 @@ type trainBenchSummary struct {
 
 // trainBenchReport is `vdpp train --bench --json FILE`.
 type trainBenchReport struct {
-	Command string         `json:"command"`
-	CPU     string         `json:"cpu"`
-	Cores   int            `json:"cores"`
-	Rounds  int            `json:"rounds"`
+	Command string              `json:"command"`
+	CPU     string              `json:"cpu"`
+	Cores   int                 `json:"cores"`
+	Rounds  int                 `json:"rounds"`
 	Configs []trainBenchSummary `json:"configs"`
 	Runs    []trainBenchRun     `json:"runs"`
 }
