@@ -3,6 +3,7 @@ package bench
 import (
 	"flag"
 	"fmt"
+	"github.com/vdpp/vdpp/comm"
 	"math"
 	"strconv"
 	"time"
@@ -36,10 +37,14 @@ type Options struct {
 	MinGuidance    float64
 	GuidanceScale  float64
 	Timeout        time.Duration
-	JSON           string
-	Trace          string
-	SVG            string
-	Backend        string
+	// HeartbeatTimeout is how long a rank may hear nothing from another (not even a
+	// heartbeat) before the run ends, naming the lost rank and its node (0: the default,
+	// comm.DefaultHeartbeatTimeout).
+	HeartbeatTimeout time.Duration
+	JSON             string
+	Trace            string
+	SVG              string
+	Backend          string
 
 	// DecodeRanks > 0 decodes every finished latent with the model's VAE: on the last
 	// stage alone (1) or spread over the last N stages of each pipeline (N); 0 benchmarks
@@ -62,7 +67,7 @@ func DefaultOptions() Options {
 		Model: "synthetic", TotalSteps: 28, NumSamples: 60, WarmupSamples: 4, MicroBatch: 1,
 		HiddenChannels: 32, LatentChannels: 4, LatentFrames: 4, LatentHeight: 16, LatentWidth: 16,
 		StepMS: 1, Cost: "sleep", Seed: 0, MinGuidance: 1, GuidanceScale: 1, Goal: "throughput",
-		Timeout: 60 * time.Second, DecodeChunkSize: -1,
+		Timeout: 60 * time.Second, HeartbeatTimeout: comm.DefaultHeartbeatTimeout, DecodeChunkSize: -1,
 	}
 }
 
@@ -92,7 +97,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.NoBaseline, "no-baseline", o.NoBaseline, "skip the one-rank baseline run")
 	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "guidance weight of the first frame (guided runs)")
 	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "guidance weight of the last frame; > 1 runs classifier-free guidance")
-	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for every receive; a silent peer fails the run after this")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for the rendezvous and every receive, from the sender's last reported step (a peer that keeps stepping extends it to 4x its slowest step)")
+	fs.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", o.HeartbeatTimeout, "a rank silent this long (no data, no heartbeat: killed, node or link down) ends the run, named")
 	fs.StringVar(&o.JSON, "json", o.JSON, "write the report as JSON to this file")
 	fs.StringVar(&o.Trace, "trace", o.Trace, "write a Chrome trace (Perfetto) to this file")
 	fs.StringVar(&o.SVG, "svg", o.SVG, "write a Gantt chart SVG to this file")
@@ -116,7 +122,7 @@ func (o Options) WorkerArgs() []string {
 		"--seed=" + strconv.FormatInt(o.Seed, 10), "--nproc=" + strconv.Itoa(o.NProc),
 		"--pp=" + strconv.Itoa(o.PP), "--cfg=" + strconv.Itoa(o.CFG), "--cp=" + strconv.Itoa(o.CP), "--dp=" + strconv.Itoa(o.DP),
 		"--min-guidance=" + f(o.MinGuidance), "--guidance-scale=" + f(o.GuidanceScale),
-		"--timeout=" + o.Timeout.String(), "--backend=" + o.Backend, "--run-dir=" + o.RunDir,
+		"--timeout=" + o.Timeout.String(), "--heartbeat-timeout=" + o.HeartbeatTimeout.String(), "--backend=" + o.Backend, "--run-dir=" + o.RunDir,
 		"--decode-ranks=" + strconv.Itoa(o.DecodeRanks), "--decode-chunk-size=" + strconv.Itoa(o.DecodeChunkSize),
 		"--decode-steps=" + f(o.DecodeSteps),
 	}

@@ -15,10 +15,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/vdpp/vdpp/comm"
 	"math"
 	"strconv"
 	"time"
 
+	"github.com/vdpp/vdpp/internal/cacheflag"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
@@ -67,6 +69,10 @@ type Options struct {
 	Out              string
 	Backend          string
 	Timeout          time.Duration
+	// HeartbeatTimeout is how long a rank may hear nothing from another (not even a
+	// heartbeat) before the job ends, naming the lost rank and its node (0: the default,
+	// comm.DefaultHeartbeatTimeout).
+	HeartbeatTimeout time.Duration
 	Progress         string // "auto", "bar" or "plain"
 	// DecodeRanks is how many ranks share the decoding: the last stage and the stages
 	// before it (0 or 1: the last stage alone); see docs/long-video.md.
@@ -78,6 +84,8 @@ type Options struct {
 	// ConditionSteps is one sample's conditioning cost (image or text encoder, stage 0) in
 	// denoising steps, balanced on the first stage the same way; 0 leaves it out.
 	ConditionSteps float64
+	// Cache is the step cache (--cache and its flags, docs/caching.md).
+	Cache cacheflag.Flags
 }
 
 // DefaultOptions mirrors the pipeline's defaults; sizes, frames and steps left at 0 come from
@@ -86,7 +94,7 @@ func DefaultOptions() Options {
 	return Options{
 		MinGuidance: -1, MaxGuidance: -1, GuidanceScale: -1, FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02,
 		DecodeChunkSize: -1, Overlap: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Out: "out",
-		Timeout: 10 * time.Minute, Progress: "auto",
+		Timeout: 10 * time.Minute, HeartbeatTimeout: comm.DefaultHeartbeatTimeout, Progress: "auto", Cache: cacheflag.Default(),
 	}
 }
 
@@ -124,15 +132,17 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.NProc, "nproc", o.NProc, "pipeline stages, one process each")
 	fs.StringVar(&o.Out, "out", o.Out, "output folder")
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend (default: GOMLX_BACKEND or go)")
-	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for every hand-off between stages")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for every hand-off between stages, from the sender's last reported step (a peer that keeps stepping extends it to 4x its slowest step)")
+	fs.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", o.HeartbeatTimeout, "a rank silent this long (no data, no heartbeat: killed, node or link down) ends the job, named")
 	fs.StringVar(&o.Progress, "progress", o.Progress, "progress display: auto, bar or plain")
+	o.Cache.Register(fs)
 }
 
 // WorkerArgs renders the options as flags for `vdpp worker generate`.
 func (o Options) WorkerArgs() []string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	i := strconv.Itoa
-	return []string{
+	return append([]string{
 		"--model=" + o.Model, "--variant=" + o.Variant, "--image=" + o.Image,
 		"--prompt=" + o.Prompt, "--negative-prompt=" + o.NegativePrompt,
 		"--prompt-embeds=" + o.PromptEmbeds, "--negative-prompt-embeds=" + o.NegativePromptEmbeds,
@@ -142,8 +152,8 @@ func (o Options) WorkerArgs() []string {
 		"--motion-bucket-id=" + i(o.MotionBucketID), "--noise-aug-strength=" + f(o.NoiseAugStrength),
 		"--decode-chunk-size=" + i(o.DecodeChunkSize), "--decode-ranks=" + i(o.DecodeRanks), "--decode-steps=" + f(o.DecodeSteps), "--condition-steps=" + f(o.ConditionSteps), "--vae-tile=" + i(o.VAETile), "--seed=" + strconv.FormatInt(o.Seed, 10),
 		"--num-samples=" + i(o.NumSamples), "--micro-batch=" + i(o.MicroBatch), "--nproc=" + i(o.NProc),
-		"--out=" + o.Out, "--backend=" + o.Backend, "--timeout=" + o.Timeout.String(), "--progress=plain",
-	}
+		"--out=" + o.Out, "--backend=" + o.Backend, "--timeout=" + o.Timeout.String(), "--heartbeat-timeout=" + o.HeartbeatTimeout.String(), "--progress=plain",
+	}, o.Cache.Args()...)
 }
 
 // Validate checks what can be checked without opening files.
@@ -186,6 +196,9 @@ func (o Options) Validate() error {
 	case "auto", "bar", "plain":
 	default:
 		return fmt.Errorf("%w: --progress %q (want auto, bar or plain)", ErrOptions, o.Progress)
+	}
+	if _, err := o.Cache.Rule(); err != nil {
+		return fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	return nil
 }

@@ -23,8 +23,15 @@ import (
 )
 
 // RunRank runs one stage of a generation: the whole job when env is a single process, or
-// rank env.Rank of a launched world. o must already hold resolved defaults (see Resolve).
+// rank env.Rank of a world started by `vdpp generate` on this node. o must already hold
+// resolved defaults (see Resolve).
 func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) error {
+	return runRank(ctx, o, env, nil, log)
+}
+
+// runRank is RunRank over the transport t of a world already joined (nil: join env's world
+// once the model is loaded).
+func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport, log *slog.Logger) (err error) {
 	if err := o.Validate(); err != nil {
 		return err
 	}
@@ -45,9 +52,16 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
+	pr := params(o)
+	if pr.Cache, err = o.Cache.Rule(); err != nil {
+		return err
+	}
+	if pr.Cache, err = m.ResolveCache(pr.Cache, o.Steps); err != nil {
+		return err
+	}
 	// A stage boundary at every denoiser switch (Wan 2.2's experts): each stage then loads
-	// only the expert its steps use.
-	plan, err := m.StagePlan(o.Steps, o.NProc, o.StageExtras())
+	// only the expert its steps use. A static step cache cuts by computed work.
+	plan, err := m.StagePlanFor(pr, o.NProc, o.StageExtras())
 	if err != nil {
 		return err
 	}
@@ -68,12 +82,14 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 	var tr comm.Transport
 	var store kv
 	var barrier func() error
-	if o.NProc > 1 {
-		t, err := comm.DialTCP(ctx, env, comm.Options{RecvTimeout: o.Timeout, Logger: log})
-		if err != nil {
+	if o.NProc > 1 && t == nil {
+		if t, err = dial(ctx, o, env, log); err != nil {
 			return err
 		}
-		defer t.Close()
+		// A rank that fails ends the job on every rank at once, naming itself.
+		defer func() { comm.CloseWith(t, err) }()
+	}
+	if t != nil {
 		tr, store = t, t.Store()
 		// The store lives on rank 0: every rank waits here before closing, so rank 0 serves
 		// the last stage's look-ups until the last sample is written.
@@ -92,7 +108,6 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 	if first {
 		log.Info("stage plan", "plan", pipeline.FormatPlan(plan))
 	}
-	pr := params(o)
 	sc, err := p.Scheduler(pr.Steps)
 	if err != nil {
 		return err
@@ -101,7 +116,16 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log, ended: map[int64]time.Time{}}
+	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log, ended: map[int64]time.Time{}, caches: map[int64]*pipeline.CacheSummary{}}
+	if last && pr.Cache.On() {
+		// The last stage keeps each sample's cache records for its report as its last
+		// step ends (the decode may run on other ranks, away from the item).
+		stepper.Observe = func(it *pipeline.Item, k int, _ *tensor.Dense, _ []float32) {
+			if k == o.Steps-1 && it.Cache != nil {
+				w.cached(it)
+			}
+		}
+	}
 	if first {
 		desc, err := m.Describe()
 		if err != nil {
@@ -135,6 +159,11 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 		}
 	}
 	return err
+}
+
+// dial joins env's world with o's timeouts.
+func dial(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (*comm.TCPTransport, error) {
+	return comm.DialTCP(ctx, env, comm.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, HeartbeatTimeout: o.HeartbeatTimeout, Logger: log})
 }
 
 // decodeSpread is the spread of --decode-ranks N: the last stage and the N-1 stages before
@@ -237,8 +266,19 @@ type workload struct {
 
 	stages []StageWeights
 
-	mu    sync.Mutex
-	ended map[int64]time.Time // last stage: when each sample's last step ended
+	mu     sync.Mutex
+	ended  map[int64]time.Time // last stage: when each sample's last step ended
+	caches map[int64]*pipeline.CacheSummary
+}
+
+// cached records the step cache of the samples of an item that ran its last step.
+func (w *workload) cached(it *pipeline.Item) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for r, s := range it.Samples {
+		sum := pipeline.Summarize(w.pr.Cache, slices.Clone(it.Cache.Log[r]))
+		w.caches[s] = &sum
+	}
 }
 
 // diffused records when samples finished their last step.
@@ -292,7 +332,7 @@ func (w *workload) Prepare(ctx context.Context, group int64, samples []int64) (*
 		}
 		if it == nil {
 			it = &pipeline.Item{Group: group, Samples: samples, Guidance: one.Guidance, Windows: w.windows,
-				Latent: tensor.New(append([]int{len(samples)}, one.Latent.Shape[1:]...)...)}
+				Latent: tensor.New(append([]int{len(samples)}, one.Latent.Shape[1:]...)...), Cache: pipeline.NewItemCache(w.pr.Cache, len(samples))}
 		}
 		per := one.Latent.Len()
 		copy(it.Latent.Data[r*per:(r+1)*per], one.Latent.Data)
@@ -390,6 +430,9 @@ func (w *workload) writeSample(ctx context.Context, s int64, t0 time.Time, decod
 		Timings: Timings{LoadMS: loadMS, ConditioningMS: ct.ConditioningMS, DiffusionMS: ms(t0.Sub(time.Unix(0, started))), DecodeMS: decodeMS},
 		Pixels:  out.stats.Stats(), Files: files, MP4: enc,
 	}
+	w.mu.Lock()
+	rep.Cache = w.caches[s]
+	w.mu.Unlock()
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package generate
 
 import (
+	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/video"
 )
 
@@ -55,4 +56,6 @@ type SampleReport struct {
 	Pixels               video.FrameStats `json:"pixel_stats"`
 	Files                []string         `json:"files"`
 	MP4                  string           `json:"mp4"`
+	// Cache is the step cache of a cached run (--cache): the rule, which calls computed.
+	Cache *pipeline.CacheSummary `json:"cache,omitempty"`
 }

@@ -84,7 +84,7 @@ func Resolve(o Options) (Options, error) {
 	switch {
 	case o.VAETile < -1:
 		return o, fmt.Errorf("%w: --vae-tile %d (0: off, -1: the VAE's sample_size)", ErrOptions, o.VAETile)
-	case o.VAETile != 0 && m.Family.Name() != "svd":
+	case o.VAETile != 0 && !desc.VAETiling:
 		return o, fmt.Errorf("%w: --vae-tile: the %s family's VAE does not tile", ErrOptions, m.Family.Name())
 	case o.VAETile > 0 && o.VAETile%(4*f) != 0:
 		// Tiles advance by three quarters of a tile, which must be whole latent pixels.
@@ -95,6 +95,13 @@ func Resolve(o Options) (Options, error) {
 	}
 	if fm := desc.FrameMultiple; fm > 0 && (o.NumFrames-1)%fm != 0 {
 		return o, fmt.Errorf("%w: --num-frames %d: the model's causal VAE takes 1 + %dk frames (e.g. %d or %d)", ErrOptions, o.NumFrames, fm, (o.NumFrames-1)/fm*fm+1, ((o.NumFrames-1)/fm+1)*fm+1)
+	}
+	rule, err := o.Cache.Rule()
+	if err == nil {
+		_, err = m.ResolveCache(rule, o.Steps)
+	}
+	if err != nil {
+		return o, fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	if desc.TextDim > 0 {
 		return resolveText(o, m, desc)

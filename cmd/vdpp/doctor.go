@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
+	"runtime/debug"
+	"slices"
 	"strings"
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
@@ -31,8 +32,26 @@ type doctorReport struct {
 	Tried            bool                    `json:"tried"`
 	Backend          string                  `json:"backend,omitempty"`
 	TryError         string                  `json:"try_error,omitempty"`
-	// CPUMatMul names the kernel simplego's float32 matrix products run on.
+	// CPUMatMul names the CPU kernels the pure-Go backend runs (nn.KernelsStatus).
 	CPUMatMul string `json:"cpu_matmul"`
+	// Backends are the GoMLX backends built into this binary ("go", "xla"); Static says
+	// whether it was built without cgo (CGO_ENABLED=0).
+	Backends []string `json:"backends"`
+	Static   bool     `json:"static"`
+}
+
+// buildStatic reports whether this binary was built with CGO_ENABLED=0.
+func buildStatic() bool {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range info.Settings {
+		if s.Key == "CGO_ENABLED" {
+			return s.Value == "0"
+		}
+	}
+	return false
 }
 
 // runDoctor prints what vdpp detects about GPUs and PJRT plugins and which backend a
@@ -48,7 +67,7 @@ func runDoctor(_ context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	p := backendspec.OSProbe()
-	rep := doctorReport{GPU: backendspec.DetectGPU(p), Spec: *spec, CPUMatMul: cpuMatMul()}
+	rep := doctorReport{GPU: backendspec.DetectGPU(p), Spec: *spec, CPUMatMul: cpuMatMul(), Backends: nn.CompiledBackends(), Static: buildStatic()}
 	rep.CUDAPlugin, rep.PluginSearched = backendspec.FindCUDAPlugin(p)
 	rep.CUDADataDir, rep.CUDADataDirTried = backendspec.FindCUDADataDir(p, rep.CUDAPlugin)
 	rep.MissingCUDALibs, _ = backendspec.MissingCUDALibs(p, rep.CUDAPlugin)
@@ -93,6 +112,14 @@ func writeDoctor(w io.Writer, rep doctorReport) error {
 		}
 		return "no"
 	}
+	build := "dynamic (cgo)"
+	if rep.Static {
+		build = "static (CGO_ENABLED=0)"
+	}
+	fmt.Fprintf(&b, "backends built in: %s; %s binary\n", strings.Join(rep.Backends, ", "), build)
+	if !slices.Contains(rep.Backends, "xla") {
+		fmt.Fprintf(&b, "                   (no XLA: --backend xla:* needs the default build; see docs/deploy.md)\n")
+	}
 	fmt.Fprintf(&b, "NVIDIA GPU:        %s (%s)\n", yes(rep.GPU.Found), rep.GPU.Evidence)
 	if rep.CUDAPlugin != "" {
 		fmt.Fprintf(&b, "CUDA PJRT plugin:  %s\n", rep.CUDAPlugin)
@@ -112,7 +139,7 @@ func writeDoctor(w io.Writer, rep doctorReport) error {
 	} else {
 		fmt.Fprintf(&b, "CUDA libraries:    driver, cuBLAS and cuDNN found\n")
 	}
-	fmt.Fprintf(&b, "CPU matrix kernel: %s\n", rep.CPUMatMul)
+	fmt.Fprintf(&b, "CPU kernels: %s\n", rep.CPUMatMul)
 	spec := rep.Spec
 	if spec == "" {
 		spec = "(automatic)"
@@ -192,16 +219,5 @@ func tryBackend(r backendspec.Resolution) (string, error) {
 	return name, nil
 }
 
-// cpuMatMul describes the kernel behind simplego's float32 matrix products (--backend go).
-func cpuMatMul() string {
-	switch installed, err := nn.SimpleGoGEMM(); {
-	case installed:
-		return "vdpp gemm (AVX2/FMA assembly)"
-	case err != nil:
-		return "simplego's scalar loop (" + err.Error() + ")"
-	case os.Getenv(nn.GEMMEnv) == "simplego":
-		return "simplego's scalar loop (" + nn.GEMMEnv + "=simplego)"
-	default:
-		return "simplego's scalar loop (this CPU lacks AVX2/FMA)"
-	}
-}
+// cpuMatMul describes the CPU kernels behind the pure-Go backend (--backend go).
+func cpuMatMul() string { return nn.KernelsStatus() }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/vdpp/vdpp/comm"
@@ -58,4 +59,22 @@ func runLaunch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		o.GracePeriod = time.Millisecond
 	}
 	return comm.Launch(ctx, o)
+}
+
+// launchedRank says whether this process is one rank of a world a launcher started (vdpp
+// launch, torchrun, LeaderWorkerSet: a world of more than one), and where it sits. A
+// command that sees one acts as that rank of one job instead of starting its own workers.
+func launchedRank() (comm.Env, bool, error) {
+	env, err := comm.EnvFromOS(os.Getenv)
+	if err != nil {
+		return env, false, err
+	}
+	return env, env.WorldSize > 1, nil
+}
+
+// flagGiven reports whether the command line set the flag called name.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }

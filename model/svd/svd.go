@@ -5,7 +5,8 @@
 // unconditional rows with zero embedding and zero image latents), and decoding of final
 // latents into frames. Sampler is SVD's family.Sampler (registered as the "svd" family for
 // folders whose model_index.json names StableVideoDiffusionPipeline): every command runs
-// SVD through it.
+// SVD through it. The Denoiser is also a model.StepCacher (cache.go, Caching): DeepCache,
+// a static schedule that reuses whole calls, and an adaptive first-block rule.
 //
 // Contract: a process loads only what its pipeline role needs (Parts): stage 0 the image
 // encoder and VAE encoder, every stage the UNet, the last stage the VAE decoder. Every size
