@@ -26,6 +26,7 @@ import (
 	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/vae"
+	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 )
 
@@ -214,6 +215,16 @@ func (p *Pipeline) Validate(pr Params) error {
 	}
 	if _, err := p.tiling(pr); err != nil {
 		return err
+	}
+	return checkCacheBranch(p.UNetConfig, pr.Cache)
+}
+
+// checkCacheBranch refuses a cache rule whose branch the UNet does not have.
+func checkCacheBranch(cfg unet.Config, c pipeline.Cache) error {
+	if c.On() && c.Mode != pipeline.CacheStatic {
+		if n := unet.Branches(cfg); c.Branch < 0 || c.Branch >= n {
+			return fmt.Errorf("%w: --cache-branch %d: the UNet has branches 0..%d", ErrParams, c.Branch, n-1)
+		}
 	}
 	return nil
 }
