@@ -152,7 +152,6 @@ func sharedSecret() ([]byte, error) {
 	return secret, nil
 }
 
-
 // errBuiltinUnavailable is the answer to --model builtin in a build without the built-in
 // trained model.
 var errBuiltinUnavailable = errors.New("serve: builtin model not available in this build")
