@@ -380,3 +380,50 @@ func TestMultiNodeServe(t *testing.T) {
 	}
 	s.waitReady(http.StatusOK, 30*time.Second)
 }
+
+// TestMultiNodeLinkEfficiency reports the pipeline's efficiency with two nodes joined by
+// a bandwidth-limited link beside all ranks on one node (loopback): a 4-stage synthetic
+// pipeline whose hand-offs carry 512 KiB, 20 ms of steps per stage and sample. Timings
+// on a shared machine vary, so it checks only that every run is bit-identical to its
+// baseline and that the slow link costs throughput; the numbers are in the log (see
+// docs/measurements).
+func TestMultiNodeLinkEfficiency(t *testing.T) {
+	bench := func(out string) []string {
+		return []string{"bench", "--model", "synthetic", "--step-ms", "10", "--total-steps", "8", "--num-samples", "16",
+			"--warmup-samples", "4", "--latent-channels", "4", "--latent-frames", "8", "--latent-height", "64", "--latent-width", "64",
+			"--nproc", "4", "--json", out}
+	}
+	read := func(path string) benchJSON {
+		t.Helper()
+		var rep benchJSON
+		b, err := os.ReadFile(path)
+		if err == nil {
+			err = json.Unmarshal(b, &rep)
+		}
+		if err != nil || rep.EqualToBaseline == nil || !*rep.EqualToBaseline {
+			t.Fatalf("%s: %v %s", path, err, b)
+		}
+		return rep
+	}
+	results := map[string]benchJSON{}
+	for _, link := range []string{"loopback", "1gbit", "100mbit"} {
+		out := filepath.Join(t.TempDir(), "bench.json")
+		if link == "loopback" {
+			net := netns.New(t, netns.Config{Hosts: 2})
+			one := []*netns.Host{net.Hosts[0]}
+			waitAll(t, 3*time.Minute, startNode(t, one, 0, 4, bench(out)...))
+		} else {
+			net := netns.New(t, netns.Config{Hosts: 2, Rate: link})
+			args := bench(out)
+			waitAll(t, 3*time.Minute, startNode(t, net.Hosts, 0, 2, args...), startNode(t, net.Hosts, 1, 2, args...))
+		}
+		results[link] = read(out)
+		r := results[link]
+		t.Logf("%-8s steady %6.1f ms/sample, efficiency %5.1f %%, first sample %6.1f ms", link, r.SteadySampleMS, 100*r.Efficiency, r.FirstSampleMS)
+	}
+	// 512 KiB at 100 Mbit/s take 42 ms, twice the 20 ms a stage computes: the link sets
+	// the pace.
+	if slow, fast := results["100mbit"].SteadySampleMS, results["loopback"].SteadySampleMS; slow < 1.3*fast {
+		t.Errorf("a 100 Mbit/s link did not slow the pipeline: %.1f vs %.1f ms per sample", slow, fast)
+	}
+}
