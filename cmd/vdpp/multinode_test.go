@@ -119,6 +119,11 @@ func TestMultiNodeFaults(t *testing.T) {
 			t.Fatal("host 0 exited 0 after losing host 1")
 		}
 		out := n0.stderr.String()
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "vdpp worker: ") {
+				t.Logf("host 0: %s", l)
+			}
+		}
 		if !strings.Contains(out, "comm: lost rank 2 (node ") && !strings.Contains(out, "comm: lost rank 3 (node ") {
 			t.Fatalf("host 0 does not name the lost rank:\n%s", out)
 		}
