@@ -63,7 +63,14 @@ func (m *Model) ForwardFramesShallow(ctx context.Context, branch int, feature, s
 	if feature == nil || sample == nil || len(feature.Shape) != 5 || len(sample.Shape) != 5 || feature.Shape[0] != sample.Shape[0] || feature.Shape[1] != sample.Shape[1] {
 		return nil, fmt.Errorf("%w: feature %v for sample %v", ErrBranch, shapeOf(feature), shapeOf(sample))
 	}
-	out, _, err := m.forwardFrames(ctx, &deepKey{branch: branch, shallow: true}, feature, sample, timestep, ehs, addedTimeIDs, part, comm)
+	out, _, err := m.forwardFrames(ctx, &deepKey{branch: branch, mode: cutShallow}, feature, sample, timestep, ehs, addedTimeIDs, part, comm)
+	return out, err
+}
+
+// ForwardFramesProbe is ForwardProbe evaluated by one member of a context-parallel group:
+// the skip of branch for the member's frames, [B, Hi-Lo, C, h', w'].
+func (m *Model) ForwardFramesProbe(ctx context.Context, branch int, sample, timestep, ehs, addedTimeIDs *tensor.Dense, part Frames, comm Comm) (*tensor.Dense, error) {
+	out, _, err := m.forwardFrames(ctx, &deepKey{branch: branch, mode: cutProbe}, nil, sample, timestep, ehs, addedTimeIDs, part, comm)
 	return out, err
 }
 
@@ -106,11 +113,16 @@ func (m *Model) forwardFrames(ctx context.Context, cut *deepKey, feature, sample
 	if err := r.run(plan); err != nil {
 		return nil, nil, err
 	}
-	x := r.regs[regX]
-	d := x.Shape
-	out = &tensor.Dense{Shape: []int{r.rows, r.hi - r.lo, d[1], d[2], d[3]}, Data: x.Data}
-	if f := r.regs[regFeature]; cut != nil && !cut.shallow && f != nil {
-		kept = &tensor.Dense{Shape: []int{r.rows, r.hi - r.lo, f.Shape[1], f.Shape[2], f.Shape[3]}, Data: f.Data}
+	frames := func(x *tensor.Dense) *tensor.Dense {
+		d := x.Shape
+		return &tensor.Dense{Shape: []int{r.rows, r.hi - r.lo, d[1], d[2], d[3]}, Data: x.Data}
+	}
+	if cut != nil && cut.mode == cutProbe {
+		return frames(r.regs[regFeature]), nil, nil
+	}
+	out = frames(r.regs[regX])
+	if f := r.regs[regFeature]; cut != nil && cut.mode == cutKeep && f != nil {
+		kept = frames(f)
 	}
 	return out, kept, nil
 }

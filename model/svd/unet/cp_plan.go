@@ -205,11 +205,14 @@ func newCPPlan(cfg Config, h, w int, c *deepKey) (*cpPlan, error) {
 	outs := []string{regX}
 	if c != nil {
 		var err error
-		if l, err = cut(cfg, p, c.branch, c.shallow); err != nil {
+		if l, err = cut(cfg, p, c.branch, c.mode); err != nil {
 			return nil, err
 		}
-		if !c.shallow {
+		switch c.mode {
+		case cutKeep:
 			outs = append(outs, regFeature)
+		case cutProbe:
+			outs = []string{regFeature}
 		}
 	}
 	walk(cfg, h, w, l)

@@ -45,13 +45,26 @@ func Branches(cfg Config) int {
 // branch, loading the feature there (shallow). Skips are pushed in order and all popped
 // after the last push, so a skip's position on the stack is its push number.
 type cutLayers struct {
-	inner   layers
-	skip    int  // the branch's skip: its push number
-	shallow bool // load the feature instead of running the deep part
-	pushed  int  // skips pushed so far, run or not
-	depth   int  // skips on the stack, run or not
-	deep    bool // inside the deep part of a shallow call: calls are dropped
+	inner  layers
+	skip   int     // the branch's skip: its push number
+	mode   cutMode // what the call runs
+	pushed int     // skips pushed so far, run or not
+	depth  int     // skips on the stack, run or not
+	deep   bool    // inside the part the call does not run: calls are dropped
 }
+
+// cutMode is what a DeepCache call runs.
+type cutMode int
+
+const (
+	// cutKeep runs everything and saves the feature at the branch.
+	cutKeep cutMode = iota
+	// cutShallow loads the feature instead of running the part below the branch.
+	cutShallow
+	// cutProbe runs only the layers down to the branch's skip and saves that skip as the
+	// feature: the "first block" an adaptive rule compares between steps.
+	cutProbe
+)
 
 func (c *cutLayers) embed() { c.inner.embed() }
 
@@ -79,18 +92,25 @@ func (c *cutLayers) pushSkip() {
 	}
 	c.depth++
 	c.pushed++
-	if c.shallow && c.pushed-1 == c.skip {
-		c.deep = true
+	if c.pushed-1 == c.skip {
+		switch c.mode {
+		case cutShallow:
+			c.deep = true
+		case cutProbe:
+			c.inner.saveFeature()
+			c.deep = true
+		}
 	}
 }
 
 func (c *cutLayers) popSkip() {
 	c.depth--
 	if c.depth == c.skip {
-		if c.shallow {
+		switch c.mode {
+		case cutShallow:
 			c.deep = false
 			c.inner.loadFeature()
-		} else {
+		case cutKeep:
 			c.inner.saveFeature()
 		}
 	}
@@ -104,22 +124,36 @@ func (c *cutLayers) saveFeature() { c.inner.saveFeature() }
 func (c *cutLayers) loadFeature() { c.inner.loadFeature() }
 
 // cut returns l wrapped for a DeepCache call at branch, after checking the branch.
-func cut(cfg Config, l layers, branch int, shallow bool) (layers, error) {
+func cut(cfg Config, l layers, branch int, mode cutMode) (layers, error) {
 	if n := Branches(cfg); branch < 0 || branch >= n {
 		return nil, fmt.Errorf("%w: branch %d, the UNet has branches 0..%d", ErrBranch, branch, n-1)
 	}
-	return &cutLayers{inner: l, skip: branch + 1, shallow: shallow}, nil
+	return &cutLayers{inner: l, skip: branch + 1, mode: mode}, nil
 }
 
 // BuildKeep is Build for the full call of DeepCache at branch: it also returns the kept
 // feature, [B, T, C, h', w'] (the input of the up module mirroring the branch).
 func BuildKeep(s nn.Scope, cfg Config, branch int, sample, timestep, ehs, addedTimeIDs *Node) (out, feature *Node) {
 	l := newGraphLayers(s, cfg, sample, timestep, ehs, addedTimeIDs)
-	c, err := cut(cfg, l, branch, false)
+	c, err := cut(cfg, l, branch, cutKeep)
 	if err != nil {
 		panic(err)
 	}
 	return l.run(c), l.featureOut()
+}
+
+// BuildProbe runs the UNet only down to the skip of branch and returns that skip,
+// [B, T, C, h', w']: the part of a call an adaptive rule compares between steps (at
+// branch 0, conv_in and the first res-block, with its transformer when the block has
+// one).
+func BuildProbe(s nn.Scope, cfg Config, branch int, sample, timestep, ehs, addedTimeIDs *Node) *Node {
+	l := newGraphLayers(s, cfg, sample, timestep, ehs, addedTimeIDs)
+	c, err := cut(cfg, l, branch, cutProbe)
+	if err != nil {
+		panic(err)
+	}
+	walk(cfg, l.h, l.w, c)
+	return l.featureOut()
 }
 
 // BuildShallow is Build for a cached call of DeepCache at branch: feature is what
@@ -127,7 +161,7 @@ func BuildKeep(s nn.Scope, cfg Config, branch int, sample, timestep, ehs, addedT
 // network deeper than the branch does not run.
 func BuildShallow(s nn.Scope, cfg Config, branch int, feature, sample, timestep, ehs, addedTimeIDs *Node) *Node {
 	l := newGraphLayers(s, cfg, sample, timestep, ehs, addedTimeIDs)
-	c, err := cut(cfg, l, branch, true)
+	c, err := cut(cfg, l, branch, cutShallow)
 	if err != nil {
 		panic(err)
 	}
@@ -164,8 +198,8 @@ func (l *graphLayers) loadFeature() {
 
 // deepKey names a compiled DeepCache program.
 type deepKey struct {
-	branch  int
-	shallow bool
+	branch int
+	mode   cutMode
 }
 
 // deepPrograms holds a Model's DeepCache programs, compiled on first use.
@@ -185,15 +219,16 @@ func (d *deepPrograms) get(m *Model, k deepKey) (*nn.Program, error) {
 	}
 	cfg := m.cfg
 	build := func(s nn.Scope, in []*Node) []*Node {
+		switch k.mode {
+		case cutShallow:
+			return []*Node{BuildShallow(s, cfg, k.branch, in[4], in[0], in[1], in[2], in[3])}
+		case cutProbe:
+			return []*Node{BuildProbe(s, cfg, k.branch, in[0], in[1], in[2], in[3])}
+		}
 		out, f := BuildKeep(s, cfg, k.branch, in[0], in[1], in[2], in[3])
 		return []*Node{out, f}
 	}
-	if k.shallow {
-		build = func(s nn.Scope, in []*Node) []*Node {
-			return []*Node{BuildShallow(s, cfg, k.branch, in[4], in[0], in[1], in[2], in[3])}
-		}
-	}
-	p, err := nn.NewProgram(m.prog.Backend(), m.weights, fmt.Sprintf("unet-deepcache-%d-%t", k.branch, k.shallow), build)
+	p, err := nn.NewProgram(m.prog.Backend(), m.weights, fmt.Sprintf("unet-deepcache-%d-%d", k.branch, k.mode), build)
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
@@ -240,11 +275,26 @@ func (m *Model) ForwardShallow(branch int, feature, sample, timestep, ehs, added
 	if sample != nil && (len(feature.Shape) != 5 || len(sample.Shape) != 5 || feature.Shape[0] != sample.Shape[0] || feature.Shape[1] != sample.Shape[1]) {
 		return nil, fmt.Errorf("%w: feature %v for sample %v", ErrBranch, feature.Shape, sample.Shape)
 	}
-	prog, err := m.deep.get(m, deepKey{branch: branch, shallow: true})
+	prog, err := m.deep.get(m, deepKey{branch: branch, mode: cutShallow})
 	if err != nil {
 		return nil, err
 	}
 	outs, err := m.runRows(prog, feature, sample, timestep, ehs, addedTimeIDs)
+	if err != nil {
+		return nil, err
+	}
+	return outs[0], nil
+}
+
+// ForwardProbe runs the UNet of a call only down to the skip of branch and returns that
+// skip, [B, T, C, h', w'] (BuildProbe): what an adaptive rule compares between steps to
+// decide whether the rest of the call is worth computing.
+func (m *Model) ForwardProbe(branch int, sample, timestep, ehs, addedTimeIDs *tensor.Dense) (*tensor.Dense, error) {
+	prog, err := m.deep.get(m, deepKey{branch: branch, mode: cutProbe})
+	if err != nil {
+		return nil, err
+	}
+	outs, err := m.runRows(prog, nil, sample, timestep, ehs, addedTimeIDs)
 	if err != nil {
 		return nil, err
 	}

@@ -243,8 +243,8 @@ func TestDeepCacheErrors(t *testing.T) {
 	}
 }
 
-// TestDeepCacheFrames: the context-parallel full and shallow calls, joined over two
-// members, match the one-rank calls (prediction and feature) within the CP tolerance.
+// TestDeepCacheFrames: the context-parallel full, shallow and probe calls, joined over two
+// members, match the one-rank calls (prediction, feature, probe) within the CP tolerance.
 func TestDeepCacheFrames(t *testing.T) {
 	m := deepCacheModel(t, smallConfig2)
 	cfg := m.Config()
@@ -264,7 +264,11 @@ func TestDeepCacheFrames(t *testing.T) {
 	}
 	parts := frameRanges([]int{2, 1})
 	comms := localComms(t, len(parts))
-	outs, features, shallow := make([]*tensor.Dense, 2), make([]*tensor.Dense, 2), make([]*tensor.Dense, 2)
+	wantProbe, err := m.ForwardProbe(branch, next, ts, ehs, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, features, shallow, probes := make([]*tensor.Dense, 2), make([]*tensor.Dense, 2), make([]*tensor.Dense, 2), make([]*tensor.Dense, 2)
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i, p := range parts {
@@ -274,6 +278,9 @@ func TestDeepCacheFrames(t *testing.T) {
 			if errs[i] == nil {
 				shallow[i], errs[i] = m.ForwardFramesShallow(ctx, branch, features[i], sliceT(next, p.Lo, p.Hi), ts, ehs, ids, p, comms[i])
 			}
+			if errs[i] == nil {
+				probes[i], errs[i] = m.ForwardFramesProbe(ctx, branch, sliceT(next, p.Lo, p.Hi), ts, ehs, ids, p, comms[i])
+			}
 		})
 	}
 	wg.Wait()
@@ -282,6 +289,7 @@ func TestDeepCacheFrames(t *testing.T) {
 	}
 	for name, pair := range map[string][2]*tensor.Dense{
 		"full": {joinT(outs), wantOut}, "feature": {joinT(features), wantFeature}, "shallow": {joinT(shallow), wantShallow},
+		"probe": {joinT(probes), wantProbe},
 	} {
 		if !tensor.SameShape(pair[0], pair[1]) {
 			t.Fatalf("%s: shape %v, want %v", name, pair[0].Shape, pair[1].Shape)
