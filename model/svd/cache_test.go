@@ -295,21 +295,19 @@ func TestPredictFramesCached(t *testing.T) {
 // DeepCache reuse.
 func TestCacheCost(t *testing.T) {
 	dir := shared.Require(t, "golden", "dev")
-	p := family.Params{NumFrames: 3, Height: 32, Width: 32}
-	fr := func(mode string, branch int) family.CacheCost {
-		t.Helper()
-		p.Cache = pipeline.Cache{Mode: mode, Branch: branch}
-		c, err := svdFamily{}.CacheCost(dir, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
 	desc, err := svdFamily{}.Describe(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	side := int64(32 / desc.SizeMultiple)
+	fr := func(mode string, branch int) family.CacheCost {
+		t.Helper()
+		c, err := svdFamily{}.CacheCost(dir, pipeline.Cache{Mode: mode, Branch: branch}, []int{3, 4, int(side), int(side)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
 	latent := 4 * 3 * 4 * side * side
 	if c := fr(pipeline.CacheStatic, 0); c.ReuseFraction != 0 || c.StateBytes != latent {
 		t.Errorf("static: %+v, want a free reuse keeping one latent (%d bytes)", c, latent)
