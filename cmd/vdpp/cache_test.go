@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -148,4 +149,23 @@ func TestBenchCache(t *testing.T) {
 			t.Fatalf("%d calls computed, steps %q", rep.ComputedCalls, rep.CacheSamples[0].ComputedSteps)
 		}
 	})
+}
+
+// vdpp plan with a static cache cuts the pipeline by computed work and shows the predicted
+// speedup; an adaptive cache, whose computed steps the run decides, is refused in one line.
+func TestPlanCache(t *testing.T) {
+	base := []string{"--model", "synthetic", "--measure=false", "--step-ms", "5", "--handoff-ms", "0.1", "--total-steps", "12", "--num-samples", "8", "--devices", "2"}
+	var stdout, stderr bytes.Buffer
+	if err := runPlan(context.Background(), append(base, "--cache", "static", "--cache-steps", "0-5"), &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "cache speedup") || !strings.Contains(out, "1.78×, 1.78×") || !strings.Contains(out, "steps cut 3+9 by computed work") {
+		t.Fatalf("no cut by computed work or predicted speedup:\n%s", out)
+	}
+	stdout.Reset()
+	err := runPlan(context.Background(), append(base, "--cache", "fbcache"), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "--cache static --cache-steps") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("fbcache: %v", err)
+	}
 }
