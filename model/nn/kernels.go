@@ -77,7 +77,7 @@ func KernelsStatus() string {
 }
 
 // fusedOps lists the building blocks that run as fused ops.
-const fusedOps = "attention, norms"
+const fusedOps = "attention, norms, convolutions"
 
 // fusedGEMM reports whether simplego's products run on internal/gemm.
 func fusedGEMM() bool {
@@ -261,4 +261,43 @@ func fusedChannelL2Norm(x, gamma *Node, eps float64, silu bool) (*Node, bool) {
 	dims := x.Shape().Dimensions
 	sh := kernels.ChannelRMSNormShape{N: dims[0], C: dims[1], S: x.Shape().Size() / (dims[0] * dims[1]), Eps: eps, SiLU: silu}
 	return sghook.Emit(x.Graph(), x.Shape(), channelNormKernel{shape: sh}, x, Reshape(gamma, dims[1])), true
+}
+
+// convKernel is kernels.Conv: inputs x, w[, bias].
+type convKernel struct{ shape kernels.ConvShape }
+
+func (convKernel) Name() string { return "convolution" }
+func (k convKernel) Run(out []float32, ins [][]float32) {
+	var bias []float32
+	if len(ins) > 2 {
+		bias = ins[2]
+	}
+	kernels.Conv(out, ins[0], ins[1], bias, k.shape)
+}
+
+// fusedConv emits the convolution of x [N, C, s...] (1 to 3 spatial axes) by w [O, C, k...]
+// plus b [O] (or nil) as one op.
+func fusedConv(x, w, b *Node, stride int, pads [][2]int) (*Node, bool) {
+	d := x.Rank() - 2
+	if !useKernels(x.Graph(), x.DType()) || d < 1 || d > 3 || w.DType() != x.DType() {
+		return nil, false
+	}
+	xd, wd := x.Shape().Dimensions, w.Shape().Dimensions
+	sh := kernels.ConvShape{N: xd[0], C: xd[1], O: wd[0], Stride: stride}
+	for i := range 3 {
+		sh.In[i], sh.K[i] = 1, 1
+	}
+	for i := range d {
+		sh.In[3-d+i], sh.K[3-d+i], sh.Pads[3-d+i] = xd[2+i], wd[2+i], pads[i]
+	}
+	if sh.Validate() != nil {
+		return nil, false
+	}
+	o := sh.Out()
+	out := append([]int{sh.N, sh.O}, o[3-d:]...)
+	ins := []*Node{x, w}
+	if b != nil {
+		ins = append(ins, b)
+	}
+	return sghook.Emit(x.Graph(), shapes.Make(dtypes.Float32, out...), convKernel{sh}, ins...), true
 }

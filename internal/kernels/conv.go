@@ -1,0 +1,169 @@
+package kernels
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/vdpp/vdpp/internal/gemm"
+	"github.com/vdpp/vdpp/internal/parallel"
+)
+
+// ConvShape describes a convolution of x [N, C, D0, D1, D2] by w [O, C, K0, K1, K2] into
+// [N, O, Out0, Out1, Out2], torch's conv3d; a 2D (1D) convolution sets the leading spatial
+// sizes and kernel sizes to 1. Stride applies to every spatial axis; Pads are the
+// (before, after) zero padding of each axis.
+type ConvShape struct {
+	N, C, O int
+	In, K   [3]int
+	Stride  int
+	Pads    [3][2]int
+}
+
+// Out returns the output's spatial sizes.
+func (s ConvShape) Out() [3]int {
+	var o [3]int
+	for i := range o {
+		o[i] = (s.In[i]+s.Pads[i][0]+s.Pads[i][1]-s.K[i])/s.Stride + 1
+	}
+	return o
+}
+
+// Validate reports what is wrong with s.
+func (s ConvShape) Validate() error {
+	if s.N <= 0 || s.C <= 0 || s.O <= 0 || s.Stride <= 0 {
+		return fmt.Errorf("kernels: conv %+v", s)
+	}
+	for i := range 3 {
+		if s.In[i] <= 0 || s.K[i] <= 0 || s.Pads[i][0] < 0 || s.Pads[i][1] < 0 ||
+			s.In[i]+s.Pads[i][0]+s.Pads[i][1] < s.K[i] {
+			return fmt.Errorf("kernels: conv %+v: axis %d", s, i)
+		}
+	}
+	return nil
+}
+
+// Conv sets out [N, O, Out...] to the convolution of x by w plus bias [O] (nil: none). It
+// is a matrix product of w as [O, C·K0·K1·K2] with the input patches, which are never
+// stored as a whole: for each block of output positions (one panel of the matrix kernel)
+// the patch values are gathered straight from x into the kernel's packed layout, used for
+// every output channel, and dropped. Each output element is Σ over (c, k0, k1, k2) in
+// that order, then plus the bias, so the result does not depend on how the positions
+// are split over the cores.
+func Conv(out, x, w, bias []float32, s ConvShape) {
+	if err := s.Validate(); err != nil {
+		panic(err)
+	}
+	o := s.Out()
+	p := o[0] * o[1] * o[2]
+	k := s.C * s.K[0] * s.K[1] * s.K[2]
+	if len(x) < s.N*s.C*s.In[0]*s.In[1]*s.In[2] || len(w) < s.O*k || len(out) < s.N*s.O*p ||
+		(bias != nil && len(bias) < s.O) {
+		panic(fmt.Sprintf("kernels: conv %+v: slices too short", s))
+	}
+	pw := gemm.PanelWidth()
+	panels := (p + pw - 1) / pw
+	// Grain: a unit is one panel; give each goroutine at least ~200k multiply-adds.
+	work := s.O * k * pw
+	parallel.For(s.N*panels, max(1, 200_000/work), func(lo, hi int) {
+		buf := getPanel(k * pw)
+		defer panelPool.Put(buf)
+		var segs []segment
+		for u := lo; u < hi; u++ {
+			n, q := u/panels, u%panels
+			p0 := q * pw
+			cols := min(pw, p-p0)
+			segs = s.pack(*buf, x[n*s.C*s.In[0]*s.In[1]*s.In[2]:], p0, cols, o, segs)
+			dst := out[n*s.O*p+p0:]
+			gemm.MulPanel(s.O, k, w, k, *buf, cols, dst, p)
+			if bias != nil {
+				for oc := range s.O {
+					row := dst[oc*p : oc*p+cols]
+					b := bias[oc]
+					for i := range row {
+						row[i] += b
+					}
+				}
+			}
+		}
+	})
+}
+
+var panelPool sync.Pool
+
+func getPanel(n int) *[]float32 {
+	if b, ok := panelPool.Get().(*[]float32); ok && cap(*b) >= n {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]float32, n)
+	return &b
+}
+
+// segment is one contiguous run of patch values: n values of one input row, starting at
+// src within a channel's plane (stride apart), go to the panel at dst within a channel's
+// block of rows.
+type segment struct{ dst, src, n int }
+
+// pack writes the patch values of output positions p0..p0+cols−1 (of one batch row, x
+// pointing at it) into panel as [K][w]: panel[q·w + j] is the input value that kernel
+// entry q = ((c·K0 + k0)·K1 + k1)·K2 + k2 meets at position p0+j, 0 in the padding and in
+// columns cols..w−1. The runs are worked out once for channel 0 (segs is scratch) and
+// replayed for every channel.
+func (s ConvShape) pack(panel, x []float32, p0, cols int, o [3]int, segs []segment) []segment {
+	taps := s.K[0] * s.K[1] * s.K[2]
+	pw := len(panel) / (s.C * taps)
+	in0, in1, in2 := s.In[0], s.In[1], s.In[2]
+	st := s.Stride
+	segs = segs[:0]
+	for j := 0; j < cols; {
+		pos := p0 + j
+		ow := pos % o[2]
+		oh := (pos / o[2]) % o[1]
+		ot := pos / (o[2] * o[1])
+		run := min(cols-j, o[2]-ow)
+		t := 0
+		for k0 := range s.K[0] {
+			it := ot*st + k0 - s.Pads[0][0]
+			for k1 := range s.K[1] {
+				ih := oh*st + k1 - s.Pads[1][0]
+				for k2 := range s.K[2] {
+					tap := t
+					t++
+					if it < 0 || it >= in0 || ih < 0 || ih >= in1 {
+						continue
+					}
+					iw := ow*st + k2 - s.Pads[2][0] // input column of the run's first position
+					lo, hi := 0, run
+					for lo < hi && iw+lo*st < 0 {
+						lo++
+					}
+					for hi > lo && iw+(hi-1)*st >= in2 {
+						hi--
+					}
+					if lo < hi {
+						segs = append(segs, segment{dst: tap*pw + j + lo, src: (it*in1+ih)*in2 + iw + lo*st, n: hi - lo})
+					}
+				}
+			}
+		}
+		j += run
+	}
+	clear(panel)
+	plane := in0 * in1 * in2
+	for c := range s.C {
+		dst, src := panel[c*taps*pw:(c+1)*taps*pw], x[c*plane:(c+1)*plane]
+		if st == 1 {
+			for _, g := range segs {
+				copy(dst[g.dst:g.dst+g.n], src[g.src:g.src+g.n])
+			}
+			continue
+		}
+		for _, g := range segs {
+			d := dst[g.dst : g.dst+g.n]
+			for r := range d {
+				d[r] = src[g.src+r*st]
+			}
+		}
+	}
+	return segs
+}
