@@ -143,6 +143,44 @@ func MulPanel(m, k int, a []float32, lda int, panel []float32, cols int, c []flo
 	}
 }
 
+// MulRowPtrs sets c[i*ldc+j] = Σ_p a[i*lda+p]·rows[p][j] for i < m, j < w = PanelWidth():
+// one panel of B given as k row pointers instead of packed, so that a caller whose B rows
+// already lie in memory (a convolution's shifted input rows) need not copy them. Every
+// rows[p] must point at w readable values; c must have w columns. It runs on the calling
+// goroutine and gives the bits MulPanel gives for the same values.
+func MulRowPtrs(m, k int, a []float32, lda int, rows []*float32, c []float32, ldc int) {
+	if m <= 0 {
+		return
+	}
+	checkA(m, k, a, lda)
+	if len(rows) < k || len(c) < (m-1)*ldc+cur.nr {
+		panic(fmt.Sprintf("gemm: MulRowPtrs(%d, %d): %d rows, c %d", m, k, len(rows), len(c)))
+	}
+	if k == 0 {
+		for i := range m {
+			clear(c[i*ldc : i*ldc+cur.nr])
+		}
+		return
+	}
+	var pad *[]float32
+	var edge [maxTile]float32
+	for i := 0; i < m; i += cur.mr {
+		rows0 := min(cur.mr, m-i)
+		if rows0 == cur.mr {
+			cur.kernelPtr(k, a[i*lda:], lda, rows, c[i*ldc:], ldc)
+			continue
+		}
+		pad = padRows(pad, a[i*lda:], lda, rows0, k)
+		cur.kernelPtr(k, *pad, k, rows, edge[:], cur.nr)
+		for r := range rows0 {
+			copy(c[(i+r)*ldc:(i+r)*ldc+cur.nr], edge[r*cur.nr:(r+1)*cur.nr])
+		}
+	}
+	if pad != nil {
+		putScratch(pad)
+	}
+}
+
 func checkA(m, k int, a []float32, lda int) {
 	if m > 0 && k > 0 && (lda < k || len(a) < (m-1)*lda+k) {
 		panic(fmt.Sprintf("gemm: A of %d rows of %d with stride %d has %d values", m, k, lda, len(a)))
@@ -202,12 +240,13 @@ const maxTile = 8 * 32
 // isa is one micro-kernel: kernel sets c[r*ldc+j] = Σ_{p<k} a[r*lda+p]·b[p*nr+j] for
 // r < mr, j < nr.
 type isa struct {
-	name   string
-	mr, nr int
-	kernel func(k int, a []float32, lda int, b []float32, c []float32, ldc int)
+	name      string
+	mr, nr    int
+	kernel    func(k int, a []float32, lda int, b []float32, c []float32, ldc int)
+	kernelPtr func(k int, a []float32, lda int, rows []*float32, c []float32, ldc int)
 }
 
-var goISA = isa{name: "go", mr: 4, nr: 16, kernel: kernel4x16Go}
+var goISA = isa{name: "go", mr: 4, nr: 16, kernel: kernel4x16Go, kernelPtr: kernel4x16GoPtr}
 
 // cur is the kernel in use, the best this CPU runs.
 var cur = bestISA()

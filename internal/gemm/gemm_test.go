@@ -209,3 +209,33 @@ func BenchmarkMulNT(b *testing.B) {
 		})
 	}
 }
+
+// TestMulRowPtrs checks the pointer-table form against MulPanel on the same values.
+func TestMulRowPtrs(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, kern := range isas() {
+		withISA(t, kern, func() {
+			w := PanelWidth()
+			for _, sh := range [][2]int{{1, 1}, {13, 21}, {32, 288}, {9, 5}} {
+				m, k := sh[0], sh[1]
+				a := randSlice(r, m*k)
+				src := randSlice(r, k*w+50)
+				rows := make([]*float32, k)
+				panel := make([]float32, k*w)
+				for p := range k {
+					off := (p * 37) % 50
+					rows[p] = &src[p*w+off]
+					copy(panel[p*w:(p+1)*w], src[p*w+off:p*w+off+w])
+				}
+				got, want := make([]float32, m*w), make([]float32, m*w)
+				MulRowPtrs(m, k, a, k, rows, got, w)
+				MulPanel(m, k, a, k, panel, w, want, w)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s %v: element %d = %g, MulPanel %g", kern.name, sh, i, got[i], want[i])
+					}
+				}
+			}
+		})
+	}
+}

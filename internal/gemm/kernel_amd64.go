@@ -17,6 +17,26 @@ func kernel4x16AVX2(k int, a *float32, lda int, b *float32, c *float32, ldc int)
 //go:noescape
 func kernel8x32AVX512(k int, a *float32, lda int, b *float32, c *float32, ldc int)
 
+//go:noescape
+func kernel4x16AVX2Ptr(k int, a *float32, lda int, rows **float32, c *float32, ldc int)
+
+//go:noescape
+func kernel8x32AVX512Ptr(k int, a *float32, lda int, rows **float32, c *float32, ldc int)
+
+func kernel4x16Ptr(k int, a []float32, lda int, rows []*float32, c []float32, ldc int) {
+	_ = a[3*lda+k-1]
+	_ = rows[k-1]
+	_ = c[3*ldc+15]
+	kernel4x16AVX2Ptr(k, &a[0], lda, &rows[0], &c[0], ldc)
+}
+
+func kernel8x32Ptr(k int, a []float32, lda int, rows []*float32, c []float32, ldc int) {
+	_ = a[7*lda+k-1]
+	_ = rows[k-1]
+	_ = c[7*ldc+31]
+	kernel8x32AVX512Ptr(k, &a[0], lda, &rows[0], &c[0], ldc)
+}
+
 func kernel4x16(k int, a []float32, lda int, b []float32, c []float32, ldc int) {
 	// Bounds the assembly relies on, checked once per tile.
 	_ = a[3*lda+k-1]
@@ -33,8 +53,8 @@ func kernel8x32(k int, a []float32, lda int, b []float32, c []float32, ldc int) 
 }
 
 var (
-	avx2ISA   = isa{name: "avx2", mr: 4, nr: 16, kernel: kernel4x16}
-	avx512ISA = isa{name: "avx512", mr: 8, nr: 32, kernel: kernel8x32}
+	avx2ISA   = isa{name: "avx2", mr: 4, nr: 16, kernel: kernel4x16, kernelPtr: kernel4x16Ptr}
+	avx512ISA = isa{name: "avx512", mr: 8, nr: 32, kernel: kernel8x32, kernelPtr: kernel8x32Ptr}
 )
 
 // ISAEnv names the environment variable that caps the kernel ("avx2" or "go"), for

@@ -60,6 +60,10 @@ func Conv(out, x, w, bias []float32, s ConvShape) {
 		(bias != nil && len(bias) < s.O) {
 		panic(fmt.Sprintf("kernels: conv %+v: slices too short", s))
 	}
+	if s.Stride == 1 {
+		convShifted(out, x, w, bias, s)
+		return
+	}
 	pw := gemm.PanelWidth()
 	panels := (p + pw - 1) / pw
 	// Grain: a unit is one panel; give each goroutine at least ~200k multiply-adds.
@@ -166,4 +170,110 @@ func (s ConvShape) pack(panel, x []float32, p0, cols int, o [3]int, segs []segme
 		}
 	}
 	return segs
+}
+
+// convShifted is Conv for stride 1 without gathering patches: x is copied once, zero
+// padded, into xp [N, C, P0, P1, P2] (P = In + pads), and the output is computed on the
+// grid of xp's positions, where the input a kernel entry meets at position v is
+// xp[c, v + offset(entry)] for every v: a panel of w consecutive positions reads w
+// consecutive values of xp per kernel entry, which the matrix kernel takes through a
+// table of row pointers. Positions outside the output (the columns and rows beyond it
+// in each padded row and plane) are computed and dropped. Results are the bits of the
+// gathering form: the same sums in the same order.
+func convShifted(out, x, w, bias []float32, s ConvShape) {
+	o := s.Out()
+	p := o[0] * o[1] * o[2]
+	taps := s.K[0] * s.K[1] * s.K[2]
+	k := s.C * taps
+	pw := gemm.PanelWidth()
+	var dp [3]int
+	for i := range dp {
+		dp[i] = s.In[i] + s.Pads[i][0] + s.Pads[i][1]
+	}
+	plane, planeP := s.In[0]*s.In[1]*s.In[2], dp[0]*dp[1]*dp[2]
+	// The last panel of the last channel reads up to w values past the end.
+	xpBuf := getPanel(s.N*s.C*planeP + pw)
+	defer panelPool.Put(xpBuf)
+	xp := *xpBuf
+	clear(xp[s.N*s.C*planeP:])
+	parallel.For(s.N*s.C, max(1, elementGrain/planeP), func(lo, hi int) {
+		for nc := lo; nc < hi; nc++ {
+			padPlane(xp[nc*planeP:(nc+1)*planeP], x[nc*plane:(nc+1)*plane], s.In, dp, s.Pads)
+		}
+	})
+	offsets := make([]int, taps)
+	t := 0
+	for k0 := range s.K[0] {
+		for k1 := range s.K[1] {
+			for k2 := range s.K[2] {
+				offsets[t] = (k0*dp[1]+k1)*dp[2] + k2
+				t++
+			}
+		}
+	}
+	// Virtual positions v = (i0·P1 + i1)·P2 + i2 up to the last output position.
+	pv := ((o[0]-1)*dp[1]+(o[1]-1))*dp[2] + o[2]
+	panels := (pv + pw - 1) / pw
+	work := s.O * k * pw
+	parallel.For(s.N*panels, max(1, 200_000/work), func(lo, hi int) {
+		rows := make([]*float32, k)
+		tileBuf := getPanel(s.O * pw)
+		defer panelPool.Put(tileBuf)
+		tile := *tileBuf
+		for u := lo; u < hi; u++ {
+			n, q := u/panels, u%panels
+			v0 := q * pw
+			base := n * s.C * planeP
+			for c := range s.C {
+				for t, off := range offsets {
+					rows[c*taps+t] = &xp[base+c*planeP+off+v0]
+				}
+			}
+			gemm.MulRowPtrs(s.O, k, w, k, rows, tile, pw)
+			// Scatter the output positions among the panel's columns, in runs along the
+			// last axis.
+			dst := out[n*s.O*p:]
+			for j := 0; j < pw && v0+j < pv; {
+				v := v0 + j
+				i2 := v % dp[2]
+				i1 := (v / dp[2]) % dp[1]
+				i0 := v / (dp[2] * dp[1])
+				if i2 >= o[2] || i1 >= o[1] {
+					j += dp[2] - i2 // skip to the next padded row
+					continue
+				}
+				run := min(o[2]-i2, pw-j, pv-v)
+				at := (i0*o[1]+i1)*o[2] + i2
+				for oc := range s.O {
+					d := dst[oc*p+at : oc*p+at+run]
+					src := tile[oc*pw+j : oc*pw+j+run]
+					if bias == nil {
+						copy(d, src)
+						continue
+					}
+					b := bias[oc]
+					for i, v := range src {
+						d[i] = v + b
+					}
+				}
+				j += run
+			}
+		}
+	})
+}
+
+// padPlane copies one channel's values src [In0, In1, In2] into dst [P0, P1, P2] with
+// zeros around them (pads before/after each axis).
+func padPlane(dst, src []float32, in, dp [3]int, pads [3][2]int) {
+	if dp == in {
+		copy(dst, src)
+		return
+	}
+	clear(dst)
+	for a := range in[0] {
+		for b := range in[1] {
+			d := ((a+pads[0][0])*dp[1] + b + pads[1][0]) * dp[2]
+			copy(dst[d+pads[2][0]:d+pads[2][0]+in[2]], src[(a*in[1]+b)*in[2]:(a*in[1]+b+1)*in[2]])
+		}
+	}
 }
