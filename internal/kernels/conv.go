@@ -269,11 +269,19 @@ func padPlane(dst, src []float32, in, dp [3]int, pads [3][2]int) {
 		copy(dst, src)
 		return
 	}
-	clear(dst)
+	row := dp[2]
+	sheet := dp[1] * row
+	clear(dst[:pads[0][0]*sheet])         // planes before
+	clear(dst[(pads[0][0]+in[0])*sheet:]) // planes after
 	for a := range in[0] {
+		s := dst[(a+pads[0][0])*sheet : (a+pads[0][0]+1)*sheet]
+		clear(s[:pads[1][0]*row])         // rows before
+		clear(s[(pads[1][0]+in[1])*row:]) // rows after
 		for b := range in[1] {
-			d := ((a+pads[0][0])*dp[1] + b + pads[1][0]) * dp[2]
-			copy(dst[d+pads[2][0]:d+pads[2][0]+in[2]], src[(a*in[1]+b)*in[2]:(a*in[1]+b+1)*in[2]])
+			r := s[(b+pads[1][0])*row : (b+pads[1][0]+1)*row]
+			clear(r[:pads[2][0]])
+			copy(r[pads[2][0]:pads[2][0]+in[2]], src[(a*in[1]+b)*in[2]:(a*in[1]+b+1)*in[2]])
+			clear(r[pads[2][0]+in[2]:])
 		}
 	}
 }
