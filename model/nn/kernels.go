@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -77,7 +78,7 @@ func KernelsStatus() string {
 }
 
 // fusedOps lists the building blocks that run as fused ops.
-const fusedOps = "attention, norms, convolutions"
+const fusedOps = "attention, norms, convolutions, linear layers"
 
 // fusedGEMM reports whether simplego's products run on internal/gemm.
 func fusedGEMM() bool {
@@ -300,4 +301,34 @@ func fusedConv(x, w, b *Node, stride int, pads [][2]int) (*Node, bool) {
 		ins = append(ins, b)
 	}
 	return sghook.Emit(x.Graph(), shapes.Make(dtypes.Float32, out...), convKernel{sh}, ins...), true
+}
+
+// linearKernel is kernels.Linear: inputs x, w[, bias].
+type linearKernel struct{ shape kernels.LinearShape }
+
+func (linearKernel) Name() string { return "linear" }
+func (k linearKernel) Run(out []float32, ins [][]float32) {
+	var bias []float32
+	if len(ins) > 2 {
+		bias = ins[2]
+	}
+	kernels.Linear(out, ins[0], ins[1], bias, k.shape)
+}
+
+// fusedLinear emits act(x·wᵀ + b) (or GEGLU's hidden·GELU(gate) of it) as one op.
+func fusedLinear(x, w, b *Node, act Activation, geglu bool) (*Node, bool) {
+	if !useKernels(x.Graph(), x.DType()) || w.DType() != x.DType() {
+		return nil, false
+	}
+	dims := x.Shape().Dimensions
+	k, n := dims[len(dims)-1], w.Shape().Dim(0)
+	sh := kernels.LinearShape{M: x.Shape().Size() / k, N: n, K: k, GEGLU: geglu,
+		Act: map[Activation]kernels.Activation{ActNone: kernels.NoActivation, ActGELU: kernels.GELU,
+			ActGELUTanh: kernels.GELUTanh, ActSiLU: kernels.SiLUAct}[act]}
+	out := append(slices.Clone(dims[:len(dims)-1]), sh.OutCols())
+	ins := []*Node{x, w}
+	if b != nil {
+		ins = append(ins, b)
+	}
+	return sghook.Emit(x.Graph(), shapes.Make(dtypes.Float32, out...), linearKernel{sh}, ins...), true
 }

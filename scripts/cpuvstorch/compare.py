@@ -232,11 +232,12 @@ def summary(ms, cpu):
             "ms": [round(x, 2) for x in ms], "cpu_ms": [round(x, 2) for x in cpu]}
 
 
-def run_network(name, d, torch_call, go_args, binary, threads, rounds, calls):
-    _, warm_ms, _ = timed(torch_call)
-    with torch.no_grad():
-        ref = torch_call()
+def run_network(name, d, torch_call, go_args, binary, threads, rounds, calls, prepare=False):
+    ref, warm_ms, _ = timed(torch_call)
     write_safetensors(os.path.join(d, "torch_output.safetensors"), {"output": ref.numpy()})
+    if prepare:
+        print(f"{name}: {d} (helper arguments {' '.join(go_args)})")
+        return None
     env = dict(os.environ, GOMAXPROCS=str(threads))
     proc = subprocess.Popen([binary] + go_args + ["-dir", d], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True, env=env)
@@ -311,6 +312,8 @@ def main():
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", default="", help="also write the results here")
     ap.add_argument("--work", default="", help="working folder (default: a temporary one)")
+    ap.add_argument("--prepare", action="store_true",
+                    help="only write each network case's folder (weights, inputs, PyTorch's output) and print it")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     work = a.work or tempfile.mkdtemp(prefix="cpu-vs-torch-")
@@ -322,6 +325,8 @@ def main():
     for name in names:
         print(f"== {name}", file=sys.stderr, flush=True)
         if name == "builtin-video":
+            if a.prepare:
+                continue
             res = run_video(a.vdpp, a.threads, a.rounds, a.calls, a.seed, work)
         else:
             if name == "builtin-unet":
@@ -339,7 +344,9 @@ def main():
                 case = wan_vae_case(work, a.seed)
             else:
                 sys.exit(f"unknown case {name!r}")
-            res = run_network(name, *case, a.helper, a.threads, a.rounds, a.calls)
+            res = run_network(name, *case, a.helper, a.threads, a.rounds, a.calls, a.prepare)
+            if res is None:
+                continue
         t, v = res["torch"], res["vdpp"]
         res["speed_ratio_median"] = round(t["median_ms"] / v["median_ms"], 3)
         res["speed_ratio_fastest"] = round(t["min_ms"] / v["min_ms"], 3)

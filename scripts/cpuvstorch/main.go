@@ -7,7 +7,7 @@
 // exits. The script alternates these rounds with PyTorch's, so both sides see the same
 // machine load.
 //
-//	go run ./scripts/cpuvstorch -case svd-unet|svd-vae-decode|wan-transformer|wan-vae-decode -dir DIR [-chunk N]
+//	go run ./scripts/cpuvstorch -case svd-unet|svd-vae-decode|wan-transformer|wan-vae-decode -dir DIR [-chunk N] [-cpuprofile FILE]
 package main
 
 import (
@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,8 +38,22 @@ func main() {
 	kind := flag.String("case", "", "svd-unet, svd-vae-decode, wan-transformer or wan-vae-decode")
 	dir := flag.String("dir", "", "folder written by the script")
 	chunk := flag.Int("chunk", 0, "svd-vae-decode: frames decoded together (0: all)")
+	prof := flag.String("cpuprofile", "", "write a CPU profile of the timed calls to this file")
 	flag.Parse()
+	if *prof != "" {
+		f, err := os.Create(*prof)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cpuvstorch:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*kind, *dir, *chunk, os.Stdin, os.Stdout); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "cpuvstorch:", err)
 		os.Exit(1)
 	}
@@ -113,7 +128,7 @@ func load(kind, dir string, chunk int) (call func() (*tensor.Dense, error), clos
 		if err != nil {
 			return nil, nil, err
 		}
-		m, err := svdvae.NewParts(cfg, w, b, false, true)
+		m, err := svdvae.New(cfg, w, b)
 		if err != nil {
 			return nil, nil, err
 		}
