@@ -195,7 +195,7 @@ func run(kind, dir string, chunk int, stdin io.Reader, stdout io.Writer) error {
 				return err
 			}
 			ms = append(ms, time.Since(s).Seconds()*1000)
-			cpu = append(cpu, (cpuTime() - c0).Seconds()*1000)
+			cpu = append(cpu, (cpuTime()-c0).Seconds()*1000)
 		}
 		if err := enc.Encode(map[string]any{"ms": ms, "cpu_ms": cpu}); err != nil {
 			return err
