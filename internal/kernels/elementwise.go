@@ -219,13 +219,9 @@ func Unary(op UnaryOp, out, in []float32) {
 		case SigmoidOp:
 			SigmoidSlice(dst, src)
 		case ErfOp:
-			for i, v := range src {
-				dst[i] = Erf(v)
-			}
+			ErfSlice(dst, src)
 		case TanhOp:
-			for i, v := range src {
-				dst[i] = Tanh(v)
-			}
+			TanhSlice(dst, src)
 		}
 	})
 }

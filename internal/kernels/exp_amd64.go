@@ -17,6 +17,18 @@ func expAVX2(dst, src *float32, n int)
 func sigmoidAVX2(dst, src *float32, n int, silu bool)
 
 //go:noescape
+func erfAVX2(dst, src *float32, n int)
+
+//go:noescape
+func tanhAVX2(dst, src *float32, n int)
+
+//go:noescape
+func geluAVX2(dst, src *float32, n int)
+
+//go:noescape
+func geluTanhAVX2(dst, src *float32, n int)
+
+//go:noescape
 func expSubSumAVX2(s *float32, n int, m float32, sums *[8]float32)
 
 // vecMap applies an 8-lane function to src into dst (same length), the last partial group
@@ -34,7 +46,11 @@ func vecMap(dst, src []float32, fn func(dst, src *float32, n int)) {
 	}
 }
 
-func expSlice(dst, src []float32) { vecMap(dst, src, expAVX2) }
+func expSlice(dst, src []float32)      { vecMap(dst, src, expAVX2) }
+func erfSlice(dst, src []float32)      { vecMap(dst, src, erfAVX2) }
+func tanhSlice(dst, src []float32)     { vecMap(dst, src, tanhAVX2) }
+func geluSlice(dst, src []float32)     { vecMap(dst, src, geluAVX2) }
+func geluTanhSlice(dst, src []float32) { vecMap(dst, src, geluTanhAVX2) }
 
 func sigmoidSlice(dst, src []float32) {
 	vecMap(dst, src, func(d, s *float32, n int) { sigmoidAVX2(d, s, n, false) })

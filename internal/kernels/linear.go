@@ -106,6 +106,14 @@ var (
 
 // activate applies a in place.
 func activate(a Activation, row []float32) {
+	switch {
+	case a == GELU && vecExp:
+		geluSlice(row, row)
+		return
+	case a == GELUTanh && vecExp:
+		geluTanhSlice(row, row)
+		return
+	}
 	switch a {
 	case GELU:
 		for i, x := range row {

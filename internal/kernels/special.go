@@ -59,3 +59,25 @@ func Tanh(x float32) float32 {
 	r := float32(1 - float32(2/float32(e+1)))
 	return float32(math.Copysign(float64(r), float64(x)))
 }
+
+// ErfSlice sets dst[i] = Erf(src[i]) (vector code where the CPU has it, the same bits).
+func ErfSlice(dst, src []float32) {
+	if vecExp {
+		erfSlice(dst, src)
+		return
+	}
+	for i, v := range src {
+		dst[i] = Erf(v)
+	}
+}
+
+// TanhSlice sets dst[i] = Tanh(src[i]).
+func TanhSlice(dst, src []float32) {
+	if vecExp {
+		tanhSlice(dst, src)
+		return
+	}
+	for i, v := range src {
+		dst[i] = Tanh(v)
+	}
+}

@@ -36,3 +36,42 @@ func TestErfTanhAccuracy(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecialSlicesMatchScalar checks the slice forms (vector code where the CPU has it)
+// against the scalar functions bit for bit, special values included.
+func TestSpecialSlicesMatchScalar(t *testing.T) {
+	src := make([]float32, 0, 40000)
+	for i := -20000; i < 20000; i++ {
+		src = append(src, float32(i)*6e-4)
+	}
+	src = append(src, 0, float32(math.Copysign(0, -1)), 0.625, -0.625, 1, -1, 4, -4, 9, -9, 9.01, 1e-30,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 100, -100)
+	geluScalar := func(kind Activation) func(float32) float32 {
+		return func(x float32) float32 {
+			row := []float32{x}
+			old := vecExp
+			vecExp = false
+			activate(kind, row)
+			vecExp = old
+			return row[0]
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		slice  func(dst, src []float32)
+		scalar func(float32) float32
+	}{
+		{"erf", ErfSlice, Erf}, {"tanh", TanhSlice, Tanh},
+		{"gelu", func(d, s []float32) { copy(d, s); activate(GELU, d) }, geluScalar(GELU)},
+		{"gelu tanh", func(d, s []float32) { copy(d, s); activate(GELUTanh, d) }, geluScalar(GELUTanh)},
+	} {
+		dst := make([]float32, len(src))
+		tc.slice(dst, src)
+		for i, v := range dst {
+			want := tc.scalar(src[i])
+			if math.Float32bits(v) != math.Float32bits(want) && !(v != v && want != want) {
+				t.Fatalf("%s(%g) = %g, scalar %g", tc.name, src[i], v, want)
+			}
+		}
+	}
+}
