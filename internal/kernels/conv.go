@@ -263,7 +263,8 @@ func convShifted(out, x, w, bias []float32, s ConvShape) {
 }
 
 // padPlane copies one channel's values src [In0, In1, In2] into dst [P0, P1, P2] with
-// zeros around them (pads before/after each axis).
+// zeros around them (pads before/after each axis). Rows are short in the small networks
+// (8 values), so the loops are written out rather than calling copy and clear per row.
 func padPlane(dst, src []float32, in, dp [3]int, pads [3][2]int) {
 	if dp == in {
 		copy(dst, src)
@@ -273,15 +274,26 @@ func padPlane(dst, src []float32, in, dp [3]int, pads [3][2]int) {
 	sheet := dp[1] * row
 	clear(dst[:pads[0][0]*sheet])         // planes before
 	clear(dst[(pads[0][0]+in[0])*sheet:]) // planes after
+	w, before := in[2], pads[2][0]
 	for a := range in[0] {
 		s := dst[(a+pads[0][0])*sheet : (a+pads[0][0]+1)*sheet]
 		clear(s[:pads[1][0]*row])         // rows before
 		clear(s[(pads[1][0]+in[1])*row:]) // rows after
+		body := s[pads[1][0]*row : (pads[1][0]+in[1])*row]
+		from := src[a*in[1]*w : (a+1)*in[1]*w]
 		for b := range in[1] {
-			r := s[(b+pads[1][0])*row : (b+pads[1][0]+1)*row]
-			clear(r[:pads[2][0]])
-			copy(r[pads[2][0]:pads[2][0]+in[2]], src[(a*in[1]+b)*in[2]:(a*in[1]+b+1)*in[2]])
-			clear(r[pads[2][0]+in[2]:])
+			r := body[b*row : (b+1)*row]
+			v := from[b*w : (b+1)*w]
+			for i := range before {
+				r[i] = 0
+			}
+			r = r[before:]
+			for i, x := range v {
+				r[i] = x
+			}
+			for i := w; i < len(r); i++ {
+				r[i] = 0
+			}
 		}
 	}
 }

@@ -706,3 +706,91 @@ essdone:
 	VMOVUPS Y5, (DX)
 	VZEROUPPER
 	RET
+
+// func sum64AVX2(s *float32, n int, out *[8]float64)
+// out[l] += Σ of s[8·j + l] for 8·j < n (n a multiple of 8), each value widened to float64.
+TEXT ·sum64AVX2(SB), NOSPLIT, $0-24
+	MOVQ s+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ out+16(FP), DX
+	VMOVUPD (DX), Y3
+	VMOVUPD 32(DX), Y4
+	SHRQ $3, CX
+	JEQ sumdone
+sumloop:
+	VCVTPS2PD (SI), Y1
+	VCVTPS2PD 16(SI), Y2
+	VADDPD Y1, Y3, Y3
+	VADDPD Y2, Y4, Y4
+	ADDQ $32, SI
+	DECQ CX
+	JNE sumloop
+sumdone:
+	VMOVUPD Y3, (DX)
+	VMOVUPD Y4, 32(DX)
+	VZEROUPPER
+	RET
+
+// func sqDev64AVX2(s *float32, n int, m float64, out *[8]float64)
+// out[l] += Σ (s[8·j + l] − m)² in float64, as sum64AVX2.
+TEXT ·sqDev64AVX2(SB), NOSPLIT, $0-32
+	MOVQ s+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSD m+16(FP), Y0
+	MOVQ out+24(FP), DX
+	VMOVUPD (DX), Y3
+	VMOVUPD 32(DX), Y4
+	SHRQ $3, CX
+	JEQ sqdone
+sqloop:
+	VCVTPS2PD (SI), Y1
+	VCVTPS2PD 16(SI), Y2
+	VSUBPD Y0, Y1, Y1
+	VSUBPD Y0, Y2, Y2
+	VMULPD Y1, Y1, Y1
+	VMULPD Y2, Y2, Y2
+	VADDPD Y1, Y3, Y3
+	VADDPD Y2, Y4, Y4
+	ADDQ $32, SI
+	DECQ CX
+	JNE sqloop
+sqdone:
+	VMOVUPD Y3, (DX)
+	VMOVUPD Y4, 32(DX)
+	VZEROUPPER
+	RET
+
+// func affineAVX2(dst, src *float32, n int, mean, a, b float32, silu bool)
+// dst[i] = (src[i] − mean)·a + b, then SiLU when silu, for i < n (a multiple of 8).
+TEXT ·affineAVX2(SB), NOSPLIT, $0-37
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS mean+24(FP), Y5
+	VBROADCASTSS a+28(FP), Y6
+	VBROADCASTSS b+32(FP), Y7
+	MOVBQZX silu+36(FP), AX
+	SHRQ $3, CX
+	JEQ affdone
+affloop:
+	VMOVUPS (SI), Y2
+	VSUBPS Y5, Y2, Y2
+	VMULPS Y6, Y2, Y2
+	VADDPS Y7, Y2, Y2
+	TESTQ AX, AX
+	JEQ affstore
+	VXORPS kc<>+480(SB), Y2, Y0
+	EXP8(Y0, Y1)
+	VADDPS kc<>+288(SB), Y1, Y1
+	VMOVUPS kc<>+288(SB), Y3
+	VDIVPS Y1, Y3, Y1
+	VMULPS Y1, Y2, Y2
+affstore:
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNE affloop
+affdone:
+	VZEROUPPER
+	RET
