@@ -239,3 +239,37 @@ func TestMulRowPtrs(t *testing.T) {
 		})
 	}
 }
+
+// TestKBlocksKeepBits checks that cutting the contraction into k-blocks gives the bits of
+// the uncut product (the kernels continue each sum across blocks).
+func TestKBlocksKeepBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	const m, n, k = 37, 40, 700
+	a, b := randSlice(r, m*k), randSlice(r, n*k)
+	run := func(block int) []float32 {
+		old := kc
+		kc = block
+		defer func() { kc = old }()
+		c := make([]float32, m*n)
+		MulNT(m, n, k, a, b, c)
+		rows := make([]*float32, k)
+		panel := make([]float32, k*nr)
+		PackRows(panel, min(n, nr), k, b, k)
+		for p := range k {
+			rows[p] = &panel[p*nr]
+		}
+		ptr := make([]float32, m*nr)
+		MulRowPtrs(m, k, a, k, rows, ptr, nr)
+		return append(c, ptr...)
+	}
+	for _, kern := range isas() {
+		withISA(t, kern, func() {
+			whole, cut := run(k), run(64)
+			for i := range whole {
+				if math.Float32bits(whole[i]) != math.Float32bits(cut[i]) {
+					t.Fatalf("%s: element %d: %g uncut, %g in blocks of 64", kern.name, i, whole[i], cut[i])
+				}
+			}
+		})
+	}
+}

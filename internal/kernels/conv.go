@@ -66,6 +66,8 @@ func Conv(out, x, w, bias []float32, s ConvShape) {
 	}
 	pw := gemm.PanelWidth()
 	panels := (p + pw - 1) / pw
+	wp := packWeights(w, s.O, k)
+	defer panelPool.Put(wp)
 	// Grain: a unit is one panel; give each goroutine at least ~200k multiply-adds.
 	work := s.O * k * pw
 	parallel.For(s.N*panels, max(1, 200_000/work), func(lo, hi int) {
@@ -78,7 +80,7 @@ func Conv(out, x, w, bias []float32, s ConvShape) {
 			cols := min(pw, p-p0)
 			segs = s.pack(*buf, x[n*s.C*s.In[0]*s.In[1]*s.In[2]:], p0, cols, o, segs)
 			dst := out[n*s.O*p+p0:]
-			gemm.MulPanel(s.O, k, w, k, *buf, cols, dst, p)
+			gemm.MulPackedAPanel(s.O, k, *wp, *buf, cols, dst, p)
 			if bias != nil {
 				for oc := range s.O {
 					row := dst[oc*p : oc*p+cols]
@@ -93,6 +95,13 @@ func Conv(out, x, w, bias []float32, s ConvShape) {
 }
 
 var panelPool sync.Pool
+
+// packWeights packs w [o, k] for the matrix kernel once per call (every panel uses it).
+func packWeights(w []float32, o, k int) *[]float32 {
+	wp := getPanel(gemm.PackedALen(o, k))
+	gemm.PackA(*wp, o, k, w, k)
+	return wp
+}
 
 func getPanel(n int) *[]float32 {
 	if b, ok := panelPool.Get().(*[]float32); ok && cap(*b) >= n {
@@ -186,6 +195,8 @@ func convShifted(out, x, w, bias []float32, s ConvShape) {
 	taps := s.K[0] * s.K[1] * s.K[2]
 	k := s.C * taps
 	pw := gemm.PanelWidth()
+	wp := packWeights(w, s.O, k)
+	defer panelPool.Put(wp)
 	var dp [3]int
 	for i := range dp {
 		dp[i] = s.In[i] + s.Pads[i][0] + s.Pads[i][1]
@@ -229,7 +240,7 @@ func convShifted(out, x, w, bias []float32, s ConvShape) {
 					rows[c*taps+t] = &xp[base+c*planeP+off+v0]
 				}
 			}
-			gemm.MulRowPtrs(s.O, k, w, k, rows, tile, pw)
+			gemm.MulPackedARowPtrs(s.O, k, *wp, rows, tile, pw)
 			// Scatter the output positions among the panel's columns, in runs along the
 			// last axis.
 			dst := out[n*s.O*p:]
