@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vdpp/vdpp/internal/cacheflag"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 )
@@ -56,6 +57,10 @@ type Options struct {
 	// (pipeline.StageExtras); 0 cuts by steps alone.
 	DecodeSteps float64
 
+	// Cache is the step cache (--cache and its flags, docs/caching.md); with one, the
+	// same mesh also runs without it and the report gives both.
+	Cache cacheflag.Flags
+
 	// RunDir is where workers write their results (set by the parent for workers).
 	RunDir string
 }
@@ -68,6 +73,7 @@ func DefaultOptions() Options {
 		HiddenChannels: 32, LatentChannels: 4, LatentFrames: 4, LatentHeight: 16, LatentWidth: 16,
 		StepMS: 1, Cost: "sleep", Seed: 0, MinGuidance: 1, GuidanceScale: 1, Goal: "throughput",
 		Timeout: 60 * time.Second, HeartbeatTimeout: comm.DefaultHeartbeatTimeout, DecodeChunkSize: -1,
+		Cache: cacheflag.Default(),
 	}
 }
 
@@ -107,6 +113,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "with --decode-ranks: frames decoded together, the parts spread over ranks (0: all; -1: the model's)")
 	fs.Float64Var(&o.DecodeSteps, "decode-steps", o.DecodeSteps, "with --decode-ranks: one sample's decode cost in denoising steps; the step cut moves steps off the decoding stages to balance it, as vdpp plan does (0: cut by steps alone)")
 	fs.StringVar(&o.RunDir, "run-dir", o.RunDir, "internal: where workers write results")
+	o.Cache.Register(fs)
 }
 
 // WorkerArgs renders the options as flags for `vdpp worker bench`.
@@ -126,7 +133,7 @@ func (o Options) WorkerArgs() []string {
 		"--decode-ranks=" + strconv.Itoa(o.DecodeRanks), "--decode-chunk-size=" + strconv.Itoa(o.DecodeChunkSize),
 		"--decode-steps=" + f(o.DecodeSteps),
 	}
-	return args
+	return append(args, o.Cache.Args()...)
 }
 
 // ResolveMesh fills the mesh degrees: none given means a pure pipeline of --nproc (default
@@ -197,7 +204,33 @@ func (o Options) Validate() error {
 	case o.Timeout <= 0:
 		return fmt.Errorf("bench: --timeout %v must be positive", o.Timeout)
 	}
+	if _, err := o.Cache.Rule(); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
 	return nil
+}
+
+// CacheRule is the run's step cache rule, resolved for m (its modes and expert switches)
+// and --total-steps; the zero rule without --cache.
+func (o Options) CacheRule(m family.Resolved) (pipeline.Cache, error) {
+	rule, err := o.Cache.Rule()
+	if err == nil {
+		rule, err = m.ResolveCache(rule, o.TotalSteps)
+	}
+	if err != nil {
+		return pipeline.Cache{}, fmt.Errorf("bench: %w", err)
+	}
+	return rule, nil
+}
+
+// StagePlan is the run's stage plan on stages stages: the family's (a boundary at every
+// denoiser switch), cut by computed work under a static cache.
+func (o Options) StagePlan(m family.Resolved, stages int) ([]pipeline.Range, error) {
+	rule, err := o.CacheRule(m)
+	if err != nil {
+		return nil, err
+	}
+	return m.CachedStagePlan(rule, o.TotalSteps, o.LatentShape(), stages, o.StageExtras(stages))
 }
 
 // ResolveModel resolves --model through model/family: a simulator name, builtin or a

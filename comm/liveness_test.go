@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,26 +34,7 @@ func worldWithChild(t *testing.T, n int, opts Options) ([]*TCPTransport, *exec.C
 		child.Process.Kill()
 		child.Wait()
 	})
-	ts := make([]*TCPTransport, n-1)
-	errs := make([]error, n-1)
-	var wg sync.WaitGroup
-	for r := range n - 1 {
-		wg.Go(func() {
-			env := Env{Rank: r, WorldSize: n, LocalRank: r, LocalWorldSize: n, MasterAddr: "127.0.0.1", MasterPort: port}
-			ts[r], errs[r] = DialTCP(context.Background(), env, opts)
-		})
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, tr := range ts {
-			tr.Close()
-		}
-	})
+	ts := dialRanks(t, n, n-1, port, opts)
 	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "joined\n" {
 		t.Fatalf("child said %q", line)
 	}
@@ -133,10 +113,11 @@ func TestTCPAbortEndsEveryRank(t *testing.T) {
 }
 
 func TestTCPGoodbyeIsNotALoss(t *testing.T) {
-	// Heartbeats every 10 ms race the goodbye: a rank that closes on purpose must never end
-	// the others' world.
+	// Heartbeats race the goodbye: a rank that closes on purpose must never end the others'
+	// world. The timeout is long enough that a loaded machine running the race detector does
+	// not starve a live peer's heartbeats past it (50 ms did, at load average 28).
 	for i := range 10 {
-		ts := dialWorld(t, 3, Options{RecvTimeout: time.Hour, HeartbeatTimeout: 50 * time.Millisecond})
+		ts := dialWorld(t, 3, Options{RecvTimeout: time.Hour, HeartbeatTimeout: time.Second})
 		got := make(chan error, 1)
 		go func() {
 			_, err := ts[0].Recv(context.Background(), 1)

@@ -15,12 +15,6 @@ import (
 	"github.com/vdpp/vdpp/serve/worker"
 )
 
-// Default heartbeat settings of coordinator and workers.
-const (
-	DefaultHeartbeat        = wire.DefaultHeartbeat
-	DefaultHeartbeatTimeout = wire.DefaultHeartbeatTimeout
-)
-
 // WorkerConfig is one worker rank of a server.
 type WorkerConfig struct {
 	Addr   string // the coordinator's worker listener
@@ -30,7 +24,7 @@ type WorkerConfig struct {
 	// Denoiser, when not nil, replaces the family's denoising role (tests).
 	Denoiser model.Denoiser
 	// Heartbeat is the ping interval; HeartbeatTimeout how long the coordinator may be
-	// silent before the worker gives up. Defaults DefaultHeartbeat, DefaultHeartbeatTimeout.
+	// silent before the worker gives up. Defaults wire.DefaultHeartbeat, wire.DefaultHeartbeatTimeout.
 	Heartbeat, HeartbeatTimeout time.Duration
 	Log                         *slog.Logger
 	// Conn, when set, is used instead of dialling Addr (tests).
@@ -56,6 +50,51 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	return worker.Run(ctx, worker.Config{Conn: c, Rank: cfg.Rank, Stepper: steppers,
 		Heartbeat: cfg.Heartbeat, HeartbeatTimeout: cfg.HeartbeatTimeout, Log: cfg.Log,
 		AfterBatch: memRelease.soon})
+}
+
+// RunRemoteWorker is a worker rank on another node than the coordinator (a launched
+// `vdpp serve` of rank > 0): it loads the model once, then connects to the coordinator at
+// cfg.Addr and runs its batches, and whenever the connection ends (the coordinator
+// restarted, the link went down and its heartbeats stopped) connects again, retrying every
+// second, until ctx ends. The coordinator takes a rank that comes back as it takes a
+// restarted worker: the jobs it lost were requeued and run again.
+func RunRemoteWorker(ctx context.Context, cfg WorkerConfig) error {
+	steppers, closeModel, err := workerSteppers(cfg.Spec, cfg.Denoiser)
+	if err != nil {
+		return fmt.Errorf("serve: worker %d: %w", cfg.Rank, err)
+	}
+	defer closeModel()
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+		}
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c, err := wire.Dial(dctx, cfg.Addr, cfg.Rank, os.Getpid(), cfg.Secret)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.Warn("coordinator not reachable; retrying", "addr", cfg.Addr, "err", err)
+			continue
+		}
+		log.Info("connected to the coordinator", "addr", cfg.Addr)
+		err = worker.Run(ctx, worker.Config{Conn: c, Rank: cfg.Rank, Stepper: steppers,
+			Heartbeat: cfg.Heartbeat, HeartbeatTimeout: cfg.HeartbeatTimeout, Log: cfg.Log,
+			AfterBatch: memRelease.soon})
+		if ctx.Err() != nil {
+			return nil
+		}
+		log.Warn("lost the coordinator; reconnecting", "addr", cfg.Addr, "err", err)
+	}
 }
 
 // workerSteppers returns the stepper factory of a worker serving spec: the family's

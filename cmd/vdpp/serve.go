@@ -1,9 +1,6 @@
 package main
 
 import (
-	"github.com/vdpp/vdpp/builtin"
-	"github.com/vdpp/vdpp/model/family"
-
 	"context"
 	"encoding/hex"
 	"errors"
@@ -15,13 +12,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/generate"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve"
+	"github.com/vdpp/vdpp/serve/job"
+	"github.com/vdpp/vdpp/serve/wire"
 )
 
 // runServe is `vdpp serve`: the HTTP job server with K worker processes.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, modelName, inproc, err := parseServeFlags(args, stderr)
+	cfg, modelName, inproc, nprocGiven, err := parseServeFlags(args, stderr)
 	servedNames := cfg.ServedModelNames
 	if err != nil {
 		return err
@@ -36,6 +37,30 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.Spec = spec
 	cfg.ServedModelNames = servedModelNames(servedNames, modelName)
 	cfg.Log = log
+	env, launched, err := launchedRank()
+	if err != nil {
+		return err
+	}
+	if launched {
+		// One rank of a launched server: rank 0 is the coordinator (HTTP, the job store),
+		// every other rank a worker that connects to it at MASTER_ADDR:MASTER_PORT.
+		secret, err := sharedSecret()
+		if err != nil {
+			return err
+		}
+		if env.Rank > 0 {
+			log = log.With("rank", env.Rank-1)
+			log.Info("serving as a worker", "coordinator", env.MasterHostPort())
+			return serve.RunRemoteWorker(ctx, serve.WorkerConfig{Addr: env.MasterHostPort(), Rank: env.Rank - 1, Secret: secret,
+				Spec: spec, HeartbeatTimeout: cfg.HeartbeatTimeout, Log: log})
+		}
+		if nprocGiven && cfg.NProc != env.WorldSize-1 {
+			return fmt.Errorf("%w: --nproc %d, but a launched world of %d ranks has %d workers (rank 0 coordinates)", errUsage, cfg.NProc, env.WorldSize, env.WorldSize-1)
+		}
+		cfg.NProc = env.WorldSize - 1
+		cfg.Launcher, cfg.Secret = serve.RemoteLauncher{}, secret
+		cfg.WorkerListen = env.ListenAddr()
+	}
 	cfg.WorkerOutput = stderr
 	if inproc {
 		cfg.Launcher = serve.InProcLauncher{Spec: spec, Log: log}
@@ -63,10 +88,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // parseServeFlags parses `vdpp serve`'s flags into a Config (the model still to be
 // resolved from the returned --model value) and --in-process.
-func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelName string, inproc bool, err error) {
+func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelName string, inproc, nprocGiven bool, err error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	lim := serve.DefaultLimits()
+	lim := job.DefaultLimits()
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP listen address (port 0 picks a free one); without a token keep it on loopback")
 	fs.StringVar(&cfg.Token, "api-token", os.Getenv("VDPP_API_TOKEN"), "bearer token required on every API call (default $VDPP_API_TOKEN)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "vdpp-data", "folder of the job database and outputs")
@@ -84,15 +109,15 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelNa
 	fs.IntVar(&lim.MaxFrames, "max-frames", 0, "largest num_frames accepted (0: derived, --max-cost-multiple times the model's native frame count, at least 25: 56 for builtin, 324 for Wan)")
 	fs.IntVar(&lim.MaxResolution, "max-resolution", lim.MaxResolution, "largest height or width accepted")
 	fs.IntVar(&lim.MaxSteps, "max-steps", lim.MaxSteps, "largest steps accepted")
-	fs.Float64Var(&cfg.CostMultiple, "max-cost-multiple", serve.DefaultCostMultiple, "a job may cost this many times the model's native job (its default size, frames and steps): in pixels, in pixels x frames x steps, and in a step's estimated working memory (negative: no cost limits)")
+	fs.Float64Var(&cfg.CostMultiple, "max-cost-multiple", job.DefaultCostMultiple, "a job may cost this many times the model's native job (its default size, frames and steps): in pixels, in pixels x frames x steps, and in a step's estimated working memory (negative: no cost limits)")
 	fs.Int64Var(&cfg.MaxPixels, "max-pixels", 0, "largest height x width accepted (0: derived, --max-cost-multiple times the model's native pixels)")
 	fs.Int64Var(&lim.MaxBodyBytes, "max-body-bytes", lim.MaxBodyBytes, "largest request body")
 	fs.IntVar(&cfg.Conns.Max, "max-conns", 0, "HTTP connections held at once; more are answered 503 and closed (0: from the file-descriptor limit, leaving a quarter and at least 256 for the store and workers, at most 4096)")
 	fs.IntVar(&cfg.Conns.PerClient, "max-conns-per-client", 0, "HTTP connections one client IP address may hold (0: a quarter of --max-conns)")
 	fs.StringVar(&cfg.PidFile, "worker-pid-file", "", "write 'RANK PID' of every live worker here (fault tests)")
-	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", serve.DefaultHeartbeatTimeout, "a worker silent this long is declared dead")
+	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", wire.DefaultHeartbeatTimeout, "a worker silent this long is declared dead")
 	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", 60*time.Second, "a worker holding a batch without finishing a step this long is restarted (negative: never)")
-	fs.DurationVar(&cfg.KeepJobs, "keep-jobs", serve.DefaultKeepJobs, "delete a finished job (record, input, latent, videos) this long after it finished; 0 keeps jobs forever")
+	fs.DurationVar(&cfg.KeepJobs, "keep-jobs", job.DefaultKeepJobs, "delete a finished job (record, input, latent, videos) this long after it finished; 0 keeps jobs forever")
 	fs.Func("served-model-name", "the model name(s) the OpenAI API answers to, comma-separated; the first is reported (default: the --model value, a folder's base name)", func(v string) error {
 		cfg.ServedModelNames = nil
 		for _, n := range strings.Split(v, ",") {
@@ -107,13 +132,25 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelNa
 	})
 	fs.BoolVar(&inproc, "in-process", false, "run the workers as goroutines of this process instead of child processes")
 	if err := parseFlags(fs, args); err != nil {
-		return cfg, "", false, err
+		return cfg, "", false, false, err
 	}
 	if cfg.KeepJobs < 0 {
-		return cfg, "", false, fmt.Errorf("%w: --keep-jobs %v: must be 0 (keep jobs forever) or positive", errUsage, cfg.KeepJobs)
+		return cfg, "", false, false, fmt.Errorf("%w: --keep-jobs %v: must be 0 (keep jobs forever) or positive", errUsage, cfg.KeepJobs)
 	}
 	cfg.Limits = lim
-	return cfg, modelName, inproc, nil
+	return cfg, modelName, inproc, flagGiven(fs, "nproc"), nil
+}
+
+// sharedSecret reads the secret every rank of a launched server shares: workers on other
+// nodes present it to the coordinator.
+func sharedSecret() ([]byte, error) {
+	v := os.Getenv(wire.SecretEnv)
+	secret, err := hex.DecodeString(v)
+	if v == "" || err != nil || len(secret) != wire.SecretLen {
+		return nil, fmt.Errorf("%w: vdpp serve across several processes of a launched world needs $%s: %d hex digits, the same on every rank (e.g. openssl rand -hex %d)",
+			errUsage, wire.SecretEnv, 2*wire.SecretLen, wire.SecretLen)
+	}
+	return secret, nil
 }
 
 // errBuiltinUnavailable is the answer to --model builtin in a build without the built-in
@@ -192,13 +229,13 @@ func runServeWorker(ctx context.Context, args []string, stderr io.Writer, rank i
 	fs.StringVar(&cfg.Spec.Backend, "backend", "", "GoMLX backend")
 	fs.Float64Var(&cfg.Spec.StepMS, "step-ms", 1, "synthetic model: cost of one sample-step in ms")
 	fs.StringVar(&cfg.Spec.Cost, "cost", "sleep", "synthetic model: sleep or spin")
-	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", serve.DefaultHeartbeatTimeout, "give up on a silent server after this")
+	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", wire.DefaultHeartbeatTimeout, "give up on a silent server after this")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	secret, err := hex.DecodeString(os.Getenv(serve.SecretEnv))
-	if err != nil || len(secret) != serve.SecretLen {
-		return fmt.Errorf("worker serve: $%s must hold the server's secret", serve.SecretEnv)
+	secret, err := hex.DecodeString(os.Getenv(wire.SecretEnv))
+	if err != nil || len(secret) != wire.SecretLen {
+		return fmt.Errorf("worker serve: $%s must hold the server's secret", wire.SecretEnv)
 	}
 	cfg.Secret = secret
 	cfg.Heartbeat = time.Duration(0)

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/serve"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/loadtest"
 )
 
@@ -166,7 +166,7 @@ func readPids(t *testing.T, path string) []int {
 	return out
 }
 
-// TestServeKeepJobsFlag: --keep-jobs defaults to serve.DefaultKeepJobs, 0 keeps jobs
+// TestServeKeepJobsFlag: --keep-jobs defaults to job.DefaultKeepJobs, 0 keeps jobs
 // forever, and a negative value is a usage error.
 func TestServeKeepJobsFlag(t *testing.T) {
 	cases := []struct {
@@ -175,7 +175,7 @@ func TestServeKeepJobsFlag(t *testing.T) {
 		want    time.Duration
 		wantErr error
 	}{
-		{"default", nil, serve.DefaultKeepJobs, nil},
+		{"default", nil, job.DefaultKeepJobs, nil},
 		{"forever", []string{"--keep-jobs", "0"}, 0, nil},
 		{"a day and a half", []string{"--keep-jobs=36h"}, 36 * time.Hour, nil},
 		{"negative", []string{"--keep-jobs", "-1h"}, 0, errUsage},
@@ -184,7 +184,7 @@ func TestServeKeepJobsFlag(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			cfg, _, _, err := parseServeFlags(c.args, &stderr)
+			cfg, _, _, _, err := parseServeFlags(c.args, &stderr)
 			if c.wantErr != nil {
 				if !errors.Is(err, c.wantErr) {
 					t.Fatalf("parseServeFlags(%q): %v, want %v", c.args, err, c.wantErr)

@@ -177,8 +177,8 @@ func head(s nn.Scope, cfg Config, sh Shapes, x, temb *Node) *Node {
 	g := x.Graph()
 	dim := cfg.InnerDim()
 	table := s.Param(g, "scale_shift_table", 1, 2, dim)
-	shift := Add(Reshape(SliceAxis(table, 1, AxisElem(0)), 1, 1, dim), temb)
-	scale := Add(Reshape(SliceAxis(table, 1, AxisElem(1)), 1, 1, dim), temb)
+	shift := Add(Reshape(nn.PickAxis(table, 1, 0), 1, 1, dim), temb)
+	scale := Add(Reshape(nn.PickAxis(table, 1, 1), 1, 1, dim), temb)
 	x = nn.LayerNormModulated(x, nil, nil, scale, shift, cfg.Eps)
 	x = linear(s.In("proj_out"), g, x, dim, cfg.OutChannels*cfg.PatchVolume())
 	return unpatchify(cfg, sh, x)
@@ -259,7 +259,7 @@ func modulation(s nn.Scope, cfg Config, tproj *Node) [6]*Node {
 	mod := Add(table, tproj)
 	var out [6]*Node
 	for i := range out {
-		out[i] = Squeeze(SliceAxis(mod, 2, AxisElem(i)), 2)
+		out[i] = nn.PickAxis(mod, 2, i)
 	}
 	return out
 }
@@ -337,8 +337,8 @@ func applyRope(x *Node, rope [2]*Node, heads int) *Node {
 	b, n, dm := d[0], d[1], d[2]
 	half := dm / heads / 2
 	xp := Reshape(x, b, n, heads, half, 2)
-	x1 := Squeeze(SliceAxis(xp, 4, AxisElem(0)), 4)
-	x2 := Squeeze(SliceAxis(xp, 4, AxisElem(1)), 4)
+	x1 := nn.PickAxis(xp, 4, 0)
+	x2 := nn.PickAxis(xp, 4, 1)
 	cos, sin := rope[0], rope[1]
 	o1 := Sub(Mul(x1, cos), Mul(x2, sin))
 	o2 := Add(Mul(x1, sin), Mul(x2, cos))
