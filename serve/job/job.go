@@ -50,6 +50,9 @@ type Record struct {
 	// CancelRequested: DELETE was answered 202 while the job was running; a restart ends
 	// it cancelled instead of running it again.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// Rev counts the record's writes: of two copies of a record (the store's index and the
+	// job's folder), the one with the higher Rev is the newer.
+	Rev uint64 `json:"rev,omitempty"`
 }
 
 // Coordinator errors.
