@@ -123,7 +123,11 @@ func TestServeFaultBadRecords(t *testing.T) {
 	corrupt, unknown, lost, over := ids[0], ids[1], ids[2], ids[3]
 	editIndex(t, dir, map[string]func(map[string]any, []byte) []byte{
 		corrupt: func(_ map[string]any, raw []byte) []byte { raw = bytes.Clone(raw); raw[len(raw)/2] = 0; return raw },
-		unknown: func(rec map[string]any, _ []byte) []byte { rec["state"] = "exploded"; b, _ := json.Marshal(rec); return b },
+		unknown: func(rec map[string]any, _ []byte) []byte {
+			rec["state"] = "exploded"
+			b, _ := json.Marshal(rec)
+			return b
+		},
 		over: func(rec map[string]any, _ []byte) []byte {
 			rec["state"], rec["finished_at"], rec["latent_shape"] = "queued", nil, nil
 			rec["params"].(map[string]any)["steps"] = 99
