@@ -138,7 +138,7 @@ func TestServeKeepJobsFlag(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			cfg, _, _, err := parseServeFlags(c.args, &stderr)
+			cfg, _, _, _, err := parseServeFlags(c.args, &stderr)
 			if c.wantErr != nil {
 				if !errors.Is(err, c.wantErr) {
 					t.Fatalf("parseServeFlags(%q): %v, want %v", c.args, err, c.wantErr)

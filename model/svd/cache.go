@@ -36,8 +36,9 @@ const (
 //   - static: on a fixed list of steps the whole UNet runs, the other steps run none of it
 //     and carry the last full call's denoised estimate to their noise level;
 //   - fbcache: every call runs the UNet's first block (down to Branch's skip); the rest
-//     runs when the first block moved more than Threshold (mean |p - p_prev| / mean
-//     |p_prev|) since the last full call, else the call is reused whole as for static.
+//     runs from it (unet.Model.ForwardRest) when the first block moved more than Threshold
+//     (mean |p - p_prev| / mean |p_prev|) since the last full call, else the call is
+//     reused whole as for static.
 var Caching = family.Caching{Modes: []string{pipeline.CacheDeep, pipeline.CacheStatic, pipeline.CacheFB}}
 
 var (
@@ -73,7 +74,8 @@ type unetCalls interface {
 	full(sample, ts, ehs, ids *tensor.Dense) (*tensor.Dense, error)
 	keep(branch int, sample, ts, ehs, ids *tensor.Dense) (out, feature *tensor.Dense, err error)
 	shallow(branch int, feature, sample, ts, ehs, ids *tensor.Dense) (*tensor.Dense, error)
-	probe(branch int, sample, ts, ehs, ids *tensor.Dense) (*tensor.Dense, error)
+	probe(branch int, sample, ts, ehs, ids *tensor.Dense) ([]*tensor.Dense, error)
+	rest(branch int, skips []*tensor.Dense, sample, ts, ehs, ids *tensor.Dense) (*tensor.Dense, error)
 	// gather returns every member's per-frame sums, in member order.
 	gather(sums *tensor.Dense) ([]*tensor.Dense, error)
 }
@@ -92,8 +94,12 @@ func (o oneRank) shallow(branch int, feature, sample, ts, ehs, ids *tensor.Dense
 	return o.m.ForwardShallow(branch, feature, sample, ts, ehs, ids)
 }
 
-func (o oneRank) probe(branch int, sample, ts, ehs, ids *tensor.Dense) (*tensor.Dense, error) {
+func (o oneRank) probe(branch int, sample, ts, ehs, ids *tensor.Dense) ([]*tensor.Dense, error) {
 	return o.m.ForwardProbe(branch, sample, ts, ehs, ids)
+}
+
+func (o oneRank) rest(branch int, skips []*tensor.Dense, sample, ts, ehs, ids *tensor.Dense) (*tensor.Dense, error) {
+	return o.m.ForwardRest(branch, skips, sample, ts, ehs, ids)
 }
 
 func (oneRank) gather(sums *tensor.Dense) ([]*tensor.Dense, error) { return []*tensor.Dense{sums}, nil }
@@ -120,8 +126,12 @@ func (c member) shallow(branch int, feature, sample, ts, ehs, ids *tensor.Dense)
 	return c.m.ForwardFramesShallow(c.ctx, branch, feature, sample, ts, ehs, ids, c.frames(), c.part.Comm)
 }
 
-func (c member) probe(branch int, sample, ts, ehs, ids *tensor.Dense) (*tensor.Dense, error) {
+func (c member) probe(branch int, sample, ts, ehs, ids *tensor.Dense) ([]*tensor.Dense, error) {
 	return c.m.ForwardFramesProbe(c.ctx, branch, sample, ts, ehs, ids, c.frames(), c.part.Comm)
+}
+
+func (c member) rest(branch int, skips []*tensor.Dense, sample, ts, ehs, ids *tensor.Dense) (*tensor.Dense, error) {
+	return c.m.ForwardFramesRest(c.ctx, branch, skips, sample, ts, ehs, ids, c.frames(), c.part.Comm)
 }
 
 func (c member) gather(sums *tensor.Dense) ([]*tensor.Dense, error) {
@@ -174,12 +184,15 @@ func (d *Denoiser) predictCached(ctx context.Context, in model.Input, c *model.C
 		auto = auto || row.Decision == model.CacheAuto
 	}
 
-	// The adaptive rule: every row's first block, and its indicator against the state's.
+	// The adaptive rule: every row's first block (the last of the probe's skips), and its
+	// indicator against the state's; rows that compute continue from the probe.
+	var skips []*tensor.Dense
 	var probes *tensor.Dense
 	if auto {
-		if probes, err = u.probe(c.Branch, sample, ts, ehs, ids); err != nil {
+		if skips, err = u.probe(c.Branch, sample, ts, ehs, ids); err != nil {
 			return nil, err
 		}
+		probes = skips[len(skips)-1]
 		if err := indicators(c, probes, has, u); err != nil {
 			return nil, err
 		}
@@ -207,9 +220,16 @@ func (d *Denoiser) predictCached(ctx context.Context, in model.Input, c *model.C
 	if len(computeRows) > 0 {
 		s, e, i := pickRows(sample, computeRows), pickRows(ehs, computeRows), pickRows(ids, computeRows)
 		var res, features *tensor.Dense
-		if c.Mode == pipeline.CacheDeep {
+		switch {
+		case c.Mode == pipeline.CacheDeep:
 			res, features, err = u.keep(c.Branch, s, ts, e, i)
-		} else {
+		case skips != nil:
+			picked := make([]*tensor.Dense, len(skips))
+			for k, x := range skips {
+				picked[k] = pickRows(x, computeRows)
+			}
+			res, err = u.rest(c.Branch, picked, s, ts, e, i)
+		default:
 			res, err = u.full(s, ts, e, i)
 		}
 		if err != nil {

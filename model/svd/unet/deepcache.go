@@ -3,6 +3,7 @@ package unet
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
@@ -61,9 +62,12 @@ const (
 	cutKeep cutMode = iota
 	// cutShallow loads the feature instead of running the part below the branch.
 	cutShallow
-	// cutProbe runs only the layers down to the branch's skip and saves that skip as the
-	// feature: the "first block" an adaptive rule compares between steps.
+	// cutProbe runs only the layers down to the branch's skip and saves the skips pushed
+	// so far, that one last: the "first block" an adaptive rule compares between steps.
 	cutProbe
+	// cutRest runs the rest of a call after a probe: the skips it saved in place of the
+	// layers down to the branch, everything after them as usual.
+	cutRest
 )
 
 func (c *cutLayers) embed() { c.inner.embed() }
@@ -97,8 +101,11 @@ func (c *cutLayers) pushSkip() {
 		case cutShallow:
 			c.deep = true
 		case cutProbe:
-			c.inner.saveFeature()
+			c.inner.saveSkips()
 			c.deep = true
+		case cutRest:
+			c.inner.loadSkips()
+			c.deep = false
 		}
 	}
 }
@@ -119,16 +126,19 @@ func (c *cutLayers) popSkip() {
 	}
 }
 
-// saveFeature and loadFeature are never asked of a cutLayers (it does not nest).
+// saveFeature, loadFeature, saveSkips and loadSkips are never asked of a cutLayers (it
+// does not nest).
 func (c *cutLayers) saveFeature() { c.inner.saveFeature() }
 func (c *cutLayers) loadFeature() { c.inner.loadFeature() }
+func (c *cutLayers) saveSkips()   { c.inner.saveSkips() }
+func (c *cutLayers) loadSkips()   { c.inner.loadSkips() }
 
 // cut returns l wrapped for a DeepCache call at branch, after checking the branch.
 func cut(cfg Config, l layers, branch int, mode cutMode) (layers, error) {
 	if n := Branches(cfg); branch < 0 || branch >= n {
 		return nil, fmt.Errorf("%w: branch %d, the UNet has branches 0..%d", ErrBranch, branch, n-1)
 	}
-	return &cutLayers{inner: l, skip: branch + 1, mode: mode}, nil
+	return &cutLayers{inner: l, skip: branch + 1, mode: mode, deep: mode == cutRest}, nil
 }
 
 // BuildKeep is Build for the full call of DeepCache at branch: it also returns the kept
@@ -142,18 +152,45 @@ func BuildKeep(s nn.Scope, cfg Config, branch int, sample, timestep, ehs, addedT
 	return l.run(c), l.featureOut()
 }
 
-// BuildProbe runs the UNet only down to the skip of branch and returns that skip,
-// [B, T, C, h', w']: the part of a call an adaptive rule compares between steps (at
-// branch 0, conv_in and the first res-block, with its transformer when the block has
-// one).
-func BuildProbe(s nn.Scope, cfg Config, branch int, sample, timestep, ehs, addedTimeIDs *Node) *Node {
+// BuildProbe runs the UNet only down to the skip of branch and returns the skips pushed
+// so far, [B, T, C, h', w'] each, in push order (conv_in's first): the last is the branch's
+// skip, the part of a call an adaptive rule compares between steps (at branch 0, conv_in
+// and the first res-block, with its transformer when the block has one); all of them are
+// what BuildRest continues from.
+func BuildProbe(s nn.Scope, cfg Config, branch int, sample, timestep, ehs, addedTimeIDs *Node) []*Node {
 	l := newGraphLayers(s, cfg, sample, timestep, ehs, addedTimeIDs)
 	c, err := cut(cfg, l, branch, cutProbe)
 	if err != nil {
 		panic(err)
 	}
 	walk(cfg, l.h, l.w, c)
-	return l.featureOut()
+	out := make([]*Node, len(l.skipsOut))
+	for i, x := range l.skipsOut {
+		d := x.Shape().Dimensions
+		out[i] = Reshape(x, l.f.b, l.f.t, d[1], d[2], d[3])
+	}
+	return out
+}
+
+// BuildRest is Build after BuildProbe at branch: skips are what it returned for the same
+// rows, and the layers that made them do not run again; the prediction is Build's.
+func BuildRest(s nn.Scope, cfg Config, branch int, skips []*Node, sample, timestep, ehs, addedTimeIDs *Node) *Node {
+	l := newGraphLayers(s, cfg, sample, timestep, ehs, addedTimeIDs)
+	c, err := cut(cfg, l, branch, cutRest)
+	if err != nil {
+		panic(err)
+	}
+	if len(skips) != branch+2 {
+		panic(fmt.Errorf("%w: %d skips for branch %d, want %d", ErrBranch, len(skips), branch, branch+2))
+	}
+	for _, x := range skips {
+		d := x.Shape().Dimensions
+		if len(d) != 5 || d[0] != l.f.b || d[1] != l.f.t {
+			panic(fmt.Errorf("%w: skip %v for a sample of %d rows and %d frames", ErrBranch, d, l.f.b, l.f.t))
+		}
+		l.skipsIn = append(l.skipsIn, Reshape(x, d[0]*d[1], d[2], d[3], d[4]))
+	}
+	return l.run(c)
 }
 
 // BuildShallow is Build for a cached call of DeepCache at branch: feature is what
@@ -183,6 +220,13 @@ func (l *graphLayers) featureOut() *Node {
 }
 
 func (l *graphLayers) saveFeature() { l.feature = l.x }
+
+func (l *graphLayers) saveSkips() { l.skipsOut = slices.Clone(l.skips) }
+
+func (l *graphLayers) loadSkips() {
+	l.skips = slices.Clone(l.skipsIn)
+	l.x = l.skips[len(l.skips)-1]
+}
 
 func (l *graphLayers) loadFeature() {
 	if l.feature == nil {
@@ -223,7 +267,9 @@ func (d *deepPrograms) get(m *Model, k deepKey) (*nn.Program, error) {
 		case cutShallow:
 			return []*Node{BuildShallow(s, cfg, k.branch, in[4], in[0], in[1], in[2], in[3])}
 		case cutProbe:
-			return []*Node{BuildProbe(s, cfg, k.branch, in[0], in[1], in[2], in[3])}
+			return BuildProbe(s, cfg, k.branch, in[0], in[1], in[2], in[3])
+		case cutRest:
+			return []*Node{BuildRest(s, cfg, k.branch, in[4:], in[0], in[1], in[2], in[3])}
 		}
 		out, f := BuildKeep(s, cfg, k.branch, in[0], in[1], in[2], in[3])
 		return []*Node{out, f}
@@ -258,7 +304,7 @@ func (m *Model) ForwardKeep(branch int, sample, timestep, ehs, addedTimeIDs *ten
 	if err != nil {
 		return nil, nil, err
 	}
-	outs, err := m.runRows(prog, nil, sample, timestep, ehs, addedTimeIDs)
+	outs, err := m.runRows(prog, sample, timestep, ehs, addedTimeIDs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -279,24 +325,51 @@ func (m *Model) ForwardShallow(branch int, feature, sample, timestep, ehs, added
 	if err != nil {
 		return nil, err
 	}
-	outs, err := m.runRows(prog, feature, sample, timestep, ehs, addedTimeIDs)
+	outs, err := m.runRows(prog, sample, timestep, ehs, addedTimeIDs, feature)
 	if err != nil {
 		return nil, err
 	}
 	return outs[0], nil
 }
 
-// ForwardProbe runs the UNet of a call only down to the skip of branch and returns that
-// skip, [B, T, C, h', w'] (BuildProbe): what an adaptive rule compares between steps to
-// decide whether the rest of the call is worth computing.
-func (m *Model) ForwardProbe(branch int, sample, timestep, ehs, addedTimeIDs *tensor.Dense) (*tensor.Dense, error) {
+// ForwardProbe runs the UNet of a call only down to the skip of branch and returns the
+// skips pushed so far (BuildProbe), [B, T, C, h', w'] each: the last is the branch's
+// skip, what an adaptive rule compares between steps to decide whether the rest of the
+// call is worth computing; ForwardRest computes that rest from them.
+func (m *Model) ForwardProbe(branch int, sample, timestep, ehs, addedTimeIDs *tensor.Dense) ([]*tensor.Dense, error) {
 	prog, err := m.deep.get(m, deepKey{branch: branch, mode: cutProbe})
 	if err != nil {
 		return nil, err
 	}
-	outs, err := m.runRows(prog, nil, sample, timestep, ehs, addedTimeIDs)
+	return m.runRows(prog, sample, timestep, ehs, addedTimeIDs)
+}
+
+// ForwardRest finishes a call that ForwardProbe began at branch on the same inputs: skips
+// are what it returned (or rows of it), and the result is Forward's.
+func (m *Model) ForwardRest(branch int, skips []*tensor.Dense, sample, timestep, ehs, addedTimeIDs *tensor.Dense) (*tensor.Dense, error) {
+	if err := checkSkips(skips, branch, sample); err != nil {
+		return nil, err
+	}
+	prog, err := m.deep.get(m, deepKey{branch: branch, mode: cutRest})
+	if err != nil {
+		return nil, err
+	}
+	outs, err := m.runRows(prog, sample, timestep, ehs, addedTimeIDs, skips...)
 	if err != nil {
 		return nil, err
 	}
 	return outs[0], nil
+}
+
+// checkSkips checks a probe's skips against the branch and the sample's rows and frames.
+func checkSkips(skips []*tensor.Dense, branch int, sample *tensor.Dense) error {
+	if len(skips) != branch+2 {
+		return fmt.Errorf("%w: %d skips for branch %d, want %d", ErrBranch, len(skips), branch, branch+2)
+	}
+	for _, x := range skips {
+		if x == nil || sample == nil || len(x.Shape) != 5 || len(sample.Shape) != 5 || x.Shape[0] != sample.Shape[0] || x.Shape[1] != sample.Shape[1] {
+			return fmt.Errorf("%w: skip %v for sample %v", ErrBranch, shapeOf(x), shapeOf(sample))
+		}
+	}
+	return nil
 }

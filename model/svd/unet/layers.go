@@ -32,6 +32,10 @@ type layers interface {
 	// neither.
 	saveFeature()
 	loadFeature()
+	// saveSkips keeps the skips saved so far (outputs of a probe call); loadSkips replaces
+	// them, and x by the last, with those the call was given (the rest of a probed call).
+	saveSkips()
+	loadSkips()
 }
 
 // walk runs the layer sequence of the UNet of cfg (diffusers'

@@ -252,7 +252,8 @@ func declared(t *testing.T, cfg unet.Config, s Shape, part Part, branch int) (pa
 	exp, err := nn.DeclareShapes(func(sc nn.Scope, g *graph.Graph) error {
 		a, b, c, d := inputs(g)
 		if part == Probe {
-			feature = unet.BuildProbe(sc, cfg, branch, a, b, c, d).Shape().Dimensions
+			skips := unet.BuildProbe(sc, cfg, branch, a, b, c, d)
+			feature = skips[len(skips)-1].Shape().Dimensions
 		} else {
 			unet.BuildShallow(sc, cfg, branch, graph.Parameter(g, "feature", nn.F32(feature...)), a, b, c, d)
 		}
