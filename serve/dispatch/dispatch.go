@@ -226,6 +226,7 @@ func (d *Dispatcher) touch(j *Job) {
 func (d *Dispatcher) persist(j *Job) {
 	j.writes++
 	j.recVer++
+	j.rec.Rev++ // the store keeps the newer of two copies
 	d.emit(Persist{Job: j, State: j.rec.State})
 }
 

@@ -51,6 +51,9 @@ type Record struct {
 	// CancelRequested: DELETE was answered 202 while the job was running; a restart ends
 	// it cancelled instead of running it again.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// Rev counts the record's writes: of two copies of a record (the store's index and the
+	// job's folder), the one with the higher Rev is the newer.
+	Rev uint64 `json:"rev,omitempty"`
 	// Cache is a cached job's step cache (params cache): which denoiser calls computed.
 	Cache *pipeline.CacheSummary `json:"cache,omitempty"`
 }
