@@ -172,3 +172,25 @@ func TestTCPProgressExtendsRecvTimeout(t *testing.T) {
 		t.Fatalf("idle rank's recv waited %v", d)
 	}
 }
+
+func TestTCPBusyRankIsNotAHang(t *testing.T) {
+	// Rank 0 works 1.5 s on its first unit before it hands off to rank 1, which forwards to
+	// rank 2 at once. Rank 2 waits on rank 1, idle behind busy rank 0, with a 300 ms receive
+	// timeout: the world's progress, not its neighbour's, says nothing hangs.
+	ts := dialWorld(t, 3, Options{RecvTimeout: 300 * time.Millisecond, HeartbeatTimeout: time.Second})
+	go func() {
+		ts[0].Working(time.Now())
+		time.Sleep(1500 * time.Millisecond) // the first step
+		ts[0].Progress(1500 * time.Millisecond)
+		ts[0].Send(context.Background(), 1, Message{Sample: 1})
+	}()
+	go func() {
+		m, err := ts[1].Recv(context.Background(), 0)
+		if err == nil {
+			ts[1].Send(context.Background(), 2, m)
+		}
+	}()
+	if m, err := ts[2].Recv(context.Background(), 1); err != nil || m.Sample != 1 {
+		t.Fatalf("recv behind a busy rank: %+v %v", m, err)
+	}
+}

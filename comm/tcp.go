@@ -32,10 +32,12 @@ type TCPTransport struct {
 	mu      sync.Mutex
 	pending map[net.Conn]struct{} // handshakes in progress
 
-	nodes     []string               // by rank: "host, ip" (from the rendezvous)
-	progress  atomic.Int64           // units of work done (Progress)
-	longestMS atomic.Int32           // the longest of them
-	end       atomic.Pointer[ending] // set when the world ended early (a lost or failed rank)
+	nodes     []string     // by rank: "host, ip" (from the rendezvous)
+	progress  atomic.Int64 // units of work done (Progress)
+	longestMS atomic.Int32 // the longest of them
+	// workingSince is when the unit of work in progress started (unix ns; 0: none).
+	workingSince atomic.Int64
+	end          atomic.Pointer[ending] // set when the world ended early (a lost or failed rank)
 }
 
 var _ TaggedTransport = (*TCPTransport)(nil)
@@ -116,7 +118,7 @@ func (t *TCPTransport) Send(ctx context.Context, to int, m Message) error {
 }
 
 // peerWait bounds a wait on a peer: the sooner of ctx's deadline and the receive timeout,
-// the latter extended while the peer reports progress (tcpPeer.extendWait).
+// the latter extended while the world reports progress (TCPTransport.extendWait).
 type peerWait struct {
 	ctx   context.Context
 	p     *tcpPeer
@@ -135,7 +137,7 @@ func newPeerWait(ctx context.Context, p *tcpPeer, limit time.Duration) *peerWait
 
 // extend re-arms the timer when the peer's progress allows more time.
 func (w *peerWait) extend() bool {
-	if more, ok := w.p.extendWait(w.start, w.wait); ok && !w.byCtx {
+	if more, ok := w.p.t.extendWait(w.start, w.wait); ok && !w.byCtx {
 		w.timer.Reset(more)
 		return true
 	}
@@ -203,7 +205,7 @@ func (t *TCPTransport) RecvTag(ctx context.Context, from int, tag uint16) (Messa
 		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, t.closedErr())
 	default:
 	}
-	m, err := recvBox(ctx, p.boxes.box(tag), t.opts.RecvTimeout, p.dead, func() error { return t.linkErr(p) }, t.closing, t.closedErr, p.extendWait)
+	m, err := recvBox(ctx, p.boxes.box(tag), t.opts.RecvTimeout, p.dead, func() error { return t.linkErr(p) }, t.closing, t.closedErr, t.extendWait)
 	if err != nil {
 		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, err)
 	}

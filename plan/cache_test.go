@@ -1,11 +1,15 @@
 package plan
 
 import (
+	"context"
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/synthetic"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
@@ -72,3 +76,49 @@ func TestPredictStaticCache(t *testing.T) {
 		t.Fatalf("an adaptive rule was planned: %v", err)
 	}
 }
+
+// A pipeline's notes weigh carrying the cache against dropping it: tiny states on a slow
+// link are carried, huge ones dropped.
+func TestCacheHandoffNote(t *testing.T) {
+	w := Workload{Steps: 12, Samples: 8, Frames: 4, Height: 8, Width: 8, Channels: 4}
+	for _, c := range []struct {
+		state int64
+		want  string
+	}{{1 << 10, "carrying is better"}, {1 << 32, "dropping is better"}} {
+		costs := SyntheticCosts(5, 4, Link{LatencyMS: 0.1, BytesPerS: 1e8})
+		costs.Cache = &CacheCosts{Rule: pipeline.Cache{Mode: pipeline.CacheStatic, Steps: []int{0}}, ReuseFraction: 0.125, StateBytes: c.state}
+		res, err := Plan(Request{Workload: w, Devices: 2, Costs: costs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, p := range append(res.Configs, res.Infeasible...) {
+			if p.PP == 2 {
+				found = strings.Contains(strings.Join(p.Notes, "; "), c.want)
+			}
+		}
+		if !found {
+			t.Errorf("state %d bytes: no note %q", c.state, c.want)
+		}
+	}
+}
+
+// MeasureReuse: a simulator's declared reuse cost (the synthetic model's 1/8), whatever
+// the clock says; a model without a cache is refused.
+func TestMeasureReuse(t *testing.T) {
+	d, err := synthetic.New(model.Config{StepMS: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Calibrator{Repeats: 1}
+	frac, ms, err := c.MeasureReuse(context.Background(), d, []int{2, 4, 4, 4}, pipeline.Cache{Mode: pipeline.CacheStatic})
+	if err != nil || frac != synthetic.ReuseCost || len(ms) != 2 {
+		t.Fatalf("fraction %v (%v), %v", frac, ms, err)
+	}
+	if _, _, err := c.MeasureReuse(context.Background(), plainModel{d}, []int{2, 4, 4, 4}, pipeline.Cache{}); !errors.Is(err, ErrBadInput) {
+		t.Fatalf("a model without a cache: %v", err)
+	}
+}
+
+// plainModel hides a denoiser's cache.
+type plainModel struct{ model.Denoiser }

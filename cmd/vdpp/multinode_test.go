@@ -280,10 +280,10 @@ func (s *nsServer) submit(params string) string {
 	return st.ID
 }
 
-func (s *nsServer) status(id string) faultStatus {
+func (s *nsServer) status(id string) serveStatus {
 	s.t.Helper()
 	code, b := s.get("/v1/videos/" + id)
-	var st faultStatus
+	var st serveStatus
 	if err := json.Unmarshal(b, &st); code != 200 || err != nil {
 		s.t.Fatalf("status %s: %d %s", id, code, b)
 	}
@@ -388,14 +388,15 @@ func TestMultiNodeServe(t *testing.T) {
 
 // TestMultiNodeLinkEfficiency reports the pipeline's efficiency with two nodes joined by
 // a bandwidth-limited link beside all ranks on one node (loopback): a 4-stage synthetic
-// pipeline whose hand-offs carry 512 KiB, 20 ms of steps per stage and sample. Timings
-// on a shared machine vary, so it checks only that every run is bit-identical to its
-// baseline and that the slow link costs throughput; the numbers are in the log (see
+// pipeline whose hand-offs carry 512 KiB, 20 ms of steps per stage and sample (under the
+// race detector, encoding the hand-offs costs more than that). Timings on a shared machine
+// vary, so it checks only that every run is bit-identical to its baseline and that the
+// limited link holds samples to its pace; the numbers are in the log (see
 // docs/measurements).
 func TestMultiNodeLinkEfficiency(t *testing.T) {
 	bench := func(out string) []string {
-		return []string{"bench", "--model", "synthetic", "--step-ms", "10", "--total-steps", "8", "--num-samples", "16",
-			"--warmup-samples", "4", "--latent-channels", "4", "--latent-frames", "8", "--latent-height", "64", "--latent-width", "64",
+		return []string{"bench", "--model", "synthetic", "--step-ms", "10", "--total-steps", "8", "--num-samples", "10",
+			"--warmup-samples", "3", "--latent-channels", "4", "--latent-frames", "8", "--latent-height", "64", "--latent-width", "64",
 			"--nproc", "4", "--json", out}
 	}
 	read := func(path string) benchJSON {
@@ -411,7 +412,13 @@ func TestMultiNodeLinkEfficiency(t *testing.T) {
 		return rep
 	}
 	results := map[string]benchJSON{}
-	for _, link := range []string{"loopback", "1gbit", "100mbit"} {
+	// $VDPP_TEST_LINK_RATES adds rates to measure (tc's syntax, comma-separated); CI runs
+	// 100 Mbit/s only.
+	links := []string{"loopback", "100mbit"}
+	if extra := os.Getenv("VDPP_TEST_LINK_RATES"); extra != "" {
+		links = append([]string{"loopback"}, strings.Split(extra, ",")...)
+	}
+	for _, link := range links {
 		out := filepath.Join(t.TempDir(), "bench.json")
 		if link == "loopback" {
 			net := netns.New(t, netns.Config{Hosts: 2})
@@ -427,8 +434,10 @@ func TestMultiNodeLinkEfficiency(t *testing.T) {
 		t.Logf("%-8s steady %6.1f ms/sample, efficiency %5.1f %%, first sample %6.1f ms", link, r.SteadySampleMS, 100*r.Efficiency, r.FirstSampleMS)
 	}
 	// 512 KiB at 100 Mbit/s take 42 ms, twice the 20 ms a stage computes: the link sets
-	// the pace.
-	if slow, fast := results["100mbit"].SteadySampleMS, results["loopback"].SteadySampleMS; slow < 1.3*fast {
-		t.Errorf("a 100 Mbit/s link did not slow the pipeline: %.1f vs %.1f ms per sample", slow, fast)
+	// the pace, and no sample can come faster than that (on loopback one comes every 20 ms
+	// without the race detector).
+	const linkMS = 512 * 1024 * 8 / 100e6 * 1e3
+	if slow := results["100mbit"].SteadySampleMS; slow < 0.9*linkMS {
+		t.Errorf("a 100 Mbit/s link carried 512 KiB hand-offs every %.1f ms (it takes %.1f ms)", slow, linkMS)
 	}
 }
