@@ -1,15 +1,21 @@
 package bench
 
 import (
-	"flag"
-	"fmt"
+	"errors"
 	"math"
-	"strconv"
 	"time"
+
+	"github.com/vdpp/vdpp/internal/cli"
 
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 )
+
+// ErrOptions marks options `vdpp bench` refuses before any process starts.
+var ErrOptions = errors.New("bench: bad options")
+
+// badOptions is an error about the options, ErrOptions, whose message is fmt.Errorf's.
+func badOptions(format string, a ...any) error { return cli.Errorf(ErrOptions, format, a...) }
 
 // Options are the flags of `vdpp bench`; the same set is passed to every worker.
 type Options struct {
@@ -59,7 +65,7 @@ type Options struct {
 // at the grain of the engine issue's first target.
 func DefaultOptions() Options {
 	return Options{
-		Model: "synthetic", TotalSteps: 28, NumSamples: 60, WarmupSamples: 4, MicroBatch: 1,
+		Model: "synthetic", TotalSteps: 28, NumSamples: 60, WarmupSamples: -1, MicroBatch: 1,
 		HiddenChannels: 32, LatentChannels: 4, LatentFrames: 4, LatentHeight: 16, LatentWidth: 16,
 		StepMS: 1, Cost: "sleep", Seed: 0, MinGuidance: 1, GuidanceScale: 1, Goal: "throughput",
 		Timeout: 60 * time.Second, DecodeChunkSize: -1,
@@ -67,12 +73,13 @@ func DefaultOptions() Options {
 }
 
 // RegisterFlags binds every option to fs, with o's current values as defaults.
-func (o *Options) RegisterFlags(fs *flag.FlagSet) {
+func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.Model, "model", o.Model, `model: synthetic, dummy, builtin or a model folder (its model_index.json picks the family)`)
 	fs.StringVar(&o.ModelDir, "model-dir", o.ModelDir, `deprecated: --model svd --model-dir DIR is --model DIR`)
-	fs.IntVar(&o.TotalSteps, "total-steps", o.TotalSteps, "denoising steps per sample")
+	fs.IntVar(&o.TotalSteps, "steps", o.TotalSteps, "denoising steps per sample")
+	fs.Alias("total-steps", "steps")
 	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "samples to generate")
-	fs.IntVar(&o.WarmupSamples, "warmup-samples", o.WarmupSamples, "first completions excluded from steady-state numbers")
+	fs.IntVar(&o.WarmupSamples, "warmup-samples", o.WarmupSamples, "first completions excluded from steady-state numbers (-1: 4, at most --num-samples - 1)")
 	fs.IntVar(&o.MicroBatch, "micro-batch", o.MicroBatch, "samples per denoiser call (a micro-batch stays together through every stage)")
 	fs.IntVar(&o.HiddenChannels, "hidden-channels", o.HiddenChannels, "dummy model hidden channels")
 	fs.IntVar(&o.LatentChannels, "latent-channels", o.LatentChannels, "latent channels C")
@@ -101,32 +108,23 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "with --decode-ranks: frames decoded together, the parts spread over ranks (0: all; -1: the model's)")
 	fs.Float64Var(&o.DecodeSteps, "decode-steps", o.DecodeSteps, "with --decode-ranks: one sample's decode cost in denoising steps; the step cut moves steps off the decoding stages to balance it, as vdpp plan does (0: cut by steps alone)")
 	fs.StringVar(&o.RunDir, "run-dir", o.RunDir, "internal: where workers write results")
+	fs.Hide("run-dir")
 }
 
-// WorkerArgs renders the options as flags for `vdpp worker bench`.
+// WorkerArgs renders the options as the flags of `vdpp worker bench`: every flag of
+// RegisterFlags, generated from the flag set (parsing them gives o back).
 func (o Options) WorkerArgs() []string {
-	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	args := []string{
-		"--model=" + o.Model, "--model-dir=" + o.ModelDir,
-		"--total-steps=" + strconv.Itoa(o.TotalSteps), "--num-samples=" + strconv.Itoa(o.NumSamples),
-		"--warmup-samples=" + strconv.Itoa(o.WarmupSamples), "--micro-batch=" + strconv.Itoa(o.MicroBatch),
-		"--hidden-channels=" + strconv.Itoa(o.HiddenChannels), "--latent-channels=" + strconv.Itoa(o.LatentChannels),
-		"--latent-frames=" + strconv.Itoa(o.LatentFrames), "--latent-height=" + strconv.Itoa(o.LatentHeight),
-		"--latent-width=" + strconv.Itoa(o.LatentWidth), "--step-ms=" + f(o.StepMS), "--cost=" + o.Cost,
-		"--seed=" + strconv.FormatInt(o.Seed, 10), "--nproc=" + strconv.Itoa(o.NProc),
-		"--pp=" + strconv.Itoa(o.PP), "--cfg=" + strconv.Itoa(o.CFG), "--cp=" + strconv.Itoa(o.CP), "--dp=" + strconv.Itoa(o.DP),
-		"--min-guidance=" + f(o.MinGuidance), "--guidance-scale=" + f(o.GuidanceScale),
-		"--timeout=" + o.Timeout.String(), "--backend=" + o.Backend, "--run-dir=" + o.RunDir,
-		"--decode-ranks=" + strconv.Itoa(o.DecodeRanks), "--decode-chunk-size=" + strconv.Itoa(o.DecodeChunkSize),
-		"--decode-steps=" + f(o.DecodeSteps),
-	}
-	return args
+	fs := cli.New("worker bench", nil, nil)
+	c := o
+	c.RegisterFlags(fs)
+	return fs.Args()
 }
 
 // ResolveMesh fills the mesh degrees: none given means a pure pipeline of --nproc (default
 // 7) stages; otherwise unset degrees are 1, except pp, which takes what --nproc leaves.
 // The product is the number of processes; a --nproc that disagrees is an error.
 func (o Options) ResolveMesh() (Options, error) {
+	o.WarmupSamples = o.Warmup()
 	if o.PP == 0 && o.CFG == 0 && o.CP == 0 && o.DP == 0 {
 		if o.NProc == 0 {
 			o.NProc = 7
@@ -150,7 +148,7 @@ func (o Options) ResolveMesh() (Options, error) {
 	}
 	world := o.PP * o.CFG * o.CP * o.DP
 	if o.NProc != 0 && o.NProc != world {
-		return o, fmt.Errorf("bench: --nproc %d but --pp %d x --cfg %d x --cp %d x --dp %d = %d processes", o.NProc, o.PP, o.CFG, o.CP, o.DP, world)
+		return o, badOptions("--nproc %d but --pp %d x --cfg %d x --cp %d x --dp %d = %d processes", o.NProc, o.PP, o.CFG, o.CP, o.DP, world)
 	}
 	o.NProc = world
 	if o.CFG == 2 && !o.Guided() {
@@ -159,37 +157,46 @@ func (o Options) ResolveMesh() (Options, error) {
 	return o, nil
 }
 
+// Warmup is --warmup-samples, with -1 resolved: 4, but at most --num-samples - 1 so
+// that a short run keeps at least one steady sample.
+func (o Options) Warmup() int {
+	if o.WarmupSamples >= 0 {
+		return o.WarmupSamples
+	}
+	return max(0, min(4, o.NumSamples-1))
+}
+
 // Validate checks resolved options (see ResolveMesh) before any process starts.
 func (o Options) Validate() error {
 	switch {
 	case o.NProc < 1 || o.PP < 1 || o.CFG < 1 || o.CP < 1 || o.DP < 1:
-		return fmt.Errorf("bench: mesh pp %d x cfg %d x cp %d x dp %d (%d processes): every degree must be at least 1", o.PP, o.CFG, o.CP, o.DP, o.NProc)
+		return badOptions("mesh pp %d x cfg %d x cp %d x dp %d (%d processes): every degree must be at least 1", o.PP, o.CFG, o.CP, o.DP, o.NProc)
 	case o.PP*o.CFG*o.CP*o.DP != o.NProc:
-		return fmt.Errorf("bench: --nproc %d but --pp %d x --cfg %d x --cp %d x --dp %d = %d processes", o.NProc, o.PP, o.CFG, o.CP, o.DP, o.PP*o.CFG*o.CP*o.DP)
+		return badOptions("--nproc %d but --pp %d x --cfg %d x --cp %d x --dp %d = %d processes", o.NProc, o.PP, o.CFG, o.CP, o.DP, o.PP*o.CFG*o.CP*o.DP)
 	case o.CFG > 2:
-		return fmt.Errorf("bench: --cfg %d: guidance has two halves (use 1 or 2)", o.CFG)
+		return badOptions("--cfg %d: guidance has two halves (use 1 or 2)", o.CFG)
 	case o.CP > o.LatentFrames:
-		return fmt.Errorf("bench: --cp %d > --latent-frames %d", o.CP, o.LatentFrames)
+		return badOptions("--cp %d > --latent-frames %d", o.CP, o.LatentFrames)
 	case o.TotalSteps < o.PP:
-		return fmt.Errorf("bench: --total-steps %d < %d pipeline stages: %w", o.TotalSteps, o.PP, pipeline.ErrBadPlan)
+		return badOptions("--steps %d < %d pipeline stages: %w", o.TotalSteps, o.PP, pipeline.ErrBadPlan)
 	case o.NumSamples < 1:
-		return fmt.Errorf("bench: --num-samples %d: need at least 1", o.NumSamples)
+		return badOptions("--num-samples %d: need at least 1", o.NumSamples)
 	case o.WarmupSamples < 0 || o.WarmupSamples >= o.NumSamples:
-		return fmt.Errorf("bench: --warmup-samples %d must be in [0, --num-samples %d)", o.WarmupSamples, o.NumSamples)
+		return badOptions("--warmup-samples %d must be in [0, --num-samples %d)", o.WarmupSamples, o.NumSamples)
 	case o.MicroBatch < 1:
-		return fmt.Errorf("bench: --micro-batch %d: need at least 1", o.MicroBatch)
+		return badOptions("--micro-batch %d: need at least 1", o.MicroBatch)
 	case o.LatentChannels < 1 || o.LatentFrames < 1 || o.LatentHeight < 1 || o.LatentWidth < 1:
-		return fmt.Errorf("bench: latent [1,%d,%d,%d,%d] has an empty dimension", o.LatentFrames, o.LatentChannels, o.LatentHeight, o.LatentWidth)
+		return badOptions("latent [1,%d,%d,%d,%d] has an empty dimension", o.LatentFrames, o.LatentChannels, o.LatentHeight, o.LatentWidth)
 	case o.DecodeSteps < 0 || math.IsNaN(o.DecodeSteps) || math.IsInf(o.DecodeSteps, 0):
-		return fmt.Errorf("bench: --decode-steps %v must be a finite cost >= 0", o.DecodeSteps)
+		return badOptions("--decode-steps %v must be a finite cost >= 0", o.DecodeSteps)
 	case o.DecodeRanks < 0 || o.DecodeRanks > o.PP:
-		return fmt.Errorf("bench: --decode-ranks %d must be between 0 and the %d pipeline stages", o.DecodeRanks, o.PP)
+		return badOptions("--decode-ranks %d must be between 0 and the %d pipeline stages", o.DecodeRanks, o.PP)
 	case o.DecodeRanks > 0 && (o.CFG > 1 || o.CP > 1):
-		return fmt.Errorf("bench: --decode-ranks with --cfg %d --cp %d: decoding is wired for pp x dp meshes", o.CFG, o.CP)
+		return badOptions("--decode-ranks with --cfg %d --cp %d: decoding is wired for pp x dp meshes", o.CFG, o.CP)
 	case o.StepMS < 0:
-		return fmt.Errorf("bench: --step-ms %v is negative", o.StepMS)
+		return badOptions("--step-ms %v is negative", o.StepMS)
 	case o.Timeout <= 0:
-		return fmt.Errorf("bench: --timeout %v must be positive", o.Timeout)
+		return badOptions("--timeout %v must be positive", o.Timeout)
 	}
 	return nil
 }

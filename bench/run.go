@@ -43,7 +43,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 	case "":
 	case "auto":
 		if o.PP+o.CFG+o.CP+o.DP > 0 {
-			return Report{}, fmt.Errorf("bench: --plan auto chooses --pp/--cfg/--cp/--dp itself; give only --nproc")
+			return Report{}, badOptions("--plan auto chooses --pp/--cfg/--cp/--dp itself; give only --nproc")
 		}
 		auto, best, err := AutoMesh(ctx, o, r.Launch)
 		if err != nil {
@@ -55,7 +55,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 		}
 		o = auto
 	default:
-		return Report{}, fmt.Errorf("bench: --plan %q: only \"auto\" is known", o.Plan)
+		return Report{}, badOptions("--plan %q: only \"auto\" is known", o.Plan)
 	}
 	o, err := o.ResolveMesh()
 	if err != nil {

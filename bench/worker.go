@@ -88,7 +88,7 @@ func newParts(o Options, stages, stage int) (*parts, error) {
 }
 
 // openDenoiser loads the denoising role of --model through its family and returns the
-// sampler and a step runner with the family's scheduler for --total-steps.
+// sampler and a step runner with the family's scheduler for --steps.
 func openDenoiser(o Options) (family.Sampler, *pipeline.Stepper, error) {
 	return openDenoiserSteps(o, family.Roles{Denoise: true})
 }

@@ -13,17 +13,18 @@ package generate
 
 import (
 	"errors"
-	"flag"
-	"fmt"
 	"math"
-	"strconv"
 	"time"
 
+	"github.com/vdpp/vdpp/internal/cli"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
 // ErrOptions marks invalid command-line options.
 var ErrOptions = errors.New("generate: bad options")
+
+// badOptions is an error about the options, ErrOptions, whose message is fmt.Errorf's.
+func badOptions(format string, a ...any) error { return cli.Errorf(ErrOptions, format, a...) }
 
 // Options are the flags of `vdpp generate` (0 means the model's default: SVD's pipeline
 // defaults and the checkpoint's frame count and size; WanPipeline's for Wan).
@@ -90,102 +91,93 @@ func DefaultOptions() Options {
 	}
 }
 
-// RegisterFlags binds the options to fs.
-func (o *Options) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.Model, "model", o.Model, `checkpoint folder in the diffusers layout, or "builtin"`)
+// RegisterFlags binds the options to fs, with o's current values as defaults.
+func (o *Options) RegisterFlags(fs *cli.FlagSet) {
+	fs.StringVar(&o.Model, "model", o.Model, "the model `NAME|DIR`: \"builtin\", a diffusers folder (its model_index.json picks the family)")
 	fs.StringVar(&o.Variant, "variant", o.Variant, `weights variant, e.g. "fp16" (converted to float32)`)
-	fs.StringVar(&o.Image, "image", o.Image, "input image (PNG or JPEG) of an image-to-video model (SVD)")
-	fs.StringVar(&o.Prompt, "prompt", o.Prompt, "prompt of a text-to-video model (Wan), encoded by the folder's text_encoder/ and tokenizer/")
-	fs.StringVar(&o.NegativePrompt, "negative-prompt", o.NegativePrompt, `negative prompt, the unconditional half of CFG (default "")`)
-	fs.StringVar(&o.PromptEmbeds, "prompt-embeds", o.PromptEmbeds, "safetensors file of prompt embeddings [L, text_dim] or [1, L, text_dim] for a text-to-video model (Wan)")
-	fs.StringVar(&o.NegativePromptEmbeds, "negative-prompt-embeds", o.NegativePromptEmbeds, "safetensors file of negative prompt embeddings (needed when --guidance-scale > 1)")
-	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "CFG scale of a text-to-video model, > 1 turns on CFG (-1: the model's, 5 for Wan)")
+	fs.StringVar(&o.Image, "image", o.Image, "input `FILE` (PNG or JPEG) of an image-to-video model (SVD)")
+	fs.StringVar(&o.Prompt, "prompt", o.Prompt, "`TEXT` of a text-to-video model (Wan), encoded by the folder's text_encoder/ and tokenizer/")
+	fs.StringVar(&o.NegativePrompt, "negative-prompt", o.NegativePrompt, "negative prompt `TEXT`, the unconditional half of CFG (default \"\")")
+	fs.StringVar(&o.PromptEmbeds, "prompt-embeds", o.PromptEmbeds, "safetensors `FILE` of prompt embeddings [L, text_dim] or [1, L, text_dim] for a text-to-video model (Wan)")
+	fs.StringVar(&o.NegativePromptEmbeds, "negative-prompt-embeds", o.NegativePromptEmbeds, "safetensors `FILE` of negative prompt embeddings (needed when --guidance-scale > 1)")
+	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "CFG scale of a text-to-video model (Wan), > 1 turns on CFG (-1: the model's, 5 for Wan)")
 	fs.Float64Var(&o.GuidanceScale2, "guidance-scale-2", o.GuidanceScale2, "CFG scale of a two-expert model's low-noise expert (0: --guidance-scale)")
 	fs.IntVar(&o.NumFrames, "num-frames", o.NumFrames, "frames (0: the model's: SVD the UNet config's num_frames, 14 for builtin; Wan 81, WanPipeline's default, very slow on a CPU)")
 	fs.IntVar(&o.Window, "window", o.Window, "frames per temporal window when --num-frames exceeds it (0: the model's native frame count; Wan: 1 + 4k)")
 	fs.IntVar(&o.Overlap, "overlap", o.Overlap, "frames shared by neighbouring windows, blended at every step (-1: the family's, a quarter of the window; Wan: a multiple of 4)")
 	fs.StringVar(&o.Blend, "blend", o.Blend, `blend of the overlapping frames: linear or cosine ("": cosine)`)
 	fs.IntVar(&o.Steps, "steps", o.Steps, "denoising steps (0: the model's: 25 for SVD and builtin; Wan 50, WanPipeline's default)")
-	fs.IntVar(&o.Height, "height", o.Height, "video height, a multiple of the VAE's factor (0 with --width 0: the model's: SVD 576 for the released checkpoints, 64 for builtin; Wan 480, WanPipeline's default, very slow on a CPU)")
-	fs.IntVar(&o.Width, "width", o.Width, "video width (0 with --height 0: the model's: SVD 1024 for the released checkpoints, 64 for builtin; Wan 832, WanPipeline's default)")
-	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "guidance weight of the first frame (-1: the model's vdpp_sampling.json: 2 for builtin; 1, as SVD, for a folder without one)")
-	fs.Float64Var(&o.MaxGuidance, "max-guidance", o.MaxGuidance, "guidance weight of the last frame, > 1 turns on CFG (-1: the model's vdpp_sampling.json: 4 for builtin; 3, as SVD, for a folder without one)")
-	fs.IntVar(&o.FPS, "fps", o.FPS, "frames per second (the UNet is conditioned on fps-1)")
-	fs.IntVar(&o.MotionBucketID, "motion-bucket-id", o.MotionBucketID, "motion conditioning")
-	fs.Float64Var(&o.NoiseAugStrength, "noise-aug-strength", o.NoiseAugStrength, "noise added to the conditioning image")
-	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "frames decoded at once (0: all; -1: the model's vdpp_sampling.json: 7 for builtin; all for a folder without one)")
+	fs.IntVar(&o.Height, "height", o.Height, "video height, a multiple of the VAE's factor; set with --width (0 and 0: the model's: SVD 576 for the released checkpoints, 64 for builtin; Wan 480)")
+	fs.IntVar(&o.Width, "width", o.Width, "video width; set with --height (0 and 0: the model's: SVD 1024 for the released checkpoints, 64 for builtin; Wan 832)")
+	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "SVD: guidance weight of the first frame (-1: the model's vdpp_sampling.json: 2 for builtin; 1, as SVD, for a folder without one)")
+	fs.Float64Var(&o.MaxGuidance, "max-guidance", o.MaxGuidance, "SVD: guidance weight of the last frame, > 1 turns on CFG (-1: the model's vdpp_sampling.json: 4 for builtin; 3, as SVD, for a folder without one)")
+	fs.IntVar(&o.FPS, "fps", o.FPS, "frames per second of the videos (SVD also conditions on it)")
+	fs.IntVar(&o.MotionBucketID, "motion-bucket-id", o.MotionBucketID, "SVD: motion conditioning")
+	fs.Float64Var(&o.NoiseAugStrength, "noise-aug-strength", o.NoiseAugStrength, "SVD: noise added to the conditioning image")
+	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "SVD: frames decoded at once (0: all; -1: the model's vdpp_sampling.json: 7 for builtin; all for a folder without one)")
 	fs.IntVar(&o.DecodeRanks, "decode-ranks", o.DecodeRanks, "ranks that share the VAE decode: the last stage and the N-1 before it (0 or 1: the last stage alone); bit-identical")
 	fs.Float64Var(&o.DecodeSteps, "decode-steps", o.DecodeSteps, "one sample's decode cost in denoising steps; the step cut moves steps off the decoding stages to balance it, as vdpp plan does (0: cut by steps alone); bit-identical")
 	fs.Float64Var(&o.ConditionSteps, "condition-steps", o.ConditionSteps, "one sample's conditioning cost (stage 0's image or text encoder) in denoising steps; the step cut moves steps off stage 0 to balance it (0: not counted)")
-	fs.IntVar(&o.VAETile, "vae-tile", o.VAETile, "decode (and encode) in overlapping spatial tiles of this many pixels, as diffusers' enable_tiling (0: whole frames; -1: the VAE's sample_size)")
+	fs.IntVar(&o.VAETile, "vae-tile", o.VAETile, "SVD: decode (and encode) in overlapping spatial tiles of this many pixels, as diffusers' enable_tiling (0: whole frames; -1: the VAE's sample_size)")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed; sample s uses the stream (seed, s)")
-	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "videos to generate from the image")
-	fs.IntVar(&o.MicroBatch, "micro-batch", o.MicroBatch, "samples per UNet call")
+	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "videos to generate")
+	fs.IntVar(&o.MicroBatch, "micro-batch", o.MicroBatch, "samples per denoiser call")
 	fs.IntVar(&o.NProc, "nproc", o.NProc, "pipeline stages, one process each")
-	fs.StringVar(&o.Out, "out", o.Out, "output folder")
+	fs.StringVar(&o.Out, "out", o.Out, "output `DIR`")
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend (default: GOMLX_BACKEND or go)")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for every hand-off between stages")
 	fs.StringVar(&o.Progress, "progress", o.Progress, "progress display: auto, bar or plain")
 }
 
-// WorkerArgs renders the options as flags for `vdpp worker generate`.
+// WorkerArgs renders the options as the flags of `vdpp worker generate`: every flag of
+// RegisterFlags, generated from the flag set (parsing them gives o back).
 func (o Options) WorkerArgs() []string {
-	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	i := strconv.Itoa
-	return []string{
-		"--model=" + o.Model, "--variant=" + o.Variant, "--image=" + o.Image,
-		"--prompt=" + o.Prompt, "--negative-prompt=" + o.NegativePrompt,
-		"--prompt-embeds=" + o.PromptEmbeds, "--negative-prompt-embeds=" + o.NegativePromptEmbeds,
-		"--guidance-scale=" + f(o.GuidanceScale), "--guidance-scale-2=" + f(o.GuidanceScale2),
-		"--num-frames=" + i(o.NumFrames), "--window=" + i(o.Window), "--overlap=" + i(o.Overlap), "--blend=" + o.Blend, "--steps=" + i(o.Steps), "--height=" + i(o.Height), "--width=" + i(o.Width),
-		"--min-guidance=" + f(o.MinGuidance), "--max-guidance=" + f(o.MaxGuidance), "--fps=" + i(o.FPS),
-		"--motion-bucket-id=" + i(o.MotionBucketID), "--noise-aug-strength=" + f(o.NoiseAugStrength),
-		"--decode-chunk-size=" + i(o.DecodeChunkSize), "--decode-ranks=" + i(o.DecodeRanks), "--decode-steps=" + f(o.DecodeSteps), "--condition-steps=" + f(o.ConditionSteps), "--vae-tile=" + i(o.VAETile), "--seed=" + strconv.FormatInt(o.Seed, 10),
-		"--num-samples=" + i(o.NumSamples), "--micro-batch=" + i(o.MicroBatch), "--nproc=" + i(o.NProc),
-		"--out=" + o.Out, "--backend=" + o.Backend, "--timeout=" + o.Timeout.String(), "--progress=plain",
-	}
+	fs := cli.New("worker generate", nil, nil)
+	c := o
+	c.RegisterFlags(fs)
+	return fs.Args()
 }
 
 // Validate checks what can be checked without opening files.
 func (o Options) Validate() error {
 	switch {
 	case o.Model == "":
-		return fmt.Errorf("%w: --model DIR is required", ErrOptions)
+		return badOptions("--model is required: builtin, a model folder, or ORG/NAME from the Hugging Face cache")
 	case o.Image == "" && o.PromptEmbeds == "" && o.Prompt == "":
-		return fmt.Errorf("%w: --image FILE (image-to-video) or --prompt TEXT / --prompt-embeds FILE (text-to-video) is required", ErrOptions)
+		return badOptions("--image FILE (image-to-video) or --prompt TEXT / --prompt-embeds FILE (text-to-video) is required")
 	case o.Prompt != "" && o.PromptEmbeds != "":
-		return fmt.Errorf("%w: --prompt and --prompt-embeds both given: give one", ErrOptions)
+		return badOptions("--prompt and --prompt-embeds both given: give one")
 	case o.NegativePrompt != "" && o.NegativePromptEmbeds != "":
-		return fmt.Errorf("%w: --negative-prompt and --negative-prompt-embeds both given: give one", ErrOptions)
+		return badOptions("--negative-prompt and --negative-prompt-embeds both given: give one")
 	case o.NegativePrompt != "" && o.Prompt == "":
-		return fmt.Errorf("%w: --negative-prompt needs --prompt (with --prompt-embeds give --negative-prompt-embeds)", ErrOptions)
+		return badOptions("--negative-prompt needs --prompt (with --prompt-embeds give --negative-prompt-embeds)")
 	case o.NegativePromptEmbeds != "" && o.PromptEmbeds == "":
-		return fmt.Errorf("%w: --negative-prompt-embeds needs --prompt-embeds (with --prompt give --negative-prompt)", ErrOptions)
+		return badOptions("--negative-prompt-embeds needs --prompt-embeds (with --prompt give --negative-prompt)")
 	case o.NumSamples < 1:
-		return fmt.Errorf("%w: --num-samples %d", ErrOptions, o.NumSamples)
+		return badOptions("--num-samples %d: the number of videos must be at least 1", o.NumSamples)
 	case o.MicroBatch < 1:
-		return fmt.Errorf("%w: --micro-batch %d", ErrOptions, o.MicroBatch)
+		return badOptions("--micro-batch %d: a denoiser call takes at least 1 sample", o.MicroBatch)
 	case o.NProc < 1:
-		return fmt.Errorf("%w: --nproc %d", ErrOptions, o.NProc)
+		return badOptions("--nproc %d: a run needs at least 1 process (1 runs every stage here, K > 1 starts K pipeline stages)", o.NProc)
 	case o.DecodeRanks < 0 || o.DecodeRanks > o.NProc:
-		return fmt.Errorf("%w: --decode-ranks %d must be between 0 and --nproc %d", ErrOptions, o.DecodeRanks, o.NProc)
+		return badOptions("--decode-ranks %d must be between 0 and --nproc %d", o.DecodeRanks, o.NProc)
 	case o.DecodeSteps < 0 || math.IsNaN(o.DecodeSteps) || math.IsInf(o.DecodeSteps, 0):
-		return fmt.Errorf("%w: --decode-steps %v must be a finite cost >= 0", ErrOptions, o.DecodeSteps)
+		return badOptions("--decode-steps %v must be a finite cost >= 0", o.DecodeSteps)
 	case o.ConditionSteps < 0 || math.IsNaN(o.ConditionSteps) || math.IsInf(o.ConditionSteps, 0):
-		return fmt.Errorf("%w: --condition-steps %v must be a finite cost >= 0", ErrOptions, o.ConditionSteps)
+		return badOptions("--condition-steps %v must be a finite cost >= 0", o.ConditionSteps)
 	case o.Steps < 0:
-		return fmt.Errorf("%w: --steps %d", ErrOptions, o.Steps)
+		return badOptions("--steps %d: the number of denoising steps cannot be negative (0: the model's)", o.Steps)
 	case o.Steps > 0 && o.Steps < o.NProc:
-		return fmt.Errorf("%w: --steps %d cannot fill --nproc %d stages", ErrOptions, o.Steps, o.NProc)
+		return badOptions("--steps %d cannot fill --nproc %d stages: every stage needs at least one step", o.Steps, o.NProc)
 	case o.Out == "":
-		return fmt.Errorf("%w: --out is required", ErrOptions)
+		return badOptions("--out is empty: give the output folder")
 	case o.Timeout <= 0:
-		return fmt.Errorf("%w: --timeout %v", ErrOptions, o.Timeout)
+		return badOptions("--timeout %v: the hand-off deadline must be positive", o.Timeout)
 	}
 	switch o.Progress {
 	case "auto", "bar", "plain":
 	default:
-		return fmt.Errorf("%w: --progress %q (want auto, bar or plain)", ErrOptions, o.Progress)
+		return badOptions("--progress %q (want auto, bar or plain)", o.Progress)
 	}
 	return nil
 }

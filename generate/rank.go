@@ -29,7 +29,7 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 		return err
 	}
 	if o.Steps == 0 {
-		return fmt.Errorf("%w: --steps 0: RunRank needs resolved options (Resolve)", ErrOptions)
+		return badOptions("--steps 0: RunRank needs resolved options (Resolve)")
 	}
 	// Resolve leaves guidance and decode chunk set; options built in code may still say
 	// "the model's".

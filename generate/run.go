@@ -49,7 +49,7 @@ func Resolve(o Options) (Options, error) {
 		return o, err
 	}
 	if m.Dir == "" {
-		return o, fmt.Errorf("%w: --model %s has no conditioner or decoder: give a model folder or %q", ErrOptions, o.Model, builtin.Name)
+		return o, badOptions("--model %s has no conditioner or decoder: give a model folder or %q", o.Model, builtin.Name)
 	}
 	o.Model = m.Dir
 	if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.AllRoles}); err != nil {
@@ -66,41 +66,46 @@ func Resolve(o Options) (Options, error) {
 		o.Steps = desc.Defaults.Steps
 	}
 	if o.Steps < o.NProc {
-		return o, fmt.Errorf("%w: --steps %d cannot fill --nproc %d stages", ErrOptions, o.Steps, o.NProc)
+		return o, badOptions("--steps %d (the model's) cannot fill --nproc %d stages: every stage needs at least one step", o.Steps, o.NProc)
 	}
 	if o, err = resolveWindows(o, desc); err != nil {
 		return o, err
 	}
-	if o.Height == 0 && o.Width == 0 {
+	switch {
+	case o.Height == 0 && o.Width == 0:
 		o.Height, o.Width = desc.Defaults.Height, desc.Defaults.Width
+	case o.Width == 0:
+		return o, badOptions("--height %d without --width: set both (or neither, for the model's %dx%d)", o.Height, desc.Defaults.Width, desc.Defaults.Height)
+	case o.Height == 0:
+		return o, badOptions("--width %d without --height: set both (or neither, for the model's %dx%d)", o.Width, desc.Defaults.Width, desc.Defaults.Height)
 	}
 	f := desc.SizeMultiple
 	if o.NumFrames < 1 {
-		return o, fmt.Errorf("%w: --num-frames %d", ErrOptions, o.NumFrames)
+		return o, badOptions("--num-frames %d: a video needs at least 1 frame", o.NumFrames)
 	}
 	if o.Height < f || o.Width < f || o.Height%f != 0 || o.Width%f != 0 {
-		return o, fmt.Errorf("%w: --width %d --height %d must be positive multiples of %d (the VAE's factor)", ErrOptions, o.Width, o.Height, f)
+		return o, badOptions("--width %d --height %d: both must be positive multiples of %d (the VAE's factor)", o.Width, o.Height, f)
 	}
 	switch {
 	case o.VAETile < -1:
-		return o, fmt.Errorf("%w: --vae-tile %d (0: off, -1: the VAE's sample_size)", ErrOptions, o.VAETile)
+		return o, badOptions("--vae-tile %d (0: off, -1: the VAE's sample_size)", o.VAETile)
 	case o.VAETile != 0 && m.Family.Name() != "svd":
-		return o, fmt.Errorf("%w: --vae-tile: the %s family's VAE does not tile", ErrOptions, m.Family.Name())
+		return o, badOptions("--vae-tile: the %s family's VAE does not tile", m.Family.Name())
 	case o.VAETile > 0 && o.VAETile%(4*f) != 0:
 		// Tiles advance by three quarters of a tile, which must be whole latent pixels.
-		return o, fmt.Errorf("%w: --vae-tile %d must be a multiple of %d (4 × the VAE's factor %d)", ErrOptions, o.VAETile, 4*f, f)
+		return o, badOptions("--vae-tile %d must be a multiple of %d (4 × the VAE's factor %d)", o.VAETile, 4*f, f)
 	}
 	if o.MinGuidance > o.MaxGuidance {
-		return o, fmt.Errorf("%w: --min-guidance %v > --max-guidance %v", ErrOptions, o.MinGuidance, o.MaxGuidance)
+		return o, badOptions("--min-guidance %v > --max-guidance %v", o.MinGuidance, o.MaxGuidance)
 	}
 	if fm := desc.FrameMultiple; fm > 0 && (o.NumFrames-1)%fm != 0 {
-		return o, fmt.Errorf("%w: --num-frames %d: the model's causal VAE takes 1 + %dk frames (e.g. %d or %d)", ErrOptions, o.NumFrames, fm, (o.NumFrames-1)/fm*fm+1, ((o.NumFrames-1)/fm+1)*fm+1)
+		return o, badOptions("--num-frames %d: the model's causal VAE takes 1 + %dk frames (e.g. %d or %d)", o.NumFrames, fm, (o.NumFrames-1)/fm*fm+1, ((o.NumFrames-1)/fm+1)*fm+1)
 	}
 	if desc.TextDim > 0 {
 		return resolveText(o, m, desc)
 	}
 	if o.Image == "" {
-		return o, fmt.Errorf("%w: --model %s is an image-to-video model: --image FILE is required", ErrOptions, o.Model)
+		return o, badOptions("--model %s is an image-to-video model: --image FILE is required", o.Model)
 	}
 	if _, err := video.LoadImage(o.Image); err != nil {
 		return o, err
@@ -112,21 +117,21 @@ func Resolve(o Options) (Options, error) {
 // width, the guidance scales.
 func resolveText(o Options, m family.Resolved, desc family.Description) (Options, error) {
 	if o.PromptEmbeds == "" && o.Prompt == "" {
-		return o, fmt.Errorf("%w: --model %s is a text-to-video model: --prompt TEXT (or --prompt-embeds FILE.safetensors) is required", ErrOptions, o.Model)
+		return o, badOptions("--model %s is a text-to-video model: --prompt TEXT (or --prompt-embeds FILE.safetensors) is required", o.Model)
 	}
 	if o.Image != "" {
-		return o, fmt.Errorf("%w: --image: --model %s is a text-to-video model and takes no image", ErrOptions, o.Model)
+		return o, badOptions("--image: --model %s is a text-to-video model and takes no image", o.Model)
 	}
 	if o.GuidanceScale < 0 {
 		o.GuidanceScale = desc.Defaults.GuidanceScale
 	}
 	if math.IsNaN(o.GuidanceScale) || math.IsInf(o.GuidanceScale, 0) || math.IsNaN(o.GuidanceScale2) || math.IsInf(o.GuidanceScale2, 0) || o.GuidanceScale2 < 0 {
-		return o, fmt.Errorf("%w: --guidance-scale %v --guidance-scale-2 %v", ErrOptions, o.GuidanceScale, o.GuidanceScale2)
+		return o, badOptions("--guidance-scale %v --guidance-scale-2 %v", o.GuidanceScale, o.GuidanceScale2)
 	}
 	if o.Prompt != "" {
 		// The first stage loads the tokenizer and text encoder: check they are there.
 		if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.Roles{Condition: true}, Prompts: true}); err != nil {
-			return o, fmt.Errorf("%w: --prompt: %w", ErrOptions, err)
+			return o, badOptions("--prompt: %w", err)
 		}
 		return o, nil // the negative prompt defaults to "", as in diffusers
 	}
@@ -139,7 +144,7 @@ func resolveText(o Options, m family.Resolved, desc family.Description) (Options
 			return o, err
 		}
 	case o.GuidanceScale > 1:
-		return o, fmt.Errorf("%w: --guidance-scale %v > 1 runs CFG, which needs --negative-prompt-embeds FILE (or --guidance-scale 1)", ErrOptions, o.GuidanceScale)
+		return o, badOptions("--guidance-scale %v > 1 runs CFG, which needs --negative-prompt-embeds FILE (or --guidance-scale 1)", o.GuidanceScale)
 	}
 	return o, nil
 }

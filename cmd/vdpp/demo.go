@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,8 +22,7 @@ import (
 // benchmark table (wall time, time per sample, speedup, and whether both runs produced
 // the same bits).
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("demo", stdout, stderr)
 	out := fs.String("out", "out/demo", "output folder")
 	nproc := fs.Int("nproc", 2, "pipeline stages (processes) of the pipelined run")
 	samples := fs.Int("num-samples", 4, "videos to generate (different seeds of the same image)")

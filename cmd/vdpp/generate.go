@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,8 +14,7 @@ import (
 // runGenerate is `vdpp generate --model DIR --image FILE [...]`.
 func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := generate.DefaultOptions()
-	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("generate", stdout, stderr)
 	o.RegisterFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -104,9 +104,8 @@ func launchSelf(ctx context.Context, nproc int, args []string) error {
 // runPlan is `vdpp plan`: predict every mesh of --devices devices and rank them.
 func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f planFlags
-	fset := flag.NewFlagSet("plan", flag.ContinueOnError)
-	fset.SetOutput(stderr)
-	f.register(fset)
+	fset := newFlags("plan", stdout, stderr)
+	f.register(fset.FlagSet)
 	if err := parseFlags(fset, args); err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,7 +21,7 @@ import (
 
 // runServe is `vdpp serve`: the HTTP job server with K worker processes.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, modelName, inproc, err := parseServeFlags(args, stderr)
+	cfg, modelName, inproc, err := parseServeFlags(args, stdout, stderr)
 	servedNames := cfg.ServedModelNames
 	if err != nil {
 		return err
@@ -64,9 +63,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // parseServeFlags parses `vdpp serve`'s flags into a Config (the model still to be
 // resolved from the returned --model value) and --in-process.
-func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelName string, inproc bool, err error) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config, modelName string, inproc bool, err error) {
+	fs := newFlags("serve", stdout, stderr)
 	lim := serve.DefaultLimits()
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP listen address (port 0 picks a free one); without a token keep it on loopback")
 	fs.StringVar(&cfg.Token, "api-token", os.Getenv("VDPP_API_TOKEN"), "bearer token required on every API call (default $VDPP_API_TOKEN)")
@@ -183,8 +181,7 @@ func folderSpec(name, dir string) (serve.ModelSpec, error) {
 
 // runServeWorker is `vdpp worker serve`: one worker rank of a server (started by it).
 func runServeWorker(ctx context.Context, args []string, stderr io.Writer, rank int) error {
-	fs := flag.NewFlagSet("worker serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("worker serve", stderr, stderr)
 	var cfg serve.WorkerConfig
 	fs.StringVar(&cfg.Addr, "connect", "", "the server's worker address")
 	fs.IntVar(&cfg.Rank, "rank", rank, "this worker's rank")

@@ -184,7 +184,7 @@ func TestServeKeepJobsFlag(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			cfg, _, _, err := parseServeFlags(c.args, &stderr)
+			cfg, _, _, err := parseServeFlags(c.args, &stderr, &stderr)
 			if c.wantErr != nil {
 				if !errors.Is(err, c.wantErr) {
 					t.Fatalf("parseServeFlags(%q): %v, want %v", c.args, err, c.wantErr)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,8 +17,7 @@ import (
 // with --export, write the diffusers folder of DIR's latest checkpoints to OUT afterwards.
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := train.DefaultOptions()
-	fs := flag.NewFlagSet("train", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("train", stdout, stderr)
 	fs.StringVar(&o.Dir, "dir", "out/train", "run folder (checkpoints, loss.jsonl)")
 	fs.StringVar(&o.Phase, "phase", o.Phase, "vae or unet (the UNet phase needs DIR's VAE checkpoint)")
 	fs.IntVar(&o.Steps, "steps", o.Steps, "train until this step")
@@ -29,7 +27,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.LRDecayStart, "lr-decay-start", 0, "with --lr-final: the step the decay starts from")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the weights, batches and noise")
 	fs.Uint64Var(&o.Data, "data-seed", o.Data, "dataset seed")
-	ruleFlag(fs, &o.Rule)
+	ruleFlag(fs.FlagSet, &o.Rule)
 	fs.IntVar(&o.Train, "train-clips", o.Train, "distinct training clips")
 	fs.IntVar(&o.VAEFrames, "vae-frames", 0, "VAE phase: clip length (0 = 14)")
 	fs.IntVar(&o.VAECrop, "vae-crop", 0, "VAE phase: train on random square crops of this size (0 = whole frames)")

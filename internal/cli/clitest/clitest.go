@@ -1,0 +1,41 @@
+// Package clitest helps test options that travel as flags: Fill gives every field of an
+// options struct a random value, so a round trip through a command line (parse, options,
+// the worker's arguments, parse again) is checked for every field, including one added
+// later without a flag.
+package clitest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"time"
+)
+
+// Fill sets every exported field of the struct p points to to a random value of its type:
+// strings with spaces, '=' and quotes, signed integers, floats with fractions, booleans,
+// durations to the nanosecond. It panics on a field type it does not know, so a new kind
+// of option is noticed by its test.
+func Fill(p any, r *rand.Rand) {
+	v := reflect.ValueOf(p).Elem()
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		if !t.Field(i).IsExported() {
+			continue
+		}
+		f := v.Field(i)
+		switch {
+		case f.Type() == reflect.TypeOf(time.Duration(0)):
+			f.SetInt(r.Int64N(int64(time.Hour)) + 1)
+		case f.Kind() == reflect.String:
+			f.SetString(fmt.Sprintf("v %d=\"x\"", r.IntN(1000)))
+		case f.Kind() == reflect.Int || f.Kind() == reflect.Int64:
+			f.SetInt(r.Int64N(2000) - 1000)
+		case f.Kind() == reflect.Float64:
+			f.SetFloat(r.NormFloat64() * 100)
+		case f.Kind() == reflect.Bool:
+			f.SetBool(r.IntN(2) == 1)
+		default:
+			panic(fmt.Sprintf("clitest: field %s of type %s", t.Field(i).Name, f.Type()))
+		}
+	}
+}
