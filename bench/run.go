@@ -39,6 +39,13 @@ func DefaultLaunch(ctx context.Context, nproc int, args []string) error {
 // Run executes the benchmark and returns its report. It writes the JSON, trace and SVG
 // outputs named in o; the caller prints the Markdown table.
 func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
+	if err := o.Check(); err != nil {
+		return Report{}, err
+	}
+	o, err := o.Resolve()
+	if err != nil {
+		return Report{}, err
+	}
 	switch o.Plan {
 	case "":
 	case "auto":
@@ -57,7 +64,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 	default:
 		return Report{}, badOptions("--plan %q: only \"auto\" is known", o.Plan)
 	}
-	o, err := o.ResolveMesh()
+	o, err = o.ResolveMesh()
 	if err != nil {
 		return Report{}, err
 	}

@@ -22,7 +22,6 @@ import (
 	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
-	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -56,11 +55,7 @@ func newParts(o Options, stages, stage int) (*parts, error) {
 		return nil, err
 	}
 	sc := st.Sched
-	var guidance []float32
-	if o.Guided() {
-		guidance = sched.GuidanceWeights(float32(o.MinGuidance), float32(o.GuidanceScale), o.LatentFrames)
-	}
-	w := &NoiseWorkload{Seed: o.Seed, Shape: o.LatentShape(), InitNoiseSigma: sc.InitSigma(), Guidance: guidance}
+	w := &NoiseWorkload{Seed: o.Seed, Shape: o.LatentShape(), InitNoiseSigma: sc.InitSigma(), Guidance: o.GuidanceWeights(o.LatentFrames)}
 	if rc, ok := s.(family.RandomConditioner); ok {
 		// The benchmark measures the denoiser, not the conditioner: random conditioning of
 		// the right shapes.
@@ -99,9 +94,7 @@ func openDenoiserSteps(o Options, roles family.Roles) (family.Sampler, *pipeline
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := m.Open(family.Options{Backend: o.Backend, Roles: roles, Sim: model.Config{
-		StepMS: o.StepMS, Cost: o.Cost, HiddenChannels: o.HiddenChannels, LatentChannels: o.LatentChannels, Seed: o.Seed,
-	}})
+	s, err := m.Open(family.Options{Backend: o.Backend, Roles: roles, Sim: o.simConfig()})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -155,7 +148,11 @@ func (r *recorder) on(e pipeline.Event) {
 // rank of a launched world. It writes its timeline (and, on the last stage, the final
 // latents) under o.RunDir.
 func RunWorker(ctx context.Context, o Options, env comm.Env, log *slog.Logger) error {
-	o, err := o.ResolveMesh()
+	o, err := o.Resolve()
+	if err != nil {
+		return err
+	}
+	o, err = o.ResolveMesh()
 	if err != nil {
 		return err
 	}

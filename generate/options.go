@@ -12,16 +12,18 @@
 package generate
 
 import (
-	"errors"
+	"fmt"
 	"math"
 	"time"
 
 	"github.com/vdpp/vdpp/internal/cli"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
-// ErrOptions marks invalid command-line options.
-var ErrOptions = errors.New("generate: bad options")
+// ErrOptions marks invalid command-line options; it is a command-line mistake
+// (cli.ErrUsage).
+var ErrOptions = fmt.Errorf("generate: bad options: %w", cli.ErrUsage)
 
 // badOptions is an error about the options, ErrOptions, whose message is fmt.Errorf's.
 func badOptions(format string, a ...any) error { return cli.Errorf(ErrOptions, format, a...) }
@@ -65,10 +67,19 @@ type Options struct {
 	NumSamples       int
 	MicroBatch       int
 	NProc            int
-	Out              string
-	Backend          string
-	Timeout          time.Duration
-	Progress         string // "auto", "bar" or "plain"
+	// Out is the output folder ("": a fresh numbered folder under out/, see PrepareOut);
+	// Overwrite lets a run replace an earlier run's samples there.
+	Out       string
+	Overwrite bool
+	Backend   string
+	Timeout   time.Duration
+	Progress  string // "auto", "bar" or "plain"
+	// Quiet shows no progress and sends the logs to OUT/generate.log: only errors and
+	// the sample folders are printed.
+	Quiet bool
+	// ProgressDir is where each rank writes its progress report for the launching
+	// process's display (set by Runner.Run; "" writes none).
+	ProgressDir string
 	// DecodeRanks is how many ranks share the decoding: the last stage and the stages
 	// before it (0 or 1: the last stage alone); see docs/long-video.md.
 	DecodeRanks int
@@ -85,8 +96,8 @@ type Options struct {
 // the model (Resolve).
 func DefaultOptions() Options {
 	return Options{
-		MinGuidance: -1, MaxGuidance: -1, GuidanceScale: -1, FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02,
-		DecodeChunkSize: -1, Overlap: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Out: "out",
+		MinGuidance: -1, MaxGuidance: -1, GuidanceScale: -1, MotionBucketID: -1, NoiseAugStrength: -1,
+		DecodeChunkSize: -1, Overlap: -1, NumSamples: 1, MicroBatch: 1, NProc: 1,
 		Timeout: 10 * time.Minute, Progress: "auto",
 	}
 }
@@ -111,9 +122,9 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.IntVar(&o.Width, "width", o.Width, "video width; set with --height (0 and 0: the model's: SVD 1024 for the released checkpoints, 64 for builtin; Wan 832)")
 	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "SVD: guidance weight of the first frame (-1: the model's vdpp_sampling.json: 2 for builtin; 1, as SVD, for a folder without one)")
 	fs.Float64Var(&o.MaxGuidance, "max-guidance", o.MaxGuidance, "SVD: guidance weight of the last frame, > 1 turns on CFG (-1: the model's vdpp_sampling.json: 4 for builtin; 3, as SVD, for a folder without one)")
-	fs.IntVar(&o.FPS, "fps", o.FPS, "frames per second of the videos (SVD also conditions on it)")
-	fs.IntVar(&o.MotionBucketID, "motion-bucket-id", o.MotionBucketID, "SVD: motion conditioning")
-	fs.Float64Var(&o.NoiseAugStrength, "noise-aug-strength", o.NoiseAugStrength, "SVD: noise added to the conditioning image")
+	fs.IntVar(&o.FPS, "fps", o.FPS, "frames per second of the videos, SVD also conditions on it (0: the model's: SVD 7, Wan 16 as diffusers' export)")
+	fs.IntVar(&o.MotionBucketID, "motion-bucket-id", o.MotionBucketID, "SVD: motion conditioning (-1: the model's, 127)")
+	fs.Float64Var(&o.NoiseAugStrength, "noise-aug-strength", o.NoiseAugStrength, "SVD: noise added to the conditioning image (-1: the model's, 0.02)")
 	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "SVD: frames decoded at once (0: all; -1: the model's vdpp_sampling.json: 7 for builtin; all for a folder without one)")
 	fs.IntVar(&o.DecodeRanks, "decode-ranks", o.DecodeRanks, "ranks that share the VAE decode: the last stage and the N-1 before it (0 or 1: the last stage alone); bit-identical")
 	fs.Float64Var(&o.DecodeSteps, "decode-steps", o.DecodeSteps, "one sample's decode cost in denoising steps; the step cut moves steps off the decoding stages to balance it, as vdpp plan does (0: cut by steps alone); bit-identical")
@@ -123,10 +134,14 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "videos to generate")
 	fs.IntVar(&o.MicroBatch, "micro-batch", o.MicroBatch, "samples per denoiser call")
 	fs.IntVar(&o.NProc, "nproc", o.NProc, "pipeline stages, one process each")
-	fs.StringVar(&o.Out, "out", o.Out, "output `DIR`")
+	fs.StringVar(&o.Out, "out", o.Out, "output `DIR`, empty or new (default: a fresh out/run-NNN for each run)")
+	fs.BoolVar(&o.Overwrite, "overwrite", o.Overwrite, "let --out name a folder holding an earlier run: its sample folders and generate.log are removed first")
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend (default: GOMLX_BACKEND or go)")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for every hand-off between stages")
-	fs.StringVar(&o.Progress, "progress", o.Progress, "progress display: auto, bar or plain")
+	fs.StringVar(&o.Progress, "progress", o.Progress, "progress display: auto (a bar on a terminal, else a plain line every 10 s and per sample), bar or plain")
+	fs.BoolVar(&o.Quiet, "quiet", o.Quiet, "no progress display; logs go to OUT/generate.log; only errors and the sample folders are printed")
+	fs.StringVar(&o.ProgressDir, "progress-dir", o.ProgressDir, "internal: where each rank writes its progress report")
+	fs.Hide("progress-dir")
 }
 
 // WorkerArgs renders the options as the flags of `vdpp worker generate`: every flag of
@@ -135,7 +150,55 @@ func (o Options) WorkerArgs() []string {
 	fs := cli.New("worker generate", nil, nil)
 	c := o
 	c.RegisterFlags(fs)
-	return fs.Args()
+	return fs.AsArgs()
+}
+
+// knobs are the options that set a family-specific generation parameter, and whether each
+// differs from "the model's" (DefaultOptions): a family that does not read one refuses it.
+func (o Options) knobs() []family.Knob {
+	d := DefaultOptions()
+	return []family.Knob{
+		{Flag: "min-guidance", Param: "min_guidance", Set: o.MinGuidance != d.MinGuidance},
+		{Flag: "max-guidance", Param: "max_guidance", Set: o.MaxGuidance != d.MaxGuidance},
+		{Flag: "motion-bucket-id", Param: "motion_bucket_id", Set: o.MotionBucketID != d.MotionBucketID},
+		{Flag: "noise-aug-strength", Param: "noise_aug_strength", Set: o.NoiseAugStrength != d.NoiseAugStrength},
+		{Flag: "decode-chunk-size", Param: "decode_chunk_size", Set: o.DecodeChunkSize != d.DecodeChunkSize},
+		{Flag: "vae-tile", Param: "vae_tile", Set: o.VAETile != d.VAETile},
+		{Flag: "guidance-scale", Param: "guidance_scale", Set: o.GuidanceScale != d.GuidanceScale},
+		{Flag: "guidance-scale-2", Param: "guidance_scale_2", Set: o.GuidanceScale2 != d.GuidanceScale2},
+	}
+}
+
+// withModelDefaults fills the options left to the model (DefaultOptions' sentinels) from
+// def, the model's defaults; a family-specific one the family does not read becomes def's
+// (its zero), so a report shows only what ran.
+func (o Options) withModelDefaults(def family.Params) Options {
+	d := DefaultOptions()
+	if o.MinGuidance == d.MinGuidance {
+		o.MinGuidance = def.MinGuidance
+	}
+	if o.MaxGuidance == d.MaxGuidance {
+		o.MaxGuidance = def.MaxGuidance
+	}
+	if o.MotionBucketID == d.MotionBucketID {
+		o.MotionBucketID = def.MotionBucketID
+	}
+	if o.NoiseAugStrength == d.NoiseAugStrength {
+		o.NoiseAugStrength = def.NoiseAugStrength
+	}
+	if o.DecodeChunkSize == d.DecodeChunkSize {
+		o.DecodeChunkSize = def.DecodeChunkSize
+	}
+	if o.FPS == 0 {
+		o.FPS = def.FPS
+	}
+	if o.NumFrames == 0 {
+		o.NumFrames = def.NumFrames
+	}
+	if o.Steps == 0 {
+		o.Steps = def.Steps
+	}
+	return o
 }
 
 // Validate checks what can be checked without opening files.
@@ -169,8 +232,6 @@ func (o Options) Validate() error {
 		return badOptions("--steps %d: the number of denoising steps cannot be negative (0: the model's)", o.Steps)
 	case o.Steps > 0 && o.Steps < o.NProc:
 		return badOptions("--steps %d cannot fill --nproc %d stages: every stage needs at least one step", o.Steps, o.NProc)
-	case o.Out == "":
-		return badOptions("--out is empty: give the output folder")
 	case o.Timeout <= 0:
 		return badOptions("--timeout %v: the hand-off deadline must be positive", o.Timeout)
 	}

@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/atomicfile"
+	"github.com/vdpp/vdpp/internal/progress"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
@@ -28,16 +28,9 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	if o.Steps == 0 {
-		return badOptions("--steps 0: RunRank needs resolved options (Resolve)")
+	if o.Steps == 0 || o.Out == "" {
+		return badOptions("--steps %d --out %q: RunRank needs resolved options (Resolve, PrepareOut)", o.Steps, o.Out)
 	}
-	// Resolve leaves guidance and decode chunk set; options built in code may still say
-	// "the model's".
-	smp, err := builtin.Sampling(o.Model)
-	if err != nil {
-		return err
-	}
-	o.MinGuidance, o.MaxGuidance, o.DecodeChunkSize = smp.Resolve(o.MinGuidance, o.MaxGuidance, o.DecodeChunkSize)
 	if env.WorldSize != o.NProc {
 		return fmt.Errorf("generate: world size %d but --nproc %d", env.WorldSize, o.NProc)
 	}
@@ -45,12 +38,20 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
+	// Resolve leaves every default set; options built in code may still say "the model's".
+	desc, err := m.Describe()
+	if err != nil {
+		return err
+	}
+	o = o.withModelDefaults(desc.Defaults)
 	// A stage boundary at every denoiser switch (Wan 2.2's experts): each stage then loads
 	// only the expert its steps use.
 	plan, err := m.StagePlan(o.Steps, o.NProc, o.StageExtras())
 	if err != nil {
 		return err
 	}
+	prog := newRankProgress(o.ProgressDir, env.Rank, env.Rank, true)
+	defer prog.phase(progress.Done, -1)
 	first, last := env.Rank == 0, env.Rank == o.NProc-1
 	spread := decodeSpread(o)
 	decodes := last || slices.Contains(spread.Ranks, env.Rank)
@@ -63,6 +64,7 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 	}
 	defer p.Close()
 	loadMS := ms(time.Since(t0))
+	prog.phase(progress.Waiting, -1)
 	log.Info("loaded", "stage", env.Rank, "steps", plan[env.Rank].String(), "weights", p.WeightBytes(), "ms", int(loadMS))
 
 	var tr comm.Transport
@@ -101,12 +103,8 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log, ended: map[int64]time.Time{}}
+	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log, prog: prog, ended: map[int64]time.Time{}}
 	if first {
-		desc, err := m.Describe()
-		if err != nil {
-			return err
-		}
 		// Every item carries its windows (in latent frames) through the stages.
 		w.windows = desc.Windows(pr, p)
 		if w.in, err = loadInput(m, o); err != nil {
@@ -118,6 +116,7 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 		TotalSteps: o.Steps, NumSamples: o.NumSamples, MicroBatch: o.MicroBatch,
 		Transport: tr, Stepper: stepper, Workload: w, Log: log, Spread: spread,
 		OnEvent: func(e pipeline.Event) {
+			prog.event(e)
 			if e.Kind == "compute" && e.Step1 == o.Steps {
 				w.diffused(e.Samples, e.End)
 			}
@@ -231,6 +230,7 @@ type workload struct {
 	sc    sched.Scheduler
 	store kv
 	log   *slog.Logger
+	prog  *rankProgress
 	in    family.Input
 	// windows cut a video longer than the model's native length (nil: one window).
 	windows *pipeline.Windows
@@ -256,6 +256,8 @@ func (w *workload) Parts() int { return family.DecodeParts(w.p, w.pr) }
 // FinishPart implements pipeline.PartWorkload: one decode part, on whichever rank it was
 // handed to.
 func (w *workload) FinishPart(ctx context.Context, s int64, lat *tensor.Dense, part int) (*tensor.Dense, error) {
+	w.prog.phase(progress.Decoding, s)
+	defer w.prog.phase(progress.Waiting, -1)
 	out, err := family.DecodePart(ctx, w.p, lat, w.pr, part)
 	if err != nil {
 		return nil, fmt.Errorf("generate: sample %d: %w", s, err)
@@ -351,6 +353,7 @@ func (w *workload) writeSample(ctx context.Context, s int64, t0 time.Time, decod
 	if err := getJSON(ctx, w.store, "start/"+strconv.FormatInt(s, 10), &started); err != nil {
 		return err
 	}
+	w.prog.phase(progress.Decoding, s)
 	dir := filepath.Join(w.o.Out, fmt.Sprintf("sample-%03d", s))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -397,6 +400,7 @@ func (w *workload) writeSample(ctx context.Context, s int64, t0 time.Time, decod
 	if err := atomicfile.WriteFile(filepath.Join(dir, "report.json"), append(b, '\n'), atomicfile.Options{}); err != nil {
 		return err
 	}
+	w.prog.decoded()
 	w.log.Info("sample done", "sample", s, "dir", dir, "decode_ms", int(decodeMS), "mp4", enc)
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/vdpp/vdpp/builtin"
@@ -31,6 +30,10 @@ type Runner struct {
 	// CPUDefaultsWarning); Terminal says whether it is a terminal.
 	Progress io.Writer
 	Terminal bool
+	// Width is the terminal's width in columns (0: unknown), which the bar keeps within;
+	// PlainEvery is how often the plain display prints a line (0: every 10 s).
+	Width      int
+	PlainEvery time.Duration
 }
 
 // Resolve checks the inputs before anything runs and fills defaults from the checkpoint:
@@ -39,17 +42,16 @@ func Resolve(o Options) (Options, error) {
 	if err := o.Validate(); err != nil {
 		return o, err
 	}
-	smp, err := builtin.Sampling(o.Model)
-	if err != nil {
-		return o, err
-	}
-	o.MinGuidance, o.MaxGuidance, o.DecodeChunkSize = smp.Resolve(o.MinGuidance, o.MaxGuidance, o.DecodeChunkSize)
 	m, err := family.Resolve(o.Model)
 	if err != nil {
 		return o, err
 	}
 	if m.Dir == "" {
 		return o, badOptions("--model %s has no conditioner or decoder: give a model folder or %q", o.Model, builtin.Name)
+	}
+	// A flag of another family is refused, not accepted and ignored.
+	if err := family.RefuseUnread(m.Family, o.Model, o.knobs()); err != nil {
+		return o, badOptions("%w", err)
 	}
 	o.Model = m.Dir
 	if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.AllRoles}); err != nil {
@@ -59,12 +61,7 @@ func Resolve(o Options) (Options, error) {
 	if err != nil {
 		return o, err
 	}
-	if o.NumFrames == 0 {
-		o.NumFrames = desc.Defaults.NumFrames
-	}
-	if o.Steps == 0 {
-		o.Steps = desc.Defaults.Steps
-	}
+	o = o.withModelDefaults(desc.Defaults)
 	if o.Steps < o.NProc {
 		return o, badOptions("--steps %d (the model's) cannot fill --nproc %d stages: every stage needs at least one step", o.Steps, o.NProc)
 	}
@@ -89,8 +86,6 @@ func Resolve(o Options) (Options, error) {
 	switch {
 	case o.VAETile < -1:
 		return o, badOptions("--vae-tile %d (0: off, -1: the VAE's sample_size)", o.VAETile)
-	case o.VAETile != 0 && m.Family.Name() != "svd":
-		return o, badOptions("--vae-tile: the %s family's VAE does not tile", m.Family.Name())
 	case o.VAETile > 0 && o.VAETile%(4*f) != 0:
 		// Tiles advance by three quarters of a tile, which must be whole latent pixels.
 		return o, badOptions("--vae-tile %d must be a multiple of %d (4 × the VAE's factor %d)", o.VAETile, 4*f, f)
@@ -156,21 +151,27 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w := CPUDefaultsWarning(given, o, OnCPU); w != "" && r.Progress != nil {
-		fmt.Fprintln(r.Progress, w)
+	say := r.Progress
+	if say == nil || o.Quiet {
+		say = io.Discard
 	}
+	if w := CPUDefaultsWarning(given, o, OnCPU); w != "" {
+		fmt.Fprintln(say, w)
+	}
+	o, where, err := PrepareOut(o)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(say, where)
 	log := r.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("generate: %w", err)
-	}
-	// With a progress bar on the terminal, the log lines (this process's and the workers')
-	// go to OUT/generate.log instead, so they do not tear the bar.
+	// With a progress bar on the terminal (or --quiet), the log lines (this process's and
+	// the workers') go to OUT/generate.log instead, so they do not tear the bar.
 	var workerOut io.Writer = os.Stderr
-	if r.bar(o) {
-		lf, err := os.Create(filepath.Join(o.Out, "generate.log"))
+	if r.bar(o) || o.Quiet {
+		lf, err := os.Create(filepath.Join(o.Out, LogFile))
 		if err != nil {
 			return nil, fmt.Errorf("generate: %w", err)
 		}
@@ -178,11 +179,19 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 		log = slog.New(slog.NewTextHandler(lf, nil))
 		workerOut = lf
 	}
+	if o.ProgressDir == "" && r.Progress != nil && !o.Quiet {
+		dir, err := progressDir()
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		o.ProgressDir = dir
+	}
 	done := make(chan struct{})
 	progressDone := make(chan struct{})
 	go func() {
 		defer close(progressDone)
-		r.showProgress(o, done)
+		r.display(o, o.ProgressDir, done)
 	}()
 	if o.NProc == 1 {
 		err = RunRank(ctx, o, comm.SingleProcess(), log)
@@ -196,8 +205,8 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 	close(done)
 	<-progressDone
 	dirs := finished(o)
-	if err != nil && r.bar(o) {
-		err = fmt.Errorf("%w (worker logs: %s)", err, filepath.Join(o.Out, "generate.log"))
+	if err != nil && (r.bar(o) || o.Quiet) {
+		err = fmt.Errorf("%w (worker logs: %s)", err, filepath.Join(o.Out, LogFile))
 	}
 	if err != nil {
 		if len(dirs) > 0 {
@@ -227,42 +236,4 @@ func finished(o Options) []string {
 		}
 	}
 	return out
-}
-
-// showProgress draws a bar on a terminal, or logs a line per finished sample otherwise,
-// until done is closed.
-func (r *Runner) showProgress(o Options, done <-chan struct{}) {
-	w := r.Progress
-	if w == nil {
-		return
-	}
-	bar := r.bar(o)
-	start := time.Now()
-	last := -1
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for final := false; ; {
-		n := len(finished(o))
-		if n != last {
-			if bar {
-				const width = 30
-				fill := width * n / o.NumSamples
-				fmt.Fprintf(w, "\r[%s%s] %d/%d samples  %5.1fs", strings.Repeat("=", fill), strings.Repeat(" ", width-fill), n, o.NumSamples, time.Since(start).Seconds())
-			} else if n > 0 {
-				fmt.Fprintf(w, "generate: %d/%d samples done (%.1fs)\n", n, o.NumSamples, time.Since(start).Seconds())
-			}
-			last = n
-		}
-		if final {
-			if bar {
-				fmt.Fprintln(w)
-			}
-			return
-		}
-		select {
-		case <-done:
-			final = true // one last count, then stop
-		case <-tick.C:
-		}
-	}
 }

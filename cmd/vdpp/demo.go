@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"golang.org/x/term"
-
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/generate"
 )
@@ -52,8 +50,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		o.Model, o.Image, o.DecodeChunkSize = dir, img, builtin.DecodeChunkSize
 		o.MinGuidance, o.MaxGuidance = builtin.MinGuidance, builtin.MaxGuidance
 		o.Steps, o.NumSamples, o.NProc, o.Backend = *steps, *samples, k, *backend
-		o.Out = filepath.Join(*out, sub)
-		r := &generate.Runner{Log: newLogger(stderr), Progress: stderr, Terminal: term.IsTerminal(int(os.Stderr.Fd()))}
+		o.Out, o.Overwrite = filepath.Join(*out, sub), true // the demo's own folders: each run replaces them
+		r := newGenerateRunner(stderr)
 		start := time.Now()
 		dirs, err := r.Run(ctx, o)
 		return time.Since(start), dirs, err

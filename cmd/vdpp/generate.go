@@ -19,10 +19,23 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	r := &generate.Runner{Log: newLogger(stderr), Progress: stderr, Terminal: term.IsTerminal(int(os.Stderr.Fd()))}
+	r := newGenerateRunner(stderr)
 	dirs, err := r.Run(ctx, o)
 	for _, d := range dirs {
 		fmt.Fprintln(stdout, d)
 	}
 	return err
+}
+
+// newGenerateRunner is a generate.Runner logging and drawing progress on stderr (a bar as
+// wide as the terminal when stderr is one).
+func newGenerateRunner(stderr io.Writer) *generate.Runner {
+	r := &generate.Runner{Log: newLogger(stderr), Progress: stderr}
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		r.Terminal = true
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil {
+			r.Width = w
+		}
+	}
+	return r
 }

@@ -38,8 +38,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/vdpp/vdpp/bench"
-	"github.com/vdpp/vdpp/generate"
 	"github.com/vdpp/vdpp/internal/cli"
 	_ "github.com/vdpp/vdpp/model/families" // every model family and simulator
 )
@@ -185,7 +183,7 @@ var errUsage = cli.ErrUsage
 // isUsage reports whether err is a command-line mistake: a flag, or options a command
 // refuses before it starts.
 func isUsage(err error) bool {
-	return errors.Is(err, errUsage) || errors.Is(err, generate.ErrOptions) || errors.Is(err, bench.ErrOptions)
+	return errors.Is(err, errUsage) // generate.ErrOptions and bench.ErrOptions are usage errors too
 }
 
 // errorLine is err's message without the prefixes that repeat the command's name

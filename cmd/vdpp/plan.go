@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 
+	"github.com/vdpp/vdpp/bench"
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
@@ -23,7 +24,9 @@ type planFlags struct {
 	seed                               int64
 	stepMS                             float64
 	steps, samples, microBatch, warmup int
-	frames, channels, height, width    int
+	frames, channels, height, width    int // the latent's, resolved from the video's (resolveShape)
+	numFrames, videoHeight, videoWidth int // the video's (0: the model's)
+	minGuidance, maxGuidance           float64
 	guidanceScale                      float64
 	devices                            int
 	goal                               string
@@ -43,22 +46,27 @@ type planFlags struct {
 }
 
 func (f *planFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.modelName, "model", "synthetic", "model: synthetic, dummy, builtin or a model folder (its model_index.json picks the family)")
+	fs.StringVar(&f.modelName, "model", "", "the model `NAME|DIR`: synthetic (the simulator, --step-ms per step), dummy, builtin or a model folder (its model_index.json picks the family)")
 	fs.StringVar(&f.modelDir, "model-dir", "", "deprecated: --model svd --model-dir DIR is --model DIR")
 	fs.StringVar(&f.cost, "cost", "sleep", "synthetic model: sleep or spin")
 	fs.StringVar(&f.backend, "backend", "", "GoMLX backend for dummy/svd")
 	fs.IntVar(&f.hidden, "hidden-channels", 32, "dummy model hidden channels")
 	fs.Int64Var(&f.seed, "seed", 0, "dummy model weights seed")
 	fs.Float64Var(&f.stepMS, "step-ms", 1, "synthetic model: cost of one sample-step in ms")
-	fs.IntVar(&f.steps, "total-steps", 28, "denoising steps per sample")
+	fs.IntVar(&f.steps, "steps", 0, "denoising steps per sample (0: the model's)")
 	fs.IntVar(&f.samples, "num-samples", 60, "samples to generate")
 	fs.IntVar(&f.microBatch, "micro-batch", 1, "samples per denoiser call")
 	fs.IntVar(&f.warmup, "warmup-samples", 4, "first completions left out of the throughput window, as in vdpp bench")
-	fs.IntVar(&f.frames, "latent-frames", 4, "latent frames T")
-	fs.IntVar(&f.channels, "latent-channels", 4, "latent channels C")
-	fs.IntVar(&f.height, "latent-height", 16, "latent height H")
-	fs.IntVar(&f.width, "latent-width", 16, "latent width W")
-	fs.Float64Var(&f.guidanceScale, "guidance-scale", 1, "guidance weight of the last frame; > 1 is a guided run (cfg 2 possible)")
+	fs.IntVar(&f.numFrames, "num-frames", 0, "video frames per sample (0: the model's)")
+	fs.IntVar(&f.videoHeight, "height", 0, "video height; set with --width (0 and 0: the model's)")
+	fs.IntVar(&f.videoWidth, "width", 0, "video width; set with --height (0 and 0: the model's)")
+	fs.IntVar(&f.frames, "latent-frames", 0, "deprecated: use --num-frames")
+	fs.IntVar(&f.channels, "latent-channels", 0, "simulators: latent channels (0: 4; other models: their own)")
+	fs.IntVar(&f.height, "latent-height", 0, "deprecated: use --height")
+	fs.IntVar(&f.width, "latent-width", 0, "deprecated: use --width")
+	fs.Float64Var(&f.minGuidance, "min-guidance", 1, "SVD and simulators: guidance weight of the first frame")
+	fs.Float64Var(&f.maxGuidance, "max-guidance", 1, "SVD and simulators: guidance weight of the last frame; > 1 is a guided run (cfg 2 possible)")
+	fs.Float64Var(&f.guidanceScale, "guidance-scale", 1, "text-to-video models (Wan): CFG scale; > 1 is a guided run (cfg 2 possible)")
 	fs.IntVar(&f.devices, "devices", 7, "devices (processes) to plan for: pp*cfg*cp*dp")
 	fs.StringVar(&f.goal, "goal", "throughput", "rank meshes by latency or throughput")
 	fs.Int64Var(&f.memory, "memory-per-device", 0, "memory of each device in bytes (0: no limit)")
@@ -87,7 +95,7 @@ func (f *planFlags) register(fs *flag.FlagSet) {
 
 func (f *planFlags) workload() plan.Workload {
 	return plan.Workload{Steps: f.steps, Samples: f.samples, Frames: f.frames, Height: f.height, Width: f.width,
-		Channels: f.channels, Guided: f.guidanceScale > 1, MicroBatch: f.microBatch, Warmup: f.warmup, DecodeRanks: f.decodeRanks}
+		Channels: f.channels, Guided: f.maxGuidance > 1 || f.guidanceScale > 1, MicroBatch: f.microBatch, Warmup: f.warmup, DecodeRanks: f.decodeRanks}
 }
 
 // latentBytes is one item's latent: micro-batch x T x C x H x W float32s.
@@ -106,7 +114,14 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var f planFlags
 	fset := newFlags("plan", stdout, stderr)
 	f.register(fset.FlagSet)
+	fset.Alias("total-steps", "steps")
+	fset.Deprecate("latent-frames", "--num-frames (video frames)")
+	fset.Deprecate("latent-height", "--height (pixels: the latent's height times the VAE's factor)")
+	fset.Deprecate("latent-width", "--width (pixels: the latent's width times the VAE's factor)")
 	if err := parseFlags(fset, args); err != nil {
+		return err
+	}
+	if err := f.resolveWorkload(); err != nil {
 		return err
 	}
 	f.set = map[string]bool{}
@@ -142,6 +157,35 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	return out.Close()
+}
+
+// benchOptions is the workload as `vdpp bench` takes it: the model and the sizes (the
+// model's where not given), its guidance.
+func (f *planFlags) benchOptions() bench.Options {
+	o := bench.DefaultOptions()
+	o.Model, o.ModelDir, o.TotalSteps, o.NumSamples, o.MicroBatch = f.modelName, f.modelDir, f.steps, f.samples, f.microBatch
+	o.NumFrames, o.Height, o.Width = f.numFrames, f.videoHeight, f.videoWidth
+	o.LatentFrames, o.LatentChannels, o.LatentHeight, o.LatentWidth = f.frames, f.channels, f.height, f.width
+	o.MinGuidance, o.MaxGuidance, o.GuidanceScale = f.minGuidance, f.maxGuidance, f.guidanceScale
+	o.StepMS, o.Cost, o.HiddenChannels, o.Seed, o.Backend = f.stepMS, f.cost, f.hidden, f.seed, f.backend
+	return o
+}
+
+// resolveWorkload resolves the workload through the model's family as bench does: the
+// steps and the latent of the video's frames and size (the model's where not given); a
+// family-specific flag the family does not read is refused.
+func (f *planFlags) resolveWorkload() error {
+	o := f.benchOptions()
+	if err := o.Check(); err != nil {
+		return err
+	}
+	o, err := o.Resolve()
+	if err != nil {
+		return err
+	}
+	f.steps, f.numFrames, f.videoHeight, f.videoWidth = o.TotalSteps, o.NumFrames, o.Height, o.Width
+	f.frames, f.channels, f.height, f.width = o.LatentFrames, o.LatentChannels, o.LatentHeight, o.LatentWidth
+	return nil
 }
 
 // resolveModel resolves a --model value through model/family; the deprecated

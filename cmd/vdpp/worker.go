@@ -25,7 +25,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	switch args[0] {
 	case "bench":
 		o := bench.DefaultOptions()
-		fs := newFlags("worker bench", stdout, stderr)
+		fs := newFlags("worker bench", stderr, io.Discard) // the parent said what is deprecated
 		o.RegisterFlags(fs)
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
@@ -33,7 +33,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return bench.RunWorker(ctx, o, env, log)
 	case "generate":
 		o := generate.DefaultOptions()
-		fs := newFlags("worker generate", stdout, stderr)
+		fs := newFlags("worker generate", stderr, io.Discard)
 		o.RegisterFlags(fs)
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return err

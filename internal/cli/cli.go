@@ -4,12 +4,12 @@
 // parallelism, output) with a usage line and examples, deprecated aliases that still work
 // and say what replaced them, one short line for a mistyped flag (with the nearest name)
 // instead of a dump of every flag, the set of flags given on the command line, and the
-// arguments that re-create a parse (Args: what a launcher hands its workers, generated
+// arguments that re-create a parse (AsArgs: what a launcher hands its workers, generated
 // from the flag set so no flag is typed twice).
 //
 // Contract: a FlagSet parses exactly as flag.FlagSet does (same syntax, same values); a
 // name registered on any command means the same thing on every command (the vocabulary
-// table groups it; a test holds every command's flags to the table). Args of a parsed set,
+// table groups it; a test holds every command's flags to the table). AsArgs of a parsed set,
 // parsed again by a set built the same way, gives the same values.
 package cli
 
@@ -124,7 +124,7 @@ func New(command string, help, warn io.Writer) *FlagSet {
 
 // Alias registers old as a deprecated name of the flag current (registered before): it
 // sets the same value and prints one line saying what to use instead. Help lists it on
-// current's entry; Args leaves it out.
+// current's entry; AsArgs leaves it out.
 func (f *FlagSet) Alias(old, current string) {
 	cur := f.Lookup(current)
 	if cur == nil {
@@ -132,6 +132,34 @@ func (f *FlagSet) Alias(old, current string) {
 	}
 	f.aliases[old] = current
 	f.Var(&aliasValue{f: f, old: old, cur: cur}, old, "deprecated: use --"+current)
+}
+
+// Deprecate marks the registered flag name as deprecated: it still works (and AsArgs renders
+// it), setting it prints one line saying what to use instead (a flag or how, "--height
+// (pixels)"), and help leaves it out.
+func (f *FlagSet) Deprecate(name, instead string) {
+	fl := f.Lookup(name)
+	if fl == nil {
+		panic("cli: deprecating unregistered flag " + name)
+	}
+	fl.Value = &deprecatedValue{Value: fl.Value, f: f, name: name, instead: instead}
+	f.hidden[name] = true
+}
+
+// deprecatedValue is the flag.Value of a deprecated flag: it says so when set.
+type deprecatedValue struct {
+	flag.Value
+	f             *FlagSet
+	name, instead string
+	reported      bool
+}
+
+func (d *deprecatedValue) Set(s string) error {
+	if !d.reported {
+		fmt.Fprintf(d.f.warn, "vdpp %s: --%s is deprecated: use %s\n", d.f.Command, d.name, d.instead)
+		d.reported = true
+	}
+	return d.Value.Set(s)
 }
 
 // Hide keeps flags out of help (internal flags a launcher passes to its workers).
@@ -253,10 +281,10 @@ func distance(a, b string) int {
 // line of the last Parse.
 func (f *FlagSet) Given(name string) bool { return f.given[name] }
 
-// Args renders every flag of the set except deprecated aliases and those in skip as
+// AsArgs renders every flag of the set except deprecated aliases and those in skip as
 // --name=value, sorted by name: parsed by a set built the same way, it gives the same
 // values. Flags whose value cannot be printed back (flag.Func) must be skipped.
-func (f *FlagSet) Args(skip ...string) []string {
+func (f *FlagSet) AsArgs(skip ...string) []string {
 	var out []string
 	f.VisitAll(func(fl *flag.Flag) {
 		if _, alias := f.aliases[fl.Name]; alias || slices.Contains(skip, fl.Name) {

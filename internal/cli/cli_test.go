@@ -104,10 +104,10 @@ func TestArgsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := fs.Args()
+	args := fs.AsArgs()
 	for _, a := range args {
 		if strings.HasPrefix(a, "--total-steps") {
-			t.Fatalf("Args renders the alias: %q", args)
+			t.Fatalf("AsArgs renders the alias: %q", args)
 		}
 	}
 	back, _, _, err := parse(t, args...)
@@ -117,8 +117,8 @@ func TestArgsRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(back, o) {
 		t.Fatalf("round trip: %+v, want %+v (args %q)", back, o, args)
 	}
-	if skipped := fs.Args("run-dir"); len(skipped) != len(args)-1 {
-		t.Fatalf("Args(run-dir) = %q", skipped)
+	if skipped := fs.AsArgs("run-dir"); len(skipped) != len(args)-1 {
+		t.Fatalf("AsArgs(run-dir) = %q", skipped)
 	}
 }
 
