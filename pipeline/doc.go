@@ -20,6 +20,10 @@
 // PartWorkload): it hands out a sample's independent parts and joins them in order, so the
 // result is the one-rank result bit for bit.
 //
+// A step cache (Cache, ItemCache, docs/caching.md) lets a denoiser that implements
+// model.StepCacher reuse work of a sample's earlier steps; its rule, states and records
+// travel with the item like the scheduler's state, so caching keeps the promise below.
+//
 // Determinism: the final latents of a K-stage run are bit-identical to the one-stage run with
 // the same seeds and micro-batch size, because every item always holds the same samples and
 // each step runs the same float32 operations in the same order wherever it runs.

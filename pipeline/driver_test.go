@@ -26,11 +26,15 @@ type noiseWorkload struct {
 	mu       sync.Mutex
 	finals   map[int64]*tensor.Dense
 	order    []int64
+	// cache is the items' step cache rule; logs each finished sample's cache records.
+	cache pipeline.Cache
+	logs  map[int64][]pipeline.CacheRecord
 }
 
 func (w *noiseWorkload) Prepare(_ context.Context, group int64, samples []int64) (*pipeline.Item, error) {
 	per := tensor.NumElements(w.shape)
-	it := &pipeline.Item{Group: group, Samples: samples, Latent: tensor.New(append([]int{len(samples)}, w.shape...)...), Guidance: w.guidance}
+	it := &pipeline.Item{Group: group, Samples: samples, Latent: tensor.New(append([]int{len(samples)}, w.shape...)...), Guidance: w.guidance,
+		Cache: pipeline.NewItemCache(w.cache, len(samples))}
 	for r, s := range samples {
 		rng := rand.New(rand.NewPCG(7, uint64(s)))
 		for i := 0; i < per; i++ {
@@ -51,6 +55,12 @@ func (w *noiseWorkload) Finish(_ context.Context, it *pipeline.Item) error {
 	per := it.Latent.Len() / len(it.Samples)
 	for r, s := range it.Samples {
 		w.finals[s] = &tensor.Dense{Shape: w.shape, Data: append([]float32(nil), it.Latent.Data[r*per:(r+1)*per]...)}
+		if it.Cache != nil {
+			if w.logs == nil {
+				w.logs = map[int64][]pipeline.CacheRecord{}
+			}
+			w.logs[s] = it.Cache.Log[r]
+		}
 		w.order = append(w.order, s)
 	}
 	return nil
@@ -59,6 +69,7 @@ func (w *noiseWorkload) Finish(_ context.Context, it *pipeline.Item) error {
 type runSpec struct {
 	stages, steps, samples, micro int
 	guided                        bool
+	cache                         pipeline.Cache
 }
 
 // runLocal runs a whole pipeline in this process over the in-process transport.

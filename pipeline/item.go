@@ -37,6 +37,11 @@ type Item struct {
 	// overlapping temporal windows (a long video); it travels with the item, so every
 	// stage and server worker steps the item the same way.
 	Windows *Windows
+	// Cache, when set, is the item's step cache (docs/caching.md): its rule, the
+	// denoiser's states per sample, expert, CFG branch and window, and each sample's record
+	// of which calls computed. It travels with the latent (the states unless the rule
+	// drops them at stage boundaries), so a stage cut never changes a cached run's bits.
+	Cache *ItemCache
 }
 
 // Groups returns the sample ids of every micro-batch for n samples of batch size b.
@@ -97,6 +102,9 @@ func (it *Item) ToMessage() comm.Message {
 		v := it.SchedState.Shared[name]
 		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireSharedPref + name, Tensor: &tensor.Dense{Shape: []int{len(v)}, Data: v}})
 	}
+	if it.Cache != nil {
+		it.Cache.appendWire(&m)
+	}
 	for row, c := range it.Cond {
 		for _, name := range sortedKeys(c) {
 			m.Tensors = append(m.Tensors, comm.NamedTensor{Name: fmt.Sprintf("%s%d/%s", wireCondPref, row, name), Tensor: c[name]})
@@ -134,6 +142,11 @@ func ItemFromMessage(m comm.Message) (*Item, error) {
 			return nil, fmt.Errorf("pipeline: hand-off for group %d: %w", m.Sample, err)
 		}
 	}
+	cache, err := cacheFromMessage(m, len(it.Samples))
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: hand-off for group %d: %w", m.Sample, err)
+	}
+	it.Cache = cache
 	for _, nt := range m.Tensors {
 		if name, ok := strings.CutPrefix(nt.Name, wireSchedPref); ok {
 			if nt.Tensor.Len() != it.Latent.Len() {

@@ -20,11 +20,19 @@ type meshSpec struct {
 	pp, cfg, cp, dp       int
 	steps, samples, micro int
 	frames                int
+	cache                 pipeline.Cache
 }
 
 // runMesh runs a whole mesh in this process over the in-process transport and returns the
 // final latents reported by every recording rank, plus every last-stage rank's copy.
 func runMesh(t *testing.T, ms meshSpec) (map[int64]*tensor.Dense, []map[int64]*tensor.Dense) {
+	t.Helper()
+	recorded, copies, _ := runMeshLogs(t, ms)
+	return recorded, copies
+}
+
+// runMeshLogs is runMesh that also returns every last-stage rank's cache records.
+func runMeshLogs(t *testing.T, ms meshSpec) (map[int64]*tensor.Dense, []map[int64]*tensor.Dense, []map[int64][]pipeline.CacheRecord) {
 	t.Helper()
 	world := ms.pp * ms.cfg * ms.cp * ms.dp
 	mesh, err := comm.NewMesh(ms.pp, ms.cfg, ms.cp, ms.dp, world)
@@ -36,6 +44,7 @@ func runMesh(t *testing.T, ms meshSpec) (map[int64]*tensor.Dense, []map[int64]*t
 	trs := comm.NewLocal(world, comm.Options{RecvTimeout: 10 * time.Second})
 	recorded := map[int64]*tensor.Dense{}
 	copies := make([]map[int64]*tensor.Dense, world)
+	logs := make([]map[int64][]pipeline.CacheRecord, world)
 	var mu sync.Mutex
 	errs := make([]error, world)
 	var wg sync.WaitGroup
@@ -56,7 +65,7 @@ func runMesh(t *testing.T, ms meshSpec) (map[int64]*tensor.Dense, []map[int64]*t
 				return
 			}
 			w := &noiseWorkload{shape: []int{ms.frames, 2, 3, 3}, sigma: sc.InitNoiseSigma, finals: map[int64]*tensor.Dense{},
-				guidance: sched.GuidanceWeights(1, 3, ms.frames)}
+				guidance: sched.GuidanceWeights(1, 3, ms.frames), cache: ms.cache}
 			errs[r] = pipeline.Run(context.Background(), pipeline.Config{
 				Plan: plan, Stage: place.Stage, PrevRank: place.PrevRank, NextRank: place.NextRank,
 				TotalSteps: ms.steps, NumSamples: ms.samples, MicroBatch: ms.micro,
@@ -65,7 +74,7 @@ func runMesh(t *testing.T, ms meshSpec) (map[int64]*tensor.Dense, []map[int64]*t
 			})
 			mu.Lock()
 			defer mu.Unlock()
-			copies[r] = w.finals
+			copies[r], logs[r] = w.finals, w.logs
 			if place.Records {
 				for s, f := range w.finals {
 					if _, dup := recorded[s]; dup {
@@ -80,7 +89,7 @@ func runMesh(t *testing.T, ms meshSpec) (map[int64]*tensor.Dense, []map[int64]*t
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	return recorded, copies
+	return recorded, copies, logs
 }
 
 // Every mesh gives final latents bit-identical to the one-rank guided run.

@@ -65,6 +65,13 @@ func (m scaledModel) Predict(ctx context.Context, in model.Input) (*tensor.Dense
 // hand-off goes through Item.ToMessage and ItemFromMessage), with steppers from mk.
 func runStepper(t *testing.T, rs runSpec, mk func(sc *sched.Euler) *pipeline.Stepper) map[int64]*tensor.Dense {
 	t.Helper()
+	finals, _ := runStepperLogs(t, rs, mk)
+	return finals
+}
+
+// runStepperLogs is runStepper that also returns each sample's cache records.
+func runStepperLogs(t *testing.T, rs runSpec, mk func(sc *sched.Euler) *pipeline.Stepper) (map[int64]*tensor.Dense, map[int64][]pipeline.CacheRecord) {
+	t.Helper()
 	plan, err := pipeline.EvenStages(rs.steps, rs.stages)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +80,7 @@ func runStepper(t *testing.T, rs runSpec, mk func(sc *sched.Euler) *pipeline.Ste
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &noiseWorkload{shape: []int{3, 2, 4, 4}, sigma: sc.InitNoiseSigma, finals: map[int64]*tensor.Dense{}}
+	w := &noiseWorkload{shape: []int{3, 2, 4, 4}, sigma: sc.InitNoiseSigma, finals: map[int64]*tensor.Dense{}, cache: rs.cache}
 	if rs.guided {
 		w.guidance = sched.GuidanceWeights(1, 3, 3)
 	}
@@ -107,7 +114,7 @@ func runStepper(t *testing.T, rs runSpec, mk func(sc *sched.Euler) *pipeline.Ste
 	if len(w.finals) != rs.samples {
 		t.Fatalf("%d finals, want %d", len(w.finals), rs.samples)
 	}
-	return w.finals
+	return w.finals, w.logs
 }
 
 func synth(t *testing.T) model.Denoiser {

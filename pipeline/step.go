@@ -68,6 +68,9 @@ type Stepper struct {
 type Expert struct {
 	Steps Range
 	Model model.Denoiser
+	// ID names the expert the same way on every rank (Wan: 1 for transformer, 2 for
+	// transformer_2); an item's step cache keeps each expert's states apart by it.
+	ID int
 	// Guidance, when set, replaces a guided item's per-frame guidance weights on this
 	// expert's steps (Wan 2.2's guidance_scale_2 for the low-noise expert); it has one
 	// weight per frame. Unguided items stay unguided.
@@ -124,7 +127,7 @@ func (s *Stepper) Step(ctx context.Context, it *Item) error {
 
 // stepOne advances it by one step over all its frames at once.
 func (s *Stepper) stepOne(ctx context.Context, it *Item) error {
-	v, err := s.guidedOutput(ctx, it)
+	v, err := s.guidedOutput(ctx, it, 0)
 	if err != nil {
 		return err
 	}
@@ -132,8 +135,9 @@ func (s *Stepper) stepOne(ctx context.Context, it *Item) error {
 }
 
 // guidedOutput runs the model call of step it.Step on all of it's frames and returns the
-// guided model output the scheduler's update takes. The slice is valid until the next call.
-func (s *Stepper) guidedOutput(ctx context.Context, it *Item) ([]float32, error) {
+// guided model output the scheduler's update takes; win is the temporal window it is (its
+// cache slots). The slice is valid until the next call.
+func (s *Stepper) guidedOutput(ctx context.Context, it *Item, win int) ([]float32, error) {
 	start := time.Now()
 	k := it.Step
 	x := it.Latent
@@ -187,7 +191,12 @@ func (s *Stepper) guidedOutput(ctx context.Context, it *Item) ([]float32, error)
 		}
 	}
 	in := model.Input{Latents: s.in, Sigma: s.Sched.Sigma(k), Timestep: s.Sched.Timestep(k), Step: k, Cond: conds, Uncond: uncond}
-	out, work, comm, err := s.predict(ctx, den, in)
+	cc := s.cacheCall(it, k, win, inRows, guided)
+	var call *model.CacheCall
+	if cc != nil {
+		call = cc.call
+	}
+	out, work, comm, err := s.predict(ctx, den, in, call)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
 	}
@@ -205,6 +214,14 @@ func (s *Stepper) guidedOutput(ctx context.Context, it *Item) ([]float32, error)
 		copy(both.Data[:n], u.Data)
 		copy(both.Data[n:], c.Data)
 		out = both
+	}
+	if cc != nil {
+		t0 := time.Now()
+		err := cc.finish(ctx, s, it, k, win, guided)
+		comm += time.Since(t0)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)
+		}
 	}
 	if want := map[bool]int{true: 2 * n, false: n}[guided]; out.Len() != want {
 		return nil, fmt.Errorf("pipeline: group %d step %d: denoiser returned %v for latent %v", it.Group, k, out.Shape, x.Shape)
@@ -275,24 +292,35 @@ func (s *Stepper) exchangeHalves(ctx context.Context, mine *tensor.Dense, latent
 
 // predict runs the model on in, over this rank's frames when context parallel, and returns
 // the whole output, the work done here in full-sample rows and the time spent gathering.
-func (s *Stepper) predict(ctx context.Context, den model.Denoiser, in model.Input) (*tensor.Dense, float64, time.Duration, error) {
+func (s *Stepper) predict(ctx context.Context, den model.Denoiser, in model.Input, cc *model.CacheCall) (*tensor.Dense, float64, time.Duration, error) {
 	rows := float64(in.Rows())
 	if s.CP == nil {
+		if cc != nil {
+			out, work, err := s.predictCached(ctx, den, in, cc)
+			return out, work, 0, err
+		}
 		out, err := den.Predict(ctx, in)
 		return out, rows, 0, err
 	}
-	cpm, ok := den.(model.ContextParallel)
-	if !ok {
-		return nil, 0, 0, fmt.Errorf("pipeline: the model (%T) does not support context parallelism", den)
-	}
 	p := s.CP.Part
-	local := in
-	local.Latents = sliceFrames(in.Latents, p.Lo, p.Hi)
-	mine, err := cpm.PredictFrames(ctx, local, p)
+	var mine *tensor.Dense
+	var work float64
+	var err error
+	if cc != nil {
+		mine, work, err = s.predictCached(ctx, den, in, cc)
+	} else {
+		cpm, ok := den.(model.ContextParallel)
+		if !ok {
+			return nil, 0, 0, fmt.Errorf("pipeline: the model (%T) does not support context parallelism", den)
+		}
+		local := in
+		local.Latents = sliceFrames(in.Latents, p.Lo, p.Hi)
+		mine, err = cpm.PredictFrames(ctx, local, p)
+		work = rows * float64(p.Hi-p.Lo) / float64(p.Total)
+	}
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	work := rows * float64(p.Hi-p.Lo) / float64(p.Total)
 	if s.Joint != nil && s.CFG != nil {
 		return mine, work, 0, nil // frames and halves are gathered together in Step
 	}

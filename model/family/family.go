@@ -77,6 +77,11 @@ type Params struct {
 	Window  int    `json:"window,omitempty"`
 	Overlap int    `json:"overlap,omitempty"`
 	Blend   string `json:"blend,omitempty"`
+	// Cache is the step cache (docs/caching.md): which denoiser calls reuse work of an
+	// earlier step. Its fields are the JSON parameters cache, cache_threshold,
+	// cache_interval, cache_branch, cache_steps and cache_drop; Resolved.ResolveCache fills
+	// and checks it against the model.
+	pipeline.Cache
 }
 
 // Guided reports whether classifier-free guidance is on (diffusers: max guidance > 1).
@@ -209,6 +214,8 @@ type Description struct {
 	// Windows are the family's defaults for a video longer than its native length (zero
 	// fields: the engine's; see ResolveWindows).
 	Windowing Windowing
+	// Caching is what the denoiser can reuse between steps (zero: nothing).
+	Caching Caching
 }
 
 // Family is a registered model family.

@@ -15,6 +15,7 @@ package synthetic
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/vdpp/vdpp/model"
@@ -129,4 +130,116 @@ func condVector(c model.Conditioning, channels int) ([]float32, error) {
 func spinUntil(deadline time.Time) {
 	for time.Now().Before(deadline) {
 	}
+}
+
+// Cache state names of the synthetic model's step cache.
+const (
+	cacheInput    = "input"    // the row's input at its last computed call
+	cacheResidual = "residual" // that call's output minus its input
+)
+
+// ReuseCost is what a call that reuses its cache costs, as a fraction of a full call: the
+// synthetic stand-in for a network's first block and output head.
+const ReuseCost = 0.125
+
+var (
+	_ model.StepCacher      = (*Denoiser)(nil)
+	_ model.FrameStepCacher = (*Denoiser)(nil)
+)
+
+// PredictCached implements model.StepCacher with a first-block-style rule on the input:
+// a row computes when it has no state, when asked to, or (model.CacheAuto) when its input
+// moved by more than c.Threshold relative to the input of its last computed call
+// (sum|x - x_prev| / sum|x_prev|); otherwise it returns its input plus the residual
+// (output minus input) of that call, at ReuseCost of a full row (c.Work).
+func (d *Denoiser) PredictCached(ctx context.Context, in model.Input, c *model.CacheCall) (*tensor.Dense, error) {
+	return d.predictCached(ctx, in, model.FramePart{}, c)
+}
+
+// PredictFramesCached implements model.FrameStepCacher: each member holds its frames'
+// state; the indicator's per-frame sums are all-gathered, so every member adds the same
+// numbers in the same order (frame by frame, as one rank does) and takes the same decision.
+func (d *Denoiser) PredictFramesCached(ctx context.Context, in model.Input, part model.FramePart, c *model.CacheCall) (*tensor.Dense, error) {
+	if part.Comm == nil {
+		return nil, fmt.Errorf("synthetic: PredictFramesCached without a group")
+	}
+	return d.predictCached(ctx, in, part, c)
+}
+
+func (d *Denoiser) predictCached(ctx context.Context, in model.Input, part model.FramePart, c *model.CacheCall) (*tensor.Dense, error) {
+	if err := in.Validate(); err != nil {
+		return nil, fmt.Errorf("synthetic: %w", err)
+	}
+	rows := in.Rows()
+	if len(c.Rows) != rows {
+		return nil, fmt.Errorf("synthetic: %d cache rows for %d input rows", len(c.Rows), rows)
+	}
+	full, err := d.Predict(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	frames := in.Latents.Shape[1]
+	per := in.Latents.Len() / rows
+	perFrame := per / frames
+	// Per row and local frame: sum|x - x_prev| and sum|x_prev|.
+	sums := tensor.New(rows, frames, 2)
+	for r, cr := range c.Rows {
+		prev := cr.State[cacheInput]
+		if prev == nil || prev.Len() != per {
+			continue
+		}
+		x := in.Latents.Data[r*per : (r+1)*per]
+		for f := range frames {
+			var diff, base float64
+			for i := f * perFrame; i < (f+1)*perFrame; i++ {
+				diff += math.Abs(float64(x[i] - prev.Data[i]))
+				base += math.Abs(float64(prev.Data[i]))
+			}
+			sums.Data[(r*frames+f)*2], sums.Data[(r*frames+f)*2+1] = float32(diff), float32(base)
+		}
+	}
+	all := []*tensor.Dense{sums}
+	if part.Comm != nil {
+		if all, err = part.Comm.AllGather(ctx, sums); err != nil {
+			return nil, fmt.Errorf("synthetic: cache indicator: %w", err)
+		}
+	}
+	out := tensor.New(in.Latents.Shape...)
+	c.Work = 0
+	for r := range c.Rows {
+		cr := &c.Rows[r]
+		x := in.Latents.Data[r*per : (r+1)*per]
+		o := out.Data[r*per : (r+1)*per]
+		cr.Value = math.NaN()
+		has := cr.State[cacheInput] != nil && cr.State[cacheInput].Len() == per && cr.State[cacheResidual] != nil
+		if has {
+			var diff, base float64
+			for _, s := range all {
+				n := s.Shape[1]
+				for f := range n {
+					diff += float64(s.Data[(r*n+f)*2])
+					base += float64(s.Data[(r*n+f)*2+1])
+				}
+			}
+			cr.Value = diff / base
+		}
+		compute := !has || cr.Decision == model.CacheCompute || (cr.Decision == model.CacheAuto && !(cr.Value <= c.Threshold))
+		cr.Computed = compute
+		if !compute {
+			res := cr.State[cacheResidual].Data
+			for i := range o {
+				o[i] = x[i] + res[i]
+			}
+			c.Work += ReuseCost
+			continue
+		}
+		copy(o, full.Data[r*per:(r+1)*per])
+		res := tensor.New(per)
+		for i := range o {
+			res.Data[i] = o[i] - x[i]
+		}
+		cr.State = model.CacheState{cacheInput: &tensor.Dense{Shape: []int{per}, Data: append([]float32(nil), x...)}, cacheResidual: res}
+		c.Work++
+	}
+	return out, nil
 }

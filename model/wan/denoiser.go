@@ -34,8 +34,8 @@ func (d *Denoiser) WeightBytes() int64 { return d.M.WeightBytes() }
 // Predict implements model.Denoiser. Rows whose embeddings have the same length run in
 // one transformer call; otherwise each row runs alone.
 func (d *Denoiser) Predict(ctx context.Context, in model.Input) (*tensor.Dense, error) {
-	return d.predict(ctx, in, func(latents *tensor.Dense, t float32, ehs []*tensor.Dense) (*tensor.Dense, error) {
-		return d.run(latents, t, ehs, nil)
+	return d.predict(ctx, in, func(latents *tensor.Dense, t float32, ehs []*tensor.Dense, _ []int) (*tensor.Dense, error) {
+		return d.run(latents, t, ehs, nil, nil)
 	})
 }
 
@@ -51,8 +51,8 @@ func (d *Denoiser) PredictFrames(ctx context.Context, in model.Input, part model
 	if in.Latents != nil && len(in.Latents.Shape) == 5 && in.Latents.Shape[1] != part.Hi-part.Lo {
 		return nil, fmt.Errorf("wan: latents hold %d frames, the part [%d, %d) of %d", in.Latents.Shape[1], part.Lo, part.Hi, part.Total)
 	}
-	return d.predict(ctx, in, func(latents *tensor.Dense, t float32, ehs []*tensor.Dense) (*tensor.Dense, error) {
-		return d.run(latents, t, ehs, &cpCall{ctx: ctx, part: part})
+	return d.predict(ctx, in, func(latents *tensor.Dense, t float32, ehs []*tensor.Dense, _ []int) (*tensor.Dense, error) {
+		return d.run(latents, t, ehs, &cpCall{ctx: ctx, part: part}, nil)
 	})
 }
 
@@ -64,8 +64,9 @@ type cpCall struct {
 	part model.FramePart
 }
 
-// predict gathers each row's embeddings and calls run on rows of equal embedding length.
-func (d *Denoiser) predict(ctx context.Context, in model.Input, run func(latents *tensor.Dense, t float32, ehs []*tensor.Dense) (*tensor.Dense, error)) (*tensor.Dense, error) {
+// predict gathers each row's embeddings and calls run on rows of equal embedding length
+// (rows: their indices in in).
+func (d *Denoiser) predict(ctx context.Context, in model.Input, run func(latents *tensor.Dense, t float32, ehs []*tensor.Dense, rows []int) (*tensor.Dense, error)) (*tensor.Dense, error) {
 	if err := in.Validate(); err != nil {
 		return nil, fmt.Errorf("wan: %w", err)
 	}
@@ -88,12 +89,16 @@ func (d *Denoiser) predict(ctx context.Context, in model.Input, run func(latents
 		same = same && slices.Equal(e.Shape, ehs[0].Shape)
 	}
 	if same {
-		return run(in.Latents, in.Timestep, ehs)
+		all := make([]int, n)
+		for r := range all {
+			all[r] = r
+		}
+		return run(in.Latents, in.Timestep, ehs, all)
 	}
 	out := tensor.New(in.Latents.Shape...)
 	per := in.Latents.Len() / n
 	for r := range n {
-		one, err := run(in.Latents.Rows(r, r+1), in.Timestep, ehs[r:r+1])
+		one, err := run(in.Latents.Rows(r, r+1), in.Timestep, ehs[r:r+1], []int{r})
 		if err != nil {
 			return nil, err
 		}
@@ -103,8 +108,8 @@ func (d *Denoiser) predict(ctx context.Context, in model.Input, run func(latents
 }
 
 // run calls the transformer on latents [B, T, C, h, w] with one embedding per row (all of
-// one shape), over the shard of cp when set.
-func (d *Denoiser) run(latents *tensor.Dense, t float32, ehs []*tensor.Dense, cp *cpCall) (*tensor.Dense, error) {
+// one shape), over the shard of cp when set, with First Block Cache when fb is set.
+func (d *Denoiser) run(latents *tensor.Dense, t float32, ehs []*tensor.Dense, cp *cpCall, fb *transformer.FirstBlockCache) (*tensor.Dense, error) {
 	b := latents.Shape[0]
 	l, dim := embedShape(ehs[0])
 	text := tensor.New(b, l, dim)
@@ -123,11 +128,17 @@ func (d *Denoiser) run(latents *tensor.Dense, t float32, ehs []*tensor.Dense, cp
 	}
 	var out *tensor.Dense
 	var err error
-	if cp == nil {
+	switch {
+	case cp == nil && fb == nil:
 		out, err = d.M.Forward(hidden, ts, text, nil)
-	} else {
+	case cp == nil:
+		out, err = d.M.ForwardCached(hidden, ts, text, nil, *fb)
+	case fb == nil:
 		p := cp.part
 		out, err = d.M.ForwardFrames(cp.ctx, hidden, ts, text, nil, transformer.Frames{Lo: p.Lo, Hi: p.Hi, Total: p.Total}, p.Comm)
+	default:
+		p := cp.part
+		out, err = d.M.ForwardFramesCached(cp.ctx, hidden, ts, text, nil, transformer.Frames{Lo: p.Lo, Hi: p.Hi, Total: p.Total}, p.Comm, *fb)
 	}
 	if err != nil {
 		return nil, err

@@ -14,6 +14,11 @@
 // The family's stage plans put a boundary at the expert switch (Switches), so a pipeline
 // stage loads one expert where data parallelism needs both.
 //
+// Each expert's Denoiser offers diffusers' First Block Cache (model.StepCacher,
+// model.FrameStepCacher; modes "fbcache" and "static", see Caching and docs/caching.md):
+// block 0 always runs, the remaining blocks only when block 0's residual moved more than
+// the threshold from the last computed call's, per sample, expert and CFG branch.
+//
 // This package reads a diffusers Wan folder (Open): model_index.json names the pipeline
 // class and the components, `boundary_ratio` (when set, `transformer` denoises the steps
 // with t >= boundary_ratio·num_train_timesteps and `transformer_2` the rest) and

@@ -20,6 +20,14 @@ import (
 // rank.
 func generateMesh(t *testing.T, dir string, in family.Input, p family.Params, pp, cfg, cp, dp, samples int) map[int64]*tensor.Dense {
 	t.Helper()
+	frames, _ := generateMeshLogs(t, dir, in, p, pp, cfg, cp, dp, samples)
+	return frames
+}
+
+// generateMeshLogs is generateMesh that also returns each sample's step cache records
+// (p.Cache), as its recording rank holds them.
+func generateMeshLogs(t *testing.T, dir string, in family.Input, p family.Params, pp, cfg, cp, dp, samples int) (map[int64]*tensor.Dense, map[int64][]pipeline.CacheRecord) {
+	t.Helper()
 	world := pp * cfg * cp * dp
 	mesh, err := comm.NewMesh(pp, cfg, cp, dp, world)
 	if err != nil {
@@ -35,6 +43,7 @@ func generateMesh(t *testing.T, dir string, in family.Input, p family.Params, pp
 	}
 	trs := comm.NewLocal(world, comm.Options{RecvTimeout: 60 * time.Second})
 	frames, mu := map[int64]*tensor.Dense{}, &sync.Mutex{}
+	logs := map[int64][]pipeline.CacheRecord{}
 	errs := make([]error, world)
 	var wg sync.WaitGroup
 	for rank := range world {
@@ -64,7 +73,7 @@ func generateMesh(t *testing.T, dir string, in family.Input, p family.Params, pp
 				if err := place.Configure(st, s.LatentShape(p)[0]); err != nil {
 					return err
 				}
-				var wl pipeline.Workload = &frameWorkload{s: s, in: in, p: p, sc: sc, mu: mu, frames: frames}
+				var wl pipeline.Workload = &frameWorkload{s: s, in: in, p: p, sc: sc, mu: mu, frames: frames, logs: logs}
 				if !roles.Decode {
 					wl = discardFinish{wl}
 				}
@@ -80,7 +89,7 @@ func generateMesh(t *testing.T, dir string, in family.Input, p family.Params, pp
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	return frames
+	return frames, logs
 }
 
 // discardFinish is the workload of a rank that holds a finished latent without reporting

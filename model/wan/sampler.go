@@ -131,7 +131,8 @@ func (wanFamily) Describe(dir string) (family.Description, error) {
 	// 20 frames (5 latent frames, a quarter), blended with a cosine ramp.
 	return family.Description{Defaults: defaultParams(), SizeMultiple: m, FrameMultiple: vc.TemporalFactor(),
 		TextDim: tc.TextDim, TextDimFile: tc.Path,
-		Windowing: family.Windowing{Window: DefaultNumFrames, Overlap: DefaultWindowOverlap, Blend: "cosine"}}, nil
+		Windowing: family.Windowing{Window: DefaultNumFrames, Overlap: DefaultWindowOverlap, Blend: "cosine"},
+		Caching:   Caching}, nil
 }
 
 func defaultParams() family.Params {
@@ -508,7 +509,7 @@ func (s *Sampler) Stepper(sc sched.Scheduler) (*pipeline.Stepper, error) {
 		if m == nil || ranges[i].Start == ranges[i].End {
 			continue
 		}
-		st.Experts = append(st.Experts, pipeline.Expert{Steps: ranges[i], Model: &Denoiser{M: m, ExpandTimesteps: s.Folder.ExpandTimesteps}, GuidanceRow: i})
+		st.Experts = append(st.Experts, pipeline.Expert{Steps: ranges[i], Model: &Denoiser{M: m, ExpandTimesteps: s.Folder.ExpandTimesteps}, GuidanceRow: i, ID: i + 1})
 	}
 	if len(st.Experts) == 0 {
 		return nil, fmt.Errorf("wan: this process loaded no transformer")

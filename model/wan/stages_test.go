@@ -28,6 +28,8 @@ type frameWorkload struct {
 	sc     sched.Scheduler
 	mu     *sync.Mutex
 	frames map[int64]*tensor.Dense
+	// logs, when set, receives each finished sample's cache records (p.Cache).
+	logs map[int64][]pipeline.CacheRecord
 }
 
 func (w *frameWorkload) Prepare(ctx context.Context, group int64, samples []int64) (*pipeline.Item, error) {
@@ -36,6 +38,7 @@ func (w *frameWorkload) Prepare(ctx context.Context, group int64, samples []int6
 		return nil, err
 	}
 	it.Group = group
+	it.Cache = pipeline.NewItemCache(w.p.Cache, len(samples))
 	return it, nil
 }
 
@@ -48,6 +51,9 @@ func (w *frameWorkload) Finish(ctx context.Context, it *pipeline.Item) error {
 		}
 		w.mu.Lock()
 		w.frames[s] = f
+		if w.logs != nil && it.Cache != nil {
+			w.logs[s] = it.Cache.Log[r]
+		}
 		w.mu.Unlock()
 	}
 	return nil

@@ -110,6 +110,9 @@ func compare(caseName, name string, got, ref *tensor.Dense, limit paritycheck.Li
 	res.MaxAbs = tensor.MaxAbsDiff(got, ref)
 	res.MaxULP = paritycheck.MaxULP(got.Data, ref.Data)
 	res.Pass = limit.Met(res.RelL2, res.MaxAbs, res.MaxULP)
+	if limit.Exact {
+		res.Pass = tensor.BitEqual(got, ref)
+	}
 	return res
 }
 
@@ -117,4 +120,5 @@ var (
 	relLimit   = paritycheck.Limit{RelL2: RelL2Limit}
 	frameLimit = paritycheck.Limit{RelL2: RelL2Limit, MaxAbs: MaxAbsLimit}
 	ulpLimit   = paritycheck.Limit{ULP: ULPLimit}
+	exactLimit = paritycheck.Limit{Exact: true}
 )

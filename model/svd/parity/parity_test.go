@@ -89,3 +89,23 @@ func TestPerturbedReferenceFails(t *testing.T) {
 		t.Fatalf("an uncomputable output is not reported as such:\n%s", rep.Table())
 	}
 }
+
+// The DeepCache golden passes: DeepCache's SVD loop (interval 3, branch 0), its decisions
+// exact, every tensor compared.
+func TestGoldenDevDeepCachePasses(t *testing.T) {
+	dir := shared.Require(t, "golden", "dev-deepcache")
+	b, err := nn.NewBackend("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), dir, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Err(); err != nil {
+		t.Fatalf("%v\n%s", err, rep.Table())
+	}
+	if want := goldentest.CountOutputs(t, dir); len(rep.Results) != want {
+		t.Fatalf("compared %d tensors, the case holds %d", len(rep.Results), want)
+	}
+}

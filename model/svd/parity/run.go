@@ -82,6 +82,8 @@ func runCase(ctx context.Context, p *svd.Pipeline, c *paritycheck.Case) (compute
 		return clipEmbeds(p, c)
 	case "full_pipeline":
 		return fullPipeline(ctx, p, c)
+	case "full_pipeline_deepcache":
+		return deepCachePipeline(ctx, p, c)
 	}
 	return computed{}, fmt.Errorf("unknown case type %q", c.Kind)
 }

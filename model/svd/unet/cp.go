@@ -46,27 +46,50 @@ var ErrFrames = errors.New("unet: context-parallel frames do not fit")
 // them). Every member must call ForwardFrames with the same shapes (except the frame count)
 // and the same timestep, ehs and ids.
 func (m *Model) ForwardFrames(ctx context.Context, sample, timestep, ehs, addedTimeIDs *tensor.Dense, part Frames, comm Comm) (*tensor.Dense, error) {
+	out, _, err := m.forwardFrames(ctx, nil, nil, sample, timestep, ehs, addedTimeIDs, part, comm)
+	return out, err
+}
+
+// ForwardFramesKeep is ForwardKeep evaluated by one member of a context-parallel group
+// (as ForwardFrames is Forward): it returns the prediction and DeepCache's feature for the
+// member's frames, [B, Hi-Lo, C, h', w'].
+func (m *Model) ForwardFramesKeep(ctx context.Context, branch int, sample, timestep, ehs, addedTimeIDs *tensor.Dense, part Frames, comm Comm) (out, feature *tensor.Dense, err error) {
+	return m.forwardFrames(ctx, &deepKey{branch: branch}, nil, sample, timestep, ehs, addedTimeIDs, part, comm)
+}
+
+// ForwardFramesShallow is ForwardShallow evaluated by one member of a context-parallel
+// group: feature is what ForwardFramesKeep returned to this member for the same frames.
+func (m *Model) ForwardFramesShallow(ctx context.Context, branch int, feature, sample, timestep, ehs, addedTimeIDs *tensor.Dense, part Frames, comm Comm) (*tensor.Dense, error) {
+	if feature == nil || sample == nil || len(feature.Shape) != 5 || len(sample.Shape) != 5 || feature.Shape[0] != sample.Shape[0] || feature.Shape[1] != sample.Shape[1] {
+		return nil, fmt.Errorf("%w: feature %v for sample %v", ErrBranch, shapeOf(feature), shapeOf(sample))
+	}
+	out, _, err := m.forwardFrames(ctx, &deepKey{branch: branch, shallow: true}, feature, sample, timestep, ehs, addedTimeIDs, part, comm)
+	return out, err
+}
+
+// forwardFrames runs the plan of the whole network (cut nil) or of a DeepCache call.
+func (m *Model) forwardFrames(ctx context.Context, cut *deepKey, feature, sample, timestep, ehs, addedTimeIDs *tensor.Dense, part Frames, comm Comm) (out, kept *tensor.Dense, err error) {
 	for i, t := range []*tensor.Dense{sample, timestep, ehs, addedTimeIDs} {
 		if t == nil {
-			return nil, fmt.Errorf("%w: input %d is nil", ErrInput, i)
+			return nil, nil, fmt.Errorf("%w: input %d is nil", ErrInput, i)
 		}
 	}
 	if comm == nil {
-		return nil, fmt.Errorf("%w: nil comm", ErrFrames)
+		return nil, nil, fmt.Errorf("%w: nil comm", ErrFrames)
 	}
 	if err := checkInputShapes(m.cfg, sample.Shape, timestep.Shape, ehs.Shape, addedTimeIDs.Shape); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if part.Lo < 0 || part.Hi <= part.Lo || part.Hi > part.Total || sample.Shape[1] != part.Hi-part.Lo {
-		return nil, fmt.Errorf("%w: frames [%d, %d) of %d with a sample of %d frames", ErrFrames, part.Lo, part.Hi, part.Total, sample.Shape[1])
+		return nil, nil, fmt.Errorf("%w: frames [%d, %d) of %d with a sample of %d frames", ErrFrames, part.Lo, part.Hi, part.Total, sample.Shape[1])
 	}
 	r := &cpRunner{ctx: ctx, comm: comm, model: m, rows: sample.Shape[0], lo: part.Lo, hi: part.Hi}
 	if err := r.layout(part.Total, sample.Shape); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	plan, err := m.cpPlans.get(m, sample.Shape[3], sample.Shape[4])
+	plan, err := m.cpPlans.get(m, sample.Shape[3], sample.Shape[4], cut)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	edge := tensor.New(2)
 	if part.Lo > 0 {
@@ -76,35 +99,54 @@ func (m *Model) ForwardFrames(ctx context.Context, sample, timestep, ehs, addedT
 		edge.Data[1] = 1
 	}
 	r.regs = map[string]*tensor.Dense{regX: sample, regTimestep: timestep, regIDs: addedTimeIDs, regEHS: ehs, regEdge: edge}
-	if err := r.run(plan); err != nil {
-		return nil, err
+	if feature != nil {
+		d := feature.Shape
+		r.regs[regFeature] = &tensor.Dense{Shape: []int{d[0] * d[1], d[2], d[3], d[4]}, Data: feature.Data}
 	}
-	out := r.regs[regX]
-	d := out.Shape
-	return &tensor.Dense{Shape: []int{r.rows, r.hi - r.lo, d[1], d[2], d[3]}, Data: out.Data}, nil
+	if err := r.run(plan); err != nil {
+		return nil, nil, err
+	}
+	x := r.regs[regX]
+	d := x.Shape
+	out = &tensor.Dense{Shape: []int{r.rows, r.hi - r.lo, d[1], d[2], d[3]}, Data: x.Data}
+	if f := r.regs[regFeature]; cut != nil && !cut.shallow && f != nil {
+		kept = &tensor.Dense{Shape: []int{r.rows, r.hi - r.lo, f.Shape[1], f.Shape[2], f.Shape[3]}, Data: f.Data}
+	}
+	return out, kept, nil
 }
 
 // cpPlans caches a Model's context-parallel plans (one per latent size) and their
 // compiled segments.
 type cpPlans struct {
 	mu    sync.Mutex
-	plans map[[2]int]*cpPlan
+	plans map[planKey]*cpPlan
 }
 
-func (c *cpPlans) get(m *Model, h, w int) (*cpPlan, error) {
+// planKey names a plan: the latent size and, for a DeepCache call, its cut.
+type planKey struct {
+	h, w int
+	deep bool
+	cut  deepKey
+}
+
+func (c *cpPlans) get(m *Model, h, w int, cut *deepKey) (*cpPlan, error) {
+	k := planKey{h: h, w: w, deep: cut != nil}
+	if cut != nil {
+		k.cut = *cut
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p, ok := c.plans[[2]int{h, w}]; ok {
+	if p, ok := c.plans[k]; ok {
 		return p, nil
 	}
-	p, err := newCPPlan(m.cfg, h, w)
+	p, err := newCPPlan(m.cfg, h, w, cut)
 	if err != nil {
 		return nil, err
 	}
 	if c.plans == nil {
-		c.plans = map[[2]int]*cpPlan{}
+		c.plans = map[planKey]*cpPlan{}
 	}
-	c.plans[[2]int{h, w}] = p
+	c.plans[k] = p
 	return p, nil
 }
 

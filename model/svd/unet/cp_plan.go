@@ -34,14 +34,16 @@ const (
 	regTH       = "th"       // [B·Tl, C, h, w]: temporal resnet after conv1
 	regHPrev    = "hprev"    // halo frames of th
 	regHNext    = "hnext"
-	regRes      = "res"    // transformer residual
-	regTok      = "tok"    // [B·Tl, S, C] transformer tokens (frame split)
-	regTokSpace = "tsp"    // [B, T, Sm, C] transformer tokens (spatial split: all frames)
-	regSkipFmt  = "skip%d" // skip connections, numbered in push order
+	regRes      = "res"     // transformer residual
+	regTok      = "tok"     // [B·Tl, S, C] transformer tokens (frame split)
+	regTokSpace = "tsp"     // [B, T, Sm, C] transformer tokens (spatial split: all frames)
+	regSkipFmt  = "skip%d"  // skip connections, numbered in push order
+	regFeature  = "feature" // DeepCache's feature [B·Tl, C, h', w'] (deepcache.go)
 )
 
-// planInputs are the registers the runner sets before the first step.
-var planInputs = []string{regX, regTimestep, regIDs, regEHS, regEdge}
+// planInputs are the registers the runner may set before the first step (the feature
+// only for a shallow DeepCache call).
+var planInputs = []string{regX, regTimestep, regIDs, regEHS, regEdge, regFeature}
 
 // env maps register names to the nodes of the segment being built.
 type env map[string]*Node
@@ -184,15 +186,35 @@ func (p *planBuilder) popSkip() {
 	})
 }
 
-// newCPPlan builds the plan of the UNet of cfg for latents of h x w.
-func newCPPlan(cfg Config, h, w int) (*cpPlan, error) {
+func (p *planBuilder) saveFeature() {
+	p.op("feature", []string{regX}, []string{regFeature}, func(_ nn.Scope, e env) { e[regFeature] = e[regX] })
+}
+
+func (p *planBuilder) loadFeature() {
+	p.op("feature", []string{regFeature}, []string{regX}, func(_ nn.Scope, e env) { e[regX] = e[regFeature] })
+}
+
+// newCPPlan builds the plan of the UNet of cfg for latents of h x w: the whole network,
+// or, with c, a DeepCache call (whose keep form also outputs the feature).
+func newCPPlan(cfg Config, h, w int, c *deepKey) (*cpPlan, error) {
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
 	p := &planBuilder{cfg: cfg}
-	walk(cfg, h, w, p)
+	var l layers = p
+	outs := []string{regX}
+	if c != nil {
+		var err error
+		if l, err = cut(cfg, p, c.branch, c.shallow); err != nil {
+			return nil, err
+		}
+		if !c.shallow {
+			outs = append(outs, regFeature)
+		}
+	}
+	walk(cfg, h, w, l)
 	plan := &cpPlan{steps: p.steps}
-	if err := plan.liveness(); err != nil {
+	if err := plan.liveness(outs); err != nil {
 		return nil, err
 	}
 	return plan, nil
@@ -241,9 +263,12 @@ func (p *planBuilder) transformer(path string, a attnSpec) {
 	})
 }
 
-// liveness fills every step's in, out and live lists, working backwards from the output.
-func (p *cpPlan) liveness() error {
-	live := map[string]bool{regX: true}
+// liveness fills every step's in, out and live lists, working backwards from the outputs.
+func (p *cpPlan) liveness(outputs []string) error {
+	live := map[string]bool{}
+	for _, o := range outputs {
+		live[o] = true
+	}
 	for k := len(p.steps) - 1; k >= 0; k-- {
 		st := p.steps[k]
 		st.live = sortedKeys(live)
@@ -323,7 +348,7 @@ func (st *cpStep) build() nn.BuildFunc {
 // h x w: the number of graph segments (each compiled once per set of shapes) and of
 // exchanges between them (each one collective over the group).
 func ContextParallelSteps(cfg Config, h, w int) (segments, exchanges int, err error) {
-	p, err := newCPPlan(cfg, h, w)
+	p, err := newCPPlan(cfg, h, w, nil)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -22,9 +22,17 @@
 //     halo frames and (all-to-all) attention tokens through a Comm, the network runs as
 //     compiled segments between the exchanges, and the members' outputs joined over frames
 //     match Forward within 1e-5 relative L2 in fp32 (fp32 rounding, not bit for bit).
+//   - DeepCache (deepcache.go): ForwardKeep runs the whole network and also returns the
+//     feature entering the up-block module that consumes the skip of a branch (Branches
+//     counts them); ForwardShallow runs only the layers above that branch with a kept
+//     feature in place of everything deeper. On SVD's layout (layers_per_block 2) the
+//     branches select the modules DeepCache's own SVD UNet runs (checked by model/svd/parity
+//     on the dev-deepcache golden); ForwardFramesKeep / ForwardFramesShallow are their
+//     context-parallel forms.
 //   - The layer sequence is written once (walk, layers.go), against a small interface:
 //     Build applies each layer to graph nodes, ForwardFrames' plan records the same calls
-//     as segments and exchanges. Only the res-blocks and transformers, which mix frames,
+//     as segments and exchanges, and DeepCache's calls are the same walk with the part
+//     below a branch dropped (cutLayers). Only the res-blocks and transformers, which mix frames,
 //     have a context-parallel form (cp_ops.go); every other layer, and the pieces the
 //     two forms share, are the same functions.
 //

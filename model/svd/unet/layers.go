@@ -27,6 +27,11 @@ type layers interface {
 	// channels.
 	pushSkip()
 	popSkip()
+	// saveFeature keeps x as DeepCache's feature (an output of the call); loadFeature
+	// replaces x by the feature the call was given (deepcache.go). A plain forward calls
+	// neither.
+	saveFeature()
+	loadFeature()
 }
 
 // walk runs the layer sequence of the UNet of cfg (diffusers'

@@ -3,6 +3,7 @@ package unet
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -18,7 +19,8 @@ type Model struct {
 	cfg     Config
 	weights *nn.Weights
 	prog    *nn.Program
-	cpPlans cpPlans // ForwardFrames' plans and segments
+	cpPlans cpPlans      // ForwardFrames' plans and segments
+	deep    deepPrograms // DeepCache's programs (deepcache.go)
 	// rowPar is how many batch rows Forward runs at once as separate executions
 	// (nn.RowParallelism); each row's result does not depend on the split, because rows
 	// never interact in the network.
@@ -91,6 +93,17 @@ func bind(cfg Config, w *nn.Weights, backend backends.Backend) (*Model, error) {
 // ehs [B, S, D], addedTimeIDs [B, K] -> [B, T, Cout, h, w]. The first call for a set of
 // shapes compiles a graph.
 func (m *Model) Forward(sample, timestep, ehs, addedTimeIDs *tensor.Dense) (*tensor.Dense, error) {
+	outs, err := m.runRows(m.prog, nil, sample, timestep, ehs, addedTimeIDs)
+	if err != nil {
+		return nil, err
+	}
+	return outs[0], nil
+}
+
+// runRows checks the inputs and runs prog on them, with perRow (one row per sample row)
+// as a last input when not nil, as up to rowPar executions of a slice of the rows each;
+// every output is joined over the rows again.
+func (m *Model) runRows(prog *nn.Program, perRow, sample, timestep, ehs, addedTimeIDs *tensor.Dense) ([]*tensor.Dense, error) {
 	for i, t := range []*tensor.Dense{sample, timestep, ehs, addedTimeIDs} {
 		if t == nil {
 			return nil, fmt.Errorf("%w: input %d is nil", ErrInput, i)
@@ -100,30 +113,55 @@ func (m *Model) Forward(sample, timestep, ehs, addedTimeIDs *tensor.Dense) (*ten
 		return nil, err
 	}
 	b := sample.Shape[0]
+	run := func(sample, timestep, ehs, ids, perRow *tensor.Dense) ([]*tensor.Dense, error) {
+		in := []*tensor.Dense{sample, timestep, ehs, ids}
+		if perRow != nil {
+			in = append(in, perRow)
+		}
+		out, err := prog.Run(in...)
+		if err != nil {
+			return nil, fmt.Errorf("unet: forward %v: %w", sample.Shape, err)
+		}
+		return out, nil
+	}
 	if m.rowPar <= 1 || b == 1 {
-		return m.forward(sample, timestep, ehs, addedTimeIDs)
+		return run(sample, timestep, ehs, addedTimeIDs, perRow)
 	}
 	perRowTimestep := len(timestep.Shape) == 1 && timestep.Shape[0] == b
-	out, err := nn.RunSplit(tensor.Chunks(b, m.rowPar, 0), m.rowPar, func(start, end int) (*tensor.Dense, error) {
+	ranges := tensor.Chunks(b, m.rowPar, 0)
+	rest := make([][]*tensor.Dense, len(ranges)) // outputs after the first, per range
+	first, err := nn.RunSplit(ranges, m.rowPar, func(start, end int) (*tensor.Dense, error) {
 		ts := timestep
 		if perRowTimestep {
 			ts = timestep.Rows(start, end)
 		}
-		return m.forward(sample.Rows(start, end), ts, ehs.Rows(start, end), addedTimeIDs.Rows(start, end))
+		var extra *tensor.Dense
+		if perRow != nil {
+			extra = perRow.Rows(start, end)
+		}
+		out, err := run(sample.Rows(start, end), ts, ehs.Rows(start, end), addedTimeIDs.Rows(start, end), extra)
+		if err != nil {
+			return nil, err
+		}
+		rest[slices.Index(ranges, [2]int{start, end})] = out[1:]
+		return out[0], nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("unet: forward %v: %w", sample.Shape, err)
 	}
-	return out, nil
-}
-
-// forward runs one execution of the network.
-func (m *Model) forward(sample, timestep, ehs, addedTimeIDs *tensor.Dense) (*tensor.Dense, error) {
-	out, err := m.prog.Run(sample, timestep, ehs, addedTimeIDs)
-	if err != nil {
-		return nil, fmt.Errorf("unet: forward %v: %w", sample.Shape, err)
+	outs := []*tensor.Dense{first}
+	for k := range rest[0] {
+		parts := make([]*tensor.Dense, len(rest))
+		for i := range rest {
+			parts[i] = rest[i][k]
+		}
+		joined, err := tensor.ConcatRows(parts)
+		if err != nil {
+			return nil, fmt.Errorf("unet: forward %v: output %d: %w", sample.Shape, k+1, err)
+		}
+		outs = append(outs, joined)
 	}
-	return out[0], nil
+	return outs, nil
 }
 
 // Config returns the model's config.
@@ -137,7 +175,7 @@ func (m *Model) Backend() backends.Backend { return m.prog.Backend() }
 
 // Close releases the compiled graphs; the Model must not be used afterwards.
 func (m *Model) Close() error {
-	if err := errors.Join(m.prog.Close(), m.cpPlans.close()); err != nil {
+	if err := errors.Join(m.prog.Close(), m.cpPlans.close(), m.deep.close()); err != nil {
 		return fmt.Errorf("unet: close: %w", err)
 	}
 	return nil

@@ -72,6 +72,13 @@ func checkInputShapes(cfg Config, sample, timestep, ehs, ids []int) error {
 // (GoMLX's convention; nn.Program.Run returns the panic as an error) on an unsupported
 // config, inconsistent input shapes or a missing / mis-shaped weight.
 func Build(s nn.Scope, cfg Config, sample, timestep, ehs, addedTimeIDs *Node) *Node {
+	l := newGraphLayers(s, cfg, sample, timestep, ehs, addedTimeIDs)
+	return l.run(l)
+}
+
+// newGraphLayers checks the config and the input shapes and starts the layer sequence at
+// the sample.
+func newGraphLayers(s nn.Scope, cfg Config, sample, timestep, ehs, addedTimeIDs *Node) *graphLayers {
 	if err := checkConfig(cfg); err != nil {
 		panic(err)
 	}
@@ -80,10 +87,15 @@ func Build(s nn.Scope, cfg Config, sample, timestep, ehs, addedTimeIDs *Node) *N
 		panic(err)
 	}
 	sd := sample.Shape().Dimensions
-	b, t, hh, ww := sd[0], sd[1], sd[3], sd[4]
-	l := &graphLayers{s: s, cfg: cfg, f: frames{b: b, t: t}, x: sample, timestep: timestep, ehs: ehs, ids: addedTimeIDs}
-	walk(cfg, hh, ww, l)
-	return Reshape(l.x, b, t, cfg.OutChannels, hh, ww)
+	return &graphLayers{s: s, cfg: cfg, f: frames{b: sd[0], t: sd[1]}, h: sd[3], w: sd[4],
+		x: sample, timestep: timestep, ehs: ehs, ids: addedTimeIDs}
+}
+
+// run walks the layer sequence through via (l itself, or a wrapper that drops part of it)
+// and returns the prediction [B, T, Cout, h, w].
+func (l *graphLayers) run(via layers) *Node {
+	walk(l.cfg, l.h, l.w, via)
+	return Reshape(l.x, l.f.b, l.f.t, l.cfg.OutChannels, l.h, l.w)
 }
 
 // graphLayers builds the layer sequence as one graph: the whole video is here, so the
@@ -92,10 +104,12 @@ type graphLayers struct {
 	s                  nn.Scope
 	cfg                Config
 	f                  frames
+	h, w               int // the latent size
 	timestep, ehs, ids *Node
 	emb                *Node // [B·T, E]
 	x                  *Node
 	skips              []*Node
+	feature            *Node // DeepCache's feature [B·T, C, h', w'], saved or to load
 }
 
 func (l *graphLayers) embed() {

@@ -5,7 +5,10 @@
 // transformer_2_forward, transformer_forward_i2v (model/wan/transformer), vae_encode,
 // vae_decode (model/wan/vae), scheduler_unipc, scheduler_flow_euler (sched/schedparity)
 // and full_pipeline_moe (WanPipeline with both experts and guidance, run through the Wan
-// family's Sampler and the engine's Stepper, as generate runs it).
+// family's Sampler and the engine's Stepper, as generate runs it), and shared/golden/
+// wan-dev-cache's full_pipeline_fbcache (the same pipeline with diffusers' First Block
+// Cache on both experts: every call's decision exact, the compared values, predictions,
+// latents and frames within the limits, and the uncached run).
 //
 // Contract: every tensor in a case's outputs is reported. Limits follow
 // shared/golden/wan-dev/README.md: relative L2 <= 1e-4, the pipeline's frames also

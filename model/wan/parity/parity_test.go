@@ -98,3 +98,26 @@ func TestPerturbedReferenceFails(t *testing.T) {
 		t.Fatalf("perturbed output passed: %v\n%s", err, rep.Table())
 	}
 }
+
+// wan-dev-cache: diffusers' First Block Cache on both experts. Every call's decision is
+// exact (20 of the 32 calls skip the remaining blocks), and every stored tensor, the
+// uncached run's included, is within its limit.
+func TestWanDevCache(t *testing.T) {
+	dir := shared.Require(t, "golden", "wan-dev-cache")
+	rep, err := Run(context.Background(), dir, goldentest.Backend(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", rep.Table())
+	if err := rep.Err(); err != nil || !rep.Pass {
+		t.Fatalf("%v", err)
+	}
+	if want := goldentest.CountOutputs(t, dir); len(rep.Results) != want || rep.Checked() != want {
+		t.Fatalf("reported %d tensors (%d checked), the cases hold %d", len(rep.Results), rep.Checked(), want)
+	}
+	for _, r := range rep.Results {
+		if r.Tensor == "computed" && (r.Limit != "exact" || !r.Pass) {
+			t.Fatalf("decisions: %+v", r)
+		}
+	}
+}

@@ -26,6 +26,13 @@ func init() {
 // uncond and guided predictions and latents, the schedule and the expert of each step,
 // the final latents, their denormalisation and the frames [B, F, H, W, 3].
 func fullPipeline(ctx context.Context, env *Env, c *Case) (map[string]*tensor.Dense, error) {
+	out, _, err := runPipeline(ctx, env, c, pipeline.Cache{})
+	return out, err
+}
+
+// runPipeline runs a pipeline case (fullPipeline) with the step cache rule (none when off)
+// and also returns the cache's records of each sample's calls.
+func runPipeline(ctx context.Context, env *Env, c *Case, rule pipeline.Cache) (map[string]*tensor.Dense, [][]pipeline.CacheRecord, error) {
 	v, err := env.Cached("wan-sampler", func() (any, func() error, error) {
 		s, err := wan.LoadOn(env.Folder.Dir, family.Options{Roles: family.AllRoles}, env.Backend)
 		if err != nil {
@@ -34,28 +41,28 @@ func fullPipeline(ctx context.Context, env *Env, c *Case) (map[string]*tensor.De
 		return s, s.Close, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s := v.(*wan.Sampler)
 	p := family.Params{NumFrames: c.IntArg("num_frames", 0), Steps: c.IntArg("num_inference_steps", 0),
 		Height: c.IntArg("height", 0), Width: c.IntArg("width", 0),
 		GuidanceScale: c.FloatArg("guidance_scale", 0), GuidanceScale2: c.FloatArg("guidance_scale_2", 0)}
 	if err := s.Validate(p); err != nil {
-		return nil, fmt.Errorf("case %s: %w", c.Name, err)
+		return nil, nil, fmt.Errorf("case %s: %w", c.Name, err)
 	}
 	var in [3]*tensor.Dense
 	for i, n := range []string{"prompt_embeds", "negative_prompt_embeds", "latents"} {
 		if in[i], err = c.Input(n); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	sc, err := s.Scheduler(p.Steps)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st, err := s.Stepper(sc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := map[string]*tensor.Dense{}
 	batch := in[2].Shape[0]
@@ -63,10 +70,21 @@ func fullPipeline(ctx context.Context, env *Env, c *Case) (map[string]*tensor.De
 	for b := range batch {
 		cond, err := s.Conditioning(family.Input{PromptEmbeds: in[0].Rows(b, b+1), NegativePromptEmbeds: in[1].Rows(b, b+1)}, wan.Guided(p))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		it.Samples = append(it.Samples, int64(b))
 		it.Cond = append(it.Cond, cond)
+	}
+	ranges := s.Folder.ExpertRanges(sc, s.Sched.NumTrainTimesteps())
+	if rule.On() {
+		var switches []int
+		if ranges[0].Len() > 0 && ranges[1].Len() > 0 {
+			switches = []int{ranges[1].Start}
+		}
+		if rule, err = rule.Resolve(p.Steps, switches); err != nil {
+			return nil, nil, fmt.Errorf("case %s: %w", c.Name, err)
+		}
+		it.Cache = pipeline.NewItemCache(rule, batch)
 	}
 	shape := it.Latent.Shape
 	st.Observe = func(_ *pipeline.Item, k int, raw *tensor.Dense, guided []float32) {
@@ -81,11 +99,10 @@ func fullPipeline(ctx context.Context, env *Env, c *Case) (map[string]*tensor.De
 		out["noise_pred_step"+key] = wan.SwapTC(&tensor.Dense{Shape: shape, Data: guided})
 	}
 	ts, sig, experts := tensor.New(p.Steps), tensor.New(p.Steps+1), tensor.New(p.Steps)
-	ranges := s.Folder.ExpertRanges(sc, s.Sched.NumTrainTimesteps())
 	for k := range p.Steps {
 		it.Step = k
 		if err := st.Step(ctx, it); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out["latents_step"+strconv.Itoa(k)] = wan.SwapTC(it.Latent)
 		ts.Data[k], sig.Data[k] = sc.Timestep(k), sc.Sigma(k)
@@ -99,19 +116,23 @@ func fullPipeline(ctx context.Context, env *Env, c *Case) (map[string]*tensor.De
 	final := wan.SwapTC(it.Latent)
 	out["latents_final"] = final
 	if out["latents_denorm"], err = s.VConfig.Denormalize(final); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var frames []*tensor.Dense
 	per := it.Latent.Len() / batch
 	for b := range batch {
 		f, err := s.Decode(ctx, &tensor.Dense{Shape: shape[1:], Data: it.Latent.Data[b*per : (b+1)*per]}, p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		frames = append(frames, channelsLast(f))
 	}
 	out["frames"] = stack(frames)
-	return out, nil
+	var logs [][]pipeline.CacheRecord
+	if it.Cache != nil {
+		logs = it.Cache.Log
+	}
+	return out, logs, nil
 }
 
 // channelsLast turns frames [F, 3, H, W] into [F, H, W, 3].

@@ -69,6 +69,17 @@ func HeadRanges(heads, size int) ([][2]int, error) {
 // these exchanges. Sequence lengths need not divide by the group size either: shards may
 // differ in size.
 func (m *Model) ForwardFrames(ctx context.Context, hidden, timestep, ehs, image *tensor.Dense, part Frames, comm Comm) (*tensor.Dense, error) {
+	return m.forwardFrames(ctx, hidden, timestep, ehs, image, part, comm, nil)
+}
+
+// ForwardFramesCached is ForwardFrames with First Block Cache (see FirstBlockCache): fb's
+// Decide sees this member's tokens of x0 and x1, and must return the same rows on every
+// member of the group (each member then runs the same exchanges).
+func (m *Model) ForwardFramesCached(ctx context.Context, hidden, timestep, ehs, image *tensor.Dense, part Frames, comm Comm, fb FirstBlockCache) (*tensor.Dense, error) {
+	return m.forwardFrames(ctx, hidden, timestep, ehs, image, part, comm, &fb)
+}
+
+func (m *Model) forwardFrames(ctx context.Context, hidden, timestep, ehs, image *tensor.Dense, part Frames, comm Comm, fb *FirstBlockCache) (*tensor.Dense, error) {
 	for i, t := range []*tensor.Dense{hidden, timestep, ehs} {
 		if t == nil {
 			return nil, fmt.Errorf("%w: input %d is nil", ErrInput, i)
@@ -123,34 +134,62 @@ func (m *Model) ForwardFrames(ctx context.Context, hidden, timestep, ehs, image 
 		return nil, fmt.Errorf("wan/transformer: cp embed: %w", err)
 	}
 	x, temb, tproj, text := e[0], e[1], e[2], e[3]
-	blockIn := []*tensor.Dense{nil, nil, tproj, text}
+	var img *tensor.Dense
 	if len(e) > 4 {
-		blockIn = append(blockIn, e[4])
+		img = e[4]
 	}
 	ex := &ulysses{ctx: ctx, comm: comm, heads: heads, headDim: d, off: off, tokens: sh.Tokens}
-	for l := range cfg.NumLayers {
-		qkv, err := progs.qkv[l].Run(x, tproj, rope[0], rope[1])
-		if err != nil {
-			return nil, fmt.Errorf("wan/transformer: cp block %d: %w", l, err)
+	// blocks runs layers [from, to) on x with the rows' tproj, text and img.
+	blocks := func(x, tproj, text, img *tensor.Dense, from, to int) (*tensor.Dense, error) {
+		blockIn := []*tensor.Dense{nil, nil, tproj, text}
+		if img != nil {
+			blockIn = append(blockIn, img)
 		}
-		full, err := ex.toHeads(qkv[0])
-		if err != nil {
-			return nil, fmt.Errorf("wan/transformer: cp block %d: %w", l, err)
+		for l := from; l < to; l++ {
+			qkv, err := progs.qkv[l].Run(x, tproj, rope[0], rope[1])
+			if err != nil {
+				return nil, fmt.Errorf("wan/transformer: cp block %d: %w", l, err)
+			}
+			full, err := ex.toHeads(qkv[0])
+			if err != nil {
+				return nil, fmt.Errorf("wan/transformer: cp block %d: %w", l, err)
+			}
+			att, err := progs.attn.Run(full)
+			if err != nil {
+				return nil, fmt.Errorf("wan/transformer: cp block %d attention: %w", l, err)
+			}
+			back, err := ex.toSequence(att[0])
+			if err != nil {
+				return nil, fmt.Errorf("wan/transformer: cp block %d: %w", l, err)
+			}
+			blockIn[0], blockIn[1] = x, back
+			out, err := progs.rest[l].Run(blockIn...)
+			if err != nil {
+				return nil, fmt.Errorf("wan/transformer: cp block %d: %w", l, err)
+			}
+			x = out[0]
 		}
-		att, err := progs.attn.Run(full)
-		if err != nil {
-			return nil, fmt.Errorf("wan/transformer: cp block %d attention: %w", l, err)
+		return x, nil
+	}
+	if fb == nil {
+		if x, err = blocks(x, tproj, text, img, 0, cfg.NumLayers); err != nil {
+			return nil, err
 		}
-		back, err := ex.toSequence(att[0])
+	} else {
+		x1, err := blocks(x, tproj, text, img, 0, 1)
 		if err != nil {
-			return nil, fmt.Errorf("wan/transformer: cp block %d: %w", l, err)
+			return nil, err
 		}
-		blockIn[0], blockIn[1] = x, back
-		out, err := progs.rest[l].Run(blockIn...)
+		x, err = remaining(x, x1, *fb, func(idx []int) (*tensor.Dense, error) {
+			var subImg *tensor.Dense
+			if img != nil {
+				subImg = gatherRows(img, idx)
+			}
+			return blocks(gatherRows(x1, idx), gatherRows(tproj, idx), gatherRows(text, idx), subImg, 1, cfg.NumLayers)
+		}, cfg.NumLayers)
 		if err != nil {
-			return nil, fmt.Errorf("wan/transformer: cp block %d: %w", l, err)
+			return nil, err
 		}
-		x = out[0]
 	}
 	out, err := progs.head.Run(x, temb, hidden)
 	if err != nil {

@@ -71,6 +71,7 @@ type Model struct {
 	// (nn.RowParallelism); rows never interact in the network.
 	rowPar int
 	cpState
+	cacheState
 }
 
 // ReadConfig reads and validates dir/config.json.
@@ -216,7 +217,7 @@ func (m *Model) WeightBytes() int64 { return m.weights.Bytes() }
 
 // Close releases the compiled graphs; the Model must not be used afterwards.
 func (m *Model) Close() error {
-	if err := errors.Join(m.prog.Close(), m.closeCP()); err != nil {
+	if err := errors.Join(m.prog.Close(), m.closeCP(), m.closeCache()); err != nil {
 		return fmt.Errorf("wan/transformer: close: %w", err)
 	}
 	return nil

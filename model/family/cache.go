@@ -1,0 +1,91 @@
+package family
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/vdpp/vdpp/pipeline"
+)
+
+// Caching is what a family's denoisers can reuse between steps (Description.Caching,
+// docs/caching.md). A family offers a mode when its denoisers implement model.StepCacher
+// (and model.FrameStepCacher for context parallelism) for it: "fbcache" needs an adaptive
+// rule (model.CacheAuto), "deepcache" DeepCache's skip branches, "static" any way of
+// reusing a call (model.CacheReuse). The zero value offers none.
+type Caching struct {
+	// Modes are the pipeline.Cache modes the denoisers run, besides "none".
+	Modes []string
+}
+
+// CacheCost is what caching costs and saves for one generation (CacheCoster): the
+// planner cuts stages by it and weighs carrying the states against dropping them.
+type CacheCost struct {
+	// ReuseFraction is a call that reuses its cache, as a fraction of a full call's
+	// cost (FLOPs): Wan's first block and output head of the whole transformer.
+	ReuseFraction float64
+	// StateBytes is one sample's state in one slot (one CFG branch of one expert): what a
+	// hand-off carries per sample and branch when the cache travels.
+	StateBytes int64
+}
+
+// CacheCoster is implemented by families that offer caching (Caching.Modes): the cost of
+// p's rule (p.Cache) on the folder dir for p's sizes, from the configs alone.
+type CacheCoster interface {
+	CacheCost(dir string, p Params) (CacheCost, error)
+}
+
+// ResolveCache checks a run's cache rule against the resolved model and a run of steps
+// steps and fills its defaults (pipeline.Cache.Resolve, with the model's denoiser
+// switches: each expert's first call computes): a mode the family does not offer is
+// refused as one line naming those it does.
+func (r Resolved) ResolveCache(c pipeline.Cache, steps int) (pipeline.Cache, error) {
+	if !c.On() {
+		return pipeline.Cache{}, nil
+	}
+	desc, err := r.Describe()
+	if err != nil {
+		return c, err
+	}
+	if !slices.Contains(desc.Caching.Modes, c.Mode) {
+		offered := "no cache"
+		if len(desc.Caching.Modes) > 0 {
+			offered = strings.Join(desc.Caching.Modes, ", ")
+		}
+		if !slices.Contains(pipeline.CacheModes, c.Mode) {
+			offered = strings.Join(pipeline.CacheModes, ", ")
+		}
+		return c, fmt.Errorf("%w: --cache %s: the %s family offers %s", pipeline.ErrCache, c.Mode, r.Family.Name(), offered)
+	}
+	switches, err := r.Switches(steps)
+	if err != nil {
+		return c, err
+	}
+	return c.Resolve(steps, switches)
+}
+
+// CacheCost returns the cost of p's cache rule on the resolved model (zero for a family
+// that offers no caching).
+func (r Resolved) CacheCost(p Params) (CacheCost, error) {
+	cc, ok := r.Family.(CacheCoster)
+	if !ok || !p.Cache.On() {
+		return CacheCost{}, nil
+	}
+	return cc.CacheCost(r.Dir, p)
+}
+
+// CachedStepCosts are the steps' costs of p's run in full steps, for cutting it into
+// stages: a static rule's reusing steps cost ReuseFraction of a full one; an adaptive
+// rule or none costs 1 per step (which calls an adaptive rule skips is known only as the
+// run goes).
+func (r Resolved) CachedStepCosts(p Params) ([]float64, error) {
+	switches, err := r.Switches(p.Steps)
+	if err != nil {
+		return nil, err
+	}
+	cost, err := r.CacheCost(p)
+	if err != nil {
+		return nil, err
+	}
+	return p.Cache.StepCosts(p.Steps, switches, cost.ReuseFraction), nil
+}
