@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/cli"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/sched"
@@ -238,32 +239,11 @@ func (o Options) WorkerArgs() []string {
 // The product is the number of processes; a --nproc that disagrees is an error.
 func (o Options) ResolveMesh() (Options, error) {
 	o.WarmupSamples = o.Warmup()
-	if o.PP == 0 && o.CFG == 0 && o.CP == 0 && o.DP == 0 {
-		if o.NProc == 0 {
-			o.NProc = 7
-		}
-		o.PP, o.CFG, o.CP, o.DP = o.NProc, 1, 1, 1
-		return o, nil
+	m, err := comm.MeshFromFlags(o.NProc, o.PP, o.CFG, o.CP, o.DP, 7)
+	if err != nil {
+		return o, badOptions("%w", err)
 	}
-	one := func(v *int) {
-		if *v == 0 {
-			*v = 1
-		}
-	}
-	one(&o.CFG)
-	one(&o.CP)
-	one(&o.DP)
-	if o.PP == 0 {
-		o.PP = 1
-		if rest := o.CFG * o.CP * o.DP; o.NProc > 0 && o.NProc%rest == 0 {
-			o.PP = o.NProc / rest
-		}
-	}
-	world := o.PP * o.CFG * o.CP * o.DP
-	if o.NProc != 0 && o.NProc != world {
-		return o, badOptions("--nproc %d but --pp %d x --cfg %d x --cp %d x --dp %d = %d processes", o.NProc, o.PP, o.CFG, o.CP, o.DP, world)
-	}
-	o.NProc = world
+	o.PP, o.CFG, o.CP, o.DP, o.NProc = m.PP, m.CFG, m.CP, m.DP, m.Size()
 	if o.CFG == 2 && !o.Guided() {
 		o.MaxGuidance = 3 // --cfg 2 means a guided run; SVD's default last-frame weight
 	}

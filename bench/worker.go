@@ -203,7 +203,7 @@ func RunWorker(ctx context.Context, o Options, env comm.Env, log *slog.Logger) e
 		TotalSteps: o.TotalSteps, NumSamples: o.NumSamples, MicroBatch: o.MicroBatch,
 		Replica: place.Replica, Replicas: place.Replicas,
 		Transport: tr, Stepper: p.stepper, Workload: p.finisher, OnEvent: rec.on, Log: log,
-		Spread: decodeSpread(o, mesh, env.Rank),
+		Spread: place.DecodeSpread(o.DecodeRanks),
 	})
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", env.Rank, err)
@@ -221,20 +221,6 @@ func RunWorker(ctx context.Context, o Options, env comm.Env, log *slog.Logger) e
 		}
 	}
 	return writeJSONFile(filepath.Join(o.RunDir, fmt.Sprintf("rank-%d.json", env.Rank)), res)
-}
-
-// decodeSpread is the spread of --decode-ranks N over rank's pipeline chain: its last stage
-// and the N-1 stages before it, the last stage first (none below 2).
-func decodeSpread(o Options, mesh comm.Mesh, rank int) pipeline.Spread {
-	chain := mesh.PPGroup(rank)
-	sp := pipeline.Spread{Last: chain[len(chain)-1]}
-	if o.DecodeRanks < 2 {
-		return sp
-	}
-	for k := len(chain) - 1; k >= len(chain)-o.DecodeRanks; k-- {
-		sp.Ranks = append(sp.Ranks, chain[k])
-	}
-	return sp
 }
 
 // startBarrier holds every rank until all of them are ready, so the ranks start their runs

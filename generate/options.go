@@ -16,6 +16,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/cli"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
@@ -66,7 +67,14 @@ type Options struct {
 	Seed             int64
 	NumSamples       int
 	MicroBatch       int
-	NProc            int
+	// NProc is the number of processes: a pipeline of NProc stages, or the product of the
+	// mesh degrees PP x CFG x CP x DP when any is given (0: the product); ResolveMesh fills
+	// them all. Plan "auto" lets the planner pick the mesh for NProc devices (Goal:
+	// throughput or latency), as `vdpp bench --plan auto` does.
+	NProc           int
+	PP, CFG, CP, DP int
+	Plan            string
+	Goal            string
 	// Out is the output folder ("": a fresh numbered folder under out/, see PrepareOut);
 	// Overwrite lets a run replace an earlier run's samples there.
 	Out       string
@@ -97,7 +105,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		MinGuidance: -1, MaxGuidance: -1, GuidanceScale: -1, MotionBucketID: -1, NoiseAugStrength: -1,
-		DecodeChunkSize: -1, Overlap: -1, NumSamples: 1, MicroBatch: 1, NProc: 1,
+		DecodeChunkSize: -1, Overlap: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Goal: "throughput",
 		Timeout: 10 * time.Minute, Progress: "auto",
 	}
 }
@@ -133,7 +141,13 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed; sample s uses the stream (seed, s)")
 	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "videos to generate")
 	fs.IntVar(&o.MicroBatch, "micro-batch", o.MicroBatch, "samples per denoiser call")
-	fs.IntVar(&o.NProc, "nproc", o.NProc, "pipeline stages, one process each")
+	fs.IntVar(&o.NProc, "nproc", o.NProc, "processes: alone, a pipeline of that many stages; with --pp --cfg --cp --dp, their product (checked)")
+	fs.IntVar(&o.PP, "pp", o.PP, "pipeline stages (mesh: pp x cfg x cp x dp processes; unset: what --nproc leaves)")
+	fs.IntVar(&o.CFG, "cfg", o.CFG, "CFG-parallel degree: 2 runs the unconditional and conditional halves of a guided run on two ranks")
+	fs.IntVar(&o.CP, "cp", o.CP, "context-parallel degree: the latent frames of a sample split over this many ranks")
+	fs.IntVar(&o.DP, "dp", o.DP, "data-parallel replicas: samples spread over this many pipelines")
+	fs.StringVar(&o.Plan, "plan", o.Plan, `"auto": the planner picks the mesh for --nproc devices, as vdpp plan does`)
+	fs.StringVar(&o.Goal, "goal", o.Goal, "planner goal for --plan auto: throughput or latency")
 	fs.StringVar(&o.Out, "out", o.Out, "output `DIR`, empty or new (default: a fresh out/run-NNN for each run)")
 	fs.BoolVar(&o.Overwrite, "overwrite", o.Overwrite, "let --out name a folder holding an earlier run: its sample folders and generate.log are removed first")
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend (default: GOMLX_BACKEND or go)")
@@ -220,18 +234,22 @@ func (o Options) Validate() error {
 		return badOptions("--num-samples %d: the number of videos must be at least 1", o.NumSamples)
 	case o.MicroBatch < 1:
 		return badOptions("--micro-batch %d: a denoiser call takes at least 1 sample", o.MicroBatch)
-	case o.NProc < 1:
+	case o.NProc < 0 || (o.NProc == 0 && o.PP+o.CFG+o.CP+o.DP == 0 && o.Plan == ""):
 		return badOptions("--nproc %d: a run needs at least 1 process (1 runs every stage here, K > 1 starts K pipeline stages)", o.NProc)
-	case o.DecodeRanks < 0 || o.DecodeRanks > o.NProc:
-		return badOptions("--decode-ranks %d must be between 0 and --nproc %d", o.DecodeRanks, o.NProc)
+	case o.Plan != "" && o.Plan != "auto":
+		return badOptions("--plan %q: only \"auto\" is known", o.Plan)
+	case o.Plan == "auto" && o.PP+o.CFG+o.CP+o.DP > 0:
+		return badOptions("--plan auto chooses --pp/--cfg/--cp/--dp itself; give only --nproc (the devices)")
+	case o.Goal != "throughput" && o.Goal != "latency":
+		return badOptions("--goal %q (want throughput or latency)", o.Goal)
+	case o.DecodeRanks < 0:
+		return badOptions("--decode-ranks %d must be at least 0", o.DecodeRanks)
 	case o.DecodeSteps < 0 || math.IsNaN(o.DecodeSteps) || math.IsInf(o.DecodeSteps, 0):
 		return badOptions("--decode-steps %v must be a finite cost >= 0", o.DecodeSteps)
 	case o.ConditionSteps < 0 || math.IsNaN(o.ConditionSteps) || math.IsInf(o.ConditionSteps, 0):
 		return badOptions("--condition-steps %v must be a finite cost >= 0", o.ConditionSteps)
 	case o.Steps < 0:
 		return badOptions("--steps %d: the number of denoising steps cannot be negative (0: the model's)", o.Steps)
-	case o.Steps > 0 && o.Steps < o.NProc:
-		return badOptions("--steps %d cannot fill --nproc %d stages: every stage needs at least one step", o.Steps, o.NProc)
 	case o.Timeout <= 0:
 		return badOptions("--timeout %v: the hand-off deadline must be positive", o.Timeout)
 	}
@@ -243,11 +261,41 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// StageExtras is each of the --nproc stages' fixed cost per item in steps, which the step
-// cut balances: the micro-batch's conditioning (--condition-steps per sample) on stage 0
-// and its decode (--decode-steps per sample) shared by the decoding stages; nil without
-// either cost.
+// StageExtras is each of the pipeline's stages' fixed cost per item in steps, which the
+// step cut balances: the micro-batch's conditioning (--condition-steps per sample) on stage
+// 0 and its decode (--decode-steps per sample) shared by the decoding stages; nil without
+// either cost. o's mesh must be resolved (ResolveMesh).
 func (o Options) StageExtras() []float64 {
 	b := float64(o.MicroBatch)
-	return pipeline.StageExtras(o.NProc, b*o.ConditionSteps, 0, b*o.DecodeSteps, o.DecodeRanks)
+	return pipeline.StageExtras(o.PP, b*o.ConditionSteps, 0, b*o.DecodeSteps, o.DecodeRanks)
 }
+
+// ResolveMesh fills the mesh from --nproc, --pp, --cfg, --cp and --dp (comm.MeshFromFlags:
+// none given, a pipeline of --nproc stages) and checks what the mesh needs: a step per
+// stage, a guided run for --cfg 2, decode ranks within the pipeline.
+func (o Options) ResolveMesh() (Options, error) {
+	m, err := comm.MeshFromFlags(o.NProc, o.PP, o.CFG, o.CP, o.DP, 1)
+	if err != nil {
+		return o, badOptions("%w", err)
+	}
+	o.PP, o.CFG, o.CP, o.DP, o.NProc = m.PP, m.CFG, m.CP, m.DP, m.Size()
+	switch {
+	case o.CFG > 2:
+		return o, badOptions("--cfg %d: classifier-free guidance has two halves (use 1 or 2)", o.CFG)
+	case o.CFG == 2 && !o.guided():
+		return o, badOptions("--cfg 2 runs the two halves of classifier-free guidance on two ranks, but this run is not guided (--max-guidance or --guidance-scale above 1)")
+	case o.Steps > 0 && o.Steps < o.PP:
+		return o, badOptions("--steps %d cannot fill %d pipeline stages: every stage needs at least one step", o.Steps, o.PP)
+	case o.DecodeRanks > o.PP:
+		return o, badOptions("--decode-ranks %d must be at most the %d pipeline stages", o.DecodeRanks, o.PP)
+	case o.DecodeRanks > 1 && (o.CFG > 1 || o.CP > 1):
+		return o, badOptions("--decode-ranks %d with --cfg %d --cp %d: a decode is spread over pp x dp meshes only", o.DecodeRanks, o.CFG, o.CP)
+	}
+	return o, nil
+}
+
+// guided reports whether the resolved options run classifier-free guidance.
+func (o Options) guided() bool { return o.MaxGuidance > 1 || o.GuidanceScale > 1 }
+
+// mesh names the options' mesh, for messages.
+func (o Options) mesh() string { return comm.Mesh{PP: o.PP, CFG: o.CFG, CP: o.CP, DP: o.DP}.String() }

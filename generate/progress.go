@@ -15,17 +15,19 @@ import (
 
 // rankProgress writes one rank's progress report (progress.Rank) to
 // --progress-dir/rank-N.json, for the launching process's display: at once when the rank's
-// phase changes, at most every writeEvery while it computes steps. A nil rankProgress
-// (no --progress-dir: a rank started by another launcher) does nothing.
+// phase changes, at most every writeEvery while it computes steps (a step inside that time
+// is written when it ends). A nil rankProgress (no --progress-dir: a rank started by
+// another launcher) does nothing.
 type rankProgress struct {
 	path string
 	// counts says this rank's steps count toward the run's total (one rank per pipeline
 	// stage of each replica does; its cfg and cp partners compute the same steps).
 	counts bool
 
-	mu   sync.Mutex
-	r    progress.Rank
-	last time.Time
+	mu      sync.Mutex
+	r       progress.Rank
+	last    time.Time
+	pending bool // a write is scheduled
 }
 
 // writeEvery bounds how often a computing rank rewrites its report.
@@ -72,8 +74,12 @@ func (p *rankProgress) event(e pipeline.Event) {
 		p.r.Steps += int64(e.Step1-e.Step0) * int64(len(e.Samples))
 	}
 	p.r.Phase, p.r.Sample, p.r.Step0, p.r.Step1 = progress.Denoising, e.Samples[0], e.Step0, e.Step1
-	if time.Since(p.last) >= writeEvery {
+	switch since := time.Since(p.last); {
+	case since >= writeEvery:
 		p.writeLocked()
+	case !p.pending:
+		p.pending = true
+		time.AfterFunc(writeEvery-since, p.write)
 	}
 }
 
@@ -92,6 +98,7 @@ func (p *rankProgress) decoded() {
 func (p *rankProgress) write() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.pending = false
 	p.writeLocked()
 }
 

@@ -50,6 +50,11 @@ type SampleReport struct {
 	Overlap              int              `json:"overlap"`
 	Blend                string           `json:"blend,omitempty"`
 	NProc                int              `json:"nproc"`
+	// PP, CFG, CP and DP are the mesh the run used (their product is NProc).
+	PP  int `json:"pp"`
+	CFG int `json:"cfg"`
+	CP  int `json:"cp"`
+	DP  int `json:"dp"`
 	Stages               []StageWeights   `json:"stages"`
 	Timings              Timings          `json:"timings_ms"`
 	Pixels               video.FrameStats `json:"pixel_stats"`

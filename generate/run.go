@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/vdpp/vdpp/bench"
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/comm"
 	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
@@ -37,8 +38,46 @@ type Runner struct {
 }
 
 // Resolve checks the inputs before anything runs and fills defaults from the checkpoint:
-// the checkpoint's configs and weight headers, the image, and the sizes.
+// the checkpoint's configs and weight headers, the image, the sizes, and the mesh (except
+// with --plan auto, whose mesh Runner.Run asks the planner for).
 func Resolve(o Options) (Options, error) {
+	o, err := resolveInputs(o)
+	if err != nil || o.Plan == "auto" {
+		return o, err // --plan auto: Runner.Run asks the planner for the mesh
+	}
+	return o.resolveMeshFor()
+}
+
+// resolveMeshFor resolves the mesh (ResolveMesh) and checks it against the video: a cp
+// rank per latent frame at least, and no cp split of temporal windows.
+func (o Options) resolveMeshFor() (Options, error) {
+	o, err := o.ResolveMesh()
+	if err != nil || o.CP == 1 {
+		return o, err
+	}
+	if o.Window > 0 && o.Window < o.NumFrames {
+		return o, badOptions("--cp %d with temporal windows (--num-frames %d over --window %d): context parallelism splits one clip's frames; use --pp or --dp", o.CP, o.NumFrames, o.Window)
+	}
+	m, err := family.Resolve(o.Model)
+	if err != nil {
+		return o, err
+	}
+	desc, err := m.Describe()
+	if err != nil {
+		return o, err
+	}
+	frames := o.NumFrames
+	if fm := desc.FrameMultiple; fm > 0 {
+		frames = (o.NumFrames-1)/fm + 1
+	}
+	if o.CP > frames {
+		return o, badOptions("--cp %d > the latent's %d frames: every cp rank needs a frame", o.CP, frames)
+	}
+	return o, nil
+}
+
+// resolveInputs checks the inputs and fills the model's defaults (Resolve without the mesh).
+func resolveInputs(o Options) (Options, error) {
 	if err := o.Validate(); err != nil {
 		return o, err
 	}
@@ -62,9 +101,6 @@ func Resolve(o Options) (Options, error) {
 		return o, err
 	}
 	o = o.withModelDefaults(desc.Defaults)
-	if o.Steps < o.NProc {
-		return o, badOptions("--steps %d (the model's) cannot fill --nproc %d stages: every stage needs at least one step", o.Steps, o.NProc)
-	}
 	if o, err = resolveWindows(o, desc); err != nil {
 		return o, err
 	}
@@ -163,6 +199,11 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 		return nil, err
 	}
 	fmt.Fprintln(say, where)
+	if o.Plan == "auto" {
+		if o, err = autoMesh(ctx, o, say); err != nil {
+			return nil, err
+		}
+	}
 	log := r.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -236,4 +277,27 @@ func finished(o Options) []string {
 		}
 	}
 	return out
+}
+
+// autoMesh asks the planner for the mesh of o's workload on --nproc devices (as `vdpp bench
+// --plan auto`: the model's step cost measured here, the hand-offs and collectives between
+// real processes), says what it chose, and returns o with that mesh.
+func autoMesh(ctx context.Context, o Options, say io.Writer) (Options, error) {
+	b := bench.DefaultOptions()
+	b.Model, b.Backend, b.Seed = o.Model, o.Backend, o.Seed
+	b.TotalSteps, b.NumFrames, b.Height, b.Width = o.Steps, o.NumFrames, o.Height, o.Width
+	b.NumSamples, b.MicroBatch, b.NProc, b.Goal = o.NumSamples, o.MicroBatch, o.NProc, o.Goal
+	b.MinGuidance, b.MaxGuidance, b.GuidanceScale = max(o.MinGuidance, 1), max(o.MaxGuidance, 1), max(o.GuidanceScale, 1)
+	b, err := b.Resolve()
+	if err != nil {
+		return o, err
+	}
+	auto, best, err := bench.AutoMesh(ctx, b, nil)
+	if err != nil {
+		return o, fmt.Errorf("generate: --plan auto: %w", err)
+	}
+	o.PP, o.CFG, o.CP, o.DP, o.NProc, o.Plan = auto.PP, auto.CFG, auto.CP, auto.DP, auto.NProc, ""
+	fmt.Fprintf(say, "generate: --plan auto (%s) on %d devices chose %s: predicted first sample %.2f s, %.3g samples/s\n",
+		o.Goal, o.NProc, o.mesh(), best.FirstSampleMS/1000, best.ThroughputPerS)
+	return o.resolveMeshFor()
 }

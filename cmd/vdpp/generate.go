@@ -19,6 +19,9 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if !fs.Given("nproc") && o.PP+o.CFG+o.CP+o.DP > 0 {
+		o.NProc = 0 // the mesh's product
+	}
 	r := newGenerateRunner(stderr)
 	dirs, err := r.Run(ctx, o)
 	for _, d := range dirs {

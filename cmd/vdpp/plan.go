@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"strings"
 
 	"github.com/vdpp/vdpp/bench"
 	"github.com/vdpp/vdpp/comm"
@@ -144,6 +145,16 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if err := plan.WriteTable(stdout, res); err != nil {
 		return err
+	}
+	if best, ok := res.Best(); ok {
+		cmds, err := f.commands(best)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nrun the best mesh (%s):\n", best.Mesh)
+		for _, c := range cmds {
+			fmt.Fprintf(stdout, "  %s\n", c)
+		}
 	}
 	if f.json == "" {
 		return nil
@@ -321,4 +332,57 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 	c.Weights.Condition = max(c.Weights.Condition, f.weights[1]+f.weights[2])
 	c.Weights.Decode = max(c.Weights.Decode, f.weights[3])
 	return c, c.Validate()
+}
+
+// commands are the command lines that run the planned workload on mesh best: vdpp
+// generate for a model that conditions and decodes (a model folder or builtin), and vdpp
+// bench for every model. Every size, the steps and the guidance are given, so each runs
+// what was planned whatever the defaults.
+func (f *planFlags) commands(best plan.Prediction) ([]string, error) {
+	m, err := resolveModel(f.modelName, f.modelDir)
+	if err != nil {
+		return nil, err
+	}
+	model := f.modelName
+	if f.modelDir != "" {
+		model = f.modelDir
+	}
+	mesh := fmt.Sprintf("--pp %d --cfg %d --cp %d --dp %d", best.PP, best.CFG, best.CP, best.DP)
+	work := fmt.Sprintf("--steps %d --num-frames %d --height %d --width %d", f.steps, f.numFrames, f.videoHeight, f.videoWidth)
+	if family.Reads(m.Family, "max_guidance") {
+		work += fmt.Sprintf(" --min-guidance %g --max-guidance %g", f.minGuidance, f.maxGuidance)
+	}
+	if family.Reads(m.Family, "guidance_scale") {
+		work += fmt.Sprintf(" --guidance-scale %g", f.guidanceScale)
+	}
+	samples := fmt.Sprintf("--num-samples %d", f.samples)
+	if f.microBatch > 1 {
+		samples += fmt.Sprintf(" --micro-batch %d", f.microBatch)
+	}
+	if f.decodeRanks > 1 {
+		samples += fmt.Sprintf(" --decode-ranks %d", f.decodeRanks)
+	}
+	var cmds []string
+	if m.Dir != "" {
+		input := "--image IMAGE.png"
+		if d, err := m.Describe(); err == nil && d.TextDim > 0 {
+			input = `--prompt "..."`
+		}
+		cmds = append(cmds, fmt.Sprintf("vdpp generate --model %s %s %s %s %s", shellQuote(model), input, mesh, work, samples))
+	}
+	bench := fmt.Sprintf("vdpp bench --model %s %s %s %s", shellQuote(model), mesh, work, samples)
+	if m.Dir == "" {
+		bench += fmt.Sprintf(" --step-ms %g", f.stepMS)
+	}
+	return append(cmds, bench), nil
+}
+
+// shellQuote quotes s for a shell when it holds anything but safe characters.
+func shellQuote(s string) string {
+	for _, r := range s {
+		if !(r == '/' || r == '.' || r == '-' || r == '_' || r == '@' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	return s
 }

@@ -69,7 +69,7 @@ func RefuseUnread(f Family, model string, knobs []Knob) error {
 		if len(owners) > 0 {
 			belongs = joinOr(owners) + " models"
 		}
-		return fmt.Errorf("--%s applies to %s; --model %s is a %s model, which does not read it", k.Flag, belongs, model, f.Name())
+		return fmt.Errorf("--%s applies to %s; --model %s is in the %s family, which does not read it", k.Flag, belongs, model, f.Name())
 	}
 	return nil
 }

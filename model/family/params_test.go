@@ -25,12 +25,12 @@ func TestReadsAndRefuseUnread(t *testing.T) {
 	}
 	knobs[1].Set = true
 	err := family.RefuseUnread(synthetic, "synthetic", knobs)
-	if want := "--guidance-scale applies to wan models; --model synthetic is a synthetic model, which does not read it"; err == nil || err.Error() != want {
+	if want := "--guidance-scale applies to wan models; --model synthetic is in the synthetic family, which does not read it"; err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 	wan, _ := family.Lookup("wan")
 	err = family.RefuseUnread(wan, "wan-dev", []family.Knob{{Flag: "motion-bucket-id", Param: "motion_bucket_id", Set: true}})
-	if err == nil || !strings.Contains(err.Error(), "--motion-bucket-id applies to svd models; --model wan-dev is a wan model") {
+	if err == nil || !strings.Contains(err.Error(), "--motion-bucket-id applies to svd models; --model wan-dev is in the wan family") {
 		t.Fatalf("got %v", err)
 	}
 }
