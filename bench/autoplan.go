@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/plan"
 )
 
 // AutoMesh asks the planner for the best mesh of o.NProc devices (default 7) for o's
-// workload and goal: the synthetic model's step cost is its --step-ms, other models are
+// workload and goal: a paced simulator's step (model.Paced) costs its --step-ms, other models are
 // measured; the all-gathers over 2..devices processes and the hand-off are measured
 // between real processes started by launch (DefaultLaunch when nil), as `vdpp plan` does. It returns o with the mesh set
 // and the planner's choice.
@@ -31,18 +32,19 @@ func AutoMesh(ctx context.Context, o Options, launch LaunchFunc) (Options, plan.
 	cal := &plan.Calibrator{}
 	latent := int64(4 * max(1, o.MicroBatch) * o.LatentFrames * o.LatentChannels * o.LatentHeight * o.LatentWidth)
 	var costs plan.Costs
-	if o.Model == "synthetic" {
+	s, st, err := openDenoiser(o)
+	if err != nil {
+		return o, plan.Prediction{}, err
+	}
+	defer s.Close()
+	if _, paced := st.ModelAt(0).(model.Paced); paced {
+		// A simulator whose step costs its --step-ms budget: nothing to measure but the link.
 		link, _, err := cal.MeasureLink(ctx, latent)
 		if err != nil {
 			return o, plan.Prediction{}, err
 		}
 		costs = plan.SyntheticCosts(o.StepMS, o.LatentFrames, link)
 	} else {
-		s, st, err := openDenoiser(o)
-		if err != nil {
-			return o, plan.Prediction{}, err
-		}
-		defer s.Close()
 		m, err := o.ResolveModel()
 		if err != nil {
 			return o, plan.Prediction{}, err

@@ -58,10 +58,14 @@ type Options struct {
 	MaxGuidance   float64
 	GuidanceScale float64
 	Timeout       time.Duration
-	JSON          string
-	Trace         string
-	SVG           string
-	Backend       string
+	// HeartbeatTimeout is how long a rank may hear nothing from another (not even a
+	// heartbeat) before the run ends, naming the lost rank and its node (0: the default,
+	// comm.DefaultHeartbeatTimeout).
+	HeartbeatTimeout time.Duration
+	JSON             string
+	Trace            string
+	SVG              string
+	Backend          string
 
 	// DecodeRanks > 0 decodes every finished latent with the model's VAE: on the last
 	// stage alone (1) or spread over the last N stages of each pipeline (N); 0 benchmarks
@@ -83,7 +87,7 @@ func DefaultOptions() Options {
 	return Options{
 		NumSamples: 60, WarmupSamples: -1, MicroBatch: 1, HiddenChannels: 32,
 		StepMS: 1, Cost: "sleep", Seed: 0, MinGuidance: 1, MaxGuidance: 1, GuidanceScale: 1, Goal: "throughput",
-		Timeout: 60 * time.Second, DecodeChunkSize: -1,
+		Timeout: 60 * time.Second, HeartbeatTimeout: comm.DefaultHeartbeatTimeout, DecodeChunkSize: -1,
 	}
 }
 
@@ -121,7 +125,8 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "SVD and simulators: guidance weight of the first frame")
 	fs.Float64Var(&o.MaxGuidance, "max-guidance", o.MaxGuidance, "SVD and simulators: guidance weight of the last frame; > 1 runs classifier-free guidance")
 	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "text-to-video models (Wan): CFG scale; > 1 runs classifier-free guidance")
-	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for every receive; a silent peer fails the run after this")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for the rendezvous and every receive, from the sender's last reported step (a peer that keeps stepping extends it to 4x its slowest step)")
+	fs.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", o.HeartbeatTimeout, "a rank silent this long (no data, no heartbeat: killed, node or link down) ends the run, named")
 	fs.StringVar(&o.JSON, "json", o.JSON, "write the report as JSON to this `FILE`")
 	fs.StringVar(&o.Trace, "trace", o.Trace, "write a Chrome trace (Perfetto) to this `FILE`")
 	fs.StringVar(&o.SVG, "svg", o.SVG, "write a Gantt chart SVG to this `FILE`")

@@ -147,8 +147,8 @@ func (r *recorder) on(e pipeline.Event) {
 // RunWorker is the body of `vdpp worker bench`: one pipeline stage of the benchmark, as one
 // rank of a launched world. It writes its timeline (and, on the last stage, the final
 // latents) under o.RunDir.
-func RunWorker(ctx context.Context, o Options, env comm.Env, log *slog.Logger) error {
-	o, err := o.Resolve()
+func RunWorker(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (err error) {
+	o, err = o.Resolve()
 	if err != nil {
 		return err
 	}
@@ -169,11 +169,12 @@ func RunWorker(ctx context.Context, o Options, env comm.Env, log *slog.Logger) e
 	if err != nil {
 		return err
 	}
-	tr, err := comm.Dial(ctx, env, comm.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, Logger: log})
+	tr, err := comm.Dial(ctx, env, comm.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, HeartbeatTimeout: o.HeartbeatTimeout, Logger: log})
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", env.Rank, err)
 	}
-	defer tr.Close()
+	// A rank that fails ends the job on every rank at once, naming itself.
+	defer func() { comm.CloseWith(tr, err) }()
 	place, err := pipeline.Place(mesh, tr)
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", env.Rank, err)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/model"
-	"github.com/vdpp/vdpp/model/synthetic"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -24,7 +23,7 @@ type NoiseWorkload struct {
 	Guidance       []float32
 	Now            func() time.Time
 	// Cond builds a sample's conditioning from its noise stream (after the latent noise was
-	// drawn); nil gives the synthetic model's per-channel vector.
+	// drawn); nil gives none (a denoiser that reads no conditioning).
 	Cond func(r *rand.Rand) model.Conditioning
 
 	mu          sync.Mutex
@@ -66,11 +65,11 @@ func (w *NoiseWorkload) Prepare(_ context.Context, group int64, samples []int64)
 		for i, v := range noise.Data {
 			dst[i] = v * w.InitNoiseSigma
 		}
+		c := model.Conditioning{}
 		if w.Cond != nil {
-			it.Cond = append(it.Cond, w.Cond(rng))
-		} else {
-			it.Cond = append(it.Cond, model.Conditioning{synthetic.CondKey: RandomTensor(rng, w.Shape[1])})
+			c = w.Cond(rng)
 		}
+		it.Cond = append(it.Cond, c)
 	}
 	return it, nil
 }

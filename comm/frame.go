@@ -36,6 +36,10 @@ import (
 //
 // Bytes 26-27 were "reserved, must be 0" before channel tags existed, so a frame of the
 // default channel (tag 0) is byte for byte what earlier builds wrote, and the version stays 1.
+//
+// A control frame is the transport's own (heartbeats, goodbye, abort), never a message: dtype
+// DTypeControl, tensor count 0, no dims, no name, no payload; its tensor index field holds
+// the control kind and its sample and step fields the kind's values.
 const (
 	frameMagic     = "VDPF"
 	FrameVersion   = 1
@@ -61,6 +65,8 @@ type DType uint8
 const (
 	DTypeNone    DType = 0
 	DTypeFloat32 DType = 1
+	// DTypeControl marks a control frame of the transport (see the layout above).
+	DTypeControl DType = 0xff
 )
 
 // Size returns the size of one element in bytes (0 for an unknown or empty type).
@@ -244,7 +250,9 @@ func readFrame(src frameSource, maxFrameSize int) (Frame, error) {
 		return Frame{}, badf("name of %d bytes, max %d", nameLen, MaxNameLen)
 	case f.Count > MaxTensors:
 		return Frame{}, badf("%d tensors, max %d", f.Count, MaxTensors)
-	case f.Count == 0 && (f.Index != 0 || f.DType != DTypeNone || ndim != 0 || nameLen != 0 || payloadLen64 != 0):
+	case f.Count == 0 && f.DType == DTypeControl && (ndim != 0 || nameLen != 0 || payloadLen64 != 0):
+		return Frame{}, badf("control frame with a tensor")
+	case f.Count == 0 && f.DType != DTypeControl && (f.Index != 0 || f.DType != DTypeNone || ndim != 0 || nameLen != 0 || payloadLen64 != 0):
 		return Frame{}, badf("empty-message frame with a tensor")
 	case f.Count > 0 && f.Index >= f.Count:
 		return Frame{}, badf("tensor index %d of %d", f.Index, f.Count)
@@ -374,6 +382,15 @@ func DecodeFrame(b []byte, maxFrameSize int) (Frame, int, error) {
 		return Frame{}, 0, err
 	}
 	return f, src.off, nil
+}
+
+// Control reports whether f is a control frame of the transport rather than part of a
+// message.
+func (f Frame) Control() bool { return f.Count == 0 && f.DType == DTypeControl }
+
+// appendControl appends a control frame of kind with its two values.
+func appendControl(dst []byte, kind controlKind, a int64, b int32) []byte {
+	return appendFrame(dst, a, b, 0, int(kind), 0, "", DTypeControl, nil, nil)
 }
 
 // Tensor returns the frame's tensor (sharing Data).

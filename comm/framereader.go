@@ -36,14 +36,37 @@ func NewFrameReader(r io.Reader, bufSize, maxFrameSize int) *FrameReader {
 // stream between frames is io.EOF; a frame cut short is io.ErrUnexpectedEOF.
 func (fr *FrameReader) ReadFrame() (Frame, error) { return readFrame(fr.src, fr.maxFrameSize) }
 
-// ReadMessage decodes the frames of the next message and assembles it. Frames out of
-// order, or disagreeing on count, sample, step or tag, wrap ErrBadFrame; io.EOF means the stream
-// ended cleanly between messages.
+// ReadMessage decodes the frames of the next message and assembles it, skipping control
+// frames between messages. Frames out of order, or disagreeing on count, sample, step or
+// tag, wrap ErrBadFrame; io.EOF means the stream ended cleanly between messages.
 func (fr *FrameReader) ReadMessage() (Message, error) {
+	for {
+		m, ctl, err := fr.next()
+		if err != nil || ctl.Kind == 0 {
+			return m, err
+		}
+	}
+}
+
+// next decodes the next message, or the next control frame (ctl.Kind != 0), which may only
+// come between messages.
+func (fr *FrameReader) next() (Message, control, error) {
 	f, err := fr.ReadFrame()
 	if err != nil {
-		return Message{}, err
+		return Message{}, control{}, err
 	}
+	if f.Control() {
+		if f.Index == 0 {
+			return Message{}, control{}, badf("control frame of kind 0")
+		}
+		return Message{}, control{Kind: controlKind(f.Index), A: f.Sample, B: f.Step}, nil
+	}
+	m, err := fr.assemble(f)
+	return m, control{}, err
+}
+
+// assemble reads the rest of the message whose first frame is f.
+func (fr *FrameReader) assemble(f Frame) (Message, error) {
 	m := Message{Sample: f.Sample, Step: f.Step, Tag: f.Tag}
 	if f.Count == 0 {
 		return m, nil
@@ -55,6 +78,9 @@ func (fr *FrameReader) ReadMessage() (Message, error) {
 	m.Tensors = append(m.Tensors, NamedTensor{Name: f.Name, Tensor: f.Tensor()})
 	for i := 1; i < f.Count; i++ {
 		g, err := fr.ReadFrame()
+		if err == nil && g.Control() {
+			return Message{}, badf("control frame inside message (sample %d, step %d, tag %d, tensor %d of %d)", f.Sample, f.Step, f.Tag, i, f.Count)
+		}
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}

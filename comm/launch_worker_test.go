@@ -34,6 +34,16 @@ func runTestWorker(mode string) int {
 		return fail(err)
 	}
 	ctx := context.Background()
+	if mode == "idle" {
+		// Join, say so, then wait on rank 0 until the world ends (liveness tests).
+		t, err := Dial(ctx, env, Options{ConnectTimeout: 20 * time.Second, RecvTimeout: time.Hour, HeartbeatTimeout: time.Second})
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Println("joined")
+		_, err = t.Recv(ctx, 0)
+		return fail(err)
+	}
 	t, err := Dial(ctx, env, Options{ConnectTimeout: 20 * time.Second, RecvTimeout: 20 * time.Second})
 	if err != nil {
 		return fail(err)

@@ -179,7 +179,7 @@ func (l *LocalTransport) RecvTag(ctx context.Context, from int, tag uint16) (Mes
 		return Message{}, err
 	}
 	b := l.w.tagged[from][l.rank].box(tag)
-	m, err := recvBox(ctx, b, l.w.opts.RecvTimeout, l.w.done[from], func() error { return peerGone(errLocalClosed) }, l.w.done[l.rank])
+	m, err := recvBox(ctx, b, l.w.opts.RecvTimeout, l.w.done[from], func() error { return peerGone(errLocalClosed) }, l.w.done[l.rank], func() error { return ErrClosed }, nil)
 	if err != nil {
 		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", l.rank, from, err)
 	}

@@ -11,6 +11,10 @@ const (
 	DefaultRecvTimeout    = 60 * time.Second
 	DefaultConnectTimeout = 120 * time.Second
 	DefaultQueueDepth     = 16
+	// DefaultHeartbeatTimeout is how long a peer may send nothing, not even a heartbeat,
+	// before it is declared lost. Heartbeats go out five times per timeout, from a goroutine
+	// of their own, so a slow step never delays them.
+	DefaultHeartbeatTimeout = 5 * time.Second
 )
 
 // Options tune a transport. The zero value gives the defaults.
@@ -31,6 +35,15 @@ type Options struct {
 	QueueDepth int
 	// MaxFrameSize bounds one frame on the wire. Default DefaultMaxFrameSize.
 	MaxFrameSize int
+	// HeartbeatTimeout is how long a TCP peer may stay silent before the world is declared
+	// broken: every rank's operations then fail with ErrPeerLost naming the lost rank and its
+	// node. Default DefaultHeartbeatTimeout; negative turns heartbeats off.
+	HeartbeatTimeout time.Duration
+}
+
+// heartbeatInterval is how often a heartbeat goes out (and the watchdog looks).
+func (o Options) heartbeatInterval() time.Duration {
+	return max(o.HeartbeatTimeout/5, 10*time.Millisecond)
 }
 
 func (o Options) withDefaults() Options {
@@ -45,6 +58,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.QueueDepth <= 0 {
 		o.QueueDepth = DefaultQueueDepth
+	}
+	if o.HeartbeatTimeout == 0 {
+		o.HeartbeatTimeout = DefaultHeartbeatTimeout
 	}
 	if o.MaxFrameSize <= 0 {
 		o.MaxFrameSize = DefaultMaxFrameSize

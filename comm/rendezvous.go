@@ -62,6 +62,9 @@ func (t *TCPTransport) connect(ctx context.Context, env Env) error {
 		}
 	}
 	if t.store, err = DialStore(ctx, env.MasterHostPort()); err != nil {
+		if t.rank != 0 {
+			err = fmt.Errorf("%w: rank 0, which hosts the rendezvous at MASTER_ADDR:MASTER_PORT, did not arrive", err)
+		}
 		return err
 	}
 	host := t.opts.ListenHost
@@ -78,11 +81,12 @@ func (t *TCPTransport) connect(ctx context.Context, env Env) error {
 			t.peers[r] = newPeer(t, r)
 		}
 	}
-	table, err := t.store.Join(ctx, t.rank, t.world, t.ln.Addr().String())
+	table, err := t.store.Join(ctx, t.rank, t.world, t.ln.Addr().String(), nodeName(t.store.LocalAddr()))
 	if err != nil {
 		return err
 	}
 	t.secret = table.Secret
+	t.nodes = table.Nodes
 	t.wg.Add(1)
 	go t.acceptLoop()
 	errs := make(chan error, t.world)
@@ -112,8 +116,18 @@ func (t *TCPTransport) connect(ctx context.Context, env Env) error {
 		select {
 		case <-t.peers[r].ready:
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for rank %d to connect: %w", r, ctxErr(ctx))
+			return fmt.Errorf("waiting for %s to connect: %w", t.describe(r), ctxErr(ctx))
 		}
+	}
+	if t.opts.HeartbeatTimeout > 0 {
+		t.mu.Lock()
+		select {
+		case <-t.closing:
+		default:
+			t.wg.Add(1)
+			go t.watchdog()
+		}
+		t.mu.Unlock()
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -30,6 +31,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	addrs   []string // by rank; "" while missing
+	nodes   []string // by rank: the node each joined from
 	joined  int
 	kv      map[string][]byte
 	changed chan struct{} // closed and replaced on every change
@@ -68,7 +70,7 @@ func NewStore(ln net.Listener, world int, logger *slog.Logger) (*Store, error) {
 	}
 	s := &Store{
 		ln: ln, world: world, secret: secret, logger: logger,
-		addrs: make([]string, world), kv: map[string][]byte{},
+		addrs: make([]string, world), nodes: make([]string, world), kv: map[string][]byte{},
 		changed: make(chan struct{}), conns: map[net.Conn]struct{}{}, closed: make(chan struct{}),
 	}
 	s.wg.Add(1)
@@ -219,24 +221,76 @@ func (s *Store) join(req storeRequest, wait time.Duration) storeResponse {
 		return storeResponse{Error: fmt.Sprintf("rank %d already joined (from %s)", req.Rank, prev)}
 	}
 	s.addrs[req.Rank] = req.Addr
+	s.nodes[req.Rank] = req.Node
 	s.joined++
 	s.notifyLocked()
 	s.mu.Unlock()
 	if err := s.waitFor(wait, func() bool { return s.joined == s.world }); err != nil {
 		s.mu.Lock()
-		var missing []int
-		for r, a := range s.addrs {
-			if a == "" {
-				missing = append(missing, r)
-			}
-		}
-		n := s.joined
+		msg := s.missingLocked()
 		s.mu.Unlock()
-		return storeResponse{Error: fmt.Sprintf("store %v; %d of %d ranks joined (missing %v)", err, n, s.world, missing), Timeout: errors.Is(err, ErrTimeout)}
+		return storeResponse{Error: fmt.Sprintf("store %v: %s", err, msg), Timeout: errors.Is(err, ErrTimeout)}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return storeResponse{Addrs: append([]string(nil), s.addrs...), Secret: s.secret}
+	return storeResponse{Addrs: append([]string(nil), s.addrs...), Nodes: append([]string(nil), s.nodes...), Secret: s.secret}
+}
+
+// missingLocked says who did not arrive, and who did, from which node: "2 of 4 ranks
+// arrived; missing ranks 2-3 (arrived: ranks 0-1 from node a, 10.0.0.1)".
+func (s *Store) missingLocked() string {
+	var missing []int
+	byNode := map[string][]int{}
+	var order []string
+	for r, a := range s.addrs {
+		if a == "" {
+			missing = append(missing, r)
+			continue
+		}
+		n := s.nodes[r]
+		if n == "" {
+			n = "?"
+		}
+		if _, ok := byNode[n]; !ok {
+			order = append(order, n)
+		}
+		byNode[n] = append(byNode[n], r)
+	}
+	var arrived []string
+	for _, n := range order {
+		arrived = append(arrived, FormatRanks(byNode[n])+" from node "+n)
+	}
+	msg := fmt.Sprintf("%d of %d ranks arrived; missing %s", s.joined, s.world, FormatRanks(missing))
+	if len(arrived) > 0 {
+		msg += " (arrived: " + strings.Join(arrived, "; ") + ")"
+	}
+	return msg
+}
+
+// FormatRanks names a sorted list of ranks compactly: "rank 3", "ranks 0-3, 6".
+func FormatRanks(ranks []int) string {
+	if len(ranks) == 0 {
+		return "no rank"
+	}
+	var parts []string
+	for i := 0; i < len(ranks); {
+		j := i
+		for j+1 < len(ranks) && ranks[j+1] == ranks[j]+1 {
+			j++
+		}
+		switch {
+		case j == i:
+			parts = append(parts, strconv.Itoa(ranks[i]))
+		default:
+			parts = append(parts, strconv.Itoa(ranks[i])+"-"+strconv.Itoa(ranks[j]))
+		}
+		i = j + 1
+	}
+	word := "ranks "
+	if len(ranks) == 1 {
+		word = "rank "
+	}
+	return word + strings.Join(parts, ", ")
 }
 
 func (s *Store) notifyLocked() {

@@ -46,7 +46,7 @@ func TestStoreJoin(t *testing.T) {
 	var wg sync.WaitGroup
 	for r := range world {
 		wg.Go(func() {
-			tables[r], errs[r] = dialStore(t, s).Join(ctx, r, world, fmt.Sprintf("h:%d", r))
+			tables[r], errs[r] = dialStore(t, s).Join(ctx, r, world, fmt.Sprintf("h:%d", r), fmt.Sprintf("node%d", r))
 		})
 	}
 	wg.Wait()
@@ -58,14 +58,14 @@ func TestStoreJoin(t *testing.T) {
 			t.Fatalf("rank %d got secret %x, rank 0 %x", r, tables[r].Secret, tables[0].Secret)
 		}
 		for i, a := range tables[r].Addrs {
-			if a != fmt.Sprintf("h:%d", i) {
-				t.Fatalf("rank %d table %v", r, tables[r].Addrs)
+			if a != fmt.Sprintf("h:%d", i) || tables[r].Nodes[i] != fmt.Sprintf("node%d", i) {
+				t.Fatalf("rank %d table %v %v", r, tables[r].Addrs, tables[r].Nodes)
 			}
 		}
 	}
 	// Another store has another secret.
 	s2 := startStore(t, 1)
-	tb, err := dialStore(t, s2).Join(ctx, 0, 1, "x:1")
+	tb, err := dialStore(t, s2).Join(ctx, 0, 1, "x:1", "")
 	if err != nil || string(tb.Secret) == string(tables[0].Secret) {
 		t.Fatalf("second store: %v, same secret %v", err, string(tb.Secret) == string(tables[0].Secret))
 	}
@@ -77,7 +77,7 @@ func TestStoreJoinRejects(t *testing.T) {
 	defer cancel()
 	first := make(chan error, 1)
 	go func() {
-		_, err := dialStore(t, s).Join(short, 0, 2, "a:1")
+		_, err := dialStore(t, s).Join(short, 0, 2, "a:1", "a")
 		first <- err
 	}()
 	time.Sleep(50 * time.Millisecond)
@@ -95,7 +95,7 @@ func TestStoreJoinRejects(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := dialStore(t, s).Join(context.Background(), tc.rank, tc.world, tc.addr)
+			_, err := dialStore(t, s).Join(context.Background(), tc.rank, tc.world, tc.addr, "")
 			if !errors.Is(err, ErrStore) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want ErrStore containing %q", err, tc.want)
 			}
@@ -103,7 +103,7 @@ func TestStoreJoinRejects(t *testing.T) {
 	}
 	// Rank 0 waits in vain: a timeout that names the missing rank.
 	err := <-first
-	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "missing [1]") {
+	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "1 of 2 ranks arrived; missing rank 1 (arrived: rank 0 from node a)") {
 		t.Fatalf("lonely join: %v", err)
 	}
 }
@@ -118,8 +118,8 @@ func TestStoreKV(t *testing.T) {
 		t.Fatalf("set before join: %v, want ErrStore", err)
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { a.Join(ctx, 0, 2, "a:1") })
-	if _, err := b.Join(ctx, 1, 2, "b:1"); err != nil {
+	wg.Go(func() { a.Join(ctx, 0, 2, "a:1", "") })
+	if _, err := b.Join(ctx, 1, 2, "b:1", ""); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
@@ -179,7 +179,23 @@ func TestStoreRejectsOversizedRequest(t *testing.T) {
 	defer cancel()
 	// A length prefix far beyond the limit: the store hangs up instead of allocating.
 	c.conn.Write([]byte{0xff, 0xff, 0xff, 0xff})
-	if _, err := c.Join(ctx, 0, 1, "a:1"); err == nil {
+	if _, err := c.Join(ctx, 0, 1, "a:1", ""); err == nil {
 		t.Fatal("join on a connection the store dropped succeeded")
+	}
+}
+
+func TestFormatRanks(t *testing.T) {
+	for _, tc := range []struct {
+		ranks []int
+		want  string
+	}{
+		{nil, "no rank"},
+		{[]int{3}, "rank 3"},
+		{[]int{0, 1, 2, 3}, "ranks 0-3"},
+		{[]int{0, 2, 3, 4, 7}, "ranks 0, 2-4, 7"},
+	} {
+		if got := FormatRanks(tc.ranks); got != tc.want {
+			t.Errorf("FormatRanks(%v) = %q, want %q", tc.ranks, got, tc.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,11 +19,20 @@ type StoreClient struct {
 	r      *bufio.Reader
 	secret []byte
 	broken error
+	// ended, when set, is why the world ended (abort): requests fail with it.
+	ended atomic.Pointer[error]
 }
 
-// Table is the result of a join: every rank's data address and the run's secret.
+// abort fails the pending request and every later one with err.
+func (c *StoreClient) abort(err error) {
+	c.ended.CompareAndSwap(nil, &err)
+	c.conn.Close()
+}
+
+// Table is the result of a join: every rank's data address and node, and the run's secret.
 type Table struct {
 	Addrs  []string
+	Nodes  []string
 	Secret []byte
 }
 
@@ -69,6 +79,9 @@ func (c *StoreClient) Close() error { return c.conn.Close() }
 func (c *StoreClient) do(ctx context.Context, req storeRequest) (storeResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if e := c.ended.Load(); e != nil {
+		return storeResponse{}, *e
+	}
 	if c.broken != nil {
 		return storeResponse{}, c.broken
 	}
@@ -103,6 +116,9 @@ func (c *StoreClient) do(ctx context.Context, req storeRequest) (storeResponse, 
 		if ctx.Err() == context.Canceled {
 			err = ctx.Err()
 		}
+		if e := c.ended.Load(); e != nil {
+			err = *e
+		}
 		c.broken = fmt.Errorf("comm: store connection: %w", err)
 		c.conn.Close()
 		return storeResponse{}, c.broken
@@ -117,9 +133,10 @@ func (c *StoreClient) do(ctx context.Context, req storeRequest) (storeResponse, 
 }
 
 // Join registers rank with its data address and waits until every rank of world has
-// joined; it returns the address table and the run's secret.
-func (c *StoreClient) Join(ctx context.Context, rank, world int, addr string) (Table, error) {
-	resp, err := c.do(ctx, storeRequest{Op: opJoin, Rank: rank, World: world, Addr: addr})
+// joined; it returns the address table and the run's secret. The node is how the others
+// name this rank's machine in errors.
+func (c *StoreClient) Join(ctx context.Context, rank, world int, addr, node string) (Table, error) {
+	resp, err := c.do(ctx, storeRequest{Op: opJoin, Rank: rank, World: world, Addr: addr, Node: node})
 	if err != nil {
 		return Table{}, fmt.Errorf("comm: join as rank %d of %d: %w", rank, world, err)
 	}
@@ -129,7 +146,11 @@ func (c *StoreClient) Join(ctx context.Context, rank, world int, addr string) (T
 	c.mu.Lock()
 	c.secret = resp.Secret
 	c.mu.Unlock()
-	return Table{Addrs: resp.Addrs, Secret: resp.Secret}, nil
+	nodes := resp.Nodes
+	if len(nodes) != world {
+		nodes = make([]string, world)
+	}
+	return Table{Addrs: resp.Addrs, Nodes: nodes, Secret: resp.Secret}, nil
 }
 
 // Set stores value under key.

@@ -29,6 +29,7 @@ type storeRequest struct {
 	Rank      int    `json:"rank,omitempty"`
 	World     int    `json:"world,omitempty"`
 	Addr      string `json:"addr,omitempty"`
+	Node      string `json:"node,omitempty"`
 	Secret    []byte `json:"secret,omitempty"`
 	Key       string `json:"key,omitempty"`
 	Value     []byte `json:"value,omitempty"`
@@ -40,6 +41,7 @@ type storeRequest struct {
 type storeResponse struct {
 	Error  string   `json:"error,omitempty"`
 	Addrs  []string `json:"addrs,omitempty"`
+	Nodes  []string `json:"nodes,omitempty"`
 	Secret []byte   `json:"secret,omitempty"`
 	Value  []byte   `json:"value,omitempty"`
 	Found  bool     `json:"found,omitempty"`

@@ -73,12 +73,15 @@ func (mb *mailboxes) box(tag uint16) *mailbox {
 
 // recvBox waits for the next message of b. When dead closes, what is already queued is
 // still delivered, then deadErr() is returned; closing (the local transport closed) gives
-// ErrClosed; the wait is bounded by ctx and limit as every receive is. The error is bare:
+// closedErr(); the wait is bounded by ctx and limit as every receive is, and when limit
+// runs out, extend (when not nil) may lengthen it (the peer's progress). The error is bare:
 // the caller adds the ranks.
-func recvBox(ctx context.Context, b *mailbox, limit time.Duration, dead <-chan struct{}, deadErr func() error, closing <-chan struct{}) (Message, error) {
+func recvBox(ctx context.Context, b *mailbox, limit time.Duration, dead <-chan struct{}, deadErr func() error,
+	closing <-chan struct{}, closedErr func() error, extend func(start time.Time, limit time.Duration) (time.Duration, bool)) (Message, error) {
 	if m, ok := b.take(); ok {
 		return m, nil
 	}
+	start := time.Now()
 	wait, byCtx := waitBound(ctx, limit)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -94,10 +97,16 @@ func recvBox(ctx context.Context, b *mailbox, limit time.Duration, dead <-chan s
 			}
 			return Message{}, deadErr()
 		case <-closing:
-			return Message{}, ErrClosed
+			return Message{}, closedErr()
 		case <-ctx.Done():
 			return Message{}, waitError(ctx, wait, byCtx)
 		case <-timer.C:
+			if extend != nil && !byCtx {
+				if more, ok := extend(start, wait); ok {
+					timer.Reset(more)
+					continue
+				}
+			}
 			return Message{}, waitError(ctx, wait, byCtx)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,6 +31,11 @@ type TCPTransport struct {
 
 	mu      sync.Mutex
 	pending map[net.Conn]struct{} // handshakes in progress
+
+	nodes     []string               // by rank: "host, ip" (from the rendezvous)
+	progress  atomic.Int64           // units of work done (Progress)
+	longestMS atomic.Int32           // the longest of them
+	end       atomic.Pointer[ending] // set when the world ended early (a lost or failed rank)
 }
 
 var _ TaggedTransport = (*TCPTransport)(nil)
@@ -65,12 +71,12 @@ func (t *TCPTransport) Send(ctx context.Context, to int, m Message) error {
 	// with both ready would pick either at random.
 	select {
 	case <-t.closing:
-		return fmt.Errorf("rank %d: send to rank %d: %w", t.rank, to, ErrClosed)
+		return fmt.Errorf("rank %d: send to rank %d: %w", t.rank, to, t.closedErr())
 	default:
 	}
 	select {
 	case <-p.dead:
-		return fmt.Errorf("rank %d: send to rank %d: %w", t.rank, to, p.err)
+		return fmt.Errorf("rank %d: send to rank %d: %w", t.rank, to, t.linkErr(p))
 	default:
 	}
 	var buf []byte
@@ -87,22 +93,29 @@ func (t *TCPTransport) Send(ctx context.Context, to int, m Message) error {
 		return nil
 	default:
 	}
+	start := time.Now()
 	wait, byCtx := waitBound(ctx, t.opts.RecvTimeout)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	select {
-	case p.sendq <- buf:
-		return nil
-	case <-p.dead:
-		err = p.err
-	case <-t.closing:
-		err = ErrClosed
-	case <-ctx.Done():
-		err = waitError(ctx, wait, byCtx)
-	case <-timer.C:
-		err = waitError(ctx, wait, byCtx)
+	for {
+		select {
+		case p.sendq <- buf:
+			return nil
+		case <-p.dead:
+			err = t.linkErr(p)
+		case <-t.closing:
+			err = t.closedErr()
+		case <-ctx.Done():
+			err = waitError(ctx, wait, byCtx)
+		case <-timer.C:
+			if more, ok := p.extendWait(start, wait); ok && !byCtx {
+				timer.Reset(more)
+				continue
+			}
+			err = waitError(ctx, wait, byCtx)
+		}
+		return fmt.Errorf("rank %d: send to rank %d: %w", t.rank, to, err)
 	}
-	return fmt.Errorf("rank %d: send to rank %d: %w", t.rank, to, err)
 }
 
 // Recv returns the next message from rank from. Messages that arrived before the peer
@@ -114,7 +127,7 @@ func (t *TCPTransport) Recv(ctx context.Context, from int) (Message, error) {
 	}
 	select {
 	case <-t.closing:
-		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, ErrClosed)
+		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, t.closedErr())
 	default:
 	}
 	select {
@@ -122,27 +135,34 @@ func (t *TCPTransport) Recv(ctx context.Context, from int) (Message, error) {
 		return m, nil
 	default:
 	}
+	start := time.Now()
 	wait, byCtx := waitBound(ctx, t.opts.RecvTimeout)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	select {
-	case m := <-p.recvq:
-		return m, nil
-	case <-p.dead:
+	for {
 		select {
 		case m := <-p.recvq:
 			return m, nil
-		default:
+		case <-p.dead:
+			select {
+			case m := <-p.recvq:
+				return m, nil
+			default:
+			}
+			err = t.linkErr(p)
+		case <-t.closing:
+			err = t.closedErr()
+		case <-ctx.Done():
+			err = waitError(ctx, wait, byCtx)
+		case <-timer.C:
+			if more, ok := p.extendWait(start, wait); ok && !byCtx {
+				timer.Reset(more)
+				continue
+			}
+			err = waitError(ctx, wait, byCtx)
 		}
-		err = p.err
-	case <-t.closing:
-		err = ErrClosed
-	case <-ctx.Done():
-		err = waitError(ctx, wait, byCtx)
-	case <-timer.C:
-		err = waitError(ctx, wait, byCtx)
+		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, err)
 	}
-	return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, err)
 }
 
 // RecvTag returns the next message of channel tag from rank from (tag 0 is Recv).
@@ -157,10 +177,10 @@ func (t *TCPTransport) RecvTag(ctx context.Context, from int, tag uint16) (Messa
 	}
 	select {
 	case <-t.closing:
-		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, ErrClosed)
+		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, t.closedErr())
 	default:
 	}
-	m, err := recvBox(ctx, p.boxes.box(tag), t.opts.RecvTimeout, p.dead, func() error { return p.err }, t.closing)
+	m, err := recvBox(ctx, p.boxes.box(tag), t.opts.RecvTimeout, p.dead, func() error { return t.linkErr(p) }, t.closing, t.closedErr, p.extendWait)
 	if err != nil {
 		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, err)
 	}

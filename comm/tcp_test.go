@@ -189,7 +189,8 @@ func TestTCPPeerResetIsPrompt(t *testing.T) {
 	start := time.Now()
 	select {
 	case err := <-got:
-		if !errors.Is(err, ErrPeerGone) || !strings.HasPrefix(err.Error(), "rank 1: recv from rank 0: comm: peer gone") {
+		if !errors.Is(err, ErrPeerGone) || !errors.Is(err, ErrPeerLost) || !strings.HasPrefix(err.Error(), "rank 1: recv from rank 0: comm: lost rank 0 (node ") ||
+			!strings.HasSuffix(err.Error(), "its connection was reset (process ended or killed)") {
 			t.Fatalf("err = %v", err)
 		}
 		if d := time.Since(start); d > 2*time.Second {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -34,6 +36,13 @@ type tcpPeer struct {
 
 	mu   sync.Mutex
 	conn net.Conn
+
+	lastRead   atomic.Int64 // unix ns when bytes last arrived
+	delivering atomic.Bool  // the reader waits for room in recvq (not for the peer)
+	goodbye    atomic.Bool  // the peer closes on purpose: its end of stream is no loss
+	progress   atomic.Int64 // the peer's units of work, from its heartbeats
+	progressAt atomic.Int64 // unix ns when progress last changed
+	longestMS  atomic.Int32 // the peer's longest unit of work
 }
 
 func newPeer(t *TCPTransport, rank int) *tcpPeer {
@@ -67,6 +76,7 @@ func (p *tcpPeer) attach(c net.Conn) bool {
 		tc.SetNoDelay(true)
 	}
 	p.conn = c
+	p.lastRead.Store(time.Now().UnixNano())
 	t.writers.Add(1)
 	go p.writeLoop(c)
 	t.wg.Add(1)
@@ -115,22 +125,46 @@ func (p *tcpPeer) setWriteDeadline(d time.Time) {
 	}
 }
 
-// writeLoop writes queued messages, batching whatever is queued into one writev. On Close
-// it writes what is still queued, half-closes the connection and stops.
+// writeLoop writes queued messages, batching whatever is queued into one writev, and a
+// heartbeat whenever the heartbeat interval passes. On Close it writes what is still
+// queued, then a goodbye, and half-closes the connection; when the world ended early it
+// writes an abort frame instead, at once.
 func (p *tcpPeer) writeLoop(c net.Conn) {
 	defer p.t.writers.Done()
 	held := make([][]byte, 0, maxWriteBatch)
 	backing := make(net.Buffers, 0, maxWriteBatch)
+	var beat <-chan time.Time
+	if p.t.opts.HeartbeatTimeout > 0 {
+		tick := time.NewTicker(p.t.opts.heartbeatInterval())
+		defer tick.Stop()
+		beat = tick.C
+	}
+	ctl := make([]byte, 0, FrameLen(0, 0, 0))
 	for {
 		closing := false
 		select {
 		case b := <-p.sendq:
 			held = append(held[:0], b)
+		case <-beat:
+			if p.goodbye.Load() {
+				continue // the peer is closing: nothing more to tell it
+			}
+			ctl = appendControl(ctl[:0], ctlHeartbeat, p.t.progress.Load(), p.t.longestMS.Load())
+			if _, err := c.Write(ctl); err != nil {
+				return // the reader sees the broken link too, and says how it ended
+			}
+			continue
 		case <-p.dead:
 			return
 		case <-p.t.closing:
 			closing = true
 			held = held[:0]
+		}
+		if closing {
+			if e := p.t.end.Load(); e != nil {
+				c.Write(appendControl(ctl[:0], ctlAbort, e.origin, e.reason))
+				return
+			}
 		}
 	gather:
 		for len(held) < maxWriteBatch {
@@ -154,10 +188,12 @@ func (p *tcpPeer) writeLoop(c net.Conn) {
 			held[i] = nil
 		}
 		if err != nil {
-			p.fail(peerGone(err))
+			// The reader sees the broken link too, and tells a goodbye from a loss. Sends
+			// wait for that (p.dead), not for this writer.
 			return
 		}
 		if closing && len(held) < maxWriteBatch {
+			c.Write(appendControl(ctl[:0], ctlGoodbye, 0, 0))
 			if tc, ok := c.(*net.TCPConn); ok {
 				tc.CloseWrite()
 			}
@@ -168,25 +204,56 @@ func (p *tcpPeer) writeLoop(c net.Conn) {
 
 // readLoop decodes messages into the peer's queues until the connection fails: tagged
 // messages into their mailbox at once, default-channel ones into recvq, waiting while it is
-// full (which holds back the sender: back-pressure).
+// full (which holds back the sender: back-pressure). Control frames are the link's own:
+// heartbeats (progress), goodbye, abort. The end of the stream without a goodbye, or a
+// broken connection, is a lost peer.
 func (p *tcpPeer) readLoop(c net.Conn) {
 	defer p.t.wg.Done()
-	fr := NewFrameReader(c, tcpReadBuffer, p.t.opts.MaxFrameSize)
+	fr := NewFrameReader(liveConn{c, &p.lastRead}, tcpReadBuffer, p.t.opts.MaxFrameSize)
 	for {
-		m, err := fr.ReadMessage()
+		m, ctl, err := fr.next()
 		if err != nil {
 			select {
 			case <-p.t.closed:
 				p.fail(ErrClosed)
 			default:
-				p.fail(peerGone(err))
+				switch {
+				case p.goodbye.Load():
+					p.fail(peerGone(err))
+				case errors.Is(err, io.EOF):
+					p.lost("its connection closed without a goodbye (process ended or killed)", err)
+				case errors.Is(err, syscall.ECONNRESET):
+					p.lost("its connection was reset (process ended or killed)", err)
+				default:
+					p.lost(err.Error(), err)
+				}
 			}
 			return
+		}
+		switch ctl.Kind {
+		case 0:
+		case ctlHeartbeat:
+			p.heard(ctl)
+			continue
+		case ctlGoodbye:
+			p.goodbye.Store(true)
+			continue
+		case ctlAbort:
+			p.reportedAbort(ctl)
+			return
+		default:
+			continue // a kind from a later build: ignored
 		}
 		if m.Tag != 0 {
 			p.boxes.box(m.Tag).put(m)
 			continue
 		}
+		select {
+		case p.recvq <- m:
+			continue
+		default:
+		}
+		p.delivering.Store(true)
 		select {
 		case p.recvq <- m:
 		case <-p.dead:
@@ -195,5 +262,7 @@ func (p *tcpPeer) readLoop(c net.Conn) {
 			p.fail(ErrClosed)
 			return
 		}
+		p.lastRead.Store(time.Now().UnixNano())
+		p.delivering.Store(false)
 	}
 }

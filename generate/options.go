@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/internal/cacheflag"
 	"github.com/vdpp/vdpp/internal/cli"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
@@ -81,7 +82,11 @@ type Options struct {
 	Overwrite bool
 	Backend   string
 	Timeout   time.Duration
-	Progress  string // "auto", "bar" or "plain"
+	// HeartbeatTimeout is how long a rank may hear nothing from another (not even a
+	// heartbeat) before the job ends, naming the lost rank and its node (0: the default,
+	// comm.DefaultHeartbeatTimeout).
+	HeartbeatTimeout time.Duration
+	Progress         string // "auto", "bar" or "plain"
 	// Quiet shows no progress and sends the logs to OUT/generate.log: only errors and
 	// the sample folders are printed.
 	Quiet bool
@@ -98,6 +103,8 @@ type Options struct {
 	// ConditionSteps is one sample's conditioning cost (image or text encoder, stage 0) in
 	// denoising steps, balanced on the first stage the same way; 0 leaves it out.
 	ConditionSteps float64
+	// Cache is the step cache (--cache and its flags, docs/caching.md).
+	Cache cacheflag.Flags
 }
 
 // DefaultOptions mirrors the pipeline's defaults; sizes, frames and steps left at 0 come from
@@ -106,7 +113,7 @@ func DefaultOptions() Options {
 	return Options{
 		MinGuidance: -1, MaxGuidance: -1, GuidanceScale: -1, MotionBucketID: -1, NoiseAugStrength: -1,
 		DecodeChunkSize: -1, Overlap: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Goal: "throughput",
-		Timeout: 10 * time.Minute, Progress: "auto",
+		Timeout: 10 * time.Minute, HeartbeatTimeout: comm.DefaultHeartbeatTimeout, Progress: "auto", Cache: cacheflag.Default(),
 	}
 }
 
@@ -151,11 +158,13 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.Out, "out", o.Out, "output `DIR`, empty or new (default: a fresh out/run-NNN for each run)")
 	fs.BoolVar(&o.Overwrite, "overwrite", o.Overwrite, "let --out name a folder holding an earlier run: its sample folders and generate.log are removed first")
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend (default: GOMLX_BACKEND or go)")
-	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for every hand-off between stages")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for every hand-off between stages, from the sender's last reported step (a peer that keeps stepping extends it to 4x its slowest step)")
+	fs.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", o.HeartbeatTimeout, "a rank silent this long (no data, no heartbeat: killed, node or link down) ends the job, named")
 	fs.StringVar(&o.Progress, "progress", o.Progress, "progress display: auto (a bar on a terminal, else a plain line every 10 s and per sample), bar or plain")
 	fs.BoolVar(&o.Quiet, "quiet", o.Quiet, "no progress display; logs go to OUT/generate.log; only errors and the sample folders are printed")
 	fs.StringVar(&o.ProgressDir, "progress-dir", o.ProgressDir, "internal: where each rank writes its progress report")
 	fs.Hide("progress-dir")
+	o.Cache.Register(fs.FlagSet)
 }
 
 // WorkerArgs renders the options as the flags of `vdpp worker generate`: every flag of
@@ -257,6 +266,9 @@ func (o Options) Validate() error {
 	case "auto", "bar", "plain":
 	default:
 		return badOptions("--progress %q (want auto, bar or plain)", o.Progress)
+	}
+	if _, err := o.Cache.Rule(); err != nil {
+		return badOptions("%w", err)
 	}
 	return nil
 }

@@ -26,14 +26,14 @@ import (
 // rank env.Rank of a launched world, its place in the pp x cfg x cp x dp mesh (a pipeline
 // stage of one replica; a cfg or cp member computes its share of every step of its stage).
 // o must already hold resolved defaults (see Resolve).
-func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) error {
+func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (err error) {
 	if err := o.Validate(); err != nil {
 		return err
 	}
 	if o.Steps == 0 || o.Out == "" {
 		return badOptions("--steps %d --out %q: RunRank needs resolved options (Resolve, PrepareOut)", o.Steps, o.Out)
 	}
-	o, err := o.ResolveMesh()
+	o, err = o.ResolveMesh()
 	if err != nil {
 		return err
 	}
@@ -55,9 +55,16 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 		return err
 	}
 	o = o.withModelDefaults(desc.Defaults)
+	pr := params(o)
+	if pr.Cache, err = o.Cache.Rule(); err != nil {
+		return err
+	}
+	if pr.Cache, err = m.ResolveCache(pr.Cache, o.Steps); err != nil {
+		return err
+	}
 	// A stage boundary at every denoiser switch (Wan 2.2's experts): each stage then loads
-	// only the expert its steps use.
-	plan, err := m.StagePlan(o.Steps, o.PP, o.StageExtras())
+	// only the expert its steps use. A static step cache cuts by computed work.
+	plan, err := m.StagePlanFor(pr, o.PP, o.StageExtras())
 	if err != nil {
 		return err
 	}
@@ -88,11 +95,12 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 	var barrier func() error
 	place := pipeline.PlaceAlone()
 	if o.NProc > 1 {
-		t, err := comm.DialTCP(ctx, env, comm.Options{RecvTimeout: o.Timeout, Logger: log})
+		t, err := comm.DialTCP(ctx, env, comm.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, HeartbeatTimeout: o.HeartbeatTimeout, Logger: log})
 		if err != nil {
 			return err
 		}
-		defer t.Close()
+		// A rank that fails ends the job on every rank at once, naming itself.
+		defer func() { comm.CloseWith(t, err) }()
 		tr, store = t, t.Store()
 		if place, err = pipeline.Place(mesh, t); err != nil {
 			return fmt.Errorf("rank %d: %w", env.Rank, err)
@@ -128,7 +136,6 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 	if env.Rank == 0 {
 		log.Info("stage plan", "mesh", mesh.String(), "plan", pipeline.FormatPlan(plan))
 	}
-	pr := params(o)
 	sc, err := p.Scheduler(pr.Steps)
 	if err != nil {
 		return err
@@ -140,7 +147,16 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) err
 	if err := place.Configure(stepper, p.LatentShape(pr)[0]); err != nil {
 		return fmt.Errorf("rank %d: %w", env.Rank, err)
 	}
-	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log, prog: prog, ended: map[int64]time.Time{}}
+	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log, prog: prog, ended: map[int64]time.Time{}, caches: map[int64]*pipeline.CacheSummary{}}
+	if last && pr.Cache.On() {
+		// The last stage keeps each sample's cache records for its report as its last
+		// step ends (the decode may run on other ranks, away from the item).
+		stepper.Observe = func(it *pipeline.Item, k int, _ *tensor.Dense, _ []float32) {
+			if k == o.Steps-1 && it.Cache != nil {
+				w.cached(it)
+			}
+		}
+	}
 	var work pipeline.Workload = w
 	if last && !records {
 		work = noFinish{w} // the recording member of this stage writes the samples
@@ -273,8 +289,19 @@ type workload struct {
 
 	stages []StageWeights
 
-	mu    sync.Mutex
-	ended map[int64]time.Time // last stage: when each sample's last step ended
+	mu     sync.Mutex
+	ended  map[int64]time.Time // last stage: when each sample's last step ended
+	caches map[int64]*pipeline.CacheSummary
+}
+
+// cached records the step cache of the samples of an item that ran its last step.
+func (w *workload) cached(it *pipeline.Item) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for r, s := range it.Samples {
+		sum := pipeline.Summarize(w.pr.Cache, slices.Clone(it.Cache.Log[r]))
+		w.caches[s] = &sum
+	}
 }
 
 // diffused records when samples finished their last step.
@@ -330,7 +357,7 @@ func (w *workload) Prepare(ctx context.Context, group int64, samples []int64) (*
 		}
 		if it == nil {
 			it = &pipeline.Item{Group: group, Samples: samples, Guidance: one.Guidance, Windows: w.windows,
-				Latent: tensor.New(append([]int{len(samples)}, one.Latent.Shape[1:]...)...)}
+				Latent: tensor.New(append([]int{len(samples)}, one.Latent.Shape[1:]...)...), Cache: pipeline.NewItemCache(w.pr.Cache, len(samples))}
 		}
 		per := one.Latent.Len()
 		copy(it.Latent.Data[r*per:(r+1)*per], one.Latent.Data)
@@ -429,6 +456,9 @@ func (w *workload) writeSample(ctx context.Context, s int64, t0 time.Time, decod
 		Timings: Timings{LoadMS: loadMS, ConditioningMS: ct.ConditioningMS, DiffusionMS: ms(t0.Sub(time.Unix(0, started))), DecodeMS: decodeMS},
 		Pixels:  out.stats.Stats(), Files: files, MP4: enc,
 	}
+	w.mu.Lock()
+	rep.Cache = w.caches[s]
+	w.mu.Unlock()
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err

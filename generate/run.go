@@ -122,6 +122,8 @@ func resolveInputs(o Options) (Options, error) {
 	switch {
 	case o.VAETile < -1:
 		return o, badOptions("--vae-tile %d (0: off, -1: the VAE's sample_size)", o.VAETile)
+	case o.VAETile != 0 && !desc.VAETiling:
+		return o, badOptions("--vae-tile: the %s family's VAE does not tile", m.Family.Name())
 	case o.VAETile > 0 && o.VAETile%(4*f) != 0:
 		// Tiles advance by three quarters of a tile, which must be whole latent pixels.
 		return o, badOptions("--vae-tile %d must be a multiple of %d (4 × the VAE's factor %d)", o.VAETile, 4*f, f)
@@ -131,6 +133,13 @@ func resolveInputs(o Options) (Options, error) {
 	}
 	if fm := desc.FrameMultiple; fm > 0 && (o.NumFrames-1)%fm != 0 {
 		return o, badOptions("--num-frames %d: the model's causal VAE takes 1 + %dk frames (e.g. %d or %d)", o.NumFrames, fm, (o.NumFrames-1)/fm*fm+1, ((o.NumFrames-1)/fm+1)*fm+1)
+	}
+	rule, err := o.Cache.Rule()
+	if err == nil {
+		_, err = m.ResolveCache(rule, o.Steps)
+	}
+	if err != nil {
+		return o, badOptions("%w", err)
 	}
 	if desc.TextDim > 0 {
 		return resolveText(o, m, desc)

@@ -1,6 +1,8 @@
 // Package model defines what the engine calls: the Denoiser (one network evaluation per
-// denoising step on a batch of rows) and the conditioning it needs, plus a registry that
-// maps a model name ("synthetic", "dummy", "svd", ...) to a constructor.
+// denoising step on a batch of rows) and the conditioning it needs. Which models exist is
+// the family registry's (package model/family): a model family supplies its denoiser
+// through its Sampler; the simulator denoisers are families of their own
+// (family.Denoisers).
 //
 // Contract: the model packages know nothing about ranks, stages or transports. Latents use
 // SVD's layout [N, T, C, H, W] (rows, frames, channels, height, width). A Denoiser must be
@@ -11,17 +13,11 @@ package model
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sort"
-	"sync"
 	"time"
 
 	"github.com/vdpp/vdpp/tensor"
 )
-
-// ErrUnknownModel is returned by New for a name nobody registered.
-var ErrUnknownModel = errors.New("model: unknown model")
 
 // Conditioning holds the per-sample tensors computed once (on pipeline stage 0) and handed
 // along with the latent: for SVD the image embedding, the image latents and the added time
@@ -90,6 +86,13 @@ type Paced interface {
 	Pace(start time.Time, rows float64)
 }
 
+// FrameLocal is implemented by denoisers that can say whether each frame's output depends
+// on that frame alone (an elementwise simulator): a context-parallel step then exchanges
+// nothing but the gathered output, which the planner costs.
+type FrameLocal interface {
+	FrameLocal() bool
+}
+
 // FrameComm is what a context-parallel group offers a model: exchanges between the ranks that
 // each hold a slice of a sample's frames. Index and Size place this rank in the group.
 type FrameComm interface {
@@ -118,8 +121,8 @@ type ContextParallel interface {
 // Closer is implemented by denoisers that hold resources (compiled graphs, mmaps).
 type Closer interface{ Close() error }
 
-// Config carries every knob a registered constructor may read. Fields a model does not use
-// are ignored.
+// Config carries every knob a simulator denoiser's constructor may read (family.Denoisers'
+// New). Fields a model does not use are ignored.
 type Config struct {
 	Name           string
 	Dir            string  // checkpoint folder (svd)
@@ -130,46 +133,4 @@ type Config struct {
 	LatentChannels int     // dummy
 	Seed           int64   // weights seed (dummy)
 	Backend        string  // GoMLX backend spec; "" means the default
-}
-
-// Factory builds a Denoiser from a Config.
-type Factory func(cfg Config) (Denoiser, error)
-
-var (
-	registryMu sync.RWMutex
-	registry   = map[string]Factory{}
-)
-
-// Register makes a model constructor available under name. It panics on a duplicate name,
-// which is a programming error.
-func Register(name string, f Factory) {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	if _, dup := registry[name]; dup {
-		panic("model: Register called twice for " + name)
-	}
-	registry[name] = f
-}
-
-// New builds the registered model cfg.Name.
-func New(cfg Config) (Denoiser, error) {
-	registryMu.RLock()
-	f, ok := registry[cfg.Name]
-	registryMu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownModel, cfg.Name, Names())
-	}
-	return f(cfg)
-}
-
-// Names lists the registered model names, sorted.
-func Names() []string {
-	registryMu.RLock()
-	defer registryMu.RUnlock()
-	out := make([]string, 0, len(registry))
-	for n := range registry {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }

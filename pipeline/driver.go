@@ -99,6 +99,18 @@ func (c *Config) defaults() error {
 	if c.OnEvent == nil {
 		c.OnEvent = func(Event) {}
 	}
+	if c.Transport != nil {
+		// Every unit of work tells the peers this rank is making progress, so a peer waiting
+		// for its hand-off sizes its timeout from the measured step time (comm.Progress).
+		onEvent, tr := c.OnEvent, c.Transport
+		c.OnEvent = func(e Event) {
+			switch e.Kind {
+			case "compute", "prepare", "finish", "decode":
+				comm.ReportProgress(tr, e.End.Sub(e.Start))
+			}
+			onEvent(e)
+		}
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}

@@ -223,7 +223,7 @@ func (c *Calibrator) Calibrate(ctx context.Context, name string, d model.Denoise
 		return Calibration{}, err
 	}
 	costs := Costs{Step: sc, HandOff: link, Collective: link, CPAllToAllsPerStep: 1, Weights: weights}
-	if name == "synthetic" {
+	if fl, ok := d.(model.FrameLocal); ok && fl.FrameLocal() {
 		costs.CPAllToAllsPerStep = 0 // its cp step exchanges only the output gather
 	}
 	cal := Calibration{Version: CalibrationVersion, Model: name, LatentShape: slices.Clone(shape), Costs: costs, Measurements: append(sm, lm...)}

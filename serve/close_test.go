@@ -101,7 +101,7 @@ func TestClosedCoordinatorRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	c, err := NewCoordinator(CoordConfig{Spec: ModelSpec{Name: "synthetic"}, Generator: Synthetic{}, Store: st, NProc: 1})
+	c, err := NewCoordinator(CoordConfig{Model: syntheticModel(t), Store: st, NProc: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestExpireSkipsPendingWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	c, err := NewCoordinator(CoordConfig{Spec: ModelSpec{Name: "synthetic"}, Generator: Synthetic{}, Store: st, NProc: 1, MaxRunning: 1})
+	c, err := NewCoordinator(CoordConfig{Model: syntheticModel(t), Store: st, NProc: 1, MaxRunning: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

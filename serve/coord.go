@@ -36,12 +36,12 @@ const (
 
 // CoordConfig configures a Coordinator.
 type CoordConfig struct {
-	Spec      ModelSpec
-	Generator Generator
-	Store     *Store
+	// Model prepares jobs (the served model's conditioning role).
+	Model generator
+	Store *Store
 	// NProc is the number of worker ranks.
 	NProc int
-	// MaxBatch bounds the samples of one denoiser call (default 4).
+	// MaxBatch bounds the samples of one denoiser call (default Model.MaxBatch()).
 	MaxBatch int
 	// MaxQueue bounds the jobs waiting for a slot (default 64); beyond it Submit fails
 	// with ErrQueueFull.
@@ -66,11 +66,11 @@ func (c *CoordConfig) defaults() error {
 	if c.NProc < 1 {
 		return fmt.Errorf("serve: --nproc %d: need at least 1", c.NProc)
 	}
-	if c.Generator == nil || c.Store == nil {
-		return fmt.Errorf("serve: coordinator needs a generator and a store")
+	if c.Model == nil || c.Store == nil {
+		return fmt.Errorf("serve: coordinator needs a model and a store")
 	}
 	if c.MaxBatch < 1 {
-		c.MaxBatch = 4
+		c.MaxBatch = c.Model.MaxBatch()
 	}
 	if c.MaxQueue < 1 {
 		c.MaxQueue = 64
@@ -319,40 +319,29 @@ func (c *Coordinator) prepare(a actPrepare) {
 }
 
 func (c *Coordinator) buildItem(a actPrepare) (*item, error) {
-	if pr := a.prompt; pr != nil {
-		pg, ok := c.cfg.Generator.(PromptGenerator)
-		if !ok || !pg.TextConditioned() {
-			return nil, errors.New("the model takes an image, not a prompt")
+	in := family.Input{Prompt: a.prompt}
+	if a.prompt == nil {
+		data := a.img
+		if data == nil {
+			var err error
+			if data, err = c.cfg.Store.ReadFile(a.id, inputFile); err != nil {
+				c.cfg.Log.Error("read upload", "id", a.id, "err", err)
+				return nil, errors.New("reading the stored upload failed") // no paths for clients
+			}
 		}
-		sc, err := NewScheduler(c.cfg.Spec, a.params.Steps)
+		// The decoded image counts against the decode budget until Prepare is done with it.
+		img, release, err := decodeImage(context.Background(), data, 0)
 		if err != nil {
 			return nil, err
 		}
-		s, err := pg.PreparePrompt(context.Background(), *pr, a.params, sc)
-		if err != nil {
-			return nil, err
-		}
-		return &item{job: a.j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance, windows: s.Windows}, nil
+		defer release()
+		in.Image = img
 	}
-	data := a.img
-	if data == nil {
-		var err error
-		if data, err = c.cfg.Store.ReadFile(a.id, inputFile); err != nil {
-			c.cfg.Log.Error("read upload", "id", a.id, "err", err)
-			return nil, errors.New("reading the stored upload failed") // no paths for clients
-		}
-	}
-	// The decoded image counts against the decode budget until Prepare is done with it.
-	img, release, err := decodeImage(context.Background(), data, 0)
+	sc, err := c.cfg.Model.Scheduler(a.params.Steps)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	sc, err := NewScheduler(c.cfg.Spec, a.params.Steps)
-	if err != nil {
-		return nil, err
-	}
-	s, err := c.cfg.Generator.Prepare(context.Background(), img, a.params, sc)
+	s, err := c.cfg.Model.Prepare(context.Background(), in, a.params, sc)
 	if err != nil {
 		return nil, err
 	}

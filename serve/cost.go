@@ -6,7 +6,6 @@ import (
 	"math"
 	"net/http"
 
-	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
@@ -39,22 +38,6 @@ type Cost struct {
 // the served model's real sizes (family.ActivationEstimator where the family has one); a
 // long video's step is one window's (family.Params.StepParams).
 type ActivationFunc func(p Params) int64
-
-// LatentActivation is the ActivationFunc of a model without its own estimate: the float32
-// latent of p with c channels (one window's for a long video), once per classifier-free
-// guidance row.
-func LatentActivation(c int) ActivationFunc {
-	return func(p Params) int64 {
-		n := int64(4)
-		for _, d := range Params(family.Params(p).StepParams()).LatentShape(c) {
-			n *= int64(max(d, 1))
-		}
-		if p.Guided() {
-			n *= 2
-		}
-		return n
-	}
-}
 
 // JobCost returns the cost of a job with p for a model whose step's working memory act
 // estimates. JobCost is pure.
@@ -170,40 +153,23 @@ func roundDown8(x float64) int { return max(8, int(x)/8*8) }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
-// CostModel is implemented by Generators that estimate a step's working memory from their
-// model's real sizes; Activation returns nil when the model has no estimate.
-type CostModel interface {
-	Activation() ActivationFunc
-}
-
-// modelCostLimits returns gen's step-memory estimate (LatentActivation of SVD's 4 latent
-// channels when gen has none) and its limits: DeriveCostLimits of gen's defaults with
-// multiple (0: DefaultCostMultiple; negative: none), MaxPixels replaced when maxPixels > 0.
-func modelCostLimits(gen Generator, multiple float64, maxPixels int64) (ActivationFunc, CostLimits) {
-	native := DefaultParams()
-	if pm, ok := gen.(ParamsModel); ok {
-		native = pm.DefaultParams()
-	}
-	var act ActivationFunc
-	if cm, ok := gen.(CostModel); ok {
-		act = cm.Activation()
-	}
-	if act == nil {
-		act = LatentActivation(SyntheticChannels)
-	}
+// modelCostLimits returns gen's limits: DeriveCostLimits of gen's defaults and step
+// memory estimate with multiple (0: DefaultCostMultiple; negative: none), MaxPixels
+// replaced when maxPixels > 0.
+func modelCostLimits(gen generator, multiple float64, maxPixels int64) CostLimits {
 	if multiple == 0 {
 		multiple = DefaultCostMultiple
 	}
-	l := DeriveCostLimits(native, act, multiple)
+	l := DeriveCostLimits(gen.DefaultParams(), gen.Activation(), multiple)
 	if maxPixels > 0 {
 		l.MaxPixels = maxPixels
 	}
-	return act, l
+	return l
 }
 
 // checkCost refuses (a *CostError) a job with p that the served model cannot run within
 // its cost limits.
-func (s *Server) checkCost(p Params) error { return s.cost.Check(JobCost(p, s.act)) }
+func (s *Server) checkCost(p Params) error { return s.cost.Check(JobCost(p, s.gen.Activation())) }
 
 // DeriveMaxFrames is --max-frames' default for a model with limits l: the frames the
 // work limit allows at the model's native size and steps (l.Multiple times its native
@@ -245,7 +211,7 @@ const (
 func (s *Server) modelLimits() ModelLimits {
 	n, l := s.cost.Native, s.cfg.Limits
 	input := InputImage
-	if textConditioned(s.gen) {
+	if s.gen.TextConditioned() {
 		input = InputText
 	}
 	return ModelLimits{Input: input, NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,

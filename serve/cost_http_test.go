@@ -3,13 +3,14 @@ package serve
 import (
 	"bytes"
 	"net/http"
+	"reflect"
 	"testing"
 )
 
 // TestCostLimitsHTTP checks that both APIs refuse, with a 413 naming the parameter, a job
 // over the served model's cost limits, queue nothing, and show the limits.
 func TestCostLimitsHTTP(t *testing.T) {
-	// The synthetic model's native job is 1024x576, 14 frames, 25 steps; a multiple of 1
+	// The synthetic model's native job is 64x64, 14 frames, 25 steps; a multiple of 1
 	// admits exactly that much.
 	ts := startServer(t, Config{CostMultiple: 1, Spec: ModelSpec{Name: "synthetic"}})
 	img := testPNG(t, 1)
@@ -21,10 +22,10 @@ func TestCostLimitsHTTP(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || e.Code != "over_cost_limit" || !bytes.Contains(b, []byte("pixels x frames x steps")) {
 		t.Fatalf("native, 26 steps: %d %s", resp.StatusCode, b)
 	}
-	oa, oct := oaMultipart(t, img, "size", "1024x576", "seconds", "3")
+	oa, oct := oaMultipart(t, img, "size", "64x64", "seconds", "3")
 	resp, b = ts.do("POST", "/v1/videos", oa, oct)
 	checkOAError(t, resp, b, http.StatusRequestEntityTooLarge, "over_cost_limit", "seconds")
-	oa, oct = oaMultipart(t, img, "size", "1024x576", "num_inference_steps", "30")
+	oa, oct = oaMultipart(t, img, "size", "64x64", "num_inference_steps", "30")
 	resp, b = ts.do("POST", "/v1/videos", oa, oct)
 	checkOAError(t, resp, b, http.StatusRequestEntityTooLarge, "over_cost_limit", "num_inference_steps")
 	if n, _ := ts.coord.Counts(); n[StateQueued]+n[StateRunning]+n[StateSucceeded] != 0 {
@@ -36,21 +37,21 @@ func TestCostLimitsHTTP(t *testing.T) {
 		t.Fatalf("native job refused: %+v", st)
 	}
 
-	want := ModelLimits{Input: InputImage, NativeWidth: 1024, NativeHeight: 576, NativeFrames: 14, NativeSteps: 25,
+	want := ModelLimits{Input: InputImage, NativeWidth: 64, NativeHeight: 64, NativeFrames: 14, NativeSteps: 25,
 		MaxFrames: 25, MaxResolution: 1024, MaxSteps: 50}
-	want.Multiple, want.MaxPixels, want.MaxWork = 1, 1024*576, 1024*576*14*25
-	want.MaxActivationBytes = JobCost(DefaultParams(), LatentActivation(SyntheticChannels)).ActivationBytes
+	want.Multiple, want.MaxPixels, want.MaxWork = 1, 64*64, 64*64*14*25
+	want.MaxActivationBytes = 2 * 4 * 14 * 4 * 8 * 8 // the guided float32 latent [14, 4, 8, 8]
 	var got ModelLimits
 	resp, b = ts.do("GET", "/v1/limits", nil, "")
 	mustJSON(t, b, &got)
 	got.Native = Params{}
-	if resp.StatusCode != http.StatusOK || got != want {
+	if resp.StatusCode != http.StatusOK || !reflect.DeepEqual(got, want) {
 		t.Fatalf("GET /v1/limits: %d %+v, want %+v", resp.StatusCode, got, want)
 	}
 	var models struct{ Data []openAIModel }
 	_, b = ts.do("GET", "/v1/models", nil, "")
 	mustJSON(t, b, &models)
-	if len(models.Data) == 0 || models.Data[0].Limits.MaxWork != want.MaxWork || models.Data[0].Limits.NativeWidth != 1024 {
+	if len(models.Data) == 0 || models.Data[0].Limits.MaxWork != want.MaxWork || models.Data[0].Limits.NativeWidth != 64 {
 		t.Fatalf("GET /v1/models: %s", b)
 	}
 }

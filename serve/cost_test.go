@@ -3,7 +3,10 @@ package serve
 import (
 	"errors"
 	"math"
+	"reflect"
 	"testing"
+
+	"github.com/vdpp/vdpp/model/family"
 )
 
 // quadAct is a model whose step memory is its spatial attention's: (h·w)² per frame.
@@ -11,6 +14,9 @@ func quadAct(p Params) int64 {
 	s := int64(p.Height/8) * int64(p.Width/8)
 	return int64(p.NumFrames) * s * s
 }
+
+// latent4 is the step memory of a model without an estimate and 4 latent channels.
+var latent4 = latentActivation(func(p family.Params) []int { return []int{p.NumFrames, 4, p.Height / 8, p.Width / 8} })
 
 func TestJobCost(t *testing.T) {
 	for _, tc := range []struct {
@@ -21,11 +27,11 @@ func TestJobCost(t *testing.T) {
 	}{
 		{"native builtin", Params{Height: 64, Width: 64, NumFrames: 14, Steps: 25}, nil,
 			Cost{Pixels: 4096, Frames: 14, Steps: 25, Work: 4096 * 14 * 25}},
-		{"issue 27's job", Params{Height: 1024, Width: 1024, NumFrames: 25, Steps: 50}, quadAct,
+		{"a 1024x1024 job of 25 frames and 50 steps", Params{Height: 1024, Width: 1024, NumFrames: 25, Steps: 50}, quadAct,
 			Cost{Pixels: 1 << 20, Frames: 25, Steps: 50, Work: 1 << 20 * 25 * 50, ActivationBytes: 25 * (1 << 14) * (1 << 14)}},
-		{"latent, guided", Params{Height: 16, Width: 8, NumFrames: 3, Steps: 1, MaxGuidance: 3}, LatentActivation(4),
+		{"latent, guided", Params{Height: 16, Width: 8, NumFrames: 3, Steps: 1, MaxGuidance: 3}, latent4,
 			Cost{Pixels: 128, Frames: 3, Steps: 1, Work: 384, ActivationBytes: 4 * 3 * 4 * 2 * 1 * 2}},
-		{"latent, unguided", Params{Height: 16, Width: 8, NumFrames: 3, Steps: 1, MaxGuidance: 1}, LatentActivation(4),
+		{"latent, unguided", Params{Height: 16, Width: 8, NumFrames: 3, Steps: 1, MaxGuidance: 1}, latent4,
 			Cost{Pixels: 128, Frames: 3, Steps: 1, Work: 384, ActivationBytes: 4 * 3 * 4 * 2 * 1}},
 		{"saturates", Params{Height: math.MaxInt32, Width: math.MaxInt32, NumFrames: math.MaxInt32, Steps: 2}, nil,
 			Cost{Pixels: math.MaxInt32 * math.MaxInt32, Frames: math.MaxInt32, Steps: 2, Work: math.MaxInt64}},
@@ -56,7 +62,7 @@ func TestDeriveCostLimits(t *testing.T) {
 		{"negative", quadAct, -1, CostLimits{Native: native}},
 		{"NaN", quadAct, math.NaN(), CostLimits{Native: native}},
 	} {
-		if got := DeriveCostLimits(native, tc.act, tc.multiple); got != tc.want {
+		if got := DeriveCostLimits(native, tc.act, tc.multiple); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: DeriveCostLimits = %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
@@ -74,7 +80,7 @@ func TestCostLimitsCheck(t *testing.T) {
 		{"twice the side", Params{Height: 128, Width: 128, NumFrames: 14, Steps: 25}, ""},
 		{"four times the frames", Params{Height: 64, Width: 64, NumFrames: 56, Steps: 25}, ""},
 		{"four times the steps", Params{Height: 64, Width: 64, NumFrames: 14, Steps: 100}, ""},
-		{"issue 27's job", Params{Height: 1024, Width: 1024, NumFrames: 25, Steps: 50}, "size"},
+		{"a 1024x1024 job of 25 frames and 50 steps", Params{Height: 1024, Width: 1024, NumFrames: 25, Steps: 50}, "size"},
 		{"too wide", Params{Height: 64, Width: 264, NumFrames: 1, Steps: 1}, "size"},
 		{"work: steps", Params{Height: 64, Width: 64, NumFrames: 14, Steps: 101}, "steps"},
 		{"work: frames", Params{Height: 64, Width: 64, NumFrames: 60, Steps: 25}, "num_frames"},

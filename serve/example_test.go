@@ -3,15 +3,17 @@ package serve_test
 import (
 	"fmt"
 
+	_ "github.com/vdpp/vdpp/model/families" // the synthetic model
 	"github.com/vdpp/vdpp/serve"
 )
 
 func ExampleParseParams() {
-	p, err := serve.ParseParams([]byte(`{"num_frames":4,"steps":8,"height":64,"width":96,"seed":1}`), serve.DefaultLimits())
-	fmt.Println(p.NumFrames, p.Steps, p.LatentShape(4), p.Guided(), err)
-	_, err = serve.ParseParams([]byte(`{"steps":500}`), serve.DefaultLimits())
+	defaults := serve.Params{NumFrames: 14, Steps: 25, Height: 576, Width: 1024, MinGuidance: 1, MaxGuidance: 3, FPS: 7}
+	p, err := serve.ParseParams([]byte(`{"num_frames":4,"steps":8,"height":64,"width":96,"seed":1}`), defaults, serve.DefaultLimits())
+	fmt.Println(p.NumFrames, p.Steps, p.Height, p.Width, p.Guided(), err)
+	_, err = serve.ParseParams([]byte(`{"steps":500}`), defaults, serve.DefaultLimits())
 	fmt.Println(err)
 	// Output:
-	// 4 8 [4 4 8 12] true <nil>
+	// 4 8 64 96 true <nil>
 	// serve: request exceeds a server limit: steps 500 exceeds --max-steps 50
 }

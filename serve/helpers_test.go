@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/model/synthetic"
+	_ "github.com/vdpp/vdpp/model/families" // the synthetic model
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -189,6 +190,17 @@ func (ts *testServer) latent(id string) *tensor.Dense {
 	return lat
 }
 
+// syntheticModel is the served synthetic model (the coordinator's roles), closed with t.
+func syntheticModel(t testing.TB) *Model {
+	t.Helper()
+	m, err := OpenModel(ModelSpec{Name: "synthetic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
 // reference computes the one-process result of a job.
 func reference(t testing.TB, img []byte, p Params) *tensor.Dense {
 	t.Helper()
@@ -196,21 +208,17 @@ func reference(t testing.TB, img []byte, p Params) *tensor.Dense {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := ModelSpec{Name: "synthetic"}
-	den, err := synthetic.New(spec.DenoiserConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := Reference(context.Background(), Synthetic{}, den, spec, m, p)
+	out, err := Reference(context.Background(), ModelSpec{Name: "synthetic"}, syntheticModel(t), family.Input{Image: m}, p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
 }
 
+// mustParams parses a job's JSON as the synthetic model's server does.
 func mustParams(t testing.TB, js string) Params {
 	t.Helper()
-	p, err := ParseParams([]byte(js), Limits{})
+	p, err := syntheticModel(t).ParseParams([]byte(js), Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

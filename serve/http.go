@@ -252,7 +252,7 @@ func (s *Server) readUpload(r *http.Request) (Params, []byte, *family.Prompt, er
 		}
 	}
 	var pr *family.Prompt
-	if textConditioned(s.gen) {
+	if s.gen.TextConditioned() {
 		switch {
 		case img != nil:
 			return Params{}, nil, nil, fmt.Errorf("%w: an image part: the model is text-to-video (give a prompt part)", ErrBadParams)
@@ -274,7 +274,7 @@ func (s *Server) readUpload(r *http.Request) (Params, []byte, *family.Prompt, er
 			return Params{}, nil, nil, err
 		}
 	}
-	p, err := ParseJobParams(s.gen, params, s.cfg.Limits)
+	p, err := s.gen.ParseParams(params, s.cfg.Limits)
 	if err != nil {
 		return Params{}, nil, nil, err
 	}

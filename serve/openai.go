@@ -294,7 +294,7 @@ func (s *Server) oaCreate(w http.ResponseWriter, r *http.Request, mediaType stri
 			"the model %q does not exist: this server serves %s", req.Model, strings.Join(s.servedModels(), ", ")))
 		return
 	}
-	text := textConditioned(s.gen)
+	text := s.gen.TextConditioned()
 	switch {
 	case text && req.Image != nil:
 		s.writeOpenAIError(w, oaErr(http.StatusBadRequest, "invalid_value", "input_reference",

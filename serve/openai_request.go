@@ -243,7 +243,7 @@ var openAIFloatFields = []struct{ from, to string }{
 // The fields are checked one after another (size, fps, frames, then the rest), so an
 // error names the field that the model or the server's limits refuse: an *openAIError
 // with that param (400).
-func OpenAIParams(gen Generator, fields map[string]string, lim Limits) (Params, error) {
+func OpenAIParams(gen generator, fields map[string]string, lim Limits) (Params, error) {
 	native := map[string]any{}
 	// Each field is checked against the limit that concerns it only (a model default over
 	// another limit is reported at the end, naming the field that would change it).
@@ -255,7 +255,7 @@ func OpenAIParams(gen Generator, fields map[string]string, lim Limits) (Params, 
 	}
 	checkWith := func(param string, l Limits) (Params, error) {
 		data, _ := json.Marshal(native)
-		p, err := ParseJobParams(gen, data, l)
+		p, err := gen.ParseParams(data, l)
 		if err != nil {
 			msg := strings.TrimPrefix(err.Error(), "serve: ")
 			code := "invalid_value"
@@ -349,7 +349,7 @@ func OpenAIParams(gen Generator, fields map[string]string, lim Limits) (Params, 
 			return Params{}, badField("seconds", "seconds %v must be in (0, 3600]", sec)
 		}
 		frames := max(1, int(math.Round(sec*float64(fps))))
-		if t := description(gen).FrameMultiple; t > 1 {
+		if t := gen.Description().FrameMultiple; t > 1 {
 			// A causal VAE takes 1 + t·k frames (Wan's 4): the nearest such count.
 			frames = 1 + int(math.Round(float64(frames-1)/float64(t)))*t
 		}
@@ -397,7 +397,7 @@ func OpenAIParams(gen Generator, fields map[string]string, lim Limits) (Params, 
 		if err != nil {
 			return Params{}, err
 		}
-		if textConditioned(gen) {
+		if gen.TextConditioned() {
 			native["guidance_scale"] = g // a text-to-video model's CFG scale (Wan)
 		} else {
 			native["max_guidance"] = g

@@ -11,6 +11,7 @@ import (
 	"image/png"
 	"mime/multipart"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -114,7 +115,7 @@ func TestOpenAIFlow(t *testing.T) {
 	st := ts.status(strings.TrimPrefix(v.ID, "video_"))
 	want := Params{NumFrames: 8, Steps: 3, Height: 16, Width: 24, MinGuidance: 1, MaxGuidance: 1, FPS: 4,
 		MotionBucketID: 127, NoiseAugStrength: 0.02, Seed: 5}
-	if st.Params != want {
+	if !reflect.DeepEqual(st.Params, want) {
 		t.Fatalf("params %+v, want %+v", st.Params, want)
 	}
 	if got, ref := ts.latent(st.ID), reference(t, img, want); !bytes.Equal(EncodeLatent(got), EncodeLatent(ref)) {
@@ -357,8 +358,8 @@ func TestOpenAIAuthAndPage(t *testing.T) {
 
 func TestOpenAIParams(t *testing.T) {
 	lim := DefaultLimits()
-	gen := Synthetic{}
-	def := DefaultParams()
+	gen := syntheticModel(t)
+	def := gen.DefaultParams()
 	cases := []struct {
 		name   string
 		fields map[string]string
@@ -417,7 +418,7 @@ func TestOpenAIParams(t *testing.T) {
 			}
 			want := def
 			tc.want(&want)
-			if p != want {
+			if !reflect.DeepEqual(p, want) {
 				t.Fatalf("got %+v\nwant %+v", p, want)
 			}
 		})
@@ -471,7 +472,7 @@ func FuzzOpenAICreate(f *testing.F) {
 				}
 				continue
 			}
-			p, err := OpenAIParams(Synthetic{}, req.Fields, lim)
+			p, err := OpenAIParams(syntheticModel(t), req.Fields, lim)
 			if err == nil {
 				if verr := p.Validate(lim); verr != nil {
 					t.Fatalf("OpenAIParams gave invalid %+v: %v", p, verr)

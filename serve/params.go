@@ -18,22 +18,12 @@ var ErrBadParams = errors.New("serve: bad parameters")
 var ErrTooLarge = errors.New("serve: request exceeds a server limit")
 
 // Params are a job's generation parameters: the model family's (family.Params), the
-// same knobs as `vdpp generate`, in the job's JSON. Zero fields take the defaults of
-// DefaultParams when parsed.
+// same knobs as `vdpp generate`, in the job's JSON. Fields a job leaves out take the served
+// model's defaults (Model.DefaultParams).
 type Params family.Params
-
-// DefaultParams are Stable Video Diffusion's defaults (14 frames at 1024x576, 25 steps,
-// guidance 1 -> 3, 7 fps, motion bucket 127, noise augmentation 0.02).
-func DefaultParams() Params {
-	return Params{NumFrames: 14, Steps: 25, Height: 576, Width: 1024, MinGuidance: 1, MaxGuidance: 3,
-		FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02, DecodeChunkSize: 0}
-}
 
 // Guided reports whether the job runs classifier-free guidance (max guidance > 1, as SVD).
 func (p Params) Guided() bool { return p.MaxGuidance > 1 }
-
-// LatentShape returns the per-sample latent [T, C, H/8, W/8] for c latent channels.
-func (p Params) LatentShape(c int) []int { return []int{p.NumFrames, c, p.Height / 8, p.Width / 8} }
 
 // Limits bound what a request may ask for; the flags --max-frames, --max-resolution,
 // --max-steps and --max-body-bytes set them.
@@ -50,16 +40,11 @@ func DefaultLimits() Limits {
 	return Limits{MaxFrames: 25, MaxResolution: 1024, MaxSteps: 50, MaxBodyBytes: 10 << 20, MaxImagePixels: 4096 * 4096}
 }
 
-// ParseParams decodes a job's JSON parameters over DefaultParams and validates them
-// against lim. Unknown fields, trailing data, wrong types and out-of-range values wrap
-// ErrBadParams; values beyond lim wrap ErrTooLarge. An empty body means all defaults.
-func ParseParams(data []byte, lim Limits) (Params, error) {
-	return ParseParamsOver(data, DefaultParams(), lim)
-}
-
-// ParseParamsOver is ParseParams with the defaults taken from base (a model's own
-// defaults, see ParamsModel).
-func ParseParamsOver(data []byte, base Params, lim Limits) (Params, error) {
+// ParseParams decodes a job's JSON parameters over base (the served model's defaults) and
+// validates them against lim. Unknown fields, trailing data, wrong types and out-of-range
+// values wrap ErrBadParams; values beyond lim wrap ErrTooLarge. An empty body means all
+// defaults. The model's own checks are Model.ParseParams'.
+func ParseParams(data []byte, base Params, lim Limits) (Params, error) {
 	p := base
 	if len(bytes.TrimSpace(data)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(data))

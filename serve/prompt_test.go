@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"image"
 	"mime/multipart"
 	"net/http"
@@ -14,12 +15,17 @@ import (
 	"github.com/vdpp/vdpp/sched"
 )
 
-// textSynthetic is the synthetic generator posing as a text-to-video model.
-type textSynthetic struct{ Synthetic }
+// textSynthetic is the synthetic model posing as a text-to-video model: a prompt of n
+// bytes conditions as an image of n+1 pixels.
+type textSynthetic struct{ *Model }
 
 func (textSynthetic) TextConditioned() bool { return true }
-func (g textSynthetic) PreparePrompt(ctx context.Context, pr family.Prompt, p Params, sc sched.Scheduler) (*Sample, error) {
-	return g.Prepare(ctx, image.NewGray(image.Rect(0, 0, len(pr.Text)+1, 1)), p, sc)
+func (g textSynthetic) Prepare(ctx context.Context, in family.Input, p Params, sc sched.Scheduler) (*Sample, error) {
+	if in.Prompt == nil || in.Image != nil {
+		return nil, fmt.Errorf("%w: a text model takes a prompt only", ErrBadParams)
+	}
+	in.Image, in.Prompt = image.NewGray(image.Rect(0, 0, len(in.Prompt.Text)+1, 1)), nil
+	return g.Model.Prepare(ctx, in, p, sc)
 }
 
 func uploadRequest(t testing.TB, parts map[string]string) *http.Request {
@@ -39,8 +45,8 @@ func uploadRequest(t testing.TB, parts map[string]string) *http.Request {
 // image; an image-conditioned model refuses prompt parts; both bodies route to the native
 // submit when they have a params part.
 func TestReadUploadPrompt(t *testing.T) {
-	text := &Server{gen: textSynthetic{}, cfg: Config{Limits: DefaultLimits()}}
-	img := &Server{gen: Synthetic{}, cfg: Config{Limits: DefaultLimits()}}
+	text := &Server{gen: textSynthetic{syntheticModel(t)}, cfg: Config{Limits: DefaultLimits()}}
+	img := &Server{gen: syntheticModel(t), cfg: Config{Limits: DefaultLimits()}}
 	_, _, pr, err := text.readUpload(uploadRequest(t, map[string]string{"prompt": "a fox", "negative_prompt": "blur", "params": `{"steps":2}`}))
 	if err != nil || pr == nil || pr.Text != "a fox" || pr.Negative != "blur" {
 		t.Fatalf("prompt upload: %+v, %v", pr, err)
@@ -72,7 +78,7 @@ func FuzzReadUpload(f *testing.F) {
 	f.Add([]byte("--x\r\nContent-Disposition: form-data; name=\"params\"\r\n\r\n{}\r\n--x\r\nContent-Disposition: form-data; name=\"negative_prompt\"\r\n\r\n\r\n--x--\r\n"), "x")
 	f.Fuzz(func(t *testing.T, body []byte, boundary string) {
 		multipartHasOpenAIField(body, boundary)
-		for _, g := range []Generator{textSynthetic{}, Synthetic{}} {
+		for _, g := range []generator{textSynthetic{syntheticModel(t)}, syntheticModel(t)} {
 			s := &Server{gen: g, cfg: Config{Limits: DefaultLimits()}}
 			r := httptest.NewRequest(http.MethodPost, "/v1/videos", bytes.NewReader(body))
 			r.Header.Set("Content-Type", "multipart/form-data; boundary="+boundary)
@@ -80,7 +86,7 @@ func FuzzReadUpload(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			if (pr != nil) == (img != nil) || (pr != nil) != textConditioned(g) {
+			if (pr != nil) == (img != nil) || (pr != nil) != g.TextConditioned() {
 				t.Fatalf("prompt %v and image %d bytes for %T", pr, len(img), g)
 			}
 			if verr := p.Validate(s.cfg.Limits); verr != nil {
@@ -93,7 +99,7 @@ func FuzzReadUpload(f *testing.F) {
 // The served model's limits say what a job gives it (the web page shows the fields that
 // fit): a prompt for a text-to-video model, an image otherwise.
 func TestModelLimitsInput(t *testing.T) {
-	for gen, want := range map[Generator]string{textSynthetic{}: InputText, Synthetic{}: InputImage} {
+	for gen, want := range map[generator]string{textSynthetic{syntheticModel(t)}: InputText, syntheticModel(t): InputImage} {
 		s := &Server{gen: gen, cfg: Config{Limits: DefaultLimits()}}
 		if got := s.modelLimits().Input; got != want {
 			t.Errorf("%T: input %q, want %q", gen, got, want)

@@ -173,7 +173,7 @@ func TestRetentionSweep(t *testing.T) {
 	g := &gate{}
 	spec := ModelSpec{Name: "synthetic"}
 	launcher := InProcLauncher{Spec: spec, NewDenoiser: func() (model.Denoiser, error) {
-		d, err := synthetic.New(spec.DenoiserConfig())
+		d, err := synthetic.New(model.Config{})
 		return gatedDenoiser{d, g}, err
 	}}
 	ts := startServer(t, Config{NProc: 1, MaxRunning: 1, Spec: spec, Launcher: launcher, StallTimeout: -1,

@@ -30,8 +30,8 @@ type Config struct {
 	ServedModelNames []string
 	NProc            int
 	Limits           Limits
-	// MaxBatch, MaxQueue, MaxRunning: see CoordConfig. MaxBatch 0 means
-	// Spec.DefaultMaxBatch() (1 for checkpoint models).
+	// MaxBatch, MaxQueue, MaxRunning: see CoordConfig. MaxBatch 0 means the model's
+	// default (Model.MaxBatch: 1 for checkpoint models).
 	MaxBatch, MaxQueue, MaxRunning int
 	// MaxRestarts bounds the restarts of each worker rank.
 	MaxRestarts int
@@ -68,6 +68,9 @@ type Config struct {
 	CostMultiple float64
 	// MaxPixels, when positive, replaces the derived limit on height·width.
 	MaxPixels int64
+
+	// model, when set, replaces the model OpenModel loads from Spec (tests).
+	model generator
 }
 
 // shutdownGrace bounds how long Close waits for HTTP requests in progress.
@@ -78,7 +81,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	store   *Store
-	gen     Generator
+	gen     generator
 	coord   *Coordinator
 	pool    *Pool
 	metrics *Metrics
@@ -101,10 +104,8 @@ type Server struct {
 	renders sync.WaitGroup
 	flights renderFlights // concurrent first downloads share a render
 
-	// cost bounds what one job may cost the served model; act estimates a job's step
-	// memory. Both are fixed at New.
+	// cost bounds what one job may cost the served model; it is fixed at New.
 	cost CostLimits
-	act  ActivationFunc
 }
 
 // serverHooks are test seams; nil in production.
@@ -137,16 +138,20 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.MaxBatch < 1 {
-		cfg.MaxBatch = cfg.Spec.DefaultMaxBatch()
+	gen := cfg.model
+	if gen == nil {
+		m, err := OpenModel(cfg.Spec)
+		if err != nil {
+			return nil, err
+		}
+		gen = m
 	}
-	gen, err := NewGenerator(cfg.Spec)
-	if err != nil {
-		return nil, err
+	if cfg.MaxBatch < 1 {
+		cfg.MaxBatch = gen.MaxBatch()
 	}
 	store, err := OpenStore(cfg.DataDir)
 	if err != nil {
-		closeGenerator(gen)
+		gen.Close()
 		return nil, err
 	}
 	stall := cfg.StallTimeout
@@ -154,18 +159,18 @@ func New(cfg Config) (*Server, error) {
 		stall = 60 * time.Second
 	}
 	m := NewMetrics()
-	coord, err := NewCoordinator(CoordConfig{Spec: cfg.Spec, Generator: gen, Store: store, NProc: cfg.NProc,
+	coord, err := NewCoordinator(CoordConfig{Model: gen, Store: store, NProc: cfg.NProc,
 		MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, Metrics: m, Log: cfg.Log,
 		StallTimeout: stall, Now: cfg.Now})
 	if err != nil {
 		store.Close()
-		closeGenerator(gen)
+		gen.Close()
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, store: store, gen: gen, coord: coord, metrics: m, done: make(chan struct{}), mp4: cfg.MP4, errc: make(chan error, 2)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.flights.init(m)
-	s.act, s.cost = modelCostLimits(gen, cfg.CostMultiple, cfg.MaxPixels)
+	s.cost = modelCostLimits(gen, cfg.CostMultiple, cfg.MaxPixels)
 	if s.cfg.Limits.MaxFrames == 0 {
 		s.cfg.Limits.MaxFrames = DeriveMaxFrames(s.cost)
 	}
@@ -277,7 +282,7 @@ func (s *Server) Close() error {
 		s.pool.markClosing() // workers that see their connection close now are not restarted
 		s.coord.Close()      // waits for read loops, result and record writes, submissions
 		s.pool.Close()
-		err = errors.Join(s.store.Close(), closeGenerator(s.gen))
+		err = errors.Join(s.store.Close(), s.gen.Close())
 	})
 	return err
 }
@@ -301,15 +306,6 @@ func (s *Server) stopRenders() {
 	s.mu.Unlock()
 	s.cancel()
 	s.renders.Wait()
-}
-
-// closeGenerator releases a Generator that holds resources (an SVD generator's compiled
-// encoders and decoder).
-func closeGenerator(g Generator) error {
-	if c, ok := g.(interface{ Close() error }); ok {
-		return c.Close()
-	}
-	return nil
 }
 
 // writeMP4 encodes with ffmpeg when it is on the PATH and falls back to WriteMP4PCM.

@@ -30,7 +30,7 @@ func TestParseJobParamsWindows(t *testing.T) {
 		{`{"num_frames": 20, "blend": "step"}`, 0, 0, "", `blend "step" (want linear or cosine)`},
 		{`{"num_frames": 20, "window": -2}`, 0, 0, "", "window -2 must not be negative"},
 	} {
-		p, err := ParseJobParams(Synthetic{}, []byte(c.js), DefaultLimits())
+		p, err := syntheticModel(t).ParseParams([]byte(c.js), DefaultLimits())
 		if c.wantErr != "" {
 			if !errors.Is(err, ErrBadParams) || !strings.Contains(err.Error(), c.wantErr) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("%s: %v, want one ErrBadParams line with %q", c.js, err, c.wantErr)
@@ -46,9 +46,10 @@ func TestParseJobParamsWindows(t *testing.T) {
 // A windowed job's step memory is one window's, whatever its length; its work counts every
 // window's frames.
 func TestJobCostWindows(t *testing.T) {
-	act := LatentActivation(SyntheticChannels)
-	native := JobCost(DefaultParams(), act)
-	long := DefaultParams()
+	m := syntheticModel(t)
+	act := m.Activation()
+	native := JobCost(m.DefaultParams(), act)
+	long := m.DefaultParams()
 	long.NumFrames, long.Window, long.Overlap = 140, 14, 4 // windows at 0, 10, ..., 120, 126
 	c := JobCost(long, act)
 	if c.ActivationBytes != native.ActivationBytes {
@@ -75,7 +76,7 @@ func TestServeLongVideo(t *testing.T) {
 	if end := ts.wait(st.ID, 60*time.Second); end.State != StateSucceeded {
 		t.Fatalf("job %s: %s %s", st.ID, end.State, end.Error)
 	}
-	p, err := ParseJobParams(Synthetic{}, []byte(js), DefaultLimits())
+	p, err := syntheticModel(t).ParseParams([]byte(js), DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}

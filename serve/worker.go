@@ -27,7 +27,7 @@ type WorkerConfig struct {
 	Rank   int
 	Secret []byte
 	Spec   ModelSpec
-	// Denoiser, when nil, is built from Spec.DenoiserConfig().
+	// Denoiser, when not nil, replaces the family's denoising role (tests).
 	Denoiser model.Denoiser
 	// Heartbeat is the ping interval; HeartbeatTimeout how long the coordinator may be
 	// silent before the worker gives up. Defaults DefaultHeartbeat, DefaultHeartbeatTimeout.
@@ -58,35 +58,26 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		AfterBatch: memRelease.soon})
 }
 
-// workerSteppers returns the stepper factory of a worker serving spec: a model family's
-// denoising role when the family is known and den is nil, else den (built from
-// spec.DenoiserConfig() when nil) with the spec's scheduler.
+// workerSteppers returns the stepper factory of a worker serving spec: the family's
+// scheduler, with the family's denoising role, or den when it is not nil (tests wrap a
+// denoiser to make it hang or wait).
 func workerSteppers(spec ModelSpec, den model.Denoiser) (func(steps int) (*pipeline.Stepper, error), func(), error) {
-	if f, ok := family.Lookup(spec.Name); ok && den == nil {
-		smp, err := f.Open(spec.Dir, family.Options{Variant: spec.Variant, Backend: spec.Backend,
-			Roles: family.Roles{Denoise: true}, Sim: spec.DenoiserConfig()})
-		if err != nil {
-			return nil, nil, err
-		}
-		return func(steps int) (*pipeline.Stepper, error) {
-			sc, err := smp.Scheduler(steps)
-			if err != nil {
-				return nil, err
-			}
-			return smp.Stepper(sc)
-		}, func() { smp.Close() }, nil
+	r, err := spec.resolve()
+	if err != nil {
+		return nil, nil, err
 	}
-	if den == nil {
-		var err error
-		if den, err = model.New(spec.DenoiserConfig()); err != nil {
-			return nil, nil, err
-		}
+	smp, err := r.Open(spec.options(family.Roles{Denoise: den == nil}))
+	if err != nil {
+		return nil, nil, err
 	}
 	return func(steps int) (*pipeline.Stepper, error) {
-		sc, err := NewScheduler(spec, steps)
+		sc, err := smp.Scheduler(steps)
 		if err != nil {
 			return nil, err
 		}
-		return &pipeline.Stepper{Model: den, Sched: sc}, nil
-	}, func() {}, nil
+		if den != nil {
+			return &pipeline.Stepper{Model: den, Sched: sc}, nil
+		}
+		return smp.Stepper(sc)
+	}, func() { smp.Close() }, nil
 }

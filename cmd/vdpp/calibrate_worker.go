@@ -13,7 +13,7 @@ import (
 // runCalibrateWorker is the hidden `vdpp worker calibrate` job that `vdpp plan` and
 // `vdpp bench --plan auto` launch: every rank times an all-gather over the whole world (and
 // a hand-off in a world of two); rank 0 writes the result to --out.
-func runCalibrateWorker(ctx context.Context, args []string, stderr io.Writer, env comm.Env, log *slog.Logger) error {
+func runCalibrateWorker(ctx context.Context, args []string, stderr io.Writer, env comm.Env, log *slog.Logger) (err error) {
 	fs := newFlags("worker calibrate", stderr, stderr)
 	bytes := fs.Int64("bytes", 4, "bytes each member contributes to the all-gather (and of the hand-off)")
 	repeats := fs.Int("repeats", 50, "timed repetitions")
@@ -27,7 +27,7 @@ func runCalibrateWorker(ctx context.Context, args []string, stderr io.Writer, en
 	if err != nil {
 		return err
 	}
-	defer tr.Close()
+	defer func() { comm.CloseWith(tr, err) }()
 	res, err := (&plan.Calibrator{Repeats: *repeats, Gap: *gap}).GroupWorker(ctx, tr, *bytes)
 	if err != nil {
 		return err

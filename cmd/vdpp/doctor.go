@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime/debug"
+	"slices"
 	"strings"
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
@@ -32,6 +34,24 @@ type doctorReport struct {
 	TryError         string                  `json:"try_error,omitempty"`
 	// CPUMatMul names the kernel simplego's float32 matrix products run on.
 	CPUMatMul string `json:"cpu_matmul"`
+	// Backends are the GoMLX backends built into this binary ("go", "xla"); Static says
+	// whether it was built without cgo (CGO_ENABLED=0).
+	Backends []string `json:"backends"`
+	Static   bool     `json:"static"`
+}
+
+// buildStatic reports whether this binary was built with CGO_ENABLED=0.
+func buildStatic() bool {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range info.Settings {
+		if s.Key == "CGO_ENABLED" {
+			return s.Value == "0"
+		}
+	}
+	return false
 }
 
 // runDoctor prints what vdpp detects about GPUs and PJRT plugins and which backend a
@@ -46,7 +66,7 @@ func runDoctor(_ context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	p := backendspec.OSProbe()
-	rep := doctorReport{GPU: backendspec.DetectGPU(p), Spec: *spec, CPUMatMul: cpuMatMul()}
+	rep := doctorReport{GPU: backendspec.DetectGPU(p), Spec: *spec, CPUMatMul: cpuMatMul(), Backends: nn.CompiledBackends(), Static: buildStatic()}
 	rep.CUDAPlugin, rep.PluginSearched = backendspec.FindCUDAPlugin(p)
 	rep.CUDADataDir, rep.CUDADataDirTried = backendspec.FindCUDADataDir(p, rep.CUDAPlugin)
 	rep.MissingCUDALibs, _ = backendspec.MissingCUDALibs(p, rep.CUDAPlugin)
@@ -90,6 +110,14 @@ func writeDoctor(w io.Writer, rep doctorReport) error {
 			return "yes"
 		}
 		return "no"
+	}
+	build := "dynamic (cgo)"
+	if rep.Static {
+		build = "static (CGO_ENABLED=0)"
+	}
+	fmt.Fprintf(&b, "backends built in: %s; %s binary\n", strings.Join(rep.Backends, ", "), build)
+	if !slices.Contains(rep.Backends, "xla") {
+		fmt.Fprintf(&b, "                   (no XLA: --backend xla:* needs the default build; see docs/deploy.md)\n")
 	}
 	fmt.Fprintf(&b, "NVIDIA GPU:        %s (%s)\n", yes(rep.GPU.Found), rep.GPU.Evidence)
 	if rep.CUDAPlugin != "" {

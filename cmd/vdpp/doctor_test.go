@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/vdpp/vdpp/model/nn"
 )
 
 func TestDoctor(t *testing.T) {
@@ -15,6 +17,7 @@ func TestDoctor(t *testing.T) {
 		want     string // substring of stdout
 	}{
 		{"go backend runs", []string{"doctor", "--backend", "go", "--try"}, 0, "try:             ok on SimpleGo"},
+		{"names the built-in backends", []string{"doctor", "--backend", "go"}, 0, "backends built in: " + strings.Join(nn.CompiledBackends(), ", ") + "; "},
 		{"unknown backend fails", []string{"doctor", "--backend", "tpu"}, 1, "error: backendspec: unknown backend"},
 		{"missing plugin file fails", []string{"doctor", "--backend", "xla:/no/such/xla_cuda_plugin.so"}, 1, "/no/such/xla_cuda_plugin.so is not a file"},
 		{"bad flag", []string{"doctor", "--nope"}, 2, ""},

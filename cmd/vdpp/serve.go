@@ -3,7 +3,6 @@ package main
 import (
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/model/family"
-	"github.com/vdpp/vdpp/model/svd"
 
 	"context"
 	"encoding/hex"
@@ -160,20 +159,19 @@ func folderSpec(name, dir string) (serve.ModelSpec, error) {
 	if err != nil {
 		return serve.ModelSpec{}, fmt.Errorf("serve: %w", err)
 	}
-	// A folder whose model_index.json names no family is refused here; one the loader
-	// cannot read yet is taken as SVD, and the loader reports what is wrong with it.
-	fam := svd.FamilyName
-	if m, err := family.ResolveDir(dir); err == nil {
-		fam = m.Family.Name()
-		// A text-to-video family's jobs give prompts, which the coordinator encodes: the
-		// folder must have its text encoder and tokenizer.
-		if d, err := m.Describe(); err == nil && d.TextDim > 0 {
-			if err := m.Preflight(family.Options{Roles: family.Roles{Condition: true}, Prompts: true}); err != nil {
-				return serve.ModelSpec{}, fmt.Errorf("%w: --model %s is a text-to-video model (%s): serving it needs its text encoder to encode the jobs' prompts: %w", errUsage, name, fam, err)
-			}
+	// The folder's model_index.json names its family; a folder that does not is refused
+	// with the loader's one line (what is missing or unreadable).
+	m, err := family.ResolveDir(dir)
+	if err != nil {
+		return serve.ModelSpec{}, fmt.Errorf("serve: --model %s: %w", name, err)
+	}
+	fam := m.Family.Name()
+	// A text-to-video family's jobs give prompts, which the coordinator encodes: the
+	// folder must have its text encoder and tokenizer.
+	if d, err := m.Describe(); err == nil && d.TextDim > 0 {
+		if err := m.Preflight(family.Options{Roles: family.Roles{Condition: true}, Prompts: true}); err != nil {
+			return serve.ModelSpec{}, fmt.Errorf("%w: --model %s is a text-to-video model (%s): serving it needs its text encoder to encode the jobs' prompts: %w", errUsage, name, fam, err)
 		}
-	} else if errors.Is(err, family.ErrUnknown) {
-		return serve.ModelSpec{}, fmt.Errorf("serve: %w", err)
 	}
 	return serve.ModelSpec{Name: fam, Dir: dir, DecodeChunkSize: smp.DecodeChunkSize,
 		MinGuidance: smp.MinGuidance, MaxGuidance: smp.MaxGuidance}, nil

@@ -19,15 +19,24 @@ import (
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/internal/shared"
 	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve/loadtest"
 )
 
-// TestModelSpec: --model maps a folder and "builtin" to the svd model with a folder, names
-// to themselves, and "builtin" without a built-in model to a clear error.
+// TestModelSpec: --model maps a folder and "builtin" to the family its model_index.json
+// names, with that folder; names to themselves; a folder no family claims, or without a
+// readable model_index.json, and "builtin" without a built-in model to a clear error.
 func TestModelSpec(t *testing.T) {
 	dir := t.TempDir()
 	builtinDir := t.TempDir()
 	tuned, corrupt := t.TempDir(), t.TempDir()
+	unreadable, foreign := t.TempDir(), t.TempDir()
+	for d, class := range map[string]string{dir: "StableVideoDiffusionPipeline", builtinDir: "StableVideoDiffusionPipeline",
+		tuned: "StableVideoDiffusionPipeline", corrupt: "StableVideoDiffusionPipeline", foreign: "SomeOtherPipeline"} {
+		if err := os.WriteFile(filepath.Join(d, "model_index.json"), []byte(`{"_class_name": "`+class+`"}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for d, text := range map[string]string{tuned: `{"min_guidance": 2, "max_guidance": 4, "decode_chunk_size": 5}`, corrupt: `{"decode_chunk_size": "seven"}`} {
 		if err := os.WriteFile(filepath.Join(d, checkpoint.SamplingFile), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
@@ -46,6 +55,8 @@ func TestModelSpec(t *testing.T) {
 		{"relative folder", filepath.Join(dir, "."), nil, "svd", dir, nil, 0},
 		{"folder with vdpp_sampling.json", tuned, nil, "svd", tuned, nil, 5},
 		{"folder with a corrupt vdpp_sampling.json", corrupt, nil, "", "", checkpoint.ErrSampling, 0},
+		{"folder without model_index.json", unreadable, nil, "", "", nil, 0},
+		{"folder of a pipeline no family runs", foreign, nil, "", "", family.ErrUnknown, 0},
 		{"synthetic", "synthetic", nil, "synthetic", "", nil, 0},
 		{"empty", "", nil, "", "", errUsage, 0},
 		{"builtin not in this build", "builtin", nil, "", "", errBuiltinUnavailable, 0},

@@ -9,9 +9,9 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 
-	"github.com/vdpp/vdpp/bench/unetbench"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/svd/unet"
+	"github.com/vdpp/vdpp/model/svd/unetbench"
 	"github.com/vdpp/vdpp/model/svd/unetcost"
 	"github.com/vdpp/vdpp/tensor"
 )

@@ -59,11 +59,13 @@ var vocabulary = map[string]Group{
 	"noise-aug-strength": Sampling, "window": Sampling, "overlap": Sampling, "blend": Sampling,
 	"num-samples": Sampling, "decode-chunk-size": Sampling, "vae-tile": Sampling,
 	"latent-frames": Sampling, "latent-height": Sampling, "latent-width": Sampling,
+	"cache": Sampling, "cache-threshold": Sampling, "cache-interval": Sampling, "cache-branch": Sampling,
+	"cache-steps": Sampling, "cache-drop": Sampling,
 	// parallelism: the mesh and how work is cut
 	"nproc": Parallelism, "pp": Parallelism, "cfg": Parallelism, "cp": Parallelism, "dp": Parallelism,
 	"plan": Parallelism, "goal": Parallelism, "devices": Parallelism, "micro-batch": Parallelism,
 	"decode-ranks": Parallelism, "decode-steps": Parallelism, "condition-steps": Parallelism,
-	"timeout": Parallelism, "warmup-samples": Parallelism, "no-baseline": Parallelism,
+	"timeout": Parallelism, "heartbeat-timeout": Parallelism, "warmup-samples": Parallelism, "no-baseline": Parallelism,
 	// output: where results go and what is shown
 	"out": Output, "overwrite": Output, "json": Output, "trace": Output, "svg": Output,
 	"progress": Output, "quiet": Output, "data-dir": Output,

@@ -78,10 +78,6 @@ func (c Config) validate() error {
 	return nil
 }
 
-func init() {
-	model.Register("dummy", func(c model.Config) (model.Denoiser, error) { return New(FromModelConfig(c)) })
-}
-
 // tensorSpec is one weight: its name, shape and fan-in (0: not drawn).
 type tensorSpec struct {
 	name  string

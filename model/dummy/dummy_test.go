@@ -180,15 +180,15 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-func TestRegistryAndWeights(t *testing.T) {
-	den, err := model.New(model.Config{Name: "dummy", HiddenChannels: 8, LatentChannels: 4, Seed: 7})
+func TestModelConfigAndWeights(t *testing.T) {
+	den, err := New(FromModelConfig(model.Config{Name: "dummy", HiddenChannels: 8, LatentChannels: 4, Seed: 7}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer den.(model.Closer).Close()
+	defer den.Close()
 	in := testInput(6, 2, 4, nil)
 	if !tensor.BitEqual(predict(t, den, in), predict(t, mustNew(t, smallCfg), in)) {
-		t.Fatal("registry instance differs from New with the same config")
+		t.Fatal("the instance from a model.Config differs from New with the same config")
 	}
 	want := int64(0)
 	for _, s := range ExpectedTensors(smallCfg) {
@@ -197,12 +197,12 @@ func TestRegistryAndWeights(t *testing.T) {
 	if got := den.WeightBytes(); got != want || want == 0 {
 		t.Fatalf("WeightBytes = %d, want %d", got, want)
 	}
-	def, err := model.New(model.Config{Name: "dummy"})
+	def, err := New(FromModelConfig(model.Config{Name: "dummy"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer def.(model.Closer).Close()
-	if c := def.(*Denoiser).Config(); c.HiddenChannels != DefaultHiddenChannels || c.LatentChannels != DefaultLatentChannels {
+	defer def.Close()
+	if c := def.Config(); c.HiddenChannels != DefaultHiddenChannels || c.LatentChannels != DefaultLatentChannels {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 }

@@ -5,17 +5,17 @@ import (
 	"fmt"
 
 	"github.com/vdpp/vdpp/model"
-	_ "github.com/vdpp/vdpp/model/dummy"
+	"github.com/vdpp/vdpp/model/dummy"
 	"github.com/vdpp/vdpp/tensor"
 )
 
-// Example builds the dummy denoiser through the registry and runs one guided pair of rows.
+// Example builds the dummy denoiser and runs one guided pair of rows.
 func Example() {
-	den, err := model.New(model.Config{Name: "dummy", HiddenChannels: 8, LatentChannels: 4, Seed: 1, Backend: "go"})
+	den, err := dummy.New(dummy.Config{HiddenChannels: 8, LatentChannels: 4, Seed: 1, Backend: "go"})
 	if err != nil {
 		panic(err)
 	}
-	defer den.(model.Closer).Close()
+	defer den.Close()
 	in := model.Input{
 		Latents:  tensor.New(2, 3, 4, 8, 8), // [N, T, C, H, W]
 		Timestep: 0.5,

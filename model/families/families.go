@@ -6,6 +6,7 @@ package families
 
 import (
 	"github.com/vdpp/vdpp/builtin"
+	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/dummy"
 	"github.com/vdpp/vdpp/model/family"
 	_ "github.com/vdpp/vdpp/model/svd" // registers the "svd" family
@@ -15,6 +16,8 @@ import (
 
 func init() {
 	family.RegisterAlias(builtin.Name, builtin.Dir)
-	family.Register(family.Denoisers{Model: "synthetic", CondKey: synthetic.CondKey})
-	family.Register(family.Denoisers{Model: "dummy", CondKey: dummy.CondKey})
+	family.Register(family.Denoisers{Model: "synthetic", CondKey: synthetic.CondKey,
+		New: func(c model.Config) (model.Denoiser, error) { return synthetic.New(c) }})
+	family.Register(family.Denoisers{Model: "dummy", CondKey: dummy.CondKey,
+		New: func(c model.Config) (model.Denoiser, error) { return dummy.New(dummy.FromModelConfig(c)) }})
 }

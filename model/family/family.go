@@ -214,6 +214,14 @@ type Description struct {
 	// Windows are the family's defaults for a video longer than its native length (zero
 	// fields: the engine's; see ResolveWindows).
 	Windowing Windowing
+	// IndependentRows says the denoiser computes each row of a batch bit-identically
+	// whatever other rows share its call, so rows of different jobs may be batched without
+	// changing any job's result (a server batches only such models by default). A
+	// checkpoint's network does not promise it (its kernels may block rows together).
+	IndependentRows bool
+	// VAETiling says the VAE can decode (and encode) in overlapping spatial tiles
+	// (Params.VAETile, diffusers' enable_tiling).
+	VAETiling bool
 	// Caching is what the denoiser can reuse between steps (zero: nothing).
 	Caching Caching
 }

@@ -3,6 +3,9 @@ package family_test
 import (
 	"context"
 	"errors"
+	"image"
+	"image/color"
+	"image/draw"
 	"os"
 	"path/filepath"
 	"testing"
@@ -71,7 +74,51 @@ func TestDenoisersSampler(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Decode(context.Background(), it.Latent, p); !errors.Is(err, family.ErrNoDecoder) {
-		t.Fatalf("decode: %v", err)
+	frames, err := s.Decode(context.Background(), it.Latent.Rows(0, 1), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := frames.Shape; len(got) != 4 || got[0] != 2 || got[1] != 3 || got[2] != 16 || got[3] != 16 {
+		t.Fatalf("decoded frames %v, want [2 3 16 16]", got)
+	}
+	for _, v := range frames.Data {
+		if !(v > 0 && v < 1) {
+			t.Fatalf("decoded value %v outside (0, 1)", v)
+		}
+	}
+	p.Width = 24
+	if _, err := s.Decode(context.Background(), it.Latent.Rows(0, 1), p); !errors.Is(err, family.ErrParams) {
+		t.Fatalf("decode at the wrong size: %v, want ErrParams", err)
+	}
+}
+
+// The simulators condition on an image's mean colour, so two images give two videos.
+func TestDenoisersImageConditioning(t *testing.T) {
+	s, err := family.Open("synthetic", family.Options{Roles: family.Roles{Condition: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := s.DefaultParams()
+	sc, err := s.Scheduler(p.Steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vec := func(c color.Color) []float32 {
+		img := image.NewNRGBA(image.Rect(0, 0, 4, 4))
+		draw.Draw(img, img.Bounds(), image.NewUniform(c), image.Point{}, draw.Src)
+		it, err := s.Prepare(context.Background(), family.Input{Image: img}, p, sc, []int64{0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range it.Cond[0] {
+			return v.Data
+		}
+		t.Fatal("no conditioning")
+		return nil
+	}
+	white, black := vec(color.White), vec(color.Black)
+	if white[0] != 1 || black[0] != -1 || white[3] != black[3] {
+		t.Fatalf("white %v, black %v: want the colour in channels 0-2 (±1), the same noise after", white, black)
 	}
 }

@@ -2,8 +2,9 @@ package family
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"image"
+	"math"
 	"math/rand/v2"
 
 	"github.com/vdpp/vdpp/model"
@@ -12,19 +13,21 @@ import (
 	"github.com/vdpp/vdpp/tensor"
 )
 
-// ErrNoDecoder is returned by Decode of a family without a decoder (the simulators).
-var ErrNoDecoder = errors.New("family: the model has no decoder")
-
-// Denoisers is the family of a model registered in package model with no conditioner or
-// decoder of its own (the synthetic and dummy simulators): its denoiser is model.New with
-// Options.Sim, its scheduler SVD's, and Prepare draws sample s's latent from N(0,1) with a
-// PCG stream keyed by (seed, s), then a per-channel conditioning vector (under CondKey)
-// from the same stream, as the benchmark's workload does.
+// Denoisers is the family of a simulator denoiser (synthetic, dummy): a denoiser built by
+// New from Options.Sim, with SVD's scheduler and no network of its own around it. Prepare
+// draws sample s's latent from N(0,1) with a PCG stream keyed by (seed, s), then a
+// per-channel conditioning vector (under CondKey) from the same stream, as the
+// benchmark's workload does; given an image, the vector's first three channels are its
+// mean colour instead, so a video depends on its image. Decode is a preview: the first
+// three latent channels through a sigmoid, upsampled to the frame size, so a served job's
+// video shows its latent. Rows are computed independently (Description.IndependentRows).
 type Denoisers struct {
-	// Model is the name registered in package model ("synthetic").
+	// Model is the family's name and --model value ("synthetic").
 	Model string
 	// CondKey names the per-channel conditioning vector.
 	CondKey string
+	// New builds the denoiser from the simulator knobs (Options.Sim).
+	New func(model.Config) (model.Denoiser, error)
 }
 
 // Name implements Family.
@@ -47,7 +50,7 @@ func (Denoisers) Preflight(string, Options) error { return nil }
 
 // Describe implements Family.
 func (d Denoisers) Describe(string) (Description, error) {
-	return Description{Defaults: (&denoiserSampler{}).DefaultParams(), SizeMultiple: 8}, nil
+	return Description{Defaults: (&denoiserSampler{}).DefaultParams(), SizeMultiple: simScale, IndependentRows: true}, nil
 }
 
 // Open implements Family.
@@ -57,7 +60,10 @@ func (d Denoisers) Open(dir string, o Options) (Sampler, error) {
 	var den model.Denoiser
 	if o.Roles.Denoise {
 		var err error
-		if den, err = model.New(cfg); err != nil {
+		if d.New == nil {
+			return nil, fmt.Errorf("family: %s has no denoiser constructor", d.Model)
+		}
+		if den, err = d.New(cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -78,9 +84,15 @@ func (s *denoiserSampler) DefaultParams() Params {
 		FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02}
 }
 
+// simScale is the simulators' latent downsampling factor (SVD's VAE's).
+const simScale = 8
+
 func (s *denoiserSampler) Validate(p Params) error {
-	if p.NumFrames < 1 || p.Steps < 1 || p.Height < 8 || p.Width < 8 || p.Height%8 != 0 || p.Width%8 != 0 {
-		return fmt.Errorf("%w: %d frames, %d steps, %dx%d (sizes: positive multiples of 8)", ErrParams, p.NumFrames, p.Steps, p.Width, p.Height)
+	if p.NumFrames < 1 || p.Steps < 1 || p.Height < simScale || p.Width < simScale || p.Height%simScale != 0 || p.Width%simScale != 0 {
+		return fmt.Errorf("%w: %d frames, %d steps, %dx%d (sizes: positive multiples of %d)", ErrParams, p.NumFrames, p.Steps, p.Width, p.Height, simScale)
+	}
+	if p.MinGuidance > p.MaxGuidance {
+		return fmt.Errorf("%w: min guidance %v > max guidance %v", ErrParams, p.MinGuidance, p.MaxGuidance)
 	}
 	return nil
 }
@@ -93,7 +105,7 @@ func (s *denoiserSampler) channels() int {
 }
 
 func (s *denoiserSampler) LatentShape(p Params) []int {
-	return []int{p.NumFrames, s.channels(), p.Height / 8, p.Width / 8}
+	return []int{p.NumFrames, s.channels(), p.Height / simScale, p.Width / simScale}
 }
 
 func (s *denoiserSampler) Scheduler(steps int) (sched.Scheduler, error) {
@@ -104,9 +116,13 @@ func (s *denoiserSampler) Scheduler(steps int) (sched.Scheduler, error) {
 	return sc, nil
 }
 
-func (s *denoiserSampler) Prepare(ctx context.Context, _ Input, p Params, sc sched.Scheduler, samples []int64) (*pipeline.Item, error) {
+func (s *denoiserSampler) Prepare(ctx context.Context, in Input, p Params, sc sched.Scheduler, samples []int64) (*pipeline.Item, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	var colour []float32
+	if in.Image != nil {
+		colour = meanColour(in.Image)
 	}
 	shape := s.LatentShape(p)
 	per := tensor.NumElements(shape)
@@ -121,12 +137,23 @@ func (s *denoiserSampler) Prepare(ctx context.Context, _ Input, p Params, sc sch
 		for i := range vec.Data {
 			vec.Data[i] = float32(r.NormFloat64())
 		}
+		copy(vec.Data, colour)
 		it.Cond = append(it.Cond, model.Conditioning{s.fam.CondKey: vec})
 	}
 	if p.Guided() {
 		it.Guidance = sched.GuidanceWeights(float32(p.MinGuidance), float32(p.MaxGuidance), p.NumFrames)
 	}
 	return it, nil
+}
+
+// RandomConditioning implements RandomConditioner: the per-channel vector drawn from r,
+// as Prepare draws it after the noise.
+func (s *denoiserSampler) RandomConditioning(r *rand.Rand, latent []int) model.Conditioning {
+	vec := tensor.New(latent[1])
+	for i := range vec.Data {
+		vec.Data[i] = float32(r.NormFloat64())
+	}
+	return model.Conditioning{s.fam.CondKey: vec}
 }
 
 // WindowGuidance implements WindowGuider: every window rises as a whole clip does.
@@ -144,8 +171,57 @@ func (s *denoiserSampler) Stepper(sc sched.Scheduler) (*pipeline.Stepper, error)
 	return &pipeline.Stepper{Model: s.den, Sched: sc}, nil
 }
 
-func (s *denoiserSampler) Decode(context.Context, *tensor.Dense, Params) (*tensor.Dense, error) {
-	return nil, fmt.Errorf("%w: %s", ErrNoDecoder, s.fam.Model)
+// Decode is the simulators' preview decoder: frame f's colour channel c is the sigmoid of
+// latent channel c (mod the channel count), each latent pixel a simScale×simScale block.
+func (s *denoiserSampler) Decode(ctx context.Context, latent *tensor.Dense, p Params) (*tensor.Dense, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sh := latent.Shape
+	if len(sh) == 5 && sh[0] == 1 {
+		sh = sh[1:]
+	}
+	if len(sh) != 4 || sh[0] != p.NumFrames || sh[1] < 1 || sh[2]*simScale != p.Height || sh[3]*simScale != p.Width {
+		return nil, fmt.Errorf("%w: %s: latent %v does not fit %d frames of %dx%d", ErrParams, s.fam.Model, latent.Shape, p.NumFrames, p.Width, p.Height)
+	}
+	t, c, lh, lw := sh[0], sh[1], sh[2], sh[3]
+	out := tensor.New(t, 3, p.Height, p.Width)
+	for f := range t {
+		for ch := range 3 {
+			src := latent.Data[(f*c+ch%c)*lh*lw:]
+			dst := out.Data[(f*3+ch)*p.Height*p.Width:]
+			for y := range p.Height {
+				for x := range p.Width {
+					v := float64(src[(y/simScale)*lw+x/simScale])
+					dst[y*p.Width+x] = float32(1 / (1 + math.Exp(-v)))
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// meanColour is img's mean red, green and blue scaled to [-1, 1], summed in a fixed order.
+func meanColour(img image.Image) []float32 {
+	b := img.Bounds()
+	var sum [3]float64
+	n := 0
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			sum[0] += float64(r)
+			sum[1] += float64(g)
+			sum[2] += float64(bl)
+			n++
+		}
+	}
+	out := make([]float32, 3)
+	for c := range out {
+		if n > 0 {
+			out[c] = float32(sum[c]/float64(n)/65535*2 - 1)
+		}
+	}
+	return out
 }
 
 func (s *denoiserSampler) WeightBytes() map[string]int64 {

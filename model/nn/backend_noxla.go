@@ -15,3 +15,6 @@ import (
 var ErrNoXLA = errors.New("nn: this vdpp was built without the XLA backend (noxla tag or unsupported platform); use --backend go")
 
 func newXLA(backendspec.Resolution) (backends.Backend, error) { return nil, ErrNoXLA }
+
+// CompiledBackends lists the GoMLX backends built into this binary: the pure-Go one only.
+func CompiledBackends() []string { return []string{"go"} }

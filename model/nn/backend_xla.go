@@ -27,3 +27,7 @@ func newXLA(r backendspec.Resolution) (backends.Backend, error) {
 	}
 	return b, nil
 }
+
+// CompiledBackends lists the GoMLX backends built into this binary: the pure-Go one and
+// XLA (PJRT plugins, loaded at run time: CPU, CUDA).
+func CompiledBackends() []string { return []string{"go", "xla"} }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/vdpp/vdpp/model"
-	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -15,24 +14,6 @@ import (
 // latents (diffusers' negative conditioning).
 type Denoiser struct {
 	P *Pipeline
-}
-
-func init() {
-	model.Register("svd", func(cfg model.Config) (model.Denoiser, error) {
-		if cfg.Dir == "" {
-			return nil, fmt.Errorf("svd: --model-dir is required")
-		}
-
-		b, err := nn.NewBackend(cfg.Backend)
-		if err != nil {
-			return nil, err
-		}
-		p, err := Load(cfg.Dir, cfg.Variant, b, Parts{Denoiser: true})
-		if err != nil {
-			return nil, err
-		}
-		return &Denoiser{P: p}, nil
-	})
 }
 
 // WeightBytes implements model.Denoiser.

@@ -36,10 +36,6 @@ type Denoiser struct {
 	Now func() time.Time
 }
 
-func init() {
-	model.Register("synthetic", func(cfg model.Config) (model.Denoiser, error) { return New(cfg) })
-}
-
 // New builds a synthetic denoiser from cfg.StepMS and cfg.Cost ("", "sleep" or "spin").
 func New(cfg model.Config) (*Denoiser, error) {
 	if cfg.StepMS < 0 {
@@ -68,6 +64,9 @@ func (d *Denoiser) Pace(start time.Time, rows float64) {
 	}
 	d.SleepUntil(start.Add(time.Duration(d.StepMS * rows * float64(time.Millisecond))))
 }
+
+// FrameLocal implements model.FrameLocal: the update is elementwise.
+func (d *Denoiser) FrameLocal() bool { return true }
 
 // PredictFrames implements model.ContextParallel: the update is elementwise, so a slice of
 // frames is computed exactly as in the whole sample and nothing is exchanged.

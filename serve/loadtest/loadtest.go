@@ -33,7 +33,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve"
 	"github.com/vdpp/vdpp/tensor"
@@ -492,21 +491,16 @@ func Percentile(sorted []float64, p float64) float64 {
 func (r *runner) verify(ctx context.Context) (ok, bad int, err error) {
 	spec := r.o.Model
 	spec.StepMS = 0
-	gen, err := serve.NewGenerator(spec)
+	gen, err := serve.OpenModel(spec)
 	if err != nil {
 		return 0, 0, err
 	}
-	var den model.Denoiser // nil: the family's denoising role, as the server's workers
-	if _, ok := family.Lookup(spec.Name); !ok {
-		if den, err = model.New(spec.DenoiserConfig()); err != nil {
-			return 0, 0, err
-		}
-	}
+	defer gen.Close()
 	for _, j := range r.jobs {
 		if j.state != serve.StateSucceeded {
 			continue
 		}
-		p, err := serve.ParseJobParams(gen, []byte(r.o.Params), serve.Limits{})
+		p, err := gen.ParseParams([]byte(r.o.Params), serve.Limits{})
 		if err != nil {
 			return ok, bad, err
 		}
@@ -515,7 +509,7 @@ func (r *runner) verify(ctx context.Context) (ok, bad int, err error) {
 		if err != nil {
 			return ok, bad, err
 		}
-		want, err := serve.Reference(ctx, gen, den, spec, img, p)
+		want, err := serve.Reference(ctx, spec, gen, family.Input{Image: img}, p)
 		if err != nil {
 			return ok, bad, err
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/vdpp/vdpp/model/families" // the synthetic model
 	"github.com/vdpp/vdpp/serve"
 )
 

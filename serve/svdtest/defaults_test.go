@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/svd"
 	"github.com/vdpp/vdpp/serve"
 )
@@ -13,7 +14,7 @@ func TestDefaultDecodeChunk(t *testing.T) {
 	for _, chunk := range []int{0, 7} {
 		p := &svd.Pipeline{}
 		p.UNetConfig.NumFrames = 14
-		g := serve.NewFamilyGenerator(svd.NewSampler(p, checkpoint.DefaultSampling), serve.ModelSpec{DecodeChunkSize: chunk})
+		g := serve.NewModel(svd.NewSampler(p, checkpoint.DefaultSampling), family.Description{}, serve.ModelSpec{DecodeChunkSize: chunk})
 		if got := g.DefaultParams().DecodeChunkSize; got != chunk {
 			t.Errorf("spec chunk %d: default decode_chunk_size %d", chunk, got)
 		}
@@ -36,7 +37,7 @@ func TestDefaultGuidance(t *testing.T) {
 		if tc.spec != nil {
 			spec.MinGuidance, spec.MaxGuidance = tc.spec[0], tc.spec[1]
 		}
-		g := serve.NewFamilyGenerator(svd.NewSampler(p, checkpoint.DefaultSampling), spec)
+		g := serve.NewModel(svd.NewSampler(p, checkpoint.DefaultSampling), family.Description{}, spec)
 		if got := g.DefaultParams(); got.MinGuidance != tc.wantMin || got.MaxGuidance != tc.wantMax {
 			t.Errorf("spec %v: default guidance %v -> %v, want %v -> %v", tc.spec, got.MinGuidance, got.MaxGuidance, tc.wantMin, tc.wantMax)
 		}

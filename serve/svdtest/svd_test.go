@@ -19,6 +19,7 @@ import (
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/checkpoint"
 	_ "github.com/vdpp/vdpp/model/families"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/svd"
 	"github.com/vdpp/vdpp/pipeline"
@@ -132,7 +133,7 @@ func TestServeMatchesGenerate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen := serve.NewFamilyGenerator(svd.NewSampler(p, checkpoint.DefaultSampling), spec) // owns p
+	gen := serve.NewModel(svd.NewSampler(p, checkpoint.DefaultSampling), family.Description{}, spec) // owns p
 	defer gen.Close()
 	pr := svd.Params(st.Params)
 	want, wantFrames := directRun(t, p, imgPath, pr)
@@ -255,7 +256,7 @@ func TestCheckParams(t *testing.T) {
 	p := &svd.Pipeline{}
 	p.VAEConfig.BlockOutChannels = []int{8, 8, 8, 8, 8} // factor 16
 	p.UNetConfig.NumFrames = 14
-	g := serve.NewFamilyGenerator(svd.NewSampler(p, checkpoint.DefaultSampling), serve.ModelSpec{})
+	g := serve.NewModel(svd.NewSampler(p, checkpoint.DefaultSampling), family.Description{}, serve.ModelSpec{})
 	p.UNetConfig.NumFrames = 99 // New copied the configs
 	if d := g.DefaultParams(); d.NumFrames != 14 || d.Steps != 25 || d.Height != 576 || d.Width != 1024 || d.MaxGuidance != 3 {
 		t.Fatalf("defaults %+v", d)
@@ -277,63 +278,63 @@ func TestCheckParams(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			pp := ok
 			c.mod(&pp)
-			err := g.CheckParams(pp)
+			p2, err := g.ParseParams([]byte(`{"height":`+itoa(pp.Height)+`,"width":`+itoa(pp.Width)+`,"min_guidance":`+ftoa(pp.MinGuidance)+`,"max_guidance":`+ftoa(pp.MaxGuidance)+`}`), serve.Limits{})
 			if c.bad != (err != nil) || (err != nil && !errors.Is(err, serve.ErrBadParams)) {
-				t.Fatalf("CheckParams: %v (want bad=%v, wrapping serve.ErrBadParams)", err, c.bad)
-			}
-			p2, err := serve.ParseJobParams(g, []byte(`{"height":`+itoa(pp.Height)+`,"width":`+itoa(pp.Width)+`,"min_guidance":`+ftoa(pp.MinGuidance)+`,"max_guidance":`+ftoa(pp.MaxGuidance)+`}`), serve.Limits{})
-			if c.bad != (err != nil) {
-				t.Fatalf("ParseJobParams: %v (want bad=%v)", err, c.bad)
+				t.Fatalf("ParseParams: %v (want bad=%v, wrapping serve.ErrBadParams)", err, c.bad)
 			}
 			if err == nil && p2.NumFrames != 14 {
-				t.Fatalf("ParseJobParams did not take the checkpoint's frames: %+v", p2)
+				t.Fatalf("ParseParams did not take the checkpoint's frames: %+v", p2)
 			}
 		})
 	}
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.CheckParams(ok); err != nil {
-		t.Fatalf("CheckParams reads configs only, also after Close: %v", err)
+	if _, err := g.ParseParams(nil, serve.Limits{}); err != nil {
+		t.Fatalf("ParseParams reads configs only, also after Close: %v", err)
 	}
-	if _, err := g.Prepare(context.Background(), image.NewGray(image.Rect(0, 0, 4, 4)), ok, &sched.Euler{Timesteps: make([]float32, ok.Steps)}); !errors.Is(err, serve.ErrGeneratorClosed) {
+	if _, err := g.Prepare(context.Background(), family.Input{Image: image.NewGray(image.Rect(0, 0, 4, 4))}, ok, &sched.Euler{Timesteps: make([]float32, ok.Steps)}); !errors.Is(err, serve.ErrModelClosed) {
 		t.Fatalf("Prepare after Close: %v", err)
 	}
 }
 
-// TestOpen: the registry builds the generator for a folder and refuses a spec without one;
-// checkpoint models default to one sample per UNet call.
+// TestOpen: the family's model opens from a folder and is refused without one;
+// checkpoint models default to one sample per UNet call, the simulators to four.
 func TestOpen(t *testing.T) {
-	if _, err := serve.NewGenerator(serve.ModelSpec{Name: svd.FamilyName}); err == nil {
+	if _, err := serve.OpenModel(serve.ModelSpec{Name: svd.FamilyName}); err == nil {
 		t.Fatal("svd without a folder: no error")
 	}
-	if _, err := serve.OpenFamily(serve.ModelSpec{Name: svd.FamilyName, Dir: filepath.Join(t.TempDir(), "missing")}); err == nil {
+	if _, err := serve.OpenModel(serve.ModelSpec{Name: svd.FamilyName, Dir: filepath.Join(t.TempDir(), "missing")}); err == nil {
 		t.Fatal("missing folder: no error")
 	}
-	if n := (serve.ModelSpec{Name: svd.FamilyName}).DefaultMaxBatch(); n != 1 {
-		t.Fatalf("svd default max batch %d, want 1", n)
-	}
-	if n := (serve.ModelSpec{Name: "synthetic"}).DefaultMaxBatch(); n != 4 {
-		t.Fatalf("synthetic default max batch %d, want 4", n)
-	}
-	dir := devDir(t)
-	g, err := serve.NewGenerator(serve.ModelSpec{Name: svd.FamilyName, Dir: dir})
+	sim, err := serve.OpenModel(serve.ModelSpec{Name: "synthetic"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.(*serve.FamilyGenerator).Close()
-	pm, ok := g.(serve.ParamsModel)
-	if !ok || pm.DefaultParams().NumFrames != 3 {
-		t.Fatalf("generator %T: not a ParamsModel with the dev checkpoint's 3 frames", g)
+	defer sim.Close()
+	if n := sim.MaxBatch(); n != 4 {
+		t.Fatalf("synthetic default max batch %d, want 4", n)
 	}
-	sc, err := serve.NewScheduler(serve.ModelSpec{Name: svd.FamilyName, Dir: dir}, 2)
+	dir := devDir(t)
+	g, err := serve.OpenModel(serve.ModelSpec{Name: svd.FamilyName, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if n := g.MaxBatch(); n != 1 {
+		t.Fatalf("svd default max batch %d, want 1", n)
+	}
+	if g.DefaultParams().NumFrames != 3 {
+		t.Fatalf("defaults %+v: want the dev checkpoint's 3 frames", g.DefaultParams())
+	}
+	sc, err := g.Scheduler(2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := g.Decode(context.Background(), tensor.New(1, 3, 4, 8, 8), serve.Params{NumFrames: 3, Height: 32, Width: 32}); err == nil {
 		t.Fatal("Decode of a latent that does not fit the params: no error")
 	}
-	if _, err := g.Prepare(context.Background(), image.NewGray(image.Rect(0, 0, 4, 4)), serve.Params{NumFrames: 3, Steps: 3, Height: 32, Width: 32}, sc); err == nil {
+	if _, err := g.Prepare(context.Background(), family.Input{Image: image.NewGray(image.Rect(0, 0, 4, 4))}, serve.Params{NumFrames: 3, Steps: 3, Height: 32, Width: 32}, sc); err == nil {
 		t.Fatal("Prepare with a schedule of the wrong length: no error")
 	}
 }

@@ -13,10 +13,14 @@ import (
 
 // Fill sets every exported field of the struct p points to to a random value of its type:
 // strings with spaces, '=' and quotes, signed integers, floats with fractions, booleans,
-// durations to the nanosecond. It panics on a field type it does not know, so a new kind
+// durations to the nanosecond, and the fields of a struct field the same way. It panics on a field type it does not know, so a new kind
 // of option is noticed by its test.
 func Fill(p any, r *rand.Rand) {
-	v := reflect.ValueOf(p).Elem()
+	fill(reflect.ValueOf(p).Elem(), r)
+}
+
+// fill fills the struct v, and the structs among its fields.
+func fill(v reflect.Value, r *rand.Rand) {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		if !t.Field(i).IsExported() {
@@ -34,6 +38,8 @@ func Fill(p any, r *rand.Rand) {
 			f.SetFloat(r.NormFloat64() * 100)
 		case f.Kind() == reflect.Bool:
 			f.SetBool(r.IntN(2) == 1)
+		case f.Kind() == reflect.Struct:
+			fill(f, r)
 		default:
 			panic(fmt.Sprintf("clitest: field %s of type %s", t.Field(i).Name, f.Type()))
 		}

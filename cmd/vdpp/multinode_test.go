@@ -1,0 +1,140 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vdpp/vdpp/internal/netns"
+)
+
+// masterPort is the rendezvous port of the multi-host tests: the hosts' addresses exist only
+// inside their namespaces, so a fixed port collides with nothing.
+const masterPort = 29500
+
+// node is `vdpp launch` running on one host of a multi-host test.
+type node struct {
+	host   *netns.Host
+	stdout *syncBuffer
+	stderr *syncBuffer
+	done   chan error // the launcher's exit
+	start  time.Time
+}
+
+// startNode runs `vdpp launch --nnodes N --node-rank R ... -- args...` on host (rank 0's
+// host is hosts[0]), with nproc workers.
+func startNode(t *testing.T, hosts []*netns.Host, r, nproc int, args ...string) *node {
+	t.Helper()
+	h := hosts[r]
+	argv := append([]string{"launch", "--nnodes", strconv.Itoa(len(hosts)), "--node-rank", strconv.Itoa(r),
+		"--master-addr", hosts[0].Addr, "--master-port", strconv.Itoa(masterPort), "--nproc-per-node", strconv.Itoa(nproc),
+		"--grace", "1s", "--"}, args...)
+	cmd := h.Command(t.Context(), vdppBin, argv...)
+	n := &node{host: h, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = n.stdout, n.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n.start = time.Now()
+	go func() { n.done <- cmd.Wait() }()
+	return n
+}
+
+// waitLog waits until the node's stderr holds s.
+func (n *node) waitLog(t *testing.T, s string, limit time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); !strings.Contains(n.stderr.String(), s); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("host %d: no %q after %v:\n%s", n.host.Index, s, limit, n.stderr.String())
+		}
+	}
+}
+
+// waitExit waits for the launcher to exit, at most limit after since, and returns its error.
+func (n *node) waitExit(t *testing.T, since time.Time, limit time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-n.done:
+		t.Logf("host %d exited %v after the fault: %v", n.host.Index, time.Since(since).Round(10*time.Millisecond), err)
+		return err
+	case <-time.After(time.Until(since.Add(limit))):
+		t.Fatalf("host %d still running %v after the fault:\n%s", n.host.Index, limit, n.stderr.String())
+		return nil
+	}
+}
+
+// requireEmpty checks that nothing runs on the host any more.
+func requireEmpty(t *testing.T, h *netns.Host) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		pids, err := h.Pids()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("host %d: processes left behind: %v", h.Index, pids)
+		}
+	}
+}
+
+// longBench is a 2-node x 2-process synthetic pipeline that runs far longer than any
+// test: the faults come in the middle of it.
+func longBench(dir string) []string {
+	return []string{"worker", "bench", "--run-dir=" + dir, "--model=synthetic", "--step-ms=20", "--total-steps=8",
+		"--num-samples=100000", "--warmup-samples=0", "--nproc=4", "--timeout=10m", "--heartbeat-timeout=2s"}
+}
+
+func TestMultiNodeFaults(t *testing.T) {
+	const heartbeat = 2 * time.Second
+	// Every other process must be gone within the heartbeat timeout plus this (the loaded
+	// 2-core CI box included); without heartbeats they wait for the 10-minute --timeout.
+	const slack = 8 * time.Second
+	t.Run("node killed", func(t *testing.T) {
+		net := netns.New(t, netns.Config{Hosts: 2})
+		dir := t.TempDir()
+		n0 := startNode(t, net.Hosts, 0, 2, longBench(dir)...)
+		n1 := startNode(t, net.Hosts, 1, 2, longBench(dir)...)
+		n0.waitLog(t, "msg=mesh", 60*time.Second)
+		fault := time.Now()
+		if err := net.Hosts[1].KillAll(); err != nil {
+			t.Fatal(err)
+		}
+		<-n1.done
+		err := n0.waitExit(t, fault, heartbeat+slack)
+		if err == nil {
+			t.Fatal("host 0 exited 0 after losing host 1")
+		}
+		out := n0.stderr.String()
+		if !strings.Contains(out, "comm: lost rank 2 (node ") && !strings.Contains(out, "comm: lost rank 3 (node ") {
+			t.Fatalf("host 0 does not name the lost rank:\n%s", out)
+		}
+		if !strings.Contains(out, net.Hosts[1].Addr) {
+			t.Fatalf("host 0 does not name the lost node %s:\n%s", net.Hosts[1].Addr, out)
+		}
+		requireEmpty(t, net.Hosts[0])
+	})
+	t.Run("link down", func(t *testing.T) {
+		net := netns.New(t, netns.Config{Hosts: 2})
+		dir := t.TempDir()
+		nodes := []*node{startNode(t, net.Hosts, 0, 2, longBench(dir)...), startNode(t, net.Hosts, 1, 2, longBench(dir)...)}
+		nodes[0].waitLog(t, "msg=mesh", 60*time.Second)
+		fault := time.Now()
+		if err := net.Hosts[1].Cut(); err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range nodes {
+			if err := n.waitExit(t, fault, heartbeat+slack); err == nil {
+				t.Fatalf("host %d exited 0 after the link went down", i)
+			}
+			other := net.Hosts[1-i].Addr
+			if out := n.stderr.String(); !strings.Contains(out, "comm: lost rank") || !strings.Contains(out, other) || !strings.Contains(out, "no heartbeat or data for 2s") {
+				t.Fatalf("host %d does not name the lost rank on %s:\n%s", i, other, out)
+			}
+			requireEmpty(t, net.Hosts[i])
+		}
+	})
+}

@@ -1,0 +1,394 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/sched"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// ErrModelClosed is returned by a Model used after Close.
+var ErrModelClosed = errors.New("serve: model closed")
+
+// JobSample is the noise stream index of a job: every job is sample 0 of its seed, as the
+// first sample of `vdpp generate`.
+const JobSample = 0
+
+// ModelSpec names the model every process of a server loads: the coordinator its
+// conditioning and decoding roles (OpenModel), each worker its denoising role. Everything
+// else about the model (defaults, latent shape, scheduler, batching, costs) is asked of its
+// family (package model/family).
+type ModelSpec struct {
+	// Name is the registered family's name ("synthetic", "svd", "wan"); Dir the model
+	// folder, "" for a family that needs none. `--model builtin` and `--model DIR` resolve
+	// to the family their model_index.json names, with that folder.
+	Name string
+	Dir  string
+	// Variant is the checkpoint's weights variant ("" for fp32, "fp16"); Backend the GoMLX
+	// backend spec ("" for the default). Both only matter to checkpoint models.
+	Variant, Backend string
+	// DecodeChunkSize is the decode_chunk_size a job gets when its JSON leaves it out
+	// (0: all frames at once); the built-in model's decoder was trained on 7-frame chunks.
+	DecodeChunkSize int
+	// MinGuidance and MaxGuidance are the guidance weights of the first and last frame a
+	// job gets when its JSON leaves them out; both 0 means the checkpoint's.
+	MinGuidance, MaxGuidance float64
+	// StepMS and Cost are the simulator denoisers' knobs (model.Config).
+	StepMS float64
+	Cost   string
+	// LoadProgress, when not nil, is told as a large component loads (the text encoder).
+	LoadProgress func(component string, loaded, total int64) `json:"-"`
+}
+
+// resolve returns spec's family and folder.
+func (m ModelSpec) resolve() (family.Resolved, error) {
+	f, ok := family.Lookup(m.Name)
+	if !ok {
+		return family.Resolved{}, fmt.Errorf("serve: %w %q (known: %v)", family.ErrUnknown, m.Name, family.Names())
+	}
+	if f.NeedsDir() && m.Dir == "" {
+		return family.Resolved{}, fmt.Errorf("serve: model %q needs a checkpoint folder", m.Name)
+	}
+	return family.Resolved{Family: f, Dir: m.Dir}, nil
+}
+
+// options are the family options of a process loading roles.
+func (m ModelSpec) options(roles family.Roles) family.Options {
+	return family.Options{Variant: m.Variant, Backend: m.Backend, Roles: roles,
+		Sim: model.Config{Name: m.Name, Dir: m.Dir, Variant: m.Variant, Backend: m.Backend, StepMS: m.StepMS, Cost: m.Cost}}
+}
+
+// Sample is the state of one job at step 0: what the first stage starts from.
+type Sample struct {
+	// Latent is [1, T, C, H, W], already multiplied by init_noise_sigma.
+	Latent *tensor.Dense
+	// Cond is the sample's conditioning (computed once, handed along with the latent).
+	Cond model.Conditioning
+	// Guidance holds per-frame CFG weights [T], or nil for an unguided job.
+	Guidance []float32
+	// Windows, when set, steps a video longer than the model's native length as
+	// overlapping temporal windows (in latent frames; see family.Description.Windows).
+	Windows *pipeline.Windows
+}
+
+// generator is the model edge of the coordinator and the HTTP layer: a job's parameters,
+// its initial sample and its frames. *Model is the one the server runs; tests swap others.
+type generator interface {
+	// DefaultParams are the parameters of a job whose JSON leaves them out.
+	DefaultParams() Params
+	// Description is the family's description of the model.
+	Description() family.Description
+	// TextConditioned reports whether jobs give a prompt (text-to-video) rather than an
+	// image.
+	TextConditioned() bool
+	// ParseParams parses a job's JSON parameters (see Model.ParseParams).
+	ParseParams(data []byte, lim Limits) (Params, error)
+	// Activation estimates a job's step (and decode) working memory.
+	Activation() ActivationFunc
+	// MaxBatch is --max-batch's default.
+	MaxBatch() int
+	// Scheduler is the model's scheduler for steps steps.
+	Scheduler(steps int) (sched.Scheduler, error)
+	// Prepare builds a job's initial sample, deterministic in (in, p).
+	Prepare(ctx context.Context, in family.Input, p Params, sc sched.Scheduler) (*Sample, error)
+	// Decode turns a final latent [1, T, C, H, W] into frames [F, 3, p.Height, p.Width]
+	// with values in [0, 1].
+	Decode(ctx context.Context, latent *tensor.Dense, p Params) (*tensor.Dense, error)
+	Close() error
+}
+
+// Model is the coordinator's share of the served model: its family's Sampler loaded with
+// the conditioning and decoding roles (no denoiser), and the folder's Description. It runs
+// one network call at a time; parameter checks never wait for a running network.
+type Model struct {
+	// defaults are the parameters of a job whose JSON leaves them out; they never change.
+	defaults Params
+	// desc describes the model (sizes, frames, windowing, batching); it never changes.
+	desc family.Description
+	// check validates parameters against the checkpoint's configs; it never changes.
+	check func(family.Params) error
+	// act estimates a step's working memory; it only reads configs, so it needs no lock.
+	act ActivationFunc
+
+	mu sync.Mutex
+	s  family.Sampler // nil once closed
+}
+
+var _ generator = (*Model)(nil)
+
+// OpenModel loads the conditioning and decoding roles of spec's family: for a
+// text-to-video family (its Description has a TextDim) the conditioner is the tokenizer
+// and text encoder, and a folder without them is refused.
+func OpenModel(spec ModelSpec) (*Model, error) {
+	r, err := spec.resolve()
+	if err != nil {
+		return nil, err
+	}
+	desc, err := r.Describe()
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	o := spec.options(family.Roles{Condition: true, Decode: true})
+	o.Prompts, o.Progress = desc.TextDim > 0, spec.LoadProgress
+	s, err := r.Open(o)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	return NewModel(s, desc, spec), nil
+}
+
+// NewModel wraps a loaded sampler (conditioning and decoding roles), which it owns from now
+// on, described by desc. A job's defaults are the sampler's, with spec's decode chunk and
+// spec's guidance where it sets one.
+func NewModel(s family.Sampler, desc family.Description, spec ModelSpec) *Model {
+	d := Params(s.DefaultParams())
+	d.DecodeChunkSize = max(spec.DecodeChunkSize, 0)
+	if spec.MinGuidance != 0 || spec.MaxGuidance != 0 {
+		d.MinGuidance, d.MaxGuidance = spec.MinGuidance, spec.MaxGuidance
+	}
+	desc.Defaults = family.Params(d)
+	g := &Model{defaults: d, desc: desc, check: s.Validate, s: s}
+	if est, ok := s.(family.ActivationEstimator); ok {
+		g.act = func(p Params) int64 { return est.StepActivationBytes(family.Params(p)) }
+	} else {
+		g.act = latentActivation(s.LatentShape)
+	}
+	return g
+}
+
+// latentActivation is the ActivationFunc of a model without its own estimate: the float32
+// latent of p (one window's for a long video), once per classifier-free guidance row.
+func latentActivation(shape func(family.Params) []int) ActivationFunc {
+	return func(p Params) int64 {
+		n := int64(4)
+		for _, d := range shape(family.Params(p).StepParams()) {
+			n *= int64(max(d, 1))
+		}
+		if p.Guided() {
+			n *= 2
+		}
+		return n
+	}
+}
+
+// DefaultParams are the parameters of a job whose JSON leaves them out.
+func (g *Model) DefaultParams() Params { return g.defaults }
+
+// Description is the family's description of the model.
+func (g *Model) Description() family.Description { return g.desc }
+
+// TextConditioned reports whether the model is conditioned on prompts (then jobs give a
+// prompt and no image).
+func (g *Model) TextConditioned() bool { return g.desc.TextDim > 0 }
+
+// Activation estimates the working bytes of a job's denoising step (or its decode, when
+// larger), from the model's real sizes where its family has an estimate
+// (family.ActivationEstimator), else the latent's.
+func (g *Model) Activation() ActivationFunc { return g.act }
+
+// MaxBatch is --max-batch's default: 4 for a model whose rows are computed independently
+// (family.Description.IndependentRows), 1 for every other (a checkpoint's rows are not
+// promised bit-independent of the batch they share, see Reference).
+func (g *Model) MaxBatch() int {
+	if g.desc.IndependentRows {
+		return 4
+	}
+	return 1
+}
+
+// Scheduler is the family's scheduler for steps steps (the workers build the same).
+func (g *Model) Scheduler(steps int) (sched.Scheduler, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.s == nil {
+		return nil, ErrModelClosed
+	}
+	sc, err := g.s.Scheduler(steps)
+	if err != nil {
+		return nil, fmt.Errorf("serve: scheduler for %d steps: %w", steps, err)
+	}
+	return sc, nil
+}
+
+// Close releases the loaded networks; it waits for a call in progress.
+func (g *Model) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.s == nil {
+		return nil
+	}
+	err := g.s.Close()
+	g.s = nil
+	return err
+}
+
+// ParseParams parses a job's JSON parameters over the model's defaults, checks them
+// against lim (ErrTooLarge beyond, ErrBadParams for values out of range) and by the model
+// (sizes the VAE takes, frame counts, guidance). A video longer than the model's native
+// length is cut into temporal windows: window, overlap and blend are resolved against the
+// model's Description and refused with one ErrBadParams line when the model cannot run
+// them; a job of one window keeps them zero.
+func (g *Model) ParseParams(data []byte, lim Limits) (Params, error) {
+	return parseModelParams(data, g.defaults, g.desc, g.check, lim)
+}
+
+// parseModelParams is ParseParams for a model of defaults, description desc and check.
+func parseModelParams(data []byte, defaults Params, desc family.Description, check func(family.Params) error, lim Limits) (Params, error) {
+	p, err := ParseParams(data, defaults, lim)
+	if err != nil {
+		return Params{}, err
+	}
+	if check != nil {
+		if err := check(family.Params(p)); err != nil {
+			return Params{}, fmt.Errorf("%w: %s", ErrBadParams, strings.TrimPrefix(err.Error(), family.ErrParams.Error()+": "))
+		}
+	}
+	given, err := hasField(data, "overlap")
+	if err != nil {
+		return Params{}, err
+	}
+	switch {
+	case !given:
+		p.Overlap = -1 // the model's
+	case p.Overlap < 0:
+		return Params{}, fmt.Errorf("%w: overlap %d must not be negative", ErrBadParams, p.Overlap)
+	}
+	r, err := desc.ResolveWindows(family.Params(p), "")
+	if err != nil {
+		return Params{}, fmt.Errorf("%w: %s", ErrBadParams, strings.TrimPrefix(err.Error(), family.ErrParams.Error()+": "))
+	}
+	if r.NumFrames <= r.Window {
+		r.Window, r.Overlap, r.Blend = 0, 0, ""
+	}
+	return Params(r), nil
+}
+
+// hasField reports whether the JSON object data sets key (data has already been parsed).
+func hasField(data []byte, key string) (bool, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return false, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return false, fmt.Errorf("%w: %v", ErrBadParams, err)
+	}
+	_, ok := m[key]
+	return ok, nil
+}
+
+// Prepare builds the initial sample of a job (sample JobSample of p.Seed): from in.Image for
+// an image-conditioned model, from in.Prompt for a text-to-video one (the text encoder
+// encodes each text once; the negative prompt, shared by most jobs, stays cached).
+func (g *Model) Prepare(ctx context.Context, in family.Input, p Params, sc sched.Scheduler) (*Sample, error) {
+	switch {
+	case g.TextConditioned() && in.Prompt == nil:
+		return nil, fmt.Errorf("%w: the model is text-to-video and needs a prompt", ErrBadParams)
+	case !g.TextConditioned() && in.Image == nil:
+		return nil, fmt.Errorf("%w: the model is image-conditioned and needs an image", ErrBadParams)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.s == nil {
+		return nil, ErrModelClosed
+	}
+	if err := g.check(family.Params(p)); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadParams, err)
+	}
+	it, err := g.s.Prepare(ctx, in, family.Params(p), sc, []int64{JobSample})
+	if err != nil {
+		return nil, fmt.Errorf("serve: prepare: %w", err)
+	}
+	return &Sample{Latent: it.Latent, Cond: it.Cond[0], Guidance: it.Guidance, Windows: g.desc.Windows(family.Params(p), g.s)}, nil
+}
+
+// Decode is the family's Decode of latent [1, T, C, h, w], through its family.ChunkDecoder
+// where it has one, so the decoder's working memory is one chunk group's rather than the
+// whole video's (the frames are the same bits).
+func (g *Model) Decode(ctx context.Context, latent *tensor.Dense, p Params) (*tensor.Dense, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.s == nil {
+		return nil, ErrModelClosed
+	}
+	if cd, ok := g.s.(family.ChunkDecoder); ok {
+		return decodeByChunks(ctx, cd, latent, family.Params(p))
+	}
+	return g.s.Decode(ctx, latent, family.Params(p))
+}
+
+// decodeByChunks joins the frames cd.DecodeChunks emits, in order, into Decode's
+// [T, 3, H, W]; room for p.NumFrames frames is taken up front.
+func decodeByChunks(ctx context.Context, cd family.ChunkDecoder, latent *tensor.Dense, p family.Params) (*tensor.Dense, error) {
+	var data []float32
+	var frame []int // [3, H, W] of every frame
+	frames := 0
+	err := cd.DecodeChunks(ctx, latent, p, func(first int, f *tensor.Dense) error {
+		if len(f.Shape) != 4 || tensor.NumElements(f.Shape) != len(f.Data) {
+			return fmt.Errorf("serve: decoded chunk of shape %v with %d values, want [k, 3, H, W]", f.Shape, len(f.Data))
+		}
+		if frame == nil {
+			frame = slices.Clone(f.Shape[1:])
+			data = make([]float32, 0, max(p.NumFrames, f.Shape[0])*tensor.NumElements(frame))
+		}
+		if first != frames || !slices.Equal(f.Shape[1:], frame) {
+			return fmt.Errorf("serve: decoded chunk at frame %d of shape %v after %d frames of %v", first, f.Shape, frames, frame)
+		}
+		data = append(data, f.Data...)
+		frames += f.Shape[0]
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if frames == 0 {
+		return nil, fmt.Errorf("serve: the decoder emitted no frames")
+	}
+	return &tensor.Dense{Shape: append([]int{frames}, frame...), Data: data}, nil
+}
+
+// Reference runs a job the way one process would: the model's Prepare, then every step
+// with one Stepper (the family's denoising role, as the workers load it) on a batch of one.
+// Its result is what the server's output must equal, bit for bit.
+func Reference(ctx context.Context, spec ModelSpec, g *Model, in family.Input, p Params) (*tensor.Dense, error) {
+	steppers, closeModel, err := workerSteppers(spec, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer closeModel()
+	return runReference(ctx, g, steppers, in, p)
+}
+
+// runReference is Reference with the stepper factory of a worker.
+func runReference(ctx context.Context, g generator, steppers func(steps int) (*pipeline.Stepper, error), in family.Input, p Params) (*tensor.Dense, error) {
+	st, err := steppers(p.Steps)
+	if err != nil {
+		return nil, err
+	}
+	s, err := g.Prepare(ctx, in, p, st.Sched)
+	if err != nil {
+		return nil, err
+	}
+	it := &pipeline.Item{Samples: []int64{0}, Latent: s.Latent.Clone(), Cond: []model.Conditioning{s.Cond}, Guidance: s.Guidance, Windows: s.Windows}
+	for it.Step = 0; it.Step < p.Steps; it.Step++ {
+		if err := st.Step(ctx, it); err != nil {
+			return nil, fmt.Errorf("serve: reference step %d: %w", it.Step, err)
+		}
+	}
+	return it.Latent, nil
+}
