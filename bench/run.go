@@ -104,14 +104,26 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 		return Report{}, err
 	}
 	finalsByID := map[int64]*tensor.Dense{}
-	completionByID := map[int64]int64{}
-	var perReplica []map[int64]int64
 	for _, res := range results {
 		if res.FinalFile == "" {
 			continue
 		}
 		if err := readFinals(filepath.Join(dir, res.FinalFile), res.FinalShape, res.FinalIDs, finalsByID); err != nil {
 			return Report{}, err
+		}
+	}
+	return report(ctx, o, results, finalsByID, wallStart, log)
+}
+
+// report assembles the benchmark's report from every rank's result and the final latents
+// of the recording ranks, runs the one-rank baseline in this process (unless
+// o.NoBaseline) and writes the outputs named in o.
+func report(ctx context.Context, o Options, results []rankResult, finalsByID map[int64]*tensor.Dense, wallStart time.Time, log *slog.Logger) (Report, error) {
+	completionByID := map[int64]int64{}
+	var perReplica []map[int64]int64
+	for _, res := range results {
+		if !res.Records {
+			continue
 		}
 		for s, t := range res.Completions {
 			completionByID[s] = t

@@ -108,7 +108,8 @@ func openDenoiserSteps(o Options, roles family.Roles) (family.Sampler, *pipeline
 	return nil, nil, errors.Join(err, s.Close())
 }
 
-// rankResult is what each worker writes to RunDir/rank-N.json.
+// rankResult is what each worker writes to RunDir/rank-N.json (or, in a launched world,
+// sends to rank 0).
 type rankResult struct {
 	Rank        int              `json:"rank"`
 	Stage       [2]int           `json:"stage"`
@@ -117,10 +118,12 @@ type rankResult struct {
 	WeightBytes int64            `json:"weight_bytes"`
 	Weights     map[string]int64 `json:"weights,omitempty"`
 	Events      []Event          `json:"events"`
-	Completions map[int64]int64  `json:"completions,omitempty"`
-	FinalShape  []int            `json:"final_shape,omitempty"`
-	FinalFile   string           `json:"final_file,omitempty"`
-	FinalIDs    []int64          `json:"final_ids,omitempty"` // samples in FinalFile, in order
+	// Records marks a rank that saw samples finish (the last stage of its replica).
+	Records     bool            `json:"records,omitempty"`
+	Completions map[int64]int64 `json:"completions,omitempty"`
+	FinalShape  []int           `json:"final_shape,omitempty"`
+	FinalFile   string          `json:"final_file,omitempty"`
+	FinalIDs    []int64         `json:"final_ids,omitempty"` // samples in FinalFile, in order
 }
 
 // recorder collects pipeline events as bench events for one rank.
@@ -145,8 +148,8 @@ func (r *recorder) on(e pipeline.Event) {
 }
 
 // RunWorker is the body of `vdpp worker bench`: one pipeline stage of the benchmark, as one
-// rank of a launched world. It writes its timeline (and, on the last stage, the final
-// latents) under o.RunDir.
+// rank of a world launched by `vdpp bench` on this node. It writes its timeline (and, on
+// the recording ranks, the final latents) under o.RunDir.
 func RunWorker(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (err error) {
 	o, err = o.Resolve()
 	if err != nil {
@@ -159,32 +162,60 @@ func RunWorker(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	if env.WorldSize != o.NProc {
-		return fmt.Errorf("bench: world size %d but the mesh needs %d processes", env.WorldSize, o.NProc)
-	}
 	if o.RunDir == "" {
 		return fmt.Errorf("bench: worker needs --run-dir")
 	}
-	mesh, err := comm.NewMesh(o.PP, o.CFG, o.CP, o.DP, env.WorldSize)
+	tr, err := dial(ctx, o, env, log)
 	if err != nil {
 		return err
 	}
-	tr, err := comm.Dial(ctx, env, comm.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, HeartbeatTimeout: o.HeartbeatTimeout, Logger: log})
-	if err != nil {
-		return fmt.Errorf("rank %d: %w", env.Rank, err)
-	}
 	// A rank that fails ends the job on every rank at once, naming itself.
 	defer func() { comm.CloseWith(tr, err) }()
+	res, finals, err := runStage(ctx, o, env, tr, log)
+	if err != nil {
+		return err
+	}
+	if res.Records {
+		res.FinalFile = fmt.Sprintf("final-%d.f32", env.Rank)
+		if err := writeFinals(filepath.Join(o.RunDir, res.FinalFile), finals, res.FinalIDs); err != nil {
+			return fmt.Errorf("rank %d: %w", env.Rank, err)
+		}
+	}
+	return writeJSONFile(filepath.Join(o.RunDir, fmt.Sprintf("rank-%d.json", env.Rank)), res)
+}
+
+// dial joins env's world with o's timeouts.
+func dial(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (*comm.TCPTransport, error) {
+	tr, err := comm.DialTCP(ctx, env, comm.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, HeartbeatTimeout: o.HeartbeatTimeout, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: %w", env.Rank, err)
+	}
+	return tr, nil
+}
+
+// runStage runs env.Rank's part of the mesh over tr: its result (timeline, weights) and,
+// on a recording rank (FinalIDs set), the final latents by sample.
+func runStage(ctx context.Context, o Options, env comm.Env, tr comm.Transport, log *slog.Logger) (rankResult, map[int64]*tensor.Dense, error) {
+	fail := func(err error) (rankResult, map[int64]*tensor.Dense, error) {
+		return rankResult{}, nil, fmt.Errorf("rank %d: %w", env.Rank, err)
+	}
+	if env.WorldSize != o.NProc {
+		return fail(fmt.Errorf("bench: world size %d but the mesh needs %d processes", env.WorldSize, o.NProc))
+	}
+	mesh, err := comm.NewMesh(o.PP, o.CFG, o.CP, o.DP, env.WorldSize)
+	if err != nil {
+		return fail(err)
+	}
 	place, err := pipeline.Place(mesh, tr)
 	if err != nil {
-		return fmt.Errorf("rank %d: %w", env.Rank, err)
+		return fail(err)
 	}
 	p, err := newParts(o, o.PP, place.Stage)
 	if err != nil {
-		return fmt.Errorf("rank %d: %w", env.Rank, err)
+		return fail(err)
 	}
 	if err := place.Configure(p.stepper, o.LatentFrames); err != nil {
-		return fmt.Errorf("rank %d: %w", env.Rank, err)
+		return fail(err)
 	}
 	if env.Rank == 0 {
 		log.Info("mesh", "mesh", mesh.String(), "plan", pipeline.FormatPlan(p.plan))
@@ -196,7 +227,7 @@ func RunWorker(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (
 	rng := p.plan[place.Stage]
 	res := rankResult{Rank: env.Rank, Stage: [2]int{rng.Start, rng.End}, WeightBytes: p.weights, Weights: p.components}
 	if err := startBarrier(ctx, tr); err != nil {
-		return fmt.Errorf("rank %d: %w", env.Rank, err)
+		return fail(err)
 	}
 	res.StartNS = time.Now().UnixNano()
 	err = pipeline.Run(ctx, pipeline.Config{
@@ -207,21 +238,19 @@ func RunWorker(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (
 		Spread: place.DecodeSpread(o.DecodeRanks),
 	})
 	if err != nil {
-		return fmt.Errorf("rank %d: %w", env.Rank, err)
+		return fail(err)
 	}
 	res.EndNS = time.Now().UnixNano()
 	res.Events = rec.events
-	if place.Records {
-		comp, finals := p.workload.Results()
-		res.Completions = comp
-		res.FinalShape = o.LatentShape()
-		res.FinalFile = fmt.Sprintf("final-%d.f32", env.Rank)
-		res.FinalIDs = sortedIDs(finals)
-		if err := writeFinals(filepath.Join(o.RunDir, res.FinalFile), finals, res.FinalIDs); err != nil {
-			return fmt.Errorf("rank %d: %w", env.Rank, err)
-		}
+	if !place.Records {
+		return res, nil, nil
 	}
-	return writeJSONFile(filepath.Join(o.RunDir, fmt.Sprintf("rank-%d.json", env.Rank)), res)
+	comp, finals := p.workload.Results()
+	res.Records = true
+	res.Completions = comp
+	res.FinalShape = o.LatentShape()
+	res.FinalIDs = sortedIDs(finals)
+	return res, finals, nil
 }
 
 // startBarrier holds every rank until all of them are ready, so the ranks start their runs

@@ -111,7 +111,7 @@ func CloseWith(tr Transport, err error) error {
 // Abort ends the job: every peer is told that this rank failed (and fails its own pending
 // and later operations with ErrPeerFailed naming this rank), and the transport closes.
 func (t *TCPTransport) Abort(cause error) {
-	t.abort(&lostError{kind: ErrPeerFailed, who: t.describe(t.rank), how: "this rank", cause: cause}, int64(t.rank), abortFailed)
+	t.abort(fmt.Errorf("rank %d ended the job: %w", t.rank, cause), int64(t.rank), abortFailed)
 	t.Close()
 }
 
@@ -132,7 +132,9 @@ func (t *TCPTransport) abort(err error, origin int64, reason int32) {
 	select {
 	case <-t.closing: // already closing on purpose: nothing to tell
 	default:
-		t.opts.Logger.Error("comm: ending the job", "rank", t.rank, "err", err)
+		if origin != int64(t.rank) { // this rank's own failure is its caller's to report
+			t.opts.Logger.Error("comm: ending the job", "rank", t.rank, "err", err)
+		}
 	}
 	if t.store != nil {
 		t.store.abort(err)
@@ -212,7 +214,7 @@ func (p *tcpPeer) reportedAbort(c control) {
 	if c.B == abortFailed {
 		kind = ErrPeerFailed
 		if origin == p.rank {
-			how = "it said so"
+			how = "its own error; see its log"
 		}
 	}
 	err := &lostError{kind: kind, who: t.describe(origin), how: how}

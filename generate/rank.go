@@ -23,10 +23,16 @@ import (
 )
 
 // RunRank runs one rank of a generation: the whole job when env is a single process, or
-// rank env.Rank of a launched world, its place in the pp x cfg x cp x dp mesh (a pipeline
-// stage of one replica; a cfg or cp member computes its share of every step of its stage).
-// o must already hold resolved defaults (see Resolve).
-func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (err error) {
+// rank env.Rank of a world started by `vdpp generate` on this node, its place in the pp x
+// cfg x cp x dp mesh (a pipeline stage of one replica; a cfg or cp member computes its
+// share of every step of its stage). o must already hold resolved defaults (see Resolve).
+func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) error {
+	return runRank(ctx, o, env, nil, log)
+}
+
+// runRank is RunRank over the transport t of a world already joined (nil: join env's world
+// once the model is loaded).
+func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport, log *slog.Logger) (err error) {
 	if err := o.Validate(); err != nil {
 		return err
 	}
@@ -94,13 +100,14 @@ func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (er
 	var store kv
 	var barrier func() error
 	place := pipeline.PlaceAlone()
-	if o.NProc > 1 {
-		t, err := comm.DialTCP(ctx, env, comm.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, HeartbeatTimeout: o.HeartbeatTimeout, Logger: log})
-		if err != nil {
+	if o.NProc > 1 && t == nil {
+		if t, err = dial(ctx, o, env, log); err != nil {
 			return err
 		}
 		// A rank that fails ends the job on every rank at once, naming itself.
 		defer func() { comm.CloseWith(t, err) }()
+	}
+	if t != nil {
 		tr, store = t, t.Store()
 		if place, err = pipeline.Place(mesh, t); err != nil {
 			return fmt.Errorf("rank %d: %w", env.Rank, err)
@@ -200,6 +207,11 @@ type noFinish struct{ pipeline.Workload }
 
 // Finish implements pipeline.Workload: nothing to write.
 func (noFinish) Finish(context.Context, *pipeline.Item) error { return nil }
+
+// dial joins env's world with o's timeouts.
+func dial(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (*comm.TCPTransport, error) {
+	return comm.DialTCP(ctx, env, comm.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, HeartbeatTimeout: o.HeartbeatTimeout, Logger: log})
+}
 
 func params(o Options) family.Params {
 	return family.Params{

@@ -14,9 +14,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	r := &bench.Runner{Log: newLogger(stderr)}
-	rep, err := r.Run(ctx, o)
+	env, launched, err := launchedRank()
 	if err != nil {
+		return err
+	}
+	var rep bench.Report
+	if launched {
+		// One rank of a launched job: rank 0 writes the report.
+		var owner bool
+		rep, owner, err = bench.RunRank(ctx, o, args, env, newLogger(stderr).With("rank", env.Rank))
+		if err != nil || !owner {
+			return err
+		}
+	} else if rep, err = (&bench.Runner{Log: newLogger(stderr)}).Run(ctx, o); err != nil {
 		return err
 	}
 	return bench.WriteMarkdown(stdout, rep)

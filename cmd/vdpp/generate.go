@@ -22,6 +22,22 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !fs.Given("nproc") && o.PP+o.CFG+o.CP+o.DP > 0 {
 		o.NProc = 0 // the mesh's product
 	}
+	env, launched, err := launchedRank()
+	if err != nil {
+		return err
+	}
+	if launched {
+		// One rank of a launched job: --nproc left out is the world size (or the mesh's
+		// product); the last stage writes the samples and prints their folders.
+		if !fs.Given("nproc") {
+			o.NProc = 0
+		}
+		dirs, _, err := generate.RunLaunched(ctx, o, args, env, newLogger(stderr).With("rank", env.Rank))
+		for _, d := range dirs {
+			fmt.Fprintln(stdout, d)
+		}
+		return err
+	}
 	r := newGenerateRunner(stderr)
 	dirs, err := r.Run(ctx, o)
 	for _, d := range dirs {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/vdpp/vdpp/comm"
@@ -48,4 +49,15 @@ func runLaunch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		o.GracePeriod = time.Millisecond
 	}
 	return comm.Launch(ctx, o)
+}
+
+// launchedRank says whether this process is one rank of a world a launcher started (vdpp
+// launch, torchrun, LeaderWorkerSet: a world of more than one), and where it sits. A
+// command that sees one acts as that rank of one job instead of starting its own workers.
+func launchedRank() (comm.Env, bool, error) {
+	env, err := comm.EnvFromOS(os.Getenv)
+	if err != nil {
+		return env, false, err
+	}
+	return env, env.WorldSize > 1, nil
 }

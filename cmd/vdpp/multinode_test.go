@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,7 +59,7 @@ func (n *node) waitExit(t *testing.T, since time.Time, limit time.Duration) erro
 	t.Helper()
 	select {
 	case err := <-n.done:
-		t.Logf("host %d exited %v after the fault: %v", n.host.Index, time.Since(since).Round(10*time.Millisecond), err)
+		t.Logf("host %d exited %v after the fault (or its start): %v", n.host.Index, time.Since(since).Round(10*time.Millisecond), err)
 		return err
 	case <-time.After(time.Until(since.Add(limit))):
 		t.Fatalf("host %d still running %v after the fault:\n%s", n.host.Index, limit, n.stderr.String())
@@ -135,6 +138,77 @@ func TestMultiNodeFaults(t *testing.T) {
 				t.Fatalf("host %d does not name the lost rank on %s:\n%s", i, other, out)
 			}
 			requireEmpty(t, net.Hosts[i])
+		}
+	})
+}
+
+// waitAll waits for every node's launcher and fails the test on an error.
+func waitAll(t *testing.T, limit time.Duration, nodes ...*node) {
+	t.Helper()
+	for _, n := range nodes {
+		select {
+		case err := <-n.done:
+			if err != nil {
+				t.Fatalf("host %d: %v\n%s", n.host.Index, err, n.stderr.String())
+			}
+		case <-time.After(limit):
+			t.Fatalf("host %d still running after %v:\n%s", n.host.Index, limit, n.stderr.String())
+		}
+	}
+}
+
+func TestMultiNodeOneJob(t *testing.T) {
+	net := netns.New(t, netns.Config{Hosts: 2})
+	t.Run("bench", func(t *testing.T) {
+		// 2 nodes x 2 processes are one 4-stage pipeline; rank 0 writes the one report,
+		// its baseline a one-process run in the same rank.
+		out := filepath.Join(t.TempDir(), "bench.json")
+		args := []string{"bench", "--model", "dummy", "--total-steps", "8", "--num-samples", "6", "--warmup-samples", "2", "--step-ms", "0", "--json", out}
+		n0 := startNode(t, net.Hosts, 0, 2, args...)
+		n1 := startNode(t, net.Hosts, 1, 2, args...)
+		waitAll(t, 3*time.Minute, n0, n1)
+		var rep benchJSON
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.NProc != 4 || len(rep.StageSteps) != 4 || rep.EqualToBaseline == nil || !*rep.EqualToBaseline {
+			t.Fatalf("report: %d processes, stages %v, equal to baseline %v", rep.NProc, rep.StageSteps, rep.EqualToBaseline)
+		}
+		if !strings.Contains(n0.stdout.String(), "| equal to baseline | yes (bit-identical) |") || strings.Contains(n1.stdout.String(), "equal to baseline") {
+			t.Fatalf("the report must be printed once, by rank 0's node:\nhost 0:\n%s\nhost 1:\n%s", n0.stdout.String(), n1.stdout.String())
+		}
+	})
+	t.Run("generate", func(t *testing.T) {
+		flags := []string{"--model", "builtin", "--image", testImage(t), "--steps", "4", "--num-frames", "6", "--height", "32", "--width", "32"}
+		one := runGenerateBin(t, flags...)
+		multi := filepath.Join(t.TempDir(), "multi")
+		args := append(append([]string{"generate"}, flags...), "--out", multi)
+		n0 := startNode(t, net.Hosts, 0, 2, args...)
+		n1 := startNode(t, net.Hosts, 1, 2, args...)
+		waitAll(t, 5*time.Minute, n0, n1)
+		requireSameFrames(t, one, multi, "sample-000", 6, "2 nodes x 2 processes")
+		// The last stage (rank 3, on host 1) wrote the sample and names it, once.
+		if got := n1.stdout.String(); got != "[rank 3] "+filepath.Join(multi, "sample-000")+"\n" || n0.stdout.String() != "" {
+			t.Fatalf("sample folders printed: host 0 %q, host 1 %q", n0.stdout.String(), got)
+		}
+	})
+	t.Run("rendezvous that does not complete", func(t *testing.T) {
+		// Host 1 never starts: host 0 gives up at its --timeout, saying who is missing.
+		args := []string{"bench", "--model", "synthetic", "--total-steps", "4", "--num-samples", "2", "--timeout", "3s"}
+		n0 := startNode(t, net.Hosts, 0, 2, args...)
+		err := n0.waitExit(t, n0.start, 3*time.Second+15*time.Second)
+		if out := n0.stderr.String(); err == nil || !strings.Contains(out, "2 of 4 ranks arrived; missing ranks 2-3 (arrived: ranks 0-1 from node ") {
+			t.Fatalf("err %v:\n%s", err, out)
+		}
+		// Host 1 alone: rank 0, the rendezvous host, never comes.
+		n1 := startNode(t, net.Hosts, 1, 2, args...)
+		err = n1.waitExit(t, n1.start, 3*time.Second+15*time.Second)
+		if out := n1.stderr.String(); err == nil || !strings.Contains(out, "rank 0, which hosts the rendezvous at MASTER_ADDR:MASTER_PORT, did not arrive") {
+			t.Fatalf("err %v:\n%s", err, out)
 		}
 	})
 }

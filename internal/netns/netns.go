@@ -18,6 +18,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -28,6 +30,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // namePrefix starts every namespace this package makes: "vdppns-PID-N-".
@@ -171,6 +175,49 @@ func (h *Host) Command(ctx context.Context, name string, args ...string) *exec.C
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.NS, name}, args...)...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGKILL) }
 	return cmd
+}
+
+// DialContext connects from inside h, as a process of h would: the socket is made on a
+// thread that entered h's namespace (and is discarded afterwards), so a test's own HTTP
+// client can talk to servers that listen only inside h.
+func (h *Host) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// Never unlocked: the thread, now in h's namespace, ends with this goroutine.
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// The main thread stands for the whole process (/proc/PID/ns/net, which
+			// `ip netns pids` reads) and outlives its goroutine: hold it, use another.
+			defer runtime.UnlockOSThread()
+			c, err := h.DialContext(ctx, network, addr)
+			done <- result{c, err}
+			return
+		}
+		f, err := os.Open("/run/netns/" + h.NS)
+		if err != nil {
+			done <- result{nil, err}
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- result{nil, fmt.Errorf("netns: enter %s: %w", h.NS, err)}
+			return
+		}
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, addr)
+		done <- result{c, err}
+	}()
+	r := <-done
+	return r.c, r.err
+}
+
+// HTTPClient returns an HTTP client whose connections are made inside h (DialContext).
+func (h *Host) HTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: h.DialContext, DisableKeepAlives: true}}
 }
 
 // Cut takes h's link down at the switch, as a pulled cable: nothing reaches h or leaves it,

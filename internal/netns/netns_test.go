@@ -111,6 +111,22 @@ func TestHostsLinkRateAndCut(t *testing.T) {
 	if err := echo.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// The test itself can connect from inside a host.
+	var c net.Conn
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if c, err = h0.DialContext(t.Context(), "tcp", net.JoinHostPort(h1.Addr, helperPort)); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("dial from inside host 0: %v", err)
+	}
+	c.Write([]byte("x"))
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Fatalf("echo through a connection made inside host 0: %v", err)
+	}
+	c.Close()
 	cl := helper(t, h0, "client", "NETNS_PEER="+h1.Addr)
 	stdin, err := cl.StdinPipe()
 	if err != nil {
