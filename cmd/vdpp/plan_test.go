@@ -105,7 +105,7 @@ func TestRunPlanUsage(t *testing.T) {
 		{"--model", "synthetic", "--steps", "-1"},
 		{"--measure=false", "--model", "dummy"},
 		{"--model", "synthetic", "stray"},
-		{"--devices", "2"}, // no --model
+		{"--devices", "2"},                                // no --model
 		{"--model", "synthetic", "--guidance-scale", "3"}, // a flag of text-to-video models
 	} {
 		var out, errb bytes.Buffer

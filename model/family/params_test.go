@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vdpp/vdpp/model/family"
 	_ "github.com/vdpp/vdpp/model/families"
+	"github.com/vdpp/vdpp/model/family"
 )
 
 // Each family-specific field is read by the families that use it, and a knob set for a
