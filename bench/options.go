@@ -93,7 +93,7 @@ func DefaultOptions() Options {
 
 // RegisterFlags binds every option to fs, with o's current values as defaults.
 func (o *Options) RegisterFlags(fs *cli.FlagSet) {
-	fs.StringVar(&o.Model, "model", o.Model, "the model `NAME|DIR`: synthetic (the simulator, --step-ms per step), dummy, builtin or a model folder (its model_index.json picks the family)")
+	fs.StringVar(&o.Model, "model", o.Model, "the model `NAME|DIR`: synthetic (the simulator, --step-ms per step), dummy, builtin, a model folder (its model_index.json picks the family) or ORG/NAME[@REV] from the local Hugging Face cache")
 	fs.StringVar(&o.ModelDir, "model-dir", o.ModelDir, `deprecated: --model svd --model-dir DIR is --model DIR`)
 	fs.IntVar(&o.TotalSteps, "steps", o.TotalSteps, "denoising steps per sample (0: the model's)")
 	fs.Alias("total-steps", "steps")
@@ -101,7 +101,7 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.IntVar(&o.Height, "height", o.Height, "video height; set with --width (0 and 0: the model's)")
 	fs.IntVar(&o.Width, "width", o.Width, "video width; set with --height (0 and 0: the model's)")
 	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "samples to generate")
-	fs.IntVar(&o.WarmupSamples, "warmup-samples", o.WarmupSamples, "first completions excluded from steady-state numbers (-1: 4, at most --num-samples - 1)")
+	fs.IntVar(&o.WarmupSamples, "warmup-samples", o.WarmupSamples, "first completions excluded from steady-state numbers (-1: 4, at most --num-samples - 2)")
 	fs.IntVar(&o.MicroBatch, "micro-batch", o.MicroBatch, "samples per denoiser call (a micro-batch stays together through every stage)")
 	fs.IntVar(&o.HiddenChannels, "hidden-channels", o.HiddenChannels, "dummy model hidden channels")
 	fs.IntVar(&o.LatentChannels, "latent-channels", o.LatentChannels, "simulators: latent channels (0: 4; other models: their own)")
@@ -255,13 +255,13 @@ func (o Options) ResolveMesh() (Options, error) {
 	return o, nil
 }
 
-// Warmup is --warmup-samples, with -1 resolved: 4, but at most --num-samples - 1 so
-// that a short run keeps at least one steady sample.
+// Warmup is --warmup-samples, with -1 resolved: 4, but at most --num-samples - 2 so that
+// a short run keeps the two completions a steady interval needs.
 func (o Options) Warmup() int {
 	if o.WarmupSamples >= 0 {
 		return o.WarmupSamples
 	}
-	return max(0, min(4, o.NumSamples-1))
+	return max(0, min(4, o.NumSamples-2))
 }
 
 // Validate checks resolved options (see ResolveMesh) before any process starts.

@@ -119,7 +119,7 @@ func DefaultOptions() Options {
 
 // RegisterFlags binds the options to fs, with o's current values as defaults.
 func (o *Options) RegisterFlags(fs *cli.FlagSet) {
-	fs.StringVar(&o.Model, "model", o.Model, "the model `NAME|DIR`: \"builtin\", a diffusers folder (its model_index.json picks the family)")
+	fs.StringVar(&o.Model, "model", o.Model, "the model `NAME|DIR`: \"builtin\", a diffusers folder (its model_index.json picks the family) or ORG/NAME[@REV] from the local Hugging Face cache")
 	fs.StringVar(&o.Variant, "variant", o.Variant, `weights variant, e.g. "fp16" (converted to float32)`)
 	fs.StringVar(&o.Image, "image", o.Image, "input `FILE` (PNG or JPEG) of an image-to-video model (SVD)")
 	fs.StringVar(&o.Prompt, "prompt", o.Prompt, "`TEXT` of a text-to-video model (Wan), encoded by the folder's text_encoder/ and tokenizer/")

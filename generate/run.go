@@ -2,12 +2,16 @@ package generate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/vdpp/vdpp/bench"
@@ -35,6 +39,10 @@ type Runner struct {
 	// PlainEvery is how often the plain display prints a line (0: every 10 s).
 	Width      int
 	PlainEvery time.Duration
+	// PinCores runs every rank as a process of its own pinned to one core (local rank i
+	// on core i mod the cores; Linux's taskset), as if each stage had a device of its own;
+	// a one-process run is launched too.
+	PinCores bool
 }
 
 // Resolve checks the inputs before anything runs and fills defaults from the checkpoint:
@@ -82,6 +90,9 @@ func resolveInputs(o Options) (Options, error) {
 		return o, err
 	}
 	m, err := family.Resolve(o.Model)
+	if errors.Is(err, family.ErrNotCached) {
+		return o, badOptions("--model %w", err)
+	}
 	if err != nil {
 		return o, err
 	}
@@ -171,7 +182,7 @@ func resolveText(o Options, m family.Resolved, desc family.Description) (Options
 	if o.Prompt != "" {
 		// The first stage loads the tokenizer and text encoder: check they are there.
 		if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.Roles{Condition: true}, Prompts: true}); err != nil {
-			return o, badOptions("--prompt: %w", err)
+			return o, badOptions("--prompt: %w (give --prompt-embeds FILE instead)", err)
 		}
 		return o, nil // the negative prompt defaults to "", as in diffusers
 	}
@@ -243,11 +254,15 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 		defer close(progressDone)
 		r.display(o, o.ProgressDir, done)
 	}()
-	if o.NProc == 1 {
+	if o.NProc == 1 && !r.PinCores {
 		err = RunRank(ctx, o, comm.SingleProcess(), log)
 	} else {
 		launch := r.Launch
-		if launch == nil {
+		switch {
+		case launch != nil:
+		case r.PinCores:
+			launch = pinnedLaunch
+		default:
 			launch = defaultLaunch
 		}
 		err = launch(ctx, o.NProc, append([]string{"worker", "generate"}, o.WorkerArgs()...), workerOut)
@@ -269,6 +284,21 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 
 func defaultLaunch(ctx context.Context, nproc int, args []string, out io.Writer) error {
 	return comm.Launch(ctx, comm.LaunchOptions{NProcPerNode: nproc, NNodes: 1, Command: args, Stdout: out, Stderr: out})
+}
+
+// pinnedLaunch is defaultLaunch with local rank i pinned to core i mod the cores (taskset).
+func pinnedLaunch(ctx context.Context, nproc int, args []string, out io.Writer) error {
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		return fmt.Errorf("generate: pinning ranks to cores: %w", err)
+	}
+	start := func(spec comm.ProcSpec) (comm.Process, error) {
+		cpu := strconv.Itoa(spec.LocalRank % runtime.NumCPU())
+		spec.Args = append([]string{"-c", cpu, spec.Path}, spec.Args...)
+		spec.Path = taskset
+		return comm.StartProcess(spec)
+	}
+	return comm.Launch(ctx, comm.LaunchOptions{NProcPerNode: nproc, NNodes: 1, Command: args, Stdout: out, Stderr: out, Start: start})
 }
 
 // bar reports whether progress is drawn as a bar (on a terminal, or when asked).

@@ -136,6 +136,23 @@ func (d *dispatcher) log(level slog.Level, msg string, args ...any) {
 	d.emit(actLog{level: level, msg: msg, args: args})
 }
 
+// jobLog logs one line about job j at now: its id, size, steps and timings (queued until
+// started; run since started and total since submitted, once started), then more.
+func (d *dispatcher) jobLog(level slog.Level, j *job, msg string, now time.Time, more ...any) {
+	p := j.rec.Params
+	args := []any{"id", j.rec.ID, "frames", p.NumFrames, "size", fmt.Sprintf("%dx%d", p.Width, p.Height), "steps", p.Steps}
+	ms := func(t time.Duration) int64 { return t.Milliseconds() }
+	if j.started.IsZero() {
+		args = append(args, "queued_ms", ms(now.Sub(j.created)))
+	} else {
+		args = append(args, "queued_ms", ms(j.started.Sub(j.created)), "run_ms", ms(now.Sub(j.started)), "total_ms", ms(now.Sub(j.created)))
+	}
+	if j.rec.Restarts > 0 {
+		args = append(args, "restarts", j.rec.Restarts)
+	}
+	d.log(level, msg, append(args, more...)...)
+}
+
 func (d *dispatcher) metric(kind metricKind, stage int, v float64, at time.Time) {
 	d.emit(actMetric{kind: kind, stage: stage, v: v, at: at})
 }
@@ -265,6 +282,8 @@ func (d *dispatcher) admit(now time.Time) {
 		d.queue = d.queue[1:]
 		d.running++
 		d.setState(j, StateRunning)
+		j.started = time.Time{} // a requeued job starts again: its queue time is since it was submitted
+		d.jobLog(slog.LevelInfo, j, "job started", now)
 		j.started = now
 		t := now.UTC()
 		j.rec.StartedAt = &t
@@ -325,9 +344,12 @@ func (d *dispatcher) end(j *job, s State, msg string, now time.Time) {
 	t := now.UTC()
 	j.rec.FinishedAt = &t
 	j.stage = -1
-	if s == StateFailed {
+	switch s {
+	case StateFailed:
 		d.metric(metricFailed, 0, 1, now)
-		d.log(slog.LevelWarn, "job failed", "id", j.rec.ID, "err", msg)
+		d.jobLog(slog.LevelWarn, j, "job failed", now, "err", msg)
+	case StateCancelled:
+		d.jobLog(slog.LevelInfo, j, "job cancelled", now)
 	}
 	d.touch(j)
 	d.persist(j)
@@ -369,6 +391,7 @@ func (d *dispatcher) outputWritten(j *job, shape []int, err error, now time.Time
 	}
 	d.runEWMA = 0.9*d.runEWMA + 0.1*run
 	d.metric(metricCompleted, 0, 1, now)
+	d.jobLog(slog.LevelInfo, j, "job succeeded", now)
 	d.persist(j) // reported succeeded once the record has landed
 	d.emit(actFreeMemory{})
 }

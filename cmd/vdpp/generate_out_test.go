@@ -74,7 +74,8 @@ func TestGenerateMeshes(t *testing.T) {
 	run := func(out string, mesh ...string) {
 		t.Helper()
 		if code, stdout, stderr := vdppIn(t, dir, append(append(tiny, "--out", out), mesh...)...); code != 0 {
-			t.Fatalf("%v: exit %d\n%s%s", mesh, code, stdout, stderr)
+			logs, _ := os.ReadFile(filepath.Join(dir, out, "generate.log"))
+			t.Fatalf("%v: exit %d\n%s%s\nlogs:\n%s", mesh, code, stdout, stderr, logs)
 		}
 	}
 	run("one")

@@ -41,6 +41,7 @@ func TestMain(m *testing.M) {
 		panic("building vdpp: " + err.Error())
 	}
 	code := m.Run()
+	announceSkips()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

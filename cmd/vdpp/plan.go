@@ -47,7 +47,7 @@ type planFlags struct {
 }
 
 func (f *planFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.modelName, "model", "", "the model `NAME|DIR`: synthetic (the simulator, --step-ms per step), dummy, builtin or a model folder (its model_index.json picks the family)")
+	fs.StringVar(&f.modelName, "model", "", "the model `NAME|DIR`: synthetic (the simulator, --step-ms per step), dummy, builtin, a model folder (its model_index.json picks the family) or ORG/NAME[@REV] from the local Hugging Face cache")
 	fs.StringVar(&f.modelDir, "model-dir", "", "deprecated: --model svd --model-dir DIR is --model DIR")
 	fs.StringVar(&f.cost, "cost", "sleep", "synthetic model: sleep or spin")
 	fs.StringVar(&f.backend, "backend", "", "GoMLX backend for dummy/svd")

@@ -1,6 +1,7 @@
 package family
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -57,8 +58,8 @@ type Knob struct {
 }
 
 // RefuseUnread returns an error for the first set knob whose field family f does not read,
-// naming the families it belongs to and f (model is the --model value, for the message);
-// nil when f reads every set knob.
+// naming the families it belongs to, f (model is the --model value, for the message) and
+// the knobs among knobs that f does read; nil when f reads every set knob.
 func RefuseUnread(f Family, model string, knobs []Knob) error {
 	for _, k := range knobs {
 		if !k.Set || Reads(f, k.Param) {
@@ -69,7 +70,17 @@ func RefuseUnread(f Family, model string, knobs []Knob) error {
 		if len(owners) > 0 {
 			belongs = joinOr(owners) + " models"
 		}
-		return fmt.Errorf("--%s applies to %s; --model %s is in the %s family, which does not read it", k.Flag, belongs, model, f.Name())
+		var own []string
+		for _, o := range knobs {
+			if Reads(f, o.Param) {
+				own = append(own, "--"+o.Flag)
+			}
+		}
+		msg := fmt.Sprintf("--%s applies to %s; --model %s is in the %s family, which does not read it", k.Flag, belongs, model, f.Name())
+		if len(own) > 0 {
+			msg += " (its own: " + strings.Join(own, " ") + ")"
+		}
+		return errors.New(msg)
 	}
 	return nil
 }

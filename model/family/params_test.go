@@ -25,7 +25,7 @@ func TestReadsAndRefuseUnread(t *testing.T) {
 	}
 	knobs[1].Set = true
 	err := family.RefuseUnread(synthetic, "synthetic", knobs)
-	if want := "--guidance-scale applies to wan models; --model synthetic is in the synthetic family, which does not read it"; err == nil || err.Error() != want {
+	if want := "--guidance-scale applies to wan models; --model synthetic is in the synthetic family, which does not read it (its own: --max-guidance)"; err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 	wan, _ := family.Lookup("wan")
