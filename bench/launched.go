@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/internal/cacheflag"
 	"github.com/vdpp/vdpp/internal/cli"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -62,25 +63,48 @@ func RunRank(ctx context.Context, o Options, args []string, env comm.Env, log *s
 	// What only the owner does is not among the workers' arguments: it comes from this
 	// rank's command line, which every rank shares.
 	o.JSON, o.Trace, o.SVG, o.NoBaseline = own.JSON, own.Trace, own.SVG, own.NoBaseline
-	res, finals, err := runStage(ctx, o, env, tr, log)
-	if err != nil {
+	run, err := runGathered(ctx, o, env, tr, log, "bench-results")
+	if err != nil || env.Rank != 0 {
 		return Report{}, false, err
 	}
-	g, err := comm.NewNamedGroup(tr, "bench-results", allRanks(env.WorldSize))
+	var plain *meshRun
+	if rule, err := o.Cache.Rule(); err == nil && rule.On() {
+		// The same mesh without the cache, every rank again.
+		uncached := o
+		uncached.Cache = cacheflag.Default()
+		r, err := runGathered(ctx, uncached, env, tr, log, "bench-results-uncached")
+		if err != nil {
+			return Report{}, false, fmt.Errorf("bench: uncached run: %w", err)
+		}
+		plain = &r
+	}
+	rep, err = report(ctx, o, run, plain, wallStart, log)
+	return rep, true, err
+}
+
+// runGathered runs env.Rank's stage of o's mesh and hands its results to rank 0 over a
+// group named name; rank 0 returns every rank's, the others an empty run once rank 0
+// has them all.
+func runGathered(ctx context.Context, o Options, env comm.Env, tr *comm.TCPTransport, log *slog.Logger, name string) (meshRun, error) {
+	res, finals, err := runStage(ctx, o, env, tr, log)
 	if err != nil {
-		return Report{}, false, err
+		return meshRun{}, err
+	}
+	g, err := comm.NewNamedGroup(tr, name, allRanks(env.WorldSize))
+	if err != nil {
+		return meshRun{}, err
 	}
 	if env.Rank != 0 {
 		m, err := resultMessage(res, finals)
 		if err != nil {
-			return Report{}, false, fmt.Errorf("rank %d: %w", env.Rank, err)
+			return meshRun{}, fmt.Errorf("rank %d: %w", env.Rank, err)
 		}
 		m.Tag = g.Tag()
 		if err := tr.Send(ctx, 0, m); err != nil {
-			return Report{}, false, fmt.Errorf("rank %d: hand results to rank 0: %w", env.Rank, err)
+			return meshRun{}, fmt.Errorf("rank %d: hand results to rank 0: %w", env.Rank, err)
 		}
 		// Rank 0 says when it has them all: closing earlier could cut the hand-off short.
-		return Report{}, false, comm.Barrier(ctx, g)
+		return meshRun{}, comm.Barrier(ctx, g)
 	}
 	results := []rankResult{res}
 	finalsByID := map[int64]*tensor.Dense{}
@@ -90,19 +114,18 @@ func RunRank(ctx context.Context, o Options, args []string, env comm.Env, log *s
 	for r := 1; r < env.WorldSize; r++ {
 		m, err := tr.RecvTag(ctx, r, g.Tag())
 		if err != nil {
-			return Report{}, false, fmt.Errorf("rank 0: results of rank %d: %w", r, err)
+			return meshRun{}, fmt.Errorf("rank 0: results of rank %d: %w", r, err)
 		}
 		rr, err := readResultMessage(m, finalsByID)
 		if err != nil {
-			return Report{}, false, fmt.Errorf("rank 0: results of rank %d: %w", r, err)
+			return meshRun{}, fmt.Errorf("rank 0: results of rank %d: %w", r, err)
 		}
 		results = append(results, rr)
 	}
 	if err := comm.Barrier(ctx, g); err != nil {
-		return Report{}, false, err
+		return meshRun{}, err
 	}
-	rep, err = report(ctx, o, results, finalsByID, wallStart, log)
-	return rep, true, err
+	return meshRun{results: results, finals: finalsByID}, nil
 }
 
 // parseWorkerArgs reads options back from WorkerArgs.

@@ -47,6 +47,20 @@ func WriteMarkdown(w io.Writer, r Report) error {
 		p("| max rel. L2 vs baseline | %s | |\n", strconv.FormatFloat(*r.MaxRelL2VsBaseline, 'g', 3, 64))
 	}
 	p("| wall (ms) | %s | |\n", fmtNum(r.WallMS))
+	if r.Cache != "" {
+		p("\n### Step cache: %s\n\n", mdEscape(r.Cache))
+		p("| metric | cached | uncached (same mesh) |\n")
+		p("|:---|---:|---:|\n")
+		p("| first sample (ms) | %s | %s |\n", fmtNum(r.FirstSampleMS), fmtNum(r.UncachedFirstSampleMS))
+		p("| steady (ms / sample) | %s | %s |\n", fmtNum(r.SteadySampleMS), fmtNum(r.UncachedSteadySampleMS))
+		p("| throughput (samples / s) | %s | %s |\n", fmtNum(r.ThroughputSamplesPerS), fmtNum(r.UncachedThroughputSamplesPerS))
+		p("| denoiser calls computed | %d of %d | %d |\n", r.ComputedCalls, r.TotalCalls, r.TotalCalls)
+		p("| speedup (uncached / cached steady) | %s | |\n", strconv.FormatFloat(r.CacheSpeedup, 'f', 2, 64)+"×")
+		p("| speedup (uncached / cached first sample) | %s | |\n", strconv.FormatFloat(r.CacheFirstSampleSpeedup, 'f', 2, 64)+"×")
+		if r.MaxRelL2VsUncached != nil {
+			p("| max rel. L2 vs uncached | %s | |\n", strconv.FormatFloat(*r.MaxRelL2VsUncached, 'g', 3, 64))
+		}
+	}
 
 	nrows := len(r.StageSteps)
 	for _, pr := range r.PerRank {

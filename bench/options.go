@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/internal/cacheflag"
 	"github.com/vdpp/vdpp/internal/cli"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/sched"
@@ -77,6 +78,10 @@ type Options struct {
 	// (pipeline.StageExtras); 0 cuts by steps alone.
 	DecodeSteps float64
 
+	// Cache is the step cache (--cache and its flags, docs/caching.md); with one, the
+	// same mesh also runs without it and the report gives both.
+	Cache cacheflag.Flags
+
 	// RunDir is where workers write their results (set by the parent for workers).
 	RunDir string
 }
@@ -88,6 +93,7 @@ func DefaultOptions() Options {
 		NumSamples: 60, WarmupSamples: -1, MicroBatch: 1, HiddenChannels: 32,
 		StepMS: 1, Cost: "sleep", Seed: 0, MinGuidance: 1, MaxGuidance: 1, GuidanceScale: 1, Goal: "throughput",
 		Timeout: 60 * time.Second, HeartbeatTimeout: comm.DefaultHeartbeatTimeout, DecodeChunkSize: -1,
+		Cache: cacheflag.Default(),
 	}
 }
 
@@ -136,6 +142,7 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.Float64Var(&o.DecodeSteps, "decode-steps", o.DecodeSteps, "with --decode-ranks: one sample's decode cost in denoising steps; the step cut moves steps off the decoding stages to balance it, as vdpp plan does (0: cut by steps alone)")
 	fs.StringVar(&o.RunDir, "run-dir", o.RunDir, "internal: where workers write results")
 	fs.Hide("run-dir")
+	o.Cache.Register(fs.FlagSet)
 }
 
 // knobs are the options that set a family-specific parameter, and whether each was set
@@ -296,7 +303,33 @@ func (o Options) Validate() error {
 	case o.Timeout <= 0:
 		return badOptions("--timeout %v must be positive", o.Timeout)
 	}
+	if _, err := o.Cache.Rule(); err != nil {
+		return badOptions("%w", err)
+	}
 	return nil
+}
+
+// CacheRule is the run's step cache rule, resolved for m (its modes and expert switches)
+// and --total-steps; the zero rule without --cache.
+func (o Options) CacheRule(m family.Resolved) (pipeline.Cache, error) {
+	rule, err := o.Cache.Rule()
+	if err == nil {
+		rule, err = m.ResolveCache(rule, o.TotalSteps)
+	}
+	if err != nil {
+		return pipeline.Cache{}, fmt.Errorf("bench: %w", err)
+	}
+	return rule, nil
+}
+
+// StagePlan is the run's stage plan on stages stages: the family's (a boundary at every
+// denoiser switch), cut by computed work under a static cache.
+func (o Options) StagePlan(m family.Resolved, stages int) ([]pipeline.Range, error) {
+	rule, err := o.CacheRule(m)
+	if err != nil {
+		return nil, err
+	}
+	return m.CachedStagePlan(rule, o.TotalSteps, o.LatentShape(), stages, o.StageExtras(stages))
 }
 
 // ResolveModel resolves --model through model/family: a simulator name, builtin or a

@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"runtime"
+
+	"github.com/vdpp/vdpp/pipeline"
 )
 
 // Event kinds. Kinds not listed here are allowed; they appear in traces under their own
@@ -118,6 +120,31 @@ type Report struct {
 	EqualToBaseline    *bool    `json:"equal_to_baseline"`
 	MaxRelL2VsBaseline *float64 `json:"max_rel_l2_vs_baseline,omitempty"`
 	WallMS             float64  `json:"wall_ms"`
+
+	// Cache is the step cache rule of a cached run (--cache; "" without one), and
+	// CacheSamples every sample's calls: which computed in full. ComputedCalls of
+	// TotalCalls computed, over all samples.
+	Cache         string        `json:"cache,omitempty"`
+	CacheSamples  []SampleCache `json:"cache_samples,omitempty"`
+	ComputedCalls int           `json:"computed_calls,omitempty"`
+	TotalCalls    int           `json:"total_calls,omitempty"`
+	// Uncached* are the same mesh's run without the cache, in the same invocation.
+	// CacheSpeedup is the uncached steady ms per sample over the cached run's,
+	// CacheFirstSampleSpeedup the same for the first sample's latency;
+	// MaxRelL2VsUncached is the largest relative L2 of a cached final latent from the
+	// uncached one.
+	UncachedFirstSampleMS         float64  `json:"uncached_first_sample_ms,omitempty"`
+	UncachedSteadySampleMS        float64  `json:"uncached_steady_sample_ms,omitempty"`
+	UncachedThroughputSamplesPerS float64  `json:"uncached_throughput_samples_per_s,omitempty"`
+	CacheSpeedup                  float64  `json:"cache_speedup,omitempty"`
+	CacheFirstSampleSpeedup       float64  `json:"cache_first_sample_speedup,omitempty"`
+	MaxRelL2VsUncached            *float64 `json:"max_rel_l2_vs_uncached,omitempty"`
+}
+
+// SampleCache is one sample's step cache in a report.
+type SampleCache struct {
+	Sample int64 `json:"sample"`
+	pipeline.CacheSummary
 }
 
 // HasBaseline reports whether baseline numbers were filled in.

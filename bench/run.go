@@ -14,6 +14,7 @@ import (
 
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/atomicfile"
+	"github.com/vdpp/vdpp/internal/cacheflag"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -91,37 +92,72 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	plan, err := m.StagePlan(o.TotalSteps, o.PP, o.StageExtras(o.PP))
+	rule, err := o.CacheRule(m)
 	if err != nil {
 		return Report{}, err
 	}
-	log.Info("mesh", "pp", o.PP, "cfg", o.CFG, "cp", o.CP, "dp", o.DP, "processes", o.NProc, "guided", o.Guided(), "plan", pipeline.FormatPlan(plan))
+	plan, err := o.StagePlan(m, o.PP)
+	if err != nil {
+		return Report{}, err
+	}
+	log.Info("mesh", "pp", o.PP, "cfg", o.CFG, "cp", o.CP, "dp", o.DP, "processes", o.NProc, "guided", o.Guided(), "plan", pipeline.FormatPlan(plan), "cache", rule.String())
+	run, err := launchMesh(ctx, o, launch, dir)
+	if err != nil {
+		return Report{}, err
+	}
+	var plain *meshRun
+	if rule.On() {
+		log.Info("the same mesh without the cache", "samples", o.NumSamples)
+		uncached := o
+		uncached.Cache = cacheflag.Default()
+		uncached.RunDir = filepath.Join(dir, "uncached")
+		if err := os.Mkdir(uncached.RunDir, 0o755); err != nil {
+			return Report{}, fmt.Errorf("bench: %w", err)
+		}
+		r, err := launchMesh(ctx, uncached, launch, uncached.RunDir)
+		if err != nil {
+			return Report{}, fmt.Errorf("bench: uncached run: %w", err)
+		}
+		plain = &r
+	}
+	return report(ctx, o, run, plain, wallStart, log)
+}
+
+// meshRun is what the ranks of one run of the mesh reported: every rank's result and the
+// recording ranks' final latents by sample.
+type meshRun struct {
+	results []rankResult
+	finals  map[int64]*tensor.Dense
+}
+
+// launchMesh launches o's mesh as processes that write their results under dir, and reads
+// them back.
+func launchMesh(ctx context.Context, o Options, launch LaunchFunc, dir string) (meshRun, error) {
+	o.RunDir = dir
 	if err := launch(ctx, o.NProc, append([]string{"worker", "bench"}, o.WorkerArgs()...)); err != nil {
-		return Report{}, fmt.Errorf("bench: pipeline run: %w", err)
+		return meshRun{}, fmt.Errorf("bench: pipeline run: %w", err)
 	}
 	results, err := readRankResults(dir, o.NProc)
 	if err != nil {
-		return Report{}, err
+		return meshRun{}, err
 	}
-	finalsByID := map[int64]*tensor.Dense{}
+	run := meshRun{results: results, finals: map[int64]*tensor.Dense{}}
 	for _, res := range results {
 		if res.FinalFile == "" {
 			continue
 		}
-		if err := readFinals(filepath.Join(dir, res.FinalFile), res.FinalShape, res.FinalIDs, finalsByID); err != nil {
-			return Report{}, err
+		if err := readFinals(filepath.Join(dir, res.FinalFile), res.FinalShape, res.FinalIDs, run.finals); err != nil {
+			return meshRun{}, err
 		}
 	}
-	return report(ctx, o, results, finalsByID, wallStart, log)
+	return run, nil
 }
 
-// report assembles the benchmark's report from every rank's result and the final latents
-// of the recording ranks, runs the one-rank baseline in this process (unless
-// o.NoBaseline) and writes the outputs named in o.
-func report(ctx context.Context, o Options, results []rankResult, finalsByID map[int64]*tensor.Dense, wallStart time.Time, log *slog.Logger) (Report, error) {
+// timing is the run's completion timing over the recording ranks.
+func (run meshRun) timing(o Options) (Timing, error) {
 	completionByID := map[int64]int64{}
 	var perReplica []map[int64]int64
-	for _, res := range results {
+	for _, res := range run.results {
 		if !res.Records {
 			continue
 		}
@@ -130,8 +166,28 @@ func report(ctx context.Context, o Options, results []rankResult, finalsByID map
 		}
 		perReplica = append(perReplica, res.Completions)
 	}
-	if len(finalsByID) != o.NumSamples || len(completionByID) != o.NumSamples {
-		return Report{}, fmt.Errorf("bench: the recording ranks reported %d of %d samples", len(finalsByID), o.NumSamples)
+	if len(run.finals) != o.NumSamples || len(completionByID) != o.NumSamples {
+		return Timing{}, fmt.Errorf("bench: the recording ranks reported %d of %d samples", len(run.finals), o.NumSamples)
+	}
+	timing, err := ComputeTiming(run.results[0].StartNS, sortedCompletions(completionByID), o.WarmupSamples)
+	if err != nil {
+		return Timing{}, err
+	}
+	if timing.SteadySampleMS, err = SteadyPerSampleMS(perReplica, o.MicroBatch, o.WarmupSamples); err != nil {
+		return Timing{}, err
+	}
+	return timing, nil
+}
+
+// report assembles the benchmark's report from every rank's result and the final latents
+// of the recording ranks, runs the one-rank baseline in this process (unless
+// o.NoBaseline), adds the uncached run's (plain, with --cache) and writes the outputs
+// named in o.
+func report(ctx context.Context, o Options, run meshRun, plain *meshRun, wallStart time.Time, log *slog.Logger) (Report, error) {
+	results, finalsByID := run.results, run.finals
+	timing, err := run.timing(o)
+	if err != nil {
+		return Report{}, err
 	}
 
 	rep := Report{
@@ -144,14 +200,6 @@ func report(ctx context.Context, o Options, results []rankResult, finalsByID map
 	for _, res := range results {
 		rep.StageSteps = append(rep.StageSteps, res.Stage)
 		events = append(events, res.Events...)
-	}
-	completions := sortedCompletions(completionByID)
-	timing, err := ComputeTiming(results[0].StartNS, completions, o.WarmupSamples)
-	if err != nil {
-		return Report{}, err
-	}
-	if timing.SteadySampleMS, err = SteadyPerSampleMS(perReplica, o.MicroBatch, o.WarmupSamples); err != nil {
-		return Report{}, err
 	}
 	rep.SetTiming(timing)
 	rep.PerRank = steadyRankStats(events, o.NProc, int64(o.WarmupSamples))
@@ -185,8 +233,55 @@ func report(ctx context.Context, o Options, results []rankResult, finalsByID map
 		rep.EqualToBaseline = &equal
 		rep.MaxRelL2VsBaseline = &maxRel
 	}
+	if plain != nil {
+		if err := rep.addUncached(o, run, *plain); err != nil {
+			return Report{}, err
+		}
+	}
 	rep.WallMS = float64(time.Since(wallStart).Microseconds()) / 1e3
 	return rep, writeOutputs(o, rep, events)
+}
+
+// addUncached puts the cached run's records per sample and the uncached run's timing into
+// rep: the speedups, and how far the cached latents are from the uncached ones.
+func (rep *Report) addUncached(o Options, cached, plain meshRun) error {
+	rule, err := o.Cache.Rule()
+	if err != nil {
+		return err
+	}
+	caches := map[int64]pipeline.CacheSummary{}
+	for _, res := range cached.results {
+		for s, c := range res.Caches {
+			caches[s] = c
+		}
+	}
+	if len(caches) != o.NumSamples {
+		return fmt.Errorf("bench: the recording ranks reported the cache records of %d of %d samples", len(caches), o.NumSamples)
+	}
+	rep.Cache = rule.String()
+	for _, s := range sortedIDs(caches) {
+		c := caches[s]
+		rep.CacheSamples = append(rep.CacheSamples, SampleCache{Sample: s, CacheSummary: c})
+		rep.ComputedCalls += c.ComputedCalls
+		rep.TotalCalls += c.TotalCalls
+	}
+	t, err := plain.timing(o)
+	if err != nil {
+		return fmt.Errorf("bench: uncached run: %w", err)
+	}
+	rep.UncachedFirstSampleMS, rep.UncachedSteadySampleMS, rep.UncachedThroughputSamplesPerS = t.FirstSampleMS, t.SteadySampleMS, t.ThroughputSamplesPerS
+	if rep.SteadySampleMS > 0 {
+		rep.CacheSpeedup = t.SteadySampleMS / rep.SteadySampleMS
+	}
+	if rep.FirstSampleMS > 0 {
+		rep.CacheFirstSampleSpeedup = t.FirstSampleMS / rep.FirstSampleMS
+	}
+	maxRel := 0.0
+	for s, f := range plain.finals {
+		maxRel = max(maxRel, tensor.RelL2(cached.finals[s], f))
+	}
+	rep.MaxRelL2VsUncached = &maxRel
+	return nil
 }
 
 // steadyRankStats accounts each rank over its own steady window: from the start of its first

@@ -45,7 +45,11 @@ func newParts(o Options, stages, stage int) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, err := m.StagePlan(o.TotalSteps, stages, o.StageExtras(stages))
+	plan, err := o.StagePlan(m, stages)
+	if err != nil {
+		return nil, err
+	}
+	rule, err := o.CacheRule(m)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +59,16 @@ func newParts(o Options, stages, stage int) (*parts, error) {
 		return nil, err
 	}
 	sc := st.Sched
-	w := &NoiseWorkload{Seed: o.Seed, Shape: o.LatentShape(), InitNoiseSigma: sc.InitSigma(), Guidance: o.GuidanceWeights(o.LatentFrames)}
+	w := &NoiseWorkload{Seed: o.Seed, Shape: o.LatentShape(), InitNoiseSigma: sc.InitSigma(), Guidance: o.GuidanceWeights(o.LatentFrames), Cache: rule}
+	if rule.On() && stage == stages-1 {
+		// The last stage keeps each sample's cache records as its last step ends (the
+		// decode may finish the sample on another rank, away from the item).
+		st.Observe = func(it *pipeline.Item, k int, _ *tensor.Dense, _ []float32) {
+			if k == o.TotalSteps-1 {
+				w.cached(it)
+			}
+		}
+	}
 	if rc, ok := s.(family.RandomConditioner); ok {
 		// The benchmark measures the denoiser, not the conditioner: random conditioning of
 		// the right shapes.
@@ -124,6 +137,8 @@ type rankResult struct {
 	FinalShape  []int           `json:"final_shape,omitempty"`
 	FinalFile   string          `json:"final_file,omitempty"`
 	FinalIDs    []int64         `json:"final_ids,omitempty"` // samples in FinalFile, in order
+	// Caches are the recorded samples' step cache records (with --cache).
+	Caches map[int64]pipeline.CacheSummary `json:"caches,omitempty"`
 }
 
 // recorder collects pipeline events as bench events for one rank.
@@ -250,6 +265,7 @@ func runStage(ctx context.Context, o Options, env comm.Env, tr comm.Transport, l
 	res.Completions = comp
 	res.FinalShape = o.LatentShape()
 	res.FinalIDs = sortedIDs(finals)
+	res.Caches = p.workload.Caches()
 	return res, finals, nil
 }
 

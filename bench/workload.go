@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,10 +26,35 @@ type NoiseWorkload struct {
 	// Cond builds a sample's conditioning from its noise stream (after the latent noise was
 	// drawn); nil gives none (a denoiser that reads no conditioning).
 	Cond func(r *rand.Rand) model.Conditioning
+	// Cache is the items' step cache rule (zero: none).
+	Cache pipeline.Cache
 
 	mu          sync.Mutex
 	completions map[int64]int64
 	finals      map[int64]*tensor.Dense
+	caches      map[int64]pipeline.CacheSummary
+}
+
+// cached records the step cache of an item's samples (at their last step).
+func (w *NoiseWorkload) cached(it *pipeline.Item) {
+	if it.Cache == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.caches == nil {
+		w.caches = map[int64]pipeline.CacheSummary{}
+	}
+	for r, s := range it.Samples {
+		w.caches[s] = pipeline.Summarize(w.Cache, slices.Clone(it.Cache.Log[r]))
+	}
+}
+
+// Caches returns each sample's step cache summary, by id (nil without a cache).
+func (w *NoiseWorkload) Caches() map[int64]pipeline.CacheSummary {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.caches
 }
 
 // SampleNoise returns sample s's initial noise (unscaled) and the stream it was drawn from,
@@ -58,7 +84,7 @@ func (w *NoiseWorkload) Prepare(_ context.Context, group int64, samples []int64)
 	}
 	per := tensor.NumElements(w.Shape)
 	lat := tensor.New(append([]int{len(samples)}, w.Shape...)...)
-	it := &pipeline.Item{Group: group, Samples: samples, Latent: lat, Guidance: w.Guidance}
+	it := &pipeline.Item{Group: group, Samples: samples, Latent: lat, Guidance: w.Guidance, Cache: pipeline.NewItemCache(w.Cache, len(samples))}
 	for r, s := range samples {
 		noise, rng := SampleNoise(w.Seed, s, w.Shape)
 		dst := lat.Data[r*per : (r+1)*per]

@@ -36,7 +36,9 @@ func SingleProcess() Env {
 // torchrun's variables win; LeaderWorkerSet's are used when RANK and WORLD_SIZE are both
 // absent (one process per pod: LOCAL_RANK 0 of 1 unless LOCAL_* say otherwise). With no
 // variables at all the process is rank 0 of 1. MASTER_PORT defaults to 29500 and
-// MASTER_ADDR to 127.0.0.1. Inconsistent values give an error wrapping ErrEnv.
+// MASTER_ADDR to 127.0.0.1. Under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True:
+// torchrun's own agent already listens on MASTER_PORT) the rendezvous store is at
+// MASTER_PORT+1 instead. Inconsistent values give an error wrapping ErrEnv.
 func EnvFromOS(getenv func(string) string) (Env, error) {
 	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
 	e := SingleProcess()
@@ -82,6 +84,9 @@ func EnvFromOS(getenv func(string) string) (Env, error) {
 	atoi("MASTER_PORT", &e.MasterPort)
 	if err != nil {
 		return Env{}, err
+	}
+	if get("TORCHELASTIC_USE_AGENT_STORE") == "True" && e.MasterPort > 0 {
+		e.MasterPort++
 	}
 	if err := e.Validate(); err != nil {
 		return Env{}, err

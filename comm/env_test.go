@@ -19,6 +19,8 @@ func TestEnvFromOS(t *testing.T) {
 		{"lws", map[string]string{"LWS_LEADER_ADDRESS": "leader.svc", "LWS_GROUP_SIZE": "4", "LWS_WORKER_INDEX": "2"}, Env{2, 4, 0, 1, "leader.svc", DefaultMasterPort}, false},
 		{"lws with port", map[string]string{"LWS_LEADER_ADDRESS": "l", "LWS_GROUP_SIZE": "2", "LWS_WORKER_INDEX": "0", "MASTER_PORT": "7000"}, Env{0, 2, 0, 1, "l", 7000}, false},
 		{"torchrun wins over lws", map[string]string{"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "m", "LWS_LEADER_ADDRESS": "l", "LWS_GROUP_SIZE": "9", "LWS_WORKER_INDEX": "5"}, Env{1, 2, 1, 2, "m", DefaultMasterPort}, false},
+		{"torchrun's agent store holds the port", map[string]string{"RANK": "1", "WORLD_SIZE": "2", "MASTER_PORT": "29500", "TORCHELASTIC_USE_AGENT_STORE": "True"},
+			Env{1, 2, 1, 2, "127.0.0.1", 29501}, false},
 		{"spaces trimmed", map[string]string{"RANK": " 1 ", "WORLD_SIZE": "2 "}, Env{1, 2, 1, 2, "127.0.0.1", DefaultMasterPort}, false},
 		{"rank >= world", map[string]string{"RANK": "4", "WORLD_SIZE": "4"}, Env{}, true},
 		{"negative rank", map[string]string{"RANK": "-1", "WORLD_SIZE": "4"}, Env{}, true},

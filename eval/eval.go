@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"math"
 	"os"
 
 	"github.com/vdpp/vdpp/data/procedural"
@@ -50,6 +51,10 @@ type Options struct {
 	KeepReconstruction func(i int, rc *tensor.Dense)
 	// Reconstruct, when set, autoencodes the truth (VAE upper bound on the PSNR).
 	Reconstruct func(truth *tensor.Dense) (*tensor.Dense, error)
+	// Reference, when set, generates every clip a second way (the same model without its
+	// step cache, say), right after the model: the model's video is also scored against
+	// the reference's (Report.Reference), and the reference against the truth.
+	Reference Generator
 }
 
 // DefaultOptions evaluates 32 held-out clips with 25 steps: with 8, which clips happen to
@@ -99,6 +104,53 @@ type Report struct {
 	// Clips holds every clip's own scores, so two reports on the same clips can be
 	// compared clip by clip (Compare); their means are the *_after_first fields.
 	Clips []ClipScore `json:"clips,omitempty"`
+	// Reference holds the scores against Options.Reference's videos (nil without one).
+	Reference *ReferenceScores `json:"reference,omitempty"`
+	// Cache is the step cache's record (set by the caller): the model's denoiser calls and
+	// denoising time next to the reference's.
+	Cache *CacheReport `json:"cache,omitempty"`
+}
+
+// ReferenceScores compare the model's videos with a reference generator's on the same
+// clips (the uncached model, for a step cache): the model against the reference (per
+// frame, and the mean over frames 2..N), and the reference against the truth.
+type ReferenceScores struct {
+	PSNRAfterFirst      float64 `json:"psnr_after_first"`
+	SSIMAfterFirst      float64 `json:"ssim_after_first"`
+	PSNR                Curve   `json:"psnr"`
+	SSIM                Curve   `json:"ssim"`
+	TruthPSNRAfterFirst float64 `json:"reference_psnr_after_first"`
+	TruthSSIMAfterFirst float64 `json:"reference_ssim_after_first"`
+	// MinPSNRAfterFirst and MinSSIMAfterFirst are the worst clip's.
+	MinPSNRAfterFirst float64 `json:"min_clip_psnr_after_first"`
+	MinSSIMAfterFirst float64 `json:"min_clip_ssim_after_first"`
+}
+
+// CacheReport is what a step cache did over an eval run, next to the reference run
+// without it: the rule, the denoiser calls that ran in full out of all calls, and the time
+// spent denoising (the step loops, summed over clips, interleaved with the reference's
+// clip by clip).
+type CacheReport struct {
+	Rule               string  `json:"rule"`
+	ComputedCalls      int     `json:"computed_calls"`
+	Calls              int     `json:"calls"`
+	SavedCalls         float64 `json:"saved_calls"` // 1 - computed / calls
+	DiffusionS         float64 `json:"diffusion_s"`
+	ReferenceDiffusion float64 `json:"reference_diffusion_s"`
+	Speedup            float64 `json:"denoising_speedup"` // reference / cached denoising time
+}
+
+// NewCacheReport sums a cached run's and its reference's generation stats.
+func NewCacheReport(rule string, cached, reference Stats) *CacheReport {
+	r := &CacheReport{Rule: rule, ComputedCalls: cached.ComputedCalls, Calls: cached.Calls,
+		DiffusionS: cached.Diffusion.Seconds(), ReferenceDiffusion: reference.Diffusion.Seconds()}
+	if cached.Calls > 0 {
+		r.SavedCalls = 1 - float64(cached.ComputedCalls)/float64(cached.Calls)
+	}
+	if cached.Diffusion > 0 {
+		r.Speedup = reference.Diffusion.Seconds() / cached.Diffusion.Seconds()
+	}
+	return r
 }
 
 // ClipScore is one clip's mean over frames 2..N, for the model and the repeat baseline.
@@ -212,6 +264,8 @@ func Run(ctx context.Context, o Options, gen, untrained Generator, progress func
 		split = procedural.Train
 	}
 	model, rep, base, rec := newAccum(dc.Frames), newAccum(dc.Frames), newAccum(dc.Frames), newAccum(dc.Frames)
+	vsRef, refTruth := newAccum(dc.Frames), newAccum(dc.Frames)
+	minRef := [2]float64{math.Inf(1), math.Inf(1)}
 	clips := make([]ClipScore, 0, o.Samples)
 	for i := 0; i < o.Samples; i++ {
 		if err := ctx.Err(); err != nil {
@@ -230,6 +284,20 @@ func Run(ctx context.Context, o Options, gen, untrained Generator, progress func
 			return Report{}, err
 		}
 		clips = append(clips, cs)
+		if o.Reference != nil {
+			ref, err := o.Reference(ctx, first, int64(i))
+			if err != nil {
+				return Report{}, fmt.Errorf("eval: clip %d (reference): %w", i, err)
+			}
+			p, s, err := vsRef.add(pred, ref)
+			if err != nil {
+				return Report{}, err
+			}
+			minRef = [2]float64{min(minRef[0], p), min(minRef[1], s)}
+			if _, _, err := refTruth.add(ref, truth); err != nil {
+				return Report{}, err
+			}
+		}
 		if o.Keep != nil {
 			o.Keep(i, truth, pred)
 		}
@@ -267,6 +335,12 @@ func Run(ctx context.Context, o Options, gen, untrained Generator, progress func
 	if o.Reconstruct != nil {
 		p, s := rec.curves()
 		r.VAEReconPSNR, r.VAEReconSSIM = mean(p.PerFrame), mean(s.PerFrame)
+	}
+	if o.Reference != nil {
+		p, s := vsRef.curves()
+		tp, ts := refTruth.curves()
+		r.Reference = &ReferenceScores{PSNRAfterFirst: p.AfterFirst, SSIMAfterFirst: s.AfterFirst, PSNR: p, SSIM: s,
+			TruthPSNRAfterFirst: tp.AfterFirst, TruthSSIMAfterFirst: ts.AfterFirst, MinPSNRAfterFirst: minRef[0], MinSSIMAfterFirst: minRef[1]}
 	}
 	if untrained != nil {
 		p, s := base.curves()

@@ -2,11 +2,12 @@ package eval
 
 import (
 	"context"
-	"github.com/vdpp/vdpp/data/procedural"
 	"image"
 	"math"
 	"testing"
+	"time"
 
+	"github.com/vdpp/vdpp/data/procedural"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -107,5 +108,50 @@ func TestRunSplit(t *testing.T) {
 		if rep.Split != tc.wantSplit || (rep.PSNRAfterFirst == MaxPSNR) != tc.perfect {
 			t.Errorf("TrainSplit %v: split %q, PSNR %v; want split %q, perfect %v", tc.train, rep.Split, rep.PSNRAfterFirst, tc.wantSplit, tc.perfect)
 		}
+	}
+}
+
+// TestRunReference: with a reference generator every clip is scored against it; a model
+// equal to its reference scores MaxPSNR and SSIM 1 there, and the reference's own scores
+// against the truth are reported; the worst clip is kept.
+func TestRunReference(t *testing.T) {
+	truth := func(_ context.Context, _ image.Image, sample int64) (*tensor.Dense, error) {
+		tr, _ := Truth(procedural.DefaultConfig(), 1, int(sample))
+		return tr, nil
+	}
+	// The model repeats the first frame on clip 1 only.
+	model := func(ctx context.Context, img image.Image, sample int64) (*tensor.Dense, error) {
+		tr, err := truth(ctx, img, sample)
+		if sample == 1 {
+			return RepeatFirst(tr), err
+		}
+		return tr, err
+	}
+	o := Options{Samples: 2, DataSeed: 1, Rule: procedural.DefaultRule, Steps: 1, Reference: truth}
+	rep, err := Run(context.Background(), o, model, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Reference
+	if r == nil || r.TruthPSNRAfterFirst != MaxPSNR || math.Abs(r.TruthSSIMAfterFirst-1) > 1e-9 {
+		t.Fatalf("reference scores %+v", r)
+	}
+	if r.PSNRAfterFirst != rep.PSNRAfterFirst || r.MinPSNRAfterFirst != rep.Clips[1].PSNRAfterFirst || !(r.MinPSNRAfterFirst < MaxPSNR) {
+		t.Fatalf("against the reference (= the truth): %v, worst %v; against the truth %v, clip 1 %v",
+			r.PSNRAfterFirst, r.MinPSNRAfterFirst, rep.PSNRAfterFirst, rep.Clips[1].PSNRAfterFirst)
+	}
+	if rep, _ := Run(context.Background(), Options{Samples: 1, DataSeed: 1, Rule: procedural.DefaultRule, Steps: 1}, model, nil, nil); rep.Reference != nil {
+		t.Fatal("a reference score without a reference")
+	}
+}
+
+func TestNewCacheReport(t *testing.T) {
+	c := NewCacheReport("static steps 0,2", Stats{Videos: 2, Diffusion: 2 * time.Second, ComputedCalls: 6, Calls: 20},
+		Stats{Videos: 2, Diffusion: 5 * time.Second})
+	if c.SavedCalls != 0.7 || c.Speedup != 2.5 || c.DiffusionS != 2 || c.ReferenceDiffusion != 5 || c.Rule != "static steps 0,2" {
+		t.Fatalf("%+v", c)
+	}
+	if c := NewCacheReport("none", Stats{}, Stats{}); c.SavedCalls != 0 || c.Speedup != 0 {
+		t.Fatalf("empty stats: %+v", c)
 	}
 }

@@ -70,7 +70,13 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	}
 	// A stage boundary at every denoiser switch (Wan 2.2's experts): each stage then loads
 	// only the expert its steps use. A static step cache cuts by computed work.
-	plan, err := m.StagePlanFor(pr, o.PP, o.StageExtras())
+	var latent []int
+	if pr.Cache.Static() {
+		if latent, err = m.LatentShape(pr); err != nil {
+			return err
+		}
+	}
+	plan, err := m.CachedStagePlan(pr.Cache, o.Steps, latent, o.PP, o.StageExtras())
 	if err != nil {
 		return err
 	}

@@ -76,6 +76,10 @@ type CacheCall struct {
 	Threshold float64
 	// Branch is DeepCache's skip branch: how deep the part that a reused call skips starts.
 	Branch int
+	// Mode is the rule's mode (pipeline.Cache's: "fbcache", "deepcache", "static"), for a
+	// denoiser that reuses differently by mode (SVD: DeepCache's shallow call for
+	// deepcache, the whole call for static and its adaptive rule).
+	Mode string
 
 	// Work is set by simulator denoisers (model.Paced): the call's work in whole rows,
 	// a reusing row counting the part of a full row it costs. 0: one per row.

@@ -207,7 +207,7 @@ func (s *Stepper) cacheCall(it *Item, k, win, inRows int, guided bool) *cachedCa
 		expert = e.ID
 	}
 	cc := &cachedCall{call: model.NewCacheCall(inRows, c.Rule.Decision(k)), expert: expert}
-	cc.call.Threshold, cc.call.Branch = c.Rule.Threshold, c.Rule.Branch
+	cc.call.Threshold, cc.call.Branch, cc.call.Mode = c.Rule.Threshold, c.Rule.Branch, c.Rule.Mode
 	for i := range inRows {
 		branch, row := BranchCond, i
 		switch {

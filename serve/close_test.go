@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/serve/job"
+	"github.com/vdpp/vdpp/serve/wire"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -25,7 +27,7 @@ func TestCloseRecordsReceivedResult(t *testing.T) {
 	got, release, draining := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	s.coord.hooks.received = func(m comm.Message) {
-		if op, _, _ := msgOp(m); op == opResult {
+		if op, _, _ := wire.Op(m); op == wire.OpResult {
 			once.Do(func() { close(got); <-release })
 		}
 	}
@@ -68,7 +70,7 @@ func TestCloseRecordsReceivedResult(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 
-	store, err := OpenStore(dir)
+	store, err := openStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +79,7 @@ func TestCloseRecordsReceivedResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 1 || recs[0].ID != st.ID || recs[0].State != StateSucceeded || recs[0].FinishedAt == nil {
+	if len(recs) != 1 || recs[0].ID != st.ID || recs[0].State != job.StateSucceeded || recs[0].FinishedAt == nil {
 		t.Fatalf("records after Close: %+v", recs)
 	}
 	b, err := store.ReadFile(st.ID, finalFile)
@@ -96,12 +98,12 @@ func TestCloseRecordsReceivedResult(t *testing.T) {
 // TestClosedCoordinatorRefuses: once Close has begun, nothing that would write to the
 // store starts.
 func TestClosedCoordinatorRefuses(t *testing.T) {
-	st, err := OpenStore(t.TempDir())
+	st, err := openStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	c, err := NewCoordinator(CoordConfig{Model: syntheticModel(t), Store: st, NProc: 1})
+	c, err := newCoordinator(coordConfig{Model: syntheticModel(t), Store: st, NProc: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,65 +122,12 @@ func TestClosedCoordinatorRefuses(t *testing.T) {
 		{"expire", func() error { _, err := c.Expire(time.Now().Add(1000*time.Hour), time.Hour); return err }},
 	}
 	for _, tc := range cases {
-		if err := tc.call(); !errors.Is(err, ErrClosed) {
+		if err := tc.call(); !errors.Is(err, job.ErrClosed) {
 			t.Errorf("%s after Close: %v, want ErrClosed", tc.name, err)
 		}
 	}
 	recs, err := st.All()
-	if err != nil || len(recs) != 1 || recs[0].State != StateQueued {
+	if err != nil || len(recs) != 1 || recs[0].State != job.StateQueued {
 		t.Fatalf("store after Close: %+v, %v (want the one job, still queued)", recs, err)
-	}
-}
-
-// TestExpireSkipsPendingWrite: a finished job whose record write is still in flight is not
-// expired (the write would put the deleted record back); the next sweep takes it.
-func TestExpireSkipsPendingWrite(t *testing.T) {
-	st, err := OpenStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	c, err := NewCoordinator(CoordConfig{Model: syntheticModel(t), Store: st, NProc: 1, MaxRunning: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	p := mustParams(t, `{"num_frames":1,"steps":2,"height":8,"width":8}`)
-	c.Submit(p, testPNG(t, 1)) // holds the one slot (no worker ever runs it)
-	queued, err := c.Submit(p, testPNG(t, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.mu.Lock()
-	j := c.jobs[queued.ID]
-	j.writes++ // a write that has not finished yet (released below)
-	c.mu.Unlock()
-	if _, err := c.Cancel(queued.ID); err != nil {
-		t.Fatal(err)
-	}
-	// Let the cancel's own record write land; the fake one stays.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		c.mu.Lock()
-		n := j.writes
-		c.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cancel's write never finished (%d in flight)", n)
-		}
-	}
-	later := time.Now().Add(48 * time.Hour)
-	if n, err := c.Expire(later, time.Hour); n != 0 || err != nil {
-		t.Fatalf("Expire with a write in flight = %d, %v; want 0", n, err)
-	}
-	c.mu.Lock()
-	j.writes--
-	c.mu.Unlock()
-	if n, err := c.Expire(later, time.Hour); n != 1 || err != nil {
-		t.Fatalf("Expire once the write is done = %d, %v; want 1", n, err)
-	}
-	if _, err := c.Status(queued.ID); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("status of the expired job: %v", err)
 	}
 }

@@ -9,12 +9,13 @@ import (
 
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/serve/dispatch"
 	"github.com/vdpp/vdpp/serve/wire"
 )
 
 // workerConn is the coordinator's end of one worker's connection.
 type workerConn struct {
-	rc   *rankConn // the dispatcher's view
+	rc   *dispatch.Worker // the dispatcher's view
 	wc   *wire.Conn
 	out  chan comm.Message
 	done chan struct{}
@@ -40,12 +41,12 @@ func (w *workerConn) close() {
 
 // ServeWorkers accepts worker connections on ln until it is closed. Each connection must
 // present secret; a rank that connects again replaces its previous connection.
-func (c *Coordinator) ServeWorkers(ln net.Listener, secret []byte, heartbeat, timeout time.Duration) error {
+func (c *coordinator) ServeWorkers(ln net.Listener, secret []byte, heartbeat, timeout time.Duration) error {
 	if heartbeat <= 0 {
-		heartbeat = DefaultHeartbeat
+		heartbeat = wire.DefaultHeartbeat
 	}
 	if timeout <= 0 {
-		timeout = DefaultHeartbeatTimeout
+		timeout = wire.DefaultHeartbeatTimeout
 	}
 	for {
 		conn, err := ln.Accept()
@@ -81,10 +82,10 @@ func (c *Coordinator) ServeWorkers(ln net.Listener, secret []byte, heartbeat, ti
 // joinConn registers w as rank's connection (dispatcher.join) and counts its read loop in
 // wg (the caller calls wg.Done when the loop ends). It refuses (false, w closed) once
 // Close has begun.
-func (c *Coordinator) joinConn(w *workerConn, rank, pid int) bool {
+func (c *coordinator) joinConn(w *workerConn, rank, pid int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	rc, ok := c.join(rank, pid, c.cfg.Now())
+	rc, ok := c.d.Join(rank, pid, c.cfg.Now())
 	if !ok {
 		w.close()
 		return false
@@ -92,11 +93,13 @@ func (c *Coordinator) joinConn(w *workerConn, rank, pid int) bool {
 	c.wg.Add(1)
 	w.rc = rc
 	c.conns[rc] = w
+	close(c.joined)
+	c.joined = make(chan struct{})
 	c.flushLocked()
 	return true
 }
 
-func (c *Coordinator) writeLoop(w *workerConn, heartbeat time.Duration) {
+func (c *coordinator) writeLoop(w *workerConn, heartbeat time.Duration) {
 	t := time.NewTicker(heartbeat)
 	defer t.Stop()
 	ping := wire.Ping()
@@ -119,7 +122,7 @@ func (c *Coordinator) writeLoop(w *workerConn, heartbeat time.Duration) {
 // readLoop feeds a worker's messages to the dispatcher until its connection fails, then
 // reports the loss. It runs counted in wg (see joinConn), so Close waits for a message it
 // has already received.
-func (c *Coordinator) readLoop(w *workerConn, timeout time.Duration) {
+func (c *coordinator) readLoop(w *workerConn, timeout time.Duration) {
 	var err error
 	for {
 		var m comm.Message
@@ -136,36 +139,36 @@ func (c *Coordinator) readLoop(w *workerConn, timeout time.Duration) {
 	w.close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lost(w.rc, err, c.cfg.Now())
+	c.d.Lost(w.rc, err, c.cfg.Now())
 	delete(c.conns, w.rc)
 	c.flushLocked()
 }
 
 // handle decodes a worker's message and feeds it to the dispatcher.
-func (c *Coordinator) handle(w *workerConn, m comm.Message) error {
-	op, ctl, err := msgOp(m)
+func (c *coordinator) handle(w *workerConn, m comm.Message) error {
+	op, ctl, err := wire.Op(m)
 	if err != nil {
 		return err
 	}
-	if op == opPing {
+	if op == wire.OpPing {
 		return nil
 	}
-	msg := workerMsg{op: op, batch: m.Sample, step: int(m.Step)}
+	msg := dispatch.Msg{Op: dispatch.Op(op), Batch: m.Sample, Step: int(m.Step)}
 	switch op {
-	case opProgress:
+	case wire.OpProgress:
 		if len(ctl) > 1 {
-			msg.compute, msg.hasCompute = float64(ctl[1])/1e6, true
+			msg.Compute, msg.HasCompute = float64(ctl[1])/1e6, true
 		}
-	case opDropped:
-		msg.rows = wire.RowsOf(m)
-	case opFailed:
-		msg.text = wire.TextOf(m)
-	case opResult:
-		msg.item, msg.itemErr = pipeline.ItemFromMessage(m)
+	case wire.OpDropped:
+		msg.Rows = wire.RowsOf(m)
+	case wire.OpFailed:
+		msg.Text = wire.TextOf(m)
+	case wire.OpResult:
+		msg.Item, msg.ItemErr = pipeline.ItemFromMessage(m)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	err = c.message(w.rc, msg, c.cfg.Now())
+	err = c.d.Message(w.rc, msg, c.cfg.Now())
 	c.flushLocked()
 	return err
 }

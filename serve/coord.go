@@ -12,33 +12,26 @@ import (
 
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/serve/dispatch"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/wire"
 	"github.com/vdpp/vdpp/tensor"
 )
 
-// Coordinator errors.
-var (
-	// ErrQueueFull: the bounded queue has no room (HTTP 429).
-	ErrQueueFull = errors.New("serve: queue full")
-	// ErrFinished: the job already ended (HTTP 409 for a cancel or a premature download).
-	ErrFinished = errors.New("serve: job already finished")
-	// ErrNotReady: the job has no output yet (HTTP 409).
-	ErrNotReady = errors.New("serve: job has no output yet")
-	// ErrClosed: the coordinator is shutting down (HTTP 503).
-	ErrClosed = errors.New("serve: server shutting down")
-)
-
 // inputFile and finalFile are the per-job files in the store.
 const (
+	// idLen is the length of the ids this server hands out (newID: 12 random bytes in hex).
+	idLen = 24
+
 	inputFile = "input.img"
 	finalFile = "final.f32"
 )
 
-// CoordConfig configures a Coordinator.
-type CoordConfig struct {
+// coordConfig configures a coordinator.
+type coordConfig struct {
 	// Model prepares jobs (the served model's conditioning role).
 	Model generator
-	Store *Store
+	Store *jobStore
 	// NProc is the number of worker ranks.
 	NProc int
 	// MaxBatch bounds the samples of one denoiser call (default Model.MaxBatch()).
@@ -57,12 +50,12 @@ type CoordConfig struct {
 	// StallTimeout: a worker that holds a batch without reporting a step for this long is
 	// treated as dead (its connection is closed and its process killed). 0 disables.
 	StallTimeout time.Duration
-	Metrics      *Metrics
+	Metrics      *metricSet
 	Log          *slog.Logger
 	Now          func() time.Time
 }
 
-func (c *CoordConfig) defaults() error {
+func (c *coordConfig) defaults() error {
 	if c.NProc < 1 {
 		return fmt.Errorf("serve: --nproc %d: need at least 1", c.NProc)
 	}
@@ -85,7 +78,7 @@ func (c *CoordConfig) defaults() error {
 		c.MaxAttempts = 8
 	}
 	if c.Metrics == nil {
-		c.Metrics = NewMetrics()
+		c.Metrics = newMetrics()
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -96,32 +89,34 @@ func (c *CoordConfig) defaults() error {
 	return nil
 }
 
-// Coordinator is the dispatcher's driver: it owns the lock, the worker connections, the
+// coordinator is the dispatcher's driver: it owns the lock, the worker connections, the
 // store and the goroutines. Every public method and every I/O outcome is an event fed to
 // the dispatcher under mu, followed by the actions it returns (flushLocked).
-type Coordinator struct {
-	cfg CoordConfig
+type coordinator struct {
+	cfg coordConfig
 
 	mu sync.Mutex
-	// dispatcher holds every job and worker decision; guarded by mu.
-	*dispatcher
+	// d holds every job and worker decision; guarded by mu.
+	d *dispatch.Dispatcher
 	// conns are the worker connections, by the dispatcher's view of them.
-	conns map[*rankConn]*workerConn
+	conns map[*dispatch.Worker]*workerConn
 	// io is what the driver keeps per job: record-write serialisation, waiters, subscribers.
-	io map[*job]*jobIO
+	io map[*dispatch.Job]*jobIO
 	// wg counts everything that may still write to the store: submissions being persisted,
 	// prepares, record and output writes, sweeps, and the read loops of worker connections
 	// (a result a read loop has received is recorded). It is only incremented under mu
 	// while !closed, or by a goroutine it already counts, so Close's Wait sees them all.
 	wg sync.WaitGroup
 	// unreaped holds expired jobs whose record delete failed; the next sweep retries.
-	unreaped []Record
+	unreaped []job.Record
 	// onLost is called (under mu) when a worker's connection is lost.
 	onLost func(rank, pid int)
 	// closing is closed by Close: store retries give up.
 	closing chan struct{}
-	health  storeHealth
-	hooks   coordHooks
+	// joined is closed and replaced whenever a worker joins (waitReady).
+	joined chan struct{}
+	health storeHealth
+	hooks  coordHooks
 }
 
 // jobIO is the driver's per-job state.
@@ -143,60 +138,60 @@ type coordHooks struct {
 	draining func()
 }
 
-// NewCoordinator loads the store: finished jobs stay downloadable, queued and running ones
+// newCoordinator loads the store: finished jobs stay downloadable, queued and running ones
 // are queued again (from step 0: a job's result does not depend on where it restarts).
-func NewCoordinator(cfg CoordConfig) (*Coordinator, error) {
+func newCoordinator(cfg coordConfig) (*coordinator, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	d := newDispatcher(dispatchLimits{MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning,
+	d := dispatch.New(dispatch.Limits{MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning,
 		Depth: cfg.Depth, MaxAttempts: cfg.MaxAttempts, StallTimeout: cfg.StallTimeout})
-	c := &Coordinator{cfg: cfg, dispatcher: d, conns: map[*rankConn]*workerConn{}, io: map[*job]*jobIO{},
-		closing: make(chan struct{})}
+	c := &coordinator{cfg: cfg, d: d, conns: map[*dispatch.Worker]*workerConn{}, io: map[*dispatch.Job]*jobIO{},
+		closing: make(chan struct{}), joined: make(chan struct{})}
 	recs, err := cfg.Store.All()
 	if err != nil {
 		return nil, err
 	}
 	cfg.Metrics.attach(c)
 	c.mu.Lock()
-	c.load(recs, cfg.Now())
+	c.d.Load(recs, cfg.Now())
 	c.flushLocked()
 	c.mu.Unlock()
 	return c, nil
 }
 
 // flushLocked performs the dispatcher's pending actions, in order.
-func (c *Coordinator) flushLocked() {
-	for _, a := range c.take() {
+func (c *coordinator) flushLocked() {
+	for _, a := range c.d.Take() {
 		switch a := a.(type) {
-		case actPrepare:
+		case dispatch.Prepare:
 			c.wg.Add(1)
 			go c.prepare(a)
-		case actRun:
-			if w := c.conns[a.w]; w != nil {
-				c.cfg.Metrics.batchSize.Observe(float64(len(a.b.items)))
-				w.enqueue(wire.Run(a.item, a.end, a.steps))
+		case dispatch.Run:
+			if w := c.conns[a.Worker]; w != nil {
+				c.cfg.Metrics.batchSize.Observe(float64(a.Rows))
+				w.enqueue(wire.Run(a.Item, a.End, a.Steps))
 			}
-		case actCancelRow:
-			if w := c.conns[a.w]; w != nil {
-				w.enqueue(wire.Cancel(a.batch, a.row))
+		case dispatch.CancelRow:
+			if w := c.conns[a.Worker]; w != nil {
+				w.enqueue(wire.Cancel(a.Batch, a.Row))
 			}
-		case actClose:
-			if w := c.conns[a.w]; w != nil {
+		case dispatch.CloseWorker:
+			if w := c.conns[a.Worker]; w != nil {
 				w.close()
 			}
-		case actKill:
+		case dispatch.Kill:
 			if c.onLost != nil {
-				c.onLost(a.rank, a.pid)
+				c.onLost(a.Rank, a.Pid)
 			}
-		case actPersist:
+		case dispatch.Persist:
 			c.wg.Add(1)
-			go c.writeRecord(a.j, c.ioLocked(a.j))
-		case actWriteOutput:
+			go c.writeRecord(a.Job, c.ioLocked(a.Job))
+		case dispatch.WriteOutput:
 			c.wg.Add(1)
-			go c.writeOutput(a.j, a.latent)
-		case actNotify:
-			if io := c.io[a.j]; io != nil {
+			go c.writeOutput(a.Job, a.Latent)
+		case dispatch.Notify:
+			if io := c.io[a.Job]; io != nil {
 				for ch := range io.subs {
 					select {
 					case ch <- struct{}{}:
@@ -204,18 +199,18 @@ func (c *Coordinator) flushLocked() {
 					}
 				}
 			}
-		case actSaved:
-			if io := c.io[a.j]; io != nil && io.saved != nil {
+		case dispatch.Saved:
+			if io := c.io[a.Job]; io != nil && io.saved != nil {
 				close(io.saved)
 				io.saved = nil
 			}
-		case actForget:
-			delete(c.io, a.j)
-		case actFreeMemory:
+		case dispatch.Forget:
+			delete(c.io, a.Job)
+		case dispatch.FreeMemory:
 			memRelease.soon()
-		case actLog:
-			c.cfg.Log.Log(context.Background(), a.level, a.msg, a.args...)
-		case actMetric:
+		case dispatch.Log:
+			c.cfg.Log.Log(context.Background(), a.Level, a.Msg, a.Args...)
+		case dispatch.Metric:
 			c.observe(a)
 		default:
 			panic(fmt.Sprintf("serve: unknown dispatcher action %T", a))
@@ -223,28 +218,28 @@ func (c *Coordinator) flushLocked() {
 	}
 }
 
-func (c *Coordinator) observe(a actMetric) {
+func (c *coordinator) observe(a dispatch.Metric) {
 	m := c.cfg.Metrics
-	switch a.kind {
-	case metricRejected:
+	switch a.Kind {
+	case dispatch.MetricRejected:
 		m.rejected.Inc()
-	case metricSubmitted:
+	case dispatch.MetricSubmitted:
 		m.submitted.Inc()
-	case metricFailed:
+	case dispatch.MetricFailed:
 		m.failed.Inc()
-	case metricCompleted:
-		m.completed(a.at)
-	case metricStepLatency:
-		m.stepLatency.WithLabelValues(fmt.Sprint(a.stage)).Observe(a.v)
-	case metricWorkerLost:
+	case dispatch.MetricCompleted:
+		m.completed(a.At)
+	case dispatch.MetricStepLatency:
+		m.stepLatency.WithLabelValues(fmt.Sprint(a.Stage)).Observe(a.V)
+	case dispatch.MetricWorkerLost:
 		m.workerLost.Inc()
-	case metricExpired:
-		m.expired.Add(a.v)
+	case dispatch.MetricExpired:
+		m.expired.Add(a.V)
 	}
 }
 
 // ioLocked returns j's driver state, creating it.
-func (c *Coordinator) ioLocked(j *job) *jobIO {
+func (c *coordinator) ioLocked(j *dispatch.Job) *jobIO {
 	io := c.io[j]
 	if io == nil {
 		io = &jobIO{}
@@ -261,28 +256,30 @@ func newID() string {
 
 // Submit persists a new job (image bytes and parameters) and queues it. It fails with
 // ErrQueueFull when the queue is full.
-func (c *Coordinator) Submit(p Params, img []byte) (Status, error) { return c.submit(p, img, nil) }
+func (c *coordinator) Submit(p job.Params, img []byte) (job.Status, error) {
+	return c.submit(p, img, nil)
+}
 
 // SubmitPrompt persists a new job of a text-to-video model (its prompt and parameters) and
 // queues it, as Submit.
-func (c *Coordinator) SubmitPrompt(p Params, pr family.Prompt) (Status, error) {
+func (c *coordinator) SubmitPrompt(p job.Params, pr family.Prompt) (job.Status, error) {
 	return c.submit(p, nil, &pr)
 }
 
-func (c *Coordinator) submit(p Params, img []byte, pr *family.Prompt) (Status, error) {
+func (c *coordinator) submit(p job.Params, img []byte, pr *family.Prompt) (job.Status, error) {
 	c.mu.Lock()
-	seq, err := c.reserve(c.cfg.Now())
+	seq, err := c.d.Reserve(c.cfg.Now())
 	c.flushLocked()
 	if err != nil {
 		c.mu.Unlock()
-		return Status{}, err
+		return job.Status{}, err
 	}
 	c.wg.Add(1)
 	c.mu.Unlock()
 	defer c.wg.Done()
 
 	now := c.cfg.Now().UTC()
-	rec := Record{ID: newID(), Seq: seq, State: StateQueued, Params: p, Prompt: pr, CreatedAt: now}
+	rec := job.Record{ID: newID(), Seq: seq, State: job.StateQueued, Params: p, Prompt: pr, CreatedAt: now}
 	if pr == nil {
 		err = c.retry("upload of job "+rec.ID, submitAttempts, func() error { return c.cfg.Store.WriteFile(rec.ID, inputFile, img) })
 	}
@@ -293,39 +290,39 @@ func (c *Coordinator) submit(p Params, img []byte, pr *family.Prompt) (Status, e
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	j, err := c.submitted(rec, img, err, c.cfg.Now())
+	j, err := c.d.Submitted(rec, img, err, c.cfg.Now())
 	c.flushLocked()
 	if err != nil {
-		return Status{}, err
+		return job.Status{}, err
 	}
 	return c.statusLocked(j), nil
 }
 
 // RetryAfter estimates how many seconds until the queue has room.
-func (c *Coordinator) RetryAfter() int {
+func (c *coordinator) RetryAfter() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.retryAfter()
+	return c.d.RetryAfter()
 }
 
 // prepare builds a job's initial sample off the lock (actPrepare).
-func (c *Coordinator) prepare(a actPrepare) {
+func (c *coordinator) prepare(a dispatch.Prepare) {
 	defer c.wg.Done()
-	it, err := c.buildItem(a)
+	s, err := c.buildSample(a)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.prepared(a.j, it, err, c.cfg.Now())
+	c.d.Prepared(a.Job, s, err, c.cfg.Now())
 	c.flushLocked()
 }
 
-func (c *Coordinator) buildItem(a actPrepare) (*item, error) {
-	in := family.Input{Prompt: a.prompt}
-	if a.prompt == nil {
-		data := a.img
+func (c *coordinator) buildSample(a dispatch.Prepare) (*dispatch.Sample, error) {
+	in := family.Input{Prompt: a.Prompt}
+	if a.Prompt == nil {
+		data := a.Img
 		if data == nil {
 			var err error
-			if data, err = c.cfg.Store.ReadFile(a.id, inputFile); err != nil {
-				c.cfg.Log.Error("read upload", "id", a.id, "err", err)
+			if data, err = c.cfg.Store.ReadFile(a.ID, inputFile); err != nil {
+				c.cfg.Log.Error("read upload", "id", a.ID, "err", err)
 				return nil, errors.New("reading the stored upload failed") // no paths for clients
 			}
 		}
@@ -337,29 +334,27 @@ func (c *Coordinator) buildItem(a actPrepare) (*item, error) {
 		defer release()
 		in.Image = img
 	}
-	sc, err := c.cfg.Model.Scheduler(a.params.Steps)
+	sc, err := c.cfg.Model.Scheduler(a.Params.Steps)
 	if err != nil {
 		return nil, err
 	}
-	s, err := c.cfg.Model.Prepare(context.Background(), in, a.params, sc)
+	s, err := c.cfg.Model.Prepare(context.Background(), in, a.Params, sc)
 	if err != nil {
 		return nil, err
 	}
-	return &item{job: a.j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance, windows: s.Windows}, nil
+	return s, nil
 }
 
 // writeOutput writes a job's final latent (actWriteOutput) before it is marked succeeded.
-func (c *Coordinator) writeOutput(j *job, latent *tensor.Dense) {
+func (c *coordinator) writeOutput(j *dispatch.Job, latent *tensor.Dense) {
 	defer c.wg.Done()
-	c.mu.Lock()
-	id := j.rec.ID
-	c.mu.Unlock()
+	id := j.ID()
 	err := c.retry("output of job "+id, outputAttempts, func() error {
-		return c.cfg.Store.WriteFile(id, finalFile, EncodeLatent(latent))
+		return c.cfg.Store.WriteFile(id, finalFile, encodeLatent(latent))
 	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.outputWritten(j, latent.Shape, err, c.cfg.Now())
+	c.d.OutputWritten(j, latent.Shape, err, c.cfg.Now())
 	c.flushLocked()
 }
 
@@ -370,12 +365,12 @@ func (c *Coordinator) writeOutput(j *job, latent *tensor.Dense) {
 // one, or one whose last step has already come back, gives ErrFinished; any cancel once
 // Close has begun ErrClosed (the job stays as the store has it); a store that cannot record
 // the cancel within cancelWait ErrStorage (the job is still cancelled in memory).
-func (c *Coordinator) Cancel(id string) (Status, error) {
+func (c *coordinator) Cancel(id string) (job.Status, error) {
 	c.mu.Lock()
-	j, ver, err := c.cancel(id, c.cfg.Now())
+	j, ver, err := c.d.Cancel(id, c.cfg.Now())
 	c.flushLocked()
 	if err != nil {
-		var st Status
+		var st job.Status
 		if j != nil {
 			st = c.statusLocked(j)
 		}
@@ -390,27 +385,27 @@ func (c *Coordinator) Cancel(id string) (Status, error) {
 }
 
 // Status returns job id's status.
-func (c *Coordinator) Status(id string) (Status, error) {
+func (c *coordinator) Status(id string) (job.Status, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	j, ok := c.lookup(id)
+	j, ok := c.d.Lookup(id)
 	if !ok {
-		return Status{}, notFound(id)
+		return job.Status{}, job.NotFound(id)
 	}
 	return c.statusLocked(j), nil
 }
 
 // statusLocked is what clients see of j now (dispatcher.status).
-func (c *Coordinator) statusLocked(j *job) Status { return c.status(j, c.cfg.Now()) }
+func (c *coordinator) statusLocked(j *dispatch.Job) job.Status { return c.d.Status(j, c.cfg.Now()) }
 
 // Subscribe returns a channel that receives a token whenever job id changes, and a function
 // to stop. The token channel holds at most one token (changes coalesce).
-func (c *Coordinator) Subscribe(id string) (<-chan struct{}, func(), error) {
+func (c *coordinator) Subscribe(id string) (<-chan struct{}, func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	j, ok := c.lookup(id)
+	j, ok := c.d.Lookup(id)
 	if !ok {
-		return nil, nil, notFound(id)
+		return nil, nil, job.NotFound(id)
 	}
 	ch := make(chan struct{}, 1)
 	io := c.ioLocked(j)
@@ -426,28 +421,41 @@ func (c *Coordinator) Subscribe(id string) (<-chan struct{}, func(), error) {
 }
 
 // Counts returns the number of jobs in each state and the queue depth.
-func (c *Coordinator) Counts() (map[State]int, int) {
+func (c *coordinator) Counts() (map[job.State]int, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[State]int, len(c.counts))
-	for s, n := range c.counts {
-		out[s] = n
-	}
-	return out, len(c.queue)
+	return c.d.Counts()
 }
 
 // Ready reports whether every rank has joined.
-func (c *Coordinator) Ready() (joined, want int) {
+func (c *coordinator) Ready() (joined, want int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.workers), c.cfg.NProc
+	return c.d.Workers(), c.cfg.NProc
+}
+
+// waitReady returns once every rank has joined, or when ctx ends (its error).
+func (c *coordinator) waitReady(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		ready, ch := c.d.Workers() == c.cfg.NProc, c.joined
+		c.mu.Unlock()
+		if ready {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // connected reports whether rank has a live connection.
-func (c *Coordinator) connected(rank int) bool {
+func (c *coordinator) connected(rank int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.workers[rank] != nil
+	return c.d.Connected(rank)
 }
 
 // Close stops scheduling, closes the worker connections and waits until nothing can write
@@ -455,12 +463,12 @@ func (c *Coordinator) connected(rank int) bool {
 // job whose last step came back is written as succeeded), the output and record writes
 // they start, submissions being persisted, prepares and sweeps. Jobs still running stay
 // queued in the store and resume on the next start. The caller may close the store after.
-func (c *Coordinator) Close() {
+func (c *coordinator) Close() {
 	c.mu.Lock()
-	if !c.closed {
+	if !c.d.Closed() {
 		close(c.closing)
 	}
-	c.close()
+	c.d.Close()
 	ws := make([]*workerConn, 0, len(c.conns))
 	for _, w := range c.conns {
 		ws = append(ws, w)
@@ -476,22 +484,23 @@ func (c *Coordinator) Close() {
 }
 
 // latentShape returns the final latent shape of a succeeded job.
-func (c *Coordinator) latentShape(id string) ([]int, error) {
+func (c *coordinator) latentShape(id string) ([]int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	j, ok := c.lookup(id)
+	j, ok := c.d.Lookup(id)
 	if !ok {
-		return nil, notFound(id)
+		return nil, job.NotFound(id)
 	}
-	if j.rec.State != StateSucceeded || len(j.rec.LatentShape) == 0 {
-		return nil, fmt.Errorf("%w: job %s is %s", ErrNotReady, id, j.rec.State)
+	rec, _ := c.d.Record(j)
+	if rec.State != job.StateSucceeded || len(rec.LatentShape) == 0 {
+		return nil, fmt.Errorf("%w: job %s is %s", job.ErrNotReady, id, rec.State)
 	}
-	return append([]int(nil), j.rec.LatentShape...), nil
+	return append([]int(nil), rec.LatentShape...), nil
 }
 
 // watchStalls feeds the dispatcher's stall watchdog (checkStalls) a tick every second (or
 // half the stall timeout) until done.
-func (c *Coordinator) watchStalls(done <-chan struct{}) {
+func (c *coordinator) watchStalls(done <-chan struct{}) {
 	if c.cfg.StallTimeout <= 0 {
 		return
 	}
@@ -504,7 +513,7 @@ func (c *Coordinator) watchStalls(done <-chan struct{}) {
 		case <-t.C:
 		}
 		c.mu.Lock()
-		c.checkStalls(c.cfg.Now())
+		c.d.CheckStalls(c.cfg.Now())
 		c.flushLocked()
 		c.mu.Unlock()
 	}

@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"reflect"
 	"testing"
+
+	"github.com/vdpp/vdpp/serve/job"
+	"github.com/vdpp/vdpp/serve/openai"
 )
 
 // TestCostLimitsHTTP checks that both APIs refuse, with a 413 naming the parameter, a job
@@ -28,7 +31,7 @@ func TestCostLimitsHTTP(t *testing.T) {
 	oa, oct = oaMultipart(t, img, "size", "64x64", "num_inference_steps", "30")
 	resp, b = ts.do("POST", "/v1/videos", oa, oct)
 	checkOAError(t, resp, b, http.StatusRequestEntityTooLarge, "over_cost_limit", "num_inference_steps")
-	if n, _ := ts.coord.Counts(); n[StateQueued]+n[StateRunning]+n[StateSucceeded] != 0 {
+	if n, _ := ts.coord.Counts(); n[job.StateQueued]+n[job.StateRunning]+n[job.StateSucceeded] != 0 {
 		t.Fatalf("refused requests queued jobs: %v", n)
 	}
 	// The native job itself is admitted.
@@ -37,18 +40,18 @@ func TestCostLimitsHTTP(t *testing.T) {
 		t.Fatalf("native job refused: %+v", st)
 	}
 
-	want := ModelLimits{Input: InputImage, NativeWidth: 64, NativeHeight: 64, NativeFrames: 14, NativeSteps: 25,
+	want := job.ModelLimits{Input: job.InputImage, NativeWidth: 64, NativeHeight: 64, NativeFrames: 14, NativeSteps: 25,
 		MaxFrames: 25, MaxResolution: 1024, MaxSteps: 50}
 	want.Multiple, want.MaxPixels, want.MaxWork = 1, 64*64, 64*64*14*25
 	want.MaxActivationBytes = 2 * 4 * 14 * 4 * 8 * 8 // the guided float32 latent [14, 4, 8, 8]
-	var got ModelLimits
+	var got job.ModelLimits
 	resp, b = ts.do("GET", "/v1/limits", nil, "")
 	mustJSON(t, b, &got)
-	got.Native = Params{}
+	got.Native = job.Params{}
 	if resp.StatusCode != http.StatusOK || !reflect.DeepEqual(got, want) {
 		t.Fatalf("GET /v1/limits: %d %+v, want %+v", resp.StatusCode, got, want)
 	}
-	var models struct{ Data []openAIModel }
+	var models struct{ Data []openai.Model }
 	_, b = ts.do("GET", "/v1/models", nil, "")
 	mustJSON(t, b, &models)
 	if len(models.Data) == 0 || models.Data[0].Limits.MaxWork != want.MaxWork || models.Data[0].Limits.NativeWidth != 64 {

@@ -8,12 +8,10 @@ import (
 	"sync"
 	"syscall"
 	"time"
-)
 
-// ErrStorage marks a failure to write the data dir (HTTP 503 storage_unavailable, or 507
-// insufficient_storage when the disk is full). Clients only ever see a generic message;
-// the cause, with its paths, goes to the server's log.
-var ErrStorage = errors.New("serve: storage unavailable")
+	"github.com/vdpp/vdpp/serve/dispatch"
+	"github.com/vdpp/vdpp/serve/job"
+)
 
 // Retries of store writes. A job's output is retried outputAttempts times (about 3 s)
 // before the job fails; an end record (failed, cancelled, succeeded) is retried until it
@@ -42,10 +40,10 @@ func retryDelay(attempt int) time.Duration {
 // storageError wraps a store failure as ErrStorage (keeping the cause for errors.Is, e.g.
 // syscall.ENOSPC).
 func storageError(err error) error {
-	if err == nil || errors.Is(err, ErrStorage) {
+	if err == nil || errors.Is(err, job.ErrStorage) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", ErrStorage, err)
+	return fmt.Errorf("%w: %w", job.ErrStorage, err)
 }
 
 // isDiskFull reports whether err is a full disk or quota (HTTP 507).
@@ -92,7 +90,7 @@ func (h *storeHealth) ok(now time.Time, probe func() error) error {
 // retry runs op until it succeeds, attempts times (0: until the coordinator closes),
 // waiting retryDelay between tries. Every failure is logged and marks storage unhealthy;
 // a success marks it healthy.
-func (c *Coordinator) retry(what string, attempts int, op func() error) error {
+func (c *coordinator) retry(what string, attempts int, op func() error) error {
 	for a := 0; ; a++ {
 		err := op()
 		c.health.report(err)
@@ -115,29 +113,29 @@ func (c *Coordinator) retry(what string, attempts int, op func() error) error {
 // holds when the write starts; io.wmu serialises a job's writes, so the store never goes
 // back to an older record) and feeds the outcome back (dispatcher.recordSaved). It runs
 // counted in wg, so Close waits for it.
-func (c *Coordinator) writeRecord(j *job, io *jobIO) {
+func (c *coordinator) writeRecord(j *dispatch.Job, io *jobIO) {
 	defer c.wg.Done()
 	io.wmu.Lock()
 	c.mu.Lock()
-	rec, ver := c.record(j)
+	rec, ver := c.d.Record(j)
 	c.mu.Unlock()
 	err := c.retry("job record "+rec.ID, 0, func() error { return c.cfg.Store.Put(rec) })
 	io.wmu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.recordSaved(j, ver, err)
+	c.d.RecordSaved(j, ver, err)
 	c.flushLocked()
 }
 
 // waitSaved waits until j's record of version ver (or a later one) has landed, at most
 // timeout. It fails with ErrStorage when it has not by then, ErrClosed when the server
 // closes first.
-func (c *Coordinator) waitSaved(j *job, ver uint64, timeout time.Duration) error {
+func (c *coordinator) waitSaved(j *dispatch.Job, ver uint64, timeout time.Duration) error {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for {
 		c.mu.Lock()
-		if j.savedVer >= ver {
+		if j.SavedVersion() >= ver {
 			c.mu.Unlock()
 			return nil
 		}
@@ -146,30 +144,30 @@ func (c *Coordinator) waitSaved(j *job, ver uint64, timeout time.Duration) error
 			io.saved = make(chan struct{})
 		}
 		ch := io.saved
-		id := j.rec.ID
+		id := j.ID()
 		c.mu.Unlock()
 		select {
 		case <-ch:
 		case <-timer.C:
-			return fmt.Errorf("%w: job %s not written within %v", ErrStorage, id, timeout)
+			return fmt.Errorf("%w: job %s not written within %v", job.ErrStorage, id, timeout)
 		case <-c.closing:
-			return ErrClosed
+			return job.ErrClosed
 		}
 	}
 }
 
 // StorageOK reports whether the data dir is writable (nil), probing it while writes are
 // failing.
-func (c *Coordinator) StorageOK() error {
+func (c *coordinator) StorageOK() error {
 	return c.health.ok(c.cfg.Now(), c.cfg.Store.Probe)
 }
 
-// probeFile is written and removed by Store.Probe.
+// probeFile is written and removed by jobStore.Probe.
 const probeFile = ".probe"
 
 // Probe checks that the store can write job files: it writes, syncs and removes a small
 // file in DIR/jobs.
-func (s *Store) Probe() error {
+func (s *jobStore) Probe() error {
 	path := filepath.Join(s.dir, "jobs", probeFile)
 	if err := writeSynced(path, []byte("ok\n")); err != nil {
 		return err

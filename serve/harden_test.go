@@ -2,15 +2,15 @@ package serve
 
 import (
 	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vdpp/vdpp/serve/job"
 )
 
 func TestValidID(t *testing.T) {
@@ -28,33 +28,12 @@ func TestValidID(t *testing.T) {
 		{"../../etc/passwd00000000", false},
 		{"", false},
 	} {
-		if got := ValidID(c.id); got != c.want {
+		if got := job.ValidID(c.id); got != c.want {
 			t.Errorf("ValidID(%.40q) = %v, want %v", c.id, got, c.want)
 		}
 	}
 	if len(newID()) != idLen {
 		t.Errorf("newID has %d characters, want %d", len(newID()), idLen)
-	}
-}
-
-func TestBearerToken(t *testing.T) {
-	for _, c := range []struct {
-		header, token string
-		ok            bool
-	}{
-		{"Bearer s3cret", "s3cret", true},
-		{"bearer s3cret", "s3cret", true},
-		{"BEARER   s3cret  ", "s3cret", true},
-		{"Basic s3cret", "", false},
-		{"Bearer", "", false},
-		{"Bearer ", "", false},
-		{"", "", false},
-		{"s3cret", "", false},
-	} {
-		tok, ok := bearerToken(c.header)
-		if tok != c.token || ok != c.ok {
-			t.Errorf("bearerToken(%q) = %q, %v; want %q, %v", c.header, tok, ok, c.token, c.ok)
-		}
 	}
 }
 
@@ -76,28 +55,6 @@ func TestRetryDelay(t *testing.T) {
 	}
 	if sum < 2*time.Second || sum > 5*time.Second {
 		t.Errorf("an output write is retried for %v; want a few seconds", sum)
-	}
-}
-
-func TestStorageErrorStatus(t *testing.T) {
-	full := storageError(&fs.PathError{Op: "write", Path: "/secret/data/jobs/x", Err: syscall.ENOSPC})
-	denied := storageError(&fs.PathError{Op: "open", Path: "/secret/data/jobs/x", Err: syscall.EACCES})
-	for _, c := range []struct {
-		err  error
-		st   int
-		code string
-	}{
-		{full, 507, "insufficient_storage"},
-		{denied, 503, "storage_unavailable"},
-		{fmt.Errorf("wrapped: %w", denied), 503, "storage_unavailable"},
-	} {
-		st, code := errorStatus(c.err)
-		if st != c.st || code != c.code {
-			t.Errorf("errorStatus(%v) = %d %s, want %d %s", c.err, st, code, c.st, c.code)
-		}
-		if strings.Contains(publicMessage(code), "/") {
-			t.Errorf("public message %q names a path", publicMessage(code))
-		}
 	}
 }
 
@@ -189,7 +146,7 @@ func TestStorageUnwritable(t *testing.T) {
 		t.Fatalf("/readyz with broken storage: %d %s", resp.StatusCode, b)
 	}
 	st := ts.wait(running.ID, 20*time.Second)
-	if st.State != StateFailed || strings.Contains(st.Error, dir) {
+	if st.State != job.StateFailed || strings.Contains(st.Error, dir) {
 		t.Fatalf("job whose output could not be written: %+v", st)
 	}
 	_, mb := ts.do("GET", "/metrics", nil, "")
@@ -209,12 +166,12 @@ func TestStorageUnwritable(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	next := ts.submit(img, `{"num_frames":1,"steps":2,"height":8,"width":8}`)
-	if st := ts.wait(next.ID, 10*time.Second); st.State != StateSucceeded {
+	if st := ts.wait(next.ID, 10*time.Second); st.State != job.StateSucceeded {
 		t.Fatalf("job after the storage came back: %+v", st)
 	}
 	ts.Close()
 	ts2 := startServer(t, cfg)
-	if st := ts2.status(running.ID); st.State != StateFailed {
+	if st := ts2.status(running.ID); st.State != job.StateFailed {
 		t.Fatalf("failed job after a restart: %s, want failed", st.State)
 	}
 }
@@ -257,7 +214,7 @@ func TestCancelNeverSucceeds(t *testing.T) {
 	t.Logf("%d of %d DELETEs accepted", cancelled, len(accepted))
 	for id, acc := range accepted {
 		st := ts.wait(id, 10*time.Second)
-		if acc && st.State != StateCancelled || !acc && st.State == StateCancelled {
+		if acc && st.State != job.StateCancelled || !acc && st.State == job.StateCancelled {
 			t.Errorf("job %s: DELETE accepted %v, ended %s", id, acc, st.State)
 		}
 	}
@@ -281,7 +238,7 @@ func TestRestartsAndTimings(t *testing.T) {
 	}
 	ts.Close() // before the next step boundary: the cancel lives in the store only
 	ts = startServer(t, cfg)
-	if st := ts.status(long.ID); st.State != StateCancelled {
+	if st := ts.status(long.ID); st.State != job.StateCancelled {
 		t.Fatalf("cancelled running job after a restart: %s", st.State)
 	}
 	if st := ts.status(short.ID); st.Restarts != 1 {
@@ -290,7 +247,7 @@ func TestRestartsAndTimings(t *testing.T) {
 	ts.Close()
 	ts = startServer(t, cfg)
 	st := ts.wait(short.ID, 10*time.Second)
-	if st.State != StateSucceeded || st.Restarts != 2 {
+	if st.State != job.StateSucceeded || st.Restarts != 2 {
 		t.Fatalf("after two restarts: %s, restarts %d", st.State, st.Restarts)
 	}
 	ts.Close()
@@ -299,30 +256,4 @@ func TestRestartsAndTimings(t *testing.T) {
 	if again.Timings != st.Timings || again.Timings.RunMS <= 0 {
 		t.Fatalf("timings %+v before the restart, %+v after", st.Timings, again.Timings)
 	}
-}
-
-// FuzzBearerToken: a token that parses has no blanks at its ends and parses back from
-// "Bearer TOKEN"; a header without the scheme never parses.
-func FuzzBearerToken(f *testing.F) {
-	for _, s := range []string{"Bearer abc", "bearer  x ", "Basic abc", "", "Bearer", " BEARER\tq"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, h string) {
-		tok, ok := bearerToken(h)
-		if !ok {
-			if tok != "" {
-				t.Fatalf("%q: token %q without ok", h, tok)
-			}
-			return
-		}
-		if tok == "" || tok != strings.TrimSpace(tok) {
-			t.Fatalf("%q: token %q", h, tok)
-		}
-		if !strings.HasPrefix(strings.ToLower(strings.TrimSpace(h)), "bearer ") {
-			t.Fatalf("%q parsed without the Bearer scheme", h)
-		}
-		if back, ok := bearerToken("Bearer " + tok); !ok || back != tok {
-			t.Fatalf("%q: token %q does not parse back (%q, %v)", h, tok, back, ok)
-		}
-	})
 }

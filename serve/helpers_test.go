@@ -17,8 +17,15 @@ import (
 
 	_ "github.com/vdpp/vdpp/model/families" // the synthetic model
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
+
+// apiError is the body of a native error response.
+type apiError struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
 
 // testPNG returns a small PNG whose colours depend on k.
 func testPNG(t testing.TB, k int) []byte {
@@ -127,27 +134,27 @@ func (ts *testServer) do(method, path string, body io.Reader, ctype string, hdr 
 }
 
 // submit posts a job and returns its status (failing the test unless 202).
-func (ts *testServer) submit(img []byte, params string) Status {
+func (ts *testServer) submit(img []byte, params string) job.Status {
 	ts.t.Helper()
 	body, ct := multipartBody(ts.t, img, params)
 	resp, b := ts.do("POST", "/v1/videos", body, ct)
 	if resp.StatusCode != http.StatusAccepted {
 		ts.t.Fatalf("submit: %d %s", resp.StatusCode, b)
 	}
-	var st Status
+	var st job.Status
 	if err := json.Unmarshal(b, &st); err != nil {
 		ts.t.Fatal(err)
 	}
 	return st
 }
 
-func (ts *testServer) status(id string) Status {
+func (ts *testServer) status(id string) job.Status {
 	ts.t.Helper()
 	resp, b := ts.do("GET", "/v1/videos/"+id, nil, "")
 	if resp.StatusCode != http.StatusOK {
 		ts.t.Fatalf("status %s: %d %s", id, resp.StatusCode, b)
 	}
-	var st Status
+	var st job.Status
 	if err := json.Unmarshal(b, &st); err != nil {
 		ts.t.Fatal(err)
 	}
@@ -155,7 +162,7 @@ func (ts *testServer) status(id string) Status {
 }
 
 // wait polls until the job has ended or the timeout passes.
-func (ts *testServer) wait(id string, timeout time.Duration) Status {
+func (ts *testServer) wait(id string, timeout time.Duration) job.Status {
 	ts.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -202,7 +209,7 @@ func syntheticModel(t testing.TB) *Model {
 }
 
 // reference computes the one-process result of a job.
-func reference(t testing.TB, img []byte, p Params) *tensor.Dense {
+func reference(t testing.TB, img []byte, p job.Params) *tensor.Dense {
 	t.Helper()
 	m, _, err := image.Decode(bytes.NewReader(img))
 	if err != nil {
@@ -216,9 +223,9 @@ func reference(t testing.TB, img []byte, p Params) *tensor.Dense {
 }
 
 // mustParams parses a job's JSON as the synthetic model's server does.
-func mustParams(t testing.TB, js string) Params {
+func mustParams(t testing.TB, js string) job.Params {
 	t.Helper()
-	p, err := syntheticModel(t).ParseParams([]byte(js), Limits{})
+	p, err := syntheticModel(t).ParseParams([]byte(js), job.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

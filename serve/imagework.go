@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/video"
 )
 
@@ -56,7 +57,7 @@ func decodeImage(ctx context.Context, data []byte, maxPixels int) (img image.Ima
 		return nil, nil, fmt.Errorf("%w: the image is empty", video.ErrNotImage)
 	}
 	if maxPixels > 0 && int64(cfg.Width)*int64(cfg.Height) > int64(maxPixels) {
-		return nil, nil, fmt.Errorf("%w: image %dx%d has more than %d pixels", ErrTooLarge, cfg.Width, cfg.Height, maxPixels)
+		return nil, nil, fmt.Errorf("%w: image %dx%d has more than %d pixels", job.ErrTooLarge, cfg.Width, cfg.Height, maxPixels)
 	}
 	n := decodedBytes(cfg)
 	if err := decodeBudget.acquire(ctx, n); err != nil {
@@ -153,7 +154,7 @@ type renderCall struct {
 	err  error
 }
 
-func (f *renderFlights) init(m *Metrics) {
+func (f *renderFlights) init(m *metricSet) {
 	f.calls = map[string]*renderCall{}
 	f.renders = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_renders_total",
 		Help: "Renders (decode and write of a finished job's GIF and MP4; concurrent first downloads share one)."})

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/video"
 )
 
@@ -83,7 +84,7 @@ func TestDecodeImageConfigFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	head := buf.Bytes()[:60] // signature and IHDR only
-	if _, _, err := decodeImage(context.Background(), head, 300*200-1); !errors.Is(err, ErrTooLarge) {
+	if _, _, err := decodeImage(context.Background(), head, 300*200-1); !errors.Is(err, job.ErrTooLarge) {
 		t.Fatalf("oversize header: %v, want ErrTooLarge", err)
 	}
 	if _, _, err := decodeImage(context.Background(), head, 0); !errors.Is(err, video.ErrNotImage) {
@@ -104,7 +105,7 @@ func TestDecodeImageConfigFirst(t *testing.T) {
 func TestRenderShared(t *testing.T) {
 	ts := startServer(t, Config{NProc: 1})
 	st := ts.submit(testPNG(t, 1), `{"num_frames":2,"steps":2,"height":16,"width":16}`)
-	if st = ts.wait(st.ID, 10*time.Second); st.State != StateSucceeded {
+	if st = ts.wait(st.ID, 10*time.Second); st.State != job.StateSucceeded {
 		t.Fatal(st.State)
 	}
 	var wg sync.WaitGroup

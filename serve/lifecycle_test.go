@@ -12,6 +12,7 @@ import (
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/synthetic"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -29,7 +30,7 @@ func TestCancel(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if st := ts.status(queued.ID); st.State != StateQueued {
+	if st := ts.status(queued.ID); st.State != job.StateQueued {
 		t.Fatalf("second job %s, want queued (max-running 1)", st.State)
 	}
 	for _, id := range []string{queued.ID, running.ID} {
@@ -37,12 +38,12 @@ func TestCancel(t *testing.T) {
 			t.Fatalf("cancel: %d %s", resp.StatusCode, b)
 		}
 	}
-	if st := ts.status(queued.ID); st.State != StateCancelled {
+	if st := ts.status(queued.ID); st.State != job.StateCancelled {
 		t.Fatalf("queued job after cancel: %s", st.State)
 	}
 	t0 := time.Now()
 	st := ts.wait(running.ID, 5*time.Second)
-	if st.State != StateCancelled || st.Progress.Step >= 40 {
+	if st.State != job.StateCancelled || st.Progress.Step >= 40 {
 		t.Fatalf("running job after cancel: %+v", st)
 	}
 	if d := time.Since(t0); d > time.Second {
@@ -50,7 +51,7 @@ func TestCancel(t *testing.T) {
 	}
 	// The slot is free again: a new job runs to the end.
 	next := ts.submit(img, `{"num_frames":1,"steps":3,"height":8,"width":8}`)
-	if st := ts.wait(next.ID, 5*time.Second); st.State != StateSucceeded {
+	if st := ts.wait(next.ID, 5*time.Second); st.State != job.StateSucceeded {
 		t.Fatalf("job after cancel: %+v", st)
 	}
 	// Cancelling twice is harmless; a cancelled job has no content.
@@ -72,7 +73,7 @@ func TestQueueFull429(t *testing.T) {
 		resp, b := ts.do("POST", "/v1/videos", body, ct)
 		switch resp.StatusCode {
 		case http.StatusAccepted:
-			var st Status
+			var st job.Status
 			mustJSON(t, b, &st)
 			accepted = append(accepted, st.ID)
 		case http.StatusTooManyRequests:
@@ -89,7 +90,7 @@ func TestQueueFull429(t *testing.T) {
 	}
 	// Every accepted job still completes.
 	for _, id := range accepted {
-		if st := ts.wait(id, 10*time.Second); st.State != StateSucceeded {
+		if st := ts.wait(id, 10*time.Second); st.State != job.StateSucceeded {
 			t.Fatalf("job %s: %+v", id, st)
 		}
 	}
@@ -147,7 +148,7 @@ func TestBatchingKeepsBits(t *testing.T) {
 	}
 	wg.Wait()
 	for _, s := range subs {
-		if st := ts.wait(s.id, 20*time.Second); st.State != StateSucceeded {
+		if st := ts.wait(s.id, 20*time.Second); st.State != job.StateSucceeded {
 			t.Fatalf("job %s: %+v", s.id, st)
 		}
 		if !tensor.BitEqual(ts.latent(s.id), reference(t, s.img, mustParams(t, s.p))) {
@@ -175,7 +176,7 @@ func TestRestartKeepsJobs(t *testing.T) {
 		params = append(params, p)
 	}
 	first := ts.wait(ids[0], 10*time.Second)
-	if first.State != StateSucceeded {
+	if first.State != job.StateSucceeded {
 		t.Fatalf("first job: %+v", first)
 	}
 	firstLatent := ts.latent(ids[0])
@@ -187,7 +188,7 @@ func TestRestartKeepsJobs(t *testing.T) {
 	}
 	for i, id := range ids {
 		st := ts2.wait(id, 20*time.Second)
-		if st.State != StateSucceeded {
+		if st.State != job.StateSucceeded {
 			t.Fatalf("job %d after restart: %+v", i, st)
 		}
 		if !tensor.BitEqual(ts2.latent(id), reference(t, img, mustParams(t, params[i]))) {
@@ -220,7 +221,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	restarted := 0
 	for i, id := range ids {
 		st := ts.wait(id, 30*time.Second)
-		if st.State != StateSucceeded {
+		if st.State != job.StateSucceeded {
 			t.Fatalf("job %d: %+v", i, st)
 		}
 		restarted += st.Restarts
@@ -262,7 +263,7 @@ func TestStalledWorkerRestarted(t *testing.T) {
 	img := testPNG(t, 2)
 	p := `{"num_frames":1,"steps":4,"height":8,"width":8,"seed":3}`
 	st := ts.wait(ts.submit(img, p).ID, 10*time.Second)
-	if st.State != StateSucceeded || st.Restarts < 1 {
+	if st.State != job.StateSucceeded || st.Restarts < 1 {
 		t.Fatalf("job %+v", st)
 	}
 	if !tensor.BitEqual(ts.latent(st.ID), reference(t, img, mustParams(t, p))) {

@@ -7,14 +7,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vdpp/vdpp/serve/job"
 )
 
 // rateWindow is the window of the samples-per-second gauge.
 const rateWindow = 10 * time.Second
 
-// Metrics are the server's Prometheus metrics, on a registry of their own (so several
+// metricSet are the server's Prometheus metrics, on a registry of their own (so several
 // servers can live in one test process).
-type Metrics struct {
+type metricSet struct {
 	reg         *prometheus.Registry
 	stepLatency *prometheus.HistogramVec
 	batchSize   prometheus.Histogram
@@ -31,9 +33,9 @@ type Metrics struct {
 	now   func() time.Time
 }
 
-// NewMetrics registers the metrics that do not need a coordinator.
-func NewMetrics() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), now: time.Now}
+// newMetrics registers the metrics that do not need a coordinator.
+func newMetrics() *metricSet {
+	m := &metricSet{reg: prometheus.NewRegistry(), now: time.Now}
 	m.stepLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "vdpp_step_latency_seconds", Help: "Duration of one denoiser step (one call for a whole batch), by pipeline stage.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
@@ -56,11 +58,11 @@ func NewMetrics() *Metrics {
 }
 
 // attach registers the gauges read from the coordinator.
-func (m *Metrics) attach(c *Coordinator) {
+func (m *metricSet) attach(c *coordinator) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vdpp_queue_depth", Help: "Jobs waiting for a slot.",
 	}, func() float64 { _, q := c.Counts(); return float64(q) }))
-	for _, s := range []State{StateQueued, StateRunning, StateSucceeded, StateFailed, StateCancelled} {
+	for _, s := range []job.State{job.StateQueued, job.StateRunning, job.StateSucceeded, job.StateFailed, job.StateCancelled} {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "vdpp_jobs", Help: "Jobs the server holds, by state (expired jobs are no longer counted).", ConstLabels: prometheus.Labels{"state": string(s)},
 		}, func() float64 { n, _ := c.Counts(); return float64(n[s]) }))
@@ -70,7 +72,7 @@ func (m *Metrics) attach(c *Coordinator) {
 	}, func() float64 { j, _ := c.Ready(); return float64(j) }))
 }
 
-func (m *Metrics) completed(t time.Time) {
+func (m *metricSet) completed(t time.Time) {
 	m.samples.Inc()
 	m.mu.Lock()
 	m.times = append(m.times, t)
@@ -78,7 +80,7 @@ func (m *Metrics) completed(t time.Time) {
 	m.mu.Unlock()
 }
 
-func (m *Metrics) trim(now time.Time) {
+func (m *metricSet) trim(now time.Time) {
 	i := 0
 	for i < len(m.times) && now.Sub(m.times[i]) > rateWindow {
 		i++
@@ -86,7 +88,7 @@ func (m *Metrics) trim(now time.Time) {
 	m.times = append(m.times[:0], m.times[i:]...)
 }
 
-func (m *Metrics) rate() float64 {
+func (m *metricSet) rate() float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.trim(m.now())
@@ -94,6 +96,6 @@ func (m *Metrics) rate() float64 {
 }
 
 // Handler serves the metrics in the Prometheus text format.
-func (m *Metrics) Handler() http.Handler {
+func (m *metricSet) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }

@@ -1,28 +1,27 @@
 package serve
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
+	"github.com/vdpp/vdpp/serve/dispatch"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
 
 // ErrModelClosed is returned by a Model used after Close.
 var ErrModelClosed = errors.New("serve: model closed")
 
-// JobSample is the noise stream index of a job: every job is sample 0 of its seed, as the
+// jobSample is the noise stream index of a job: every job is sample 0 of its seed, as the
 // first sample of `vdpp generate`.
-const JobSample = 0
+const jobSample = 0
 
 // ModelSpec names the model every process of a server loads: the coordinator its
 // conditioning and decoding roles (OpenModel), each worker its denoising role. Everything
@@ -68,42 +67,29 @@ func (m ModelSpec) options(roles family.Roles) family.Options {
 		Sim: model.Config{Name: m.Name, Dir: m.Dir, Variant: m.Variant, Backend: m.Backend, StepMS: m.StepMS, Cost: m.Cost}}
 }
 
-// Sample is the state of one job at step 0: what the first stage starts from.
-type Sample struct {
-	// Latent is [1, T, C, H, W], already multiplied by init_noise_sigma.
-	Latent *tensor.Dense
-	// Cond is the sample's conditioning (computed once, handed along with the latent).
-	Cond model.Conditioning
-	// Guidance holds per-frame CFG weights [T], or nil for an unguided job.
-	Guidance []float32
-	// Windows, when set, steps a video longer than the model's native length as
-	// overlapping temporal windows (in latent frames; see family.Description.Windows).
-	Windows *pipeline.Windows
-}
-
 // generator is the model edge of the coordinator and the HTTP layer: a job's parameters,
 // its initial sample and its frames. *Model is the one the server runs; tests swap others.
 type generator interface {
 	// DefaultParams are the parameters of a job whose JSON leaves them out.
-	DefaultParams() Params
+	DefaultParams() job.Params
 	// Description is the family's description of the model.
 	Description() family.Description
 	// TextConditioned reports whether jobs give a prompt (text-to-video) rather than an
 	// image.
 	TextConditioned() bool
 	// ParseParams parses a job's JSON parameters (see Model.ParseParams).
-	ParseParams(data []byte, lim Limits) (Params, error)
+	ParseParams(data []byte, lim job.Limits) (job.Params, error)
 	// Activation estimates a job's step (and decode) working memory.
-	Activation() ActivationFunc
+	Activation() job.ActivationFunc
 	// MaxBatch is --max-batch's default.
 	MaxBatch() int
 	// Scheduler is the model's scheduler for steps steps.
 	Scheduler(steps int) (sched.Scheduler, error)
 	// Prepare builds a job's initial sample, deterministic in (in, p).
-	Prepare(ctx context.Context, in family.Input, p Params, sc sched.Scheduler) (*Sample, error)
+	Prepare(ctx context.Context, in family.Input, p job.Params, sc sched.Scheduler) (*dispatch.Sample, error)
 	// Decode turns a final latent [1, T, C, H, W] into frames [F, 3, p.Height, p.Width]
 	// with values in [0, 1].
-	Decode(ctx context.Context, latent *tensor.Dense, p Params) (*tensor.Dense, error)
+	Decode(ctx context.Context, latent *tensor.Dense, p job.Params) (*tensor.Dense, error)
 	Close() error
 }
 
@@ -112,13 +98,13 @@ type generator interface {
 // one network call at a time; parameter checks never wait for a running network.
 type Model struct {
 	// defaults are the parameters of a job whose JSON leaves them out; they never change.
-	defaults Params
+	defaults job.Params
 	// desc describes the model (sizes, frames, windowing, batching); it never changes.
 	desc family.Description
 	// check validates parameters against the checkpoint's configs; it never changes.
 	check func(family.Params) error
 	// act estimates a step's working memory; it only reads configs, so it needs no lock.
-	act ActivationFunc
+	act job.ActivationFunc
 
 	mu sync.Mutex
 	s  family.Sampler // nil once closed
@@ -151,7 +137,7 @@ func OpenModel(spec ModelSpec) (*Model, error) {
 // on, described by desc. A job's defaults are the sampler's, with spec's decode chunk and
 // spec's guidance where it sets one.
 func NewModel(s family.Sampler, desc family.Description, spec ModelSpec) *Model {
-	d := Params(s.DefaultParams())
+	d := job.Params(s.DefaultParams())
 	d.DecodeChunkSize = max(spec.DecodeChunkSize, 0)
 	if spec.MinGuidance != 0 || spec.MaxGuidance != 0 {
 		d.MinGuidance, d.MaxGuidance = spec.MinGuidance, spec.MaxGuidance
@@ -159,7 +145,7 @@ func NewModel(s family.Sampler, desc family.Description, spec ModelSpec) *Model 
 	desc.Defaults = family.Params(d)
 	g := &Model{defaults: d, desc: desc, check: s.Validate, s: s}
 	if est, ok := s.(family.ActivationEstimator); ok {
-		g.act = func(p Params) int64 { return est.StepActivationBytes(family.Params(p)) }
+		g.act = func(p job.Params) int64 { return est.StepActivationBytes(family.Params(p)) }
 	} else {
 		g.act = latentActivation(s.LatentShape)
 	}
@@ -168,8 +154,8 @@ func NewModel(s family.Sampler, desc family.Description, spec ModelSpec) *Model 
 
 // latentActivation is the ActivationFunc of a model without its own estimate: the float32
 // latent of p (one window's for a long video), once per classifier-free guidance row.
-func latentActivation(shape func(family.Params) []int) ActivationFunc {
-	return func(p Params) int64 {
+func latentActivation(shape func(family.Params) []int) job.ActivationFunc {
+	return func(p job.Params) int64 {
 		n := int64(4)
 		for _, d := range shape(family.Params(p).StepParams()) {
 			n *= int64(max(d, 1))
@@ -182,7 +168,7 @@ func latentActivation(shape func(family.Params) []int) ActivationFunc {
 }
 
 // DefaultParams are the parameters of a job whose JSON leaves them out.
-func (g *Model) DefaultParams() Params { return g.defaults }
+func (g *Model) DefaultParams() job.Params { return g.defaults }
 
 // Description is the family's description of the model.
 func (g *Model) Description() family.Description { return g.desc }
@@ -194,7 +180,7 @@ func (g *Model) TextConditioned() bool { return g.desc.TextDim > 0 }
 // Activation estimates the working bytes of a job's denoising step (or its decode, when
 // larger), from the model's real sizes where its family has an estimate
 // (family.ActivationEstimator), else the latent's.
-func (g *Model) Activation() ActivationFunc { return g.act }
+func (g *Model) Activation() job.ActivationFunc { return g.act }
 
 // MaxBatch is --max-batch's default: 4 for a model whose rows are computed independently
 // (family.Description.IndependentRows), 1 for every other (a checkpoint's rows are not
@@ -238,63 +224,19 @@ func (g *Model) Close() error {
 // length is cut into temporal windows: window, overlap and blend are resolved against the
 // model's Description and refused with one ErrBadParams line when the model cannot run
 // them; a job of one window keeps them zero.
-func (g *Model) ParseParams(data []byte, lim Limits) (Params, error) {
-	return parseModelParams(data, g.defaults, g.desc, g.check, lim)
+func (g *Model) ParseParams(data []byte, lim job.Limits) (job.Params, error) {
+	return job.ParseModelParams(data, g.defaults, g.desc, g.check, lim)
 }
 
-// parseModelParams is ParseParams for a model of defaults, description desc and check.
-func parseModelParams(data []byte, defaults Params, desc family.Description, check func(family.Params) error, lim Limits) (Params, error) {
-	p, err := ParseParams(data, defaults, lim)
-	if err != nil {
-		return Params{}, err
-	}
-	if check != nil {
-		if err := check(family.Params(p)); err != nil {
-			return Params{}, fmt.Errorf("%w: %s", ErrBadParams, strings.TrimPrefix(err.Error(), family.ErrParams.Error()+": "))
-		}
-	}
-	given, err := hasField(data, "overlap")
-	if err != nil {
-		return Params{}, err
-	}
-	switch {
-	case !given:
-		p.Overlap = -1 // the model's
-	case p.Overlap < 0:
-		return Params{}, fmt.Errorf("%w: overlap %d must not be negative", ErrBadParams, p.Overlap)
-	}
-	r, err := desc.ResolveWindows(family.Params(p), "")
-	if err != nil {
-		return Params{}, fmt.Errorf("%w: %s", ErrBadParams, strings.TrimPrefix(err.Error(), family.ErrParams.Error()+": "))
-	}
-	if r.NumFrames <= r.Window {
-		r.Window, r.Overlap, r.Blend = 0, 0, ""
-	}
-	return Params(r), nil
-}
-
-// hasField reports whether the JSON object data sets key (data has already been parsed).
-func hasField(data []byte, key string) (bool, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return false, nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return false, fmt.Errorf("%w: %v", ErrBadParams, err)
-	}
-	_, ok := m[key]
-	return ok, nil
-}
-
-// Prepare builds the initial sample of a job (sample JobSample of p.Seed): from in.Image for
+// Prepare builds the initial sample of a job (sample jobSample of p.Seed): from in.Image for
 // an image-conditioned model, from in.Prompt for a text-to-video one (the text encoder
 // encodes each text once; the negative prompt, shared by most jobs, stays cached).
-func (g *Model) Prepare(ctx context.Context, in family.Input, p Params, sc sched.Scheduler) (*Sample, error) {
+func (g *Model) Prepare(ctx context.Context, in family.Input, p job.Params, sc sched.Scheduler) (*dispatch.Sample, error) {
 	switch {
 	case g.TextConditioned() && in.Prompt == nil:
-		return nil, fmt.Errorf("%w: the model is text-to-video and needs a prompt", ErrBadParams)
+		return nil, fmt.Errorf("%w: the model is text-to-video and needs a prompt", job.ErrBadParams)
 	case !g.TextConditioned() && in.Image == nil:
-		return nil, fmt.Errorf("%w: the model is image-conditioned and needs an image", ErrBadParams)
+		return nil, fmt.Errorf("%w: the model is image-conditioned and needs an image", job.ErrBadParams)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -305,19 +247,19 @@ func (g *Model) Prepare(ctx context.Context, in family.Input, p Params, sc sched
 		return nil, ErrModelClosed
 	}
 	if err := g.check(family.Params(p)); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadParams, err)
+		return nil, fmt.Errorf("%w: %w", job.ErrBadParams, err)
 	}
-	it, err := g.s.Prepare(ctx, in, family.Params(p), sc, []int64{JobSample})
+	it, err := g.s.Prepare(ctx, in, family.Params(p), sc, []int64{jobSample})
 	if err != nil {
 		return nil, fmt.Errorf("serve: prepare: %w", err)
 	}
-	return &Sample{Latent: it.Latent, Cond: it.Cond[0], Guidance: it.Guidance, Windows: g.desc.Windows(family.Params(p), g.s)}, nil
+	return &dispatch.Sample{Latent: it.Latent, Cond: it.Cond[0], Guidance: it.Guidance, Windows: g.desc.Windows(family.Params(p), g.s)}, nil
 }
 
 // Decode is the family's Decode of latent [1, T, C, h, w], through its family.ChunkDecoder
 // where it has one, so the decoder's working memory is one chunk group's rather than the
 // whole video's (the frames are the same bits).
-func (g *Model) Decode(ctx context.Context, latent *tensor.Dense, p Params) (*tensor.Dense, error) {
+func (g *Model) Decode(ctx context.Context, latent *tensor.Dense, p job.Params) (*tensor.Dense, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -365,7 +307,7 @@ func decodeByChunks(ctx context.Context, cd family.ChunkDecoder, latent *tensor.
 // Reference runs a job the way one process would: the model's Prepare, then every step
 // with one Stepper (the family's denoising role, as the workers load it) on a batch of one.
 // Its result is what the server's output must equal, bit for bit.
-func Reference(ctx context.Context, spec ModelSpec, g *Model, in family.Input, p Params) (*tensor.Dense, error) {
+func Reference(ctx context.Context, spec ModelSpec, g *Model, in family.Input, p job.Params) (*tensor.Dense, error) {
 	steppers, closeModel, err := workerSteppers(spec, nil)
 	if err != nil {
 		return nil, err
@@ -375,7 +317,7 @@ func Reference(ctx context.Context, spec ModelSpec, g *Model, in family.Input, p
 }
 
 // runReference is Reference with the stepper factory of a worker.
-func runReference(ctx context.Context, g generator, steppers func(steps int) (*pipeline.Stepper, error), in family.Input, p Params) (*tensor.Dense, error) {
+func runReference(ctx context.Context, g generator, steppers func(steps int) (*pipeline.Stepper, error), in family.Input, p job.Params) (*tensor.Dense, error) {
 	st, err := steppers(p.Steps)
 	if err != nil {
 		return nil, err

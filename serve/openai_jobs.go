@@ -4,45 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
+
+	"github.com/vdpp/vdpp/serve/job"
 )
 
 // Page returns up to limit jobs in submission order (newest first when desc) that come
 // after the job with id after ("" starts at the beginning), and whether more follow. An
 // after id the server does not hold is ErrNotFound.
-func (c *Coordinator) Page(after string, limit int, desc bool) ([]Status, bool, error) {
+func (c *coordinator) Page(after string, limit int, desc bool) ([]job.Status, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var from uint64
-	if after != "" {
-		j, ok := c.lookup(after)
-		if !ok {
-			return nil, false, notFound(after)
-		}
-		from = j.rec.Seq
-	}
-	all := make([]*job, 0, len(c.jobs))
-	for _, j := range c.jobs {
-		if after == "" || (desc && j.rec.Seq < from) || (!desc && j.rec.Seq > from) {
-			all = append(all, j)
-		}
-	}
-	sort.Slice(all, func(a, b int) bool {
-		if desc {
-			return all[a].rec.Seq > all[b].rec.Seq
-		}
-		return all[a].rec.Seq < all[b].rec.Seq
-	})
-	more := len(all) > limit
-	if more {
-		all = all[:limit]
-	}
-	out := make([]Status, len(all))
-	for i, j := range all {
-		out[i] = c.statusLocked(j)
-	}
-	return out, more, nil
+	return c.d.Page(after, limit, desc, c.cfg.Now())
 }
 
 // deletePoll is how often Delete looks whether a cancelled job's last record write landed.
@@ -52,8 +25,8 @@ const deletePoll = 10 * time.Millisecond
 // cancelled first and Delete waits (at most wait, or until ctx ends) until it has ended
 // and its record is written; then the job leaves memory (every route answers 404), its
 // files go and then its record. An unknown id is ErrNotFound; after Close, ErrClosed.
-func (c *Coordinator) Delete(ctx context.Context, id string, wait time.Duration) error {
-	if _, err := c.Cancel(id); err != nil && !errors.Is(err, ErrFinished) {
+func (c *coordinator) Delete(ctx context.Context, id string, wait time.Duration) error {
+	if _, err := c.Cancel(id); err != nil && !errors.Is(err, job.ErrFinished) {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
@@ -67,7 +40,7 @@ func (c *Coordinator) Delete(ctx context.Context, id string, wait time.Duration)
 	defer tick.Stop()
 	for {
 		c.mu.Lock()
-		rec, done, err := c.remove(id)
+		rec, done, err := c.d.Remove(id)
 		c.flushLocked()
 		if err != nil {
 			c.mu.Unlock()
@@ -78,7 +51,7 @@ func (c *Coordinator) Delete(ctx context.Context, id string, wait time.Duration)
 			c.mu.Unlock()
 			defer c.wg.Done()
 			ferr := c.cfg.Store.RemoveFiles(id)
-			if err := c.cfg.Store.Delete([]Record{rec}); err != nil {
+			if err := c.cfg.Store.Delete([]job.Record{rec}); err != nil {
 				c.mu.Lock()
 				c.unreaped = append(c.unreaped, rec) // the next sweep retries
 				c.mu.Unlock()
@@ -89,7 +62,7 @@ func (c *Coordinator) Delete(ctx context.Context, id string, wait time.Duration)
 		c.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: job %s did not stop within %v: %v", ErrNotReady, id, wait, ctx.Err())
+			return fmt.Errorf("%w: job %s did not stop within %v: %v", job.ErrNotReady, id, wait, ctx.Err())
 		case <-notify:
 		case <-tick.C:
 		}

@@ -4,17 +4,18 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"image"
 	_ "image/jpeg"
-	"image/png"
 	"mime/multipart"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vdpp/vdpp/serve/job"
+	"github.com/vdpp/vdpp/serve/openai"
 )
 
 // oaBody is an OpenAI error body.
@@ -44,19 +45,19 @@ func oaMultipart(t testing.TB, img []byte, fields ...string) (*bytes.Buffer, str
 	return &buf, mw.FormDataContentType()
 }
 
-func (ts *testServer) oaCreate(img []byte, fields ...string) OpenAIVideo {
+func (ts *testServer) oaCreate(img []byte, fields ...string) openai.Video {
 	ts.t.Helper()
 	body, ct := oaMultipart(ts.t, img, fields...)
 	resp, b := ts.do("POST", "/v1/videos", body, ct)
 	if resp.StatusCode != http.StatusOK {
 		ts.t.Fatalf("create: %d %s", resp.StatusCode, b)
 	}
-	var v OpenAIVideo
+	var v openai.Video
 	mustJSON(ts.t, b, &v)
 	return v
 }
 
-func (ts *testServer) oaWait(id string) OpenAIVideo {
+func (ts *testServer) oaWait(id string) openai.Video {
 	ts.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -64,7 +65,7 @@ func (ts *testServer) oaWait(id string) OpenAIVideo {
 		if resp.StatusCode != http.StatusOK {
 			ts.t.Fatalf("retrieve %s: %d %s", id, resp.StatusCode, b)
 		}
-		var v OpenAIVideo
+		var v openai.Video
 		mustJSON(ts.t, b, &v)
 		if v.Status == "completed" || v.Status == "failed" {
 			return v
@@ -113,12 +114,12 @@ func TestOpenAIFlow(t *testing.T) {
 	}
 	// The same job through the native API: the mapped parameters and the reference bits.
 	st := ts.status(strings.TrimPrefix(v.ID, "video_"))
-	want := Params{NumFrames: 8, Steps: 3, Height: 16, Width: 24, MinGuidance: 1, MaxGuidance: 1, FPS: 4,
+	want := job.Params{NumFrames: 8, Steps: 3, Height: 16, Width: 24, MinGuidance: 1, MaxGuidance: 1, FPS: 4,
 		MotionBucketID: 127, NoiseAugStrength: 0.02, Seed: 5}
 	if !reflect.DeepEqual(st.Params, want) {
 		t.Fatalf("params %+v, want %+v", st.Params, want)
 	}
-	if got, ref := ts.latent(st.ID), reference(t, img, want); !bytes.Equal(EncodeLatent(got), EncodeLatent(ref)) {
+	if got, ref := ts.latent(st.ID), reference(t, img, want); !bytes.Equal(encodeLatent(got), encodeLatent(ref)) {
 		t.Fatal("latent differs from the one-process reference")
 	}
 
@@ -152,7 +153,7 @@ func TestOpenAIFlow(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("JSON create: %d %s", resp.StatusCode, b)
 	}
-	var v2 OpenAIVideo
+	var v2 openai.Video
 	mustJSON(t, b, &v2)
 	if v2.Seconds != "1" || v2.Size != "16x16" {
 		t.Fatalf("JSON create: %+v", v2)
@@ -169,10 +170,10 @@ func TestOpenAIFlow(t *testing.T) {
 	for page := 0; page < 5; page++ {
 		resp, b := ts.do("GET", "/v1/videos?limit=2"+after, nil, "")
 		var l struct {
-			Object  string        `json:"object"`
-			Data    []OpenAIVideo `json:"data"`
-			LastID  *string       `json:"last_id"`
-			HasMore bool          `json:"has_more"`
+			Object  string         `json:"object"`
+			Data    []openai.Video `json:"data"`
+			LastID  *string        `json:"last_id"`
+			HasMore bool           `json:"has_more"`
 		}
 		if resp.StatusCode != 200 {
 			t.Fatalf("list: %d %s", resp.StatusCode, b)
@@ -237,7 +238,7 @@ func TestOpenAIFlow(t *testing.T) {
 }
 
 func TestOpenAIErrors(t *testing.T) {
-	lim := DefaultLimits()
+	lim := job.DefaultLimits()
 	lim.MaxFrames, lim.MaxResolution, lim.MaxSteps = 8, 64, 10
 	ts := startServer(t, Config{Limits: lim, Spec: ModelSpec{Name: "synthetic"}})
 	img := testPNG(t, 1)
@@ -282,7 +283,7 @@ func TestOpenAIErrors(t *testing.T) {
 			checkOAError(t, resp, b, tc.status, tc.code, tc.param)
 		})
 	}
-	if n, _ := ts.coord.Counts(); n[StateQueued]+n[StateRunning]+n[StateSucceeded] != 0 {
+	if n, _ := ts.coord.Counts(); n[job.StateQueued]+n[job.StateRunning]+n[job.StateSucceeded] != 0 {
 		t.Fatalf("refused requests queued jobs: %v", n)
 	}
 	// Unknown ids on every OpenAI route.
@@ -310,7 +311,7 @@ func TestOpenAICancelDeleteAndQueueFull(t *testing.T) {
 	checkOAError(t, resp, b, 409, "conflict", "")
 	// Cancel the queued one: it ends failed with error code cancelled.
 	resp, b = ts.do("POST", "/v1/videos/"+queued.ID+"/cancel", nil, "")
-	var c OpenAIVideo
+	var c openai.Video
 	mustJSON(t, b, &c)
 	if resp.StatusCode != 200 || c.Status != "failed" || c.Error == nil || c.Error.Code != "cancelled" {
 		t.Fatalf("cancel: %d %s", resp.StatusCode, b)
@@ -354,130 +355,4 @@ func TestOpenAIAuthAndPage(t *testing.T) {
 	if resp, _ := ts.do("GET", "/web/nothing.js", nil, ""); resp.StatusCode != 404 {
 		t.Fatalf("missing asset: %d", resp.StatusCode)
 	}
-}
-
-func TestOpenAIParams(t *testing.T) {
-	lim := DefaultLimits()
-	gen := syntheticModel(t)
-	def := gen.DefaultParams()
-	cases := []struct {
-		name   string
-		fields map[string]string
-		want   func(p *Params)
-		param  string // "" = no error
-	}{
-		{"defaults", map[string]string{}, func(p *Params) {}, ""},
-		{"size", map[string]string{"size": "128x64"}, func(p *Params) { p.Width, p.Height = 128, 64 }, ""},
-		{"seconds at the default fps", map[string]string{"seconds": "2"}, func(p *Params) { p.NumFrames = 14 }, ""},
-		{"seconds rounds", map[string]string{"seconds": "1.1", "fps": "10"}, func(p *Params) { p.NumFrames, p.FPS = 11, 10 }, ""},
-		{"tiny seconds is one frame", map[string]string{"seconds": "0.01"}, func(p *Params) { p.NumFrames = 1 }, ""},
-		{"num_frames wins over seconds", map[string]string{"seconds": "3", "num_frames": "5"}, func(p *Params) { p.NumFrames = 5 }, ""},
-		{"guidance below the default min", map[string]string{"guidance_scale": "0.5"}, func(p *Params) { p.MinGuidance, p.MaxGuidance = 0.5, 0.5 }, ""},
-		{"guidance above", map[string]string{"guidance_scale": "5"}, func(p *Params) { p.MaxGuidance = 5 }, ""},
-		{"explicit min", map[string]string{"guidance_scale": "5", "min_guidance": "2"}, func(p *Params) { p.MinGuidance, p.MaxGuidance = 2, 5 }, ""},
-		{"native extras", map[string]string{"motion_bucket_id": "30", "noise_aug_strength": "0.1", "decode_chunk_size": "2", "seed": "9", "num_inference_steps": "7"},
-			func(p *Params) {
-				p.MotionBucketID, p.NoiseAugStrength, p.DecodeChunkSize, p.Seed, p.Steps = 30, 0.1, 2, 9, 7
-			}, ""},
-		{"negative prompt is accepted", map[string]string{"negative_prompt": "blur"}, func(p *Params) {}, ""},
-		{"size with spaces", map[string]string{"size": " 64x64 "}, func(p *Params) { p.Width, p.Height = 64, 64 }, ""},
-		{"width and height over size", map[string]string{"size": "64x64", "height": "32"}, func(p *Params) { p.Width, p.Height = 64, 32 }, ""},
-		{"n 1", map[string]string{"n": "1"}, func(p *Params) {}, ""},
-		{"n 2", map[string]string{"n": "2"}, nil, "n"},
-		{"width not a multiple", map[string]string{"width": "65"}, nil, "width"},
-		{"size 0", map[string]string{"size": "0x64"}, nil, "size"},
-		{"size over", map[string]string{"size": "2048x64"}, nil, "size"},
-		{"size letters", map[string]string{"size": "wide"}, nil, "size"},
-		{"fps 0", map[string]string{"fps": "0"}, nil, "fps"},
-		{"frames over", map[string]string{"num_frames": "26"}, nil, "num_frames"},
-		{"seconds over", map[string]string{"seconds": "4"}, nil, "seconds"},
-		{"seconds NaN", map[string]string{"seconds": "NaN"}, nil, "seconds"},
-		{"steps float", map[string]string{"num_inference_steps": "2.5"}, nil, "num_inference_steps"},
-		{"steps 0", map[string]string{"num_inference_steps": "0"}, nil, "num_inference_steps"},
-		{"guidance inf", map[string]string{"guidance_scale": "Inf"}, nil, "guidance_scale"},
-		{"long video", map[string]string{"num_frames": "20"}, func(p *Params) { p.NumFrames, p.Window, p.Overlap, p.Blend = 20, 14, 3, "cosine" }, ""},
-		{"long video windows", map[string]string{"num_frames": "20", "window": "8", "overlap": "2", "blend": "linear"},
-			func(p *Params) { p.NumFrames, p.Window, p.Overlap, p.Blend = 20, 8, 2, "linear" }, ""},
-		{"overlap not shorter than the window", map[string]string{"num_frames": "20", "window": "8", "overlap": "8"}, nil, "overlap"},
-		{"window too long", map[string]string{"num_frames": "25", "window": "20"}, nil, "window"},
-		{"too few frames for the window", map[string]string{"num_frames": "6", "window": "8"}, nil, "window"},
-		{"unknown blend", map[string]string{"num_frames": "20", "blend": "step"}, nil, "blend"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			p, err := OpenAIParams(gen, tc.fields, lim)
-			if tc.param != "" {
-				var oe *openAIError
-				if !errors.As(err, &oe) || oe.Param == nil || *oe.Param != tc.param || oe.Status != 400 {
-					t.Fatalf("error %v, want one on param %q", err, tc.param)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := def
-			tc.want(&want)
-			if !reflect.DeepEqual(p, want) {
-				t.Fatalf("got %+v\nwant %+v", p, want)
-			}
-		})
-	}
-}
-
-func TestSpriteSheet(t *testing.T) {
-	frames := make([]image.Image, 5)
-	for i := range frames {
-		m := image.NewNRGBA(image.Rect(0, 0, 40, 20))
-		for j := range m.Pix {
-			m.Pix[j] = uint8(40 * i)
-		}
-		frames[i] = m
-	}
-	s := SpriteSheet(frames, 20)
-	if s.Bounds().Size() != image.Pt(3*20, 2*10) {
-		t.Fatalf("sheet %v", s.Bounds())
-	}
-	// Frame 4 is the second cell of the second row; the last cell is black.
-	if c := s.NRGBAAt(25, 15); c.R != 160 || c.A != 255 {
-		t.Fatalf("frame 4 cell %v", c)
-	}
-	if c := s.NRGBAAt(45, 15); c.R != 0 || c.A != 255 {
-		t.Fatalf("empty cell %v", c)
-	}
-	var buf bytes.Buffer
-	if err := png.Encode(&buf, SpriteSheet(nil, 8)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// FuzzOpenAICreate feeds arbitrary bodies to both create parsers and the parameter
-// mapping: they must answer an error or valid Params, never panic.
-func FuzzOpenAICreate(f *testing.F) {
-	f.Add([]byte(`{"model":"m","prompt":"p","seconds":"4","size":"64x64","input_reference":{"image_url":"data:image/png;base64,AAAA"}}`), "x")
-	f.Add([]byte("--x\r\nContent-Disposition: form-data; name=\"seconds\"\r\n\r\n2\r\n--x--\r\n"), "x")
-	f.Add([]byte("--x\r\nContent-Disposition: form-data; name=\"input_reference\"; filename=\"a.png\"\r\n\r\nPNG\r\n--x--\r\n"), "x")
-	f.Add([]byte(`{"size":"8x8","num_frames":1e9}`), "b")
-	lim := DefaultLimits()
-	f.Fuzz(func(t *testing.T, body []byte, boundary string) {
-		for _, parse := range []func() (openAIRequest, error){
-			func() (openAIRequest, error) { return parseOpenAIJSON(body) },
-			func() (openAIRequest, error) { return parseOpenAIMultipart(body, boundary) },
-		} {
-			req, err := parse()
-			if err != nil {
-				var oe *openAIError
-				if !errors.As(err, &oe) || oe.Status != 400 {
-					t.Fatalf("parse error %v is not an OpenAI 400", err)
-				}
-				continue
-			}
-			p, err := OpenAIParams(syntheticModel(t), req.Fields, lim)
-			if err == nil {
-				if verr := p.Validate(lim); verr != nil {
-					t.Fatalf("OpenAIParams gave invalid %+v: %v", p, verr)
-				}
-			}
-		}
-	})
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/serve/httpapi"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/wire"
 )
 
@@ -66,7 +68,7 @@ func (l ExecLauncher) Start(rank int, addr string, secret []byte) (Proc, error) 
 	if l.Args != nil {
 		args = l.Args(rank, addr)
 	}
-	env := append(os.Environ(), SecretEnv+"="+fmt.Sprintf("%x", secret),
+	env := append(os.Environ(), wire.SecretEnv+"="+fmt.Sprintf("%x", secret),
 		"RANK="+strconv.Itoa(rank), "WORLD_SIZE="+strconv.Itoa(max(l.NProc, rank+1)),
 		"LOCAL_RANK="+strconv.Itoa(rank), "LOCAL_WORLD_SIZE="+strconv.Itoa(max(l.NProc, rank+1)))
 	out, errw := l.Stdout, l.Stderr
@@ -187,18 +189,9 @@ func (p *inProc) Kill() error {
 }
 func (p *inProc) Stop() error { p.cancel(); return nil }
 
-// WorkerInfo describes one rank for the admin API.
-type WorkerInfo struct {
-	Rank      int  `json:"rank"`
-	Pid       int  `json:"pid"`
-	Connected bool `json:"connected"`
-	Restarts  int  `json:"restarts"`
-	Gone      bool `json:"gone"` // exited with no restarts left
-}
-
-// Pool starts the worker ranks and restarts a rank that exits, up to MaxRestarts times per
+// pool starts the worker ranks and restarts a rank that exits, up to MaxRestarts times per
 // rank, writing the live pids to PidFile (one "RANK PID" line per rank) when set.
-type Pool struct {
+type pool struct {
 	Launcher    Launcher
 	NProc       int
 	MaxRestarts int
@@ -211,18 +204,18 @@ type Pool struct {
 
 	mu      sync.Mutex
 	procs   []Proc
-	info    []WorkerInfo
+	info    []httpapi.WorkerInfo
 	closing bool
 	wg      sync.WaitGroup
 }
 
 // Start launches every rank; each is supervised until Close.
-func (p *Pool) Start(addr string, secret []byte) error {
+func (p *pool) Start(addr string, secret []byte) error {
 	if p.Log == nil {
 		p.Log = slog.New(slog.DiscardHandler)
 	}
 	p.procs = make([]Proc, p.NProc)
-	p.info = make([]WorkerInfo, p.NProc)
+	p.info = make([]httpapi.WorkerInfo, p.NProc)
 	for r := range p.NProc {
 		p.info[r].Rank = r
 		proc, err := p.Launcher.Start(r, addr, secret)
@@ -242,7 +235,7 @@ func (p *Pool) Start(addr string, secret []byte) error {
 	return nil
 }
 
-func (p *Pool) supervise(rank int, addr string, secret []byte) {
+func (p *pool) supervise(rank int, addr string, secret []byte) {
 	defer p.wg.Done()
 	for {
 		p.mu.Lock()
@@ -293,19 +286,19 @@ func (p *Pool) supervise(rank int, addr string, secret []byte) {
 }
 
 // Kill ends rank abruptly (the admin endpoint and fault tests use it).
-func (p *Pool) Kill(rank int) error {
+func (p *pool) Kill(rank int) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if rank < 0 || rank >= len(p.procs) || p.procs[rank] == nil {
-		return fmt.Errorf("%w: worker rank %d", ErrNotFound, rank)
+		return fmt.Errorf("%w: worker rank %d", job.ErrNotFound, rank)
 	}
 	return p.procs[rank].Kill()
 }
 
 // Workers describes every rank.
-func (p *Pool) Workers() []WorkerInfo {
+func (p *pool) Workers() []httpapi.WorkerInfo {
 	p.mu.Lock()
-	out := append([]WorkerInfo(nil), p.info...)
+	out := append([]httpapi.WorkerInfo(nil), p.info...)
 	p.mu.Unlock()
 	for i := range out {
 		if p.Connected != nil {
@@ -315,7 +308,7 @@ func (p *Pool) Workers() []WorkerInfo {
 	return out
 }
 
-func (p *Pool) writePids() {
+func (p *pool) writePids() {
 	if p.PidFile == "" {
 		return
 	}
@@ -333,7 +326,7 @@ func (p *Pool) writePids() {
 }
 
 // Close stops every rank (SIGTERM, then SIGKILL after a second) and waits for them.
-func (p *Pool) Close() {
+func (p *pool) Close() {
 	p.mu.Lock()
 	p.closing = true
 	procs := append([]Proc(nil), p.procs...)
@@ -367,7 +360,7 @@ func (p *Pool) Close() {
 
 // killIf kills rank's current process if its pid is pid (a worker whose connection died
 // but whose process may still run is ended, so the supervisor restarts it cleanly).
-func (p *Pool) killIf(rank, pid int) {
+func (p *pool) killIf(rank, pid int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closing || rank < 0 || rank >= len(p.procs) || p.procs[rank] == nil || p.procs[rank].Pid() != pid {
@@ -377,7 +370,7 @@ func (p *Pool) killIf(rank, pid int) {
 }
 
 // markClosing stops restarts: a rank that exits from now on stays down.
-func (p *Pool) markClosing() {
+func (p *pool) markClosing() {
 	p.mu.Lock()
 	p.closing = true
 	p.mu.Unlock()

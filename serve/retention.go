@@ -3,44 +3,15 @@ package serve
 import (
 	"errors"
 	"time"
-)
 
-// DefaultKeepJobs is `vdpp serve --keep-jobs`'s default: a finished job is kept for a
-// week. Clients download a video minutes after it is done; a week also covers a client
-// that was away over a weekend, and bounds the data dir to about a week of output (an SVD
-// job's input, latent, GIF and MP4 are a few MB) and the server's memory to a week of
-// records.
-const DefaultKeepJobs = 7 * 24 * time.Hour
+	"github.com/vdpp/vdpp/serve/job"
+)
 
 // Bounds of the interval between two sweeps for expired jobs.
 const (
 	minSweepInterval = time.Second
 	maxSweepInterval = time.Hour
 )
-
-// ExpiredJobs returns the records of recs that are expired at now when finished jobs are
-// kept for keep: succeeded, failed or cancelled, with FinishedAt more than keep before now
-// (a finished record without FinishedAt counts from CreatedAt). A queued or running job
-// never expires, nor does any job when keep <= 0 (keep forever). ExpiredJobs is pure.
-func ExpiredJobs(recs []Record, now time.Time, keep time.Duration) []Record {
-	if keep <= 0 {
-		return nil
-	}
-	var out []Record
-	for _, r := range recs {
-		if !r.State.Final() {
-			continue
-		}
-		end := r.CreatedAt
-		if r.FinishedAt != nil {
-			end = *r.FinishedAt
-		}
-		if now.Sub(end) > keep {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 // sweepInterval is how often a server with retention keep looks for expired jobs: a tenth
 // of keep, at least a second and at most an hour, so a job outlives keep by at most 10 %
@@ -60,12 +31,12 @@ func sweepInterval(keep time.Duration) time.Duration {
 // then its record. If the process dies in between, the record of an expired job is left
 // and the next start's sweep deletes it; nothing visible points at missing files. After
 // Close it returns ErrClosed.
-func (c *Coordinator) Expire(now time.Time, keep time.Duration) (int, error) {
+func (c *coordinator) Expire(now time.Time, keep time.Duration) (int, error) {
 	if keep <= 0 {
 		return 0, nil
 	}
 	c.mu.Lock()
-	dead, err := c.expire(now, keep)
+	dead, err := c.d.Expire(now, keep)
 	c.flushLocked()
 	if err != nil {
 		c.mu.Unlock()
@@ -93,13 +64,12 @@ func (c *Coordinator) Expire(now time.Time, keep time.Duration) (int, error) {
 }
 
 // removeOrphans deletes the job folders that no record points at (see
-// Store.RemoveOrphans). It runs before the server takes submissions.
-func (c *Coordinator) removeOrphans() (int, error) {
+// jobStore.RemoveOrphans). It runs before the server takes submissions.
+func (c *coordinator) removeOrphans() (int, error) {
 	return c.cfg.Store.RemoveOrphans(func(id string) bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		_, ok := c.jobs[id]
-		return ok
+		return c.d.Known(id)
 	})
 }
 
@@ -107,7 +77,7 @@ func (c *Coordinator) removeOrphans() (int, error) {
 // and returns how many; the sweep loop calls it, and New once before the server serves.
 func (s *Server) Sweep() (int, error) {
 	n, err := s.coord.Expire(s.cfg.Now(), s.cfg.KeepJobs)
-	if err != nil && !errors.Is(err, ErrClosed) {
+	if err != nil && !errors.Is(err, job.ErrClosed) {
 		s.log.Error("sweep expired jobs", "err", err)
 	}
 	return n, err

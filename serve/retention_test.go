@@ -15,47 +15,48 @@ import (
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/synthetic"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
 
 func TestExpiredJobs(t *testing.T) {
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	ago := func(d time.Duration) *time.Time { t := now.Add(-d); return &t }
-	rec := func(id string, s State, created time.Duration, finished *time.Time) Record {
-		return Record{ID: id, State: s, CreatedAt: now.Add(-created), FinishedAt: finished}
+	rec := func(id string, s job.State, created time.Duration, finished *time.Time) job.Record {
+		return job.Record{ID: id, State: s, CreatedAt: now.Add(-created), FinishedAt: finished}
 	}
 	cases := []struct {
 		name string
-		recs []Record
+		recs []job.Record
 		keep time.Duration
 		want []string
 	}{
 		{"nothing", nil, time.Hour, nil},
-		{"succeeded long ago", []Record{rec("a", StateSucceeded, 3*time.Hour, ago(2*time.Hour))}, time.Hour, []string{"a"}},
-		{"failed long ago", []Record{rec("a", StateFailed, 3*time.Hour, ago(2*time.Hour))}, time.Hour, []string{"a"}},
-		{"cancelled long ago", []Record{rec("a", StateCancelled, 3*time.Hour, ago(2*time.Hour))}, time.Hour, []string{"a"}},
-		{"finished recently", []Record{rec("a", StateSucceeded, 3*time.Hour, ago(time.Minute))}, time.Hour, nil},
-		{"exactly keep ago is kept", []Record{rec("a", StateSucceeded, 3*time.Hour, ago(time.Hour))}, time.Hour, nil},
-		{"just over keep", []Record{rec("a", StateSucceeded, 3*time.Hour, ago(time.Hour+time.Nanosecond))}, time.Hour, []string{"a"}},
-		{"finished in the future (clock step back)", []Record{rec("a", StateFailed, 0, ago(-time.Hour))}, time.Hour, nil},
-		{"queued for days", []Record{rec("a", StateQueued, 72*time.Hour, nil)}, time.Hour, nil},
-		{"running for days", []Record{rec("a", StateRunning, 72*time.Hour, ago(48*time.Hour))}, time.Hour, nil},
-		{"finished without FinishedAt counts from creation", []Record{
-			rec("old", StateSucceeded, 2*time.Hour, nil), rec("new", StateSucceeded, time.Minute, nil)}, time.Hour, []string{"old"}},
-		{"keep 0 keeps forever", []Record{rec("a", StateSucceeded, 1000*time.Hour, ago(999*time.Hour))}, 0, nil},
-		{"negative keep keeps forever", []Record{rec("a", StateSucceeded, 1000*time.Hour, ago(999*time.Hour))}, -time.Hour, nil},
-		{"mixed, order kept", []Record{
-			rec("s", StateSucceeded, 9*time.Hour, ago(8*time.Hour)),
-			rec("q", StateQueued, 9*time.Hour, nil),
-			rec("r", StateRunning, 9*time.Hour, nil),
-			rec("f", StateFailed, 9*time.Hour, ago(30*time.Minute)),
-			rec("c", StateCancelled, 9*time.Hour, ago(7*time.Hour)),
+		{"succeeded long ago", []job.Record{rec("a", job.StateSucceeded, 3*time.Hour, ago(2*time.Hour))}, time.Hour, []string{"a"}},
+		{"failed long ago", []job.Record{rec("a", job.StateFailed, 3*time.Hour, ago(2*time.Hour))}, time.Hour, []string{"a"}},
+		{"cancelled long ago", []job.Record{rec("a", job.StateCancelled, 3*time.Hour, ago(2*time.Hour))}, time.Hour, []string{"a"}},
+		{"finished recently", []job.Record{rec("a", job.StateSucceeded, 3*time.Hour, ago(time.Minute))}, time.Hour, nil},
+		{"exactly keep ago is kept", []job.Record{rec("a", job.StateSucceeded, 3*time.Hour, ago(time.Hour))}, time.Hour, nil},
+		{"just over keep", []job.Record{rec("a", job.StateSucceeded, 3*time.Hour, ago(time.Hour+time.Nanosecond))}, time.Hour, []string{"a"}},
+		{"finished in the future (clock step back)", []job.Record{rec("a", job.StateFailed, 0, ago(-time.Hour))}, time.Hour, nil},
+		{"queued for days", []job.Record{rec("a", job.StateQueued, 72*time.Hour, nil)}, time.Hour, nil},
+		{"running for days", []job.Record{rec("a", job.StateRunning, 72*time.Hour, ago(48*time.Hour))}, time.Hour, nil},
+		{"finished without FinishedAt counts from creation", []job.Record{
+			rec("old", job.StateSucceeded, 2*time.Hour, nil), rec("new", job.StateSucceeded, time.Minute, nil)}, time.Hour, []string{"old"}},
+		{"keep 0 keeps forever", []job.Record{rec("a", job.StateSucceeded, 1000*time.Hour, ago(999*time.Hour))}, 0, nil},
+		{"negative keep keeps forever", []job.Record{rec("a", job.StateSucceeded, 1000*time.Hour, ago(999*time.Hour))}, -time.Hour, nil},
+		{"mixed, order kept", []job.Record{
+			rec("s", job.StateSucceeded, 9*time.Hour, ago(8*time.Hour)),
+			rec("q", job.StateQueued, 9*time.Hour, nil),
+			rec("r", job.StateRunning, 9*time.Hour, nil),
+			rec("f", job.StateFailed, 9*time.Hour, ago(30*time.Minute)),
+			rec("c", job.StateCancelled, 9*time.Hour, ago(7*time.Hour)),
 		}, 6 * time.Hour, []string{"s", "c"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var got []string
-			for _, r := range ExpiredJobs(c.recs, now, c.keep) {
+			for _, r := range job.ExpiredJobs(c.recs, now, c.keep) {
 				got = append(got, r.ID)
 			}
 			if !reflect.DeepEqual(got, c.want) {
@@ -76,7 +77,7 @@ func TestSweepInterval(t *testing.T) {
 		{time.Minute, 6 * time.Second},
 		{2 * time.Hour, 12 * time.Minute},
 		{10 * time.Hour, time.Hour},
-		{DefaultKeepJobs, time.Hour},
+		{job.DefaultKeepJobs, time.Hour},
 	}
 	for _, c := range cases {
 		if got := sweepInterval(c.keep); got != c.want {
@@ -146,7 +147,7 @@ func sweep(tick chan<- time.Time) {
 }
 
 // waitStored polls the store until job id's record is in state s.
-func waitStored(t *testing.T, st *Store, id string, s State) {
+func waitStored(t *testing.T, st *jobStore, id string, s job.State) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		recs, err := st.All()
@@ -179,21 +180,21 @@ func TestRetentionSweep(t *testing.T) {
 	ts := startServer(t, Config{NProc: 1, MaxRunning: 1, Spec: spec, Launcher: launcher, StallTimeout: -1,
 		KeepJobs: time.Hour, Now: clk.Now, SweepTick: tick})
 	img := testPNG(t, 6)
-	job := `{"num_frames":1,"steps":3,"height":8,"width":8,"seed":%d}`
+	jobJSON := `{"num_frames":1,"steps":3,"height":8,"width":8,"seed":%d}`
 
-	done := ts.wait(ts.submit(img, fmt.Sprintf(job, 1)).ID, 10*time.Second)
-	if done.State != StateSucceeded {
+	done := ts.wait(ts.submit(img, fmt.Sprintf(jobJSON, 1)).ID, 10*time.Second)
+	if done.State != job.StateSucceeded {
 		t.Fatalf("first job: %+v", done)
 	}
 	ts.do("GET", "/v1/videos/"+done.ID+"/content?format=gif", nil, "") // rendered files too
 	g.hold()
-	running := ts.submit(img, fmt.Sprintf(job, 2))
-	queued := ts.submit(img, fmt.Sprintf(job, 3))
-	cancelled := ts.submit(img, fmt.Sprintf(job, 4))
+	running := ts.submit(img, fmt.Sprintf(jobJSON, 2))
+	queued := ts.submit(img, fmt.Sprintf(jobJSON, 3))
+	cancelled := ts.submit(img, fmt.Sprintf(jobJSON, 4))
 
 	type want struct {
 		id    string
-		state State // "" = deleted
+		state job.State // "" = deleted
 	}
 	check := func(stage string, ws ...want) {
 		t.Helper()
@@ -201,7 +202,7 @@ func TestRetentionSweep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		inStore := map[string]State{}
+		inStore := map[string]job.State{}
 		for _, r := range recs {
 			inStore[r.ID] = r.State
 		}
@@ -241,7 +242,7 @@ func TestRetentionSweep(t *testing.T) {
 	}
 
 	sweep(tick) // nothing is old yet
-	check("fresh", want{done.ID, StateSucceeded}, want{running.ID, StateRunning}, want{queued.ID, StateQueued}, want{cancelled.ID, StateQueued})
+	check("fresh", want{done.ID, job.StateSucceeded}, want{running.ID, job.StateRunning}, want{queued.ID, job.StateQueued}, want{cancelled.ID, job.StateQueued})
 
 	clk.Advance(2 * time.Hour)
 	if resp, b := ts.do("DELETE", "/v1/videos/"+cancelled.ID, nil, ""); resp.StatusCode != http.StatusAccepted {
@@ -249,25 +250,25 @@ func TestRetentionSweep(t *testing.T) {
 	}
 	// A job whose final record is still being written is never expired (the write would
 	// bring the record back); let it land so the +3h sweep below is not skipped.
-	waitStored(t, ts.store, cancelled.ID, StateCancelled)
+	waitStored(t, ts.store, cancelled.ID, job.StateCancelled)
 	sweep(tick)
-	check("+2h", want{done.ID, ""}, want{running.ID, StateRunning}, want{queued.ID, StateQueued}, want{cancelled.ID, StateCancelled})
+	check("+2h", want{done.ID, ""}, want{running.ID, job.StateRunning}, want{queued.ID, job.StateQueued}, want{cancelled.ID, job.StateCancelled})
 	if n := expired(); n != 1 {
 		t.Fatalf("vdpp_jobs_expired_total %v, want 1", n)
 	}
 
 	clk.Advance(time.Hour + time.Second)
 	sweep(tick)
-	check("+3h", want{done.ID, ""}, want{running.ID, StateRunning}, want{queued.ID, StateQueued}, want{cancelled.ID, ""})
+	check("+3h", want{done.ID, ""}, want{running.ID, job.StateRunning}, want{queued.ID, job.StateQueued}, want{cancelled.ID, ""})
 
 	g.release() // the old running job finishes now (fake time +3h), then the queued one
 	for _, id := range []string{running.ID, queued.ID} {
-		if st := ts.wait(id, 10*time.Second); st.State != StateSucceeded {
+		if st := ts.wait(id, 10*time.Second); st.State != job.StateSucceeded {
 			t.Fatalf("job %s: %+v", id, st)
 		}
 	}
 	sweep(tick)
-	check("just finished", want{running.ID, StateSucceeded}, want{queued.ID, StateSucceeded})
+	check("just finished", want{running.ID, job.StateSucceeded}, want{queued.ID, job.StateSucceeded})
 	clk.Advance(time.Hour + time.Second)
 	if n, err := ts.Sweep(); n != 2 || err != nil {
 		t.Fatalf("Sweep = %d, %v; want 2 jobs", n, err)
@@ -289,17 +290,17 @@ func TestRetentionAtStartup(t *testing.T) {
 	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
 	dir := t.TempDir()
-	st, err := OpenStore(dir)
+	st, err := openStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	img := testPNG(t, 2)
 	p := mustParams(t, `{"num_frames":1,"steps":2,"height":8,"width":8}`)
-	recs := []Record{
-		{ID: "00000000000000000000000a", Seq: 1, State: StateSucceeded, Params: p, CreatedAt: now.Add(-50 * time.Hour), FinishedAt: at(-49 * time.Hour)},
-		{ID: "00000000000000000000000b", Seq: 2, State: StateFailed, Params: p, CreatedAt: now.Add(-2 * time.Hour), FinishedAt: at(-time.Hour), Error: "x"},
-		{ID: "00000000000000000000000c", Seq: 3, State: StateQueued, Params: p, CreatedAt: now.Add(-100 * time.Hour)},
-		{ID: "00000000000000000000000d", Seq: 4, State: StateCancelled, Params: p, CreatedAt: now.Add(-30 * time.Hour), FinishedAt: at(-25 * time.Hour)},
+	recs := []job.Record{
+		{ID: "00000000000000000000000a", Seq: 1, State: job.StateSucceeded, Params: p, CreatedAt: now.Add(-50 * time.Hour), FinishedAt: at(-49 * time.Hour)},
+		{ID: "00000000000000000000000b", Seq: 2, State: job.StateFailed, Params: p, CreatedAt: now.Add(-2 * time.Hour), FinishedAt: at(-time.Hour), Error: "x"},
+		{ID: "00000000000000000000000c", Seq: 3, State: job.StateQueued, Params: p, CreatedAt: now.Add(-100 * time.Hour)},
+		{ID: "00000000000000000000000d", Seq: 4, State: job.StateCancelled, Params: p, CreatedAt: now.Add(-30 * time.Hour), FinishedAt: at(-25 * time.Hour)},
 	}
 	for _, r := range recs {
 		if err := st.WriteFile(r.ID, inputFile, img); err != nil {
@@ -347,7 +348,7 @@ func TestRetentionAtStartup(t *testing.T) {
 			t.Errorf("job folder %s: %v, want kept %v", c.id, err, c.kept)
 		}
 		_, err = s.coord.Status(c.id)
-		if c.kept != (err == nil) || (!c.kept && !errors.Is(err, ErrNotFound)) {
+		if c.kept != (err == nil) || (!c.kept && !errors.Is(err, job.ErrNotFound)) {
 			t.Errorf("status of %s: %v, want kept %v", c.id, err, c.kept)
 		}
 	}
@@ -383,10 +384,10 @@ func TestContentRacingExpiry(t *testing.T) {
 	for i, route := range []string{"/content?format=latent", "/content", "/content?format=gif", "/content?format=gif (rendered before)"} {
 		route, rendered := strings.CutSuffix(route, " (rendered before)")
 		st := ts.wait(ts.submit(testPNG(t, 6), fmt.Sprintf(`{"num_frames":1,"steps":3,"height":8,"width":8,"seed":%d}`, i)).ID, 10*time.Second)
-		if st.State != StateSucceeded {
+		if st.State != job.StateSucceeded {
 			t.Fatalf("job: %+v", st)
 		}
-		waitStored(t, ts.store, st.ID, StateSucceeded)
+		waitStored(t, ts.store, st.ID, job.StateSucceeded)
 		if rendered {
 			hook := ts.hooks.contentRead
 			ts.hooks.contentRead = nil

@@ -14,6 +14,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vdpp/vdpp/serve/httpapi"
+	"github.com/vdpp/vdpp/serve/job"
+	"github.com/vdpp/vdpp/serve/openai"
+	"github.com/vdpp/vdpp/serve/wire"
 	"github.com/vdpp/vdpp/video"
 )
 
@@ -29,13 +33,13 @@ type Config struct {
 	// /v1/models); the first is the one it reports. Default: Spec.Name.
 	ServedModelNames []string
 	NProc            int
-	Limits           Limits
-	// MaxBatch, MaxQueue, MaxRunning: see CoordConfig. MaxBatch 0 means the model's
+	Limits           job.Limits
+	// MaxBatch, MaxQueue, MaxRunning: see coordConfig. MaxBatch 0 means the model's
 	// default (Model.MaxBatch: 1 for checkpoint models).
 	MaxBatch, MaxQueue, MaxRunning int
 	// MaxRestarts bounds the restarts of each worker rank.
 	MaxRestarts int
-	// StallTimeout: see CoordConfig (default 60 s; negative disables).
+	// StallTimeout: see coordConfig (default 60 s; negative disables).
 	StallTimeout time.Duration
 	// Launcher starts worker ranks (default ExecLauncher: child processes of this binary).
 	Launcher Launcher
@@ -60,9 +64,9 @@ type Config struct {
 	// SweepTick, when set, replaces the periodic sweep's ticker: every value received
 	// sweeps once (tests).
 	SweepTick <-chan time.Time
-	// Conns bounds the HTTP connections (zero fields: DefaultConnLimits of the process's
-	// descriptor limit).
-	Conns ConnLimits
+	// Conns bounds the HTTP connections (zero fields: httpapi.DefaultConnLimits of the
+	// process's descriptor limit).
+	Conns httpapi.ConnLimits
 	// CostMultiple sets the served model's CostLimits (DeriveCostLimits of its defaults):
 	// 0 means DefaultCostMultiple, negative disables the cost limits.
 	CostMultiple float64
@@ -80,11 +84,11 @@ const shutdownGrace = 2 * time.Second
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	store   *Store
+	store   *jobStore
 	gen     generator
-	coord   *Coordinator
-	pool    *Pool
-	metrics *Metrics
+	coord   *coordinator
+	pool    *pool
+	metrics *metricSet
 	http    *http.Server
 	ln, wln net.Listener
 	done    chan struct{}
@@ -105,7 +109,7 @@ type Server struct {
 	flights renderFlights // concurrent first downloads share a render
 
 	// cost bounds what one job may cost the served model; it is fixed at New.
-	cost CostLimits
+	cost job.CostLimits
 }
 
 // serverHooks are test seams; nil in production.
@@ -129,11 +133,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Limits == (Limits{}) {
-		cfg.Limits = DefaultLimits()
+	if cfg.Limits == (job.Limits{}) {
+		cfg.Limits = job.DefaultLimits()
 	}
 	if cfg.Limits.MaxBodyBytes <= 0 {
-		cfg.Limits.MaxBodyBytes = DefaultLimits().MaxBodyBytes
+		cfg.Limits.MaxBodyBytes = job.DefaultLimits().MaxBodyBytes
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -149,7 +153,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBatch < 1 {
 		cfg.MaxBatch = gen.MaxBatch()
 	}
-	store, err := OpenStore(cfg.DataDir)
+	store, err := openStore(cfg.DataDir)
 	if err != nil {
 		gen.Close()
 		return nil, err
@@ -158,8 +162,8 @@ func New(cfg Config) (*Server, error) {
 	if stall == 0 {
 		stall = 60 * time.Second
 	}
-	m := NewMetrics()
-	coord, err := NewCoordinator(CoordConfig{Model: gen, Store: store, NProc: cfg.NProc,
+	m := newMetrics()
+	coord, err := newCoordinator(coordConfig{Model: gen, Store: store, NProc: cfg.NProc,
 		MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, Metrics: m, Log: cfg.Log,
 		StallTimeout: stall, Now: cfg.Now})
 	if err != nil {
@@ -172,7 +176,7 @@ func New(cfg Config) (*Server, error) {
 	s.flights.init(m)
 	s.cost = modelCostLimits(gen, cfg.CostMultiple, cfg.MaxPixels)
 	if s.cfg.Limits.MaxFrames == 0 {
-		s.cfg.Limits.MaxFrames = DeriveMaxFrames(s.cost)
+		s.cfg.Limits.MaxFrames = job.DeriveMaxFrames(s.cost)
 	}
 	cfg.Log.Info("cost limits", "multiple", s.cost.Multiple, "max_pixels", s.cost.MaxPixels,
 		"max_work", s.cost.MaxWork, "max_activation_bytes", s.cost.MaxActivationBytes)
@@ -188,7 +192,7 @@ func New(cfg Config) (*Server, error) {
 	if launcher == nil {
 		launcher = ExecLauncher{Spec: cfg.Spec, NProc: cfg.NProc, Stdout: cfg.WorkerOutput, Stderr: cfg.WorkerOutput}
 	}
-	s.pool = &Pool{Launcher: launcher, NProc: cfg.NProc, MaxRestarts: cfg.MaxRestarts, PidFile: cfg.PidFile, Log: cfg.Log,
+	s.pool = &pool{Launcher: launcher, NProc: cfg.NProc, MaxRestarts: cfg.MaxRestarts, PidFile: cfg.PidFile, Log: cfg.Log,
 		OnRestart: func(int) { m.restarts.Inc() },
 		Connected: coord.connected}
 	coord.onLost = func(rank, pid int) { s.pool.killIf(rank, pid) }
@@ -210,10 +214,10 @@ func (s *Server) Start() error {
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && s.cfg.Token == "" {
 		s.log.Warn("listening beyond loopback without an API token", "addr", ln.Addr())
 	}
-	s.cfg.Conns = s.cfg.Conns.withDefaults(fileLimit())
+	s.cfg.Conns = s.cfg.Conns.WithDefaults(fileLimit())
 	s.log.Info("connection limits", "max_conns", s.cfg.Conns.Max, "max_conns_per_client", s.cfg.Conns.PerClient)
-	s.ln, s.wln = newLimitListener(ln, s.cfg.Conns, s.metrics), wln
-	secret := make([]byte, SecretLen)
+	s.ln, s.wln = httpapi.NewLimitListener(ln, s.cfg.Conns, s.metrics.reg), wln
+	secret := make([]byte, wire.SecretLen)
 	rand.Read(secret)
 	go s.coord.watchStalls(s.done)
 	if s.cfg.KeepJobs > 0 {
@@ -235,9 +239,7 @@ func (s *Server) Start() error {
 		wln.Close()
 		return err
 	}
-	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout,
-		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: httpMaxHeaderBytes, ConnState: trackState,
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	s.http = httpapi.NewServer(s.Handler(), s.log)
 	go func() {
 		if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.errc <- err
@@ -246,17 +248,26 @@ func (s *Server) Start() error {
 	return nil
 }
 
+// Handler returns the server's HTTP API: the native routes and the OpenAI Videos API.
+func (s *Server) Handler() http.Handler {
+	b := backend{s}
+	names := s.cfg.ServedModelNames
+	if len(names) == 0 {
+		names = []string{s.cfg.Spec.Name}
+	}
+	oa := openai.New(openai.Config{Backend: b, Names: names, Limits: s.cfg.Limits, KeepJobs: s.cfg.KeepJobs, Log: s.log})
+	return httpapi.New(httpapi.Config{Backend: b, OpenAI: oa, Token: s.cfg.Token, Limits: s.cfg.Limits,
+		Metrics: s.metrics.Handler(), Done: s.done, Log: s.log}).Handler()
+}
+
 // Addr is the HTTP listener's address ("127.0.0.1:PORT").
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Err receives a fatal listener error.
 func (s *Server) Err() <-chan error { return s.errc }
 
-// Pool returns the worker pool (admin and fault tests).
-func (s *Server) Pool() *Pool { return s.pool }
-
-// Coordinator returns the coordinator.
-func (s *Server) Coordinator() *Coordinator { return s.coord }
+// WaitReady returns once every worker rank has joined, or when ctx ends (its error).
+func (s *Server) WaitReady(ctx context.Context) error { return s.coord.waitReady(ctx) }
 
 // Close stops HTTP (open event streams end; requests in progress get shutdownGrace), the
 // sweeps, the renders, the workers and the coordinator, and closes the store only once
@@ -292,7 +303,7 @@ func (s *Server) beginRender() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
-		return ErrClosed
+		return job.ErrClosed
 	}
 	s.renders.Add(1)
 	return nil

@@ -11,13 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
 
 const smallJob = `{"num_frames":2,"steps":4,"height":16,"width":16,"seed":%d}`
 
 func TestBadInput(t *testing.T) {
-	lim := DefaultLimits()
+	lim := job.DefaultLimits()
 	lim.MaxFrames, lim.MaxResolution, lim.MaxSteps, lim.MaxBodyBytes, lim.MaxImagePixels = 4, 64, 10, 4096, 100*100
 	ts := startServer(t, Config{Limits: lim, Spec: ModelSpec{Name: "synthetic"}})
 	img := testPNG(t, 1)
@@ -92,7 +93,7 @@ func TestBadInput(t *testing.T) {
 	}
 	// The server is still healthy and serves a good job after all of that.
 	st := ts.submit(img, fmt.Sprintf(smallJob, 1))
-	if got := ts.wait(st.ID, 10*time.Second); got.State != StateSucceeded {
+	if got := ts.wait(st.ID, 10*time.Second); got.State != job.StateSucceeded {
 		t.Fatalf("good job after bad input: %+v", got)
 	}
 	t.Run("content before it exists", func(t *testing.T) {
@@ -114,7 +115,7 @@ func TestJobCompletesAndDownloads(t *testing.T) {
 	img := testPNG(t, 3)
 	params := `{"num_frames":3,"steps":5,"height":16,"width":24,"seed":7,"min_guidance":1,"max_guidance":2.5}`
 	st := ts.submit(img, params)
-	if st.State != StateQueued && st.State != StateRunning {
+	if st.State != job.StateQueued && st.State != job.StateRunning {
 		t.Fatalf("new job state %s", st.State)
 	}
 	// Follow the job over server-sent events.
@@ -122,7 +123,7 @@ func TestJobCompletesAndDownloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var last Status
+	var last job.Status
 	var events int
 	buf := new(bytes.Buffer)
 	buf.ReadFrom(resp.Body)
@@ -137,7 +138,7 @@ func TestJobCompletesAndDownloads(t *testing.T) {
 			}
 		}
 	}
-	if last.State != StateSucceeded || last.Progress.Step != 5 || events < 2 {
+	if last.State != job.StateSucceeded || last.Progress.Step != 5 || events < 2 {
 		t.Fatalf("last event %+v after %d events", last, events)
 	}
 	fin := ts.status(st.ID)

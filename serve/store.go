@@ -8,75 +8,31 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/vdpp/vdpp/internal/atomicfile"
-	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
 
-// ErrNotFound is returned for a job id the server does not know.
-var ErrNotFound = errors.New("serve: no such job")
-
 var jobsBucket = []byte("jobs")
 
-// idPattern is what a job id looks like; anything else never reaches the file system.
-var idPattern = regexp.MustCompile(`^[0-9a-f]{16,64}$`)
-
-// State is a job's lifecycle state.
-type State string
-
-// Job states. Queued and running jobs resume after a restart; the others are final.
-const (
-	StateQueued    State = "queued"
-	StateRunning   State = "running"
-	StateSucceeded State = "succeeded"
-	StateFailed    State = "failed"
-	StateCancelled State = "cancelled"
-)
-
-// Final reports whether s is a terminal state.
-func (s State) Final() bool { return s == StateSucceeded || s == StateFailed || s == StateCancelled }
-
-// Record is the persisted part of a job.
-type Record struct {
-	ID     string `json:"id"`
-	Seq    uint64 `json:"seq"`
-	State  State  `json:"state"`
-	Params Params `json:"params"`
-	// Prompt is a text-to-video job's input (its prompt and negative prompt); an
-	// image-conditioned job's input is its uploaded image (input.img).
-	Prompt      *family.Prompt `json:"prompt,omitempty"`
-	CreatedAt   time.Time      `json:"created_at"`
-	StartedAt   *time.Time     `json:"started_at,omitempty"`
-	FinishedAt  *time.Time     `json:"finished_at,omitempty"`
-	Error       string         `json:"error,omitempty"`
-	LatentShape []int          `json:"latent_shape,omitempty"`
-	// Restarts counts how often the job's work was resumed after a worker loss or a
-	// server restart.
-	Restarts int `json:"restarts,omitempty"`
-	// CancelRequested: DELETE was answered 202 while the job was running; a restart ends
-	// it cancelled instead of running it again.
-	CancelRequested bool `json:"cancel_requested,omitempty"`
-}
-
-// Store keeps job records in a bbolt database (DIR/jobs.db) and each job's files under
+// jobStore keeps job records in a bbolt database (DIR/jobs.db) and each job's files under
 // DIR/jobs/ID/: input.img (the uploaded image), final.f32 (the final latent, little-endian
 // float32) and rendered outputs. Files are written to a temporary name, synced and renamed
 // before the record that points at them is committed. A deleted job's folder is first
 // renamed into DIR/trash/ (so its files vanish at once) and removed there, then its record
 // is deleted (see RemoveFiles and Delete).
-type Store struct {
+type jobStore struct {
 	db  *bolt.DB
 	dir string
 }
 
-// OpenStore opens (creating) the store under dir. Only one process may hold it.
-func OpenStore(dir string) (*Store, error) {
+// openStore opens (creating) the store under dir. Only one process may hold it.
+func openStore(dir string) (*jobStore, error) {
 	for _, sub := range []string{"jobs", "trash"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			return nil, fmt.Errorf("serve: data dir: %w", err)
@@ -93,17 +49,17 @@ func OpenStore(dir string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("serve: init store: %w", err)
 	}
-	return &Store{db: db, dir: dir}, nil
+	return &jobStore{db: db, dir: dir}, nil
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *jobStore) Close() error { return s.db.Close() }
 
 func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
 
 // Put writes rec (keyed by its sequence number, so All returns submission order). Concurrent
 // Puts are committed together (bbolt's Batch), each returning once durable.
-func (s *Store) Put(rec Record) error {
+func (s *jobStore) Put(rec job.Record) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("serve: encode job %s: %w", rec.ID, err)
@@ -116,11 +72,11 @@ func (s *Store) Put(rec Record) error {
 }
 
 // All returns every record in submission order.
-func (s *Store) All() ([]Record, error) {
-	var out []Record
+func (s *jobStore) All() ([]job.Record, error) {
+	var out []job.Record
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(jobsBucket).ForEach(func(k, v []byte) error {
-			var r Record
+			var r job.Record
 			if err := json.Unmarshal(v, &r); err != nil {
 				return fmt.Errorf("serve: job record %x: %w", k, err)
 			}
@@ -134,7 +90,7 @@ func (s *Store) All() ([]Record, error) {
 
 // Delete removes the records of recs (found by sequence number; a record there with
 // another id is left alone) in one transaction. A missing record is not an error.
-func (s *Store) Delete(recs []Record) error {
+func (s *jobStore) Delete(recs []job.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -169,7 +125,7 @@ func (s *Store) Delete(recs []Record) error {
 // RemoveFiles deletes job id's folder: it is renamed into DIR/trash/ first, so the job's
 // files disappear together and nothing written into the old path afterwards can land in
 // what is being removed, then removed. A job without a folder is not an error.
-func (s *Store) RemoveFiles(id string) error {
+func (s *jobStore) RemoveFiles(id string) error {
 	dir, err := s.JobDir(id)
 	if err != nil {
 		return err
@@ -194,7 +150,7 @@ func (s *Store) RemoveFiles(id string) error {
 // known reports false (files whose record was never committed or was deleted by an
 // interrupted run). Only call it while nothing can create a job: a submission writes its
 // folder before its record. It returns how many job folders it removed.
-func (s *Store) RemoveOrphans(known func(id string) bool) (int, error) {
+func (s *jobStore) RemoveOrphans(known func(id string) bool) (int, error) {
 	var errs []error
 	trash := filepath.Join(s.dir, "trash")
 	ents, err := os.ReadDir(trash)
@@ -213,7 +169,7 @@ func (s *Store) RemoveOrphans(known func(id string) bool) (int, error) {
 	n := 0
 	for _, e := range ents {
 		id := e.Name()
-		if !e.IsDir() || !idPattern.MatchString(id) || known(id) {
+		if !e.IsDir() || !job.ValidID(id) || known(id) {
 			continue
 		}
 		if err := s.RemoveFiles(id); err != nil {
@@ -226,15 +182,15 @@ func (s *Store) RemoveOrphans(known func(id string) bool) (int, error) {
 }
 
 // JobDir is the folder of job id's files.
-func (s *Store) JobDir(id string) (string, error) {
-	if !ValidID(id) {
-		return "", notFound(id)
+func (s *jobStore) JobDir(id string) (string, error) {
+	if !job.ValidID(id) {
+		return "", job.NotFound(id)
 	}
 	return filepath.Join(s.dir, "jobs", id), nil
 }
 
 // WriteFile writes data to the job's file name atomically and durably.
-func (s *Store) WriteFile(id, name string, data []byte) error {
+func (s *jobStore) WriteFile(id, name string, data []byte) error {
 	dir, err := s.JobDir(id)
 	if err != nil {
 		return err
@@ -246,7 +202,7 @@ func (s *Store) WriteFile(id, name string, data []byte) error {
 }
 
 // ReadFile reads the job's file name.
-func (s *Store) ReadFile(id, name string) ([]byte, error) {
+func (s *jobStore) ReadFile(id, name string) ([]byte, error) {
 	dir, err := s.JobDir(id)
 	if err != nil {
 		return nil, err
@@ -265,8 +221,8 @@ func writeSynced(path string, data []byte) error {
 	return nil
 }
 
-// EncodeLatent returns t's elements as little-endian float32 bytes.
-func EncodeLatent(t *tensor.Dense) []byte {
+// encodeLatent returns t's elements as little-endian float32 bytes.
+func encodeLatent(t *tensor.Dense) []byte {
 	out := make([]byte, 0, 4*len(t.Data))
 	for _, v := range t.Data {
 		out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -30,9 +31,9 @@ func TestParseJobParamsWindows(t *testing.T) {
 		{`{"num_frames": 20, "blend": "step"}`, 0, 0, "", `blend "step" (want linear or cosine)`},
 		{`{"num_frames": 20, "window": -2}`, 0, 0, "", "window -2 must not be negative"},
 	} {
-		p, err := syntheticModel(t).ParseParams([]byte(c.js), DefaultLimits())
+		p, err := syntheticModel(t).ParseParams([]byte(c.js), job.DefaultLimits())
 		if c.wantErr != "" {
-			if !errors.Is(err, ErrBadParams) || !strings.Contains(err.Error(), c.wantErr) || strings.Contains(err.Error(), "\n") {
+			if !errors.Is(err, job.ErrBadParams) || !strings.Contains(err.Error(), c.wantErr) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("%s: %v, want one ErrBadParams line with %q", c.js, err, c.wantErr)
 			}
 			continue
@@ -48,10 +49,10 @@ func TestParseJobParamsWindows(t *testing.T) {
 func TestJobCostWindows(t *testing.T) {
 	m := syntheticModel(t)
 	act := m.Activation()
-	native := JobCost(m.DefaultParams(), act)
+	native := job.JobCost(m.DefaultParams(), act)
 	long := m.DefaultParams()
 	long.NumFrames, long.Window, long.Overlap = 140, 14, 4 // windows at 0, 10, ..., 120, 126
-	c := JobCost(long, act)
+	c := job.JobCost(long, act)
 	if c.ActivationBytes != native.ActivationBytes {
 		t.Errorf("140 frames in windows of 14: step memory %d, want one window's %d", c.ActivationBytes, native.ActivationBytes)
 	}
@@ -60,7 +61,7 @@ func TestJobCostWindows(t *testing.T) {
 	}
 	plain := long
 	plain.Window = 0
-	if JobCost(plain, act).ActivationBytes != 10*native.ActivationBytes {
+	if job.JobCost(plain, act).ActivationBytes != 10*native.ActivationBytes {
 		t.Error("a 140-frame job without windows should cost ten native steps of memory")
 	}
 }
@@ -73,10 +74,10 @@ func TestServeLongVideo(t *testing.T) {
 	img := testPNG(t, 1)
 	const js = `{"num_frames": 24, "window": 8, "overlap": 2, "blend": "linear", "steps": 6, "height": 64, "width": 64, "seed": 3}`
 	st := ts.submit(img, js)
-	if end := ts.wait(st.ID, 60*time.Second); end.State != StateSucceeded {
+	if end := ts.wait(st.ID, 60*time.Second); end.State != job.StateSucceeded {
 		t.Fatalf("job %s: %s %s", st.ID, end.State, end.Error)
 	}
-	p, err := syntheticModel(t).ParseParams([]byte(js), DefaultLimits())
+	p, err := syntheticModel(t).ParseParams([]byte(js), job.DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,12 +15,6 @@ import (
 	"github.com/vdpp/vdpp/serve/worker"
 )
 
-// Default heartbeat settings of coordinator and workers.
-const (
-	DefaultHeartbeat        = wire.DefaultHeartbeat
-	DefaultHeartbeatTimeout = wire.DefaultHeartbeatTimeout
-)
-
 // WorkerConfig is one worker rank of a server.
 type WorkerConfig struct {
 	Addr   string // the coordinator's worker listener
@@ -30,7 +24,7 @@ type WorkerConfig struct {
 	// Denoiser, when not nil, replaces the family's denoising role (tests).
 	Denoiser model.Denoiser
 	// Heartbeat is the ping interval; HeartbeatTimeout how long the coordinator may be
-	// silent before the worker gives up. Defaults DefaultHeartbeat, DefaultHeartbeatTimeout.
+	// silent before the worker gives up. Defaults wire.DefaultHeartbeat, wire.DefaultHeartbeatTimeout.
 	Heartbeat, HeartbeatTimeout time.Duration
 	Log                         *slog.Logger
 	// Conn, when set, is used instead of dialling Addr (tests).

@@ -16,9 +16,27 @@
 // CondDropout both the embedding and the image latents are zeroed (the pipeline's
 // unconditional rows), which classifier-free guidance needs.
 //
-// Contract: a run is a pure function of its Options and the step it resumes from: the
-// batch of step k is drawn from a PCG stream keyed by (seed, phase, k), so a resumed run
-// continues bit for bit where a checkpoint left it (the checkpoint holds every weight, the
-// Adam moments and the step), and the learning rate of step k is LRAt(o, k). I/O (checkpoints, the loss log, progress) lives in Run;
-// the step functions are deterministic given their inputs.
+// # Data parallelism
+//
+// RunRank trains as one rank of several (Peers: the all-gather and barrier of a
+// comm.Group; WatchedPeers adds heartbeats so that a dead or stopped rank ends the run
+// within seconds, named). A step's batch of Options.Batch clips is cut into microbatches of
+// Options.MicroBatch; rank r of N computes the gradients of microbatches [r·M/N,
+// (r+1)·M/N) (gradient accumulation when that is more than one), the ranks exchange them
+// and every rank sums all M along one binary tree fixed by M (sumTree), then takes the
+// same Adam and EMA step. Every rank's state is compared with rank 0's every CheckEvery
+// steps and at checkpoints (ErrDiverged names the rank that differs); rank 0 writes the
+// checkpoints (atomically, after the ranks agreed on the state hash it records), the loss
+// log and the progress.
+//
+// Contract: a run is a pure function of its Options and the step it resumes from, and not
+// of the number of ranks: the batch of step k is drawn from a PCG stream keyed by (seed,
+// phase, k), example by example in order (a rank replays the draws of the examples it does
+// not build), and the gradient is summed along the same tree however the microbatches are
+// spread, so 1, 2 or 4 ranks give the same bits for the same Batch and MicroBatch. A
+// resumed run continues bit for bit where a checkpoint left it: the checkpoint holds every
+// weight, the EMA, the Adam moments and counters and the step (the data cursor; there is
+// no other random state to save), and its recorded state hash is checked on load. The
+// learning rate of step k is LRAt(o, k). I/O (checkpoints, the loss log, progress) lives
+// in RunRank's loop; the step functions are deterministic given their inputs.
 package train

@@ -2,7 +2,6 @@ package train
 
 import (
 	stdcontext "context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -37,10 +36,20 @@ var ErrOptions = errors.New("train: bad options")
 // Options configure a run.
 type Options struct {
 	Dir   string // run folder: checkpoints, loss log
-	Phase string // PhaseVAE or PhaseUNet
+	Phase string // PhaseVAE, PhaseUNet or PhaseFineTune
 	Steps int    // train until this step (a resumed run continues up to it)
-	Batch int    // clips per step
-	LR    float64
+	Batch int    // clips per step (the global batch, over every rank)
+	// MicroBatch is the clips of one gradient computation (0 means 1). A step's Batch/MicroBatch
+	// microbatch gradients are summed along a tree fixed by their count (sumTree), so a
+	// run's results depend on Batch and MicroBatch but not on how many ranks share the
+	// microbatches, nor on how many each accumulates: with N ranks every rank computes
+	// Batch/MicroBatch/N of them (a whole number is required).
+	MicroBatch int
+	// CheckEvery compares the ranks' state (weights, EMA, optimizer) every this many steps
+	// and at every checkpoint; a rank whose state differs from rank 0's ends the run with
+	// ErrDiverged. 0 checks at checkpoints only.
+	CheckEvery int
+	LR         float64
 	// LRFinal, when > 0, decays the learning rate from LR to LRFinal along a half cosine
 	// between step LRDecayStart and Steps (LRAt): small steps at the end settle the
 	// weights that batch-of-one steps keep shaking. 0 keeps LR throughout.
@@ -81,6 +90,15 @@ type Options struct {
 	// MaxDuration stops the run (with a checkpoint) once exceeded; 0 = no limit.
 	MaxDuration time.Duration
 
+	// Model is the folder PhaseFineTune fine-tunes (any family that implements
+	// family.FineTuner), Expert the denoiser of it (0: the family's choice).
+	Model  string
+	Expert int
+	// HeldOut is how many held-out clips give the held-out loss (phases that have one:
+	// PhaseFineTune), measured before the first step, every EvalEvery steps (0: only at
+	// the end) and at the end.
+	HeldOut, EvalEvery int
+
 	// Configs replaces TinyConfigs (tests use smaller networks); nil means TinyConfigs.
 	Configs *Configs
 
@@ -97,7 +115,7 @@ type Options struct {
 // DefaultOptions returns the settings used for the built-in model.
 func DefaultOptions() Options {
 	return Options{Phase: PhaseVAE, Steps: 1000, Batch: 1, LR: 5e-4, Seed: 1, Data: 1, Rule: procedural.DefaultRule, Train: 4096,
-		CheckpointEvery: 50, PMean: 0.0, PStd: 1.4, CondDropout: 0.1, NoiseAug: 0.02, FPS: 7, Motion: 127,
+		CheckpointEvery: 50, CheckEvery: 10, PMean: 0.0, PStd: 1.4, CondDropout: 0.1, NoiseAug: 0.02, FPS: 7, Motion: 127,
 		ProgressEach: 10}
 }
 
@@ -106,12 +124,20 @@ func (o Options) Validate() error {
 	switch {
 	case o.Dir == "":
 		return fmt.Errorf("%w: no run folder", ErrOptions)
-	case o.Phase != PhaseVAE && o.Phase != PhaseUNet:
-		return fmt.Errorf("%w: phase %q (want %s or %s)", ErrOptions, o.Phase, PhaseVAE, PhaseUNet)
+	case o.Phase != PhaseVAE && o.Phase != PhaseUNet && o.Phase != PhaseFineTune:
+		return fmt.Errorf("%w: phase %q (want %s, %s or %s)", ErrOptions, o.Phase, PhaseVAE, PhaseUNet, PhaseFineTune)
+	case (o.Phase == PhaseFineTune) != (o.Model != ""):
+		return fmt.Errorf("%w: the %s phase and only it takes a model folder (--model)", ErrOptions, PhaseFineTune)
+	case o.HeldOut < 0 || o.EvalEvery < 0:
+		return fmt.Errorf("%w: %d held-out clips every %d steps", ErrOptions, o.HeldOut, o.EvalEvery)
 	case o.VAECrop < 0:
 		return fmt.Errorf("%w: crop %d", ErrOptions, o.VAECrop)
 	case o.Steps < 0 || o.Batch < 1 || o.Train < 1:
 		return fmt.Errorf("%w: steps %d, batch %d, train clips %d", ErrOptions, o.Steps, o.Batch, o.Train)
+	case o.MicroBatch < 0 || o.Batch%o.microBatch() != 0:
+		return fmt.Errorf("%w: --batch %d is not a whole number of microbatches of %d", ErrOptions, o.Batch, o.microBatch())
+	case o.CheckEvery < 0:
+		return fmt.Errorf("%w: check every %d steps", ErrOptions, o.CheckEvery)
 	case !(o.LR > 0) || o.PStd < 0 || o.CondDropout < 0 || o.CondDropout > 1:
 		return fmt.Errorf("%w: lr %v, p_std %v, dropout %v", ErrOptions, o.LR, o.PStd, o.CondDropout)
 	case o.LRFinal < 0 || math.IsNaN(o.LRFinal) || o.LRDecayStart < 0:
@@ -134,11 +160,13 @@ func LossLogPath(dir string) string { return filepath.Join(dir, "loss.jsonl") }
 
 // LogLine is one line of the loss log.
 type LogLine struct {
-	Phase    string  `json:"phase"`
-	Step     int     `json:"step"`
-	Loss     float64 `json:"loss"`
-	MSE      float64 `json:"mse,omitempty"`
-	LR       float64 `json:"lr,omitempty"` // learning rate of the step
+	Phase string  `json:"phase"`
+	Step  int     `json:"step"`
+	Loss  float64 `json:"loss"`
+	MSE   float64 `json:"mse,omitempty"`
+	LR    float64 `json:"lr,omitempty"` // learning rate of the step
+	// HeldOut is the held-out loss after the step, on the steps that measured it.
+	HeldOut  float64 `json:"heldout_loss,omitempty"`
 	StepS    float64 `json:"step_s"`
 	ElapsedS float64 `json:"elapsed_s"`
 }
@@ -151,15 +179,46 @@ type Result struct {
 	LastLoss  float64
 	FirstLoss float64
 	Wall      time.Duration
+	// Steady is Wall without the first step (which compiles the graphs).
+	Steady time.Duration
+	// FirstHeldOut and LastHeldOut are the held-out loss before the first step and after
+	// the last (NaN when the phase has none or Options.HeldOut is 0).
+	FirstHeldOut, LastHeldOut float64
+	// Ranks is the number of processes that trained; Times says where each one's time went.
+	Ranks int
+	Times []RankTimes
 }
 
-// Run trains one phase on backend b. A PhaseUNet run needs the run folder's VAE
-// checkpoint (the VAE is frozen); one started from InitFrom without it takes the folder's.
-// It checkpoints every CheckpointEvery steps and at the end; when ctx is cancelled (Ctrl-C)
-// it stops after the current step and checkpoints too.
+// StepsPerSecond is the steady step rate: the steps after the first over Steady.
+func (r Result) StepsPerSecond() float64 {
+	if n := r.Step - r.FromStep - 1; n > 0 && r.Steady > 0 {
+		return float64(n) / r.Steady.Seconds()
+	}
+	return 0
+}
+
+// Run trains one phase on backend b in one process: RunRank with a world of one.
 func Run(ctx stdcontext.Context, b backends.Backend, o Options) (Result, error) {
+	return RunRank(ctx, b, o, nil)
+}
+
+// RunRank trains one phase on backend b as one rank of a data-parallel run over peers (nil:
+// a world of one). Every rank opens the same state from the run folder (which every rank
+// must see), computes its share of each step's microbatches and applies the same summed
+// gradient; rank 0 writes the checkpoints, the loss log and the progress. A PhaseUNet run
+// needs the run folder's VAE checkpoint (the VAE is frozen); one started from InitFrom
+// without it takes the folder's. It checkpoints every CheckpointEvery steps and at the
+// end; when ctx is cancelled (Ctrl-C) on any rank, every rank stops after the current step
+// and the checkpoint is written too.
+func RunRank(ctx stdcontext.Context, b backends.Backend, o Options, peers Peers) (Result, error) {
+	if peers == nil {
+		peers = solo{}
+	}
 	if err := o.Validate(); err != nil {
 		return Result{}, err
+	}
+	if peers.Rank() != 0 {
+		o.Progress = nil
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return Result{}, fmt.Errorf("train: %w", err)
@@ -180,13 +239,24 @@ func Run(ctx stdcontext.Context, b backends.Backend, o Options) (Result, error) 
 	if o.EMA > 0 && o.Progress != nil {
 		fmt.Fprintf(o.Progress, "train %s: weights EMA with decay %g\n", o.Phase, o.EMA)
 	}
-	if err := seedVAEFromInit(ctx, b, o); err != nil {
-		return Result{}, err
+	if peers.Rank() == 0 {
+		if err := seedVAEFromInit(ctx, b, o); err != nil {
+			return Result{}, err
+		}
+	}
+	if err := peers.Barrier(stdcontext.WithoutCancel(ctx)); err != nil {
+		return Result{}, fmt.Errorf("train: wait for rank 0 to prepare the run folder: %w", err)
 	}
 	var ph phase
 	switch o.Phase {
 	case PhaseVAE:
 		ph, err = newVAEPhase(b, o, vcfg)
+	case PhaseFineTune:
+		var fp *fineTunePhase
+		if fp, err = newFineTunePhase(b, o); err == nil {
+			defer fp.close()
+			ph = fp
+		}
 	default:
 		ph, err = newUNetPhase(b, o, ucfg, vcfg, ccfg)
 	}
@@ -194,11 +264,28 @@ func Run(ctx stdcontext.Context, b backends.Backend, o Options) (Result, error) 
 		return Result{}, err
 	}
 	if up, ok := ph.(*unetPhase); ok && o.EncodeWorkers > 0 {
-		if err := up.fz.encodeAhead(ctx, o.Train, o.EncodeWorkers, o.Progress); err != nil {
-			return Result{}, err
+		// Rank 0 encodes and writes the cache; the others then read it.
+		if peers.Rank() == 0 {
+			if err := up.fz.encodeAhead(ctx, o.Train, o.EncodeWorkers, o.Progress); err != nil {
+				return Result{}, err
+			}
+		}
+		if err := peers.Barrier(stdcontext.WithoutCancel(ctx)); err != nil {
+			return Result{}, fmt.Errorf("train: wait for rank 0 to encode the clips: %w", err)
+		}
+		if peers.Rank() != 0 {
+			up.fz.loadLatentCache()
 		}
 	}
-	return loop(ctx, o, ph)
+	s, err := newStepper(b, ph.ctx(), o.LR, o.EMA, ph.loss())
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := loop(ctx, o, ph, s, peers)
+	if err != nil && peers.Size() > 1 {
+		err = fmt.Errorf("rank %d: %w", peers.Rank(), err)
+	}
+	return res, err
 }
 
 // seedVAEFromInit gives a new UNet phase started from a diffusers folder (InitFrom) the
@@ -228,9 +315,13 @@ type phase interface {
 	ctx() *context.Context
 	step() int // steps done when the phase was opened
 	meta() map[string]string
-	// batch returns the inputs of step k (deterministic in the seed and k).
-	batch(k int) ([]*tensor.Dense, error)
-	stepper() *stepper
+	// loss is the phase's training loss (then its metrics) on one microbatch.
+	loss() lossFunc
+	// examples returns the inputs of examples [lo, hi) of step k's batch of Options.Batch,
+	// each input stacked along its first axis. An example's values depend on the seed, k
+	// and its index only, whatever lo and hi: the batch of step k is the same however the
+	// ranks split it.
+	examples(k, lo, hi int) ([]*tensor.Dense, error)
 	// flush writes what the phase caches in the run folder; it runs at every checkpoint.
 	flush() error
 }
@@ -246,6 +337,16 @@ func openContext(o Options, init func() (map[string]*tensor.Dense, error)) (*con
 		step, err := strconv.Atoi(meta["step"])
 		if err != nil {
 			return nil, 0, nil, fmt.Errorf("%w: %s: step %q", ErrCheckpoint, path, meta["step"])
+		}
+		// Checkpoints from before the hash was recorded carry none.
+		if want, ok := meta[metaStateHash]; ok {
+			h, err := stateHash(ctx)
+			if err != nil {
+				return nil, 0, nil, err
+			}
+			if got := strconv.FormatUint(h, 16); got != want {
+				return nil, 0, nil, fmt.Errorf("%w: %s: the restored state hashes to %s, the checkpoint recorded %s", ErrCheckpoint, path, got, want)
+			}
 		}
 		// Checkpoints from before the rule was recorded carry none and resume as they are.
 		if r, ok := meta[metaDataRule]; ok && r != o.Rule.String() {
@@ -297,7 +398,6 @@ type vaePhase struct {
 	o    Options
 	cfg  vae.Config
 	c    *context.Context
-	s    *stepper
 	from int
 	md   map[string]string // the metadata of the checkpoint or folder it started from
 	// trained is set once the phase has made a batch to train on.
@@ -327,15 +427,7 @@ func newVAEPhase(b backends.Backend, o Options, cfg vae.Config) (*vaePhase, erro
 			}
 		}
 	}
-	frames := vaeFrames(o)
-	s, err := newStepper(b, ctx, o.LR, o.EMA, func(s nn.Scope, in []*graph.Node) []*graph.Node {
-		loss, mse := vaeLoss(s, cfg, in[0], in[1], frames)
-		return []*graph.Node{loss, mse}
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &vaePhase{o: o, cfg: cfg, c: ctx, s: s, from: from, md: md}, nil
+	return &vaePhase{o: o, cfg: cfg, c: ctx, from: from, md: md}, nil
 }
 
 // initLogVarBias is the initial log-variance of the VAE posterior (std ≈ 0.018).
@@ -356,8 +448,15 @@ func initLogVar(w map[string]*tensor.Dense, latent int) {
 
 func (p *vaePhase) ctx() *context.Context { return p.c }
 func (p *vaePhase) step() int             { return p.from }
-func (p *vaePhase) stepper() *stepper     { return p.s }
 func (p *vaePhase) flush() error          { return nil }
+
+func (p *vaePhase) loss() lossFunc {
+	frames := vaeFrames(p.o)
+	return func(s nn.Scope, in []*graph.Node) []*graph.Node {
+		loss, mse := vaeLoss(s, p.cfg, in[0], in[1], frames)
+		return []*graph.Node{loss, mse}
+	}
+}
 
 // meta records the clip length the VAE last trained on (Export's decode chunk): this run's
 // once it has trained a step, else what its checkpoint or --init-from folder said.
@@ -380,7 +479,9 @@ func vaeFrames(o Options) int {
 	return procedural.ConfigFor(o.Rule).Frames
 }
 
-func (p *vaePhase) batch(k int) ([]*tensor.Dense, error) {
+// examples draws the whole batch's random numbers in example order (every rank replays
+// the draws of the examples it does not make) and renders only examples [lo, hi).
+func (p *vaePhase) examples(k, lo, hi int) ([]*tensor.Dense, error) {
 	p.trained = true
 	dc := procedural.ConfigFor(p.o.Rule)
 	dc.Frames = vaeFrames(p.o)
@@ -390,15 +491,18 @@ func (p *vaePhase) batch(k int) ([]*tensor.Dense, error) {
 	if p.o.VAECrop > 0 {
 		cs = min(p.o.VAECrop, dc.Height, dc.Width)
 	}
-	x := tensor.New(n*dc.Frames, 3, cs, cs)
+	x := tensor.New((hi-lo)*dc.Frames, 3, cs, cs)
 	plane := cs * cs
 	for i := 0; i < n; i++ {
 		idx := r.IntN(p.o.Train)
-		v := procedural.ToTensor(procedural.Video(dc, p.o.Data, procedural.Train, idx))
 		oy, ox := cropAt(r, procedural.NewScene(dc, p.o.Data, procedural.Train, idx), dc, cs)
+		if i < lo || i >= hi {
+			continue
+		}
+		v := procedural.ToTensor(procedural.Video(dc, p.o.Data, procedural.Train, idx))
 		for f := 0; f < dc.Frames; f++ {
 			for c := 0; c < 3; c++ {
-				dst := x.Data[((i*dc.Frames+f)*3+c)*plane:]
+				dst := x.Data[(((i-lo)*dc.Frames+f)*3+c)*plane:]
 				src := v.Data[(f*3+c)*dc.Height*dc.Width:]
 				for y := 0; y < cs; y++ {
 					copy(dst[y*cs:(y+1)*cs], src[(oy+y)*dc.Width+ox:(oy+y)*dc.Width+ox+cs])
@@ -408,7 +512,14 @@ func (p *vaePhase) batch(k int) ([]*tensor.Dense, error) {
 	}
 	f := p.cfg.DownsampleFactor()
 	eps := normal(r, n*dc.Frames, p.cfg.LatentChannels, cs/f, cs/f)
-	return []*tensor.Dense{x, eps}, nil
+	return []*tensor.Dense{x, rows(eps, lo*dc.Frames, hi*dc.Frames)}, nil
+}
+
+// rows returns rows [lo, hi) of t's first axis as a new tensor.
+func rows(t *tensor.Dense, lo, hi int) *tensor.Dense {
+	per := len(t.Data) / t.Shape[0]
+	shape := append([]int{hi - lo}, t.Shape[1:]...)
+	return &tensor.Dense{Shape: shape, Data: append([]float32(nil), t.Data[lo*per:hi*per]...)}
 }
 
 // cropAt picks the top-left corner of a cs x cs crop of a clip: a window around a random
@@ -425,112 +536,6 @@ func cropAt(r *rand.Rand, sc procedural.Scene, dc procedural.Config, cs int) (oy
 		return min(max(start, 0), size-cs)
 	}
 	return at(o.Y, dc.Height), at(o.X, dc.Width)
-}
-
-// ---- loop ----
-
-func loop(ctx stdcontext.Context, o Options, ph phase) (Result, error) {
-	start := time.Now()
-	res := Result{Phase: o.Phase, FromStep: ph.step(), Step: ph.step(), FirstLoss: math.NaN(), LastLoss: math.NaN()}
-	logf, err := os.OpenFile(LossLogPath(o.Dir), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return res, fmt.Errorf("train: loss log: %w", err)
-	}
-	defer logf.Close()
-	enc := json.NewEncoder(logf)
-	save := func(step int) error {
-		md := ph.meta()
-		md["phase"], md["step"], md["seed"] = o.Phase, strconv.Itoa(step), strconv.FormatUint(o.Seed, 10)
-		md[metaDataRule] = o.Rule.String()
-		if o.EMA > 0 {
-			md[metaEMADecay] = strconv.FormatFloat(o.EMA, 'g', -1, 64)
-		}
-		if err := ph.flush(); err != nil {
-			return err
-		}
-		return saveContext(StatePath(o.Dir, o.Phase), ph.ctx(), md)
-	}
-	each := max(o.ProgressEach, 1)
-	var emaStep float64
-	for k := ph.step(); k < o.Steps; k++ {
-		if o.MaxDuration > 0 && time.Since(start) > o.MaxDuration || ctx.Err() != nil {
-			break
-		}
-		t0 := time.Now()
-		lr := LRAt(o, k)
-		if o.LRFinal > 0 {
-			if err := ph.stepper().SetLR(lr); err != nil {
-				return res, err
-			}
-		}
-		in, err := ph.batch(k)
-		if err != nil {
-			return res, err
-		}
-		vals, err := ph.stepper().Step(in...)
-		if err != nil {
-			return res, fmt.Errorf("train: %s step %d: %w", o.Phase, k, err)
-		}
-		if math.IsNaN(vals[0]) || math.IsInf(vals[0], 0) {
-			return res, fmt.Errorf("train: %s step %d: loss is %v", o.Phase, k, vals[0])
-		}
-		dt := time.Since(t0).Seconds()
-		if emaStep == 0 {
-			emaStep = dt
-		} else {
-			emaStep = 0.9*emaStep + 0.1*dt
-		}
-		line := LogLine{Phase: o.Phase, Step: k + 1, Loss: vals[0], LR: lr, StepS: dt, ElapsedS: time.Since(start).Seconds()}
-		if len(vals) > 1 {
-			line.MSE = vals[1]
-		}
-		if err := enc.Encode(line); err != nil {
-			return res, fmt.Errorf("train: loss log: %w", err)
-		}
-		if math.IsNaN(res.FirstLoss) {
-			res.FirstLoss = vals[0]
-		}
-		res.LastLoss, res.Step = vals[0], k+1
-		progress(o, each, line, emaStep)
-		if o.CheckpointEvery > 0 && (k+1)%o.CheckpointEvery == 0 {
-			if err := save(k + 1); err != nil {
-				return res, err
-			}
-		}
-	}
-	if o.Terminal && o.Progress != nil {
-		fmt.Fprintln(o.Progress)
-	}
-	res.Wall = time.Since(start)
-	return res, save(res.Step)
-}
-
-// progress draws the bar (terminal) or a log line every each steps.
-func progress(o Options, each int, l LogLine, stepS float64) {
-	if o.Progress == nil {
-		return
-	}
-	eta := time.Duration(float64(o.Steps-l.Step) * stepS * float64(time.Second)).Round(time.Second)
-	if o.Terminal {
-		const width = 30
-		done := width * l.Step / max(o.Steps, 1)
-		bar := make([]byte, width)
-		for i := range bar {
-			bar[i] = '.'
-			if i < done {
-				bar[i] = '#'
-			}
-		}
-		fmt.Fprintf(o.Progress, "\r%s [%s] %d/%d loss %.4f %.2fs/step eta %s   ", o.Phase, bar, l.Step, o.Steps, l.Loss, stepS, eta)
-		return
-	}
-	if l.Step%each == 0 || l.Step == o.Steps {
-		metric := ""
-		if o.Phase == PhaseVAE {
-			metric = fmt.Sprintf(" mse %.5f", l.MSE)
-		}
-		fmt.Fprintf(o.Progress, "train %s step %d/%d loss %.5f%s lr %.3g %.2fs/step elapsed %.0fs eta %s\n", o.Phase, l.Step, o.Steps, l.Loss, metric, l.LR, stepS, l.ElapsedS, eta)
-	}
 }
 
 // initFromFolder replaces the initial weights w by the phase's component of the diffusers

@@ -217,7 +217,6 @@ type unetPhase struct {
 	cfg  unet.Config
 	vcfg vae.Config
 	c    *context.Context
-	s    *stepper
 	from int
 	fz   *frozen
 }
@@ -238,19 +237,17 @@ func newUNetPhase(b backends.Backend, o Options, ucfg unet.Config, vcfg vae.Conf
 	} else if fz.sf, err = fz.scalingFactor(min(32, o.Train)); err != nil {
 		return nil, err
 	}
-	s, err := newStepper(b, ctx, o.LR, o.EMA, func(s nn.Scope, in []*graph.Node) []*graph.Node {
-		return []*graph.Node{unetLoss(s, ucfg, in[0], in[1], in[2], in[3], in[4], in[5])}
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &unetPhase{o: o, cfg: ucfg, vcfg: vcfg, c: ctx, s: s, from: from, fz: fz}, nil
+	return &unetPhase{o: o, cfg: ucfg, vcfg: vcfg, c: ctx, from: from, fz: fz}, nil
 }
 
 func (p *unetPhase) ctx() *context.Context { return p.c }
 func (p *unetPhase) step() int             { return p.from }
-func (p *unetPhase) stepper() *stepper     { return p.s }
-func (p *unetPhase) flush() error          { return p.fz.saveLatentCache() }
+func (p *unetPhase) loss() lossFunc {
+	return func(s nn.Scope, in []*graph.Node) []*graph.Node {
+		return []*graph.Node{unetLoss(s, p.cfg, in[0], in[1], in[2], in[3], in[4], in[5])}
+	}
+}
+func (p *unetPhase) flush() error { return p.fz.saveLatentCache() }
 func (p *unetPhase) meta() map[string]string {
 	return map[string]string{"scaling_factor": strconv.FormatFloat(p.fz.sf, 'g', -1, 64)}
 }
@@ -258,53 +255,63 @@ func (p *unetPhase) meta() map[string]string {
 // ScalingFactor is the VAE scaling factor the phase trains with.
 func (p *unetPhase) ScalingFactor() float64 { return p.fz.sf }
 
-func (p *unetPhase) batch(k int) ([]*tensor.Dense, error) {
+// examples draws the whole batch's random numbers in example order (every rank replays
+// the draws of the examples it does not make) and builds only examples [lo, hi).
+func (p *unetPhase) examples(k, lo, hi int) ([]*tensor.Dense, error) {
 	r := rngFor(p.o, k)
-	n := p.o.Batch
+	n, own := p.o.Batch, hi-lo
 	dc := p.fz.dc
 	f := p.vcfg.DownsampleFactor()
 	c, h, w := p.vcfg.LatentChannels, dc.Height/f, dc.Width/f
 	per := dc.Frames * c * h * w
-	x0 := tensor.New(n, dc.Frames, c, h, w)
-	sigma := tensor.New(n)
-	img := tensor.New(n, 3, dc.Height, dc.Width)
+	x0 := tensor.New(own, dc.Frames, c, h, w)
+	sigma := tensor.New(own)
+	img := tensor.New(own, 3, dc.Height, dc.Width)
 	d := p.cfg.CrossAttentionDim[len(p.cfg.CrossAttentionDim)-1]
-	ehs := tensor.New(n, 1, d)
-	ids := tensor.New(n, 3)
-	drop := make([]bool, n)
+	ehs := tensor.New(own, 1, d)
+	ids := tensor.New(own, 3)
+	drop := make([]bool, own)
 	imgPer := 3 * dc.Height * dc.Width
 	for i := 0; i < n; i++ {
 		idx := r.IntN(p.o.Train)
+		sg := float32(math.Exp(p.o.PMean + p.o.PStd*r.NormFloat64()))
+		dropped := r.Float64() < p.o.CondDropout
+		if i < lo || i >= hi {
+			for j := 0; j < imgPer; j++ {
+				r.NormFloat64() // the noise augmentation of an example another rank makes
+			}
+			continue
+		}
+		e := i - lo
 		l, err := p.fz.scaledLatents(idx)
 		if err != nil {
 			return nil, err
 		}
-		copy(x0.Data[i*per:(i+1)*per], l.Data)
-		sigma.Data[i] = float32(math.Exp(p.o.PMean + p.o.PStd*r.NormFloat64()))
-		drop[i] = r.Float64() < p.o.CondDropout
+		copy(x0.Data[e*per:(e+1)*per], l.Data)
+		sigma.Data[e], drop[e] = sg, dropped
 		frame0 := procedural.ToTensor([]*image.RGBA{p.fz.firstFrame(idx)})
 		for j := 0; j < imgPer; j++ {
-			img.Data[i*imgPer+j] = frame0.Data[j] + float32(p.o.NoiseAug)*float32(r.NormFloat64())
+			img.Data[e*imgPer+j] = frame0.Data[j] + float32(p.o.NoiseAug)*float32(r.NormFloat64())
 		}
-		if !drop[i] {
-			e, err := p.fz.embedding(idx)
+		if !dropped {
+			emb, err := p.fz.embedding(idx)
 			if err != nil {
 				return nil, err
 			}
-			copy(ehs.Data[i*d:(i+1)*d], e.Data)
+			copy(ehs.Data[e*d:(e+1)*d], emb.Data)
 		}
-		copy(ids.Data[3*i:], []float32{float32(p.o.FPS - 1), float32(p.o.Motion), float32(p.o.NoiseAug)})
+		copy(ids.Data[3*e:], []float32{float32(p.o.FPS - 1), float32(p.o.Motion), float32(p.o.NoiseAug)})
 	}
-	noise := normal(r, n, dc.Frames, c, h, w)
+	noise := rows(normal(r, n, dc.Frames, c, h, w), lo, hi)
 	post, err := p.fz.enc.Encode(img)
 	if err != nil {
 		return nil, err
 	}
 	lat := post.Mode()
 	cp := c * h * w
-	for i := 0; i < n; i++ {
-		if drop[i] {
-			clear(lat.Data[i*cp : (i+1)*cp])
+	for e := 0; e < own; e++ {
+		if drop[e] {
+			clear(lat.Data[e*cp : (e+1)*cp])
 		}
 	}
 	return []*tensor.Dense{x0, noise, sigma, lat, ehs, ids}, nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vdpp/vdpp/bench"
 	"github.com/vdpp/vdpp/internal/shared"
 	"github.com/vdpp/vdpp/pipeline"
 )
@@ -89,5 +91,81 @@ func TestGenerateCacheBadInput(t *testing.T) {
 		if err == nil || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, c.want) {
 			t.Errorf("%v: want one line containing %q, got (%v):\n%s", c.args, c.want, err, msg)
 		}
+	}
+}
+
+// benchCacheRun runs `vdpp bench --json` and decodes the whole report.
+func benchCacheRun(t *testing.T, args ...string) bench.Report {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "bench.json")
+	cmd := exec.Command(vdppBin, append([]string{"bench", "--json", out}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("vdpp bench %v: %v\n%s", args, err, stderr.String())
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, err := bench.ReadReport(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// vdpp bench with a cache: the pipeline's cached latents equal the one-rank cached run's,
+// every sample's calls are listed, and the same mesh also ran uncached in the same
+// invocation. A static schedule cuts the stages by computed work.
+func TestBenchCache(t *testing.T) {
+	t.Run("fbcache pp2 x cfg2", func(t *testing.T) {
+		rep := benchCacheRun(t, "--pp", "2", "--cfg", "2", "--total-steps", "8", "--num-samples", "3", "--warmup-samples", "1",
+			"--step-ms", "0", "--cache", "fbcache", "--cache-threshold", "0.05")
+		if rep.EqualToBaseline == nil || !*rep.EqualToBaseline {
+			t.Fatal("the cached pipeline differs from the cached one-rank baseline")
+		}
+		if len(rep.CacheSamples) != 3 || rep.TotalCalls != 3*2*8 || rep.ComputedCalls >= rep.TotalCalls || rep.ComputedCalls == 0 {
+			t.Fatalf("cache records: %d samples, %d of %d calls computed", len(rep.CacheSamples), rep.ComputedCalls, rep.TotalCalls)
+		}
+		for _, s := range rep.CacheSamples {
+			if len(s.Calls) != 16 || s.Calls[1].Branch != "uncond" {
+				t.Fatalf("sample %d: calls %v", s.Sample, s.Calls)
+			}
+		}
+		if rep.UncachedSteadySampleMS <= 0 || rep.CacheSpeedup <= 0 || rep.MaxRelL2VsUncached == nil || *rep.MaxRelL2VsUncached == 0 {
+			t.Fatalf("no uncached comparison: %+v", rep)
+		}
+	})
+	t.Run("static cut by computed work", func(t *testing.T) {
+		// Steps 0-5 compute, 6-11 reuse at 1/8 of a step: 3 + 3.75 is the balanced cut.
+		rep := benchCacheRun(t, "--nproc", "2", "--total-steps", "12", "--num-samples", "2", "--warmup-samples", "0",
+			"--step-ms", "0", "--cache", "static", "--cache-steps", "0-5")
+		if want := [][2]int{{0, 3}, {3, 12}}; len(rep.StageSteps) != 2 || rep.StageSteps[0] != want[0] || rep.StageSteps[1] != want[1] {
+			t.Fatalf("stage steps %v, want %v", rep.StageSteps, want)
+		}
+		if rep.ComputedCalls != 2*6 || rep.CacheSamples[0].ComputedSteps != "0-5" {
+			t.Fatalf("%d calls computed, steps %q", rep.ComputedCalls, rep.CacheSamples[0].ComputedSteps)
+		}
+	})
+}
+
+// vdpp plan with a static cache cuts the pipeline by computed work and shows the predicted
+// speedup; an adaptive cache, whose computed steps the run decides, is refused in one line.
+func TestPlanCache(t *testing.T) {
+	base := []string{"--model", "synthetic", "--measure=false", "--step-ms", "5", "--handoff-ms", "0.1", "--total-steps", "12", "--num-samples", "8", "--devices", "2"}
+	var stdout, stderr bytes.Buffer
+	if err := runPlan(context.Background(), append(base, "--cache", "static", "--cache-steps", "0-5"), &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "cache speedup") || !strings.Contains(out, "1.78×, 1.78×") || !strings.Contains(out, "steps cut 3+9 by computed work") {
+		t.Fatalf("no cut by computed work or predicted speedup:\n%s", out)
+	}
+	stdout.Reset()
+	err := runPlan(context.Background(), append(base, "--cache", "fbcache"), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "--cache static --cache-steps") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("fbcache: %v", err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -32,7 +31,7 @@ type doctorReport struct {
 	Tried            bool                    `json:"tried"`
 	Backend          string                  `json:"backend,omitempty"`
 	TryError         string                  `json:"try_error,omitempty"`
-	// CPUMatMul names the kernel simplego's float32 matrix products run on.
+	// CPUMatMul names the CPU kernels the pure-Go backend runs (nn.KernelsStatus).
 	CPUMatMul string `json:"cpu_matmul"`
 	// Backends are the GoMLX backends built into this binary ("go", "xla"); Static says
 	// whether it was built without cgo (CGO_ENABLED=0).
@@ -138,7 +137,7 @@ func writeDoctor(w io.Writer, rep doctorReport) error {
 	} else {
 		fmt.Fprintf(&b, "CUDA libraries:    driver, cuBLAS and cuDNN found\n")
 	}
-	fmt.Fprintf(&b, "CPU matrix kernel: %s\n", rep.CPUMatMul)
+	fmt.Fprintf(&b, "CPU kernels: %s\n", rep.CPUMatMul)
 	spec := rep.Spec
 	if spec == "" {
 		spec = "(automatic)"
@@ -218,16 +217,5 @@ func tryBackend(r backendspec.Resolution) (string, error) {
 	return name, nil
 }
 
-// cpuMatMul describes the kernel behind simplego's float32 matrix products (--backend go).
-func cpuMatMul() string {
-	switch installed, err := nn.SimpleGoGEMM(); {
-	case installed:
-		return "vdpp gemm (AVX2/FMA assembly)"
-	case err != nil:
-		return "simplego's scalar loop (" + err.Error() + ")"
-	case os.Getenv(nn.GEMMEnv) == "simplego":
-		return "simplego's scalar loop (" + nn.GEMMEnv + "=simplego)"
-	default:
-		return "simplego's scalar loop (this CPU lacks AVX2/FMA)"
-	}
-}
+// cpuMatMul describes the CPU kernels behind the pure-Go backend (--backend go).
+func cpuMatMul() string { return nn.KernelsStatus() }

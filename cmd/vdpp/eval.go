@@ -9,6 +9,7 @@ import (
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/data/procedural"
 	"github.com/vdpp/vdpp/eval"
+	"github.com/vdpp/vdpp/internal/cacheflag"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/train"
 )
@@ -16,7 +17,9 @@ import (
 // runEval is `vdpp eval --model DIR|builtin --json FILE`: generate the held-out clips of the
 // procedural dataset from their first frames and score them (PSNR, SSIM per frame) next to
 // the repeat-the-first-frame and untrained-UNet baselines (--split train scores training
-// clips instead).
+// clips instead). With --cache the model runs with that step cache and every clip is also
+// generated without it: the report adds the scores against the uncached videos, the
+// denoiser calls computed and both denoising times.
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := eval.DefaultOptions()
 	fs := newFlags("eval", stdout, stderr)
@@ -39,8 +42,14 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	media := fs.Int("media-clips", 4, "clips shown in --sheet and --gif-dir")
 	chunk := fs.Int("decode-chunk-size", -1, "frames the VAE decodes together (0: all; -1: the model's vdpp_sampling.json: 7 for builtin; all for a folder without one)")
 	recon := fs.Bool("recon", true, "also score the VAE round trip (an upper bound for the model)")
+	cache := cacheflag.Default()
+	cache.Register(fs.FlagSet)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	rule, err := cache.Rule()
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	sp, err := procedural.ParseSplit(*split)
 	if err != nil {
@@ -49,6 +58,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	o.TrainSplit = sp == procedural.Train
 	resolved, err := family.Resolve(*modelFlag)
 	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if rule, err = resolved.ResolveCache(rule, o.Steps); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if resolved.Dir == "" {
@@ -92,6 +104,19 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		defer u.Close()
 		untrained = eval.PipelineGenerator(u, pr)
 	}
+	// With a step cache the model runs cached, and every clip also uncached right after it
+	// (the reference its video is scored against; the two denoising times interleave).
+	gen := eval.PipelineGenerator(s, pr)
+	var cached, uncached eval.Stats
+	if rule.On() {
+		cpr := pr
+		cpr.Cache = rule
+		if err := s.Validate(cpr); err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+		gen = eval.CountingGenerator(s, cpr, &cached)
+		o.Reference = eval.CountingGenerator(s, pr, &uncached)
+	}
 	m := &evalMedia{max: *media, gifDir: *gifDir}
 	o.Keep = m.keep
 	if *recon {
@@ -102,7 +127,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		o.KeepReconstruction = m.keepReconstruction
 	}
 	start := time.Now()
-	rep, err := eval.Run(ctx, o, eval.PipelineGenerator(s, pr), untrained, func(i int) {
+	rep, err := eval.Run(ctx, o, gen, untrained, func(i int) {
 		fmt.Fprintf(stderr, "eval: clip %d/%d (%.0fs)\n", i+1, o.Samples, time.Since(start).Seconds())
 	})
 	if err != nil {
@@ -117,6 +142,15 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *recon {
 		fmt.Fprintf(stdout, "  VAE round trip   PSNR %6.2f dB  SSIM %.4f (all frames)\n", rep.VAEReconPSNR, rep.VAEReconSSIM)
+	}
+	if rule.On() {
+		rep.Cache = eval.NewCacheReport(rule.String(), cached, uncached)
+		r, c := rep.Reference, rep.Cache
+		fmt.Fprintf(stdout, "  uncached model   PSNR %6.2f dB  SSIM %.4f\n", r.TruthPSNRAfterFirst, r.TruthSSIMAfterFirst)
+		fmt.Fprintf(stdout, "cache %s: against the uncached videos PSNR %.2f dB  SSIM %.4f (worst clip %.2f dB, %.4f)\n",
+			c.Rule, r.PSNRAfterFirst, r.SSIMAfterFirst, r.MinPSNRAfterFirst, r.MinSSIMAfterFirst)
+		fmt.Fprintf(stdout, "  denoiser calls computed %d of %d (%.0f%% saved); denoising %.1fs, uncached %.1fs (%.2fx)\n",
+			c.ComputedCalls, c.Calls, 100*c.SavedCalls, c.DiffusionS, c.ReferenceDiffusion, c.Speedup)
 	}
 	if err := m.writeSheet(*sheet); err != nil {
 		return err

@@ -59,3 +59,54 @@ func TestEvalSplitFlag(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want 2 naming --split", code, stderr.String())
 	}
 }
+
+// TestEvalCache: `vdpp eval --cache` scores the cached model against its uncached videos
+// and records the calls computed and both denoising times; a branch the UNet lacks is a
+// usage error naming the flag.
+func TestEvalCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the built-in model")
+	}
+	js := filepath.Join(t.TempDir(), "eval.json")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"eval", "--model", "builtin", "--samples", "1", "--steps", "3", "--untrained=false", "--recon=false",
+		"--cache", "static", "--cache-steps", "0,2", "--json", js}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	raw, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		PSNR      float64 `json:"psnr_after_first"`
+		Reference *struct {
+			PSNR      float64 `json:"psnr_after_first"`
+			TruthPSNR float64 `json:"reference_psnr_after_first"`
+		} `json:"reference"`
+		Cache *struct {
+			Rule          string  `json:"rule"`
+			ComputedCalls int     `json:"computed_calls"`
+			Calls         int     `json:"calls"`
+			Diffusion     float64 `json:"diffusion_s"`
+			Reference     float64 `json:"reference_diffusion_s"`
+		} `json:"cache"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Reference == nil || rep.Cache == nil {
+		t.Fatalf("report without reference or cache:\n%s", raw)
+	}
+	// Guided: two calls per step, the middle step's two reused.
+	if c := rep.Cache; c.ComputedCalls != 4 || c.Calls != 6 || c.Rule != "static steps 0,2" || !(c.Diffusion > 0 && c.Reference > 0) {
+		t.Fatalf("cache record %+v", *c)
+	}
+	if r := rep.Reference; !(r.PSNR > 10 && r.PSNR < 100) || !(r.TruthPSNR > 0) {
+		t.Fatalf("reference scores %+v", *r)
+	}
+	stderr.Reset()
+	if code := run([]string{"eval", "--model", "builtin", "--samples", "1", "--steps", "3", "--cache", "deepcache", "--cache-interval", "2",
+		"--cache-branch", "7"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "--cache-branch 7") {
+		t.Fatalf("exit %d, stderr %q; want 2 naming --cache-branch", code, stderr.String())
+	}
+}

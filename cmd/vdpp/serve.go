@@ -1,9 +1,6 @@
 package main
 
 import (
-	"github.com/vdpp/vdpp/builtin"
-	"github.com/vdpp/vdpp/model/family"
-
 	"context"
 	"encoding/hex"
 	"errors"
@@ -14,8 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/generate"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve"
+	"github.com/vdpp/vdpp/serve/job"
+	"github.com/vdpp/vdpp/serve/wire"
 )
 
 // runServe is `vdpp serve`: the HTTP job server with K worker processes.
@@ -64,7 +65,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // resolved from the returned --model value) and --in-process.
 func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config, modelName string, inproc bool, err error) {
 	fs := newFlags("serve", stdout, stderr)
-	lim := serve.DefaultLimits()
+	lim := job.DefaultLimits()
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP listen address (port 0 picks a free one); without a token keep it on loopback")
 	fs.StringVar(&cfg.Token, "api-token", os.Getenv("VDPP_API_TOKEN"), "bearer token required on every API call (default $VDPP_API_TOKEN)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "vdpp-data", "folder of the job database and outputs")
@@ -87,15 +88,15 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config,
 	fs.IntVar(&lim.MaxFrames, "max-frames", 0, "largest num_frames accepted (0: derived, --max-cost-multiple times the model's native frame count, at least 25: 56 for builtin, 324 for Wan)")
 	fs.IntVar(&lim.MaxResolution, "max-resolution", lim.MaxResolution, "largest height or width accepted")
 	fs.IntVar(&lim.MaxSteps, "max-steps", lim.MaxSteps, "largest steps accepted")
-	fs.Float64Var(&cfg.CostMultiple, "max-cost-multiple", serve.DefaultCostMultiple, "a job may cost this many times the model's native job (its default size, frames and steps): in pixels, in pixels x frames x steps, and in a step's estimated working memory (negative: no cost limits)")
+	fs.Float64Var(&cfg.CostMultiple, "max-cost-multiple", job.DefaultCostMultiple, "a job may cost this many times the model's native job (its default size, frames and steps): in pixels, in pixels x frames x steps, and in a step's estimated working memory (negative: no cost limits)")
 	fs.Int64Var(&cfg.MaxPixels, "max-pixels", 0, "largest height x width accepted (0: derived, --max-cost-multiple times the model's native pixels)")
 	fs.Int64Var(&lim.MaxBodyBytes, "max-body-bytes", lim.MaxBodyBytes, "largest request body")
 	fs.IntVar(&cfg.Conns.Max, "max-conns", 0, "HTTP connections held at once; more are answered 503 and closed (0: from the file-descriptor limit, leaving a quarter and at least 256 for the store and workers, at most 4096)")
 	fs.IntVar(&cfg.Conns.PerClient, "max-conns-per-client", 0, "HTTP connections one client IP address may hold (0: a quarter of --max-conns)")
 	fs.StringVar(&cfg.PidFile, "worker-pid-file", "", "write 'RANK PID' of every live worker here (fault tests)")
-	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", serve.DefaultHeartbeatTimeout, "a worker silent this long is declared dead")
+	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", wire.DefaultHeartbeatTimeout, "a worker silent this long is declared dead")
 	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", 60*time.Second, "a worker holding a batch without finishing a step this long is restarted (negative: never)")
-	fs.DurationVar(&cfg.KeepJobs, "keep-jobs", serve.DefaultKeepJobs, "delete a finished job (record, input, latent, videos) this long after it finished; 0 keeps jobs forever")
+	fs.DurationVar(&cfg.KeepJobs, "keep-jobs", job.DefaultKeepJobs, "delete a finished job (record, input, latent, videos) this long after it finished; 0 keeps jobs forever")
 	fs.Func("served-model-name", "the model name(s) the OpenAI API answers to, comma-separated; the first is reported (default: the --model value, a folder's base name)", func(v string) error {
 		cfg.ServedModelNames = nil
 		for _, n := range strings.Split(v, ",") {
@@ -210,13 +211,13 @@ func runServeWorker(ctx context.Context, args []string, stderr io.Writer, rank i
 	fs.StringVar(&cfg.Spec.Backend, "backend", "", "GoMLX backend")
 	fs.Float64Var(&cfg.Spec.StepMS, "step-ms", 1, "synthetic model: cost of one sample-step in ms")
 	fs.StringVar(&cfg.Spec.Cost, "cost", "sleep", "synthetic model: sleep or spin")
-	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", serve.DefaultHeartbeatTimeout, "give up on a silent server after this")
+	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", wire.DefaultHeartbeatTimeout, "give up on a silent server after this")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	secret, err := hex.DecodeString(os.Getenv(serve.SecretEnv))
-	if err != nil || len(secret) != serve.SecretLen {
-		return fmt.Errorf("worker serve: $%s must hold the server's secret", serve.SecretEnv)
+	secret, err := hex.DecodeString(os.Getenv(wire.SecretEnv))
+	if err != nil || len(secret) != wire.SecretLen {
+		return fmt.Errorf("worker serve: $%s must hold the server's secret", wire.SecretEnv)
 	}
 	cfg.Secret = secret
 	cfg.Heartbeat = time.Duration(0)

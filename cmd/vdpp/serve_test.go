@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/model/family"
-	"github.com/vdpp/vdpp/serve"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/loadtest"
 )
 
@@ -167,7 +167,7 @@ func readPids(t *testing.T, path string) []int {
 	return out
 }
 
-// TestServeKeepJobsFlag: --keep-jobs defaults to serve.DefaultKeepJobs, 0 keeps jobs
+// TestServeKeepJobsFlag: --keep-jobs defaults to job.DefaultKeepJobs, 0 keeps jobs
 // forever, and a negative value is a usage error.
 func TestServeKeepJobsFlag(t *testing.T) {
 	cases := []struct {
@@ -176,7 +176,7 @@ func TestServeKeepJobsFlag(t *testing.T) {
 		want    time.Duration
 		wantErr error
 	}{
-		{"default", nil, serve.DefaultKeepJobs, nil},
+		{"default", nil, job.DefaultKeepJobs, nil},
 		{"forever", []string{"--keep-jobs", "0"}, 0, nil},
 		{"a day and a half", []string{"--keep-jobs=36h"}, 36 * time.Hour, nil},
 		{"negative", []string{"--keep-jobs", "-1h"}, 0, errUsage},

@@ -12,7 +12,7 @@ import (
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/wan"
 	"github.com/vdpp/vdpp/model/wan/wantest"
-	"github.com/vdpp/vdpp/serve"
+	"github.com/vdpp/vdpp/serve/job"
 )
 
 // TestServeWanCostLimits: a Wan folder is admitted by its own cost model (wan.Sampler's
@@ -30,12 +30,12 @@ func TestServeWanCostLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	native := serve.Params(s.DefaultParams())
-	act := func(p serve.Params) int64 { return s.StepActivationBytes(family.Params(p)) }
-	want := serve.DeriveCostLimits(native, act, serve.DefaultCostMultiple)
+	native := job.Params(s.DefaultParams())
+	act := func(p job.Params) int64 { return s.StepActivationBytes(family.Params(p)) }
+	want := job.DeriveCostLimits(native, act, job.DefaultCostMultiple)
 
 	_, lb := fs.get("/v1/limits")
-	var lim serve.ModelLimits
+	var lim job.ModelLimits
 	if err := json.Unmarshal(lb, &lim); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestServeWanCostLimits(t *testing.T) {
 	// The job is a long video (windows of 81 frames), so its step costs one window's; its
 	// decode of all 161 frames is what is over.
 	big := `{"width":1600,"height":992,"num_frames":161,"steps":10}`
-	if c := (serve.JobCost(serve.Params{Width: 1600, Height: 992, NumFrames: 161, Steps: 10, GuidanceScale: 5}, act)); c.Pixels > want.MaxPixels || c.Work > want.MaxWork || c.ActivationBytes <= want.MaxActivationBytes {
+	if c := (job.JobCost(job.Params{Width: 1600, Height: 992, NumFrames: 161, Steps: 10, GuidanceScale: 5}, act)); c.Pixels > want.MaxPixels || c.Work > want.MaxWork || c.ActivationBytes <= want.MaxActivationBytes {
 		t.Fatalf("the test job %+v is not over the step memory only (limits %+v)", c, want)
 	}
 	code, b := submit(big)

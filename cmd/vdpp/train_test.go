@@ -2,10 +2,16 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vdpp/vdpp/builtin"
 )
@@ -58,5 +64,189 @@ func TestTrainLRDecayFlags(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the refused run left %s behind (%v)", dir, err)
+	}
+}
+
+// microTrainArgs are the flags of a tiny VAE run (networks of testdata/train-micro.json,
+// 8x8 crops of 2 frames, batch 4): a step takes a fraction of a second.
+func microTrainArgs(dir string, extra ...string) []string {
+	return append([]string{"train", "--configs", filepath.Join("testdata", "train-micro.json"), "--dir", dir, "--phase", "vae",
+		"--vae-frames", "2", "--vae-crop", "8", "--train-clips", "8", "--batch", "4", "--steps", "12", "--checkpoint-every", "4"}, extra...)
+}
+
+// trainLosses returns the loss log of a run folder as "step loss mse" lines.
+func trainLosses(t *testing.T, dir string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "loss.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ln := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var l struct {
+			Step      int
+			Loss, MSE float64
+		}
+		if err := json.Unmarshal([]byte(ln), &l); err != nil {
+			t.Fatalf("%s: %v", ln, err)
+		}
+		out = append(out, fmt.Sprintf("%d %v %v", l.Step, l.Loss, l.MSE))
+	}
+	return out
+}
+
+// startTrain starts the real binary with args and returns it with its combined output.
+func startTrain(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(vdppBin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, pid := range childPIDs(cmd.Process.Pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		cmd.Process.Kill()
+	})
+	return cmd, &out
+}
+
+// rankPID waits for the child of launcher pid that runs rank (its RANK variable).
+func rankPID(t *testing.T, launcher int, rank string) int {
+	t.Helper()
+	var pid int
+	if !eventually(30*time.Second, func() bool {
+		for _, p := range childPIDs(launcher) {
+			if envOf(p, "RANK") == rank {
+				pid = p
+			}
+		}
+		return pid != 0
+	}) {
+		t.Fatalf("no rank %s process under %d", rank, launcher)
+	}
+	return pid
+}
+
+// waitExit waits at most limit for cmd to exit and returns its error and how long it took.
+func waitExit(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer, limit time.Duration) (error, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err, time.Since(start)
+	case <-time.After(limit):
+		t.Fatalf("still running %s later; output:\n%s", limit, out.String())
+	}
+	return nil, 0
+}
+
+// TestTrainKillAndResume: a rank of a 2-process run killed with SIGKILL mid-run ends the
+// run within seconds with an error naming it; `--resume` continues from the last
+// checkpoint, and the loss of every step (those before the kill and after) equals the loss
+// of one process trained without interruption.
+func TestTrainKillAndResume(t *testing.T) {
+	whole := filepath.Join(t.TempDir(), "whole")
+	var stdout, stderr bytes.Buffer
+	if code := run(microTrainArgs(whole), &stdout, &stderr); code != 0 {
+		t.Fatalf("uninterrupted run: exit %d\n%s", code, stderr.String())
+	}
+	want := trainLosses(t, whole)
+	if len(want) != 12 {
+		t.Fatalf("uninterrupted run logged %d steps", len(want))
+	}
+	for _, victim := range []string{"1", "0"} {
+		t.Run("kill rank "+victim, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "run")
+			cmd, out := startTrain(t, microTrainArgs(dir, "--nproc", "2")...)
+			pid := rankPID(t, cmd.Process.Pid, victim)
+			// Past the first checkpoint (step 4), in the middle of the run.
+			if !eventually(120*time.Second, func() bool {
+				b, _ := os.ReadFile(filepath.Join(dir, "loss.jsonl"))
+				return bytes.Count(b, []byte("\n")) >= 6
+			}) {
+				t.Fatalf("the run never reached step 6; output:\n%s", out.String())
+			}
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			err, took := waitExit(t, cmd, out, 20*time.Second)
+			if err == nil {
+				t.Fatalf("the run succeeded after rank %s was killed", victim)
+			}
+			if !strings.Contains(out.String(), "rank "+victim+" exited: signal: killed") {
+				t.Fatalf("the error does not name rank %s:\n%s", victim, out.String())
+			}
+			t.Logf("ended %v after the kill", took.Round(time.Millisecond))
+
+			cmd, out = startTrain(t, microTrainArgs(dir, "--nproc", "2", "--resume")...)
+			if err, _ := waitExit(t, cmd, out, 3*time.Minute); err != nil {
+				t.Fatalf("resume: %v\n%s", err, out.String())
+			}
+			if !strings.Contains(out.String(), "trained vae steps 8 -> 12") && !strings.Contains(out.String(), "trained vae steps 4 -> 12") {
+				t.Fatalf("the resumed run did not continue from a checkpoint:\n%s", out.String())
+			}
+			got := trainLosses(t, dir)
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("losses after kill and resume:\n%s\nuninterrupted:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+// TestTrainStoppedRankIsNamed: a rank stopped (SIGSTOP: alive but silent) ends the run
+// within seconds of the heartbeat timeout, the error naming it, and no process is left.
+func TestTrainStoppedRankIsNamed(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	cmd, out := startTrain(t, microTrainArgs(dir, "--nproc", "2", "--heartbeat-timeout", "2s", "--steps", "1000")...)
+	pid := rankPID(t, cmd.Process.Pid, "1")
+	all := append(childPIDs(cmd.Process.Pid), cmd.Process.Pid)
+	if !eventually(120*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "loss.jsonl"))
+		return bytes.Count(b, []byte("\n")) >= 2
+	}) {
+		t.Fatalf("the run never reached step 2; output:\n%s", out.String())
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	err, took := waitExit(t, cmd, out, 30*time.Second)
+	if err == nil {
+		t.Fatal("the run succeeded with a stopped rank")
+	}
+	if !strings.Contains(out.String(), "rank 1 sent no heartbeat for 2s") {
+		t.Fatalf("the error does not name rank 1:\n%s", out.String())
+	}
+	t.Logf("ended %v after the stop", took.Round(time.Millisecond))
+	if !eventually(10*time.Second, func() bool { return !anyAlive(all) }) {
+		t.Fatalf("processes left behind: %v", all)
+	}
+}
+
+// TestBenchArgs: the benchmark passes the training flags on and drops the ones it sets,
+// in every spelling, including values that follow their flag.
+func TestBenchArgs(t *testing.T) {
+	fs := flag.NewFlagSet("train", flag.ContinueOnError)
+	fs.String("dir", "", "")
+	fs.String("configs", "", "")
+	fs.Bool("bench", false, "")
+	fs.Bool("resume", false, "")
+	fs.Int("rounds", 1, "")
+	fs.Int("steps", 1, "")
+	fs.Int("nproc", 1, "")
+	for _, tc := range []struct{ in, want string }{
+		{"--bench --rounds 2 --dir d --steps 6", "--steps 6"},
+		{"--configs c.json --dir d -steps=6 --nproc=2 -bench", "--configs c.json -steps=6"},
+		{"--resume --configs dir --bench=true --steps 3", "--configs dir --steps 3"},
+		{"--steps 3 --dir", "--steps 3"},
+	} {
+		got := strings.Join(benchArgs(fs, strings.Fields(tc.in)), " ")
+		if got != tc.want {
+			t.Errorf("%q: %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

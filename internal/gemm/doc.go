@@ -1,12 +1,15 @@
-// Package gemm multiplies float32 matrices on the CPU: C = A·Bᵀ with A [m, k] and B [n, k]
-// both row-major (the contracting axis last, the layout simplego normalises every
-// DotGeneral to). It exists because GoMLX v0.26's pure-Go backend multiplies with a scalar
-// loop of about 1 GFLOP/s, which made that product most of a built-in video's time.
+// Package gemm multiplies float32 matrices on the CPU: C = A·B with A row-major (any row
+// stride) and B either given as rows of the contracting axis (MulNT: C = A·Bᵀ, the layout
+// simplego normalises every DotGeneral to) or packed once into panels (PackRows,
+// PackCols) that MulPacked and MulPanel consume, which is how vdpp's fused convolution and
+// attention kernels feed it without copying their operands into matrices first.
 //
-// The contract: MulNT writes every element of C (it does not accumulate into it); each
-// element is the sum over k in increasing order, so the result for a row does not depend
-// on which other rows are computed with it or how the rows are split over goroutines (the
-// output is bit-identical for any split). On amd64 with AVX2 and FMA the inner kernel is
-// assembly (fused multiply-add, 4×16 tiles); elsewhere it is plain Go with the same
-// tiling, and Accelerated reports false.
+// The contract: the products write every element of C (they do not accumulate into it);
+// each element is the sum over k in increasing order, so the result for a row does not
+// depend on which other rows are computed with it or how the rows are split over
+// goroutines (the output is bit-identical for any split). On amd64 the inner kernel is
+// assembly: 8x32 tiles with AVX-512 where the CPU has it, 4x16 tiles with AVX2 and FMA
+// otherwise; both do one fused multiply-add per product in the same order, so they give
+// the same bits. Elsewhere it is plain Go (multiply, then add) and Accelerated reports
+// false. VDPP_GEMM_ISA=avx2 or =go caps the kernel for comparisons.
 package gemm

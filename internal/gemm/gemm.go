@@ -2,21 +2,30 @@ package gemm
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
+
+	"github.com/vdpp/vdpp/internal/parallel"
 )
 
-const (
-	tileRows = 4  // rows of A (and C) one kernel call covers
-	tileCols = 16 // rows of B (columns of C) one packed panel covers
+// parallelWork is the number of multiply-adds above which MulNT and MulPacked split their
+// rows over goroutines: below it the hand-off costs more than a second core saves.
+const parallelWork = 1 << 21
 
-	// parallelWork is the number of multiply-adds above which MulNT splits its rows over
-	// goroutines: below it the hand-off costs more than a second core saves.
-	parallelWork = 1 << 21
-)
+// Kernel names the micro-kernel in use: "avx512" (8x32 tiles), "avx2" (4x16, AVX2 and
+// FMA) or "go" (portable, 4x16). Every kernel sums each element over k in increasing
+// order with one fused multiply-add per product (the portable one with a multiply and an
+// add), so avx512 and avx2 give the same bits.
+func Kernel() string { return cur.name }
 
-// Accelerated reports whether MulNT runs the AVX2/FMA assembly kernel on this CPU.
-func Accelerated() bool { return accelerated }
+// Accelerated reports whether an assembly kernel runs on this CPU.
+func Accelerated() bool { return cur.name != "go" }
+
+// PanelWidth is the number of columns of C one packed panel of B covers: packed B holds
+// panel q (columns q·w .. q·w+w−1) as [k][w] at offset q·w·k, columns past n zero.
+func PanelWidth() int { return cur.nr }
+
+// PackedLen is the length of B [k, n] packed into panels.
+func PackedLen(n, k int) int { return (n + cur.nr - 1) / cur.nr * cur.nr * k }
 
 // MulNT sets c[i*n+j] = Σ_p a[i*k+p]·b[j*k+p] for i < m, j < n: C = A·Bᵀ with A [m, k],
 // B [n, k] and C [m, n] row-major. Large products split their rows over up to GOMAXPROCS
@@ -34,82 +43,174 @@ func MulNT(m, n, k int, a, b, c []float32) {
 		clear(c[:m*n])
 		return
 	}
-	panels := getScratch(panelsLen(n, k))
+	panels := getScratch(PackedLen(n, k))
 	defer putScratch(panels)
-	pack(n, k, b, *panels)
-
-	workers := 1
-	if m*n*k >= parallelWork {
-		workers = min(runtime.GOMAXPROCS(0), (m+tileRows-1)/tileRows)
-	}
-	if workers <= 1 {
-		mulRows(0, m, n, k, a, *panels, c)
-		return
-	}
-	// Split on tile boundaries so that every worker's tiles are whole.
-	tiles := (m + tileRows - 1) / tileRows
-	var wg sync.WaitGroup
-	for w := range workers {
-		lo, hi := tiles*w/workers*tileRows, min(m, tiles*(w+1)/workers*tileRows)
-		if lo >= hi {
-			continue
-		}
-		wg.Go(func() { mulRows(lo, hi, n, k, a, *panels, c) })
-	}
-	wg.Wait()
+	PackRows(*panels, n, k, b, k)
+	MulPacked(m, n, k, a, k, *panels, c, n)
 }
 
-// panelsLen is the length of B packed into panels of tileCols rows.
-func panelsLen(n, k int) int { return (n + tileCols - 1) / tileCols * tileCols * k }
-
-// pack copies B [n, k] into panels: panel q holds rows q*16..q*16+15 of B transposed,
-// [k][16], with rows past n zero.
-func pack(n, k int, b, panels []float32) {
-	for q := 0; q*tileCols < n; q++ {
-		panel := panels[q*tileCols*k : (q+1)*tileCols*k]
-		cols := min(tileCols, n-q*tileCols)
-		if cols < tileCols {
+// PackRows packs B given as n rows of k values (row j at b[j*ldb:]) into dst, which must
+// hold PackedLen(n, k) values.
+func PackRows(dst []float32, n, k int, b []float32, ldb int) {
+	w := cur.nr
+	for q := 0; q*w < n; q++ {
+		panel := dst[q*w*k : (q+1)*w*k]
+		cols := min(w, n-q*w)
+		if cols < w {
 			clear(panel)
 		}
 		for j := range cols {
-			row := b[(q*tileCols+j)*k : (q*tileCols+j+1)*k]
+			row := b[(q*w+j)*ldb : (q*w+j)*ldb+k]
 			for p, v := range row {
-				panel[p*tileCols+j] = v
+				panel[p*w+j] = v
 			}
 		}
+	}
+}
+
+// PackCols packs B given as k rows of n values (row p at b[p*ldb:]) into dst, which must
+// hold PackedLen(n, k) values.
+func PackCols(dst []float32, n, k int, b []float32, ldb int) {
+	w := cur.nr
+	for q := 0; q*w < n; q++ {
+		panel := dst[q*w*k : (q+1)*w*k]
+		j0 := q * w
+		cols := min(w, n-j0)
+		for p := range k {
+			out := panel[p*w : p*w+w]
+			copy(out, b[p*ldb+j0:p*ldb+j0+cols])
+			clear(out[cols:])
+		}
+	}
+}
+
+// MulPacked sets c[i*ldc+j] = Σ_p a[i*lda+p]·B[p, j] for i < m, j < n, B packed by PackRows
+// or PackCols. Large products split their rows over goroutines (same bits for any split).
+func MulPacked(m, n, k int, a []float32, lda int, packed []float32, c []float32, ldc int) {
+	if m <= 0 || n <= 0 {
+		return
+	}
+	checkA(m, k, a, lda)
+	if len(packed) < PackedLen(n, k) || len(c) < (m-1)*ldc+n {
+		panic(fmt.Sprintf("gemm: MulPacked(%d, %d, %d): packed %d, c %d (ldc %d)", m, n, k, len(packed), len(c), ldc))
+	}
+	if m*n*k < parallelWork {
+		mulRows(0, m, n, k, a, lda, packed, c, ldc)
+		return
+	}
+	// Split on tile boundaries so that every worker's tiles are whole.
+	tiles := (m + cur.mr - 1) / cur.mr
+	parallel.For(tiles, 1, func(lo, hi int) {
+		mulRows(lo*cur.mr, min(m, hi*cur.mr), n, k, a, lda, packed, c, ldc)
+	})
+}
+
+// MulPackedSerial is MulPacked on the calling goroutine, for callers that split their
+// work over the cores themselves.
+func MulPackedSerial(m, n, k int, a []float32, lda int, packed []float32, c []float32, ldc int) {
+	if m <= 0 || n <= 0 {
+		return
+	}
+	checkA(m, k, a, lda)
+	if len(packed) < PackedLen(n, k) || len(c) < (m-1)*ldc+n {
+		panic(fmt.Sprintf("gemm: MulPackedSerial(%d, %d, %d): packed %d, c %d (ldc %d)", m, n, k, len(packed), len(c), ldc))
+	}
+	mulRows(0, m, n, k, a, lda, packed, c, ldc)
+}
+
+// MulPanel sets c[i*ldc+j] = Σ_p a[i*lda+p]·panel[p*w+j] for i < m, j < cols ≤ w, with one
+// panel of w = PanelWidth() columns packed as [k][w]. It runs on the calling goroutine.
+func MulPanel(m, k int, a []float32, lda int, panel []float32, cols int, c []float32, ldc int) {
+	if m <= 0 || cols <= 0 {
+		return
+	}
+	checkA(m, k, a, lda)
+	if cols > cur.nr || len(panel) < cur.nr*k || len(c) < (m-1)*ldc+cols {
+		panic(fmt.Sprintf("gemm: MulPanel(%d, %d) with %d columns: panel %d, c %d", m, k, cols, len(panel), len(c)))
+	}
+	var pad *[]float32
+	for i := 0; i < m; i += cur.mr {
+		rows := min(cur.mr, m-i)
+		aTile, ld := a[i*lda:], lda
+		if rows < cur.mr {
+			pad = padRows(pad, a[i*lda:], lda, rows, k)
+			aTile, ld = *pad, k
+		}
+		tile(rows, cols, k, aTile, ld, panel, c[i*ldc:], ldc)
+	}
+	if pad != nil {
+		putScratch(pad)
+	}
+}
+
+func checkA(m, k int, a []float32, lda int) {
+	if m > 0 && k > 0 && (lda < k || len(a) < (m-1)*lda+k) {
+		panic(fmt.Sprintf("gemm: A of %d rows of %d with stride %d has %d values", m, k, lda, len(a)))
 	}
 }
 
 // mulRows computes rows lo..hi of C from the packed panels.
-func mulRows(lo, hi, n, k int, a, panels, c []float32) {
-	var edge [tileRows * tileCols]float32
-	var rowPad []float32
-	for i := lo; i < hi; i += tileRows {
-		rows := min(tileRows, hi-i)
-		aTile, lda := a[i*k:], k
-		if rows < tileRows {
-			// Pad the last rows with zeros so that the kernel reads whole tiles.
-			if rowPad == nil {
-				rowPad = make([]float32, tileRows*k)
-			}
-			clear(rowPad)
-			copy(rowPad, a[i*k:(i+rows)*k])
-			aTile = rowPad
+func mulRows(lo, hi, n, k int, a []float32, lda int, panels, c []float32, ldc int) {
+	w := cur.nr
+	var pad *[]float32
+	for i := lo; i < hi; i += cur.mr {
+		rows := min(cur.mr, hi-i)
+		aTile, ld := a[i*lda:], lda
+		if rows < cur.mr {
+			pad = padRows(pad, a[i*lda:], lda, rows, k)
+			aTile, ld = *pad, k
 		}
-		for q := 0; q*tileCols < n; q++ {
-			panel := panels[q*tileCols*k:]
-			cols := min(tileCols, n-q*tileCols)
-			if rows == tileRows && cols == tileCols {
-				kernel4x16(k, aTile, lda, panel, c[i*n+q*tileCols:], n)
-				continue
-			}
-			kernel4x16(k, aTile, lda, panel, edge[:], tileCols)
-			for r := range rows {
-				copy(c[(i+r)*n+q*tileCols:(i+r)*n+q*tileCols+cols], edge[r*tileCols:r*tileCols+cols])
-			}
+		for q := 0; q*w < n; q++ {
+			tile(rows, min(w, n-q*w), k, aTile, ld, panels[q*w*k:], c[i*ldc+q*w:], ldc)
 		}
 	}
+	if pad != nil {
+		putScratch(pad)
+	}
 }
+
+// padRows copies rows < mr rows of A into a zeroed mr x k tile so that the kernel reads
+// whole tiles.
+func padRows(pad *[]float32, a []float32, lda, rows, k int) *[]float32 {
+	if pad == nil {
+		pad = getScratch(cur.mr * k)
+	}
+	clear(*pad)
+	for r := range rows {
+		copy((*pad)[r*k:(r+1)*k], a[r*lda:r*lda+k])
+	}
+	return pad
+}
+
+// tile computes a rows x cols corner (rows ≤ mr, cols ≤ nr) of C from a whole mr-row A
+// tile and one panel; a partial tile goes through a scratch tile.
+func tile(rows, cols, k int, a []float32, lda int, panel, c []float32, ldc int) {
+	if rows == cur.mr && cols == cur.nr {
+		cur.kernel(k, a, lda, panel, c, ldc)
+		return
+	}
+	var edge [maxTile]float32
+	cur.kernel(k, a, lda, panel, edge[:], cur.nr)
+	for r := range rows {
+		copy(c[r*ldc:r*ldc+cols], edge[r*cur.nr:r*cur.nr+cols])
+	}
+}
+
+// maxTile is the largest mr·nr of any kernel.
+const maxTile = 8 * 32
+
+// isa is one micro-kernel: kernel sets c[r*ldc+j] = Σ_{p<k} a[r*lda+p]·b[p*nr+j] for
+// r < mr, j < nr.
+type isa struct {
+	name   string
+	mr, nr int
+	kernel func(k int, a []float32, lda int, b []float32, c []float32, ldc int)
+}
+
+var goISA = isa{name: "go", mr: 4, nr: 16, kernel: kernel4x16Go}
+
+// cur is the kernel in use, the best this CPU runs.
+var cur = bestISA()
 
 var scratchPool sync.Pool
 

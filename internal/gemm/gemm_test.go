@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -76,22 +76,114 @@ func TestMulNTRowsIndependent(t *testing.T) {
 	}
 }
 
-// TestKernelsAgree checks the assembly kernel against the portable one where both run.
-func TestKernelsAgree(t *testing.T) {
-	if !Accelerated() {
-		t.Skipf("no accelerated kernel on %s", runtime.GOARCH)
+// isas returns every kernel this CPU runs.
+func isas() []isa {
+	out := []isa{goISA}
+	for _, k := range []isa{cur, bestISA()} {
+		if k.name != "go" && !slices.ContainsFunc(out, func(o isa) bool { return o.name == k.name }) {
+			out = append(out, k)
+		}
 	}
+	if cur.name == "avx512" {
+		out = append(out, avx2KernelForTests())
+	}
+	return out
+}
+
+// withISA runs fn with k as the kernel in use.
+func withISA(t *testing.T, k isa, fn func()) {
+	t.Helper()
+	old := cur
+	cur = k
+	defer func() { cur = old }()
+	fn()
+}
+
+// TestKernelsAgree checks every kernel the CPU runs against a float64 product, and that
+// the assembly kernels (all fused multiply-add, summing in the same order) give the same
+// bits whatever their tile size.
+func TestKernelsAgree(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, k := range []int{1, 2, 9, 64, 1152} {
-		a, b := randSlice(r, 4*k), randSlice(r, 16*k)
-		asm, portable := make([]float32, 64), make([]float32, 64)
-		kernel4x16(k, a, k, b, asm, 16)
-		kernel4x16Go(k, a, k, b, portable, 16)
-		for i := range asm {
-			if d := math.Abs(float64(asm[i] - portable[i])); d > 1e-4*math.Sqrt(float64(k)) {
-				t.Fatalf("k=%d: element %d asm %g, Go %g", k, i, asm[i], portable[i])
+	for _, sh := range [][3]int{{1, 1, 1}, {9, 40, 9}, {33, 65, 64}, {8, 32, 1152}, {70, 3, 300}} {
+		m, n, k := sh[0], sh[1], sh[2]
+		a, b := randSlice(r, m*k), randSlice(r, n*k)
+		want := naiveNT(m, n, k, a, b)
+		var fma []float32
+		for _, kern := range isas() {
+			c := make([]float32, m*n)
+			withISA(t, kern, func() { MulNT(m, n, k, a, b, c) })
+			for i := range c {
+				tol := 1e-5 * (1 + math.Sqrt(float64(k))) * (1 + math.Abs(want[i]))
+				if d := math.Abs(float64(c[i]) - want[i]); !(d <= tol) {
+					t.Fatalf("%s %v: c[%d] = %g, want %g", kern.name, sh, i, c[i], want[i])
+				}
+			}
+			if kern.name == "go" {
+				continue
+			}
+			if fma == nil {
+				fma = c
+				continue
+			}
+			for i := range c {
+				if math.Float32bits(c[i]) != math.Float32bits(fma[i]) {
+					t.Fatalf("%s %v: c[%d] = %g, another assembly kernel gave %g", kern.name, sh, i, c[i], fma[i])
+				}
 			}
 		}
+	}
+}
+
+// TestPackedForms checks MulPacked and MulPanel on strided operands, B packed from rows
+// (PackRows) and from columns (PackCols), against MulNT.
+func TestPackedForms(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	const m, n, k, lda, ldb, ldc = 13, 37, 21, 30, 50, 45
+	a := randSlice(r, m*lda)
+	bRows := randSlice(r, n*ldb) // B as n rows of k
+	bCols := make([]float32, k*ldb)
+	for j := range n {
+		for p := range k {
+			bCols[p*ldb+j] = bRows[j*ldb+p]
+		}
+	}
+	dense := func(src []float32, rows, cols, ld int) []float32 {
+		out := make([]float32, rows*cols)
+		for i := range rows {
+			copy(out[i*cols:(i+1)*cols], src[i*ld:i*ld+cols])
+		}
+		return out
+	}
+	want := make([]float32, m*n)
+	MulNT(m, n, k, dense(a, m, k, lda), dense(bRows, n, k, ldb), want)
+	for _, kern := range isas() {
+		withISA(t, kern, func() {
+			for name, pack := range map[string]func([]float32){
+				"rows": func(dst []float32) { PackRows(dst, n, k, bRows, ldb) },
+				"cols": func(dst []float32) { PackCols(dst, n, k, bCols, ldb) },
+			} {
+				packed := make([]float32, PackedLen(n, k))
+				pack(packed)
+				c := make([]float32, m*ldc)
+				MulPacked(m, n, k, a, lda, packed, c, ldc)
+				byPanel := make([]float32, m*ldc)
+				w := PanelWidth()
+				for q := 0; q*w < n; q++ {
+					MulPanel(m, k, a, lda, packed[q*w*k:], min(w, n-q*w), byPanel[q*w:], ldc)
+				}
+				for i := range m {
+					for j := range n {
+						ref := want[i*n+j]
+						if kern.name != "go" && (c[i*ldc+j] != ref || byPanel[i*ldc+j] != ref) {
+							t.Fatalf("%s %s (%d,%d): MulPacked %g, MulPanel %g, MulNT %g", kern.name, name, i, j, c[i*ldc+j], byPanel[i*ldc+j], ref)
+						}
+						if d := math.Abs(float64(c[i*ldc+j] - ref)); d > 1e-4 {
+							t.Fatalf("%s %s (%d,%d): %g, want %g", kern.name, name, i, j, c[i*ldc+j], ref)
+						}
+					}
+				}
+			}
+		})
 	}
 }
 

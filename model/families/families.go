@@ -16,7 +16,7 @@ import (
 
 func init() {
 	family.RegisterAlias(builtin.Name, builtin.Dir)
-	family.Register(family.Denoisers{Model: "synthetic", CondKey: synthetic.CondKey,
+	family.Register(family.Denoisers{Model: "synthetic", CondKey: synthetic.CondKey, CacheReuse: synthetic.ReuseCost,
 		New: func(c model.Config) (model.Denoiser, error) { return synthetic.New(c) }})
 	family.Register(family.Denoisers{Model: "dummy", CondKey: dummy.CondKey,
 		New: func(c model.Config) (model.Denoiser, error) { return dummy.New(dummy.FromModelConfig(c)) }})

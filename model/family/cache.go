@@ -29,10 +29,10 @@ type CacheCost struct {
 	StateBytes int64
 }
 
-// CacheCoster is implemented by families that offer caching (Caching.Modes): the cost of
-// p's rule (p.Cache) on the folder dir for p's sizes, from the configs alone.
+// CacheCoster is implemented by families that offer caching (Caching.Modes): the cost
+// of rule on the folder dir for one sample's latent [T, C, h, w], from the configs alone.
 type CacheCoster interface {
-	CacheCost(dir string, p Params) (CacheCost, error)
+	CacheCost(dir string, rule pipeline.Cache, latent []int) (CacheCost, error)
 }
 
 // ResolveCache checks a run's cache rule against the resolved model and a run of steps
@@ -64,28 +64,42 @@ func (r Resolved) ResolveCache(c pipeline.Cache, steps int) (pipeline.Cache, err
 	return c.Resolve(steps, switches)
 }
 
-// CacheCost returns the cost of p's cache rule on the resolved model (zero for a family
-// that offers no caching).
-func (r Resolved) CacheCost(p Params) (CacheCost, error) {
+// CacheCost returns the cost of rule on the resolved model for one sample's latent
+// [T, C, h, w] (zero for a family that offers no caching, or no rule).
+func (r Resolved) CacheCost(rule pipeline.Cache, latent []int) (CacheCost, error) {
 	cc, ok := r.Family.(CacheCoster)
-	if !ok || !p.Cache.On() {
+	if !ok || !rule.On() {
 		return CacheCost{}, nil
 	}
-	return cc.CacheCost(r.Dir, p)
+	return cc.CacheCost(r.Dir, rule, latent)
 }
 
-// CachedStepCosts are the steps' costs of p's run in full steps, for cutting it into
-// stages: a static rule's reusing steps cost ReuseFraction of a full one; an adaptive
-// rule or none costs 1 per step (which calls an adaptive rule skips is known only as the
-// run goes).
-func (r Resolved) CachedStepCosts(p Params) ([]float64, error) {
-	switches, err := r.Switches(p.Steps)
+// CachedStagePlan is StagePlan for a run under rule on latents [T, C, h, w]: under a
+// static rule the steps that reuse the cache cost their share of a full step
+// (pipeline.Cache.StepCosts with CacheCost's ReuseFraction), so the stages are cut by
+// computed work; otherwise it is StagePlan.
+func (r Resolved) CachedStagePlan(rule pipeline.Cache, steps int, latent []int, stages int, extra []float64) ([]pipeline.Range, error) {
+	if !rule.Static() {
+		return r.StagePlan(steps, stages, extra)
+	}
+	cost, err := r.CacheCost(rule, latent)
 	if err != nil {
 		return nil, err
 	}
-	cost, err := r.CacheCost(p)
+	cuts, err := r.Switches(steps)
 	if err != nil {
 		return nil, err
 	}
-	return p.Cache.StepCosts(p.Steps, switches, cost.ReuseFraction), nil
+	return pipeline.CutStages(rule.StepCosts(steps, cuts, cost.ReuseFraction), stages, cuts, extra)
+}
+
+// LatentShape is one sample's latent [T, C, h, w] for p, from the folder's configs (the
+// family opened with no role, which loads no weights).
+func (r Resolved) LatentShape(p Params) ([]int, error) {
+	s, err := r.Open(Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return s.LatentShape(p), nil
 }

@@ -28,6 +28,10 @@ type Denoisers struct {
 	CondKey string
 	// New builds the denoiser from the simulator knobs (Options.Sim).
 	New func(model.Config) (model.Denoiser, error)
+	// CacheReuse, when > 0, says the model is a model.StepCacher with an adaptive rule
+	// (modes fbcache and static) whose reusing call costs this fraction of a full one; its
+	// state is the row's input and output residual, two latents.
+	CacheReuse float64
 }
 
 // Name implements Family.
@@ -50,7 +54,16 @@ func (Denoisers) Preflight(string, Options) error { return nil }
 
 // Describe implements Family.
 func (d Denoisers) Describe(string) (Description, error) {
-	return Description{Defaults: (&denoiserSampler{}).DefaultParams(), SizeMultiple: simScale, IndependentRows: true}, nil
+	desc := Description{Defaults: (&denoiserSampler{}).DefaultParams(), SizeMultiple: simScale, IndependentRows: true}
+	if d.CacheReuse > 0 {
+		desc.Caching = Caching{Modes: []string{pipeline.CacheFB, pipeline.CacheStatic}}
+	}
+	return desc, nil
+}
+
+// CacheCost implements CacheCoster.
+func (d Denoisers) CacheCost(_ string, _ pipeline.Cache, latent []int) (CacheCost, error) {
+	return CacheCost{ReuseFraction: d.CacheReuse, StateBytes: 2 * 4 * int64(tensor.NumElements(latent))}, nil
 }
 
 // Open implements Family.

@@ -97,21 +97,3 @@ func (r Resolved) PlanWeights(o Options, steps int, loaded Sampler) (plan.Weight
 	}
 	return w, nil
 }
-
-// StagePlanFor is StagePlan for the generation p: under a static step cache (p.Cache) the
-// steps that reuse the cache cost their share of a full step (CachedStepCosts), so stages
-// are cut by computed work; otherwise it is StagePlan(p.Steps, stages, extra).
-func (r Resolved) StagePlanFor(p Params, stages int, extra []float64) ([]pipeline.Range, error) {
-	if !p.Cache.Static() {
-		return r.StagePlan(p.Steps, stages, extra)
-	}
-	cost, err := r.CachedStepCosts(p)
-	if err != nil {
-		return nil, err
-	}
-	cuts, err := r.Switches(p.Steps)
-	if err != nil {
-		return nil, err
-	}
-	return pipeline.CutStages(cost, stages, cuts, extra)
-}

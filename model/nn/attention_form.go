@@ -38,8 +38,12 @@ func attentionChunk(budget int64, batchHeads, sq, sk, bytesPerElem int) int {
 }
 
 // AttentionAuto is multi-head attention blocked as AttentionChunkFor decides for the
-// graph's backend and q's dtype: the form network code should call.
+// graph's backend and q's dtype: the form network code should call. With vdpp's CPU kernels
+// it is the fused Attention, which keeps its blocks of scores in cache itself.
 func AttentionAuto(q, k, v *Node, heads int) *Node {
+	if useKernels(q.Graph(), q.DType()) {
+		return Attention(q, k, v, heads) // the fused kernel blocks its scores itself
+	}
 	b, sq, sk := q.Shape().Dim(0), q.Shape().Dim(1), k.Shape().Dim(1)
 	chunk := AttentionChunkFor(q.Graph().Backend(), b*heads, sq, sk, q.DType().Size())
 	if GradientSafe(q.Graph()) {

@@ -39,7 +39,7 @@ const SimpleGoConfig = "go:ops_sequential"
 
 // simpleGoConfig returns SimpleGoConfig plus the options of a "go:OPTS" config (e.g.
 // "go:dotgeneral_large"); "ops_parallel" among them replaces "ops_sequential". With
-// fastGEMM (internal/gemm installed as the product kernel, see SimpleGoGEMM) every
+// fastGEMM (internal/gemm installed as the product kernel, see CPUKernels) every
 // DotGeneral takes simplego's "small" path, the one that calls that kernel, unless OPTS
 // chooses a path itself (options are applied in order, so the caller's come last).
 func simpleGoConfig(config string, fastGEMM bool) string {
@@ -66,8 +66,7 @@ func NewResolvedBackend(r backendspec.Resolution) (b backends.Backend, err error
 	var inner error
 	err = catch(func() {
 		if r.Kind != backendspec.KindXLA {
-			fastGEMM, _ := SimpleGoGEMM()
-			b, inner = backends.NewWithConfig(simpleGoConfig(r.Config, fastGEMM))
+			b, inner = backends.NewWithConfig(simpleGoConfig(r.Config, fusedGEMM()))
 			return
 		}
 		envMu.Lock()

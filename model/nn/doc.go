@@ -59,11 +59,20 @@
 // # Matrix products
 //
 // Linear and the im2col convolutions multiply through MatMulNT. On simplego, vdpp replaces
-// the backend's float32 matrix kernel with internal/gemm (AVX2/FMA assembly, 30-80
-// GFLOP/s against simplego's 2-5) when the first simplego backend is created, if the CPU
-// has AVX2 and FMA and VDPP_GEMM is not "simplego"; SimpleGoGEMM reports whether it did.
-// Without it, MatMulNT cuts the rows into batch slices that simplego's small DotGeneral
-// kernel runs in parallel (see docs/performance.md). Elsewhere it is one DotGeneral.
+// the backend's float32 matrix kernel with internal/gemm (AVX-512 or AVX2/FMA assembly)
+// when the CPU has one (see CPU kernels below). Without it, MatMulNT cuts the rows into
+// batch slices that simplego's small DotGeneral kernel runs in parallel (see
+// docs/performance.md). Elsewhere it is one DotGeneral.
+//
+// # CPU kernels
+//
+// CPUKernels installs vdpp's CPU kernels into simplego (internal/sghook, the one place that
+// touches simplego's internals) when the first simplego backend is created: the matrix
+// kernel, float32 executors for elementwise ops, and fused ops. The building blocks here
+// (Attention, FusedAttention, ...) emit one fused op instead of their graph of small ops
+// when useKernels says so: a float32 simplego graph that is not a training graph. On XLA
+// and with VDPP_KERNELS=off the same functions build the plain graph. KernelsStatus says
+// what runs ("vdpp doctor" prints it).
 //
 // # Attention form
 //

@@ -24,7 +24,7 @@ const minRowsPerSplit = 32
 // that would run the large kernel skips its re-blocking copies and 64-padding. In the small
 // kernel each output element is the same dot product in the same order however the rows are
 // sliced, so a split of a small product is bit-identical to the single DotGeneral. Elsewhere
-// (XLA), and on simplego when vdpp's own kernel is installed (SimpleGoGEMM: it splits the
+// (XLA), and on simplego when vdpp's own kernel is installed (CPUKernels: it splits the
 // rows over the cores itself, without copies of w), it is one DotGeneral.
 func MatMulNT(x, w *Node) *Node {
 	m, k, n := x.Shape().Dim(0), x.Shape().Dim(1), w.Shape().Dim(0)
@@ -49,7 +49,7 @@ func rowSplits(g *Graph, m, n int) int {
 	if !IsSimpleGo(g.Backend()) {
 		return 1
 	}
-	if fast, _ := SimpleGoGEMM(); fast {
+	if fusedGEMM() {
 		return 1 // internal/gemm splits the rows itself, without copies of w
 	}
 	return simpleGoRowSplits(runtime.NumCPU(), m, n)

@@ -61,6 +61,30 @@ func SplitHalves(x *Node) (first, second *Node) {
 	return pick(0), pick(1)
 }
 
+// PickAxis returns element i of x's axis, that axis removed: Squeeze(SliceAxis(x, axis,
+// AxisElem(i)), axis). In a GradientSafe graph it multiplies by a one-hot mask along the
+// axis and sums it away instead (x·1 + y·0 is exact for finite values), so its gradient
+// needs no Pad.
+func PickAxis(x *Node, axis, i int) *Node {
+	r := x.Rank()
+	if axis < 0 {
+		axis += r
+	}
+	n := x.Shape().Dim(axis)
+	if i < 0 || i >= n {
+		panic(fmt.Errorf("nn: PickAxis: element %d of an axis of %d", i, n))
+	}
+	if !GradientSafe(x.Graph()) {
+		return Squeeze(SliceAxis(x, axis, AxisElem(i)), axis)
+	}
+	m := make([]float32, n)
+	m[i] = 1
+	dims := ones(r)
+	dims[axis] = n
+	mask := Reshape(Const(x.Graph(), m), dims...)
+	return ReduceSum(Mul(x, ConvertDType(mask, x.DType())), axis)
+}
+
 func ones(n int) []int {
 	s := make([]int, n)
 	for i := range s {

@@ -89,6 +89,9 @@ func TestTrainingGradients(t *testing.T) {
 			a, b := SplitHalves(in[0])
 			return Add(ReduceAllSum(Mul(a, in[1])), ReduceAllSum(Mul(b, in[2])))
 		}},
+		{"pick axis", [][]int{{2, 3, 4}, {2, 4}, {3, 4}}, func(in []*Node) *Node {
+			return Add(ReduceAllSum(Mul(PickAxis(in[0], 1, 2), in[1])), ReduceAllSum(Mul(PickAxis(in[1], 0, 1), PickAxis(in[2], -2, 0))))
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ins := make([]*tensor.Dense, len(tc.shapes))
@@ -113,6 +116,37 @@ func TestTrainingGradients(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPickAxisFormsAgree: the masked form of a training graph gives the bits of the slice.
+func TestPickAxisFormsAgree(t *testing.T) {
+	x := trainRand(3, 2, 3, 4)
+	run := func(train bool) *tensor.Dense {
+		p, err := NewProgram(testBackend(t), nil, t.Name(), func(_ Scope, in []*Node) []*Node {
+			if train {
+				MarkTraining(in[0].Graph())
+			}
+			return []*Node{PickAxis(in[0], 1, 1), PickAxis(in[0], 2, 3)}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		out, err := p.Run(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !tensor.SameShape(out[0], &tensor.Dense{Shape: []int{2, 4}}) || !tensor.SameShape(out[1], &tensor.Dense{Shape: []int{2, 3}}) {
+			t.Fatalf("shapes %v and %v, want [2 4] and [2 3]", out[0].Shape, out[1].Shape)
+		}
+		return &tensor.Dense{Shape: []int{14}, Data: append(append([]float32(nil), out[0].Data...), out[1].Data...)}
+	}
+	inference, training := run(false), run(true)
+	for i := range inference.Data {
+		if inference.Data[i] != training.Data[i] {
+			t.Fatalf("element %d: %v sliced, %v masked", i, inference.Data[i], training.Data[i])
+		}
 	}
 }
 

@@ -77,19 +77,3 @@ func (d *Denoiser) unetInputs(ctx context.Context, in model.Input) (sample, ts, 
 	ts = &tensor.Dense{Shape: []int{1}, Data: []float32{in.Timestep}}
 	return sample, ts, ehs, ids, nil
 }
-
-// PredictDeepCache is Predict with DeepCache at branch (unet's Branches): with a nil
-// feature it runs the whole UNet and also returns the feature a later shallow call on the
-// same rows reads; with a feature it runs the shallow part only and returns that feature
-// unchanged. The feature has one row per input row, in in's row order.
-func (d *Denoiser) PredictDeepCache(ctx context.Context, in model.Input, branch int, feature *tensor.Dense) (out, kept *tensor.Dense, err error) {
-	sample, ts, ehs, ids, err := d.unetInputs(ctx, in)
-	if err != nil {
-		return nil, nil, err
-	}
-	if feature == nil {
-		return d.P.UNet.ForwardKeep(branch, sample, ts, ehs, ids)
-	}
-	out, err = d.P.UNet.ForwardShallow(branch, feature, sample, ts, ehs, ids)
-	return out, feature, err
-}

@@ -114,7 +114,8 @@ func (svdFamily) Describe(dir string) (family.Description, error) {
 	if err != nil {
 		return family.Description{}, err
 	}
-	return family.Description{Defaults: NewSampler(p, smp).DefaultParams(), SizeMultiple: p.VAEConfig.DownsampleFactor(), VAETiling: true}, nil
+	return family.Description{Defaults: NewSampler(p, smp).DefaultParams(), SizeMultiple: p.VAEConfig.DownsampleFactor(), VAETiling: true,
+		Caching: Caching}, nil
 }
 
 func (svdFamily) Open(dir string, o family.Options) (family.Sampler, error) {

@@ -5,7 +5,8 @@
 // unconditional rows with zero embedding and zero image latents), and decoding of final
 // latents into frames. Sampler is SVD's family.Sampler (registered as the "svd" family for
 // folders whose model_index.json names StableVideoDiffusionPipeline): every command runs
-// SVD through it.
+// SVD through it. The Denoiser is also a model.StepCacher (cache.go, Caching): DeepCache,
+// a static schedule that reuses whole calls, and an adaptive first-block rule.
 //
 // Contract: a process loads only what its pipeline role needs (Parts): stage 0 the image
 // encoder and VAE encoder, every stage the UNet, the last stage the VAE decoder. Every size
@@ -25,6 +26,7 @@ import (
 	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/vae"
+	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 )
 
@@ -213,6 +215,16 @@ func (p *Pipeline) Validate(pr Params) error {
 	}
 	if _, err := p.tiling(pr); err != nil {
 		return err
+	}
+	return checkCacheBranch(p.UNetConfig, pr.Cache)
+}
+
+// checkCacheBranch refuses a cache rule whose branch the UNet does not have.
+func checkCacheBranch(cfg unet.Config, c pipeline.Cache) error {
+	if c.On() && c.Mode != pipeline.CacheStatic {
+		if n := unet.Branches(cfg); c.Branch < 0 || c.Branch >= n {
+			return fmt.Errorf("%w: --cache-branch %d: the UNet has branches 0..%d", ErrParams, c.Branch, n-1)
+		}
 	}
 	return nil
 }

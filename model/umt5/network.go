@@ -40,8 +40,7 @@ func rmsNorm(s nn.Scope, g *Graph, x *Node, name string, cfg Config) *Node {
 	if x == nil {
 		return nil
 	}
-	v := ReduceAndKeep(Square(x), ReduceMean, -1)
-	return Mul(ExpandLeftToRank(w, x.Rank()), Div(x, Sqrt(AddScalar(v, cfg.LayerNormEpsilon))))
+	return nn.RMSNorm(x, w, cfg.LayerNormEpsilon)
 }
 
 // linear is a bias-free torch.nn.Linear(in, out) reading <name>.weight.
@@ -68,14 +67,18 @@ func selfAttention(s nn.Scope, g *Graph, h, buckets, maskAdd *Node, cfg Config) 
 		qh := Reshape(q, b, l, heads, dk)
 		kh := Reshape(k, b, l, heads, dk)
 		vh := Reshape(v, b, l, heads, dk)
-		scores := DotGeneral(qh, []int{3}, []int{0, 2}, kh, []int{3}, []int{0, 2}) // [B, H, L, L]
-		bias := Reshape(Gather(rel, buckets), l, l, heads)                         // [L, L, H]
-		bias = InsertAxes(TransposeAllAxes(bias, 2, 0, 1), 0)                      // [1, H, L, L]
+		bias := Reshape(Gather(rel, buckets), l, l, heads)    // [L, L, H]
+		bias = InsertAxes(TransposeAllAxes(bias, 2, 0, 1), 0) // [1, H, L, L]
 		// transformers adds the mask to the bias first, then the sum to the scores.
-		scores = Add(scores, Add(bias, maskAdd))
-		p := Softmax(scores, -1)
-		out := DotGeneral(p, []int{3}, []int{0, 1}, vh, []int{1}, []int{0, 2}) // [B, H, L, dk]
-		o = Reshape(TransposeAllAxes(out, 0, 2, 1, 3), b, l, inner)
+		bias = Add(bias, maskAdd)
+		if fused, ok := nn.FusedAttention(q, k, v, bias, heads, 1); ok {
+			o = fused
+		} else {
+			scores := DotGeneral(qh, []int{3}, []int{0, 2}, kh, []int{3}, []int{0, 2}) // [B, H, L, L]
+			p := Softmax(Add(scores, bias), -1)
+			out := DotGeneral(p, []int{3}, []int{0, 1}, vh, []int{1}, []int{0, 2}) // [B, H, L, dk]
+			o = Reshape(TransposeAllAxes(out, 0, 2, 1, 3), b, l, inner)
+		}
 	}
 	return linear(s, g, o, "o", inner, d)
 }

@@ -161,7 +161,7 @@ var Caching = family.Caching{Modes: []string{pipeline.CacheFB, pipeline.CacheSta
 // CacheCost implements family.CacheCoster: a reusing call runs the embeddings, block 0 and
 // the output head (transformer.CallFLOPs), and a row's state is two residuals of the
 // hidden states, [tokens, inner_dim] each.
-func (wanFamily) CacheCost(dir string, p family.Params) (family.CacheCost, error) {
+func (wanFamily) CacheCost(dir string, _ pipeline.Cache, latent []int) (family.CacheCost, error) {
 	f, err := openT2V(dir)
 	if err != nil {
 		return family.CacheCost{}, err
@@ -170,13 +170,11 @@ func (wanFamily) CacheCost(dir string, p family.Params) (family.CacheCost, error
 	if err != nil {
 		return family.CacheCost{}, err
 	}
-	vc, err := f.VAEConfig()
-	if err != nil {
-		return family.CacheCost{}, err
+	if len(latent) != 4 {
+		return family.CacheCost{}, fmt.Errorf("wan: cache cost of latent %v, want [T, C, h, w]", latent)
 	}
-	sf := vc.SpatialFactor()
 	pt := tc.PatchSize
-	tokens := (vc.LatentFrames(p.NumFrames) / pt[0]) * (p.Height / sf / pt[1]) * (p.Width / sf / pt[2])
+	tokens := (latent[0] / pt[0]) * (latent[2] / pt[1]) * (latent[3] / pt[2])
 	fl := transformer.CallFLOPs(tc, tokens, transformer.TextContextLen)
 	full := fl.Embed + float64(tc.NumLayers)*fl.Block + fl.Head
 	return family.CacheCost{ReuseFraction: (fl.Embed + fl.Block + fl.Head) / full,

@@ -54,3 +54,26 @@ def write_safetensors(path, tensors):
         f.write(h)
         for b in blobs:
             f.write(b)
+
+
+_NP = {v: k for k, v in _DT.items()}
+_NP["BF16"] = None
+
+
+def read_safetensors(path):
+    """Reads a safetensors file into {name: np.ndarray} (F32, F16, F64; BF16 widened to F32)."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        lo, hi = e["data_offsets"]
+        if e["dtype"] == "BF16":
+            raw = np.frombuffer(data[lo:hi], dtype="<u2").astype(np.uint32) << 16
+            out[name] = raw.view(np.float32).reshape(e["shape"])
+        else:
+            out[name] = np.frombuffer(data[lo:hi], dtype=_NP[e["dtype"]].newbyteorder("<")).reshape(e["shape"]).copy()
+    return out

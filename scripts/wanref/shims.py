@@ -5,7 +5,8 @@ calls on this path (huggingface_hub, filelock, ...) are stubbed for import; no d
 code is changed and no math is altered:
   - F.scaled_dot_product_attention: the exact softmax(q·kᵀ/√d)·v (no mask/dropout used);
   - torch.nn.RMSNorm: x·rsqrt(mean(x²)+eps)·weight;
-  - torch.float8_* dtypes and torch.compiler: import-only names.
+  - torch.float8_* dtypes and torch.compiler: import-only names;
+  - packaging.version, when packaging is not installed: release-number comparisons only.
 """
 import importlib.abc
 import importlib.machinery
@@ -85,6 +86,8 @@ class _StubModule(types.ModuleType):
     __path__ = []
 
     def __getattr__(self, name):
+        if name == "__version__":
+            return "0.0.0"  # diffusers compares it at import time (PIL: the pre-9.1 names)
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
         if name.isupper():
@@ -95,6 +98,37 @@ class _StubModule(types.ModuleType):
 
 
 STUBBED = ("huggingface_hub", "filelock", "requests", "regex", "importlib_metadata", "PIL", "safetensors", "tqdm", "yaml", "packaging")
+
+
+class _Version:
+    """packaging.version.Version for release numbers only ("1.13.0a0" compares as 1.13.0):
+    diffusers compares versions at import time, so a stub that cannot compare breaks it."""
+
+    def __init__(self, text):
+        import re
+        self.release = tuple(int(x) for x in re.findall(r"\d+", str(text).split("+")[0])[:3]) or (0,)
+        self.base_version = ".".join(str(x) for x in self.release)
+
+    def _key(self):
+        return self.release + (0,) * (3 - len(self.release))
+
+    def __lt__(self, o): return self._key() < o._key()
+    def __le__(self, o): return self._key() <= o._key()
+    def __gt__(self, o): return self._key() > o._key()
+    def __ge__(self, o): return self._key() >= o._key()
+    def __eq__(self, o): return self._key() == o._key()
+    def __hash__(self): return hash(self._key())
+    def __str__(self): return self.base_version
+
+
+if importlib.machinery.PathFinder.find_spec("packaging") is None:
+    _pk = types.ModuleType("packaging")
+    _pk.__path__ = []
+    _pv = types.ModuleType("packaging.version")
+    _pv.Version, _pv.parse = _Version, _Version
+    _pk.version = _pv
+    sys.modules["packaging"], sys.modules["packaging.version"] = _pk, _pv
+    SHIMS.append("packaging.version (release numbers only)")
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):

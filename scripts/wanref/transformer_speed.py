@@ -120,7 +120,7 @@ def main():
         "torch_ms_round1": [round(x) for x in torch1], "torch_ms_round2": [round(x) for x in torch2],
         "torch_cpu_ms": [round(x) for x in tcpu1 + tcpu2],
         "vdpp_ms": [round(x) for x in go["ms"]], "vdpp_cpu_ms": [round(x) for x in go["cpu_ms"]],
-        "vdpp_warmup_ms": round(go["warmup_ms"]), "vdpp_gemm_kernel": go["vdpp_gemm"],
+        "vdpp_warmup_ms": round(go["warmup_ms"]), "vdpp_kernels": go["vdpp_kernels"],
         "load_avg_1min": os.getloadavg()[0],
         "torch_min_ms": round(torch_ms), "vdpp_min_ms": round(go["min_ms"]),
         "vdpp_over_torch_wall": round(go["min_ms"] / torch_ms, 2),

@@ -35,6 +35,8 @@ import (
 
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve"
+	"github.com/vdpp/vdpp/serve/httpapi"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -93,14 +95,14 @@ type Report struct {
 	Errors             []string `json:"errors,omitempty"`
 }
 
-// job is one accepted submission.
-type job struct {
+// accepted is one accepted submission.
+type accepted struct {
 	id        string
 	seed      int64
 	img       []byte
 	submitted time.Time
 	done      time.Time
-	state     serve.State
+	state     job.State
 	restarts  int
 }
 
@@ -114,7 +116,7 @@ type runner struct {
 	seed    atomic.Int64
 
 	mu       sync.Mutex
-	jobs     []*job
+	jobs     []*accepted
 	rejected int
 	other    int
 	trans    int
@@ -244,7 +246,7 @@ func (r *runner) client1(ctx context.Context, tmpl map[string]any) {
 			sleepCtx(ctx, 100*time.Millisecond)
 			continue
 		}
-		j := &job{id: id, seed: seed, img: img, submitted: t0}
+		j := &accepted{id: id, seed: seed, img: img, submitted: t0}
 		r.mu.Lock()
 		r.jobs = append(r.jobs, j)
 		r.mu.Unlock()
@@ -293,7 +295,7 @@ func (r *runner) submit(ctx context.Context, img, params []byte) (string, time.D
 	b, _ := io.ReadAll(resp.Body)
 	switch resp.StatusCode {
 	case http.StatusAccepted:
-		var st serve.Status
+		var st job.Status
 		if err := json.Unmarshal(b, &st); err != nil || st.ID == "" {
 			return "", 0, fmt.Errorf("202 without a job id: %s", b)
 		}
@@ -308,7 +310,7 @@ func (r *runner) submit(ctx context.Context, img, params []byte) (string, time.D
 
 // follow waits for the job's final state over server-sent events, reconnecting (the server
 // may be restarting) until the drain deadline.
-func (r *runner) follow(ctx context.Context, j *job) {
+func (r *runner) follow(ctx context.Context, j *accepted) {
 	for time.Now().Before(r.drainBy) && ctx.Err() == nil {
 		st, err := r.events(ctx, j.id)
 		if err == nil && st.State.Final() {
@@ -320,25 +322,25 @@ func (r *runner) follow(ctx context.Context, j *job) {
 }
 
 // events reads the job's event stream until its "done" event or an error.
-func (r *runner) events(ctx context.Context, id string) (serve.Status, error) {
+func (r *runner) events(ctx context.Context, id string) (job.Status, error) {
 	ctx, cancel := context.WithDeadline(ctx, r.drainBy)
 	defer cancel()
 	req, err := r.newRequest(ctx, "GET", "/v1/videos/"+id+"/events", nil)
 	if err != nil {
-		return serve.Status{}, err
+		return job.Status{}, err
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return serve.Status{}, err
+		return job.Status{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
-		return serve.Status{}, fmt.Errorf("events %s: %d %s", id, resp.StatusCode, b)
+		return job.Status{}, fmt.Errorf("events %s: %d %s", id, resp.StatusCode, b)
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var last serve.Status
+	var last job.Status
 	for sc.Scan() {
 		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
 			if err := json.Unmarshal([]byte(d), &last); err != nil {
@@ -417,7 +419,7 @@ func (r *runner) kill(ctx context.Context, want int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var ws []serve.WorkerInfo
+	var ws []httpapi.WorkerInfo
 	err = json.NewDecoder(resp.Body).Decode(&ws)
 	resp.Body.Close()
 	if err != nil || len(ws) == 0 {
@@ -448,15 +450,15 @@ func (r *runner) report() Report {
 	for _, j := range r.jobs {
 		rep.JobRestarts += j.restarts
 		switch j.state {
-		case serve.StateSucceeded:
+		case job.StateSucceeded:
 			rep.Completed++
 			lat = append(lat, float64(j.done.Sub(j.submitted).Microseconds())/1000)
 			if !j.done.After(r.end) {
 				rep.CompletedInWindow++
 			}
-		case serve.StateFailed:
+		case job.StateFailed:
 			rep.Failed++
-		case serve.StateCancelled:
+		case job.StateCancelled:
 			rep.Cancelled++
 		default:
 			rep.Lost++
@@ -497,10 +499,10 @@ func (r *runner) verify(ctx context.Context) (ok, bad int, err error) {
 	}
 	defer gen.Close()
 	for _, j := range r.jobs {
-		if j.state != serve.StateSucceeded {
+		if j.state != job.StateSucceeded {
 			continue
 		}
-		p, err := gen.ParseParams([]byte(r.o.Params), serve.Limits{})
+		p, err := gen.ParseParams([]byte(r.o.Params), job.Limits{})
 		if err != nil {
 			return ok, bad, err
 		}

@@ -57,14 +57,10 @@ func TestRunWithKillsAndVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		if j, w := srv.Coordinator().Ready(); j == w {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("workers never joined")
-		}
-		time.Sleep(5 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.WaitReady(ctx); err != nil {
+		t.Fatalf("workers never joined: %v", err)
 	}
 	rep, err := Run(context.Background(), Options{URL: "http://" + srv.Addr(), Clients: 12, Duration: 1500 * time.Millisecond,
 		Verify: true, KillEvery: 400 * time.Millisecond, Drain: 20 * time.Second})

@@ -2,6 +2,7 @@ package svdtest_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/vdpp/vdpp/internal/shared"
 	"github.com/vdpp/vdpp/serve"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -50,7 +52,7 @@ func inputPNG(t testing.TB) ([]byte, string) {
 }
 
 // startServer runs `vdpp serve --model DIR` with in-process worker ranks, ready.
-func startServer(t testing.TB, spec serve.ModelSpec, nproc int, lim serve.Limits) (*serve.Server, string) {
+func startServer(t testing.TB, spec serve.ModelSpec, nproc int, lim job.Limits) (*serve.Server, string) {
 	t.Helper()
 	srv, err := serve.New(serve.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Spec: spec, NProc: nproc, Limits: lim,
 		MaxRestarts: 2, Launcher: serve.InProcLauncher{Spec: spec}, HeartbeatTimeout: 10 * time.Second})
@@ -62,15 +64,10 @@ func startServer(t testing.TB, spec serve.ModelSpec, nproc int, lim serve.Limits
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if j, w := srv.Coordinator().Ready(); j == w {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("workers never joined")
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.WaitReady(ctx); err != nil {
+		t.Fatalf("workers never joined: %v", err)
 	}
 	return srv, "http://" + srv.Addr()
 }
@@ -113,7 +110,7 @@ func get(t testing.TB, url string) (int, http.Header, []byte) {
 }
 
 // waitDone polls a job until it ends and returns its final status.
-func waitDone(t testing.TB, url, id string, timeout time.Duration) serve.Status {
+func waitDone(t testing.TB, url, id string, timeout time.Duration) job.Status {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -121,7 +118,7 @@ func waitDone(t testing.TB, url, id string, timeout time.Duration) serve.Status 
 		if code != http.StatusOK {
 			t.Fatalf("status of %s: %d %s", id, code, b)
 		}
-		var st serve.Status
+		var st job.Status
 		if err := json.Unmarshal(b, &st); err != nil {
 			t.Fatal(err)
 		}

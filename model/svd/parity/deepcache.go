@@ -12,10 +12,11 @@ import (
 	"github.com/vdpp/vdpp/tensor"
 )
 
-// deepCachePipeline replays DeepCache's SVD loop (the dev-deepcache golden): the same
-// guided Euler loop as fullPipeline from already conditioned inputs, with steps
-// 0, K, 2K, ... running the whole UNet and keeping the feature at the case's branch and
-// every other step running the shallow part on it; then the same loop uncached.
+// deepCachePipeline replays DeepCache's SVD loop (the dev-deepcache golden) through the
+// engine's step cache: the same guided Euler loop as fullPipeline from already conditioned
+// inputs, with the item's cache rule deepcache at the case's interval and branch (steps
+// 0, K, 2K, ... run the whole UNet and keep the feature, the others only the shallow part);
+// then the same loop uncached.
 func deepCachePipeline(ctx context.Context, p *svd.Pipeline, c *paritycheck.Case) (computed, error) {
 	in, err := inputs(c, "init_noise", "image_embeddings", "image_latents", "added_time_ids")
 	if err != nil {
@@ -47,16 +48,17 @@ func deepCachePipeline(ctx context.Context, p *svd.Pipeline, c *paritycheck.Case
 	}
 	limits := map[string]paritycheck.Limit{"sigmas": ulpLimit, "timesteps": ulpLimit, "computed": exactLimit,
 		"frames_raw": frameLimit, "frames_raw_uncached": frameLimit}
-	loop := func(den model.Denoiser, observe func(k int, modelOut *tensor.Dense, guided []float32)) (*tensor.Dense, error) {
+	loop := func(rule pipeline.Cache, observe func(k int, modelOut *tensor.Dense, guided []float32)) (*pipeline.Item, error) {
 		latent := initNoise.Clone()
 		for i := range latent.Data {
 			latent.Data[i] *= sc.InitNoiseSigma
 		}
-		st := &pipeline.Stepper{Model: den, Sched: sc}
+		st := &pipeline.Stepper{Model: &svd.Denoiser{P: p}, Sched: sc}
 		if observe != nil {
 			st.Observe = func(_ *pipeline.Item, k int, modelOut *tensor.Dense, guided []float32) { observe(k, modelOut, guided) }
 		}
-		it := &pipeline.Item{Samples: []int64{0}, Latent: latent, Cond: []model.Conditioning{cond}, Guidance: guidance}
+		it := &pipeline.Item{Samples: []int64{0}, Latent: latent, Cond: []model.Conditioning{cond}, Guidance: guidance,
+			Cache: pipeline.NewItemCache(rule, 1)}
 		for k := range steps {
 			it.Step = k
 			if err := st.Step(ctx, it); err != nil {
@@ -66,7 +68,7 @@ func deepCachePipeline(ctx context.Context, p *svd.Pipeline, c *paritycheck.Case
 				out[fmt.Sprintf("latents_step%d", k)] = latent.Clone()
 			}
 		}
-		return latent, nil
+		return it, nil
 	}
 	decode := func(latent *tensor.Dense) (*tensor.Dense, error) {
 		raw, err := p.Decode(latent, chunk)
@@ -76,24 +78,29 @@ func deepCachePipeline(ctx context.Context, p *svd.Pipeline, c *paritycheck.Case
 		return permuteTCHWtoCTHW(raw), nil
 	}
 
-	dc := &deepCacheDenoiser{d: &svd.Denoiser{P: p}, interval: interval, branch: branch, computed: tensor.New(steps)}
-	latent, err := loop(dc, func(k int, modelOut *tensor.Dense, guided []float32) {
+	rule, err := pipeline.Cache{Mode: pipeline.CacheDeep, Interval: interval, Branch: branch}.Resolve(steps, nil)
+	if err != nil {
+		return computed{}, err
+	}
+	it, err := loop(rule, func(k int, modelOut *tensor.Dense, guided []float32) {
 		out[fmt.Sprintf("unet_out_step%d", k)] = modelOut.Clone()
 		out[fmt.Sprintf("v_guided_step%d", k)] = &tensor.Dense{Shape: initNoise.Shape, Data: append([]float32(nil), guided...)}
 	})
 	if err != nil {
 		return computed{}, fmt.Errorf("cached loop: %w", err)
 	}
-	out["computed"], out["latents_final"] = dc.computed, latent
-	if out["frames_raw"], err = decode(latent); err != nil {
+	if out["computed"], err = computedSteps(it.Cache.Log[0], steps); err != nil {
 		return computed{}, err
 	}
-	latent, err = loop(&svd.Denoiser{P: p}, nil)
-	if err != nil {
+	out["latents_final"] = it.Latent
+	if out["frames_raw"], err = decode(it.Latent); err != nil {
+		return computed{}, err
+	}
+	if it, err = loop(pipeline.Cache{}, nil); err != nil {
 		return computed{}, fmt.Errorf("uncached loop: %w", err)
 	}
-	out["latents_final_uncached"] = latent
-	if out["frames_raw_uncached"], err = decode(latent); err != nil {
+	out["latents_final_uncached"] = it.Latent
+	if out["frames_raw_uncached"], err = decode(it.Latent); err != nil {
 		return computed{}, err
 	}
 	return computed{tensors: out, limits: limits}, nil
@@ -123,26 +130,29 @@ func cfgConditioning(emb, lat, ids *tensor.Dense) (model.Conditioning, error) {
 	return model.Conditioning{svd.KeyImageEmbeddings: emb.Rows(1, 2), svd.KeyImageLatents: lat.Rows(1, 2), svd.KeyAddedTimeIDs: c}, nil
 }
 
-// deepCacheDenoiser is DeepCache's loop state for one item, as DeepCache's pipeline keeps
-// it: the steps k with k % interval == 0 run the whole UNet and keep the feature (one for
-// the CFG batch), the others reuse it. computed records which steps ran the whole UNet.
-type deepCacheDenoiser struct {
-	d                *svd.Denoiser
-	interval, branch int
-	feature          *tensor.Dense
-	computed         *tensor.Dense
-}
-
-func (c *deepCacheDenoiser) WeightBytes() int64 { return c.d.WeightBytes() }
-
-func (c *deepCacheDenoiser) Predict(ctx context.Context, in model.Input) (*tensor.Dense, error) {
-	var keep *tensor.Dense
-	if in.Step%c.interval != 0 {
-		keep = c.feature
-	} else {
-		c.computed.Data[in.Step] = 1
+// computedSteps turns a sample's cache records into DeepCache's per-step flag (1: the
+// whole UNet ran). Both CFG branches of a step must agree: DeepCache runs them as one batch.
+func computedSteps(log []pipeline.CacheRecord, steps int) (*tensor.Dense, error) {
+	flags := tensor.New(steps)
+	seen := make([]int, steps)
+	for _, r := range log {
+		if r.Step < 0 || r.Step >= steps {
+			return nil, fmt.Errorf("cache record of step %d in a %d-step run", r.Step, steps)
+		}
+		v := float32(0)
+		if r.Computed {
+			v = 1
+		}
+		if seen[r.Step] > 0 && flags.Data[r.Step] != v {
+			return nil, fmt.Errorf("step %d: the CFG branches took different decisions", r.Step)
+		}
+		flags.Data[r.Step] = v
+		seen[r.Step]++
 	}
-	out, feature, err := c.d.PredictDeepCache(ctx, in, c.branch, keep)
-	c.feature = feature
-	return out, err
+	for k, n := range seen {
+		if n != 2 {
+			return nil, fmt.Errorf("step %d has %d cache records, want one per CFG branch", k, n)
+		}
+	}
+	return flags, nil
 }

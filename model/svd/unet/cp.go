@@ -46,15 +46,22 @@ var ErrFrames = errors.New("unet: context-parallel frames do not fit")
 // them). Every member must call ForwardFrames with the same shapes (except the frame count)
 // and the same timestep, ehs and ids.
 func (m *Model) ForwardFrames(ctx context.Context, sample, timestep, ehs, addedTimeIDs *tensor.Dense, part Frames, comm Comm) (*tensor.Dense, error) {
-	out, _, err := m.forwardFrames(ctx, nil, nil, sample, timestep, ehs, addedTimeIDs, part, comm)
-	return out, err
+	outs, err := m.forwardFrames(ctx, nil, nil, sample, timestep, ehs, addedTimeIDs, part, comm)
+	if err != nil {
+		return nil, err
+	}
+	return outs[0], nil
 }
 
 // ForwardFramesKeep is ForwardKeep evaluated by one member of a context-parallel group
 // (as ForwardFrames is Forward): it returns the prediction and DeepCache's feature for the
 // member's frames, [B, Hi-Lo, C, h', w'].
 func (m *Model) ForwardFramesKeep(ctx context.Context, branch int, sample, timestep, ehs, addedTimeIDs *tensor.Dense, part Frames, comm Comm) (out, feature *tensor.Dense, err error) {
-	return m.forwardFrames(ctx, &deepKey{branch: branch}, nil, sample, timestep, ehs, addedTimeIDs, part, comm)
+	outs, err := m.forwardFrames(ctx, &deepKey{branch: branch}, nil, sample, timestep, ehs, addedTimeIDs, part, comm)
+	if err != nil {
+		return nil, nil, err
+	}
+	return outs[0], outs[1], nil
 }
 
 // ForwardFramesShallow is ForwardShallow evaluated by one member of a context-parallel
@@ -63,33 +70,57 @@ func (m *Model) ForwardFramesShallow(ctx context.Context, branch int, feature, s
 	if feature == nil || sample == nil || len(feature.Shape) != 5 || len(sample.Shape) != 5 || feature.Shape[0] != sample.Shape[0] || feature.Shape[1] != sample.Shape[1] {
 		return nil, fmt.Errorf("%w: feature %v for sample %v", ErrBranch, shapeOf(feature), shapeOf(sample))
 	}
-	out, _, err := m.forwardFrames(ctx, &deepKey{branch: branch, shallow: true}, feature, sample, timestep, ehs, addedTimeIDs, part, comm)
-	return out, err
+	outs, err := m.forwardFrames(ctx, &deepKey{branch: branch, mode: cutShallow}, []*tensor.Dense{feature}, sample, timestep, ehs, addedTimeIDs, part, comm)
+	if err != nil {
+		return nil, err
+	}
+	return outs[0], nil
 }
 
-// forwardFrames runs the plan of the whole network (cut nil) or of a DeepCache call.
-func (m *Model) forwardFrames(ctx context.Context, cut *deepKey, feature, sample, timestep, ehs, addedTimeIDs *tensor.Dense, part Frames, comm Comm) (out, kept *tensor.Dense, err error) {
+// ForwardFramesProbe is ForwardProbe evaluated by one member of a context-parallel group:
+// the skips down to branch for the member's frames, [B, Hi-Lo, C, h', w'] each.
+func (m *Model) ForwardFramesProbe(ctx context.Context, branch int, sample, timestep, ehs, addedTimeIDs *tensor.Dense, part Frames, comm Comm) ([]*tensor.Dense, error) {
+	return m.forwardFrames(ctx, &deepKey{branch: branch, mode: cutProbe}, nil, sample, timestep, ehs, addedTimeIDs, part, comm)
+}
+
+// ForwardFramesRest is ForwardRest evaluated by one member of a context-parallel group:
+// skips are what ForwardFramesProbe returned to this member.
+func (m *Model) ForwardFramesRest(ctx context.Context, branch int, skips []*tensor.Dense, sample, timestep, ehs, addedTimeIDs *tensor.Dense, part Frames, comm Comm) (*tensor.Dense, error) {
+	if err := checkSkips(skips, branch, sample); err != nil {
+		return nil, err
+	}
+	outs, err := m.forwardFrames(ctx, &deepKey{branch: branch, mode: cutRest}, skips, sample, timestep, ehs, addedTimeIDs, part, comm)
+	if err != nil {
+		return nil, err
+	}
+	return outs[0], nil
+}
+
+// forwardFrames runs the plan of the whole network (cut nil) or of a DeepCache call with
+// the call's own inputs extra ([B, Hi-Lo, ...] each, cutRegisters' order) and returns its
+// outputs in cutRegisters' order, [B, Hi-Lo, ...] each.
+func (m *Model) forwardFrames(ctx context.Context, cut *deepKey, extra []*tensor.Dense, sample, timestep, ehs, addedTimeIDs *tensor.Dense, part Frames, comm Comm) ([]*tensor.Dense, error) {
 	for i, t := range []*tensor.Dense{sample, timestep, ehs, addedTimeIDs} {
 		if t == nil {
-			return nil, nil, fmt.Errorf("%w: input %d is nil", ErrInput, i)
+			return nil, fmt.Errorf("%w: input %d is nil", ErrInput, i)
 		}
 	}
 	if comm == nil {
-		return nil, nil, fmt.Errorf("%w: nil comm", ErrFrames)
+		return nil, fmt.Errorf("%w: nil comm", ErrFrames)
 	}
 	if err := checkInputShapes(m.cfg, sample.Shape, timestep.Shape, ehs.Shape, addedTimeIDs.Shape); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if part.Lo < 0 || part.Hi <= part.Lo || part.Hi > part.Total || sample.Shape[1] != part.Hi-part.Lo {
-		return nil, nil, fmt.Errorf("%w: frames [%d, %d) of %d with a sample of %d frames", ErrFrames, part.Lo, part.Hi, part.Total, sample.Shape[1])
+		return nil, fmt.Errorf("%w: frames [%d, %d) of %d with a sample of %d frames", ErrFrames, part.Lo, part.Hi, part.Total, sample.Shape[1])
 	}
 	r := &cpRunner{ctx: ctx, comm: comm, model: m, rows: sample.Shape[0], lo: part.Lo, hi: part.Hi}
 	if err := r.layout(part.Total, sample.Shape); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	plan, err := m.cpPlans.get(m, sample.Shape[3], sample.Shape[4], cut)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	edge := tensor.New(2)
 	if part.Lo > 0 {
@@ -99,20 +130,27 @@ func (m *Model) forwardFrames(ctx context.Context, cut *deepKey, feature, sample
 		edge.Data[1] = 1
 	}
 	r.regs = map[string]*tensor.Dense{regX: sample, regTimestep: timestep, regIDs: addedTimeIDs, regEHS: ehs, regEdge: edge}
-	if feature != nil {
-		d := feature.Shape
-		r.regs[regFeature] = &tensor.Dense{Shape: []int{d[0] * d[1], d[2], d[3], d[4]}, Data: feature.Data}
+	ins, outs := cutRegisters(cut)
+	if len(extra) != len(ins) {
+		return nil, fmt.Errorf("%w: %d inputs for %d registers %v", ErrBranch, len(extra), len(ins), ins)
+	}
+	for i, name := range ins {
+		d := extra[i].Shape
+		r.regs[name] = &tensor.Dense{Shape: []int{d[0] * d[1], d[2], d[3], d[4]}, Data: extra[i].Data}
 	}
 	if err := r.run(plan); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	x := r.regs[regX]
-	d := x.Shape
-	out = &tensor.Dense{Shape: []int{r.rows, r.hi - r.lo, d[1], d[2], d[3]}, Data: x.Data}
-	if f := r.regs[regFeature]; cut != nil && !cut.shallow && f != nil {
-		kept = &tensor.Dense{Shape: []int{r.rows, r.hi - r.lo, f.Shape[1], f.Shape[2], f.Shape[3]}, Data: f.Data}
+	res := make([]*tensor.Dense, len(outs))
+	for i, name := range outs {
+		x := r.regs[name]
+		if x == nil {
+			return nil, fmt.Errorf("unet: context-parallel plan left no %q", name)
+		}
+		d := x.Shape
+		res[i] = &tensor.Dense{Shape: []int{r.rows, r.hi - r.lo, d[1], d[2], d[3]}, Data: x.Data}
 	}
-	return out, kept, nil
+	return res, nil
 }
 
 // cpPlans caches a Model's context-parallel plans (one per latent size) and their

@@ -41,9 +41,35 @@ const (
 	regFeature  = "feature" // DeepCache's feature [B·Tl, C, h', w'] (deepcache.go)
 )
 
-// planInputs are the registers the runner may set before the first step (the feature
-// only for a shallow DeepCache call).
-var planInputs = []string{regX, regTimestep, regIDs, regEHS, regEdge, regFeature}
+// planInputs are the registers the runner sets before the first step; a DeepCache call
+// adds its own (cutRegisters).
+var planInputs = []string{regX, regTimestep, regIDs, regEHS, regEdge}
+
+// skipRegs are the registers of the first n skips.
+func skipRegs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf(regSkipFmt, i)
+	}
+	return out
+}
+
+// cutRegisters are the registers a DeepCache call (nil: the whole network) reads besides
+// planInputs and returns besides (or, for a probe, instead of) the prediction.
+func cutRegisters(c *deepKey) (in, out []string) {
+	if c == nil {
+		return nil, []string{regX}
+	}
+	switch c.mode {
+	case cutKeep:
+		return nil, []string{regX, regFeature}
+	case cutShallow:
+		return []string{regFeature}, []string{regX}
+	case cutProbe:
+		return nil, skipRegs(c.branch + 2)
+	}
+	return skipRegs(c.branch + 2), []string{regX} // cutRest
+}
 
 // env maps register names to the nodes of the segment being built.
 type env map[string]*Node
@@ -138,7 +164,16 @@ type planBuilder struct {
 	cfg   Config
 	steps []*cpStep
 	open  *cpStep
-	skips []string // the registers of the saved skips
+	skips []string   // the registers of the saved skips
+	cut   *cutLayers // a DeepCache call's cut (nil: the whole network)
+}
+
+// pushedSkips is the number of skips pushed so far, run or not.
+func (p *planBuilder) pushedSkips() int {
+	if p.cut != nil {
+		return p.cut.pushed
+	}
+	return len(p.skips)
 }
 
 func (p *planBuilder) op(name string, reads, writes []string, build func(s nn.Scope, e env)) {
@@ -194,6 +229,16 @@ func (p *planBuilder) loadFeature() {
 	p.op("feature", []string{regFeature}, []string{regX}, func(_ nn.Scope, e env) { e[regX] = e[regFeature] })
 }
 
+// saveSkips: the skips' registers are the probe's outputs (cutRegisters).
+func (p *planBuilder) saveSkips() {}
+
+// loadSkips: the skips' registers are inputs; x starts at the last.
+func (p *planBuilder) loadSkips() {
+	p.skips = skipRegs(p.pushedSkips())
+	last := p.skips[len(p.skips)-1]
+	p.op("skips", []string{last}, []string{regX}, func(_ nn.Scope, e env) { e[regX] = e[last] })
+}
+
 // newCPPlan builds the plan of the UNet of cfg for latents of h x w: the whole network,
 // or, with c, a DeepCache call (whose keep form also outputs the feature).
 func newCPPlan(cfg Config, h, w int, c *deepKey) (*cpPlan, error) {
@@ -202,19 +247,18 @@ func newCPPlan(cfg Config, h, w int, c *deepKey) (*cpPlan, error) {
 	}
 	p := &planBuilder{cfg: cfg}
 	var l layers = p
-	outs := []string{regX}
 	if c != nil {
-		var err error
-		if l, err = cut(cfg, p, c.branch, c.shallow); err != nil {
+		cl, err := cut(cfg, p, c.branch, c.mode)
+		if err != nil {
 			return nil, err
 		}
-		if !c.shallow {
-			outs = append(outs, regFeature)
-		}
+		p.cut = cl.(*cutLayers)
+		l = cl
 	}
 	walk(cfg, h, w, l)
 	plan := &cpPlan{steps: p.steps}
-	if err := plan.liveness(outs); err != nil {
+	ins, outs := cutRegisters(c)
+	if err := plan.liveness(append(slices.Clone(planInputs), ins...), outs); err != nil {
 		return nil, err
 	}
 	return plan, nil
@@ -263,8 +307,9 @@ func (p *planBuilder) transformer(path string, a attnSpec) {
 	})
 }
 
-// liveness fills every step's in, out and live lists, working backwards from the outputs.
-func (p *cpPlan) liveness(outputs []string) error {
+// liveness fills every step's in, out and live lists, working backwards from the outputs;
+// only inputs may be read before a step writes them.
+func (p *cpPlan) liveness(inputs, outputs []string) error {
 	live := map[string]bool{}
 	for _, o := range outputs {
 		live[o] = true
@@ -310,7 +355,7 @@ func (p *cpPlan) liveness(outputs []string) error {
 		}
 	}
 	for r := range live {
-		if !slices.Contains(planInputs, r) {
+		if !slices.Contains(inputs, r) {
 			return fmt.Errorf("unet: context-parallel plan reads %q before any step writes it", r)
 		}
 	}

@@ -3,6 +3,7 @@ package unet
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
@@ -45,13 +46,29 @@ func Branches(cfg Config) int {
 // branch, loading the feature there (shallow). Skips are pushed in order and all popped
 // after the last push, so a skip's position on the stack is its push number.
 type cutLayers struct {
-	inner   layers
-	skip    int  // the branch's skip: its push number
-	shallow bool // load the feature instead of running the deep part
-	pushed  int  // skips pushed so far, run or not
-	depth   int  // skips on the stack, run or not
-	deep    bool // inside the deep part of a shallow call: calls are dropped
+	inner  layers
+	skip   int     // the branch's skip: its push number
+	mode   cutMode // what the call runs
+	pushed int     // skips pushed so far, run or not
+	depth  int     // skips on the stack, run or not
+	deep   bool    // inside the part the call does not run: calls are dropped
 }
+
+// cutMode is what a DeepCache call runs.
+type cutMode int
+
+const (
+	// cutKeep runs everything and saves the feature at the branch.
+	cutKeep cutMode = iota
+	// cutShallow loads the feature instead of running the part below the branch.
+	cutShallow
+	// cutProbe runs only the layers down to the branch's skip and saves the skips pushed
+	// so far, that one last: the "first block" an adaptive rule compares between steps.
+	cutProbe
+	// cutRest runs the rest of a call after a probe: the skips it saved in place of the
+	// layers down to the branch, everything after them as usual.
+	cutRest
+)
 
 func (c *cutLayers) embed() { c.inner.embed() }
 
@@ -79,18 +96,28 @@ func (c *cutLayers) pushSkip() {
 	}
 	c.depth++
 	c.pushed++
-	if c.shallow && c.pushed-1 == c.skip {
-		c.deep = true
+	if c.pushed-1 == c.skip {
+		switch c.mode {
+		case cutShallow:
+			c.deep = true
+		case cutProbe:
+			c.inner.saveSkips()
+			c.deep = true
+		case cutRest:
+			c.inner.loadSkips()
+			c.deep = false
+		}
 	}
 }
 
 func (c *cutLayers) popSkip() {
 	c.depth--
 	if c.depth == c.skip {
-		if c.shallow {
+		switch c.mode {
+		case cutShallow:
 			c.deep = false
 			c.inner.loadFeature()
-		} else {
+		case cutKeep:
 			c.inner.saveFeature()
 		}
 	}
@@ -99,27 +126,71 @@ func (c *cutLayers) popSkip() {
 	}
 }
 
-// saveFeature and loadFeature are never asked of a cutLayers (it does not nest).
+// saveFeature, loadFeature, saveSkips and loadSkips are never asked of a cutLayers (it
+// does not nest).
 func (c *cutLayers) saveFeature() { c.inner.saveFeature() }
 func (c *cutLayers) loadFeature() { c.inner.loadFeature() }
+func (c *cutLayers) saveSkips()   { c.inner.saveSkips() }
+func (c *cutLayers) loadSkips()   { c.inner.loadSkips() }
 
 // cut returns l wrapped for a DeepCache call at branch, after checking the branch.
-func cut(cfg Config, l layers, branch int, shallow bool) (layers, error) {
+func cut(cfg Config, l layers, branch int, mode cutMode) (layers, error) {
 	if n := Branches(cfg); branch < 0 || branch >= n {
 		return nil, fmt.Errorf("%w: branch %d, the UNet has branches 0..%d", ErrBranch, branch, n-1)
 	}
-	return &cutLayers{inner: l, skip: branch + 1, shallow: shallow}, nil
+	return &cutLayers{inner: l, skip: branch + 1, mode: mode, deep: mode == cutRest}, nil
 }
 
 // BuildKeep is Build for the full call of DeepCache at branch: it also returns the kept
 // feature, [B, T, C, h', w'] (the input of the up module mirroring the branch).
 func BuildKeep(s nn.Scope, cfg Config, branch int, sample, timestep, ehs, addedTimeIDs *Node) (out, feature *Node) {
 	l := newGraphLayers(s, cfg, sample, timestep, ehs, addedTimeIDs)
-	c, err := cut(cfg, l, branch, false)
+	c, err := cut(cfg, l, branch, cutKeep)
 	if err != nil {
 		panic(err)
 	}
 	return l.run(c), l.featureOut()
+}
+
+// BuildProbe runs the UNet only down to the skip of branch and returns the skips pushed
+// so far, [B, T, C, h', w'] each, in push order (conv_in's first): the last is the branch's
+// skip, the part of a call an adaptive rule compares between steps (at branch 0, conv_in
+// and the first res-block, with its transformer when the block has one); all of them are
+// what BuildRest continues from.
+func BuildProbe(s nn.Scope, cfg Config, branch int, sample, timestep, ehs, addedTimeIDs *Node) []*Node {
+	l := newGraphLayers(s, cfg, sample, timestep, ehs, addedTimeIDs)
+	c, err := cut(cfg, l, branch, cutProbe)
+	if err != nil {
+		panic(err)
+	}
+	walk(cfg, l.h, l.w, c)
+	out := make([]*Node, len(l.skipsOut))
+	for i, x := range l.skipsOut {
+		d := x.Shape().Dimensions
+		out[i] = Reshape(x, l.f.b, l.f.t, d[1], d[2], d[3])
+	}
+	return out
+}
+
+// BuildRest is Build after BuildProbe at branch: skips are what it returned for the same
+// rows, and the layers that made them do not run again; the prediction is Build's.
+func BuildRest(s nn.Scope, cfg Config, branch int, skips []*Node, sample, timestep, ehs, addedTimeIDs *Node) *Node {
+	l := newGraphLayers(s, cfg, sample, timestep, ehs, addedTimeIDs)
+	c, err := cut(cfg, l, branch, cutRest)
+	if err != nil {
+		panic(err)
+	}
+	if len(skips) != branch+2 {
+		panic(fmt.Errorf("%w: %d skips for branch %d, want %d", ErrBranch, len(skips), branch, branch+2))
+	}
+	for _, x := range skips {
+		d := x.Shape().Dimensions
+		if len(d) != 5 || d[0] != l.f.b || d[1] != l.f.t {
+			panic(fmt.Errorf("%w: skip %v for a sample of %d rows and %d frames", ErrBranch, d, l.f.b, l.f.t))
+		}
+		l.skipsIn = append(l.skipsIn, Reshape(x, d[0]*d[1], d[2], d[3], d[4]))
+	}
+	return l.run(c)
 }
 
 // BuildShallow is Build for a cached call of DeepCache at branch: feature is what
@@ -127,7 +198,7 @@ func BuildKeep(s nn.Scope, cfg Config, branch int, sample, timestep, ehs, addedT
 // network deeper than the branch does not run.
 func BuildShallow(s nn.Scope, cfg Config, branch int, feature, sample, timestep, ehs, addedTimeIDs *Node) *Node {
 	l := newGraphLayers(s, cfg, sample, timestep, ehs, addedTimeIDs)
-	c, err := cut(cfg, l, branch, true)
+	c, err := cut(cfg, l, branch, cutShallow)
 	if err != nil {
 		panic(err)
 	}
@@ -150,6 +221,13 @@ func (l *graphLayers) featureOut() *Node {
 
 func (l *graphLayers) saveFeature() { l.feature = l.x }
 
+func (l *graphLayers) saveSkips() { l.skipsOut = slices.Clone(l.skips) }
+
+func (l *graphLayers) loadSkips() {
+	l.skips = slices.Clone(l.skipsIn)
+	l.x = l.skips[len(l.skips)-1]
+}
+
 func (l *graphLayers) loadFeature() {
 	if l.feature == nil {
 		panic(fmt.Errorf("%w: no feature to load", ErrBranch))
@@ -164,8 +242,8 @@ func (l *graphLayers) loadFeature() {
 
 // deepKey names a compiled DeepCache program.
 type deepKey struct {
-	branch  int
-	shallow bool
+	branch int
+	mode   cutMode
 }
 
 // deepPrograms holds a Model's DeepCache programs, compiled on first use.
@@ -185,15 +263,18 @@ func (d *deepPrograms) get(m *Model, k deepKey) (*nn.Program, error) {
 	}
 	cfg := m.cfg
 	build := func(s nn.Scope, in []*Node) []*Node {
+		switch k.mode {
+		case cutShallow:
+			return []*Node{BuildShallow(s, cfg, k.branch, in[4], in[0], in[1], in[2], in[3])}
+		case cutProbe:
+			return BuildProbe(s, cfg, k.branch, in[0], in[1], in[2], in[3])
+		case cutRest:
+			return []*Node{BuildRest(s, cfg, k.branch, in[4:], in[0], in[1], in[2], in[3])}
+		}
 		out, f := BuildKeep(s, cfg, k.branch, in[0], in[1], in[2], in[3])
 		return []*Node{out, f}
 	}
-	if k.shallow {
-		build = func(s nn.Scope, in []*Node) []*Node {
-			return []*Node{BuildShallow(s, cfg, k.branch, in[4], in[0], in[1], in[2], in[3])}
-		}
-	}
-	p, err := nn.NewProgram(m.prog.Backend(), m.weights, fmt.Sprintf("unet-deepcache-%d-%t", k.branch, k.shallow), build)
+	p, err := nn.NewProgram(m.prog.Backend(), m.weights, fmt.Sprintf("unet-deepcache-%d-%d", k.branch, k.mode), build)
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
@@ -223,7 +304,7 @@ func (m *Model) ForwardKeep(branch int, sample, timestep, ehs, addedTimeIDs *ten
 	if err != nil {
 		return nil, nil, err
 	}
-	outs, err := m.runRows(prog, nil, sample, timestep, ehs, addedTimeIDs)
+	outs, err := m.runRows(prog, sample, timestep, ehs, addedTimeIDs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -240,13 +321,55 @@ func (m *Model) ForwardShallow(branch int, feature, sample, timestep, ehs, added
 	if sample != nil && (len(feature.Shape) != 5 || len(sample.Shape) != 5 || feature.Shape[0] != sample.Shape[0] || feature.Shape[1] != sample.Shape[1]) {
 		return nil, fmt.Errorf("%w: feature %v for sample %v", ErrBranch, feature.Shape, sample.Shape)
 	}
-	prog, err := m.deep.get(m, deepKey{branch: branch, shallow: true})
+	prog, err := m.deep.get(m, deepKey{branch: branch, mode: cutShallow})
 	if err != nil {
 		return nil, err
 	}
-	outs, err := m.runRows(prog, feature, sample, timestep, ehs, addedTimeIDs)
+	outs, err := m.runRows(prog, sample, timestep, ehs, addedTimeIDs, feature)
 	if err != nil {
 		return nil, err
 	}
 	return outs[0], nil
+}
+
+// ForwardProbe runs the UNet of a call only down to the skip of branch and returns the
+// skips pushed so far (BuildProbe), [B, T, C, h', w'] each: the last is the branch's
+// skip, what an adaptive rule compares between steps to decide whether the rest of the
+// call is worth computing; ForwardRest computes that rest from them.
+func (m *Model) ForwardProbe(branch int, sample, timestep, ehs, addedTimeIDs *tensor.Dense) ([]*tensor.Dense, error) {
+	prog, err := m.deep.get(m, deepKey{branch: branch, mode: cutProbe})
+	if err != nil {
+		return nil, err
+	}
+	return m.runRows(prog, sample, timestep, ehs, addedTimeIDs)
+}
+
+// ForwardRest finishes a call that ForwardProbe began at branch on the same inputs: skips
+// are what it returned (or rows of it), and the result is Forward's.
+func (m *Model) ForwardRest(branch int, skips []*tensor.Dense, sample, timestep, ehs, addedTimeIDs *tensor.Dense) (*tensor.Dense, error) {
+	if err := checkSkips(skips, branch, sample); err != nil {
+		return nil, err
+	}
+	prog, err := m.deep.get(m, deepKey{branch: branch, mode: cutRest})
+	if err != nil {
+		return nil, err
+	}
+	outs, err := m.runRows(prog, sample, timestep, ehs, addedTimeIDs, skips...)
+	if err != nil {
+		return nil, err
+	}
+	return outs[0], nil
+}
+
+// checkSkips checks a probe's skips against the branch and the sample's rows and frames.
+func checkSkips(skips []*tensor.Dense, branch int, sample *tensor.Dense) error {
+	if len(skips) != branch+2 {
+		return fmt.Errorf("%w: %d skips for branch %d, want %d", ErrBranch, len(skips), branch, branch+2)
+	}
+	for _, x := range skips {
+		if x == nil || sample == nil || len(x.Shape) != 5 || len(sample.Shape) != 5 || x.Shape[0] != sample.Shape[0] || x.Shape[1] != sample.Shape[1] {
+			return fmt.Errorf("%w: skip %v for sample %v", ErrBranch, shapeOf(x), shapeOf(sample))
+		}
+	}
+	return nil
 }

@@ -216,6 +216,49 @@ func TestDeepCacheKeepAndShallow(t *testing.T) {
 	}
 }
 
+// TestProbeAndRest: at every branch, a probe returns the skips down to the branch (the
+// last one the branch's), and the rest of the call from them gives Forward's prediction
+// bit for bit: the layers the probe ran are not run twice, nor differently.
+func TestProbeAndRest(t *testing.T) {
+	m := deepCacheModel(t, smallConfig3)
+	cfg := m.Config()
+	sample := randomTensor(1, 2, 3, cfg.InChannels, 8, 8)
+	ts := &tensor.Dense{Shape: []int{1}, Data: []float32{0.7}}
+	ehs := randomTensor(2, 2, 1, cfg.CrossAttentionDim[0])
+	ids := &tensor.Dense{Shape: []int{2, 3}, Data: []float32{6, 127, 0.02, 6, 127, 0.02}}
+	want, err := m.Forward(sample, ts, ehs, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for branch := range Branches(cfg) {
+		skips, err := m.ForwardProbe(branch, sample, ts, ehs, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(skips) != branch+2 {
+			t.Fatalf("branch %d: %d skips", branch, len(skips))
+		}
+		_, feature, err := m.ForwardKeep(branch, sample, ts, ehs, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The branch's skip has the resolution of the feature consumed beside it.
+		if sd, fd := skips[branch+1].Shape, feature.Shape; sd[3] != fd[3] || sd[4] != fd[4] {
+			t.Fatalf("branch %d: skip %v beside feature %v", branch, sd, fd)
+		}
+		out, err := m.ForwardRest(branch, skips, sample, ts, ehs, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !tensor.BitEqual(out, want) {
+			t.Fatalf("branch %d: probe + rest differs from Forward (rel L2 %.3g)", branch, tensor.RelL2(out, want))
+		}
+	}
+	if _, err := m.ForwardRest(0, nil, sample, ts, ehs, ids); !errors.Is(err, ErrBranch) {
+		t.Fatalf("rest without skips: %v", err)
+	}
+}
+
 func TestDeepCacheErrors(t *testing.T) {
 	m := deepCacheModel(t, smallConfig2)
 	cfg := m.Config()
@@ -243,8 +286,9 @@ func TestDeepCacheErrors(t *testing.T) {
 	}
 }
 
-// TestDeepCacheFrames: the context-parallel full and shallow calls, joined over two
-// members, match the one-rank calls (prediction and feature) within the CP tolerance.
+// TestDeepCacheFrames: the context-parallel full, shallow, probe and rest calls, joined
+// over two members, match the one-rank calls (prediction, feature, skips) within the CP
+// tolerance.
 func TestDeepCacheFrames(t *testing.T) {
 	m := deepCacheModel(t, smallConfig2)
 	cfg := m.Config()
@@ -264,7 +308,16 @@ func TestDeepCacheFrames(t *testing.T) {
 	}
 	parts := frameRanges([]int{2, 1})
 	comms := localComms(t, len(parts))
-	outs, features, shallow := make([]*tensor.Dense, 2), make([]*tensor.Dense, 2), make([]*tensor.Dense, 2)
+	wantProbe, err := m.ForwardProbe(branch, next, ts, ehs, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRest, err := m.Forward(next, ts, ehs, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, features, shallow, rest := make([]*tensor.Dense, 2), make([]*tensor.Dense, 2), make([]*tensor.Dense, 2), make([]*tensor.Dense, 2)
+	probes := make([][]*tensor.Dense, 2)
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i, p := range parts {
@@ -274,15 +327,29 @@ func TestDeepCacheFrames(t *testing.T) {
 			if errs[i] == nil {
 				shallow[i], errs[i] = m.ForwardFramesShallow(ctx, branch, features[i], sliceT(next, p.Lo, p.Hi), ts, ehs, ids, p, comms[i])
 			}
+			if errs[i] == nil {
+				probes[i], errs[i] = m.ForwardFramesProbe(ctx, branch, sliceT(next, p.Lo, p.Hi), ts, ehs, ids, p, comms[i])
+			}
+			if errs[i] == nil {
+				rest[i], errs[i] = m.ForwardFramesRest(ctx, branch, probes[i], sliceT(next, p.Lo, p.Hi), ts, ehs, ids, p, comms[i])
+			}
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	for name, pair := range map[string][2]*tensor.Dense{
+	pairs := map[string][2]*tensor.Dense{
 		"full": {joinT(outs), wantOut}, "feature": {joinT(features), wantFeature}, "shallow": {joinT(shallow), wantShallow},
-	} {
+		"rest": {joinT(rest), wantRest},
+	}
+	if len(probes[0]) != branch+2 || len(probes[1]) != branch+2 {
+		t.Fatalf("probes of %d and %d skips, want %d", len(probes[0]), len(probes[1]), branch+2)
+	}
+	for k := range wantProbe {
+		pairs[fmt.Sprintf("probe skip %d", k)] = [2]*tensor.Dense{joinT([]*tensor.Dense{probes[0][k], probes[1][k]}), wantProbe[k]}
+	}
+	for name, pair := range pairs {
 		if !tensor.SameShape(pair[0], pair[1]) {
 			t.Fatalf("%s: shape %v, want %v", name, pair[0].Shape, pair[1].Shape)
 		}

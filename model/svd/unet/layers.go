@@ -32,6 +32,10 @@ type layers interface {
 	// neither.
 	saveFeature()
 	loadFeature()
+	// saveSkips keeps the skips saved so far (outputs of a probe call); loadSkips replaces
+	// them, and x by the last, with those the call was given (the rest of a probed call).
+	saveSkips()
+	loadSkips()
 }
 
 // walk runs the layer sequence of the UNet of cfg (diffusers'
@@ -113,8 +117,8 @@ func walk(cfg Config, h, w int, l layers) {
 	// Output head.
 	l.apply("head", func(s nn.Scope, x *Node) *Node {
 		g := x.Graph()
-		x = nn.GroupNorm(x, s.Param(g, "conv_norm_out.weight", ch[0]), s.Param(g, "conv_norm_out.bias", ch[0]), groups, epsOut)
-		return conv2D(s, "conv_out", nn.SiLU(x), cfg.OutChannels, 3, nn.ConvOpts{Padding: 1})
+		x = nn.GroupNormSiLU(x, s.Param(g, "conv_norm_out.weight", ch[0]), s.Param(g, "conv_norm_out.bias", ch[0]), groups, epsOut)
+		return conv2D(s, "conv_out", x, cfg.OutChannels, 3, nn.ConvOpts{Padding: 1})
 	})
 }
 

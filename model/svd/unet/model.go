@@ -93,17 +93,17 @@ func bind(cfg Config, w *nn.Weights, backend backends.Backend) (*Model, error) {
 // ehs [B, S, D], addedTimeIDs [B, K] -> [B, T, Cout, h, w]. The first call for a set of
 // shapes compiles a graph.
 func (m *Model) Forward(sample, timestep, ehs, addedTimeIDs *tensor.Dense) (*tensor.Dense, error) {
-	outs, err := m.runRows(m.prog, nil, sample, timestep, ehs, addedTimeIDs)
+	outs, err := m.runRows(m.prog, sample, timestep, ehs, addedTimeIDs)
 	if err != nil {
 		return nil, err
 	}
 	return outs[0], nil
 }
 
-// runRows checks the inputs and runs prog on them, with perRow (one row per sample row)
-// as a last input when not nil, as up to rowPar executions of a slice of the rows each;
-// every output is joined over the rows again.
-func (m *Model) runRows(prog *nn.Program, perRow, sample, timestep, ehs, addedTimeIDs *tensor.Dense) ([]*tensor.Dense, error) {
+// runRows checks the inputs and runs prog on them, with perRow (one row per sample row
+// each) as further inputs, as up to rowPar executions of a slice of the rows each; every
+// output is joined over the rows again.
+func (m *Model) runRows(prog *nn.Program, sample, timestep, ehs, addedTimeIDs *tensor.Dense, perRow ...*tensor.Dense) ([]*tensor.Dense, error) {
 	for i, t := range []*tensor.Dense{sample, timestep, ehs, addedTimeIDs} {
 		if t == nil {
 			return nil, fmt.Errorf("%w: input %d is nil", ErrInput, i)
@@ -113,12 +113,8 @@ func (m *Model) runRows(prog *nn.Program, perRow, sample, timestep, ehs, addedTi
 		return nil, err
 	}
 	b := sample.Shape[0]
-	run := func(sample, timestep, ehs, ids, perRow *tensor.Dense) ([]*tensor.Dense, error) {
-		in := []*tensor.Dense{sample, timestep, ehs, ids}
-		if perRow != nil {
-			in = append(in, perRow)
-		}
-		out, err := prog.Run(in...)
+	run := func(sample, timestep, ehs, ids *tensor.Dense, perRow []*tensor.Dense) ([]*tensor.Dense, error) {
+		out, err := prog.Run(append([]*tensor.Dense{sample, timestep, ehs, ids}, perRow...)...)
 		if err != nil {
 			return nil, fmt.Errorf("unet: forward %v: %w", sample.Shape, err)
 		}
@@ -135,9 +131,9 @@ func (m *Model) runRows(prog *nn.Program, perRow, sample, timestep, ehs, addedTi
 		if perRowTimestep {
 			ts = timestep.Rows(start, end)
 		}
-		var extra *tensor.Dense
-		if perRow != nil {
-			extra = perRow.Rows(start, end)
+		extra := make([]*tensor.Dense, len(perRow))
+		for i, t := range perRow {
+			extra[i] = t.Rows(start, end)
 		}
 		out, err := run(sample.Rows(start, end), ts, ehs.Rows(start, end), addedTimeIDs.Rows(start, end), extra)
 		if err != nil {

@@ -31,12 +31,12 @@ func resnetBlock2D(s nn.Scope, x, temb *Node, cout int, eps float64) *Node {
 	g := x.Graph()
 	cin := x.Shape().Dim(1)
 	e := temb.Shape().Dim(-1)
-	h := nn.GroupNorm(x, s.Param(g, "norm1.weight", cin), s.Param(g, "norm1.bias", cin), groups, eps)
-	h = nn.Conv2D(nn.SiLU(h), s.Param(g, "conv1.weight", cout, cin, 3, 3), s.Param(g, "conv1.bias", cout), nn.ConvOpts{Padding: 1})
+	h := nn.GroupNormSiLU(x, s.Param(g, "norm1.weight", cin), s.Param(g, "norm1.bias", cin), groups, eps)
+	h = nn.Conv2D(h, s.Param(g, "conv1.weight", cout, cin, 3, 3), s.Param(g, "conv1.bias", cout), nn.ConvOpts{Padding: 1})
 	t := nn.Linear(nn.SiLU(temb), s.Param(g, "time_emb_proj.weight", cout, e), s.Param(g, "time_emb_proj.bias", cout))
 	h = Add(h, InsertAxes(t, -1, -1))
-	h = nn.GroupNorm(h, s.Param(g, "norm2.weight", cout), s.Param(g, "norm2.bias", cout), groups, eps)
-	h = nn.Conv2D(nn.SiLU(h), s.Param(g, "conv2.weight", cout, cout, 3, 3), s.Param(g, "conv2.bias", cout), nn.ConvOpts{Padding: 1})
+	h = nn.GroupNormSiLU(h, s.Param(g, "norm2.weight", cout), s.Param(g, "norm2.bias", cout), groups, eps)
+	h = nn.Conv2D(h, s.Param(g, "conv2.weight", cout, cout, 3, 3), s.Param(g, "conv2.bias", cout), nn.ConvOpts{Padding: 1})
 	if cin != cout {
 		x = nn.Conv2D(x, s.Param(g, "conv_shortcut.weight", cout, cin, 1, 1), s.Param(g, "conv_shortcut.bias", cout), nn.ConvOpts{})
 	}
@@ -49,11 +49,11 @@ func resnetBlock2D(s nn.Scope, x, temb *Node, cout int, eps float64) *Node {
 func temporalResnetBlock(s nn.Scope, x, temb *Node, eps float64) *Node {
 	g := x.Graph()
 	c := x.Shape().Dim(1)
-	h := nn.GroupNorm(x, s.Param(g, "norm1.weight", c), s.Param(g, "norm1.bias", c), groups, eps)
-	h = nn.Conv3DTime(nn.SiLU(h), s.Param(g, "conv1.weight", c, c, 3, 1, 1), s.Param(g, "conv1.bias", c))
+	h := nn.GroupNormSiLU(x, s.Param(g, "norm1.weight", c), s.Param(g, "norm1.bias", c), groups, eps)
+	h = nn.Conv3DTime(h, s.Param(g, "conv1.weight", c, c, 3, 1, 1), s.Param(g, "conv1.bias", c))
 	h = addTimeEmbedding(s, h, temb)
-	h = nn.GroupNorm(h, s.Param(g, "norm2.weight", c), s.Param(g, "norm2.bias", c), groups, eps)
-	h = nn.Conv3DTime(nn.SiLU(h), s.Param(g, "conv2.weight", c, c, 3, 1, 1), s.Param(g, "conv2.bias", c))
+	h = nn.GroupNormSiLU(h, s.Param(g, "norm2.weight", c), s.Param(g, "norm2.bias", c), groups, eps)
+	h = nn.Conv3DTime(h, s.Param(g, "conv2.weight", c, c, 3, 1, 1), s.Param(g, "conv2.bias", c))
 	return Add(x, h)
 }
 

@@ -109,7 +109,8 @@ type graphLayers struct {
 	emb                *Node // [B·T, E]
 	x                  *Node
 	skips              []*Node
-	feature            *Node // DeepCache's feature [B·T, C, h', w'], saved or to load
+	feature            *Node   // DeepCache's feature [B·T, C, h', w'], saved or to load
+	skipsOut, skipsIn  []*Node // a probe's skips, saved or to load (deepcache.go)
 }
 
 func (l *graphLayers) embed() {

@@ -38,19 +38,49 @@ type Cost struct {
 	// whichever is largest. Weights are not included; the whole call holds more (skip
 	// connections), so this is a lower bound that grows as the real peak does.
 	PeakActivationBytes float64
+	// CutBytes is, for a Shallow or Probe part, the float32 bytes of the tensor at the
+	// branch: the kept feature a shallow call reads (the input of the up module that
+	// consumes the branch's skip), or the skip a probe returns.
+	CutBytes float64
 }
 
 // Count returns the cost of one call of the UNet cfg on inputs of shape s.
 func Count(cfg unet.Config, s Shape) (Cost, error) {
+	return CountPart(cfg, s, Whole, 0)
+}
+
+// Part is the part of a call that runs (the DeepCache calls of unet.Model).
+type Part int
+
+const (
+	// Whole is the whole network (Forward, ForwardKeep).
+	Whole Part = iota
+	// Shallow is the network without the part below a branch (ForwardShallow).
+	Shallow
+	// Probe is the network down to a branch's skip (ForwardProbe).
+	Probe
+)
+
+// CountPart returns the cost of the part of one call of the UNet cfg on inputs of shape s
+// that runs for a DeepCache call at branch (unet.Branches; ignored for Whole). Params and
+// Tensors count the weights that part reads.
+func CountPart(cfg unet.Config, s Shape, part Part, branch int) (Cost, error) {
 	if err := cfg.Validate(); err != nil {
 		return Cost{}, fmt.Errorf("unetcost: %w", err)
 	}
 	if s.Batch < 1 || s.Frames < 1 || s.Height < 1 || s.Width < 1 {
 		return Cost{}, fmt.Errorf("unetcost: shape %+v has an empty dimension", s)
 	}
-	w := walker{cfg: cfg, b: float64(s.Batch), t: float64(s.Frames), n: float64(s.Batch * s.Frames), e: cfg.TimeEmbedDim()}
+	if n := unet.Branches(cfg); part != Whole && (branch < 0 || branch >= n) {
+		return Cost{}, fmt.Errorf("unetcost: branch %d, the UNet has branches 0..%d", branch, n-1)
+	}
+	w := walker{cfg: cfg, b: float64(s.Batch), t: float64(s.Frames), n: float64(s.Batch * s.Frames), e: cfg.TimeEmbedDim(),
+		part: part, cutSkip: branch + 1}
 	w.unet(s.Height, s.Width)
 	c := w.c
+	if part == Probe {
+		c = w.atCut
+	}
 	c.Total = c.Conv + c.Linear + c.SpatialAttention + c.TemporalAttention
 	return c, nil
 }
@@ -61,6 +91,29 @@ type walker struct {
 	b, t, n float64 // batch, frames, batch·frames
 	e       int     // time embedding width
 	c       Cost
+	part    Part
+	cutSkip int  // the skip (push number) of the branch
+	atCut   Cost // the cost when the branch's skip was pushed
+}
+
+// pushed notes that skip number k, of c channels at h x wd, was pushed.
+func (w *walker) pushed(k, c, h, wd int) {
+	if k == w.cutSkip {
+		w.atCut = w.c
+		if w.part == Probe {
+			w.atCut.CutBytes = 4 * w.n * float64(c*h*wd)
+		}
+	}
+}
+
+// popping notes that skip number k is about to be consumed by an up module whose input
+// has c channels at h x wd: a shallow call runs from here, so what ran since the skip
+// was pushed is dropped.
+func (w *walker) popping(k, c, h, wd int) {
+	if k == w.cutSkip && w.part == Shallow {
+		w.c = w.atCut
+		w.c.CutBytes = 4 * w.n * float64(c*h*wd)
+	}
 }
 
 // linear is a Linear(in, out) applied to rows rows.
@@ -123,11 +176,13 @@ func (w *walker) unet(h, wd int) {
 				w.transformer(cur.h, cur.w, ch[i], cfg.NumAttentionHeads[i], cfg.CrossAttentionDim[i], cfg.TransformerLayers(i, l))
 			}
 			skips, skipCh = append(skips, cur), append(skipCh, prev)
+			w.pushed(len(skips)-1, prev, cur.h, cur.w)
 		}
 		if i < n-1 { // Downsample2D: 3x3 conv, stride 2, padding 1
 			cur = size{(cur.h + 1) / 2, (cur.w + 1) / 2}
 			w.conv(w.n*float64(cur.h*cur.w), 9, prev, prev)
 			skips, skipCh = append(skips, cur), append(skipCh, prev)
+			w.pushed(len(skips)-1, prev, cur.h, cur.w)
 		}
 	}
 	// Mid block.
@@ -143,6 +198,7 @@ func (w *walker) unet(h, wd int) {
 		for l := range cfg.LayersPerBlock[i] + 1 {
 			last := len(skips) - 1
 			sk, skc := skips[last], skipCh[last]
+			w.popping(last, prev, sk.h, sk.w)
 			skips, skipCh = skips[:last], skipCh[:last]
 			cur = sk
 			w.resblock(cur.h, cur.w, prev+skc, out)

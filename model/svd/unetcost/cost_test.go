@@ -5,7 +5,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gomlx/gomlx/pkg/core/graph"
+
 	"github.com/vdpp/vdpp/internal/shared"
+	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/safetensors"
 )
@@ -185,4 +188,91 @@ func TestPeakActivation(t *testing.T) {
 	if r := big.PeakActivationBytes / c.PeakActivationBytes; r != 16 {
 		t.Errorf("twice the size: peak x%g, want x16", r)
 	}
+}
+
+// TestPartsReadTheirWeights: for every branch, the shallow and probe parts count exactly
+// the weights unet's DeepCache calls read (declared from the same graph-building code),
+// and their FLOPs lie strictly between nothing and the whole call.
+func TestPartsReadTheirWeights(t *testing.T) {
+	three, err := unet.ParseConfig("three", []byte(`{"block_out_channels": [32, 32, 64], "layers_per_block": [1, 2, 1],
+		"down_block_types": ["CrossAttnDownBlockSpatioTemporal", "CrossAttnDownBlockSpatioTemporal", "DownBlockSpatioTemporal"],
+		"up_block_types": ["UpBlockSpatioTemporal", "CrossAttnUpBlockSpatioTemporal", "CrossAttnUpBlockSpatioTemporal"],
+		"num_attention_heads": 2, "cross_attention_dim": 8, "addition_time_embed_dim": 4,
+		"projection_class_embeddings_input_dim": 12, "in_channels": 6, "out_channels": 3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := Shape{Batch: 1, Frames: 2, Height: 16, Width: 16}
+	for name, cfg := range map[string]unet.Config{"xt": XTConfig(), "tiny": tinyConfig(t), "three": three} {
+		whole, err := Count(cfg, shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for branch := range unet.Branches(cfg) {
+			for _, part := range []Part{Shallow, Probe} {
+				got, err := CountPart(cfg, shape, part, branch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				params, tensors, cut := declared(t, cfg, shape, part, branch)
+				if got.Params != params || got.Tensors != tensors || got.CutBytes != cut {
+					t.Errorf("%s branch %d part %d: counted %d params in %d tensors and a %g-byte cut, the call reads %d in %d and cuts %g bytes",
+						name, branch, part, got.Params, got.Tensors, got.CutBytes, params, tensors, cut)
+				}
+				if !(got.Total > 0 && got.Total < whole.Total) {
+					t.Errorf("%s branch %d part %d: %g FLOPs of a whole call's %g", name, branch, part, got.Total, whole.Total)
+				}
+			}
+		}
+	}
+	if _, err := CountPart(XTConfig(), shape, Shallow, unet.Branches(XTConfig())); err == nil {
+		t.Error("a branch past the last was counted")
+	}
+}
+
+// declared counts the parameters and tensors unet's call of part at branch reads, and the
+// bytes of the feature (Shallow) or skip (Probe) at the branch.
+func declared(t *testing.T, cfg unet.Config, s Shape, part Part, branch int) (params, tensors int64, cut float64) {
+	t.Helper()
+	inputs := func(g *graph.Graph) (sample, ts, ehs, ids *graph.Node) {
+		return graph.Parameter(g, "sample", nn.F32(s.Batch, s.Frames, cfg.InChannels, s.Height, s.Width)),
+			graph.Parameter(g, "timestep", nn.F32(1)),
+			graph.Parameter(g, "ehs", nn.F32(s.Batch, 1, cfg.CrossAttentionDim[0])),
+			graph.Parameter(g, "ids", nn.F32(s.Batch, cfg.NumAddedTimeIDs()))
+	}
+	var feature []int
+	if _, err := nn.DeclareShapes(func(sc nn.Scope, g *graph.Graph) error {
+		a, b, c, d := inputs(g)
+		_, f := unet.BuildKeep(sc, cfg, branch, a, b, c, d)
+		feature = f.Shape().Dimensions
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	exp, err := nn.DeclareShapes(func(sc nn.Scope, g *graph.Graph) error {
+		a, b, c, d := inputs(g)
+		if part == Probe {
+			skips := unet.BuildProbe(sc, cfg, branch, a, b, c, d)
+			feature = skips[len(skips)-1].Shape().Dimensions
+		} else {
+			unet.BuildShallow(sc, cfg, branch, graph.Parameter(g, "feature", nn.F32(feature...)), a, b, c, d)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, shape := range exp {
+		n := int64(1)
+		for _, d := range shape {
+			n *= int64(d)
+		}
+		params += n
+		tensors++
+	}
+	cut = 4
+	for _, d := range feature {
+		cut *= float64(d)
+	}
+	return params, tensors, cut
 }

@@ -51,10 +51,7 @@ func buildDecoder(root nn.Scope, g *Graph, z *Node, frames int, cfg Config) *Nod
 		}
 	}
 
-	h = groupNorm(s, g, h, "conv_norm_out", boc[0], spatialEps)
-	if h != nil {
-		h = nn.SiLU(h)
-	}
+	h = groupNormSiLU(s, g, h, "conv_norm_out", boc[0], spatialEps)
 	h = conv2d(s, g, h, "conv_out", boc[0], cfg.OutChannels, 3, nn.ConvOpts{Padding: 1})
 
 	// time_conv_out: Conv3d(out, out, (3, 1, 1), padding (1, 0, 0)) over each video's frames.

@@ -45,10 +45,7 @@ func buildEncoder(root nn.Scope, g *Graph, image *Node, cfg Config) encoderOutpu
 	h = attention(mid.In("attentions.0"), g, h, c)
 	h = resnet2D(mid.In("resnets.1"), g, h, c, c)
 
-	h = groupNorm(s, g, h, "conv_norm_out", c, spatialEps)
-	if h != nil {
-		h = nn.SiLU(h)
-	}
+	h = groupNormSiLU(s, g, h, "conv_norm_out", c, spatialEps)
 	h = conv2d(s, g, h, "conv_out", c, lat2, 3, nn.ConvOpts{Padding: 1})
 	moments := conv2d(root, g, h, "quant_conv", lat2, lat2, 1, nn.ConvOpts{})
 	if moments == nil {

@@ -16,6 +16,9 @@ import (
 // probabilities (Sk/d times more elements; on the pure-Go backend this division was ~8% of
 // a Wan transformer call). The results agree to float32 rounding.
 func attend(q, k, v *Node, heads int) *Node {
+	if out, ok := nn.FusedAttention(q, k, v, nil, heads, 1/math.Sqrt(float64(q.Shape().Dim(2)/heads))); ok {
+		return out // the same order of operations, as one op over all cores
+	}
 	b, sq, sk := q.Shape().Dim(0), q.Shape().Dim(1), k.Shape().Dim(1)
 	chunk := nn.AttentionChunkFor(q.Graph().Backend(), b*heads, sq, sk, q.DType().Size())
 	if chunk <= 0 || chunk >= sq {

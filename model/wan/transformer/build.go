@@ -178,9 +178,9 @@ func head(s nn.Scope, cfg Config, sh Shapes, x, temb *Node) *Node {
 	g := x.Graph()
 	dim := cfg.InnerDim()
 	table := s.Param(g, "scale_shift_table", 1, 2, dim)
-	shift := Add(Reshape(SliceAxis(table, 1, AxisElem(0)), 1, 1, dim), temb)
-	scale := Add(Reshape(SliceAxis(table, 1, AxisElem(1)), 1, 1, dim), temb)
-	x = Add(Mul(nn.LayerNorm(x, nil, nil, cfg.Eps), OnePlus(scale)), shift)
+	shift := Add(Reshape(nn.PickAxis(table, 1, 0), 1, 1, dim), temb)
+	scale := Add(Reshape(nn.PickAxis(table, 1, 1), 1, 1, dim), temb)
+	x = nn.LayerNormModulated(x, nil, nil, scale, shift, cfg.Eps)
 	x = linear(s.In("proj_out"), g, x, dim, cfg.OutChannels*cfg.PatchVolume())
 	return unpatchify(cfg, sh, x)
 }
@@ -197,11 +197,7 @@ func GELUTanh(x *Node) *Node {
 }
 
 // rmsNorm is torch.nn.RMSNorm over the last axis: x / √(mean(x²) + eps) · weight.
-func rmsNorm(x, weight *Node, eps float64) *Node {
-	ms := ReduceAndKeep(Square(x), ReduceMean, -1)
-	y := Div(x, Sqrt(AddScalar(ms, eps)))
-	return Mul(y, ExpandLeftToRank(weight, y.Rank()))
-}
+func rmsNorm(x, weight *Node, eps float64) *Node { return nn.RMSNorm(x, weight, eps) }
 
 // patchEmbed is the Conv3d with kernel = stride = patch as one matrix product over
 // non-overlapping patches: [B, Cin, F, H, W] -> tokens [B, N, D] in (frame, row, column)
@@ -265,7 +261,7 @@ func modulation(s nn.Scope, cfg Config, tproj *Node) [6]*Node {
 	mod := Add(table, tproj)
 	var out [6]*Node
 	for i := range out {
-		out[i] = Squeeze(SliceAxis(mod, 2, AxisElem(i)), 2)
+		out[i] = nn.PickAxis(mod, 2, i)
 	}
 	return out
 }
@@ -275,7 +271,7 @@ func modulation(s nn.Scope, cfg Config, tproj *Node) [6]*Node {
 // computed on its own, so a shard of the tokens gives the shard of q, k, v.
 func selfAttnQKV(s nn.Scope, cfg Config, x, tproj *Node, rope [2]*Node) (q, k, v *Node) {
 	m := modulation(s, cfg, tproj)
-	h := Add(Mul(nn.LayerNorm(x, nil, nil, cfg.Eps), OnePlus(m[1])), m[0])
+	h := nn.LayerNormModulated(x, nil, nil, m[1], m[0], cfg.Eps)
 	return projectQKV(s.In("attn1"), cfg, h, h, rope)
 }
 
@@ -297,7 +293,7 @@ func blockRest(s nn.Scope, cfg Config, x, attn, ctx, img, tproj *Node) *Node {
 	x = Add(x, attention(s.In("attn2"), cfg, h, ctx, img, [2]*Node{}))
 
 	// 3. Feed-forward.
-	h = Add(Mul(nn.LayerNorm(x, nil, nil, cfg.Eps), OnePlus(cScale)), cShift)
+	h = nn.LayerNormModulated(x, nil, nil, cScale, cShift, cfg.Eps)
 	ff := linear(s.In("ffn.net.0.proj"), g, h, dim, cfg.FFNDim)
 	ff = linear(s.In("ffn.net.2"), g, GELUTanh(ff), cfg.FFNDim, dim)
 	return Add(x, Mul(ff, cGate))
@@ -343,8 +339,8 @@ func applyRope(x *Node, rope [2]*Node, heads int) *Node {
 	b, n, dm := d[0], d[1], d[2]
 	half := dm / heads / 2
 	xp := Reshape(x, b, n, heads, half, 2)
-	x1 := Squeeze(SliceAxis(xp, 4, AxisElem(0)), 4)
-	x2 := Squeeze(SliceAxis(xp, 4, AxisElem(1)), 4)
+	x1 := nn.PickAxis(xp, 4, 0)
+	x2 := nn.PickAxis(xp, 4, 1)
 	cos, sin := rope[0], rope[1]
 	o1 := Sub(Mul(x1, cos), Mul(x2, sin))
 	o2 := Add(Mul(x1, sin), Mul(x2, cos))

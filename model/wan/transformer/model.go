@@ -50,9 +50,9 @@ func ExpectedTensors(cfg Config) (map[string][]int, error) {
 	})
 }
 
-// ignoredTensors are names diffusers skips when it loads a checkpoint
+// IgnoredTensors are the names diffusers skips when it loads a checkpoint
 // (_keys_to_ignore_on_load_unexpected: norm_added_q, which some I2V checkpoints carry).
-func ignoredTensors(cfg Config) []string {
+func IgnoredTensors(cfg Config) []string {
 	out := make([]string, 0, cfg.NumLayers)
 	for l := range cfg.NumLayers {
 		out = append(out, fmt.Sprintf("blocks.%d.attn2.norm_added_q.weight", l))
@@ -106,7 +106,7 @@ func Load(dir, variant string, backend backends.Backend) (*Model, error) {
 	if backend == nil {
 		return nil, errors.New("wan/transformer: nil backend")
 	}
-	st, err := checkpoint.OpenDir(dir, stem, exp, checkpoint.LoadDirOptions{LoadOptions: checkpoint.LoadOptions{Ignore: ignoredTensors(cfg)}})
+	st, err := checkpoint.OpenDir(dir, stem, exp, checkpoint.LoadDirOptions{LoadOptions: checkpoint.LoadOptions{Ignore: IgnoredTensors(cfg)}})
 	if err != nil {
 		return nil, fmt.Errorf("wan/transformer: %w", err)
 	}

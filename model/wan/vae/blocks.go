@@ -1,8 +1,6 @@
 package vae
 
 import (
-	"math"
-
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -66,6 +64,15 @@ func conv3DCausal(xin, w, b *Node, p int) *Node {
 // rmsNorm is WanRMS_norm over the channel axis: F.normalize(x, dim=1)·√C·gamma, reading
 // <name>.gamma of shape [C, 1, 1, 1] (images=false) or [C, 1, 1] (images=true).
 func rmsNorm(s nn.Scope, g *Graph, x *Node, name string, ch int, images bool) *Node {
+	return rmsNormAct(s, g, x, name, ch, images, false)
+}
+
+// rmsNormSiLU is rmsNorm followed by SiLU (one fused op with vdpp's CPU kernels).
+func rmsNormSiLU(s nn.Scope, g *Graph, x *Node, name string, ch int) *Node {
+	return rmsNormAct(s, g, x, name, ch, false, true)
+}
+
+func rmsNormAct(s nn.Scope, g *Graph, x *Node, name string, ch int, images, silu bool) *Node {
 	dims := []int{ch, 1, 1, 1}
 	if images {
 		dims = dims[:3]
@@ -74,28 +81,18 @@ func rmsNorm(s nn.Scope, g *Graph, x *Node, name string, ch int, images bool) *N
 	if x == nil {
 		return nil
 	}
-	norm := Sqrt(ReduceAndKeep(Square(x), ReduceSum, 1))
-	y := Div(x, Max(norm, Scalar(g, dtypeF32, normEps)))
-	shape := make([]int, x.Rank())
-	for i := range shape {
-		shape[i] = 1
+	if silu {
+		return nn.ChannelL2NormSiLU(x, gamma, normEps)
 	}
-	shape[1] = ch
-	return Mul(MulScalar(y, math.Sqrt(float64(ch))), Reshape(gamma, shape...))
+	return nn.ChannelL2Norm(x, gamma, normEps)
 }
 
 // resnet is WanResidualBlock: shortcut (1×1×1 conv when cin != cout), then norm1, SiLU,
 // conv1, norm2, SiLU, conv2 (both cached), plus the shortcut.
 func resnet(s nn.Scope, g *Graph, x *Node, c *stepCache, cin, cout int) *Node {
-	h := rmsNorm(s, g, x, "norm1", cin, false)
-	if h != nil {
-		h = nn.SiLU(h)
-	}
+	h := rmsNormSiLU(s, g, x, "norm1", cin)
 	h = causalConv(s, g, h, c, "conv1", cin, cout, 3)
-	h = rmsNorm(s, g, h, "norm2", cout, false)
-	if h != nil {
-		h = nn.SiLU(h)
-	}
+	h = rmsNormSiLU(s, g, h, "norm2", cout)
 	h = causalConv(s, g, h, c, "conv2", cout, cout, 3)
 	short := x
 	if cin != cout {

@@ -53,9 +53,6 @@ func buildDecodeChunk(s nn.Scope, g *Graph, z *Node, c *stepCache, cfg Config) *
 		}
 	}
 	last := dims[n]
-	x = rmsNorm(d, g, x, "norm_out", last, false)
-	if x != nil {
-		x = nn.SiLU(x)
-	}
+	x = rmsNormSiLU(d, g, x, "norm_out", last)
 	return causalConv(d, g, x, c, "conv_out", last, cfg.OutChannels, 3)
 }

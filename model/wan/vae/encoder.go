@@ -56,10 +56,7 @@ func buildEncodeChunk(s nn.Scope, g *Graph, x *Node, c *stepCache, cfg Config) *
 	}
 	top := dims[n]
 	x = midBlock(e.In("mid_block"), g, x, c, top)
-	x = rmsNorm(e, g, x, "norm_out", top, false)
-	if x != nil {
-		x = nn.SiLU(x)
-	}
+	x = rmsNormSiLU(e, g, x, "norm_out", top)
 	x = causalConv(e, g, x, c, "conv_out", top, 2*cfg.ZDim, 3)
 	return causalConv(s, g, x, c, "quant_conv", 2*cfg.ZDim, 2*cfg.ZDim, 1)
 }

@@ -1,0 +1,169 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+func closeTo(t *testing.T, name string, got []float32, want []float64, tol float64) {
+	t.Helper()
+	for i := range want {
+		if d := math.Abs(float64(got[i]) - want[i]); !(d <= tol*(1+math.Abs(want[i]))) {
+			t.Fatalf("%s: element %d = %g, want %g", name, i, got[i], want[i])
+		}
+	}
+}
+
+func silu64(v float64) float64 { return v / (1 + math.Exp(-v)) }
+
+func TestGroupNorm(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, g := range []GroupNormShape{
+		{N: 2, C: 8, S: 12, Groups: 4, Eps: 1e-5},
+		{N: 1, C: 6, S: 1000, Groups: 3, Eps: 1e-6, SiLU: true},
+		{N: 3, C: 4, S: 5, Groups: 1, Eps: 1e-2},
+	} {
+		x := randSlice(r, g.N*g.C*g.S, 2)
+		for i := range x {
+			x[i] += 50 // a large mean: the two-pass variance keeps the precision
+		}
+		gamma, beta := randSlice(r, g.C, 1), randSlice(r, g.C, 1)
+		want := make([]float64, len(x))
+		cg := g.C / g.Groups
+		for n := range g.N {
+			for grp := range g.Groups {
+				base, cnt := (n*g.C+grp*cg)*g.S, cg*g.S
+				var m, v float64
+				for _, x := range x[base : base+cnt] {
+					m += float64(x)
+				}
+				m /= float64(cnt)
+				for _, x := range x[base : base+cnt] {
+					v += (float64(x) - m) * (float64(x) - m)
+				}
+				v /= float64(cnt)
+				for i := range cnt {
+					c := grp*cg + i/g.S
+					y := (float64(x[base+i])-m)/math.Sqrt(v+g.Eps)*float64(gamma[c]) + float64(beta[c])
+					if g.SiLU {
+						y = silu64(y)
+					}
+					want[base+i] = y
+				}
+			}
+		}
+		out := make([]float32, len(x))
+		GroupNorm(out, x, gamma, beta, g)
+		closeTo(t, "group norm", out, want, 2e-5)
+		GroupNorm(x, x, gamma, beta, g) // in place
+		closeTo(t, "group norm in place", x, want, 2e-5)
+	}
+}
+
+func TestRowNorm(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const b, s, d = 2, 3, 40
+	x := randSlice(r, b*s*d, 3)
+	gamma, beta := randSlice(r, d, 1), randSlice(r, d, 1)
+	for _, n := range []RowNormShape{
+		{Rows: b * s, D: d, Eps: 1e-5},
+		{Rows: b * s, D: d, Eps: 1e-6, RMS: true},
+		{Rows: b * s, D: d, Eps: 1e-6, ModRows: 1, RowsPerBatch: s},
+		{Rows: b * s, D: d, Eps: 1e-6, ModRows: s, RowsPerBatch: s},
+	} {
+		scale, shift := randSlice(r, b*s*d, 1), randSlice(r, b*s*d, 1)
+		want := make([]float64, len(x))
+		for row := range n.Rows {
+			src := x[row*d : (row+1)*d]
+			var m, v float64
+			for _, x := range src {
+				m += float64(x)
+				v += float64(x) * float64(x)
+			}
+			m /= d
+			if n.RMS {
+				v, m = v/d, 0
+			} else {
+				v = v/d - m*m
+			}
+			for i, x := range src {
+				y := (float64(x) - m) / math.Sqrt(v+n.Eps) * float64(gamma[i])
+				if !n.RMS {
+					y += float64(beta[i])
+				}
+				if n.ModRows > 0 {
+					mr := row / s * n.ModRows
+					if n.ModRows > 1 {
+						mr += row % s
+					}
+					y = y*(1+float64(scale[mr*d+i])) + float64(shift[mr*d+i])
+				}
+				want[row*d+i] = y
+			}
+		}
+		out := make([]float32, len(x))
+		bt := beta
+		if n.RMS {
+			bt = nil
+		}
+		RowNorm(out, x, gamma, bt, scale, shift, n)
+		closeTo(t, "row norm", out, want, 1e-5)
+	}
+}
+
+func TestChannelRMSNorm(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	s := ChannelRMSNormShape{N: 2, C: 5, S: 1100, Eps: 1e-12, SiLU: true}
+	x := randSlice(r, s.N*s.C*s.S, 1)
+	for i := range s.S { // one all-zero position: the norm is clamped to eps
+		for c := range s.C {
+			if i == 7 {
+				x[c*s.S+i] = 0
+			}
+		}
+	}
+	gamma := randSlice(r, s.C, 1)
+	want := make([]float64, len(x))
+	for n := range s.N {
+		for p := range s.S {
+			var ss float64
+			for c := range s.C {
+				v := float64(x[(n*s.C+c)*s.S+p])
+				ss += v * v
+			}
+			norm := max(math.Sqrt(ss), s.Eps)
+			for c := range s.C {
+				i := (n*s.C+c)*s.S + p
+				want[i] = silu64(float64(x[i]) / norm * math.Sqrt(float64(s.C)) * float64(gamma[c]))
+			}
+		}
+	}
+	out := make([]float32, len(x))
+	ChannelRMSNorm(out, x, gamma, s)
+	closeTo(t, "channel RMS norm", out, want, 1e-5)
+}
+
+// TestNormsSplitInvariant checks the same bits for one and many goroutines.
+func TestNormsSplitInvariant(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	g := GroupNormShape{N: 4, C: 32, S: 700, Groups: 8, Eps: 1e-6, SiLU: true}
+	x := randSlice(r, g.N*g.C*g.S, 1)
+	gamma, beta := randSlice(r, g.C, 1), randSlice(r, g.C, 1)
+	run := func() []float32 {
+		out := make([]float32, len(x))
+		GroupNorm(out, x, gamma, beta, g)
+		ChannelRMSNorm(out[:len(out)/2], x[:len(x)/2], gamma, ChannelRMSNormShape{N: 2, C: 32, S: 700, Eps: 1e-12})
+		return out
+	}
+	many := run()
+	old := runtime.GOMAXPROCS(1)
+	one := run()
+	runtime.GOMAXPROCS(old)
+	for i := range one {
+		if math.Float32bits(one[i]) != math.Float32bits(many[i]) {
+			t.Fatalf("element %d: %g with one goroutine, %g with %d", i, one[i], many[i], old)
+		}
+	}
+}

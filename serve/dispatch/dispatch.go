@@ -1,0 +1,729 @@
+package dispatch
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/sched"
+	"github.com/vdpp/vdpp/serve/job"
+	"github.com/vdpp/vdpp/tensor"
+)
+
+// Dispatcher holds every job's lifecycle and every worker decision (see the package doc).
+type Dispatcher struct {
+	lim       Limits
+	closed    bool
+	jobs      map[string]*Job
+	queue     []*Job  // waiting for a slot, by seq
+	ready     []*item // prepared, waiting for a worker, by seq
+	running   int     // jobs holding a slot
+	reserving int     // submissions being persisted
+	nextSeq   uint64
+	nextBatch int64
+	workers   map[int]*Worker // live, by rank
+	counts    map[job.State]int
+	runEWMA   float64 // ms per job, for Retry-After
+	// rate is the measured step time per unit of work (the stall watchdog's yardstick).
+	rate stepRate
+	// out collects the actions of the events since the last take.
+	out []Action
+}
+
+// Limits are what the dispatcher decides with: batch size, queue and slot bounds, how many
+// batches a worker may hold, re-runs before a job fails, the stall watchdog's base time.
+type Limits struct {
+	MaxBatch, MaxQueue, MaxRunning, Depth, MaxAttempts int
+	StallTimeout                                       time.Duration
+}
+
+// Job is the dispatcher's view of one job.
+type Job struct {
+	rec       job.Record
+	img       []byte // the upload, until prepared (loaded from the store after a restart)
+	it        *item  // while running
+	stepsDone int
+	stage     int
+	stages    int
+	cancelReq bool
+	started   time.Time
+	created   time.Time
+	version   uint64
+	// writes counts the record writes of this job still in flight; a job is never
+	// expired while one could put its record back.
+	writes int
+	// recVer counts the record versions handed to actPersist, savedVer is the latest one
+	// that landed.
+	recVer, savedVer uint64
+	// before is the state the job had when it ended; it is reported until the end record
+	// has landed (endSaved).
+	before   job.State
+	endSaved bool
+	// completing: the last step came back and the output is being written; a cancel is too
+	// late now (409).
+	completing bool
+}
+
+// item is a running sample: the dispatcher keeps its latest latent (the last one a worker
+// handed back) until the next stage's result arrives.
+type item struct {
+	job      *Job
+	step     int
+	latent   *tensor.Dense // [1, T, C, H, W] at step
+	cond     model.Conditioning
+	guidance []float32
+	// windows cut a long video into temporal windows (nil: one window).
+	windows *pipeline.Windows
+	// sched is the scheduler's state of the job at step (nil for Euler).
+	sched    sched.State
+	batch    *batch
+	attempts int
+	// stalls counts this sample's runs ended by the stall watchdog (each doubles the next
+	// run's limit, see stallLimit).
+	stalls int
+}
+
+func (it *item) key(start, end int) batchKey {
+	return batchKey{steps: it.job.rec.Params.Steps, start: start, end: end, shape: it.latent.Shape, guidance: it.guidance, windows: it.windows}
+}
+
+// batch is a group of items sent to one worker for steps [start, end).
+type batch struct {
+	id         int64
+	w          *Worker
+	items      []*item // by row; nil once dropped
+	start, end int
+	stage      int
+	last       time.Time // when the batch was sent or last reported progress
+}
+
+// Worker is one worker connection as the dispatcher sees it.
+type Worker struct {
+	rank, pid   int
+	outstanding map[int64]*batch
+}
+
+func New(lim Limits) *Dispatcher {
+	return &Dispatcher{lim: lim, jobs: map[string]*Job{}, workers: map[int]*Worker{}, counts: map[job.State]int{}}
+}
+
+// Take returns the actions of the events handled since the last call.
+func (d *Dispatcher) Take() []Action {
+	out := d.out
+	d.out = nil
+	return out
+}
+
+func (d *Dispatcher) emit(a Action) { d.out = append(d.out, a) }
+
+func (d *Dispatcher) log(level slog.Level, msg string, args ...any) {
+	d.emit(Log{Level: level, Msg: msg, Args: args})
+}
+
+// jobLog logs one line about job j at now: its id, size, steps and timings (queued until
+// started; run since started and total since submitted, once started), then more.
+func (d *Dispatcher) jobLog(level slog.Level, j *Job, msg string, now time.Time, more ...any) {
+	p := j.rec.Params
+	args := []any{"id", j.rec.ID, "frames", p.NumFrames, "size", fmt.Sprintf("%dx%d", p.Width, p.Height), "steps", p.Steps}
+	ms := func(t time.Duration) int64 { return t.Milliseconds() }
+	if j.started.IsZero() {
+		args = append(args, "queued_ms", ms(now.Sub(j.created)))
+	} else {
+		args = append(args, "queued_ms", ms(j.started.Sub(j.created)), "run_ms", ms(now.Sub(j.started)), "total_ms", ms(now.Sub(j.created)))
+	}
+	if j.rec.Restarts > 0 {
+		args = append(args, "restarts", j.rec.Restarts)
+	}
+	d.log(level, msg, append(args, more...)...)
+}
+
+func (d *Dispatcher) metric(kind MetricKind, stage int, v float64, at time.Time) {
+	d.emit(Metric{Kind: kind, Stage: stage, V: v, At: at})
+}
+
+// Load takes the store's records at start-up: finished jobs stay as they are, queued and
+// running ones are queued again from step 0 (a job's result does not depend on where it
+// restarts), or end cancelled when a cancel had been accepted for them.
+func (d *Dispatcher) Load(recs []job.Record, now time.Time) {
+	var resumed []*Job
+	for _, r := range recs {
+		j := &Job{rec: r, stage: -1, created: r.CreatedAt, endSaved: r.State.Final()}
+		if r.StartedAt != nil {
+			j.started = *r.StartedAt // a finished job keeps its timings
+		}
+		d.nextSeq = max(d.nextSeq, r.Seq)
+		d.jobs[r.ID] = j
+		d.counts[j.rec.State]++
+		if !r.State.Final() {
+			// An unfinished job lived through a server restart: count it, and rerun it
+			// unless a cancel was accepted for it.
+			j.rec.Restarts++
+			j.rec.StartedAt, j.started = nil, time.Time{}
+			d.setState(j, job.StateQueued)
+			resumed = append(resumed, j)
+		}
+	}
+	if len(resumed) > 0 {
+		d.log(slog.LevelInfo, "resuming jobs from the store", "queued", len(resumed), "total", len(recs))
+	}
+	slices.SortFunc(resumed, func(a, b *Job) int { return cmpSeq(a.rec.Seq, b.rec.Seq) })
+	for _, j := range resumed {
+		if j.rec.CancelRequested {
+			d.end(j, job.StateCancelled, "", now)
+			continue
+		}
+		d.queue = append(d.queue, j)
+		d.persist(j) // the restart count
+	}
+	d.admit(now)
+}
+
+func cmpSeq(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Reserve takes a place in the queue for a submission whose files are being written and
+// returns its sequence number.
+func (d *Dispatcher) Reserve(now time.Time) (uint64, error) {
+	if d.closed {
+		return 0, job.ErrClosed
+	}
+	if len(d.queue)+d.reserving >= d.lim.MaxQueue {
+		d.metric(MetricRejected, 0, 1, now)
+		return 0, job.ErrQueueFull
+	}
+	d.reserving++
+	d.nextSeq++
+	return d.nextSeq, nil
+}
+
+// Submitted ends a reservation: with err == nil rec (written to the store) joins the queue
+// in sequence order, with the upload img.
+func (d *Dispatcher) Submitted(rec job.Record, img []byte, err error, now time.Time) (*Job, error) {
+	d.reserving--
+	if err != nil {
+		return nil, err
+	}
+	j := &Job{rec: rec, img: img, stage: -1, created: rec.CreatedAt, recVer: 1, savedVer: 1}
+	d.jobs[rec.ID] = j
+	d.counts[job.StateQueued]++
+	i := sort.Search(len(d.queue), func(i int) bool { return d.queue[i].rec.Seq > rec.Seq })
+	d.queue = slices.Insert(d.queue, i, j)
+	d.metric(MetricSubmitted, 0, 1, now)
+	d.admit(now)
+	return j, nil
+}
+
+func (d *Dispatcher) setState(j *Job, s job.State) {
+	d.counts[j.rec.State]--
+	d.counts[s]++
+	j.rec.State = s
+}
+
+// touch marks a change of j that its subscribers see.
+func (d *Dispatcher) touch(j *Job) {
+	j.version++
+	d.emit(Notify{j})
+}
+
+// persist asks for j's record to be written (the latest at the time the write starts).
+func (d *Dispatcher) persist(j *Job) {
+	j.writes++
+	j.recVer++
+	d.emit(Persist{Job: j, State: j.rec.State})
+}
+
+// Record is what a write of j's record starts with: the record and its version.
+func (d *Dispatcher) Record(j *Job) (job.Record, uint64) { return j.rec, j.recVer }
+
+// RecordSaved: the write of j's record version ver ended (err: it never landed, the server
+// is closing). An end state is reported once its record has landed.
+func (d *Dispatcher) RecordSaved(j *Job, ver uint64, err error) {
+	j.writes--
+	if err != nil {
+		return // the server is closing: the store keeps the last record that landed
+	}
+	if ver > j.savedVer {
+		j.savedVer = ver
+		if j.rec.State.Final() && !j.endSaved {
+			j.endSaved = true
+			d.touch(j)
+		}
+		d.emit(Saved{j})
+	}
+}
+
+// admit moves queued jobs into free slots, FIFO.
+func (d *Dispatcher) admit(now time.Time) {
+	for len(d.queue) > 0 && d.running < d.lim.MaxRunning && !d.closed {
+		j := d.queue[0]
+		d.queue = d.queue[1:]
+		d.running++
+		d.setState(j, job.StateRunning)
+		j.started = time.Time{} // a requeued job starts again: its queue time is since it was submitted
+		d.jobLog(slog.LevelInfo, j, "job started", now)
+		j.started = now
+		t := now.UTC()
+		j.rec.StartedAt = &t
+		d.touch(j)
+		d.emit(Prepare{Job: j, ID: j.rec.ID, Params: j.rec.Params, Prompt: j.rec.Prompt, Img: j.img})
+	}
+}
+
+// Prepared: job j's initial sample is built (it), or failed (err).
+func (d *Dispatcher) Prepared(j *Job, s *Sample, err error, now time.Time) {
+	j.img = nil
+	switch {
+	case d.closed:
+	case err != nil:
+		d.end(j, job.StateFailed, err.Error(), now)
+	case j.cancelReq:
+		d.end(j, job.StateCancelled, "", now)
+	default:
+		it := &item{job: j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance, windows: s.Windows}
+		j.it = it
+		d.readyItem(it)
+		d.dispatch(now)
+	}
+}
+
+// Sample is a job's state at step 0, which the driver builds (Prepare).
+type Sample struct {
+	// Latent is [1, T, C, H, W], already multiplied by init_noise_sigma.
+	Latent *tensor.Dense
+	// Cond is the sample's conditioning (computed once, handed along with the latent).
+	Cond model.Conditioning
+	// Guidance holds per-frame CFG weights [T], or nil for an unguided job.
+	Guidance []float32
+	// Windows, when set, steps a video longer than the model's native length as
+	// overlapping temporal windows (in latent frames).
+	Windows *pipeline.Windows
+}
+
+// readyItem queues an item for a worker, in submission order.
+func (d *Dispatcher) readyItem(it *item) {
+	seq := it.job.rec.Seq
+	i := sort.Search(len(d.ready), func(i int) bool { return d.ready[i].job.rec.Seq > seq })
+	d.ready = slices.Insert(d.ready, i, it)
+	j := it.job
+	j.stepsDone, j.stage = it.step, -1
+	d.touch(j)
+}
+
+func (d *Dispatcher) removeReady(it *item) {
+	if i := slices.Index(d.ready, it); i >= 0 {
+		d.ready = slices.Delete(d.ready, i, i+1)
+	}
+}
+
+// end finishes a job that did not succeed (cancelled or failed), freeing its slot, and
+// persists the outcome.
+func (d *Dispatcher) end(j *Job, s job.State, msg string, now time.Time) {
+	if j.rec.State.Final() {
+		return
+	}
+	if j.rec.State == job.StateRunning && !j.completing {
+		d.running--
+	}
+	j.completing = false
+	j.before = j.rec.State
+	if j.it != nil {
+		d.removeReady(j.it)
+		j.it = nil
+	}
+	d.setState(j, s)
+	j.rec.Error = msg
+	t := now.UTC()
+	j.rec.FinishedAt = &t
+	j.stage = -1
+	switch s {
+	case job.StateFailed:
+		d.metric(MetricFailed, 0, 1, now)
+		d.jobLog(slog.LevelWarn, j, "job failed", now, "err", msg)
+	case job.StateCancelled:
+		d.jobLog(slog.LevelInfo, j, "job cancelled", now)
+	}
+	d.touch(j)
+	d.persist(j)
+	d.admit(now)
+	d.emit(FreeMemory{})
+}
+
+// complete takes a sample that ran its last step: its slot is freed at once and the final
+// latent is written before the job is marked succeeded (outputWritten).
+func (d *Dispatcher) complete(it *item, now time.Time) {
+	j := it.job
+	j.it = nil
+	j.stepsDone = j.rec.Params.Steps
+	j.stage = -1
+	j.completing = true
+	d.running--
+	d.admit(now)
+	d.emit(WriteOutput{Job: j, Latent: it.latent})
+}
+
+// OutputWritten: the final latent of j (of shape) was written, or could not be (err).
+func (d *Dispatcher) OutputWritten(j *Job, shape []int, err error, now time.Time) {
+	if j.rec.State.Final() {
+		return
+	}
+	if err != nil {
+		// The cause (with its paths) is in the log; the job's error is for clients.
+		d.end(j, job.StateFailed, "storing the output failed", now)
+		return
+	}
+	t := now.UTC()
+	j.completing = false
+	j.before = j.rec.State
+	d.setState(j, job.StateSucceeded)
+	j.rec.FinishedAt, j.rec.LatentShape = &t, shape
+	run := now.Sub(j.started).Seconds() * 1000
+	if d.runEWMA == 0 {
+		d.runEWMA = run
+	}
+	d.runEWMA = 0.9*d.runEWMA + 0.1*run
+	d.metric(MetricCompleted, 0, 1, now)
+	d.jobLog(slog.LevelInfo, j, "job succeeded", now)
+	d.persist(j) // reported succeeded once the record has landed
+	d.emit(FreeMemory{})
+}
+
+// Cancel asks for job id to stop: a queued job ends at once, a running one at its next step
+// boundary. It returns the record version the caller must see land before it reports the
+// cancel (see Coordinator.Cancel); a finished job, or one whose last step has already come
+// back, is ErrFinished (with the job).
+func (d *Dispatcher) Cancel(id string, now time.Time) (*Job, uint64, error) {
+	if d.closed {
+		return nil, 0, job.ErrClosed
+	}
+	j, ok := d.Lookup(id)
+	if !ok {
+		return nil, 0, job.NotFound(id)
+	}
+	switch {
+	case j.rec.State == job.StateCancelled:
+	case j.rec.State.Final() || j.completing:
+		state := j.rec.State
+		if j.completing {
+			state = "finishing"
+		}
+		return j, 0, fmt.Errorf("%w: %s is %s", job.ErrFinished, id, state)
+	case j.rec.State == job.StateQueued:
+		if i := slices.Index(d.queue, j); i >= 0 {
+			d.queue = slices.Delete(d.queue, i, i+1)
+		}
+		d.end(j, job.StateCancelled, "", now)
+	case !j.cancelReq:
+		j.cancelReq = true
+		j.rec.CancelRequested = true
+		d.persist(j)
+		d.touch(j)
+		if it := j.it; it != nil {
+			if it.batch == nil {
+				d.end(j, job.StateCancelled, "", now)
+			} else if j.stepsDone < j.rec.Params.Steps {
+				b := it.batch
+				for r, x := range b.items {
+					if x == it {
+						d.emit(CancelRow{Worker: b.w, Batch: b.id, Row: r})
+					}
+				}
+			}
+		}
+	}
+	return j, j.recVer, nil
+}
+
+// Lookup finds job id, checking its form first.
+func (d *Dispatcher) Lookup(id string) (*Job, bool) {
+	if !job.ValidID(id) {
+		return nil, false
+	}
+	j, ok := d.jobs[id]
+	return j, ok
+}
+
+// Status is what clients see of j at now. An end (succeeded, failed, cancelled) is shown
+// only once its record has landed in the store; until then j shows the state it ended
+// from, so no client ever sees an end state that a restart could undo.
+func (d *Dispatcher) Status(j *Job, now time.Time) job.Status {
+	rec := j.rec
+	if rec.State.Final() && !j.endSaved {
+		rec.State, rec.Error, rec.FinishedAt = j.before, "", nil
+	}
+	st := job.Status{ID: rec.ID, State: rec.State, Error: rec.Error, Params: rec.Params, CreatedAt: rec.CreatedAt,
+		FinishedAt: rec.FinishedAt, Restarts: rec.Restarts, Version: j.version,
+		Progress: job.Progress{Step: j.stepsDone, Steps: rec.Params.Steps, Stage: j.stage, Stages: j.stages}}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	switch {
+	case rec.State == job.StateQueued:
+		st.Timings.QueuedMS = ms(now.Sub(j.created))
+	case !j.started.IsZero():
+		st.Timings.QueuedMS = ms(j.started.Sub(j.created))
+		end := now
+		if rec.FinishedAt != nil {
+			end = *rec.FinishedAt
+		}
+		st.Timings.RunMS = ms(end.Sub(j.started))
+	}
+	if rec.FinishedAt != nil {
+		st.Timings.TotalMS = ms(rec.FinishedAt.Sub(rec.CreatedAt))
+		if rec.State == job.StateSucceeded {
+			st.Progress.Step = rec.Params.Steps
+		}
+	}
+	return st
+}
+
+// RetryAfter estimates how many seconds until the queue has room.
+func (d *Dispatcher) RetryAfter() int {
+	per := d.runEWMA / 1000 / float64(max(1, d.lim.MaxRunning))
+	s := int(per*float64(len(d.queue)-d.lim.MaxQueue+1) + 0.999)
+	return min(max(s, 1), 60)
+}
+
+// Expire removes the jobs ExpiredJobs picks at now among the finished jobs with no record
+// write in flight, and returns their records (the driver then deletes their files and
+// records).
+func (d *Dispatcher) Expire(now time.Time, keep time.Duration) ([]job.Record, error) {
+	if d.closed {
+		return nil, job.ErrClosed
+	}
+	var cands []job.Record
+	for _, j := range d.jobs {
+		if j.rec.State.Final() && j.writes == 0 {
+			cands = append(cands, j.rec)
+		}
+	}
+	dead := job.ExpiredJobs(cands, now, keep)
+	slices.SortFunc(dead, func(a, b job.Record) int { return cmpSeq(a.Seq, b.Seq) })
+	for _, r := range dead {
+		d.forget(d.jobs[r.ID])
+	}
+	if len(dead) > 0 {
+		d.metric(MetricExpired, 0, float64(len(dead)), now)
+		d.log(slog.LevelInfo, "expired finished jobs", "deleted", len(dead), "keep", keep)
+	}
+	return dead, nil
+}
+
+// Remove takes job id out if it has ended and its record is written (done), for DELETE.
+func (d *Dispatcher) Remove(id string) (rec job.Record, done bool, err error) {
+	if d.closed {
+		return job.Record{}, false, job.ErrClosed
+	}
+	j, ok := d.jobs[id]
+	if !ok {
+		return job.Record{}, false, fmt.Errorf("%w: %q", job.ErrNotFound, id)
+	}
+	if !j.rec.State.Final() || j.writes != 0 {
+		return job.Record{}, false, nil
+	}
+	d.forget(j)
+	return j.rec, true, nil
+}
+
+// forget drops j from memory: from then on it is unknown.
+func (d *Dispatcher) forget(j *Job) {
+	delete(d.jobs, j.rec.ID)
+	d.counts[j.rec.State]--
+	d.touch(j) // event streams wake up, find no job and end
+	d.emit(Forget{j})
+}
+
+// Close stops all scheduling: nothing is admitted or dispatched any more.
+func (d *Dispatcher) Close() { d.closed = true }
+
+// dispatch hands ready items to workers with room, forming batches.
+func (d *Dispatcher) dispatch(now time.Time) {
+	if d.closed || len(d.ready) == 0 || len(d.workers) == 0 {
+		return
+	}
+	ranks := d.liveRanks()
+	plans := map[int][]pipeline.Range{}
+	type target struct{ rank, stage, end int }
+	where := func(it *item) (target, bool) {
+		n := it.job.rec.Params.Steps
+		plan, ok := plans[n]
+		if !ok {
+			var err error
+			if plan, err = stagePlan(n, len(ranks)); err != nil {
+				return target{}, false
+			}
+			plans[n] = plan
+		}
+		st, end := stageOf(plan, it.step)
+		if st < 0 {
+			return target{}, false
+		}
+		return target{ranks[st], st, end}, true
+	}
+	for progress := true; progress; {
+		progress = false
+		for _, r := range ranks {
+			w := d.workers[r]
+			if len(w.outstanding) >= d.lim.Depth {
+				continue
+			}
+			var b *batch
+			var key batchKey
+			rest := d.ready[:0:0]
+			for _, it := range d.ready {
+				t, ok := where(it)
+				switch {
+				case !ok || t.rank != r || (b != nil && len(b.items) >= d.lim.MaxBatch):
+					rest = append(rest, it)
+				case b == nil:
+					d.nextBatch++
+					b = &batch{id: d.nextBatch, w: w, items: []*item{it}, start: it.step, end: t.end, stage: t.stage}
+					key = it.key(it.step, t.end)
+				case key.compatible(it.key(it.step, t.end)):
+					b.items = append(b.items, it)
+				default:
+					rest = append(rest, it)
+				}
+			}
+			if b == nil {
+				continue
+			}
+			d.ready = rest
+			d.send(w, b, len(ranks), now)
+			progress = true
+		}
+	}
+}
+
+// liveRanks returns the ranks of the connected workers, ascending.
+func (d *Dispatcher) liveRanks() []int {
+	ranks := make([]int, 0, len(d.workers))
+	for r := range d.workers {
+		ranks = append(ranks, r)
+	}
+	sort.Ints(ranks)
+	return ranks
+}
+
+func (d *Dispatcher) send(w *Worker, b *batch, stages int, now time.Time) {
+	first := b.items[0]
+	per := first.latent.Len()
+	shape := append([]int{len(b.items)}, first.latent.Shape[1:]...)
+	pit := &pipeline.Item{Group: b.id, Step: b.start, Latent: tensor.New(shape...), Guidance: first.guidance, Windows: first.windows}
+	states := make([]sched.State, len(b.items))
+	for r, it := range b.items {
+		states[r] = it.sched
+		pit.Samples = append(pit.Samples, int64(r))
+		copy(pit.Latent.Data[r*per:(r+1)*per], it.latent.Data)
+		pit.Cond = append(pit.Cond, it.cond)
+		it.batch = b
+		it.job.stage = b.stage
+		it.job.stages = min(stages, it.job.rec.Params.Steps)
+		d.touch(it.job)
+	}
+	var err error
+	if pit.SchedState, err = sched.StackRows(states); err != nil {
+		// The items share the scheduler and the step, so their states have the same names.
+		d.requeue(b, err.Error(), now)
+		return
+	}
+	b.last = now
+	w.outstanding[b.id] = b
+	d.emit(Run{Worker: w, Rows: len(b.items), Item: pit, End: b.end, Steps: first.job.rec.Params.Steps, b: b})
+}
+
+// requeue puts the live items of a batch back in the ready list at the latent they were
+// sent with (a lost worker's batch restarts from its last hand-off).
+func (d *Dispatcher) requeue(b *batch, why string, now time.Time) {
+	for r, it := range b.items {
+		if it == nil {
+			continue
+		}
+		b.items[r] = nil
+		it.batch = nil
+		if it.job.cancelReq {
+			d.end(it.job, job.StateCancelled, "", now)
+			continue
+		}
+		it.attempts++
+		if it.attempts > d.lim.MaxAttempts {
+			d.end(it.job, job.StateFailed, fmt.Sprintf("steps [%d,%d) failed %d times: %s", b.start, b.end, it.attempts, why), now)
+			continue
+		}
+		it.job.rec.Restarts++
+		d.readyItem(it)
+	}
+}
+
+// ID is the job's id.
+func (j *Job) ID() string { return j.rec.ID }
+
+// SavedVersion is the latest version of the job's record that landed in the store.
+func (j *Job) SavedVersion() uint64 { return j.savedVer }
+
+// Known reports whether the dispatcher holds job id.
+func (d *Dispatcher) Known(id string) bool {
+	_, ok := d.jobs[id]
+	return ok
+}
+
+// Closed reports whether Close was called.
+func (d *Dispatcher) Closed() bool { return d.closed }
+
+// Counts returns the number of jobs in each state and the queue's length.
+func (d *Dispatcher) Counts() (map[job.State]int, int) {
+	out := make(map[job.State]int, len(d.counts))
+	for s, n := range d.counts {
+		out[s] = n
+	}
+	return out, len(d.queue)
+}
+
+// Workers is the number of live worker connections.
+func (d *Dispatcher) Workers() int { return len(d.workers) }
+
+// Connected reports whether rank has a live connection.
+func (d *Dispatcher) Connected(rank int) bool { return d.workers[rank] != nil }
+
+// Page returns the status at now of up to limit jobs in submission order (newest first
+// when desc) that come after the job with id after ("" starts at the beginning), and
+// whether more follow. An after id the dispatcher does not hold is job.ErrNotFound.
+func (d *Dispatcher) Page(after string, limit int, desc bool, now time.Time) ([]job.Status, bool, error) {
+	var from uint64
+	if after != "" {
+		j, ok := d.Lookup(after)
+		if !ok {
+			return nil, false, job.NotFound(after)
+		}
+		from = j.rec.Seq
+	}
+	all := make([]*Job, 0, len(d.jobs))
+	for _, j := range d.jobs {
+		if after == "" || (desc && j.rec.Seq < from) || (!desc && j.rec.Seq > from) {
+			all = append(all, j)
+		}
+	}
+	slices.SortFunc(all, func(a, b *Job) int {
+		if desc {
+			return cmpSeq(b.rec.Seq, a.rec.Seq)
+		}
+		return cmpSeq(a.rec.Seq, b.rec.Seq)
+	})
+	more := len(all) > limit
+	if more {
+		all = all[:limit]
+	}
+	out := make([]job.Status, len(all))
+	for i, j := range all {
+		out[i] = d.Status(j, now)
+	}
+	return out, more, nil
+}

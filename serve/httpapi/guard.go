@@ -1,0 +1,64 @@
+package httpapi
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// bearerToken returns the token of an "Authorization: Bearer TOKEN" header; the scheme is
+// case-insensitive (RFC 7235) and surrounding blanks are ignored. bearerToken is pure.
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// tokenMatches compares the request's bearer token with want in constant time.
+func tokenMatches(header, want string) bool {
+	got, ok := bearerToken(header)
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// jsonRouteErrors answers what mux has no handler for as JSON: 405 with Allow for a known
+// path with another method, 404 no_route otherwise.
+func jsonRouteErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		probe := &headerCapture{header: http.Header{}}
+		h.ServeHTTP(probe, r)
+		if probe.status == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", probe.header.Get("Allow"))
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+				fmt.Errorf("method %s not allowed here (allowed: %s)", r.Method, probe.header.Get("Allow")))
+			return
+		}
+		writeError(w, http.StatusNotFound, "no_route", errors.New("no such route"))
+	})
+}
+
+// headerCapture records the status and headers a handler writes and drops its body.
+type headerCapture struct {
+	header http.Header
+	status int
+}
+
+func (c *headerCapture) Header() http.Header { return c.header }
+func (c *headerCapture) WriteHeader(st int) {
+	if c.status == 0 {
+		c.status = st
+	}
+}
+func (c *headerCapture) Write(b []byte) (int, error) {
+	c.WriteHeader(http.StatusOK)
+	return len(b), nil
+}

@@ -1,0 +1,190 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/vdpp/vdpp/pipeline"
+)
+
+// ErrCostLimit marks a job the served model cannot run within its cost limits (too many
+// pixels, too much denoising work, too much working memory a step). It also wraps
+// ErrTooLarge, so both APIs answer it 413.
+var ErrCostLimit = errors.New("serve: job exceeds the model's cost limits")
+
+// DefaultCostMultiple is --max-cost-multiple's default: a job may cost up to four times a
+// generation at the model's own defaults (native size, frame count and steps).
+const DefaultCostMultiple = 4
+
+// Cost is what one job asks of the served model.
+type Cost struct {
+	Pixels int64 // height·width
+	Frames int64 // num_frames
+	Steps  int64 // denoising steps
+	// Work is Pixels·Frames·Steps: the denoising work, which sets the job's run time. A
+	// long video cut into temporal windows counts every window's frames (the frames two
+	// windows share twice).
+	Work int64
+	// ActivationBytes estimates the working memory of one denoising step (see
+	// ActivationFunc); the process running the step needs it on top of the weights. A
+	// long video's step runs one window at a time, so it costs one window's: flat in the
+	// video's length.
+	ActivationBytes int64
+}
+
+// ActivationFunc estimates the working bytes of one denoising step of a job with p, from
+// the served model's real sizes (family.ActivationEstimator where the family has one); a
+// long video's step is one window's (family.Params.StepParams).
+type ActivationFunc func(p Params) int64
+
+// JobCost returns the cost of a job with p for a model whose step's working memory act
+// estimates. JobCost is pure.
+func JobCost(p Params, act ActivationFunc) Cost {
+	c := Cost{Pixels: int64(p.Height) * int64(p.Width), Frames: int64(p.NumFrames), Steps: int64(p.Steps)}
+	denoised := c.Frames
+	if p.Window > 0 && p.NumFrames > p.Window {
+		// Windows of p.Window frames in video frames (a latent cut differs by rounding only).
+		if starts, err := (pipeline.Windows{Size: p.Window, Overlap: p.Overlap, Blend: "linear"}).Starts(p.NumFrames); err == nil {
+			denoised = int64(len(starts) * p.Window)
+		}
+	}
+	c.Work = satMul(satMul(c.Pixels, denoised), c.Steps)
+	if act != nil {
+		c.ActivationBytes = act(p) // a long video's step is one window's (family.Params.StepParams)
+	}
+	return c
+}
+
+// CostLimits bound a job's Cost for one served model; a zero field is no limit. Native is
+// the generation they were derived from (the model's defaults).
+type CostLimits struct {
+	Multiple           float64 `json:"cost_multiple"`
+	MaxPixels          int64   `json:"max_pixels"`
+	MaxWork            int64   `json:"max_work"`
+	MaxActivationBytes int64   `json:"max_activation_bytes"`
+	Native             Params  `json:"-"`
+}
+
+// DeriveCostLimits derives a model's limits from its defaults native and its step memory
+// act: with m = multiple, a job may have m times native's pixels, m times native's work
+// (pixels·frames·steps), and the step memory of the larger of native at m times the
+// pixels (height and width each times √m) and native at m times the frames. A multiple
+// of zero or less gives no limits. DeriveCostLimits is pure.
+func DeriveCostLimits(native Params, act ActivationFunc, multiple float64) CostLimits {
+	if multiple <= 0 || math.IsNaN(multiple) || math.IsInf(multiple, 0) {
+		return CostLimits{Native: native}
+	}
+	base := JobCost(native, act)
+	l := CostLimits{Multiple: multiple, Native: native,
+		MaxPixels: scale(base.Pixels, multiple), MaxWork: scale(base.Work, multiple)}
+	if act != nil {
+		wide, long := native, native
+		side := math.Sqrt(multiple)
+		wide.Height, wide.Width = roundDown8(float64(native.Height)*side), roundDown8(float64(native.Width)*side)
+		long.NumFrames = max(1, int(float64(native.NumFrames)*multiple))
+		l.MaxActivationBytes = max(act(wide), act(long), base.ActivationBytes)
+	}
+	return l
+}
+
+// CostError is a job over its model's CostLimits; Param names the native parameter whose
+// value goes furthest beyond the model's defaults ("size", "num_frames" or "steps").
+type CostError struct {
+	Param string
+	Msg   string
+}
+
+func (e *CostError) Error() string   { return ErrCostLimit.Error() + ": " + e.Msg }
+func (e *CostError) Unwrap() []error { return []error{ErrCostLimit, ErrTooLarge} }
+
+// Check returns a *CostError when c is beyond l, nil otherwise. Check is pure.
+func (l CostLimits) Check(c Cost) error {
+	n := l.Native
+	nativePixels := max(int64(n.Height)*int64(n.Width), 1)
+	ratios := map[string]float64{
+		"size":       float64(c.Pixels) / float64(nativePixels),
+		"num_frames": float64(c.Frames) / float64(max(n.NumFrames, 1)),
+		"steps":      float64(c.Steps) / float64(max(n.Steps, 1)),
+	}
+	worst := func(params ...string) string {
+		best := params[0]
+		for _, p := range params[1:] {
+			if ratios[p] > ratios[best] {
+				best = p
+			}
+		}
+		return best
+	}
+	native := fmt.Sprintf("the model's native job is %dx%d, %d frames, %d steps", n.Width, n.Height, n.NumFrames, n.Steps)
+	switch {
+	case l.MaxPixels > 0 && c.Pixels > l.MaxPixels:
+		return &CostError{Param: "size", Msg: fmt.Sprintf("%d pixels a frame exceeds this model's limit of %d (%s)",
+			c.Pixels, l.MaxPixels, native)}
+	case l.MaxWork > 0 && c.Work > l.MaxWork:
+		return &CostError{Param: worst("size", "num_frames", "steps"), Msg: fmt.Sprintf(
+			"pixels x frames x steps = %d exceeds this model's limit of %d (%s)", c.Work, l.MaxWork, native)}
+	case l.MaxActivationBytes > 0 && c.ActivationBytes > l.MaxActivationBytes:
+		return &CostError{Param: worst("size", "num_frames"), Msg: fmt.Sprintf(
+			"a denoising step (or its decode) needs about %s of working memory, over this model's limit of %s (%s)",
+			mib(c.ActivationBytes), mib(l.MaxActivationBytes), native)}
+	}
+	return nil
+}
+
+// satMul is a·b for non-negative a and b, saturating at MaxInt64.
+func satMul(a, b int64) int64 {
+	if a != 0 && b > math.MaxInt64/a {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+// scale is n·m rounded down, saturating at MaxInt64.
+func scale(n int64, m float64) int64 {
+	if f := float64(n) * m; f < math.MaxInt64 {
+		return int64(f)
+	}
+	return math.MaxInt64
+}
+
+func roundDown8(x float64) int { return max(8, int(x)/8*8) }
+
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+// DeriveMaxFrames is --max-frames' default for a model with limits l: the frames the
+// work limit allows at the model's native size and steps (l.Multiple times its native
+// frame count, so a long video of windows fits), and never fewer than DefaultLimits'.
+// DeriveMaxFrames is pure.
+func DeriveMaxFrames(l CostLimits) int {
+	floor := DefaultLimits().MaxFrames
+	if l.Multiple <= 0 || l.Native.NumFrames <= 0 {
+		return floor
+	}
+	return max(floor, int(float64(l.Native.NumFrames)*l.Multiple))
+}
+
+// ModelLimits are the limits the served model's jobs are admitted under, with the native
+// job they derive from (GET /v1/limits, and "vdpp_limits" in GET /v1/models), and what a
+// job conditions the model on (the web page shows the fields that fit).
+type ModelLimits struct {
+	// Input is what a job gives the model: InputImage or InputText.
+	Input         string `json:"input"`
+	NativeWidth   int    `json:"native_width"`
+	NativeHeight  int    `json:"native_height"`
+	NativeFrames  int    `json:"native_frames"`
+	NativeSteps   int    `json:"native_steps"`
+	MaxFrames     int    `json:"max_frames"`
+	MaxResolution int    `json:"max_resolution"`
+	MaxSteps      int    `json:"max_steps"`
+	CostLimits
+}
+
+// The values of ModelLimits.Input.
+const (
+	// InputImage: a job gives an image (image-to-video, SVD); a prompt is only recorded.
+	InputImage = "image"
+	// InputText: a job gives a prompt and an optional negative prompt, no image
+	// (text-to-video, Wan).
+	InputText = "text"
+)

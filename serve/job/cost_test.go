@@ -1,0 +1,129 @@
+package job
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"testing"
+)
+
+// quadAct is a model whose step memory is its spatial attention's: (h·w)² per frame.
+func quadAct(p Params) int64 {
+	s := int64(p.Height/8) * int64(p.Width/8)
+	return int64(p.NumFrames) * s * s
+}
+
+// latent4 is the step memory of a model whose step needs its float32 latent of 4 channels,
+// twice when guided.
+func latent4(p Params) int64 {
+	n := int64(4 * p.NumFrames * 4 * (p.Height / 8) * (p.Width / 8))
+	if p.Guided() {
+		n *= 2
+	}
+	return n
+}
+
+func TestJobCost(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    Params
+		act  ActivationFunc
+		want Cost
+	}{
+		{"native builtin", Params{Height: 64, Width: 64, NumFrames: 14, Steps: 25}, nil,
+			Cost{Pixels: 4096, Frames: 14, Steps: 25, Work: 4096 * 14 * 25}},
+		{"a 1024x1024 job of 25 frames and 50 steps", Params{Height: 1024, Width: 1024, NumFrames: 25, Steps: 50}, quadAct,
+			Cost{Pixels: 1 << 20, Frames: 25, Steps: 50, Work: 1 << 20 * 25 * 50, ActivationBytes: 25 * (1 << 14) * (1 << 14)}},
+		{"latent, guided", Params{Height: 16, Width: 8, NumFrames: 3, Steps: 1, MaxGuidance: 3}, latent4,
+			Cost{Pixels: 128, Frames: 3, Steps: 1, Work: 384, ActivationBytes: 4 * 3 * 4 * 2 * 1 * 2}},
+		{"latent, unguided", Params{Height: 16, Width: 8, NumFrames: 3, Steps: 1, MaxGuidance: 1}, latent4,
+			Cost{Pixels: 128, Frames: 3, Steps: 1, Work: 384, ActivationBytes: 4 * 3 * 4 * 2 * 1}},
+		{"saturates", Params{Height: math.MaxInt32, Width: math.MaxInt32, NumFrames: math.MaxInt32, Steps: 2}, nil,
+			Cost{Pixels: math.MaxInt32 * math.MaxInt32, Frames: math.MaxInt32, Steps: 2, Work: math.MaxInt64}},
+	} {
+		if got := JobCost(tc.p, tc.act); got != tc.want {
+			t.Errorf("%s: JobCost = %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestDeriveCostLimits(t *testing.T) {
+	native := Params{Height: 64, Width: 64, NumFrames: 14, Steps: 25}
+	for _, tc := range []struct {
+		name     string
+		act      ActivationFunc
+		multiple float64
+		want     CostLimits
+	}{
+		{"x4", quadAct, 4, CostLimits{Multiple: 4, MaxPixels: 4 * 4096, MaxWork: 4 * 4096 * 14 * 25,
+			// 128x128 at 14 frames (16x the native scores) beats 64x64 at 56 frames (4x).
+			MaxActivationBytes: 14 * 256 * 256, Native: native}},
+		{"x1", quadAct, 1, CostLimits{Multiple: 1, MaxPixels: 4096, MaxWork: 4096 * 14 * 25,
+			MaxActivationBytes: 14 * 64 * 64, Native: native}},
+		{"frames dominate", func(p Params) int64 { return int64(p.NumFrames * p.NumFrames) }, 2,
+			CostLimits{Multiple: 2, MaxPixels: 8192, MaxWork: 2 * 4096 * 14 * 25, MaxActivationBytes: 28 * 28, Native: native}},
+		{"no estimate", nil, 4, CostLimits{Multiple: 4, MaxPixels: 4 * 4096, MaxWork: 4 * 4096 * 14 * 25, Native: native}},
+		{"off", quadAct, 0, CostLimits{Native: native}},
+		{"negative", quadAct, -1, CostLimits{Native: native}},
+		{"NaN", quadAct, math.NaN(), CostLimits{Native: native}},
+	} {
+		if got := DeriveCostLimits(native, tc.act, tc.multiple); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: DeriveCostLimits = %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestCostLimitsCheck(t *testing.T) {
+	native := Params{Height: 64, Width: 64, NumFrames: 14, Steps: 25}
+	l := DeriveCostLimits(native, quadAct, 4)
+	for _, tc := range []struct {
+		name      string
+		p         Params
+		wantParam string // "" when admitted
+	}{
+		{"native", native, ""},
+		{"twice the side", Params{Height: 128, Width: 128, NumFrames: 14, Steps: 25}, ""},
+		{"four times the frames", Params{Height: 64, Width: 64, NumFrames: 56, Steps: 25}, ""},
+		{"four times the steps", Params{Height: 64, Width: 64, NumFrames: 14, Steps: 100}, ""},
+		{"a 1024x1024 job of 25 frames and 50 steps", Params{Height: 1024, Width: 1024, NumFrames: 25, Steps: 50}, "size"},
+		{"too wide", Params{Height: 64, Width: 264, NumFrames: 1, Steps: 1}, "size"},
+		{"work: steps", Params{Height: 64, Width: 64, NumFrames: 14, Steps: 101}, "steps"},
+		{"work: frames", Params{Height: 64, Width: 64, NumFrames: 60, Steps: 25}, "num_frames"},
+		{"work: size", Params{Height: 128, Width: 128, NumFrames: 14, Steps: 26}, "size"},
+		// Under the work limit (1 step) but over the step memory of 128x128 at 14 frames.
+		{"memory: size", Params{Height: 128, Width: 128, NumFrames: 28, Steps: 1}, "size"},
+		{"memory: frames", Params{Height: 64, Width: 64, NumFrames: 225, Steps: 1}, "num_frames"},
+		{"memory: at the limit", Params{Height: 64, Width: 64, NumFrames: 224, Steps: 1}, ""},
+	} {
+		err := l.Check(JobCost(tc.p, quadAct))
+		var ce *CostError
+		switch {
+		case tc.wantParam == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.wantParam != "" && !errors.As(err, &ce):
+			t.Errorf("%s: Check = %v, want a *CostError", tc.name, err)
+		case tc.wantParam != "" && (ce.Param != tc.wantParam || !errors.Is(err, ErrCostLimit) || !errors.Is(err, ErrTooLarge)):
+			t.Errorf("%s: %v (param %q), want param %q wrapping ErrCostLimit and ErrTooLarge", tc.name, err, ce.Param, tc.wantParam)
+		}
+	}
+	if err := (CostLimits{}).Check(JobCost(Params{Height: 1 << 14, Width: 1 << 14, NumFrames: 1000, Steps: 1000}, quadAct)); err != nil {
+		t.Errorf("no limits: %v", err)
+	}
+}
+
+func TestDeriveMaxFrames(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		l    CostLimits
+		want int
+	}{
+		{"builtin", CostLimits{Multiple: 4, Native: Params{NumFrames: 14}}, 56},
+		{"wan", CostLimits{Multiple: 4, Native: Params{NumFrames: 81}}, 324},
+		{"never below the default", CostLimits{Multiple: 1, Native: Params{NumFrames: 14}}, 25},
+		{"no cost limits", CostLimits{Native: Params{NumFrames: 81}}, 25},
+	} {
+		if got := DeriveMaxFrames(c.l); got != c.want {
+			t.Errorf("%s: DeriveMaxFrames = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
