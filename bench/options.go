@@ -283,7 +283,7 @@ func (o Options) Validate() error {
 	case o.CP > o.LatentFrames:
 		return badOptions("--cp %d > the latent's %d frames: every cp rank needs a frame", o.CP, o.LatentFrames)
 	case o.TotalSteps < o.PP:
-		return badOptions("--steps %d < %d pipeline stages: %w", o.TotalSteps, o.PP, pipeline.ErrBadPlan)
+		return badOptions("--steps %d < %d pipeline stages: every stage needs at least one step", o.TotalSteps, o.PP)
 	case o.NumSamples < 1:
 		return badOptions("--num-samples %d: need at least 1", o.NumSamples)
 	case o.WarmupSamples < 0 || o.WarmupSamples >= o.NumSamples:

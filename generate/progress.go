@@ -147,7 +147,7 @@ func (r *Runner) display(o Options, dir string, done <-chan struct{}) {
 	defer tick.Stop()
 	var lastLine string
 	var lastPlain time.Time
-	lastSamples := -1
+	lastSamples, lastDone := -1, int64(-1)
 	for final := false; ; {
 		s := tr.Observe(time.Now(), readRanks(dir))
 		switch {
@@ -156,9 +156,11 @@ func (r *Runner) display(o Options, dir string, done <-chan struct{}) {
 				fmt.Fprintf(w, "\r%s\x1b[K", line)
 				lastLine = line
 			}
+		case final && s.Samples == lastSamples && s.Done == lastDone:
+			// the last line already says where the run ended
 		case final || s.Samples != lastSamples || time.Since(lastPlain) >= every:
 			fmt.Fprintf(w, "generate: %s\n", s.Plain())
-			lastPlain, lastSamples = time.Now(), s.Samples
+			lastPlain, lastSamples, lastDone = time.Now(), s.Samples, s.Done
 		}
 		if final {
 			if bar {

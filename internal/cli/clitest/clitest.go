@@ -1,14 +1,17 @@
 // Package clitest helps test options that travel as flags: Fill gives every field of an
 // options struct a random value, so a round trip through a command line (parse, options,
 // the worker's arguments, parse again) is checked for every field, including one added
-// later without a flag.
+// later without a flag; RoundTrip is that check.
 package clitest
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"testing"
 	"time"
+
+	"github.com/vdpp/vdpp/internal/cli"
 )
 
 // Fill sets every exported field of the struct p points to to a random value of its type:
@@ -42,6 +45,35 @@ func fill(v reflect.Value, r *rand.Rand) {
 			fill(f, r)
 		default:
 			panic(fmt.Sprintf("clitest: field %s of type %s", t.Field(i).Name, f.Type()))
+		}
+	}
+}
+
+// RoundTrip checks that options survive the trip to a worker: args parsed into options
+// (def's values, register's flags), rendered by workerArgs and parsed again give the same
+// options; so do 50 options filled at random (Fill), which catches a field without a flag.
+func RoundTrip[T any](t testing.TB, def func() T, register func(*T, *cli.FlagSet), workerArgs func(T) []string, args []string) {
+	t.Helper()
+	parse := func(args []string) T {
+		t.Helper()
+		o := def()
+		fs := cli.New("worker", nil, nil)
+		register(&o, fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatalf("parsing %q: %v", args, err)
+		}
+		return o
+	}
+	o := parse(args)
+	if back := parse(workerArgs(o)); !reflect.DeepEqual(back, o) {
+		t.Fatalf("round trip of %q:\n got %+v\nwant %+v", args, back, o)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 50 {
+		var o T
+		Fill(&o, r)
+		if back := parse(workerArgs(o)); !reflect.DeepEqual(back, o) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v\nargs %q", back, o, workerArgs(o))
 		}
 	}
 }
