@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vdpp/vdpp/pipeline"
@@ -70,5 +71,31 @@ func TestPredictStaticCache(t *testing.T) {
 	c.Cache.Rule = pipeline.Cache{Mode: pipeline.CacheFB, Threshold: 0.1}
 	if _, err := Predict(w, Mesh{PP: 1, CFG: 1, CP: 1, DP: 1}, c, 0); !errors.Is(err, ErrBadInput) {
 		t.Fatalf("an adaptive rule was planned: %v", err)
+	}
+}
+
+// A pipeline's notes weigh carrying the cache against dropping it: tiny states on a slow
+// link are carried, huge ones dropped.
+func TestCacheHandoffNote(t *testing.T) {
+	w := Workload{Steps: 12, Samples: 8, Frames: 4, Height: 8, Width: 8, Channels: 4}
+	for _, c := range []struct {
+		state int64
+		want  string
+	}{{1 << 10, "carrying is better"}, {1 << 32, "dropping is better"}} {
+		costs := SyntheticCosts(5, 4, Link{LatencyMS: 0.1, BytesPerS: 1e8})
+		costs.Cache = &CacheCosts{Rule: pipeline.Cache{Mode: pipeline.CacheStatic, Steps: []int{0}}, ReuseFraction: 0.125, StateBytes: c.state}
+		res, err := Plan(Request{Workload: w, Devices: 2, Costs: costs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, p := range append(res.Configs, res.Infeasible...) {
+			if p.PP == 2 {
+				found = strings.Contains(strings.Join(p.Notes, "; "), c.want)
+			}
+		}
+		if !found {
+			t.Errorf("state %d bytes: no note %q", c.state, c.want)
+		}
 	}
 }

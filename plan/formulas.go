@@ -155,6 +155,9 @@ type Prediction struct {
 	StageSteps [][2]int  `json:"stage_steps"`
 	StageMS    []float64 `json:"stage_ms"`
 	HandOffMS  float64   `json:"hand_off_ms"`
+	// HandOffBytes is what one hand-off carries: the item's latent and, with a carried
+	// step cache, its states.
+	HandOffBytes int64 `json:"hand_off_bytes"`
 	// DecodeRanks is n, the stages sharing the decode; DecodeItemMS dec, an item's
 	// decode latency.
 	DecodeRanks  int     `json:"decode_ranks"`
@@ -276,6 +279,7 @@ func Predict(w Workload, m Mesh, c Costs, memoryPerDevice int64) (Prediction, er
 		branches := int64(w.RowsPerSample() / m.CFG)
 		handoff += int64(b) * branches * c.Cache.StateBytes * f / int64(w.Frames)
 	}
+	p.HandOffBytes = handoff
 	p.HandOffMS = c.HandOff.MS(handoff)
 	p.FirstSampleMS = sum - float64(b)*decode + p.DecodeItemMS + float64(m.PP-1)*p.HandOffMS
 	p.IntervalMS = longest

@@ -120,7 +120,38 @@ func meshNotes(req Request, p Prediction) []string {
 	if n := cacheNote(req, p); n != "" {
 		out = append(out, n)
 	}
+	if n := handoffNote(req, p); n != "" {
+		out = append(out, n)
+	}
 	return out
+}
+
+// handoffNote weighs a pipeline's two ways of passing the cache at stage boundaries:
+// carrying the states (bigger hand-offs) against dropping them (each stage's first step
+// computes), by the steady rate each predicts.
+func handoffNote(req Request, p Prediction) string {
+	c := req.Costs
+	if p.PP < 2 || c.Cache == nil || c.Cache.StateBytes == 0 {
+		return ""
+	}
+	other := *c.Cache
+	other.Rule.Drop = !other.Rule.Drop
+	alt := c
+	alt.Cache = &other
+	q, err := Predict(req.Workload, p.Mesh, alt, req.MemoryPerDevice)
+	if err != nil {
+		return ""
+	}
+	carry, drop := p, q
+	if c.Cache.Rule.Drop {
+		carry, drop = q, p
+	}
+	better := "carrying"
+	if drop.SteadyThroughputPerS > carry.SteadyThroughputPerS {
+		better = "dropping"
+	}
+	return fmt.Sprintf("cache at stage boundaries: carried (%s more per hand-off) %s samples/s, dropped (each stage's first step computes) %s samples/s: %s is better",
+		Bytes(carry.HandOffBytes-drop.HandOffBytes), rate(carry.SteadyThroughputPerS), rate(drop.SteadyThroughputPerS), better)
 }
 
 // stepWork is each step's computation in full steps: the static cache's (reusing steps

@@ -49,7 +49,7 @@ for m in "${meshes[@]}"; do
 		def err(a; b): if b == 0 then "-" else (((a - b) / b * 1000 | round) / 10 | tostring) + " %" end;
 		def f(x): (x * 100 | round) / 100 | tostring;
 		def stages(s): s | map("\(.[0])-\(.[1] - 1)") | join(", ");
-		(if stages($p.stage_steps) == stages(.stage_steps) then stages(.stage_steps) else "planned \(stages($p.stage_steps)), ran \(stages(.stage_steps))" end) as $st |
+		(if stages($p.stage_steps) == stages(.stage_steps | unique) then stages($p.stage_steps) else "planned \(stages($p.stage_steps)), ran \(stages(.stage_steps | unique))" end) as $st |
 		"| \($mesh) | \($st) | \(f($p.predicted_first_sample_ms)) / \(f(.first_sample_ms)) | \(err($p.predicted_first_sample_ms; .first_sample_ms)) | \(f($p.predicted_steady_sample_ms)) / \(f(.steady_sample_ms)) | \(err($p.predicted_steady_sample_ms; .steady_sample_ms)) | \(f($p.predicted_cache_speedup))× / \(f(.cache_speedup))× | \(f($p.predicted_cache_latency_speedup))× / \(f(.cache_first_sample_speedup))× |"
 	' "$tmp/bench.json"
 done

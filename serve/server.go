@@ -41,8 +41,14 @@ type Config struct {
 	MaxRestarts int
 	// StallTimeout: see coordConfig (default 60 s; negative disables).
 	StallTimeout time.Duration
-	// Launcher starts worker ranks (default ExecLauncher: child processes of this binary).
+	// Launcher starts worker ranks (default ExecLauncher: child processes of this binary;
+	// RemoteLauncher for ranks on other nodes).
 	Launcher Launcher
+	// WorkerListen is where the coordinator listens for its workers (default 127.0.0.1:0;
+	// workers on other nodes need an address they reach). Secret is what they must present
+	// (default: a fresh random one, handed to the child processes).
+	WorkerListen string
+	Secret       []byte
 	// PidFile, when set, receives "RANK PID" lines for the live workers.
 	PidFile                     string
 	Heartbeat, HeartbeatTimeout time.Duration
@@ -202,9 +208,13 @@ func New(cfg Config) (*Server, error) {
 // Start listens for HTTP and for workers, and starts the worker ranks. It returns once the
 // HTTP listener is bound (Addr is valid); the ranks join in the background (see /readyz).
 func (s *Server) Start() error {
-	wln, err := net.Listen("tcp", "127.0.0.1:0")
+	waddr := s.cfg.WorkerListen
+	if waddr == "" {
+		waddr = "127.0.0.1:0"
+	}
+	wln, err := net.Listen("tcp", waddr)
 	if err != nil {
-		return fmt.Errorf("serve: worker listener: %w", err)
+		return fmt.Errorf("serve: worker listener %s: %w", waddr, err)
 	}
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
@@ -217,8 +227,15 @@ func (s *Server) Start() error {
 	s.cfg.Conns = s.cfg.Conns.WithDefaults(fileLimit())
 	s.log.Info("connection limits", "max_conns", s.cfg.Conns.Max, "max_conns_per_client", s.cfg.Conns.PerClient)
 	s.ln, s.wln = httpapi.NewLimitListener(ln, s.cfg.Conns, s.metrics.reg), wln
-	secret := make([]byte, wire.SecretLen)
-	rand.Read(secret)
+	secret := s.cfg.Secret
+	if secret == nil {
+		secret = make([]byte, wire.SecretLen)
+		rand.Read(secret)
+	} else if len(secret) != wire.SecretLen {
+		ln.Close()
+		wln.Close()
+		return fmt.Errorf("serve: the worker secret has %d bytes, want %d", len(secret), wire.SecretLen)
+	}
 	go s.coord.watchStalls(s.done)
 	if s.cfg.KeepJobs > 0 {
 		tick, stop := s.cfg.SweepTick, func() {}

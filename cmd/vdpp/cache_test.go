@@ -151,6 +151,30 @@ func TestBenchCache(t *testing.T) {
 	})
 }
 
+// SVD's step caches travel in the hand-off too: DeepCache (the kept feature) and the
+// adaptive rule (first block and denoised estimate) give bit-identical frames and the same
+// decisions with 1 and 2 processes on the dev checkpoint, and each reuses some calls.
+func TestGenerateSVDCachedBitIdentical(t *testing.T) {
+	dev := shared.Require(t, "golden", "dev")
+	common := []string{"--model", dev, "--image", testImage(t), "--height", "32", "--width", "32", "--steps", "6", "--seed", "3"}
+	for _, mode := range [][]string{
+		{"--cache", "deepcache", "--cache-interval", "2", "--cache-branch", "1"},
+		{"--cache", "fbcache", "--cache-threshold", "0.5"},
+	} {
+		args := append(append([]string(nil), common...), mode...)
+		one := runGenerateBin(t, append(args, "--nproc", "1")...)
+		two := runGenerateBin(t, append(args, "--nproc", "2")...)
+		requireSameFrames(t, one, two, "sample-000", 3, "2 processes with "+mode[1])
+		c, raw1 := cacheOf(t, one)
+		if _, raw2 := cacheOf(t, two); raw1 != raw2 {
+			t.Fatalf("%s: the cache records differ between 1 and 2 processes:\n%s\n%s", mode[1], raw1, raw2)
+		}
+		if c.Mode != mode[1] || c.TotalCalls != 12 || c.ComputedCalls >= c.TotalCalls || c.ComputedCalls < 2 {
+			t.Fatalf("%s: cache section %s", mode[1], raw1)
+		}
+	}
+}
+
 // vdpp plan with a static cache cuts the pipeline by computed work and shows the predicted
 // speedup; an adaptive cache, whose computed steps the run decides, is refused in one line.
 func TestPlanCache(t *testing.T) {

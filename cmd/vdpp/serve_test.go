@@ -185,7 +185,7 @@ func TestServeKeepJobsFlag(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			cfg, _, _, err := parseServeFlags(c.args, &stderr, &stderr)
+			cfg, _, _, _, err := parseServeFlags(c.args, &stderr, &stderr)
 			if c.wantErr != nil {
 				if !errors.Is(err, c.wantErr) {
 					t.Fatalf("parseServeFlags(%q): %v, want %v", c.args, err, c.wantErr)
@@ -204,11 +204,11 @@ func TestServeKeepJobsFlag(t *testing.T) {
 // --model ORG/NAME is found in the Hugging Face cache or refused saying where it looked.
 func TestServeModelAndMeshFlags(t *testing.T) {
 	var stderr bytes.Buffer
-	cfg, model, _, err := parseServeFlags(nil, &stderr, &stderr)
+	cfg, model, _, _, err := parseServeFlags(nil, &stderr, &stderr)
 	if err != nil || model != "builtin" || cfg.NProc != 2 {
 		t.Fatalf("defaults: model %q, nproc %d, %v", model, cfg.NProc, err)
 	}
-	if cfg, _, _, err := parseServeFlags([]string{"--pp", "3"}, &stderr, &stderr); err != nil || cfg.NProc != 3 {
+	if cfg, _, _, given, err := parseServeFlags([]string{"--pp", "3"}, &stderr, &stderr); err != nil || cfg.NProc != 3 || !given {
 		t.Fatalf("--pp 3: nproc %d, %v", cfg.NProc, err)
 	}
 	for args, want := range map[string]string{
@@ -216,7 +216,7 @@ func TestServeModelAndMeshFlags(t *testing.T) {
 		"--dp 2":           "serve's workers run one pipeline (--pp stages)",
 		"--nproc 2 --pp 3": "--nproc 2 but --pp 3",
 	} {
-		_, _, _, err := parseServeFlags(strings.Fields(args), &stderr, &stderr)
+		_, _, _, _, err := parseServeFlags(strings.Fields(args), &stderr, &stderr)
 		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want a usage error with %q", args, err, want)
 		}
