@@ -26,7 +26,7 @@ func IsHFName(s string) bool { return hfName.MatchString(s) }
 
 // HFCacheDir is the Hugging Face hub cache that huggingface_hub downloads into:
 // $HF_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
-// ~/.cache/huggingface/hub.
+// ~/.cache/huggingface/hub (the user's home, os.UserHomeDir).
 func HFCacheDir(getenv func(string) string) string {
 	if d := getenv("HF_HUB_CACHE"); d != "" {
 		return d
@@ -37,10 +37,7 @@ func HFCacheDir(getenv func(string) string) string {
 	if d := getenv("XDG_CACHE_HOME"); d != "" {
 		return filepath.Join(d, "huggingface", "hub")
 	}
-	home := getenv("HOME")
-	if home == "" {
-		home, _ = os.UserHomeDir()
-	}
+	home, _ := os.UserHomeDir()
 	return filepath.Join(home, ".cache", "huggingface", "hub")
 }
 

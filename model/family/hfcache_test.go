@@ -62,10 +62,11 @@ func TestResolveHF(t *testing.T) {
 			t.Errorf("%s: %v, want ErrNotCached with %q", name, err, want)
 		}
 	}
-	if d := family.HFCacheDir(env(map[string]string{"HOME": "/h"})); d != "/h/.cache/huggingface/hub" {
+	userHome, _ := os.UserHomeDir()
+	if d := family.HFCacheDir(env(nil)); d != filepath.Join(userHome, ".cache", "huggingface", "hub") {
 		t.Errorf("default cache %q", d)
 	}
-	if d := family.HFCacheDir(env(map[string]string{"HOME": "/h", "XDG_CACHE_HOME": "/x"})); d != "/x/huggingface/hub" {
+	if d := family.HFCacheDir(env(map[string]string{"XDG_CACHE_HOME": "/x"})); d != "/x/huggingface/hub" {
 		t.Errorf("XDG cache %q", d)
 	}
 }
