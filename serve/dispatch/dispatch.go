@@ -39,6 +39,9 @@ type Dispatcher struct {
 type Limits struct {
 	MaxBatch, MaxQueue, MaxRunning, Depth, MaxAttempts int
 	StallTimeout                                       time.Duration
+	// StepRatePrior is the seconds of one unit of step work the watchdog assumes until a
+	// step has been measured (0: StallTimeout alone bounds a first step).
+	StepRatePrior float64
 }
 
 // Job is the dispatcher's view of one job.
@@ -450,7 +453,8 @@ func (d *Dispatcher) Status(j *Job, now time.Time) job.Status {
 	}
 	st := job.Status{ID: rec.ID, State: rec.State, Error: rec.Error, Params: rec.Params, CreatedAt: rec.CreatedAt,
 		FinishedAt: rec.FinishedAt, Restarts: rec.Restarts, Version: j.version, Cache: rec.Cache,
-		Progress: job.Progress{Step: j.stepsDone, Steps: rec.Params.Steps, Stage: j.stage, Stages: j.stages}}
+		Progress:        job.Progress{Step: j.stepsDone, Steps: rec.Params.Steps, Stage: j.stage, Stages: j.stages},
+		CancelRequested: j.cancelReq && !rec.State.Final()}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	switch {
 	case rec.State == job.StateQueued:
