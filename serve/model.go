@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/plan"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/serve/dispatch"
 	"github.com/vdpp/vdpp/serve/job"
@@ -83,6 +85,10 @@ type generator interface {
 	Activation() job.ActivationFunc
 	// MaxBatch is --max-batch's default.
 	MaxBatch() int
+	// Weights are the model's weight bytes by role; StepSecondsPerUnit predicts a step's
+	// time before one was measured (see Model).
+	Weights() plan.Weights
+	StepSecondsPerUnit() float64
 	// Scheduler is the model's scheduler for steps steps.
 	Scheduler(steps int) (sched.Scheduler, error)
 	// Prepare builds a job's initial sample, deterministic in (in, p).
@@ -105,6 +111,15 @@ type Model struct {
 	check func(family.Params) error
 	// act estimates a step's working memory; it only reads configs, so it needs no lock.
 	act job.ActivationFunc
+	// switches are the steps where the model's denoiser changes in a run of steps steps
+	// (each expert's first call computes under a step cache); nil: none.
+	switches func(steps int) ([]int, error)
+	// family names the model's family, for messages.
+	family string
+	// weights are the model's weight bytes by role (the family's sizes, from its configs).
+	weights plan.Weights
+	// channels are the latent channels of the model's native job.
+	channels int
 
 	mu sync.Mutex
 	s  family.Sampler // nil once closed
@@ -130,7 +145,16 @@ func OpenModel(spec ModelSpec) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
-	return NewModel(s, desc, spec), nil
+	g := NewModel(s, desc, spec)
+	g.switches = r.Switches
+	if g.weights, err = r.PlanWeights(spec.options(family.Roles{}), g.defaults.Steps, s); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	if shape := s.LatentShape(desc.Defaults); len(shape) == 4 {
+		g.channels = max(shape[1], 1)
+	}
+	return g, nil
 }
 
 // NewModel wraps a loaded sampler (conditioning and decoding roles), which it owns from now
@@ -143,7 +167,7 @@ func NewModel(s family.Sampler, desc family.Description, spec ModelSpec) *Model 
 		d.MinGuidance, d.MaxGuidance = spec.MinGuidance, spec.MaxGuidance
 	}
 	desc.Defaults = family.Params(d)
-	g := &Model{defaults: d, desc: desc, check: s.Validate, s: s}
+	g := &Model{defaults: d, desc: desc, check: s.Validate, s: s, family: s.Family(), channels: 1}
 	if est, ok := s.(family.ActivationEstimator); ok {
 		g.act = func(p job.Params) int64 { return est.StepActivationBytes(family.Params(p)) }
 	} else {
@@ -181,6 +205,25 @@ func (g *Model) TextConditioned() bool { return g.desc.TextDim > 0 }
 // larger), from the model's real sizes where its family has an estimate
 // (family.ActivationEstimator), else the latent's.
 func (g *Model) Activation() job.ActivationFunc { return g.act }
+
+// Weights are the model's weight bytes by pipeline role: the coordinator holds the
+// conditioner and the decoder, each worker rank the denoiser (or the experts of its steps).
+func (g *Model) Weights() plan.Weights { return g.weights }
+
+// FirstStepFLOPs is the floor throughput that predicts a step's time before any step was
+// measured: one slow CPU core (the stall watchdog's prior, StepSecondsPerUnit).
+const FirstStepFLOPs = 1e9
+
+// StepSecondsPerUnit predicts the seconds of one unit of step work (one latent element of
+// a row, two under guidance: the stall watchdog's measure) before any step was measured:
+// a denoiser's call costs about 2 FLOPs per parameter per latent position (a position is a
+// row's latent elements over its channels), at FirstStepFLOPs. It overestimates (a
+// network applies most weights at lower resolutions), so a slow first step is not taken
+// for a stall; 0 for a model whose weights are unknown (the simulators).
+func (g *Model) StepSecondsPerUnit() float64 {
+	params := float64(g.weights.Denoiser) / 4
+	return 2 * params / float64(g.channels) / FirstStepFLOPs
+}
 
 // MaxBatch is --max-batch's default: 4 for a model whose rows are computed independently
 // (family.Description.IndependentRows), 1 for every other (a checkpoint's rows are not
@@ -225,7 +268,24 @@ func (g *Model) Close() error {
 // model's Description and refused with one ErrBadParams line when the model cannot run
 // them; a job of one window keeps them zero.
 func (g *Model) ParseParams(data []byte, lim job.Limits) (job.Params, error) {
-	return job.ParseModelParams(data, g.defaults, g.desc, g.check, lim)
+	p, err := job.ParseModelParams(data, g.defaults, g.desc, g.check, lim)
+	if err != nil || !p.Cache.On() {
+		return p, err
+	}
+	// The step cache (docs/caching.md): a mode the model offers, filled and checked
+	// against the job's steps.
+	var switches []int
+	if g.switches != nil {
+		if switches, err = g.switches(p.Steps); err != nil {
+			return job.Params{}, err
+		}
+	}
+	if p.Cache, err = g.desc.ResolveCache(p.Cache, p.Steps, switches, g.family); err != nil {
+		// The job's field names, not the command line's flags.
+		msg := strings.NewReplacer("--cache-", "cache_", "--cache ", "cache ").Replace(strings.TrimPrefix(err.Error(), pipeline.ErrCache.Error()+": "))
+		return job.Params{}, fmt.Errorf("%w: %s", job.ErrBadParams, msg)
+	}
+	return p, nil
 }
 
 // Prepare builds the initial sample of a job (sample jobSample of p.Seed): from in.Image for
@@ -253,7 +313,8 @@ func (g *Model) Prepare(ctx context.Context, in family.Input, p job.Params, sc s
 	if err != nil {
 		return nil, fmt.Errorf("serve: prepare: %w", err)
 	}
-	return &dispatch.Sample{Latent: it.Latent, Cond: it.Cond[0], Guidance: it.Guidance, Windows: g.desc.Windows(family.Params(p), g.s)}, nil
+	return &dispatch.Sample{Latent: it.Latent, Cond: it.Cond[0], Guidance: it.Guidance, Windows: g.desc.Windows(family.Params(p), g.s),
+		Cache: pipeline.NewItemCache(p.Cache, 1)}, nil
 }
 
 // Decode is the family's Decode of latent [1, T, C, h, w], through its family.ChunkDecoder
@@ -326,7 +387,7 @@ func runReference(ctx context.Context, g generator, steppers func(steps int) (*p
 	if err != nil {
 		return nil, err
 	}
-	it := &pipeline.Item{Samples: []int64{0}, Latent: s.Latent.Clone(), Cond: []model.Conditioning{s.Cond}, Guidance: s.Guidance, Windows: s.Windows}
+	it := &pipeline.Item{Samples: []int64{0}, Latent: s.Latent.Clone(), Cond: []model.Conditioning{s.Cond}, Guidance: s.Guidance, Windows: s.Windows, Cache: s.Cache}
 	for it.Step = 0; it.Step < p.Steps; it.Step++ {
 		if err := st.Step(ctx, it); err != nil {
 			return nil, fmt.Errorf("serve: reference step %d: %w", it.Step, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"image"
@@ -78,6 +79,12 @@ type Config struct {
 	CostMultiple float64
 	// MaxPixels, when positive, replaces the derived limit on height·width.
 	MaxPixels int64
+	// MaxMemory is the memory the jobs' working sets and the weights share (bytes): 0 is
+	// the host's (hostMemory: /proc/meminfo, or the cgroup's limit when lower); give the
+	// device's when the workers compute on an accelerator; negative: no memory limit.
+	MaxMemory int64
+	// Memory, when set, replaces hostMemory (tests).
+	hostMemory func() int64
 
 	// model, when set, replaces the model OpenModel loads from Spec (tests).
 	model generator
@@ -159,8 +166,29 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBatch < 1 {
 		cfg.MaxBatch = gen.MaxBatch()
 	}
-	store, err := openStore(cfg.DataDir)
+	s := &Server{cfg: cfg, log: cfg.Log, gen: gen, done: make(chan struct{}), mp4: cfg.MP4, errc: make(chan error, 2)}
+	machine, err := s.machine()
 	if err != nil {
+		gen.Close()
+		return nil, err
+	}
+	s.cost = modelCostLimits(gen, cfg.CostMultiple, cfg.MaxPixels).WithMachine(machine)
+	if s.cfg.Limits.MaxFrames == 0 {
+		s.cfg.Limits.MaxFrames = job.DeriveMaxFrames(s.cost)
+	}
+	cfg.Log.Info("cost limits", "multiple", s.cost.Multiple, "max_pixels", s.cost.MaxPixels,
+		"max_work", s.cost.MaxWork, "max_activation_bytes", s.cost.MaxActivationBytes,
+		"memory_bytes", machine.MemoryBytes, "weight_bytes", machine.WeightBytes)
+	store, recs, err := openStore(cfg.DataDir, cfg.Log)
+	if err != nil {
+		gen.Close()
+		return nil, err
+	}
+	m := newMetrics()
+	m.storeQuarantined.Add(float64(store.report.Quarantined))
+	m.storeRecovered.Add(float64(store.report.Recovered))
+	if recs, err = s.checkRecords(store, recs); err != nil {
+		store.Close()
 		gen.Close()
 		return nil, err
 	}
@@ -168,31 +196,21 @@ func New(cfg Config) (*Server, error) {
 	if stall == 0 {
 		stall = 60 * time.Second
 	}
-	m := newMetrics()
-	coord, err := newCoordinator(coordConfig{Model: gen, Store: store, NProc: cfg.NProc,
+	coord, err := newCoordinator(coordConfig{Model: gen, Store: store, Records: recs, NProc: cfg.NProc,
 		MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, Metrics: m, Log: cfg.Log,
-		StallTimeout: stall, Now: cfg.Now})
+		StallTimeout: stall, StepRatePrior: gen.StepSecondsPerUnit(), Now: cfg.Now})
 	if err != nil {
 		store.Close()
 		gen.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Log, store: store, gen: gen, coord: coord, metrics: m, done: make(chan struct{}), mp4: cfg.MP4, errc: make(chan error, 2)}
+	s.store, s.coord, s.metrics = store, coord, m
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.flights.init(m)
-	s.cost = modelCostLimits(gen, cfg.CostMultiple, cfg.MaxPixels)
-	if s.cfg.Limits.MaxFrames == 0 {
-		s.cfg.Limits.MaxFrames = job.DeriveMaxFrames(s.cost)
-	}
-	cfg.Log.Info("cost limits", "multiple", s.cost.Multiple, "max_pixels", s.cost.MaxPixels,
-		"max_work", s.cost.MaxWork, "max_activation_bytes", s.cost.MaxActivationBytes)
 	if s.mp4 == nil {
 		s.mp4 = writeMP4
 	}
-	// Nothing can submit yet: clear what interrupted runs left, then the expired jobs.
-	if n, err := coord.removeOrphans(); err != nil || n > 0 {
-		cfg.Log.Info("removed job folders without a record", "folders", n, "err", err)
-	}
+	// Nothing can submit yet: the expired jobs go first.
 	s.Sweep()
 	launcher := cfg.Launcher
 	if launcher == nil {
@@ -313,6 +331,57 @@ func (s *Server) Close() error {
 		err = errors.Join(s.store.Close(), s.gen.Close())
 	})
 	return err
+}
+
+// machine is what the jobs run on: the memory (Config.MaxMemory, else the host's), the
+// weights the coordinator and every worker rank hold, the ranks. A model whose weights
+// alone do not fit is refused with one line.
+func (s *Server) machine() (job.Machine, error) {
+	mem := s.cfg.MaxMemory
+	if mem == 0 {
+		detect := s.cfg.hostMemory
+		if detect == nil {
+			detect = hostMemory
+		}
+		mem = detect()
+	}
+	w := s.gen.Weights()
+	m := job.Machine{MemoryBytes: max(mem, 0), Ranks: s.cfg.NProc,
+		WeightBytes: w.Condition + w.Decode + int64(s.cfg.NProc)*w.Denoiser}
+	if m.StepMemory() < 0 {
+		return m, fmt.Errorf("serve: the model's weights (%d MiB held by the coordinator and %d worker ranks) do not fit in %.0f%% of %d MiB of memory: use fewer ranks (--nproc), or --max-memory for the memory the workers really have",
+			m.WeightBytes>>20, m.Ranks, 100*job.UsableMemory, m.MemoryBytes>>20)
+	}
+	return m, nil
+}
+
+// checkRecords checks every loaded record against its files and this server's limits and
+// model (job.CheckRecord): a record that cannot be served as it is ends failed, with its
+// reason, and is written back before anything runs.
+func (s *Server) checkRecords(store *jobStore, recs []job.Record) ([]job.Record, error) {
+	admit := func(p job.Params) error {
+		data, err := json.Marshal(p)
+		if err != nil {
+			return err
+		}
+		if _, err := s.gen.ParseParams(data, s.cfg.Limits); err != nil {
+			return err
+		}
+		return s.checkCost(p)
+	}
+	for i, r := range recs {
+		fixed, err := job.CheckRecord(r, store.files(r.ID), admit)
+		if err == nil {
+			continue
+		}
+		fixed.Rev++
+		s.log.Warn("job record does not hold on this server; ending it failed", "err", err)
+		if err := store.Put(fixed); err != nil {
+			return nil, err
+		}
+		recs[i] = fixed
+	}
+	return recs, nil
 }
 
 // beginRender counts a render for Close, or refuses with ErrClosed once Close has begun.

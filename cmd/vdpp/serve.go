@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -113,6 +115,11 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config,
 	fs.IntVar(&lim.MaxResolution, "max-resolution", lim.MaxResolution, "largest height or width accepted")
 	fs.IntVar(&lim.MaxSteps, "max-steps", lim.MaxSteps, "largest steps accepted")
 	fs.Float64Var(&cfg.CostMultiple, "max-cost-multiple", job.DefaultCostMultiple, "a job may cost this many times the model's native job (its default size, frames and steps): in pixels, in pixels x frames x steps, and in a step's estimated working memory (negative: no cost limits)")
+	fs.Func("max-memory", "memory the jobs' working sets and the weights share, in bytes or with a unit (64GiB, 512MiB): a job whose step or decode needs more than its share is refused 413 (default: the host's memory, or the cgroup's limit; give the GPU's for a device backend; -1: no memory limit)", func(v string) error {
+		n, err := parseBytes(v)
+		cfg.MaxMemory = n
+		return err
+	})
 	fs.Int64Var(&cfg.MaxPixels, "max-pixels", 0, "largest height x width accepted (0: derived, --max-cost-multiple times the model's native pixels)")
 	fs.Int64Var(&lim.MaxBodyBytes, "max-body-bytes", lim.MaxBodyBytes, "largest request body")
 	fs.IntVar(&cfg.Conns.Max, "max-conns", 0, "HTTP connections held at once; more are answered 503 and closed (0: from the file-descriptor limit, leaving a quarter and at least 256 for the store and workers, at most 4096)")
@@ -271,4 +278,26 @@ func servedModelNames(flagNames []string, modelName string) []string {
 		return []string{modelName} // a Hugging Face id is the model's name as clients know it
 	}
 	return []string{filepath.Base(filepath.Clean(modelName))}
+}
+
+// parseBytes reads a byte count: digits with an optional unit (B, KiB, MiB, GiB, TiB, or
+// KB, MB, GB, TB in powers of 1000); a negative count is kept (it switches a limit off).
+func parseBytes(v string) (int64, error) {
+	s := strings.TrimSpace(v)
+	units := []struct {
+		suffix string
+		mul    int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}}
+	mul := int64(1)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mul = strings.TrimSpace(rest), u.mul
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || (n > 0 && n > math.MaxInt64/mul) {
+		return 0, fmt.Errorf("%q is not a byte count (e.g. 64GiB, 512MiB, 1000000)", v)
+	}
+	return n * mul, nil
 }

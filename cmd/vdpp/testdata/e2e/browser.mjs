@@ -33,6 +33,16 @@ try {
   await page.fill('#prompt', 'a ball rolls');
   await page.fill('#seconds', '1');
   await page.fill('#steps', '2');
+  // The step cache field offers the served model's modes; the first job runs one.
+  const modes = await page.evaluate(async (tok) => {
+    const r = await fetch('/v1/models', { headers: { Authorization: 'Bearer ' + tok } });
+    return (await r.json()).data[0].vdpp_limits.cache_modes || [];
+  }, token);
+  assert.ok(modes.includes('deepcache'), 'the built-in model offers deepcache: ' + modes);
+  assert.deepEqual(await page.$$eval('#cache option', (os) => os.map((o) => o.value)), ['', ...modes]);
+  await page.click('#cache-box summary');
+  await page.selectOption('#cache', 'deepcache');
+  check('step cache field: ' + modes.join(', '));
   await page.click('#submit');
   const card = page.locator('li.job').first();
   await card.waitFor();
@@ -56,6 +66,7 @@ try {
   // from its card.
   await page.fill('#size', '128x128');
   await page.fill('#steps', '25');
+  await page.selectOption('#cache', '');
   await page.click('#submit');
   await page.waitForFunction(() => document.querySelectorAll('li.job').length === 2);
   // Its progress bar moves over the event stream; the screenshot shows it running.
@@ -68,6 +79,12 @@ try {
   await page.screenshot({ path: shot });
   const second = page.locator('li.job').first();
   await second.locator('button.danger').click();
+  // The card says so at once (the job ends at the worker's next chance).
+  await page.waitForFunction(() => {
+    const t = document.querySelector('li.job .status').textContent;
+    return t === 'cancelling…' || t === 'failed';
+  }, null, { timeout: 5000, polling: 20 });
+  check('shows the cancel at once: ' + await second.locator('.status').textContent());
   await page.waitForFunction(() => {
     const li = document.querySelector('li.job');
     return li.querySelector('.status').textContent === 'failed' && li.querySelector('.meta').textContent.includes('cancelled');
