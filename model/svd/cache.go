@@ -142,8 +142,8 @@ func (c member) gather(sums *tensor.Dense) ([]*tensor.Dense, error) {
 	return all, nil
 }
 
-// cacheNeeds returns the state a row needs to reuse under mode, and what a full call of
-// that mode keeps.
+// cacheNeeds returns the state tensors a row needs to reuse under mode: what a full call
+// of that mode keeps (predictCached).
 func cacheNeeds(mode string, decision model.CacheDecision) []string {
 	switch {
 	case mode == pipeline.CacheDeep:
