@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -24,7 +23,7 @@ import (
 
 // runServe is `vdpp serve`: the HTTP job server with K worker processes.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, modelName, inproc, nprocGiven, err := parseServeFlags(args, stderr)
+	cfg, modelName, inproc, nprocGiven, err := parseServeFlags(args, stdout, stderr)
 	servedNames := cfg.ServedModelNames
 	if err != nil {
 		return err
@@ -90,19 +89,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // parseServeFlags parses `vdpp serve`'s flags into a Config (the model still to be
 // resolved from the returned --model value) and --in-process.
-func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelName string, inproc, nprocGiven bool, err error) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config, modelName string, inproc, nprocGiven bool, err error) {
+	fs := newFlags("serve", stdout, stderr)
 	lim := job.DefaultLimits()
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP listen address (port 0 picks a free one); without a token keep it on loopback")
 	fs.StringVar(&cfg.Token, "api-token", os.Getenv("VDPP_API_TOKEN"), "bearer token required on every API call (default $VDPP_API_TOKEN)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "vdpp-data", "folder of the job database and outputs")
-	fs.StringVar(&modelName, "model", "synthetic", "model: synthetic, builtin, or a checkpoint folder (diffusers SVD layout)")
+	fs.StringVar(&modelName, "model", "builtin", "the model `NAME|DIR`: builtin, a diffusers folder (its model_index.json picks the family), ORG/NAME[@REV] from the Hugging Face cache, or synthetic (the stand-in, for tests)")
 	fs.StringVar(&cfg.Spec.Variant, "variant", "", `checkpoint weights variant, e.g. "fp16" (converted to float32)`)
 	fs.StringVar(&cfg.Spec.Backend, "backend", "", "GoMLX backend of the checkpoint model (default: GOMLX_BACKEND or go)")
 	fs.Float64Var(&cfg.Spec.StepMS, "step-ms", 1, "synthetic model: cost of one sample-step in ms")
 	fs.StringVar(&cfg.Spec.Cost, "cost", "sleep", "synthetic model: sleep or spin")
 	fs.IntVar(&cfg.NProc, "nproc", 2, "worker ranks (pipeline stages)")
+	var pp, cfgDeg, cp, dp int
+	fs.IntVar(&pp, "pp", 0, "pipeline stages, one worker each (the same as --nproc)")
+	fs.IntVar(&cfgDeg, "cfg", 0, "CFG-parallel degree: serve runs a pipeline only, so 1")
+	fs.IntVar(&cp, "cp", 0, "context-parallel degree: serve runs a pipeline only, so 1")
+	fs.IntVar(&dp, "dp", 0, "data-parallel replicas: serve runs one pipeline, so 1")
 	fs.IntVar(&cfg.MaxBatch, "max-batch", 0, "samples per denoiser call (0: 4 for synthetic, 1 for a checkpoint, whose rows are not guaranteed bit-independent)")
 	fs.IntVar(&cfg.MaxQueue, "max-queue", 64, "jobs that may wait for a slot; more get 429")
 	fs.IntVar(&cfg.MaxRunning, "max-running", 0, "jobs in the pipeline at once (default 2*nproc*max-batch)")
@@ -151,8 +154,17 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelNa
 	if cfg.KeepJobs < 0 {
 		return cfg, "", false, false, fmt.Errorf("%w: --keep-jobs %v: must be 0 (keep jobs forever) or positive", errUsage, cfg.KeepJobs)
 	}
+	if cfgDeg > 1 || cp > 1 || dp > 1 {
+		return cfg, "", false, false, fmt.Errorf("%w: --cfg %d --cp %d --dp %d: serve's workers run one pipeline (--pp stages); the other meshes run in vdpp generate and vdpp bench", errUsage, cfgDeg, cp, dp)
+	}
+	if pp > 0 {
+		if fs.Given("nproc") && cfg.NProc != pp {
+			return cfg, "", false, false, fmt.Errorf("%w: --nproc %d but --pp %d: serve's workers are its pipeline stages", errUsage, cfg.NProc, pp)
+		}
+		cfg.NProc = pp
+	}
 	cfg.Limits = lim
-	return cfg, modelName, inproc, flagGiven(fs, "nproc"), nil
+	return cfg, modelName, inproc, fs.Given("nproc") || fs.Given("pp"), nil
 }
 
 // sharedSecret reads the secret every rank of a launched server shares: workers on other
@@ -175,8 +187,8 @@ var errBuiltinUnavailable = errors.New("serve: builtin model not available in th
 // variable so tests can swap it; nil means a build without one).
 var resolveBuiltin = builtin.Resolve
 
-// modelSpec maps --model to a ModelSpec: a folder or "builtin" (both the "svd" model with
-// that folder), or a registered name ("synthetic").
+// modelSpec maps --model to a ModelSpec: a folder, "builtin" or a Hugging Face model id in
+// the local cache (a family's model with that folder), or a registered name ("synthetic").
 func modelSpec(name string) (serve.ModelSpec, error) {
 	if name == "builtin" {
 		if resolveBuiltin == nil {
@@ -197,6 +209,13 @@ func modelSpec(name string) (serve.ModelSpec, error) {
 			return serve.ModelSpec{}, fmt.Errorf("serve: model folder %s: %w", name, err)
 		}
 		return folderSpec(name, abs)
+	}
+	if family.IsHFName(name) {
+		dir, err := family.ResolveHF(name, os.Getenv)
+		if err != nil {
+			return serve.ModelSpec{}, fmt.Errorf("%w: --model %w", errUsage, err)
+		}
+		return folderSpec(name, dir)
 	}
 	if name == "" {
 		return serve.ModelSpec{}, fmt.Errorf("%w: --model is empty", errUsage)
@@ -232,8 +251,7 @@ func folderSpec(name, dir string) (serve.ModelSpec, error) {
 
 // runServeWorker is `vdpp worker serve`: one worker rank of a server (started by it).
 func runServeWorker(ctx context.Context, args []string, stderr io.Writer, rank int) error {
-	fs := flag.NewFlagSet("worker serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("worker serve", stderr, stderr)
 	var cfg serve.WorkerConfig
 	fs.StringVar(&cfg.Addr, "connect", "", "the server's worker address")
 	fs.IntVar(&cfg.Rank, "rank", rank, "this worker's rank")
@@ -262,6 +280,9 @@ func runServeWorker(ctx context.Context, args []string, stderr io.Writer, rank i
 func servedModelNames(flagNames []string, modelName string) []string {
 	if len(flagNames) > 0 {
 		return flagNames
+	}
+	if _, err := os.Stat(modelName); err != nil && family.IsHFName(modelName) {
+		return []string{modelName} // a Hugging Face id is the model's name as clients know it
 	}
 	return []string{filepath.Base(filepath.Clean(modelName))}
 }
