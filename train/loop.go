@@ -290,6 +290,7 @@ func loop(ctx stdcontext.Context, o Options, ph phase, s *stepper, peers Peers) 
 		}
 		t4 := time.Now()
 		times.Apply += t4.Sub(t3).Seconds()
+		peers.Progress(t4.Sub(t0))
 		dt := t4.Sub(t0).Seconds()
 		if k == ph.step() {
 			firstStepS = dt

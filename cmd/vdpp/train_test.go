@@ -218,7 +218,7 @@ func TestTrainStoppedRankIsNamed(t *testing.T) {
 	if err == nil {
 		t.Fatal("the run succeeded with a stopped rank")
 	}
-	if !strings.Contains(out.String(), "rank 1 sent no heartbeat for 2s") {
+	if !strings.Contains(out.String(), "lost rank 1") || !strings.Contains(out.String(), "no heartbeat or data for 2s") {
 		t.Fatalf("the error does not name rank 1:\n%s", out.String())
 	}
 	t.Logf("ended %v after the stop", took.Round(time.Millisecond))
