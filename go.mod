@@ -7,6 +7,7 @@ require (
 	github.com/gomlx/gomlx v0.26.0
 	github.com/prometheus/client_golang v1.25.0
 	go.etcd.io/bbolt v1.5.0
+	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/sys v0.48.0
 	golang.org/x/term v0.38.0
 )

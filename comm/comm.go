@@ -4,9 +4,14 @@
 // groups and the collectives over them (all-gather, all-to-all, broadcast, barrier,
 // all-reduce), built only on tagged point-to-point messages.
 //
-// Contract: every receive has a deadline; an error always names the local rank and the peer
-// ("rank 3: recv from rank 2 (sample 12, step 8): ..."); sentinel errors carry the "comm:"
-// prefix and are matched with errors.Is. The engine speaks only to the Transport interface.
+// Contract: every receive has a deadline (extended while the peer reports progress, see
+// TCPTransport.Progress); an error always names the local rank and the peer ("rank 3: recv
+// from rank 2 (sample 12, step 8): ..."); sentinel errors carry the "comm:" prefix and are
+// matched with errors.Is. A TCP world fails as a whole: every link carries heartbeats, and
+// a rank that is lost (killed, its node or link down, silent past the heartbeat timeout) or
+// that fails (Abort) ends every rank's pending and later operations with ErrPeerLost or
+// ErrPeerFailed naming that rank and its node; a rank that closes on purpose says goodbye
+// and ends nothing. The engine speaks only to the Transport interface.
 package comm
 
 import (

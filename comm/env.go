@@ -120,6 +120,17 @@ func (e Env) MasterHostPort() string {
 	return net.JoinHostPort(e.MasterAddr, strconv.Itoa(e.MasterPort))
 }
 
+// ListenAddr is where rank 0 listens for the others (the rendezvous store; a launched
+// server's coordinator): MASTER_PORT on the master address itself when it is a loopback
+// IP, else on every interface (the master name may be a service address).
+func (e Env) ListenAddr() string {
+	port := strconv.Itoa(e.MasterPort)
+	if ip := net.ParseIP(e.MasterAddr); ip != nil && ip.IsLoopback() {
+		return net.JoinHostPort(e.MasterAddr, port)
+	}
+	return net.JoinHostPort("", port)
+}
+
 // Environ returns the torchrun variables describing e, as "KEY=value" strings for a child.
 func (e Env) Environ() []string {
 	return []string{

@@ -23,7 +23,7 @@ type controlKind uint16
 
 const (
 	// ctlHeartbeat: the link is alive. A: the sender's units of work done so far; B: its
-	// longest unit in milliseconds (see Progress).
+	// longest unit in milliseconds, the one in progress included (see Progress, Working).
 	ctlHeartbeat controlKind = 1
 	// ctlGoodbye: the sender closes the link on purpose; the end of the stream that follows
 	// is not a loss.
@@ -65,10 +65,12 @@ func (e *lostError) Is(target error) bool { return target == e.kind || target ==
 func (e *lostError) Unwrap() error        { return e.cause }
 
 // Progress tells the peers that this rank finished a unit of work (a denoising step, a
-// sample's preparation or decode) that took work. A peer waiting on this rank extends its
-// receive timeout while this rank keeps making progress, to at least four times the longest
-// unit reported, so a slow step is never taken for a hang.
+// sample's preparation or decode) that took work. A rank waiting on any peer extends its
+// receive timeout while some rank of the world keeps making progress, to at least four
+// times the longest unit reported, so a slow step is never taken for a hang (a rank idle
+// behind a busy one included).
 func (t *TCPTransport) Progress(work time.Duration) {
+	t.workingSince.Store(0)
 	t.progress.Add(1)
 	ms := int32(min(work.Milliseconds(), int64(1<<31-1)))
 	for {
@@ -79,16 +81,39 @@ func (t *TCPTransport) Progress(work time.Duration) {
 	}
 }
 
-// ProgressReporter is a transport whose peers learn of this rank's progress (see
-// TCPTransport.Progress).
-type ProgressReporter interface {
-	Progress(work time.Duration)
+// Working tells the peers that this rank started a unit of work at since: until Progress
+// reports its end, the unit counts as long as it has lasted, so even a first step longer
+// than the receive timeout is not a fault.
+func (t *TCPTransport) Working(since time.Time) { t.workingSince.Store(since.UnixNano()) }
+
+// heartbeatLongest is what a heartbeat reports as this rank's longest unit of work, in
+// milliseconds: the longest finished, or the one in progress if it has lasted longer.
+func (t *TCPTransport) heartbeatLongest() int32 {
+	ms := t.longestMS.Load()
+	if since := t.workingSince.Load(); since > 0 {
+		ms = max(ms, int32(min(time.Since(time.Unix(0, since)).Milliseconds(), int64(1<<31-1))))
+	}
+	return ms
 }
 
-// ReportProgress reports a unit of work to tr's peers when tr carries progress.
+// ProgressReporter is a transport whose peers learn of this rank's work (see
+// TCPTransport.Progress and Working).
+type ProgressReporter interface {
+	Progress(work time.Duration)
+	Working(since time.Time)
+}
+
+// ReportProgress reports a finished unit of work to tr's peers when tr carries progress.
 func ReportProgress(tr Transport, work time.Duration) {
 	if p, ok := tr.(ProgressReporter); ok {
 		p.Progress(work)
+	}
+}
+
+// ReportWorking reports the start of a unit of work to tr's peers when tr carries progress.
+func ReportWorking(tr Transport, since time.Time) {
+	if p, ok := tr.(ProgressReporter); ok {
+		p.Working(since)
 	}
 }
 
@@ -266,14 +291,21 @@ func (t *TCPTransport) watchdog() {
 	}
 }
 
-// extendWait says how much longer a wait on p that started at start may last, given the
-// progress p reported: at least limit (or four times p's longest unit of work) from the
-// later of start and p's last progress.
-func (p *tcpPeer) extendWait(start time.Time, limit time.Duration) (time.Duration, bool) {
-	bound := max(limit, 4*time.Duration(p.longestMS.Load())*time.Millisecond)
-	from := start
-	if at := p.progressAt.Load(); at > 0 && time.Unix(0, at).After(from) {
-		from = time.Unix(0, at)
+// extendWait says how much longer a wait that started at start may last, given the
+// progress the world reported: at least limit, or four times the longest unit of work any
+// peer reported (the one in progress included), from the later of start and the last time
+// any peer made progress. Any rank counts: a rank waiting on an idle peer that itself waits
+// on a busy one is not hung.
+func (t *TCPTransport) extendWait(start time.Time, limit time.Duration) (time.Duration, bool) {
+	bound, from := limit, start
+	for _, p := range t.peers {
+		if p == nil {
+			continue
+		}
+		bound = max(bound, 4*time.Duration(p.longestMS.Load())*time.Millisecond)
+		if at := p.progressAt.Load(); at > 0 && time.Unix(0, at).After(from) {
+			from = time.Unix(0, at)
+		}
 	}
 	left := time.Until(from.Add(bound))
 	return left, left > 0

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,26 +34,7 @@ func worldWithChild(t *testing.T, n int, opts Options) ([]*TCPTransport, *exec.C
 		child.Process.Kill()
 		child.Wait()
 	})
-	ts := make([]*TCPTransport, n-1)
-	errs := make([]error, n-1)
-	var wg sync.WaitGroup
-	for r := range n - 1 {
-		wg.Go(func() {
-			env := Env{Rank: r, WorldSize: n, LocalRank: r, LocalWorldSize: n, MasterAddr: "127.0.0.1", MasterPort: port}
-			ts[r], errs[r] = DialTCP(context.Background(), env, opts)
-		})
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, tr := range ts {
-			tr.Close()
-		}
-	})
+	ts := dialRanks(t, n, n-1, port, opts)
 	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "joined\n" {
 		t.Fatalf("child said %q", line)
 	}
@@ -133,10 +113,11 @@ func TestTCPAbortEndsEveryRank(t *testing.T) {
 }
 
 func TestTCPGoodbyeIsNotALoss(t *testing.T) {
-	// Heartbeats every 10 ms race the goodbye: a rank that closes on purpose must never end
-	// the others' world.
+	// Heartbeats race the goodbye: a rank that closes on purpose must never end the others'
+	// world. The timeout is long enough that a loaded machine running the race detector does
+	// not starve a live peer's heartbeats past it (50 ms did, at load average 28).
 	for i := range 10 {
-		ts := dialWorld(t, 3, Options{RecvTimeout: time.Hour, HeartbeatTimeout: 50 * time.Millisecond})
+		ts := dialWorld(t, 3, Options{RecvTimeout: time.Hour, HeartbeatTimeout: time.Second})
 		got := make(chan error, 1)
 		go func() {
 			_, err := ts[0].Recv(context.Background(), 1)
@@ -189,5 +170,27 @@ func TestTCPProgressExtendsRecvTimeout(t *testing.T) {
 	}
 	if d := time.Since(start); d > 4*300*time.Millisecond+2*time.Second {
 		t.Fatalf("idle rank's recv waited %v", d)
+	}
+}
+
+func TestTCPBusyRankIsNotAHang(t *testing.T) {
+	// Rank 0 works 1.5 s on its first unit before it hands off to rank 1, which forwards to
+	// rank 2 at once. Rank 2 waits on rank 1, idle behind busy rank 0, with a 300 ms receive
+	// timeout: the world's progress, not its neighbour's, says nothing hangs.
+	ts := dialWorld(t, 3, Options{RecvTimeout: 300 * time.Millisecond, HeartbeatTimeout: time.Second})
+	go func() {
+		ts[0].Working(time.Now())
+		time.Sleep(1500 * time.Millisecond) // the first step
+		ts[0].Progress(1500 * time.Millisecond)
+		ts[0].Send(context.Background(), 1, Message{Sample: 1})
+	}()
+	go func() {
+		m, err := ts[1].Recv(context.Background(), 0)
+		if err == nil {
+			ts[1].Send(context.Background(), 2, m)
+		}
+	}()
+	if m, err := ts[2].Recv(context.Background(), 1); err != nil || m.Sample != 1 {
+		t.Fatalf("recv behind a busy rank: %+v %v", m, err)
 	}
 }

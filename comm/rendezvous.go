@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 )
 
 // Dial joins the world described by env and returns its TCP transport: rank 0 hosts the
@@ -42,22 +41,12 @@ func DialTCP(ctx context.Context, env Env, opts Options) (*TCPTransport, error) 
 	return t, nil
 }
 
-// storeListenAddr is where rank 0 serves the store: the master address itself when it is
-// a loopback IP, else every interface (the master name may be a service address).
-func storeListenAddr(env Env) string {
-	port := strconv.Itoa(env.MasterPort)
-	if ip := net.ParseIP(env.MasterAddr); ip != nil && ip.IsLoopback() {
-		return net.JoinHostPort(env.MasterAddr, port)
-	}
-	return net.JoinHostPort("", port)
-}
-
 func (t *TCPTransport) connect(ctx context.Context, env Env) error {
 	ctx, cancel := context.WithTimeout(ctx, t.opts.ConnectTimeout)
 	defer cancel()
 	var err error
 	if t.rank == 0 {
-		if t.server, err = ListenStore(storeListenAddr(env), t.world, t.opts.Logger); err != nil {
+		if t.server, err = ListenStore(env.ListenAddr(), t.world, t.opts.Logger); err != nil {
 			return err
 		}
 	}

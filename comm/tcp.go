@@ -32,10 +32,12 @@ type TCPTransport struct {
 	mu      sync.Mutex
 	pending map[net.Conn]struct{} // handshakes in progress
 
-	nodes     []string               // by rank: "host, ip" (from the rendezvous)
-	progress  atomic.Int64           // units of work done (Progress)
-	longestMS atomic.Int32           // the longest of them
-	end       atomic.Pointer[ending] // set when the world ended early (a lost or failed rank)
+	nodes     []string     // by rank: "host, ip" (from the rendezvous)
+	progress  atomic.Int64 // units of work done (Progress)
+	longestMS atomic.Int32 // the longest of them
+	// workingSince is when the unit of work in progress started (unix ns; 0: none).
+	workingSince atomic.Int64
+	end          atomic.Pointer[ending] // set when the world ended early (a lost or failed rank)
 }
 
 var _ TaggedTransport = (*TCPTransport)(nil)
@@ -93,10 +95,8 @@ func (t *TCPTransport) Send(ctx context.Context, to int, m Message) error {
 		return nil
 	default:
 	}
-	start := time.Now()
-	wait, byCtx := waitBound(ctx, t.opts.RecvTimeout)
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
+	w := newPeerWait(ctx, p, t.opts.RecvTimeout)
+	defer w.timer.Stop()
 	for {
 		select {
 		case p.sendq <- buf:
@@ -106,17 +106,45 @@ func (t *TCPTransport) Send(ctx context.Context, to int, m Message) error {
 		case <-t.closing:
 			err = t.closedErr()
 		case <-ctx.Done():
-			err = waitError(ctx, wait, byCtx)
-		case <-timer.C:
-			if more, ok := p.extendWait(start, wait); ok && !byCtx {
-				timer.Reset(more)
+			err = w.err()
+		case <-w.timer.C:
+			if w.extend() {
 				continue
 			}
-			err = waitError(ctx, wait, byCtx)
+			err = w.err()
 		}
 		return fmt.Errorf("rank %d: send to rank %d: %w", t.rank, to, err)
 	}
 }
+
+// peerWait bounds a wait on a peer: the sooner of ctx's deadline and the receive timeout,
+// the latter extended while the world reports progress (TCPTransport.extendWait).
+type peerWait struct {
+	ctx   context.Context
+	p     *tcpPeer
+	start time.Time
+	wait  time.Duration
+	byCtx bool
+	timer *time.Timer
+}
+
+func newPeerWait(ctx context.Context, p *tcpPeer, limit time.Duration) *peerWait {
+	w := &peerWait{ctx: ctx, p: p, start: time.Now()}
+	w.wait, w.byCtx = waitBound(ctx, limit)
+	w.timer = time.NewTimer(w.wait)
+	return w
+}
+
+// extend re-arms the timer when the peer's progress allows more time.
+func (w *peerWait) extend() bool {
+	if more, ok := w.p.t.extendWait(w.start, w.wait); ok && !w.byCtx {
+		w.timer.Reset(more)
+		return true
+	}
+	return false
+}
+
+func (w *peerWait) err() error { return waitError(w.ctx, w.wait, w.byCtx) }
 
 // Recv returns the next message from rank from. Messages that arrived before the peer
 // died are still delivered; after that Recv fails at once with ErrPeerGone.
@@ -135,10 +163,8 @@ func (t *TCPTransport) Recv(ctx context.Context, from int) (Message, error) {
 		return m, nil
 	default:
 	}
-	start := time.Now()
-	wait, byCtx := waitBound(ctx, t.opts.RecvTimeout)
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
+	w := newPeerWait(ctx, p, t.opts.RecvTimeout)
+	defer w.timer.Stop()
 	for {
 		select {
 		case m := <-p.recvq:
@@ -153,13 +179,12 @@ func (t *TCPTransport) Recv(ctx context.Context, from int) (Message, error) {
 		case <-t.closing:
 			err = t.closedErr()
 		case <-ctx.Done():
-			err = waitError(ctx, wait, byCtx)
-		case <-timer.C:
-			if more, ok := p.extendWait(start, wait); ok && !byCtx {
-				timer.Reset(more)
+			err = w.err()
+		case <-w.timer.C:
+			if w.extend() {
 				continue
 			}
-			err = waitError(ctx, wait, byCtx)
+			err = w.err()
 		}
 		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, err)
 	}
@@ -180,7 +205,7 @@ func (t *TCPTransport) RecvTag(ctx context.Context, from int, tag uint16) (Messa
 		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, t.closedErr())
 	default:
 	}
-	m, err := recvBox(ctx, p.boxes.box(tag), t.opts.RecvTimeout, p.dead, func() error { return t.linkErr(p) }, t.closing, t.closedErr, p.extendWait)
+	m, err := recvBox(ctx, p.boxes.box(tag), t.opts.RecvTimeout, p.dead, func() error { return t.linkErr(p) }, t.closing, t.closedErr, t.extendWait)
 	if err != nil {
 		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, err)
 	}

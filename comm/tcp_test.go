@@ -36,11 +36,17 @@ func dialWorld(t testing.TB, n int, opts Options) []*TCPTransport {
 	if opts.ConnectTimeout == 0 {
 		opts.ConnectTimeout = 10 * time.Second
 	}
-	port := freePort(t)
-	ts := make([]*TCPTransport, n)
-	errs := make([]error, n)
+	return dialRanks(t, n, n, freePort(t), opts)
+}
+
+// dialRanks starts ranks 0..count-1 of a TCP world of n ranks on port inside this process
+// (the others join from elsewhere).
+func dialRanks(t testing.TB, n, count, port int, opts Options) []*TCPTransport {
+	t.Helper()
+	ts := make([]*TCPTransport, count)
+	errs := make([]error, count)
 	var wg sync.WaitGroup
-	for r := range n {
+	for r := range count {
 		wg.Go(func() {
 			env := Env{Rank: r, WorldSize: n, LocalRank: r, LocalWorldSize: n, MasterAddr: "127.0.0.1", MasterPort: port}
 			ts[r], errs[r] = DialTCP(context.Background(), env, opts)

@@ -42,7 +42,7 @@ type tcpPeer struct {
 	goodbye    atomic.Bool  // the peer closes on purpose: its end of stream is no loss
 	progress   atomic.Int64 // the peer's units of work, from its heartbeats
 	progressAt atomic.Int64 // unix ns when progress last changed
-	longestMS  atomic.Int32 // the peer's longest unit of work
+	longestMS  atomic.Int32 // the peer's longest unit of work (the one in progress included)
 }
 
 func newPeer(t *TCPTransport, rank int) *tcpPeer {
@@ -149,7 +149,7 @@ func (p *tcpPeer) writeLoop(c net.Conn) {
 			if p.goodbye.Load() {
 				continue // the peer is closing: nothing more to tell it
 			}
-			ctl = appendControl(ctl[:0], ctlHeartbeat, p.t.progress.Load(), p.t.longestMS.Load())
+			ctl = appendControl(ctl[:0], ctlHeartbeat, p.t.progress.Load(), p.t.heartbeatLongest())
 			if _, err := c.Write(ctl); err != nil {
 				return // the reader sees the broken link too, and says how it ended
 			}

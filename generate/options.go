@@ -132,7 +132,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.NProc, "nproc", o.NProc, "pipeline stages, one process each")
 	fs.StringVar(&o.Out, "out", o.Out, "output folder")
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend (default: GOMLX_BACKEND or go)")
-	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for every hand-off between stages, from the sender's last reported step (a peer that keeps stepping extends it to 4x its slowest step)")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for every hand-off between stages, counted from the last step any rank finished and extended to 4x the longest step (the one in progress included): a slow step is not a hang")
 	fs.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", o.HeartbeatTimeout, "a rank silent this long (no data, no heartbeat: killed, node or link down) ends the job, named")
 	fs.StringVar(&o.Progress, "progress", o.Progress, "progress display: auto, bar or plain")
 	o.Cache.Register(fs)

@@ -316,3 +316,25 @@ func FuzzParseSteps(f *testing.F) {
 		}
 	})
 }
+
+// A long video's temporal windows keep a cache slot each: every step records each window's
+// calls, and a cut over stages gives the one-stage bits and decisions.
+func TestCacheWindows(t *testing.T) {
+	mk := func(sc *sched.Euler) *pipeline.Stepper {
+		return &pipeline.Stepper{Model: synth(t), Sched: sc, Windows: &pipeline.Windows{Size: 2, Overlap: 1, Blend: "linear"}}
+	}
+	base := runSpec{stages: 1, steps: 6, samples: 2, micro: 1, guided: true, cache: fbcache}
+	want, wantLogs := runStepperLogs(t, base, mk)
+	for _, l := range wantLogs {
+		if len(l) != 6*2*2 || l[2].Window != 1 || l[0].Window != 0 {
+			t.Fatalf("records %v: want two windows x two branches per step", l)
+		}
+	}
+	if skipped(wantLogs) == 0 {
+		t.Fatal("no window reused its cache")
+	}
+	base.stages = 3
+	got, logs := runStepperLogs(t, base, mk)
+	assertSameFinals(t, got, want)
+	sameLogs(t, logs, wantLogs)
+}

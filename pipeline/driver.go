@@ -236,6 +236,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		case ActCompute:
 			t0 := cfg.Now()
+			comm.ReportWorking(cfg.Transport, time.Now())
 			if err := cfg.Stepper.Step(ctx, a.Item); err != nil {
 				return fail(fmt.Errorf("%s: %w", where, err))
 			}
@@ -272,6 +273,7 @@ func Run(ctx context.Context, cfg Config) error {
 				continue
 			}
 			t0 := cfg.Now()
+			comm.ReportWorking(cfg.Transport, time.Now())
 			if err := cfg.Workload.Finish(ctx, a.Item); err != nil {
 				return fail(fmt.Errorf("%s: finish group %d: %w", where, a.Group, err))
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -264,4 +265,62 @@ func TCPLoopbackPair(ctx context.Context) (comm.Transport, comm.Transport, func(
 		}
 	}
 	return ts[0], ts[1], closeAll, nil
+}
+
+// MeasureReuse times one row's call of a caching denoiser (model.StepCacher) that reuses
+// its cache against one that computes in full, on the per-sample latent shape [T, C, H, W]
+// under rule's threshold and branch: the fraction of a full call that a reusing one costs.
+// A simulator (model.Paced) declares what its calls cost (model.CacheCall.Work): its
+// fraction is that, not a timing of sub-millisecond sleeps that a loaded host stretches.
+func (c *Calibrator) MeasureReuse(ctx context.Context, d model.Denoiser, shape []int, rule pipeline.Cache) (float64, []Measurement, error) {
+	sc, ok := d.(model.StepCacher)
+	if !ok {
+		return 0, nil, fmt.Errorf("%w: the model (%T) has no step cache", ErrBadInput, d)
+	}
+	x := tensor.New(append([]int{1}, shape...)...)
+	for i := range x.Data {
+		x.Data[i] = float32(i%17)/17 - 0.5
+	}
+	in := model.Input{Latents: x, Sigma: 1, Timestep: 0, Cond: []model.Conditioning{c.Cond}, Uncond: []bool{false}}
+	var state model.CacheState
+	var work [3]float64 // by decision: the declared work of the last call
+	call := func(decision model.CacheDecision) error {
+		cc := model.NewCacheCall(1, decision)
+		cc.Threshold, cc.Branch = rule.Threshold, rule.Branch
+		cc.Rows[0].State = state
+		start := c.now()
+		if _, err := sc.PredictCached(ctx, in, cc); err != nil {
+			return fmt.Errorf("plan: calibrate a cached call (%v): %w", shape, err)
+		}
+		if decision == model.CacheReuse && cc.Rows[0].Computed {
+			return fmt.Errorf("%w: the model computed a call asked to reuse its cache", ErrBadInput)
+		}
+		work[decision] = cc.Work
+		if work[decision] == 0 {
+			work[decision] = 1
+		}
+		if p, ok := d.(model.Paced); ok {
+			p.Pace(start, work[decision])
+		}
+		if state == nil {
+			state = cc.Rows[0].State
+		}
+		return nil
+	}
+	full, err := c.median(nil, func() error { return call(model.CacheCompute) })
+	if err != nil {
+		return 0, nil, err
+	}
+	reuse, err := c.median(nil, func() error { return call(model.CacheReuse) })
+	if err != nil {
+		return 0, nil, err
+	}
+	ms := []Measurement{{Name: "cached call", Rows: 1, Frames: shape[0], MS: full}, {Name: "reusing call", Rows: 1, Frames: shape[0], MS: reuse}}
+	if _, ok := d.(model.Paced); ok {
+		return work[model.CacheReuse] / work[model.CacheCompute], ms, nil
+	}
+	if full <= 0 {
+		return 0, ms, fmt.Errorf("%w: a full cached call took %v ms", ErrBadInput, full)
+	}
+	return min(1, reuse/full), ms, nil
 }

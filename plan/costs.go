@@ -3,6 +3,8 @@ package plan
 import (
 	"fmt"
 	"math"
+
+	"github.com/vdpp/vdpp/pipeline"
 )
 
 // StepCost is the cost of one denoising step on one device for a batch of rows and a
@@ -110,6 +112,47 @@ type Costs struct {
 	Weights      Weights `json:"weights"`
 	// ActivationBytesPerRowFrame is working memory per row and local frame during a step.
 	ActivationBytesPerRowFrame int64 `json:"activation_bytes_per_row_frame"`
+	// Cache, when set, is a static step cache (docs/caching.md): its steps' computed work
+	// cuts the stages and costs them.
+	Cache *CacheCosts `json:"cache,omitempty"`
+}
+
+// CacheCosts are what a static step cache changes in a run: the steps that reuse the
+// cache (Rule, with every expert's first step computing) cost ReuseFraction of a full
+// step's computation, and unless the rule drops it at stage boundaries each hand-off
+// carries StateBytes per sample and CFG branch (a context-parallel rank its frames' share).
+type CacheCosts struct {
+	Rule          pipeline.Cache `json:"rule"`
+	ReuseFraction float64        `json:"reuse_fraction"`
+	// CutFraction is the reuse fraction the engine cuts stages by (the family's count of
+	// a reusing call's operations, family.CacheCost); 0: ReuseFraction. The planner cuts
+	// by it, so its stages are the engine's, and costs them by ReuseFraction.
+	CutFraction float64 `json:"cut_fraction,omitempty"`
+	StateBytes  int64   `json:"state_bytes"`
+}
+
+// cut is the reuse fraction stages are cut by.
+func (c *CacheCosts) cut() float64 {
+	if c.CutFraction > 0 {
+		return c.CutFraction
+	}
+	return c.ReuseFraction
+}
+
+// validate checks the cache's numbers and that its rule is static (an adaptive rule's
+// computed steps are known only as the run goes).
+func (c *CacheCosts) validate() error {
+	switch {
+	case c == nil:
+		return nil
+	case !c.Rule.Static():
+		return fmt.Errorf("%w: the planner costs a static step cache (deepcache, static), not %q", ErrBadInput, c.Rule.Mode)
+	case !(c.ReuseFraction >= 0 && c.ReuseFraction <= 1) || !(c.CutFraction >= 0 && c.CutFraction <= 1):
+		return fmt.Errorf("%w: cache reuse_fraction %v or cut_fraction %v outside [0, 1]", ErrBadInput, c.ReuseFraction, c.CutFraction)
+	case c.StateBytes < 0:
+		return fmt.Errorf("%w: cache state_bytes %d", ErrBadInput, c.StateBytes)
+	}
+	return nil
 }
 
 // SyntheticCosts are the costs of the synthetic model at stepMS per sample-step (the cost
@@ -162,5 +205,5 @@ func (c Costs) Validate() error {
 			return fmt.Errorf("%w: %s = %d", ErrBadInput, f.name, f.v)
 		}
 	}
-	return nil
+	return c.Cache.validate()
 }

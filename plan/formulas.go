@@ -155,10 +155,25 @@ type Prediction struct {
 	StageSteps [][2]int  `json:"stage_steps"`
 	StageMS    []float64 `json:"stage_ms"`
 	HandOffMS  float64   `json:"hand_off_ms"`
+	// HandOffBytes is what one hand-off carries: the item's latent and, with a carried
+	// step cache, its states.
+	HandOffBytes int64 `json:"hand_off_bytes"`
 	// DecodeRanks is n, the stages sharing the decode; DecodeItemMS dec, an item's
 	// decode latency.
 	DecodeRanks  int     `json:"decode_ranks"`
 	DecodeItemMS float64 `json:"decode_item_ms"`
+
+	// StepWork is each step's computation in full steps under a static step cache (1
+	// for a step that computes, the reuse fraction for one that reuses; a stage's first
+	// step computes when the cache is dropped at stage boundaries); nil without one.
+	StepWork []float64 `json:"step_work,omitempty"`
+	// Uncached* are the same mesh's predictions without the cache, and CacheSpeedup the
+	// steady rate's gain from it (CacheLatencySpeedup the first sample's); zero without a
+	// cache.
+	UncachedFirstSampleMS  float64 `json:"predicted_uncached_first_sample_ms,omitempty"`
+	UncachedSteadySampleMS float64 `json:"predicted_uncached_steady_sample_ms,omitempty"`
+	CacheSpeedup           float64 `json:"predicted_cache_speedup,omitempty"`
+	CacheLatencySpeedup    float64 `json:"predicted_cache_latency_speedup,omitempty"`
 
 	FirstSampleMS float64 `json:"predicted_first_sample_ms"`
 	IntervalMS    float64 `json:"predicted_interval_ms"` // per replica, between completed items
@@ -222,14 +237,32 @@ func Predict(w Workload, m Mesh, c Costs, memoryPerDevice int64) (Prediction, er
 	}
 	p.DecodeItemMS = float64(ceilDiv(b*c.DecodeParts, p.DecodeRanks)) * c.DecodePartMS
 	stepCost := make([]float64, w.Steps)
+	work := make([]float64, w.Steps)
 	for i := range stepCost {
-		stepCost[i] = p.StepMS
+		work[i] = 1
+	}
+	if c.Cache != nil {
+		// The engine's cut under a static cache (family.Resolved.CachedStagePlan): steps
+		// weighted by the computation they run.
+		work = c.Cache.Rule.StepCosts(w.Steps, c.Weights.ExpertSwitches, c.Cache.cut())
+	}
+	for i := range stepCost {
+		stepCost[i] = p.StepMS * work[i]
 	}
 	// The cut generate and bench make (family.Resolved.StagePlan): a stage boundary at
 	// every expert switch, the steps balanced against the stages' fixed costs.
 	stages, err := pipeline.CutStages(stepCost, m.PP, c.Weights.ExpertSwitches, extra)
 	if err != nil {
 		return Prediction{}, fmt.Errorf("plan: %v: %w", m, err)
+	}
+	if c.Cache != nil {
+		// What the cut run spends: a reusing step still gathers its outputs, and with the
+		// cache dropped at stage boundaries each stage's first step computes.
+		work = c.Cache.Rule.PlannedCosts(stages, c.Weights.ExpertSwitches, c.Cache.ReuseFraction)
+		for i := range stepCost {
+			stepCost[i] = p.ComputeStepMS*work[i] + p.CollectiveStepMS
+		}
+		p.StepWork = work
 	}
 	p.StageMS = pipeline.StageCosts(stages, stepCost)
 	var sum, longest float64
@@ -239,7 +272,15 @@ func Predict(w Workload, m Mesh, c Costs, memoryPerDevice int64) (Prediction, er
 		sum += p.StageMS[k]
 		longest = max(longest, p.StageMS[k])
 	}
-	p.HandOffMS = c.HandOff.MS(int64(b) * f * w.FrameBytes())
+	handoff := int64(b) * f * w.FrameBytes()
+	if c.Cache != nil && !c.Cache.Rule.Drop {
+		// Each sample's states travel beside its latent: the rank's CFG branches, its
+		// frames' share under context parallelism.
+		branches := int64(w.RowsPerSample() / m.CFG)
+		handoff += int64(b) * branches * c.Cache.StateBytes * f / int64(w.Frames)
+	}
+	p.HandOffBytes = handoff
+	p.HandOffMS = c.HandOff.MS(handoff)
 	p.FirstSampleMS = sum - float64(b)*decode + p.DecodeItemMS + float64(m.PP-1)*p.HandOffMS
 	p.IntervalMS = longest
 	if m.PP > 1 {
@@ -269,6 +310,21 @@ func Predict(w Workload, m Mesh, c Costs, memoryPerDevice int64) (Prediction, er
 	}
 	p.MemoryBytesPerDevice = p.WeightBytesPerDevice + c.ActivationBytesPerRowFrame*r*f
 	p.Feasible = memoryPerDevice <= 0 || p.MemoryBytesPerDevice <= memoryPerDevice
+	if c.Cache != nil {
+		plain := c
+		plain.Cache = nil
+		u, err := Predict(w, m, plain, memoryPerDevice)
+		if err != nil {
+			return Prediction{}, err
+		}
+		p.UncachedFirstSampleMS, p.UncachedSteadySampleMS = u.FirstSampleMS, u.SteadySampleMS
+		if p.SteadySampleMS > 0 {
+			p.CacheSpeedup = u.SteadySampleMS / p.SteadySampleMS
+		}
+		if p.FirstSampleMS > 0 {
+			p.CacheLatencySpeedup = u.FirstSampleMS / p.FirstSampleMS
+		}
+	}
 	return p, nil
 }
 

@@ -35,15 +35,26 @@ func WriteTable(w io.Writer, r Result) error {
 	fmt.Fprintf(&b, "## vdpp plan: %d devices, goal %s\n\n", r.Devices, r.Goal)
 	fmt.Fprintf(&b, "**Workload:** %d samples x %d steps, latent [%d,%d,%d,%d], guided %v, micro-batch %d, %d warm-up, memory per device %s\n\n",
 		wl.Samples, wl.Steps, wl.Frames, wl.Channels, wl.Height, wl.Width, wl.Guided, wl.Batch(), wl.Warmup, limit(r.MemoryPerDevice))
-	b.WriteString("| # | mesh | first sample (ms) | steady throughput (samples/s) | bench window (samples/s) | steady (ms/sample) | weights / device | feasible | notes |\n")
-	b.WriteString("|---:|:---|---:|---:|---:|---:|---:|:---|:---|\n")
+	cache := r.Costs.Cache != nil
+	if cache {
+		fmt.Fprintf(&b, "**Step cache:** %s; a reusing step computes %.3g of a full one; predicted speedup against the same mesh uncached\n\n", r.Costs.Cache.Rule, r.Costs.Cache.ReuseFraction)
+		b.WriteString("| # | mesh | first sample (ms) | steady throughput (samples/s) | bench window (samples/s) | steady (ms/sample) | cache speedup (steady, first sample) | weights / device | feasible | notes |\n")
+		b.WriteString("|---:|:---|---:|---:|---:|---:|---:|---:|:---|:---|\n")
+	} else {
+		b.WriteString("| # | mesh | first sample (ms) | steady throughput (samples/s) | bench window (samples/s) | steady (ms/sample) | weights / device | feasible | notes |\n")
+		b.WriteString("|---:|:---|---:|---:|---:|---:|---:|:---|:---|\n")
+	}
 	row := func(i string, p Prediction) {
 		feas := "yes"
 		if !p.Feasible {
 			feas = "no"
 		}
-		fmt.Fprintf(&b, "| %s | %v | %s | %s | %s | %s | %s | %s | %s |\n", i, p.Mesh, ms(p.FirstSampleMS), rate(p.SteadyThroughputPerS), rate(p.ThroughputPerS),
-			ms(p.SteadySampleMS), Bytes(p.WeightBytesPerDevice), feas, strings.Join(p.Notes, "; "))
+		speedup := ""
+		if cache {
+			speedup = fmt.Sprintf(" %.2f×, %.2f× |", p.CacheSpeedup, p.CacheLatencySpeedup)
+		}
+		fmt.Fprintf(&b, "| %s | %v | %s | %s | %s | %s |%s %s | %s | %s |\n", i, p.Mesh, ms(p.FirstSampleMS), rate(p.SteadyThroughputPerS), rate(p.ThroughputPerS),
+			ms(p.SteadySampleMS), speedup, Bytes(p.WeightBytesPerDevice), feas, strings.Join(p.Notes, "; "))
 	}
 	for i, p := range r.Configs {
 		row(fmt.Sprint(i+1), p)

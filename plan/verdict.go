@@ -117,6 +117,87 @@ func meshNotes(req Request, p Prediction) []string {
 	if n := cutNote(req, p); n != "" {
 		out = append(out, n)
 	}
+	if n := cacheNote(req, p); n != "" {
+		out = append(out, n)
+	}
+	if n := handoffNote(req, p); n != "" {
+		out = append(out, n)
+	}
+	return out
+}
+
+// handoffNote weighs a pipeline's two ways of passing the cache at stage boundaries:
+// carrying the states (bigger hand-offs) against dropping them (each stage's first step
+// computes), by the steady rate each predicts.
+func handoffNote(req Request, p Prediction) string {
+	c := req.Costs
+	if p.PP < 2 || c.Cache == nil || c.Cache.StateBytes == 0 {
+		return ""
+	}
+	other := *c.Cache
+	other.Rule.Drop = !other.Rule.Drop
+	alt := c
+	alt.Cache = &other
+	q, err := Predict(req.Workload, p.Mesh, alt, req.MemoryPerDevice)
+	if err != nil {
+		return ""
+	}
+	carry, drop := p, q
+	if c.Cache.Rule.Drop {
+		carry, drop = q, p
+	}
+	better := "carrying"
+	if drop.SteadyThroughputPerS > carry.SteadyThroughputPerS {
+		better = "dropping"
+	}
+	return fmt.Sprintf("cache at stage boundaries: carried (%s more per hand-off) %s samples/s, dropped (each stage's first step computes) %s samples/s: %s is better",
+		Bytes(carry.HandOffBytes-drop.HandOffBytes), rate(carry.SteadyThroughputPerS), rate(drop.SteadyThroughputPerS), better)
+}
+
+// stepWork is each step's computation in full steps: the static cache's (reusing steps
+// cost its reuse fraction), else 1.
+func stepWork(req Request) []float64 {
+	if c := req.Costs.Cache; c != nil {
+		return c.Rule.StepCosts(req.Workload.Steps, req.Costs.Weights.ExpertSwitches, c.cut())
+	}
+	steps := make([]float64, req.Workload.Steps)
+	for i := range steps {
+		steps[i] = 1
+	}
+	return steps
+}
+
+// cacheNote tells a pipeline's cut by computed work under a static cache when it differs
+// from the cut by steps (generate and bench make the same cut from --cache).
+func cacheNote(req Request, p Prediction) string {
+	c := req.Costs
+	if p.PP < 2 || c.Cache == nil {
+		return ""
+	}
+	even, err := pipeline.CutStages(make1(req.Workload.Steps), p.PP, c.Weights.ExpertSwitches, nil)
+	if err != nil {
+		return ""
+	}
+	var cut, plain []string
+	same := true
+	for k, r := range even {
+		cut = append(cut, strconv.Itoa(p.StageSteps[k][1]-p.StageSteps[k][0]))
+		plain = append(plain, strconv.Itoa(r.Len()))
+		same = same && p.StageSteps[k] == [2]int{r.Start, r.End}
+	}
+	if same {
+		return ""
+	}
+	return fmt.Sprintf("steps cut %s by computed work (a reusing step computes %.3g of a full one; by steps: %s)",
+		strings.Join(cut, "+"), c.Cache.cut(), strings.Join(plain, "+"))
+}
+
+// make1 returns n ones.
+func make1(n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = 1
+	}
 	return out
 }
 
@@ -129,10 +210,7 @@ func cutNote(req Request, p Prediction) string {
 	if p.PP < 2 || p.StepMS <= 0 || c.FinishMS != 0 {
 		return ""
 	}
-	steps := make([]float64, req.Workload.Steps)
-	for i := range steps {
-		steps[i] = 1
-	}
+	steps := stepWork(req)
 	plain, err := pipeline.CutStages(steps, p.PP, c.Weights.ExpertSwitches, nil)
 	if err != nil {
 		return ""

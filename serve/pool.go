@@ -132,6 +132,30 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// RemoteLauncher is the Launcher of ranks that run on other nodes and connect on their own
+// (RunRemoteWorker, started by the node's launcher or orchestrator): Start starts nothing,
+// and a "restart" after a lost connection waits for the rank to connect again.
+type RemoteLauncher struct{}
+
+// Start implements Launcher.
+func (RemoteLauncher) Start(int, string, []byte) (Proc, error) {
+	return &remoteProc{gone: make(chan struct{})}, nil
+}
+
+// remoteProc stands for a rank on another node: it "exits" when the coordinator loses its
+// connection (Kill), which the pool counts as a restart.
+type remoteProc struct {
+	gone chan struct{}
+	once sync.Once
+}
+
+func (r *remoteProc) Pid() int    { return 0 }
+func (r *remoteProc) Wait() error { <-r.gone; return errRemoteLost }
+func (r *remoteProc) Kill() error { r.once.Do(func() { close(r.gone) }); return nil }
+func (r *remoteProc) Stop() error { return r.Kill() }
+
+var errRemoteLost = errors.New("the remote worker's connection was lost")
+
 // InProcLauncher runs each rank as goroutines of this process (tests, and --nproc on a
 // single process). Kill closes the rank's connection abruptly, as a dead process would.
 type InProcLauncher struct {
@@ -363,7 +387,10 @@ func (p *pool) Close() {
 func (p *pool) killIf(rank, pid int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closing || rank < 0 || rank >= len(p.procs) || p.procs[rank] == nil || p.procs[rank].Pid() != pid {
+	if p.closing || rank < 0 || rank >= len(p.procs) || p.procs[rank] == nil {
+		return
+	}
+	if _, remote := p.procs[rank].(*remoteProc); !remote && p.procs[rank].Pid() != pid {
 		return
 	}
 	p.procs[rank].Kill()

@@ -52,6 +52,51 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		AfterBatch: memRelease.soon})
 }
 
+// RunRemoteWorker is a worker rank on another node than the coordinator (a launched
+// `vdpp serve` of rank > 0): it loads the model once, then connects to the coordinator at
+// cfg.Addr and runs its batches, and whenever the connection ends (the coordinator
+// restarted, the link went down and its heartbeats stopped) connects again, retrying every
+// second, until ctx ends. The coordinator takes a rank that comes back as it takes a
+// restarted worker: the jobs it lost were requeued and run again.
+func RunRemoteWorker(ctx context.Context, cfg WorkerConfig) error {
+	steppers, closeModel, err := workerSteppers(cfg.Spec, cfg.Denoiser)
+	if err != nil {
+		return fmt.Errorf("serve: worker %d: %w", cfg.Rank, err)
+	}
+	defer closeModel()
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+		}
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c, err := wire.Dial(dctx, cfg.Addr, cfg.Rank, os.Getpid(), cfg.Secret)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.Warn("coordinator not reachable; retrying", "addr", cfg.Addr, "err", err)
+			continue
+		}
+		log.Info("connected to the coordinator", "addr", cfg.Addr)
+		err = worker.Run(ctx, worker.Config{Conn: c, Rank: cfg.Rank, Stepper: steppers,
+			Heartbeat: cfg.Heartbeat, HeartbeatTimeout: cfg.HeartbeatTimeout, Log: cfg.Log,
+			AfterBatch: memRelease.soon})
+		if ctx.Err() != nil {
+			return nil
+		}
+		log.Warn("lost the coordinator; reconnecting", "addr", cfg.Addr, "err", err)
+	}
+}
+
 // workerSteppers returns the stepper factory of a worker serving spec: the family's
 // scheduler, with the family's denoising role, or den when it is not nil (tests wrap a
 // denoiser to make it hang or wait).

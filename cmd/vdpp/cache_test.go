@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -148,4 +149,47 @@ func TestBenchCache(t *testing.T) {
 			t.Fatalf("%d calls computed, steps %q", rep.ComputedCalls, rep.CacheSamples[0].ComputedSteps)
 		}
 	})
+}
+
+// SVD's step caches travel in the hand-off too: DeepCache (the kept feature) and the
+// adaptive rule (first block and denoised estimate) give bit-identical frames and the same
+// decisions with 1 and 2 processes on the dev checkpoint, and each reuses some calls.
+func TestGenerateSVDCachedBitIdentical(t *testing.T) {
+	dev := shared.Require(t, "golden", "dev")
+	common := []string{"--model", dev, "--image", testImage(t), "--height", "32", "--width", "32", "--steps", "6", "--seed", "3"}
+	for _, mode := range [][]string{
+		{"--cache", "deepcache", "--cache-interval", "2", "--cache-branch", "1"},
+		{"--cache", "fbcache", "--cache-threshold", "0.5"},
+	} {
+		args := append(append([]string(nil), common...), mode...)
+		one := runGenerateBin(t, append(args, "--nproc", "1")...)
+		two := runGenerateBin(t, append(args, "--nproc", "2")...)
+		requireSameFrames(t, one, two, "sample-000", 3, "2 processes with "+mode[1])
+		c, raw1 := cacheOf(t, one)
+		if _, raw2 := cacheOf(t, two); raw1 != raw2 {
+			t.Fatalf("%s: the cache records differ between 1 and 2 processes:\n%s\n%s", mode[1], raw1, raw2)
+		}
+		if c.Mode != mode[1] || c.TotalCalls != 12 || c.ComputedCalls >= c.TotalCalls || c.ComputedCalls < 2 {
+			t.Fatalf("%s: cache section %s", mode[1], raw1)
+		}
+	}
+}
+
+// vdpp plan with a static cache cuts the pipeline by computed work and shows the predicted
+// speedup; an adaptive cache, whose computed steps the run decides, is refused in one line.
+func TestPlanCache(t *testing.T) {
+	base := []string{"--model", "synthetic", "--measure=false", "--step-ms", "5", "--handoff-ms", "0.1", "--total-steps", "12", "--num-samples", "8", "--devices", "2"}
+	var stdout, stderr bytes.Buffer
+	if err := runPlan(context.Background(), append(base, "--cache", "static", "--cache-steps", "0-5"), &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "cache speedup") || !strings.Contains(out, "1.78×, 1.78×") || !strings.Contains(out, "steps cut 3+9 by computed work") {
+		t.Fatalf("no cut by computed work or predicted speedup:\n%s", out)
+	}
+	stdout.Reset()
+	err := runPlan(context.Background(), append(base, "--cache", "fbcache"), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "--cache static --cache-steps") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("fbcache: %v", err)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/internal/cacheflag"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/plan"
@@ -39,6 +40,7 @@ type planFlags struct {
 	frameScaling                       float64
 	weights                            [4]int64 // denoiser (-1: from the model), conditioner, VAE encoder, decoder
 	json                               string
+	cache                              cacheflag.Flags
 	set                                map[string]bool // flags given on the command line
 }
 
@@ -83,6 +85,8 @@ func (f *planFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.weights[3], "decode-bytes", 0, "decoder weight bytes, last stage only (at least; a model folder's own sizes count too)")
 	fs.Int64Var(&f.weights[3], "vae-decoder-bytes", 0, "SVD's spelling of --decode-bytes (the VAE decoder)")
 	fs.StringVar(&f.json, "json", "", "write the plan as JSON to this file")
+	f.cache = cacheflag.Default()
+	f.cache.Register(fs)
 }
 
 func (f *planFlags) workload() plan.Workload {
@@ -124,6 +128,9 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	if costs.Cache, err = f.cacheCosts(ctx, stderr, costs.Weights.ExpertSwitches); err != nil {
+		return err
+	}
 	res, err := plan.Plan(plan.Request{Workload: w, Devices: f.devices, MemoryPerDevice: f.memory, Costs: costs, Goal: goal})
 	if err != nil {
 		return err
@@ -143,6 +150,59 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	return out.Close()
+}
+
+// cacheCosts are the costs of --cache's static schedule (nil without --cache): a reusing
+// step's share of a full step, measured on the model when --measure (a cached call that
+// reuses against one that computes), else the family's count of the operations it runs;
+// and the state a hand-off carries.
+func (f *planFlags) cacheCosts(ctx context.Context, stderr io.Writer, switches []int) (*plan.CacheCosts, error) {
+	rule, err := f.cache.Rule()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if !rule.On() {
+		return nil, nil
+	}
+	m, err := resolveModel(f.modelName, f.modelDir)
+	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	if rule, err = m.ResolveCache(rule, f.steps); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if !rule.Static() {
+		return nil, fmt.Errorf("%w: --cache %s decides which calls compute as the run goes, so no cut can be planned for it: plan a calibrated schedule, --cache static --cache-steps REPORT.json (a cached run's report)", errUsage, rule.Mode)
+	}
+	shape := []int{f.frames, f.channels, f.height, f.width}
+	cost, err := m.CacheCost(rule, shape)
+	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	cc := &plan.CacheCosts{Rule: rule, ReuseFraction: cost.ReuseFraction, CutFraction: cost.ReuseFraction, StateBytes: cost.StateBytes}
+	if f.measure && f.calibration == "" {
+		s, err := m.Open(family.Options{Backend: f.backend, Roles: family.Roles{Denoise: true}, Sim: model.Config{
+			StepMS: f.stepMS, Cost: f.cost, HiddenChannels: f.hidden, LatentChannels: f.channels, Seed: f.seed}})
+		if err != nil {
+			return nil, fmt.Errorf("plan: %w", err)
+		}
+		defer s.Close()
+		st, err := s.Stepper(nil)
+		if err != nil {
+			return nil, fmt.Errorf("plan: %w", err)
+		}
+		calib := &plan.Calibrator{}
+		if rc, ok := s.(family.RandomConditioner); ok {
+			calib.Cond = rc.RandomConditioning(rand.New(rand.NewPCG(uint64(f.seed), 0)), shape)
+		}
+		frac, _, err := calib.MeasureReuse(ctx, st.ModelAt(0), shape, rule)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stderr, "vdpp plan: a reusing call costs %.3f of a full one, measured (the family's operation count: %.3f)\n", frac, cc.ReuseFraction)
+		cc.ReuseFraction = frac
+	}
+	return cc, nil
 }
 
 // resolveModel resolves a --model value through model/family; the deprecated

@@ -22,7 +22,7 @@ import (
 
 // runServe is `vdpp serve`: the HTTP job server with K worker processes.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, modelName, inproc, err := parseServeFlags(args, stderr)
+	cfg, modelName, inproc, nprocGiven, err := parseServeFlags(args, stderr)
 	servedNames := cfg.ServedModelNames
 	if err != nil {
 		return err
@@ -37,6 +37,30 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.Spec = spec
 	cfg.ServedModelNames = servedModelNames(servedNames, modelName)
 	cfg.Log = log
+	env, launched, err := launchedRank()
+	if err != nil {
+		return err
+	}
+	if launched {
+		// One rank of a launched server: rank 0 is the coordinator (HTTP, the job store),
+		// every other rank a worker that connects to it at MASTER_ADDR:MASTER_PORT.
+		secret, err := sharedSecret()
+		if err != nil {
+			return err
+		}
+		if env.Rank > 0 {
+			log = log.With("rank", env.Rank-1)
+			log.Info("serving as a worker", "coordinator", env.MasterHostPort())
+			return serve.RunRemoteWorker(ctx, serve.WorkerConfig{Addr: env.MasterHostPort(), Rank: env.Rank - 1, Secret: secret,
+				Spec: spec, HeartbeatTimeout: cfg.HeartbeatTimeout, Log: log})
+		}
+		if nprocGiven && cfg.NProc != env.WorldSize-1 {
+			return fmt.Errorf("%w: --nproc %d, but a launched world of %d ranks has %d workers (rank 0 coordinates)", errUsage, cfg.NProc, env.WorldSize, env.WorldSize-1)
+		}
+		cfg.NProc = env.WorldSize - 1
+		cfg.Launcher, cfg.Secret = serve.RemoteLauncher{}, secret
+		cfg.WorkerListen = env.ListenAddr()
+	}
 	cfg.WorkerOutput = stderr
 	if inproc {
 		cfg.Launcher = serve.InProcLauncher{Spec: spec, Log: log}
@@ -64,7 +88,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // parseServeFlags parses `vdpp serve`'s flags into a Config (the model still to be
 // resolved from the returned --model value) and --in-process.
-func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelName string, inproc bool, err error) {
+func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelName string, inproc, nprocGiven bool, err error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	lim := job.DefaultLimits()
@@ -108,13 +132,25 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelNa
 	})
 	fs.BoolVar(&inproc, "in-process", false, "run the workers as goroutines of this process instead of child processes")
 	if err := parseFlags(fs, args); err != nil {
-		return cfg, "", false, err
+		return cfg, "", false, false, err
 	}
 	if cfg.KeepJobs < 0 {
-		return cfg, "", false, fmt.Errorf("%w: --keep-jobs %v: must be 0 (keep jobs forever) or positive", errUsage, cfg.KeepJobs)
+		return cfg, "", false, false, fmt.Errorf("%w: --keep-jobs %v: must be 0 (keep jobs forever) or positive", errUsage, cfg.KeepJobs)
 	}
 	cfg.Limits = lim
-	return cfg, modelName, inproc, nil
+	return cfg, modelName, inproc, flagGiven(fs, "nproc"), nil
+}
+
+// sharedSecret reads the secret every rank of a launched server shares: workers on other
+// nodes present it to the coordinator.
+func sharedSecret() ([]byte, error) {
+	v := os.Getenv(wire.SecretEnv)
+	secret, err := hex.DecodeString(v)
+	if v == "" || err != nil || len(secret) != wire.SecretLen {
+		return nil, fmt.Errorf("%w: vdpp serve across several processes of a launched world needs $%s: %d hex digits, the same on every rank (e.g. openssl rand -hex %d)",
+			errUsage, wire.SecretEnv, 2*wire.SecretLen, wire.SecretLen)
+	}
+	return secret, nil
 }
 
 // errBuiltinUnavailable is the answer to --model builtin in a build without the built-in

@@ -7,11 +7,20 @@ import (
 	"github.com/vdpp/vdpp/internal/parallel"
 )
 
+// nr is the number of columns of C one packed panel of B covers, the same for every
+// kernel.
+const nr = 16
+
+// kc is the length of the blocks a long contraction is cut into: one packed A tile block
+// (16 rows) and one panel block then fit in the L1 cache together. The kernel continues each
+// element's sum across blocks, so the cut does not change any result.
+var kc = 256
+
 // parallelWork is the number of multiply-adds above which MulNT and MulPacked split their
 // rows over goroutines: below it the hand-off costs more than a second core saves.
 const parallelWork = 1 << 21
 
-// Kernel names the micro-kernel in use: "avx512" (8x32 tiles), "avx2" (4x16, AVX2 and
+// Kernel names the micro-kernel in use: "avx512" (16x16 tiles), "avx2" (4x16, AVX2 and
 // FMA) or "go" (portable, 4x16). Every kernel sums each element over k in increasing
 // order with one fused multiply-add per product (the portable one with a multiply and an
 // add), so avx512 and avx2 give the same bits.
@@ -22,10 +31,37 @@ func Accelerated() bool { return cur.name != "go" }
 
 // PanelWidth is the number of columns of C one packed panel of B covers: packed B holds
 // panel q (columns q·w .. q·w+w−1) as [k][w] at offset q·w·k, columns past n zero.
-func PanelWidth() int { return cur.nr }
+func PanelWidth() int { return nr }
 
 // PackedLen is the length of B [k, n] packed into panels.
-func PackedLen(n, k int) int { return (n + cur.nr - 1) / cur.nr * cur.nr * k }
+func PackedLen(n, k int) int { return (n + nr - 1) / nr * nr * k }
+
+// PackedALen is the length of A [m, k] packed by PackA.
+func PackedALen(m, k int) int { return (m + cur.mr - 1) / cur.mr * cur.mr * k }
+
+// PackA packs A [m, k] (row i at a[i*lda:]) into dst (PackedALen(m, k) values): tiles of
+// the kernel's rows, each [k][rows], rows past m zero. The kernel then reads every k-step's
+// values of a tile from one contiguous run, whatever A's row stride.
+func PackA(dst []float32, m, k int, a []float32, lda int) {
+	mr := cur.mr
+	for t := 0; t*mr < m; t++ {
+		packATile(dst[t*mr*k:(t+1)*mr*k], min(mr, m-t*mr), k, a[t*mr*lda:], lda)
+	}
+}
+
+// packATile packs rows (≤ mr) rows of A into one tile [k][mr].
+func packATile(dst []float32, rows, k int, a []float32, lda int) {
+	mr := cur.mr
+	if rows < mr {
+		clear(dst)
+	}
+	for r := range rows {
+		row := a[r*lda : r*lda+k]
+		for p, v := range row {
+			dst[p*mr+r] = v
+		}
+	}
+}
 
 // MulNT sets c[i*n+j] = Σ_p a[i*k+p]·b[j*k+p] for i < m, j < n: C = A·Bᵀ with A [m, k],
 // B [n, k] and C [m, n] row-major. Large products split their rows over up to GOMAXPROCS
@@ -52,17 +88,16 @@ func MulNT(m, n, k int, a, b, c []float32) {
 // PackRows packs B given as n rows of k values (row j at b[j*ldb:]) into dst, which must
 // hold PackedLen(n, k) values.
 func PackRows(dst []float32, n, k int, b []float32, ldb int) {
-	w := cur.nr
-	for q := 0; q*w < n; q++ {
-		panel := dst[q*w*k : (q+1)*w*k]
-		cols := min(w, n-q*w)
-		if cols < w {
+	for q := 0; q*nr < n; q++ {
+		panel := dst[q*nr*k : (q+1)*nr*k]
+		cols := min(nr, n-q*nr)
+		if cols < nr {
 			clear(panel)
 		}
 		for j := range cols {
-			row := b[(q*w+j)*ldb : (q*w+j)*ldb+k]
+			row := b[(q*nr+j)*ldb : (q*nr+j)*ldb+k]
 			for p, v := range row {
-				panel[p*w+j] = v
+				panel[p*nr+j] = v
 			}
 		}
 	}
@@ -71,13 +106,12 @@ func PackRows(dst []float32, n, k int, b []float32, ldb int) {
 // PackCols packs B given as k rows of n values (row p at b[p*ldb:]) into dst, which must
 // hold PackedLen(n, k) values.
 func PackCols(dst []float32, n, k int, b []float32, ldb int) {
-	w := cur.nr
-	for q := 0; q*w < n; q++ {
-		panel := dst[q*w*k : (q+1)*w*k]
-		j0 := q * w
-		cols := min(w, n-j0)
+	for q := 0; q*nr < n; q++ {
+		panel := dst[q*nr*k : (q+1)*nr*k]
+		j0 := q * nr
+		cols := min(nr, n-j0)
 		for p := range k {
-			out := panel[p*w : p*w+w]
+			out := panel[p*nr : p*nr+nr]
 			copy(out, b[p*ldb+j0:p*ldb+j0+cols])
 			clear(out[cols:])
 		}
@@ -90,10 +124,7 @@ func MulPacked(m, n, k int, a []float32, lda int, packed []float32, c []float32,
 	if m <= 0 || n <= 0 {
 		return
 	}
-	checkA(m, k, a, lda)
-	if len(packed) < PackedLen(n, k) || len(c) < (m-1)*ldc+n {
-		panic(fmt.Sprintf("gemm: MulPacked(%d, %d, %d): packed %d, c %d (ldc %d)", m, n, k, len(packed), len(c), ldc))
-	}
+	checkMul(m, n, k, a, lda, packed, c, ldc)
 	if m*n*k < parallelWork {
 		mulRows(0, m, n, k, a, lda, packed, c, ldc)
 		return
@@ -111,11 +142,15 @@ func MulPackedSerial(m, n, k int, a []float32, lda int, packed []float32, c []fl
 	if m <= 0 || n <= 0 {
 		return
 	}
+	checkMul(m, n, k, a, lda, packed, c, ldc)
+	mulRows(0, m, n, k, a, lda, packed, c, ldc)
+}
+
+func checkMul(m, n, k int, a []float32, lda int, packed, c []float32, ldc int) {
 	checkA(m, k, a, lda)
 	if len(packed) < PackedLen(n, k) || len(c) < (m-1)*ldc+n {
-		panic(fmt.Sprintf("gemm: MulPackedSerial(%d, %d, %d): packed %d, c %d (ldc %d)", m, n, k, len(packed), len(c), ldc))
+		panic(fmt.Sprintf("gemm: product (%d, %d, %d): packed %d, c %d (ldc %d)", m, n, k, len(packed), len(c), ldc))
 	}
-	mulRows(0, m, n, k, a, lda, packed, c, ldc)
 }
 
 // MulPanel sets c[i*ldc+j] = Σ_p a[i*lda+p]·panel[p*w+j] for i < m, j < cols ≤ w, with one
@@ -125,21 +160,81 @@ func MulPanel(m, k int, a []float32, lda int, panel []float32, cols int, c []flo
 		return
 	}
 	checkA(m, k, a, lda)
-	if cols > cur.nr || len(panel) < cur.nr*k || len(c) < (m-1)*ldc+cols {
-		panic(fmt.Sprintf("gemm: MulPanel(%d, %d) with %d columns: panel %d, c %d", m, k, cols, len(panel), len(c)))
+	ap := getScratch(PackedALen(m, k))
+	defer putScratch(ap)
+	PackA(*ap, m, k, a, lda)
+	MulPackedAPanel(m, k, *ap, panel, cols, c, ldc)
+}
+
+// MulPackedAPanel is MulPanel with A packed by PackA (for callers that multiply one A by
+// many panels).
+func MulPackedAPanel(m, k int, ap, panel []float32, cols int, c []float32, ldc int) {
+	if m <= 0 || cols <= 0 {
+		return
 	}
-	var pad *[]float32
-	for i := 0; i < m; i += cur.mr {
-		rows := min(cur.mr, m-i)
-		aTile, ld := a[i*lda:], lda
-		if rows < cur.mr {
-			pad = padRows(pad, a[i*lda:], lda, rows, k)
-			aTile, ld = *pad, k
+	if cols > nr || len(panel) < nr*k || len(ap) < PackedALen(m, k) || len(c) < (m-1)*ldc+cols {
+		panic(fmt.Sprintf("gemm: MulPackedAPanel(%d, %d) with %d columns: a %d, panel %d, c %d", m, k, cols, len(ap), len(panel), len(c)))
+	}
+	mr := cur.mr
+	for k0 := 0; k0 < max(k, 1); k0 += kc {
+		kl := min(kc, k-k0)
+		for i := 0; i < m; i += mr {
+			tile(min(mr, m-i), cols, kl, ap[i*k+k0*mr:], panel[k0*nr:], c[i*ldc:], ldc, k0 > 0)
 		}
-		tile(rows, cols, k, aTile, ld, panel, c[i*ldc:], ldc)
 	}
-	if pad != nil {
-		putScratch(pad)
+}
+
+// MulRowPtrs sets c[i*ldc+j] = Σ_p a[i*lda+p]·rows[p][j] for i < m, j < w = PanelWidth():
+// one panel of B given as k row pointers instead of packed, so that a caller whose B rows
+// already lie in memory (a convolution's shifted input rows) need not copy them. Every
+// rows[p] must point at w readable values; c must have w columns. It runs on the calling
+// goroutine and gives the bits MulPanel gives for the same values.
+func MulRowPtrs(m, k int, a []float32, lda int, rows []*float32, c []float32, ldc int) {
+	if m <= 0 {
+		return
+	}
+	checkA(m, k, a, lda)
+	ap := getScratch(PackedALen(m, k))
+	defer putScratch(ap)
+	PackA(*ap, m, k, a, lda)
+	MulPackedARowPtrs(m, k, *ap, rows, c, ldc)
+}
+
+// MulPackedARowPtrs is MulRowPtrs with A packed by PackA.
+func MulPackedARowPtrs(m, k int, ap []float32, rows []*float32, c []float32, ldc int) {
+	if m <= 0 {
+		return
+	}
+	if len(rows) < k || len(ap) < PackedALen(m, k) || len(c) < (m-1)*ldc+nr {
+		panic(fmt.Sprintf("gemm: MulPackedARowPtrs(%d, %d): %d rows, a %d, c %d", m, k, len(rows), len(ap), len(c)))
+	}
+	if k == 0 {
+		for i := range m {
+			clear(c[i*ldc : i*ldc+nr])
+		}
+		return
+	}
+	mr := cur.mr
+	var edge [maxTile]float32
+	for k0 := 0; k0 < k; k0 += kc {
+		kl, acc := min(kc, k-k0), k0 > 0
+		for i := 0; i < m; i += mr {
+			rs := min(mr, m-i)
+			a := ap[i*k+k0*mr:]
+			if rs == mr {
+				cur.kernelPtr(kl, a, rows[k0:], c[i*ldc:], ldc, acc)
+				continue
+			}
+			if acc {
+				for r := range rs {
+					copy(edge[r*nr:(r+1)*nr], c[(i+r)*ldc:(i+r)*ldc+nr])
+				}
+			}
+			cur.kernelPtr(kl, a, rows[k0:], edge[:], nr, acc)
+			for r := range rs {
+				copy(c[(i+r)*ldc:(i+r)*ldc+nr], edge[r*nr:(r+1)*nr])
+			}
+		}
 	}
 }
 
@@ -149,65 +244,57 @@ func checkA(m, k int, a []float32, lda int) {
 	}
 }
 
-// mulRows computes rows lo..hi of C from the packed panels.
+// mulRows computes rows lo..hi of C from the packed panels, packing A one tile and one
+// k-block at a time.
 func mulRows(lo, hi, n, k int, a []float32, lda int, panels, c []float32, ldc int) {
-	w := cur.nr
-	var pad *[]float32
-	for i := lo; i < hi; i += cur.mr {
-		rows := min(cur.mr, hi-i)
-		aTile, ld := a[i*lda:], lda
-		if rows < cur.mr {
-			pad = padRows(pad, a[i*lda:], lda, rows, k)
-			aTile, ld = *pad, k
+	mr := cur.mr
+	at := getScratch(mr * min(k, kc))
+	defer putScratch(at)
+	for i := lo; i < hi; i += mr {
+		rows := min(mr, hi-i)
+		for k0 := 0; k0 < k; k0 += kc {
+			kl := min(kc, k-k0)
+			packATile((*at)[:mr*kl], rows, kl, a[i*lda+k0:], lda)
+			for q := 0; q*nr < n; q++ {
+				tile(rows, min(nr, n-q*nr), kl, *at, panels[q*nr*k+k0*nr:], c[i*ldc+q*nr:], ldc, k0 > 0)
+			}
 		}
-		for q := 0; q*w < n; q++ {
-			tile(rows, min(w, n-q*w), k, aTile, ld, panels[q*w*k:], c[i*ldc+q*w:], ldc)
-		}
-	}
-	if pad != nil {
-		putScratch(pad)
 	}
 }
 
-// padRows copies rows < mr rows of A into a zeroed mr x k tile so that the kernel reads
-// whole tiles.
-func padRows(pad *[]float32, a []float32, lda, rows, k int) *[]float32 {
-	if pad == nil {
-		pad = getScratch(cur.mr * k)
-	}
-	clear(*pad)
-	for r := range rows {
-		copy((*pad)[r*k:(r+1)*k], a[r*lda:r*lda+k])
-	}
-	return pad
-}
-
-// tile computes a rows x cols corner (rows ≤ mr, cols ≤ nr) of C from a whole mr-row A
-// tile and one panel; a partial tile goes through a scratch tile.
-func tile(rows, cols, k int, a []float32, lda int, panel, c []float32, ldc int) {
-	if rows == cur.mr && cols == cur.nr {
-		cur.kernel(k, a, lda, panel, c, ldc)
+// tile computes a rows x cols corner (rows ≤ mr, cols ≤ nr) of C from a packed A tile and
+// one panel (continuing C's sums when acc); a partial tile goes through a scratch tile.
+func tile(rows, cols, k int, a, panel, c []float32, ldc int, acc bool) {
+	if rows == cur.mr && cols == nr {
+		cur.kernel(k, a, panel, c, ldc, acc)
 		return
 	}
 	var edge [maxTile]float32
-	cur.kernel(k, a, lda, panel, edge[:], cur.nr)
+	if acc {
+		for r := range rows {
+			copy(edge[r*nr:r*nr+cols], c[r*ldc:r*ldc+cols])
+		}
+	}
+	cur.kernel(k, a, panel, edge[:], nr, acc)
 	for r := range rows {
-		copy(c[r*ldc:r*ldc+cols], edge[r*cur.nr:r*cur.nr+cols])
+		copy(c[r*ldc:r*ldc+cols], edge[r*nr:r*nr+cols])
 	}
 }
 
 // maxTile is the largest mr·nr of any kernel.
-const maxTile = 8 * 32
+const maxTile = 16 * nr
 
-// isa is one micro-kernel: kernel sets c[r*ldc+j] = Σ_{p<k} a[r*lda+p]·b[p*nr+j] for
-// r < mr, j < nr.
+// isa is one micro-kernel: kernel sets c[r*ldc+j] = Σ_{p<k} a[p*mr+r]·b[p*nr+j] for r < mr,
+// j < nr (A's tile packed by PackA), or continues c's sums with acc; kernelPtr reads panel
+// row p at rows[p].
 type isa struct {
-	name   string
-	mr, nr int
-	kernel func(k int, a []float32, lda int, b []float32, c []float32, ldc int)
+	name      string
+	mr        int
+	kernel    func(k int, a, b, c []float32, ldc int, acc bool)
+	kernelPtr func(k int, a []float32, rows []*float32, c []float32, ldc int, acc bool)
 }
 
-var goISA = isa{name: "go", mr: 4, nr: 16, kernel: kernel4x16Go}
+var goISA = isa{name: "go", mr: 4, kernel: kernel4x16Go, kernelPtr: kernel4x16GoPtr}
 
 // cur is the kernel in use, the best this CPU runs.
 var cur = bestISA()

@@ -209,3 +209,67 @@ func BenchmarkMulNT(b *testing.B) {
 		})
 	}
 }
+
+// TestMulRowPtrs checks the pointer-table form against MulPanel on the same values.
+func TestMulRowPtrs(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, kern := range isas() {
+		withISA(t, kern, func() {
+			w := PanelWidth()
+			for _, sh := range [][2]int{{1, 1}, {13, 21}, {32, 288}, {9, 5}} {
+				m, k := sh[0], sh[1]
+				a := randSlice(r, m*k)
+				src := randSlice(r, k*w+50)
+				rows := make([]*float32, k)
+				panel := make([]float32, k*w)
+				for p := range k {
+					off := (p * 37) % 50
+					rows[p] = &src[p*w+off]
+					copy(panel[p*w:(p+1)*w], src[p*w+off:p*w+off+w])
+				}
+				got, want := make([]float32, m*w), make([]float32, m*w)
+				MulRowPtrs(m, k, a, k, rows, got, w)
+				MulPanel(m, k, a, k, panel, w, want, w)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s %v: element %d = %g, MulPanel %g", kern.name, sh, i, got[i], want[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestKBlocksKeepBits checks that cutting the contraction into k-blocks gives the bits of
+// the uncut product (the kernels continue each sum across blocks).
+func TestKBlocksKeepBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	const m, n, k = 37, 40, 700
+	a, b := randSlice(r, m*k), randSlice(r, n*k)
+	run := func(block int) []float32 {
+		old := kc
+		kc = block
+		defer func() { kc = old }()
+		c := make([]float32, m*n)
+		MulNT(m, n, k, a, b, c)
+		rows := make([]*float32, k)
+		panel := make([]float32, k*nr)
+		PackRows(panel, min(n, nr), k, b, k)
+		for p := range k {
+			rows[p] = &panel[p*nr]
+		}
+		ptr := make([]float32, m*nr)
+		MulRowPtrs(m, k, a, k, rows, ptr, nr)
+		return append(c, ptr...)
+	}
+	for _, kern := range isas() {
+		withISA(t, kern, func() {
+			whole, cut := run(k), run(64)
+			for i := range whole {
+				if math.Float32bits(whole[i]) != math.Float32bits(cut[i]) {
+					t.Fatalf("%s: element %d: %g uncut, %g in blocks of 64", kern.name, i, whole[i], cut[i])
+				}
+			}
+		})
+	}
+}

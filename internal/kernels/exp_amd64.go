@@ -17,6 +17,67 @@ func expAVX2(dst, src *float32, n int)
 func sigmoidAVX2(dst, src *float32, n int, silu bool)
 
 //go:noescape
+func erfAVX2(dst, src *float32, n int)
+
+//go:noescape
+func tanhAVX2(dst, src *float32, n int)
+
+//go:noescape
+func geluAVX2(dst, src *float32, n int)
+
+//go:noescape
+func geluTanhAVX2(dst, src *float32, n int)
+
+//go:noescape
+func sum64AVX2(s *float32, n int, out *[8]float64)
+
+//go:noescape
+func sqDev64AVX2(s *float32, n int, m float64, out *[8]float64)
+
+//go:noescape
+func affineAVX2(dst, src *float32, n int, mean, a, b float32, silu bool)
+
+// lanes64 adds the 8 lane sums in a fixed order.
+func lanes64(l *[8]float64) float64 {
+	return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))
+}
+
+// sum64Vec is sum64 with 8 lanes; the tail is added after them in index order.
+func sum64Vec(s []float32) float64 {
+	var l [8]float64
+	n := len(s) &^ 7
+	if n > 0 {
+		sum64AVX2(&s[0], n, &l)
+	}
+	t := lanes64(&l)
+	for _, v := range s[n:] {
+		t += float64(v)
+	}
+	return t
+}
+
+// sqDev64Vec is sqDev64 with 8 lanes.
+func sqDev64Vec(s []float32, m float64) float64 {
+	var l [8]float64
+	n := len(s) &^ 7
+	if n > 0 {
+		sqDev64AVX2(&s[0], n, m, &l)
+	}
+	t := lanes64(&l)
+	for _, v := range s[n:] {
+		x := float64(v) - m
+		t += x * x
+	}
+	return t
+}
+
+// affineVec is affine with the vector code for every element (the tail through a padded
+// copy), the same bits.
+func affineVec(dst, src []float32, mean, a, b float32, silu bool) {
+	vecMap(dst, src, func(d, s *float32, n int) { affineAVX2(d, s, n, mean, a, b, silu) })
+}
+
+//go:noescape
 func expSubSumAVX2(s *float32, n int, m float32, sums *[8]float32)
 
 // vecMap applies an 8-lane function to src into dst (same length), the last partial group
@@ -34,7 +95,11 @@ func vecMap(dst, src []float32, fn func(dst, src *float32, n int)) {
 	}
 }
 
-func expSlice(dst, src []float32) { vecMap(dst, src, expAVX2) }
+func expSlice(dst, src []float32)      { vecMap(dst, src, expAVX2) }
+func erfSlice(dst, src []float32)      { vecMap(dst, src, erfAVX2) }
+func tanhSlice(dst, src []float32)     { vecMap(dst, src, tanhAVX2) }
+func geluSlice(dst, src []float32)     { vecMap(dst, src, geluAVX2) }
+func geluTanhSlice(dst, src []float32) { vecMap(dst, src, geluTanhAVX2) }
 
 func sigmoidSlice(dst, src []float32) {
 	vecMap(dst, src, func(d, s *float32, n int) { sigmoidAVX2(d, s, n, false) })

@@ -2,9 +2,13 @@
 
 package kernels
 
-const vecExp = false
+var vecExp = false
 
 func expSlice(dst, src []float32)                 { panic("unreachable") }
 func sigmoidSlice(dst, src []float32)             { panic("unreachable") }
 func siluSlice(dst, src []float32)                { panic("unreachable") }
 func expSubSumVec(s []float32, m float32) float32 { panic("unreachable") }
+
+func sum64Vec(s []float32) float64                                { panic("unreachable") }
+func sqDev64Vec(s []float32, m float64) float64                   { panic("unreachable") }
+func affineVec(dst, src []float32, mean, a, b float32, silu bool) { panic("unreachable") }

@@ -7,9 +7,12 @@ import (
 	"github.com/vdpp/vdpp/internal/parallel"
 )
 
-// sum64 returns Σ s[i] in float64, four interleaved partial sums added at the end (an
-// order fixed by len(s)).
+// sum64 returns Σ s[i] in float64, in an order fixed by len(s) (lane sums of the vector
+// code, or four interleaved partial sums).
 func sum64(s []float32) float64 {
+	if vecExp {
+		return sum64Vec(s)
+	}
 	var a, b, c, d float64
 	i := 0
 	for ; i+4 <= len(s); i += 4 {
@@ -26,6 +29,9 @@ func sum64(s []float32) float64 {
 
 // sqDev64 returns Σ (s[i] − m)² in float64, in the order of sum64.
 func sqDev64(s []float32, m float64) float64 {
+	if vecExp {
+		return sqDev64Vec(s, m)
+	}
 	var a, b, c, d float64
 	i := 0
 	for ; i+4 <= len(s); i += 4 {
@@ -91,13 +97,7 @@ func GroupNorm(out, x, gamma, beta []float32, g GroupNormShape) {
 					b = beta[c]
 				}
 				off := (n*g.C + c) * g.S
-				src, dst := x[off:off+g.S], out[off:off+g.S]
-				for i, v := range src {
-					dst[i] = (v-mean)*a + b
-				}
-				if g.SiLU {
-					SiLUSlice(dst, dst)
-				}
+				affine(out[off:off+g.S], x[off:off+g.S], mean, a, b, g.SiLU)
 			}
 		}
 	})
@@ -214,4 +214,18 @@ func ChannelRMSNorm(out, x, gamma []float32, s ChannelRMSNormShape) {
 			}
 		}
 	})
+}
+
+// affine sets dst[i] = (src[i] − mean)·a + b, then SiLU when silu (dst may be src).
+func affine(dst, src []float32, mean, a, b float32, silu bool) {
+	if vecExp {
+		affineVec(dst, src, mean, a, b, silu)
+		return
+	}
+	for i, v := range src {
+		dst[i] = float32(float32((v-mean)*a) + b)
+	}
+	if silu {
+		SiLUSlice(dst, dst)
+	}
 }

@@ -167,3 +167,23 @@ func TestNormsSplitInvariant(t *testing.T) {
 		}
 	}
 }
+
+// TestAffineMatchesScalar checks the vector form of the norms' last step against the
+// scalar steps bit for bit.
+func TestAffineMatchesScalar(t *testing.T) {
+	src := randSlice(rand.New(rand.NewPCG(9, 10)), 1003, 3)
+	for _, silu := range []bool{false, true} {
+		got := make([]float32, len(src))
+		affine(got, src, 0.3, 1.7, -0.2, silu)
+		old := vecExp
+		vecExp = false
+		want := make([]float32, len(src))
+		affine(want, src, 0.3, 1.7, -0.2, silu)
+		vecExp = old
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("silu=%v element %d: %g, scalar %g", silu, i, got[i], want[i])
+			}
+		}
+	}
+}

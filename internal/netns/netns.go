@@ -100,8 +100,8 @@ func New(t testing.TB, cfg Config) *Net {
 	return n
 }
 
-// Unsupported says why this machine cannot make the hosts ("" when it can, as far as can be
-// told without trying).
+// Unsupported says why the hosts cannot be made in this process ("" when they can, as far
+// as can be told without trying).
 func Unsupported() string {
 	switch {
 	case runtime.GOOS != "linux":

@@ -4,6 +4,9 @@
 //
 //   - replaces simplego's float32 matrix-product kernel (the normalised DotGeneral) with
 //     internal/gemm;
+//   - replaces simplego's executors of float32 elementwise ops (add, subtract, multiply,
+//     divide, max, min with broadcasting; exp, sigmoid, erf, tanh) and transposes with
+//     kernels that run over all cores, falling back to simplego's own for other dtypes;
 //   - adds fused ops: Emit builds a graph node whose backend op runs a Kernel (attention,
 //     a normalisation, a convolution) as one op. The node is created as an Iota of the
 //     output shape and then given the kernel's inputs and the kernel as its data; the Iota

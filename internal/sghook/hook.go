@@ -34,11 +34,13 @@ const (
 	// GEMM is the matrix-product kernel only (internal/gemm as simplego's float32
 	// DotGeneral kernel).
 	GEMM Parts = 1 << iota
+	// Ops is the float32 executors of elementwise ops and transposes.
+	Ops
 	// Fused is the fused ops (Emit): attention, normalisations, convolutions.
 	Fused
 
 	// All is every part.
-	All = GEMM | Fused
+	All = GEMM | Ops | Fused
 )
 
 var (
@@ -69,6 +71,10 @@ func Install(parts Parts) error {
 			return err
 		}
 		installed |= GEMM
+	}
+	if parts&Ops != 0 && installed&Ops == 0 {
+		installOps()
+		installed |= Ops
 	}
 	if parts&Fused != 0 && installed&Fused == 0 {
 		orig := nodeExecutors[backends.OpTypeIota]

@@ -22,6 +22,11 @@ const (
 	// ConvGather is im2col with the patches gathered by one Gather: the form whose
 	// gradient simplego can run (see GradientSafe); same values as ConvIm2Col.
 	ConvGather
+	// ConvFused is vdpp's fused CPU convolution (one op, bias included): an implicit
+	// matrix product that gathers the patches block by block into the matrix kernel's
+	// layout, never as a whole (see UsesKernels). Where fused ops are not used (float64,
+	// training) it falls back to ConvIm2Col.
+	ConvFused
 )
 
 // String names the form.
@@ -35,14 +40,20 @@ func (f ConvForm) String() string {
 		return "native"
 	case ConvGather:
 		return "gather"
+	case ConvFused:
+		return "fused"
 	}
 	return fmt.Sprintf("ConvForm(%d)", int(f))
 }
 
-// ConvFormFor is the one place that decides how convolutions run on a backend: im2col +
+// ConvFormFor is the one place that decides how convolutions run on a backend: vdpp's
+// fused CPU convolution where its kernels are installed (UsesKernels), else im2col +
 // DotGeneral on simplego (its ConvGeneral is a naive single-threaded loop, about 10x
 // slower, and it has no Pad op), the native ConvGeneral everywhere else (XLA).
 func ConvFormFor(b backends.Backend) ConvForm {
+	if UsesKernels(b) {
+		return ConvFused
+	}
 	if IsSimpleGo(b) {
 		return ConvIm2Col
 	}
@@ -116,6 +127,12 @@ func convND(x, w, b *Node, o ConvOpts, d int) *Node {
 	form := o.Form
 	if form == ConvAuto {
 		form = ConvFormForGraph(x.Graph())
+	}
+	if form == ConvFused {
+		if y, ok := fusedConv(x, w, b, stride, pads); ok {
+			return y
+		}
+		form = ConvIm2Col
 	}
 	var y *Node
 	switch form {

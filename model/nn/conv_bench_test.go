@@ -16,7 +16,7 @@ func BenchmarkConv2D(b *testing.B) {
 	for _, sz := range sizes {
 		x, w, bias := randDense(r, sz.n, sz.c, sz.hw, sz.hw), randDense(r, sz.c, sz.c, 3, 3), randDense(r, sz.c)
 		flops := 2.0 * float64(sz.n*sz.c*sz.c*9*sz.hw*sz.hw)
-		for _, form := range []ConvForm{ConvIm2Col, ConvNative} {
+		for _, form := range []ConvForm{ConvIm2Col, ConvNative, ConvFused} {
 			b.Run(fmt.Sprintf("N%d-C%d-HW%d/%v", sz.n, sz.c, sz.hw, form), func(b *testing.B) {
 				p, err := NewProgram(testBackend(b), nil, "bench", func(_ Scope, in []*Node) []*Node {
 					return []*Node{Conv2D(in[0], in[1], in[2], ConvOpts{Padding: 1, Form: form})}

@@ -51,10 +51,11 @@
 //
 // # Convolution form
 //
-// ConvFormFor chooses, in this one place, how Conv2D and Conv3D are lowered: on the
+// ConvFormFor chooses, in this one place, how Conv2D and Conv3D are lowered: with vdpp's
+// CPU kernels one fused op (an implicit matrix product, no im2col tensor); on the plain
 // simplego backend (whose ConvGeneral is a naive loop and which has no Pad op) an im2col
 // form built from Slice/Concatenate feeding one DotGeneral (simplego's only parallel op); on
-// every other backend (XLA) the native ConvGeneral. Both forms are tested to agree.
+// every other backend (XLA) the native ConvGeneral. All forms are tested to agree.
 //
 // # Matrix products
 //

@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -77,7 +78,7 @@ func KernelsStatus() string {
 }
 
 // fusedOps lists the building blocks that run as fused ops.
-const fusedOps = "attention, norms"
+const fusedOps = "attention, norms, convolutions, linear layers"
 
 // fusedGEMM reports whether simplego's products run on internal/gemm.
 func fusedGEMM() bool {
@@ -261,4 +262,73 @@ func fusedChannelL2Norm(x, gamma *Node, eps float64, silu bool) (*Node, bool) {
 	dims := x.Shape().Dimensions
 	sh := kernels.ChannelRMSNormShape{N: dims[0], C: dims[1], S: x.Shape().Size() / (dims[0] * dims[1]), Eps: eps, SiLU: silu}
 	return sghook.Emit(x.Graph(), x.Shape(), channelNormKernel{shape: sh}, x, Reshape(gamma, dims[1])), true
+}
+
+// convKernel is kernels.Conv: inputs x, w[, bias].
+type convKernel struct{ shape kernels.ConvShape }
+
+func (convKernel) Name() string { return "convolution" }
+func (k convKernel) Run(out []float32, ins [][]float32) {
+	var bias []float32
+	if len(ins) > 2 {
+		bias = ins[2]
+	}
+	kernels.Conv(out, ins[0], ins[1], bias, k.shape)
+}
+
+// fusedConv emits the convolution of x [N, C, s...] (1 to 3 spatial axes) by w [O, C, k...]
+// plus b [O] (or nil) as one op.
+func fusedConv(x, w, b *Node, stride int, pads [][2]int) (*Node, bool) {
+	d := x.Rank() - 2
+	if !useKernels(x.Graph(), x.DType()) || d < 1 || d > 3 || w.DType() != x.DType() {
+		return nil, false
+	}
+	xd, wd := x.Shape().Dimensions, w.Shape().Dimensions
+	sh := kernels.ConvShape{N: xd[0], C: xd[1], O: wd[0], Stride: stride}
+	for i := range 3 {
+		sh.In[i], sh.K[i] = 1, 1
+	}
+	for i := range d {
+		sh.In[3-d+i], sh.K[3-d+i], sh.Pads[3-d+i] = xd[2+i], wd[2+i], pads[i]
+	}
+	if sh.Validate() != nil {
+		return nil, false
+	}
+	o := sh.Out()
+	out := append([]int{sh.N, sh.O}, o[3-d:]...)
+	ins := []*Node{x, w}
+	if b != nil {
+		ins = append(ins, b)
+	}
+	return sghook.Emit(x.Graph(), shapes.Make(dtypes.Float32, out...), convKernel{sh}, ins...), true
+}
+
+// linearKernel is kernels.Linear: inputs x, w[, bias].
+type linearKernel struct{ shape kernels.LinearShape }
+
+func (linearKernel) Name() string { return "linear" }
+func (k linearKernel) Run(out []float32, ins [][]float32) {
+	var bias []float32
+	if len(ins) > 2 {
+		bias = ins[2]
+	}
+	kernels.Linear(out, ins[0], ins[1], bias, k.shape)
+}
+
+// fusedLinear emits act(x·wᵀ + b) (or GEGLU's hidden·GELU(gate) of it) as one op.
+func fusedLinear(x, w, b *Node, act Activation, geglu bool) (*Node, bool) {
+	if !useKernels(x.Graph(), x.DType()) || w.DType() != x.DType() {
+		return nil, false
+	}
+	dims := x.Shape().Dimensions
+	k, n := dims[len(dims)-1], w.Shape().Dim(0)
+	sh := kernels.LinearShape{M: x.Shape().Size() / k, N: n, K: k, GEGLU: geglu,
+		Act: map[Activation]kernels.Activation{ActNone: kernels.NoActivation, ActGELU: kernels.GELU,
+			ActGELUTanh: kernels.GELUTanh, ActSiLU: kernels.SiLUAct}[act]}
+	out := append(slices.Clone(dims[:len(dims)-1]), sh.OutCols())
+	ins := []*Node{x, w}
+	if b != nil {
+		ins = append(ins, b)
+	}
+	return sghook.Emit(x.Graph(), shapes.Make(dtypes.Float32, out...), linearKernel{sh}, ins...), true
 }

@@ -66,6 +66,7 @@ func TestFusedMatchesPlain(t *testing.T) {
 	scale, shift := randDense(r, 2, 1, 16), randDense(r, 2, 6, 16)
 	q, k, v := randDense(r, 2, 7, 16), randDense(r, 2, 9, 16), randDense(r, 2, 9, 16)
 	bias := randDense(r, 1, 4, 7, 9)
+	lw, lb, gw, gb := randDense(r, 12, 16), randDense(r, 12), randDense(r, 24, 16), randDense(r, 24)
 	for _, tc := range []struct {
 		name string
 		fn   func(in []*Node) *Node
@@ -78,6 +79,17 @@ func TestFusedMatchesPlain(t *testing.T) {
 		{"layer norm modulated", func(in []*Node) *Node { return LayerNormModulated(in[0], nil, nil, in[1], in[2], 1e-6) }, []*tensor.Dense{x3, scale, shift}},
 		{"rms norm", func(in []*Node) *Node { return RMSNorm(in[0], in[1], 1e-6) }, []*tensor.Dense{x3, gamma16}},
 		{"channel l2 norm silu", func(in []*Node) *Node { return ChannelL2NormSiLU(in[0], in[1], 1e-12) }, []*tensor.Dense{x5, gamma8}},
+		{"linear", func(in []*Node) *Node { return Linear(in[0], in[1], in[2]) }, []*tensor.Dense{x3, lw, lb}},
+		{"linear no bias", func(in []*Node) *Node { return Linear(in[0], in[1], nil) }, []*tensor.Dense{x3, lw}},
+		{"linear gelu", func(in []*Node) *Node { return LinearAct(in[0], in[1], in[2], ActGELU) }, []*tensor.Dense{x3, lw, lb}},
+		{"linear gelu tanh", func(in []*Node) *Node { return LinearAct(in[0], in[1], in[2], ActGELUTanh) }, []*tensor.Dense{x3, lw, lb}},
+		{"linear silu", func(in []*Node) *Node { return LinearAct(in[0], in[1], in[2], ActSiLU) }, []*tensor.Dense{x3, lw, lb}},
+		{"geglu", func(in []*Node) *Node { return GEGLU(in[0], in[1], in[2]) }, []*tensor.Dense{x3, gw, gb}},
+		{"conv", func(in []*Node) *Node { return Conv2D(in[0], in[1], in[2], ConvOpts{Padding: 1}) }, []*tensor.Dense{randDense(r, 2, 3, 6, 7), randDense(r, 5, 3, 3, 3), randDense(r, 5)}},
+		{"conv strided", func(in []*Node) *Node {
+			return Conv2D(in[0], in[1], in[2], ConvOpts{Stride: 2, Pads: [][2]int{{0, 1}, {0, 1}}})
+		}, []*tensor.Dense{randDense(r, 2, 3, 8, 8), randDense(r, 5, 3, 3, 3), randDense(r, 5)}},
+		{"conv3d time", func(in []*Node) *Node { return Conv3DTime(in[0], in[1], in[2]) }, []*tensor.Dense{randDense(r, 1, 4, 5, 3, 3), randDense(r, 4, 4, 3, 1, 1), randDense(r, 4)}},
 		{"attention", func(in []*Node) *Node { return Attention(in[0], in[1], in[2], 4) }, []*tensor.Dense{q, k, v}},
 		{"attention with bias", func(in []*Node) *Node {
 			out, ok := FusedAttention(in[0], in[1], in[2], in[3], 4, 1)

@@ -149,7 +149,7 @@ func TestConv(t *testing.T) {
 			}
 		}
 		want := refConv(x, w, b, max(tc.opts.Stride, 1), pads)
-		for _, form := range []ConvForm{ConvAuto, ConvIm2Col, ConvNative} {
+		for _, form := range []ConvForm{ConvAuto, ConvIm2Col, ConvNative, ConvFused} {
 			t.Run(tc.name+"/"+form.String(), func(t *testing.T) {
 				o := tc.opts
 				o.Form = form
@@ -179,7 +179,10 @@ func TestConv3DTime(t *testing.T) {
 func TestConvFormFor(t *testing.T) {
 	b := testBackend(t)
 	want := ConvNative
-	if IsSimpleGo(b) {
+	switch {
+	case UsesKernels(b):
+		want = ConvFused
+	case IsSimpleGo(b):
 		want = ConvIm2Col
 	}
 	if got := ConvFormFor(b); got != want {

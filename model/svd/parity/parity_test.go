@@ -15,26 +15,31 @@ import (
 	"github.com/vdpp/vdpp/tensor"
 )
 
-// The golden dev folder passes: every stored tensor is compared and within tolerance.
+// The golden dev folders pass: every stored tensor is compared and within tolerance (dev:
+// the networks and diffusers' loop; dev-deepcache: DeepCache's SVD loop, interval 3,
+// branch 0, its decisions exact).
 func TestGoldenDevPasses(t *testing.T) {
-	dir := shared.Require(t, "golden", "dev")
-	b, err := nn.NewBackend("")
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"dev", "dev-deepcache"} {
+		t.Run(name, func(t *testing.T) {
+			dir := shared.Require(t, "golden", name)
+			b, err := nn.NewBackend("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Run(context.Background(), dir, b, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rep.Err(); err != nil {
+				t.Fatalf("%v\n%s", err, rep.Table())
+			}
+			// Every output tensor of every case was compared.
+			if want := goldentest.CountOutputs(t, dir); len(rep.Results) != want {
+				t.Fatalf("compared %d tensors, the cases hold %d", len(rep.Results), want)
+			}
+			t.Logf("\n%s", rep.Table())
+		})
 	}
-	rep, err := Run(context.Background(), dir, b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rep.Err(); err != nil {
-		t.Fatalf("%v\n%s", err, rep.Table())
-	}
-	// Every output tensor of every case was compared.
-	want := goldentest.CountOutputs(t, dir)
-	if len(rep.Results) != want {
-		t.Fatalf("compared %d tensors, the cases hold %d", len(rep.Results), want)
-	}
-	t.Logf("\n%s", rep.Table())
 }
 
 // A folder whose reference was perturbed, or which holds an output the runner cannot
@@ -87,25 +92,5 @@ func TestPerturbedReferenceFails(t *testing.T) {
 	}
 	if !strings.Contains(rep.Table(), "not computed") {
 		t.Fatalf("an uncomputable output is not reported as such:\n%s", rep.Table())
-	}
-}
-
-// The DeepCache golden passes: DeepCache's SVD loop (interval 3, branch 0), its decisions
-// exact, every tensor compared.
-func TestGoldenDevDeepCachePasses(t *testing.T) {
-	dir := shared.Require(t, "golden", "dev-deepcache")
-	b, err := nn.NewBackend("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Run(context.Background(), dir, b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rep.Err(); err != nil {
-		t.Fatalf("%v\n%s", err, rep.Table())
-	}
-	if want := goldentest.CountOutputs(t, dir); len(rep.Results) != want {
-		t.Fatalf("compared %d tensors, the case holds %d", len(rep.Results), want)
 	}
 }

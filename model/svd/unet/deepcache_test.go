@@ -156,6 +156,16 @@ func TestDeepCacheMirror(t *testing.T) {
 	}
 }
 
+// callInputs are a call's random inputs: rows videos of frames latents of h x w.
+func callInputs(cfg Config, rows, frames, h, w int) (sample, ts, ehs, ids *tensor.Dense) {
+	ids = tensor.New(rows, 3)
+	for r := range rows {
+		copy(ids.Data[3*r:], []float32{6, 127, 0.02})
+	}
+	return randomTensor(1, rows, frames, cfg.InChannels, h, w), &tensor.Dense{Shape: []int{1}, Data: []float32{0.7}},
+		randomTensor(2, rows, 1, cfg.CrossAttentionDim[0]), ids
+}
+
 // deepCacheModel loads random weights for a small config.
 func deepCacheModel(t *testing.T, js string) *Model {
 	t.Helper()
@@ -175,10 +185,7 @@ func deepCacheModel(t *testing.T, js string) *Model {
 func TestDeepCacheKeepAndShallow(t *testing.T) {
 	m := deepCacheModel(t, smallConfig2)
 	cfg := m.Config()
-	sample := randomTensor(1, 2, 3, cfg.InChannels, 6, 4)
-	ts := &tensor.Dense{Shape: []int{1}, Data: []float32{0.7}}
-	ehs := randomTensor(2, 2, 1, cfg.CrossAttentionDim[0])
-	ids := &tensor.Dense{Shape: []int{2, 3}, Data: []float32{6, 127, 0.02, 6, 127, 0.02}}
+	sample, ts, ehs, ids := callInputs(cfg, 2, 3, 6, 4)
 	want, err := m.Forward(sample, ts, ehs, ids)
 	if err != nil {
 		t.Fatal(err)
@@ -222,10 +229,7 @@ func TestDeepCacheKeepAndShallow(t *testing.T) {
 func TestProbeAndRest(t *testing.T) {
 	m := deepCacheModel(t, smallConfig3)
 	cfg := m.Config()
-	sample := randomTensor(1, 2, 3, cfg.InChannels, 8, 8)
-	ts := &tensor.Dense{Shape: []int{1}, Data: []float32{0.7}}
-	ehs := randomTensor(2, 2, 1, cfg.CrossAttentionDim[0])
-	ids := &tensor.Dense{Shape: []int{2, 3}, Data: []float32{6, 127, 0.02, 6, 127, 0.02}}
+	sample, ts, ehs, ids := callInputs(cfg, 2, 3, 8, 8)
 	want, err := m.Forward(sample, ts, ehs, ids)
 	if err != nil {
 		t.Fatal(err)
@@ -262,10 +266,7 @@ func TestProbeAndRest(t *testing.T) {
 func TestDeepCacheErrors(t *testing.T) {
 	m := deepCacheModel(t, smallConfig2)
 	cfg := m.Config()
-	sample := randomTensor(1, 1, 2, cfg.InChannels, 4, 4)
-	ts := &tensor.Dense{Shape: []int{1}, Data: []float32{0.7}}
-	ehs := randomTensor(2, 1, 1, cfg.CrossAttentionDim[0])
-	ids := &tensor.Dense{Shape: []int{1, 3}, Data: []float32{6, 127, 0.02}}
+	sample, ts, ehs, ids := callInputs(cfg, 1, 2, 4, 4)
 	for _, b := range []int{-1, Branches(cfg)} {
 		if _, _, err := m.ForwardKeep(b, sample, ts, ehs, ids); !errors.Is(err, ErrBranch) {
 			t.Errorf("ForwardKeep(branch %d): %v, want ErrBranch", b, err)
@@ -292,10 +293,7 @@ func TestDeepCacheErrors(t *testing.T) {
 func TestDeepCacheFrames(t *testing.T) {
 	m := deepCacheModel(t, smallConfig2)
 	cfg := m.Config()
-	sample := randomTensor(1, 1, 3, cfg.InChannels, 4, 4)
-	ts := &tensor.Dense{Shape: []int{1}, Data: []float32{0.7}}
-	ehs := randomTensor(2, 1, 1, cfg.CrossAttentionDim[0])
-	ids := &tensor.Dense{Shape: []int{1, 3}, Data: []float32{6, 127, 0.02}}
+	sample, ts, ehs, ids := callInputs(cfg, 1, 3, 4, 4)
 	branch := 1
 	wantOut, wantFeature, err := m.ForwardKeep(branch, sample, ts, ehs, ids)
 	if err != nil {

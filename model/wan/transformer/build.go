@@ -2,7 +2,6 @@ package transformer
 
 import (
 	"fmt"
-	"math"
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 
@@ -164,8 +163,8 @@ func embed(s nn.Scope, cfg Config, sh Shapes, hidden, timestep, ehs, image *Node
 	e.temb = Reshape(temb, b, steps, dim)
 
 	// Text (and image) context.
-	ctx := linear(ce.In("text_embedder.linear_1"), g, ehs, cfg.TextDim, dim)
-	e.ctx = linear(ce.In("text_embedder.linear_2"), g, GELUTanh(ctx), dim, dim)
+	ctx := linearAct(ce.In("text_embedder.linear_1"), g, ehs, cfg.TextDim, dim, nn.ActGELUTanh)
+	e.ctx = linear(ce.In("text_embedder.linear_2"), g, ctx, dim, dim)
 	if cfg.HasImage() {
 		e.img = imageEmbed(ce.In("image_embedder"), cfg, image)
 	}
@@ -187,13 +186,12 @@ func head(s nn.Scope, cfg Config, sh Shapes, x, temb *Node) *Node {
 
 // linear reads <scope>.weight [out, in] and <scope>.bias [out] and applies them.
 func linear(s nn.Scope, g *Graph, x *Node, in, out int) *Node {
-	return nn.Linear(x, s.Param(g, "weight", out, in), s.Param(g, "bias", out))
+	return linearAct(s, g, x, in, out, nn.ActNone)
 }
 
-// GELUTanh is torch's GELU(approximate="tanh"): 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
-func GELUTanh(x *Node) *Node {
-	inner := MulScalar(Add(x, MulScalar(Mul(Mul(x, x), x), 0.044715)), math.Sqrt(2/math.Pi))
-	return Mul(MulScalar(x, 0.5), OnePlus(Tanh(inner)))
+// linearAct is linear followed by act (fused with vdpp's CPU kernels).
+func linearAct(s nn.Scope, g *Graph, x *Node, in, out int, act nn.Activation) *Node {
+	return nn.LinearAct(x, s.Param(g, "weight", out, in), s.Param(g, "bias", out), act)
 }
 
 // rmsNorm is torch.nn.RMSNorm over the last axis: x / √(mean(x²) + eps) · weight.
@@ -241,7 +239,7 @@ func imageEmbed(s nn.Scope, cfg Config, image *Node) *Node {
 		x = Add(x, s.Param(g, "pos_embed", 1, cfg.PosEmbedSeqLen, in))
 	}
 	x = nn.LayerNorm(x, s.Param(g, "norm1.weight", in), s.Param(g, "norm1.bias", in), imageEmbedEps)
-	x = nn.GELU(linear(s.In("ff.net.0.proj"), g, x, in, in))
+	x = linearAct(s.In("ff.net.0.proj"), g, x, in, in, nn.ActGELU)
 	x = linear(s.In("ff.net.2"), g, x, in, dim)
 	return nn.LayerNorm(x, s.Param(g, "norm2.weight", dim), s.Param(g, "norm2.bias", dim), imageEmbedEps)
 }
@@ -294,8 +292,8 @@ func blockRest(s nn.Scope, cfg Config, x, attn, ctx, img, tproj *Node) *Node {
 
 	// 3. Feed-forward.
 	h = nn.LayerNormModulated(x, nil, nil, cScale, cShift, cfg.Eps)
-	ff := linear(s.In("ffn.net.0.proj"), g, h, dim, cfg.FFNDim)
-	ff = linear(s.In("ffn.net.2"), g, GELUTanh(ff), cfg.FFNDim, dim)
+	ff := linearAct(s.In("ffn.net.0.proj"), g, h, dim, cfg.FFNDim, nn.ActGELUTanh)
+	ff = linear(s.In("ffn.net.2"), g, ff, cfg.FFNDim, dim)
 	return Add(x, Mul(ff, cGate))
 }
 

@@ -1,0 +1,130 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vdpp/vdpp/internal/gemm"
+	"github.com/vdpp/vdpp/internal/parallel"
+)
+
+// Activation is an elementwise function applied to a product's result in its epilogue.
+type Activation int
+
+// The activations of Linear: none, exact GELU 0.5·x·(1 + erf(x/√2)), GELU with the tanh
+// approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) and SiLU x·sigmoid(x), each
+// computed with the float32 functions of this package in the order the same formula
+// takes as separate graph ops.
+const (
+	NoActivation Activation = iota
+	GELU
+	GELUTanh
+	SiLUAct
+)
+
+// LinearShape describes y = act(x·wᵀ + bias) for x [M, K], w [N, K], bias [N]; with GEGLU
+// the product has N = 2·H columns and the result [M, H] is y[:, :H]·GELU(y[:, H:]).
+type LinearShape struct {
+	M, N, K int
+	Act     Activation
+	GEGLU   bool
+}
+
+// OutCols is the number of columns of the result.
+func (s LinearShape) OutCols() int {
+	if s.GEGLU {
+		return s.N / 2
+	}
+	return s.N
+}
+
+// linearRows is the number of rows one unit of Linear's work covers.
+const linearRows = 64
+
+// Linear sets out [M, OutCols] as s describes (bias may be nil). w is packed once for the
+// matrix kernel; rows are split over the cores in blocks of linearRows; each block's bias
+// and activation are applied while it is in cache. Each element is the kernel's sum over
+// k, then plus the bias, then the activation: the bits of the same steps as separate ops.
+func Linear(out, x, w, bias []float32, s LinearShape) {
+	if s.M <= 0 || s.N <= 0 || s.K <= 0 || (s.GEGLU && s.N%2 != 0) ||
+		len(x) < s.M*s.K || len(w) < s.N*s.K || len(out) < s.M*s.OutCols() || (bias != nil && len(bias) < s.N) {
+		panic(fmt.Sprintf("kernels: linear %+v with len(x)=%d len(w)=%d len(out)=%d", s, len(x), len(w), len(out)))
+	}
+	pw := gemm.PanelWidth()
+	packedBuf := getPanel(gemm.PackedLen(s.N, s.K))
+	defer panelPool.Put(packedBuf)
+	packed := *packedBuf
+	panels := (s.N + pw - 1) / pw
+	parallel.For(panels, max(1, 1<<16/(pw*s.K)), func(lo, hi int) {
+		n0, n1 := lo*pw, min(s.N, hi*pw)
+		gemm.PackRows(packed[lo*pw*s.K:], n1-n0, s.K, w[n0*s.K:], s.K)
+	})
+	blocks := (s.M + linearRows - 1) / linearRows
+	parallel.For(blocks, max(1, 1<<20/(linearRows*s.N*s.K)), func(lo, hi int) {
+		var scratch *[]float32
+		if s.GEGLU {
+			scratch = getPanel(linearRows * s.N)
+			defer panelPool.Put(scratch)
+		}
+		for blk := lo; blk < hi; blk++ {
+			r0, r1 := blk*linearRows, min(s.M, (blk+1)*linearRows)
+			var dst []float32
+			if s.GEGLU {
+				dst = *scratch
+			} else {
+				dst = out[r0*s.N:]
+			}
+			gemm.MulPackedSerial(r1-r0, s.N, s.K, x[r0*s.K:], s.K, packed, dst, s.N)
+			for i := range r1 - r0 {
+				row := dst[i*s.N : (i+1)*s.N]
+				if bias != nil {
+					for j, b := range bias[:s.N] {
+						row[j] += b
+					}
+				}
+				if s.GEGLU {
+					h := s.N / 2
+					res := out[(r0+i)*h : (r0+i+1)*h]
+					gate := row[h:]
+					activate(GELU, gate)
+					for j := range res {
+						res[j] = row[j] * gate[j]
+					}
+					continue
+				}
+				activate(s.Act, row)
+			}
+		}
+	})
+}
+
+// sqrtHalf, tanhC and gelu's constants as the graph ops round them to float32.
+var (
+	sqrtHalf = float32(1 / math.Sqrt2)
+	tanhC    = float32(math.Sqrt(2 / math.Pi))
+)
+
+// activate applies a in place.
+func activate(a Activation, row []float32) {
+	switch {
+	case a == GELU && vecExp:
+		geluSlice(row, row)
+		return
+	case a == GELUTanh && vecExp:
+		geluTanhSlice(row, row)
+		return
+	}
+	switch a {
+	case GELU:
+		for i, x := range row {
+			row[i] = float32(x*0.5) * float32(1+Erf(float32(x*sqrtHalf)))
+		}
+	case GELUTanh:
+		for i, x := range row {
+			inner := float32(float32(x+float32(float32(float32(x*x)*x)*0.044715)) * tanhC)
+			row[i] = float32(x*0.5) * float32(1+Tanh(inner))
+		}
+	case SiLUAct:
+		SiLUSlice(row, row)
+	}
+}
