@@ -50,4 +50,4 @@ func (solo) AllGather(_ stdcontext.Context, t *tensor.Dense) ([]*tensor.Dense, e
 	return []*tensor.Dense{t}, nil
 }
 func (solo) Barrier(stdcontext.Context) error { return nil }
-func (solo) Progress(time.Duration)            {}
+func (solo) Progress(time.Duration)           {}

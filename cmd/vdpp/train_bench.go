@@ -91,15 +91,15 @@ type trainBenchRun struct {
 // trainBenchSummary is one configuration over the rounds.
 type trainBenchSummary struct {
 	trainBenchConfig
-	StepsPerS      []float64 `json:"steps_per_s"`
-	MedianStepsPS  float64   `json:"median_steps_per_s"`
-	MedianClipsPS  float64   `json:"median_clips_per_s"`
-	Speedup        float64   `json:"speedup"` // median steps/s over the one-process one-core median
-	Efficiency     float64   `json:"efficiency"`
+	StepsPerS     []float64 `json:"steps_per_s"`
+	MedianStepsPS float64   `json:"median_steps_per_s"`
+	MedianClipsPS float64   `json:"median_clips_per_s"`
+	Speedup       float64   `json:"speedup"` // median steps/s over the one-process one-core median
+	Efficiency    float64   `json:"efficiency"`
 	// RoundSpeedups are each round's steps/s over the same round's one-process one-core
 	// run (the runs of a round ran back to back, under about the same load).
-	RoundSpeedups []float64 `json:"round_speedups"`
-	MedianRound   float64   `json:"median_round_speedup"`
+	RoundSpeedups  []float64 `json:"round_speedups"`
+	MedianRound    float64   `json:"median_round_speedup"`
 	CPUSecondsStep float64   `json:"median_cpu_s_per_step"`
 	CPUEfficiency  float64   `json:"cpu_efficiency"` // one-process CPU-s per step over this one's (all ranks)
 }
