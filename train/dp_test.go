@@ -86,6 +86,12 @@ func dpOptions(dir string, steps, micro int, cfg *Configs) Options {
 // rank 0's result and every rank's error.
 func runWorld(t *testing.T, size int, o Options) (Result, []error) {
 	t.Helper()
+	return runWorldEach(t, size, func(int) Options { return o })
+}
+
+// runWorldEach is runWorld with the options of each rank.
+func runWorldEach(t *testing.T, size int, options func(rank int) Options) (Result, []error) {
+	t.Helper()
 	trs := comm.NewLocal(size, comm.Options{RecvTimeout: time.Minute})
 	results := make([]Result, size)
 	errs := make([]error, size)
@@ -105,7 +111,7 @@ func runWorld(t *testing.T, size int, o Options) (Result, []error) {
 				errs[r] = err
 				return
 			}
-			results[r], errs[r] = RunRank(stdcontext.Background(), b, o, GroupPeers(trs[r], g))
+			results[r], errs[r] = RunRank(stdcontext.Background(), b, options(r), GroupPeers(trs[r], g))
 		}()
 	}
 	wg.Wait()
@@ -254,28 +260,14 @@ func TestDataParallelRefusesUnevenShares(t *testing.T) {
 func TestDivergedRankIsNamed(t *testing.T) {
 	cfg := microConfigs()
 	o := dpOptions(t.TempDir(), 3, 1, &cfg)
-	trs := comm.NewLocal(2, comm.Options{RecvTimeout: time.Minute})
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer trs[r].Close()
-			g, err := comm.NewNamedGroup(trs[r], "train", []int{0, 1})
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			b, _ := nn.NewBackend("go")
-			or := o
-			if r == 1 {
-				or.Seed = 99
-			}
-			_, errs[r] = RunRank(stdcontext.Background(), b, or, GroupPeers(trs[r], g))
-		}()
-	}
-	wg.Wait()
+	_, errs := runWorldEach(t, 2, func(r int) Options {
+		if r == 1 {
+			o := o
+			o.Seed = 99
+			return o
+		}
+		return o
+	})
 	for r, err := range errs {
 		if !errors.Is(err, ErrDiverged) || !strings.Contains(err.Error(), "rank(s) [1]") {
 			t.Fatalf("rank %d: %v, want ErrDiverged naming rank 1", r, err)

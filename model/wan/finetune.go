@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
@@ -295,16 +294,7 @@ func (t *fineTune) Export(out string, weights map[string]*tensor.Dense) error {
 		if err := os.WriteFile(filepath.Join(dst, "config.json"), cfg, 0o644); err != nil {
 			return fmt.Errorf("wan: export: %w", err)
 		}
-		names := make([]string, 0, len(weights))
-		for n := range weights {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		ts := make([]safetensors.NamedTensor, len(names))
-		for i, n := range names {
-			ts[i] = safetensors.NamedTensor{Name: n, Tensor: weights[n]}
-		}
-		if err := safetensors.WriteFile(filepath.Join(dst, transformer.WeightsStem+".safetensors"), ts, map[string]string{"format": "pt"}); err != nil {
+		if err := safetensors.WriteMapFile(filepath.Join(dst, transformer.WeightsStem+".safetensors"), weights, map[string]string{"format": "pt"}); err != nil {
 			return fmt.Errorf("wan: export: %w", err)
 		}
 	}
