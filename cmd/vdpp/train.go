@@ -35,7 +35,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Steps, "steps", o.Steps, "train until this step")
 	fs.IntVar(&o.Batch, "batch", o.Batch, "clips per step (the global batch, over every process)")
 	fs.IntVar(&o.MicroBatch, "micro-batch", 1, "clips per gradient computation; each process accumulates batch/micro-batch/nproc of them (results depend on --batch and --micro-batch, never on --nproc)")
-	nproc := fs.Int("nproc", 1, "processes on this machine, training data-parallel (each gets GOMAXPROCS = cores/nproc unless GOMAXPROCS is set)")
+	nproc := fs.Int("nproc", 1, "local processes, training data-parallel (each gets GOMAXPROCS = cores/nproc unless GOMAXPROCS is set)")
 	ownSessions := fs.Bool("own-sessions", false, "with --nproc: start every process in a session of its own (under Linux's autogroup scheduling each then gets its own share of a busy machine's CPUs, not one share for all)")
 	fs.IntVar(&o.CheckEvery, "check-every", o.CheckEvery, "compare the processes' weights, EMA and optimizer state every N steps (and at every checkpoint); 0 = at checkpoints only")
 	timeout := fs.Duration("timeout", 30*time.Minute, "data parallel: longest wait for another process in one step (a dead or stopped one is caught by --heartbeat-timeout first)")
