@@ -176,8 +176,8 @@ func lossLog(t *testing.T, dir string) []float64 {
 }
 
 // TestDataParallelEqualsOneProcess: a run on 2 (or 4) ranks, each with its share of the
-// batch of 4, gives bit for bit the loss of every step and the final state (weights, EMA,
-// Adam moments) of one process accumulating the same microbatches, for 1-clip and 2-clip
+// batch, gives bit for bit the loss of every step and the final state (weights, EMA, Adam
+// moments) of one process accumulating the same microbatches, for 1-clip and 2-clip
 // microbatches.
 func TestDataParallelEqualsOneProcess(t *testing.T) {
 	cfg := microConfigs()
@@ -185,15 +185,22 @@ func TestDataParallelEqualsOneProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ micro, ranks, steps int }{{1, 2, 24}, {2, 2, 8}, {1, 4, 6}} {
+	// One microbatch per rank for two dozen steps; two per rank (gradient accumulation on
+	// every rank); four ranks.
+	for _, tc := range []struct{ batch, micro, ranks, steps int }{{2, 1, 2, 24}, {8, 2, 2, 4}, {4, 1, 4, 6}} {
 		steps := tc.steps
-		t.Run(fmt.Sprintf("micro%d_ranks%d", tc.micro, tc.ranks), func(t *testing.T) {
+		t.Run(fmt.Sprintf("batch%d_micro%d_ranks%d", tc.batch, tc.micro, tc.ranks), func(t *testing.T) {
 			one, dp := t.TempDir(), t.TempDir()
-			r1, err := Run(stdcontext.Background(), b, dpOptions(one, steps, tc.micro, &cfg))
+			o := func(dir string) Options {
+				o := dpOptions(dir, steps, tc.micro, &cfg)
+				o.Batch = tc.batch
+				return o
+			}
+			r1, err := Run(stdcontext.Background(), b, o(one))
 			if err != nil {
 				t.Fatal(err)
 			}
-			rn, errs := runWorld(t, tc.ranks, dpOptions(dp, steps, tc.micro, &cfg))
+			rn, errs := runWorld(t, tc.ranks, o(dp))
 			if err := errors.Join(errs...); err != nil {
 				t.Fatal(err)
 			}

@@ -175,8 +175,10 @@ func loop(ctx stdcontext.Context, o Options, ph phase, s *stepper, peers Peers) 
 		return nil
 	}
 
-	if _, err := check(ph.step()); err != nil {
-		return res, err
+	if size > 1 {
+		if _, err := check(ph.step()); err != nil {
+			return res, err
+		}
 	}
 	// heldOut is the held-out loss (rank 0; NaN elsewhere or without one): the mean over
 	// o.HeldOut examples, evaluated in microbatches.
@@ -324,7 +326,7 @@ func loop(ctx stdcontext.Context, o Options, ph phase, s *stepper, peers Peers) 
 		if lead {
 			progress(o, each, line, emaStep)
 		}
-		if o.CheckEvery > 0 && (k+1)%o.CheckEvery == 0 && (o.CheckpointEvery == 0 || (k+1)%o.CheckpointEvery != 0) {
+		if size > 1 && o.CheckEvery > 0 && (k+1)%o.CheckEvery == 0 && (o.CheckpointEvery == 0 || (k+1)%o.CheckpointEvery != 0) {
 			if _, err := check(k + 1); err != nil {
 				return res, err
 			}
