@@ -52,9 +52,12 @@ type coordConfig struct {
 	// StallTimeout: a worker that holds a batch without reporting a step for this long is
 	// treated as dead (its connection is closed and its process killed). 0 disables.
 	StallTimeout time.Duration
-	Metrics      *metricSet
-	Log          *slog.Logger
-	Now          func() time.Time
+	// StepRatePrior predicts a step's seconds per unit of work before one was measured
+	// (dispatch.Limits.StepRatePrior).
+	StepRatePrior float64
+	Metrics       *metricSet
+	Log           *slog.Logger
+	Now           func() time.Time
 }
 
 func (c *coordConfig) defaults() error {
@@ -147,7 +150,7 @@ func newCoordinator(cfg coordConfig) (*coordinator, error) {
 		return nil, err
 	}
 	d := dispatch.New(dispatch.Limits{MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning,
-		Depth: cfg.Depth, MaxAttempts: cfg.MaxAttempts, StallTimeout: cfg.StallTimeout})
+		Depth: cfg.Depth, MaxAttempts: cfg.MaxAttempts, StallTimeout: cfg.StallTimeout, StepRatePrior: cfg.StepRatePrior})
 	c := &coordinator{cfg: cfg, d: d, conns: map[*dispatch.Worker]*workerConn{}, io: map[*dispatch.Job]*jobIO{},
 		closing: make(chan struct{}), joined: make(chan struct{})}
 	cfg.Metrics.attach(c)

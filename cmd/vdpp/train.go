@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -24,8 +23,7 @@ import (
 // one rank of such a run.
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := train.DefaultOptions()
-	fs := flag.NewFlagSet("train", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("train", stdout, stderr)
 	fs.StringVar(&o.Dir, "dir", "out/train", "run folder (checkpoints, loss.jsonl)")
 	fs.StringVar(&o.Phase, "phase", o.Phase, "vae or unet (the UNet phase needs DIR's VAE checkpoint), or finetune (set by --model)")
 	fs.StringVar(&o.Model, "model", "", "fine-tune the denoiser of this model folder (a family that can: Wan) on the procedural clips, with the flow-matching loss")
@@ -49,7 +47,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.LRDecayStart, "lr-decay-start", 0, "with --lr-final: the step the decay starts from")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the weights, batches and noise")
 	fs.Uint64Var(&o.Data, "data-seed", o.Data, "dataset seed")
-	ruleFlag(fs, &o.Rule)
+	ruleFlag(fs.FlagSet, &o.Rule)
 	fs.IntVar(&o.Train, "train-clips", o.Train, "distinct training clips")
 	fs.IntVar(&o.VAEFrames, "vae-frames", 0, "VAE phase: clip length (0 = 14)")
 	fs.IntVar(&o.VAECrop, "vae-crop", 0, "VAE phase: train on random square crops of this size (0 = whole frames)")
@@ -71,9 +69,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if o.Model != "" {
-		phaseSet := false
-		fs.Visit(func(f *flag.Flag) { phaseSet = phaseSet || f.Name == "phase" })
-		if phaseSet && o.Phase != train.PhaseFineTune {
+		if fs.Given("phase") && o.Phase != train.PhaseFineTune {
 			return fmt.Errorf("%w: --model fine-tunes a model folder; --phase %s trains the built-in model", errUsage, o.Phase)
 		}
 		o.Phase = train.PhaseFineTune
@@ -90,12 +86,10 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *bench {
 		n := *nproc
-		nprocSet := false
-		fs.Visit(func(f *flag.Flag) { nprocSet = nprocSet || f.Name == "nproc" })
-		if !nprocSet {
+		if !fs.Given("nproc") {
 			n = 2
 		}
-		return runTrainBench(ctx, fs, args, o.Dir, n, *rounds, *jsonOut, stdout, stderr)
+		return runTrainBench(ctx, fs.FlagSet, args, o.Dir, n, *rounds, *jsonOut, stdout, stderr)
 	}
 	if *exportOnly {
 		if *exportOut == "" {

@@ -289,15 +289,7 @@ func indicators(c *model.CacheCall, probes *tensor.Dense, has []bool, u unetCall
 			has[r] = false
 			continue
 		}
-		p := probes.Data[r*frames*perFrame : (r+1)*frames*perFrame]
-		for f := range frames {
-			var diff, base float64
-			for j := f * perFrame; j < (f+1)*perFrame; j++ {
-				diff += math.Abs(float64(p[j] - prev.Data[j]))
-				base += math.Abs(float64(prev.Data[j]))
-			}
-			sums.Data[(r*frames+f)*2], sums.Data[(r*frames+f)*2+1] = float32(diff), float32(base)
-		}
+		model.ChangeSums(sums.Data[r*frames*2:(r+1)*frames*2], probes.Data[r*frames*perFrame:(r+1)*frames*perFrame], prev.Data, frames)
 	}
 	all, err := u.gather(sums)
 	if err != nil {
@@ -309,18 +301,14 @@ func indicators(c *model.CacheCall, probes *tensor.Dense, has []bool, u unetCall
 		if row.Decision != model.CacheAuto || !has[r] {
 			continue
 		}
-		var diff, base float64
 		for _, s := range all {
 			if len(s.Shape) != 3 || s.Shape[0] != n {
 				return fmt.Errorf("svd: step cache indicator sums %v for %d rows", s.Shape, n)
 			}
-			m := s.Shape[1]
-			for f := range m {
-				diff += float64(s.Data[(r*m+f)*2])
-				base += float64(s.Data[(r*m+f)*2+1])
-			}
 		}
-		row.Value = diff / base
+		if row.Value, err = model.ChangeOf(all, r); err != nil {
+			return fmt.Errorf("svd: %w", err)
+		}
 	}
 	return nil
 }

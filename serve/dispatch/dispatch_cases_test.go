@@ -57,6 +57,11 @@ var dispatchCases = []dispatchCase{
 		lim:    Limits{StallTimeout: 10 * time.Second},
 		script: []string{"submit a 2", "prepared a", "join 0", "wait 9s", "stalls", "progress 0 b1 0", "wait 9s", "stalls", "wait 2s", "stalls", "lost 0", "join 0", "wait 11s", "stalls", "wait 10s", "stalls"},
 		want:   []string{"prepare a", "run r0 b1 [0,2) a", "close r0", "kill r0 pid100", "close r0", "run r0 b2 [0,2) a", "close r0"}},
+	{name: "a first step gets the time its predicted cost gives it, not the base timeout",
+		// 2 latent elements at a predicted 10 s each, times the stall factor 4: 80 s.
+		lim:    Limits{StallTimeout: 10 * time.Second, StepRatePrior: 10},
+		script: []string{"submit a 2", "prepared a", "join 0", "wait 30s", "stalls", "wait 51s", "stalls"},
+		want:   []string{"prepare a", "run r0 b1 [0,2) a", "close r0"}},
 	{name: "retention expires finished jobs with no write in flight",
 		lim:    Limits{MaxRunning: 1},
 		script: []string{"submit a 2", "submit b 2", "cancel b", "wait 2h", "expire 1h", "saved b", "expire 1h", "remove a", "cancel a", "prepared a", "saved a", "remove a"},

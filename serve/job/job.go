@@ -119,6 +119,9 @@ type Status struct {
 	CreatedAt  time.Time  `json:"created_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	Restarts   int        `json:"restarts,omitempty"`
+	// CancelRequested says a cancel was accepted for the running job: it ends cancelled at
+	// its worker's next chance (a step boundary, or between the model calls of a step).
+	CancelRequested bool `json:"cancel_requested,omitempty"`
 	// Version increases with every change (SSE events carry it).
 	Version uint64 `json:"version"`
 	// Cache is a cached job's step cache once it finished: which denoiser calls computed.

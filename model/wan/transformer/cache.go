@@ -178,16 +178,7 @@ func gatherRows(t *tensor.Dense, idx []int) *tensor.Dense {
 // ForwardCached is Forward with First Block Cache (see FirstBlockCache): the same inputs
 // and output, the remaining blocks run only on the rows fb.Decide says.
 func (m *Model) ForwardCached(hidden, timestep, ehs, image *tensor.Dense, fb FirstBlockCache) (*tensor.Dense, error) {
-	for i, t := range []*tensor.Dense{hidden, timestep, ehs} {
-		if t == nil {
-			return nil, fmt.Errorf("%w: input %d is nil", ErrInput, i)
-		}
-	}
-	var imgShape []int
-	if image != nil {
-		imgShape = image.Shape
-	}
-	sh, err := CheckInputs(m.cfg, hidden.Shape, timestep.Shape, ehs.Shape, imgShape)
+	sh, err := m.checkInputs(hidden, timestep, ehs, image)
 	if err != nil {
 		return nil, err
 	}

@@ -80,20 +80,11 @@ func (m *Model) ForwardFramesCached(ctx context.Context, hidden, timestep, ehs, 
 }
 
 func (m *Model) forwardFrames(ctx context.Context, hidden, timestep, ehs, image *tensor.Dense, part Frames, comm Comm, fb *FirstBlockCache) (*tensor.Dense, error) {
-	for i, t := range []*tensor.Dense{hidden, timestep, ehs} {
-		if t == nil {
-			return nil, fmt.Errorf("%w: input %d is nil", ErrInput, i)
-		}
-	}
 	if comm == nil {
 		return nil, fmt.Errorf("%w: nil comm", ErrFrames)
 	}
 	cfg := m.cfg
-	var imgShape []int
-	if image != nil {
-		imgShape = image.Shape
-	}
-	sh, err := CheckInputs(cfg, hidden.Shape, timestep.Shape, ehs.Shape, imgShape)
+	sh, err := m.checkInputs(hidden, timestep, ehs, image)
 	if err != nil {
 		return nil, err
 	}
