@@ -85,7 +85,7 @@ func isas() []isa {
 		}
 	}
 	if cur.name == "avx512" {
-		out = append(out, avx2KernelForTests())
+		out = append(out, avx2KernelForTests()...)
 	}
 	return out
 }
@@ -253,13 +253,14 @@ func TestKBlocksKeepBits(t *testing.T) {
 		c := make([]float32, m*n)
 		MulNT(m, n, k, a, b, c)
 		rows := make([]*float32, k)
-		panel := make([]float32, k*nr)
-		PackRows(panel, min(n, nr), k, b, k)
+		w := PanelWidth()
+		panel := make([]float32, k*w)
+		PackRows(panel, min(n, w), k, b, k)
 		for p := range k {
-			rows[p] = &panel[p*nr]
+			rows[p] = &panel[p*w]
 		}
-		ptr := make([]float32, m*nr)
-		MulRowPtrs(m, k, a, k, rows, ptr, nr)
+		ptr := make([]float32, m*w)
+		MulRowPtrs(m, k, a, k, rows, ptr, w)
 		return append(c, ptr...)
 	}
 	for _, kern := range isas() {
