@@ -1,12 +1,15 @@
 package plan
 
 import (
+	"context"
 	"errors"
 	"math"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/synthetic"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
@@ -99,3 +102,23 @@ func TestCacheHandoffNote(t *testing.T) {
 		}
 	}
 }
+
+// MeasureReuse: a simulator's declared reuse cost (the synthetic model's 1/8), whatever
+// the clock says; a model without a cache is refused.
+func TestMeasureReuse(t *testing.T) {
+	d, err := synthetic.New(model.Config{StepMS: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Calibrator{Repeats: 1}
+	frac, ms, err := c.MeasureReuse(context.Background(), d, []int{2, 4, 4, 4}, pipeline.Cache{Mode: pipeline.CacheStatic})
+	if err != nil || frac != synthetic.ReuseCost || len(ms) != 2 {
+		t.Fatalf("fraction %v (%v), %v", frac, ms, err)
+	}
+	if _, _, err := c.MeasureReuse(context.Background(), plainModel{d}, []int{2, 4, 4, 4}, pipeline.Cache{}); !errors.Is(err, ErrBadInput) {
+		t.Fatalf("a model without a cache: %v", err)
+	}
+}
+
+// plainModel hides a denoiser's cache.
+type plainModel struct{ model.Denoiser }

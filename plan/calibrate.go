@@ -270,6 +270,8 @@ func TCPLoopbackPair(ctx context.Context) (comm.Transport, comm.Transport, func(
 // MeasureReuse times one row's call of a caching denoiser (model.StepCacher) that reuses
 // its cache against one that computes in full, on the per-sample latent shape [T, C, H, W]
 // under rule's threshold and branch: the fraction of a full call that a reusing one costs.
+// A simulator (model.Paced) declares what its calls cost (model.CacheCall.Work): its
+// fraction is that, not a timing of sub-millisecond sleeps that a loaded host stretches.
 func (c *Calibrator) MeasureReuse(ctx context.Context, d model.Denoiser, shape []int, rule pipeline.Cache) (float64, []Measurement, error) {
 	sc, ok := d.(model.StepCacher)
 	if !ok {
@@ -281,6 +283,7 @@ func (c *Calibrator) MeasureReuse(ctx context.Context, d model.Denoiser, shape [
 	}
 	in := model.Input{Latents: x, Sigma: 1, Timestep: 0, Cond: []model.Conditioning{c.Cond}, Uncond: []bool{false}}
 	var state model.CacheState
+	var work [3]float64 // by decision: the declared work of the last call
 	call := func(decision model.CacheDecision) error {
 		cc := model.NewCacheCall(1, decision)
 		cc.Threshold, cc.Branch = rule.Threshold, rule.Branch
@@ -292,12 +295,12 @@ func (c *Calibrator) MeasureReuse(ctx context.Context, d model.Denoiser, shape [
 		if decision == model.CacheReuse && cc.Rows[0].Computed {
 			return fmt.Errorf("%w: the model computed a call asked to reuse its cache", ErrBadInput)
 		}
+		work[decision] = cc.Work
+		if work[decision] == 0 {
+			work[decision] = 1
+		}
 		if p, ok := d.(model.Paced); ok {
-			work := cc.Work
-			if work == 0 {
-				work = 1
-			}
-			p.Pace(start, work)
+			p.Pace(start, work[decision])
 		}
 		if state == nil {
 			state = cc.Rows[0].State
@@ -313,6 +316,9 @@ func (c *Calibrator) MeasureReuse(ctx context.Context, d model.Denoiser, shape [
 		return 0, nil, err
 	}
 	ms := []Measurement{{Name: "cached call", Rows: 1, Frames: shape[0], MS: full}, {Name: "reusing call", Rows: 1, Frames: shape[0], MS: reuse}}
+	if _, ok := d.(model.Paced); ok {
+		return work[model.CacheReuse] / work[model.CacheCompute], ms, nil
+	}
 	if full <= 0 {
 		return 0, ms, fmt.Errorf("%w: a full cached call took %v ms", ErrBadInput, full)
 	}

@@ -70,7 +70,7 @@ func TestCloseRecordsReceivedResult(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 
-	store, err := openStore(dir)
+	store, _, err := openStore(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestCloseRecordsReceivedResult(t *testing.T) {
 // TestClosedCoordinatorRefuses: once Close has begun, nothing that would write to the
 // store starts.
 func TestClosedCoordinatorRefuses(t *testing.T) {
-	st, err := openStore(t.TempDir())
+	st, _, err := openStore(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,8 @@ type coordConfig struct {
 	// Model prepares jobs (the served model's conditioning role).
 	Model generator
 	Store *jobStore
+	// Records are the store's jobs at start-up (openStore), in submission order.
+	Records []job.Record
 	// NProc is the number of worker ranks.
 	NProc int
 	// MaxBatch bounds the samples of one denoiser call (default Model.MaxBatch()).
@@ -138,8 +140,8 @@ type coordHooks struct {
 	draining func()
 }
 
-// newCoordinator loads the store: finished jobs stay downloadable, queued and running ones
-// are queued again (from step 0: a job's result does not depend on where it restarts).
+// newCoordinator takes the store's records: finished jobs stay downloadable, queued and
+// running ones are queued again (from step 0: a job's result does not depend on where it restarts).
 func newCoordinator(cfg coordConfig) (*coordinator, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
@@ -148,13 +150,9 @@ func newCoordinator(cfg coordConfig) (*coordinator, error) {
 		Depth: cfg.Depth, MaxAttempts: cfg.MaxAttempts, StallTimeout: cfg.StallTimeout})
 	c := &coordinator{cfg: cfg, d: d, conns: map[*dispatch.Worker]*workerConn{}, io: map[*dispatch.Job]*jobIO{},
 		closing: make(chan struct{}), joined: make(chan struct{})}
-	recs, err := cfg.Store.All()
-	if err != nil {
-		return nil, err
-	}
 	cfg.Metrics.attach(c)
 	c.mu.Lock()
-	c.d.Load(recs, cfg.Now())
+	c.d.Load(cfg.Records, cfg.Now())
 	c.flushLocked()
 	c.mu.Unlock()
 	return c, nil
@@ -279,7 +277,7 @@ func (c *coordinator) submit(p job.Params, img []byte, pr *family.Prompt) (job.S
 	defer c.wg.Done()
 
 	now := c.cfg.Now().UTC()
-	rec := job.Record{ID: newID(), Seq: seq, State: job.StateQueued, Params: p, Prompt: pr, CreatedAt: now}
+	rec := job.Record{ID: newID(), Seq: seq, State: job.StateQueued, Params: p, Prompt: pr, CreatedAt: now, Rev: 1}
 	if pr == nil {
 		err = c.retry("upload of job "+rec.ID, submitAttempts, func() error { return c.cfg.Store.WriteFile(rec.ID, inputFile, img) })
 	}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	_ "github.com/vdpp/vdpp/model/families" // the synthetic model
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
@@ -258,4 +260,20 @@ func countLine(text, name string) float64 {
 		}
 	}
 	return -1
+}
+
+// All returns the records of the store's index, in submission order.
+func (s *jobStore) All() ([]job.Record, error) {
+	var out []job.Record
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(jobsBucket).ForEach(func(k, v []byte) error {
+			r, err := job.DecodeRecord(v)
+			if err != nil {
+				return fmt.Errorf("job record %x: %w", k, err)
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	return out, err
 }

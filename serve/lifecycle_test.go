@@ -270,3 +270,36 @@ func TestStalledWorkerRestarted(t *testing.T) {
 		t.Fatal("output differs from the one-process run")
 	}
 }
+
+// TestCachedBatchingKeepsBits: cached jobs (a job parameter) batched with each other give
+// the bits and decisions of the job run alone; uncached jobs alongside are not batched with
+// them; a finished cached job lists its calls.
+func TestCachedBatchingKeepsBits(t *testing.T) {
+	ts := startServer(t, Config{NProc: 2, MaxBatch: 4, Spec: ModelSpec{Name: "synthetic", StepMS: 1}})
+	ids, params := make([]string, 8), make([]string, 8)
+	img := testPNG(t, 1)
+	for i := range ids {
+		cache := ""
+		if i%4 != 3 {
+			cache = `,"cache":"fbcache","cache_threshold":0.05`
+		}
+		params[i] = fmt.Sprintf(`{"num_frames":2,"steps":8,"height":16,"width":16,"seed":%d,"max_guidance":3%s}`, i, cache)
+		ids[i] = ts.submit(img, params[i]).ID
+	}
+	for i, id := range ids {
+		st := ts.wait(id, 20*time.Second)
+		if st.State != job.StateSucceeded {
+			t.Fatalf("job %s: %+v", id, st)
+		}
+		p := mustParams(t, params[i])
+		if !tensor.BitEqual(ts.latent(id), reference(t, img, p)) {
+			t.Fatalf("job %d differs from the one-process run", i)
+		}
+		if cached := p.Cache.On(); cached != (st.Cache != nil) || cached && (st.Cache.TotalCalls != 16 || st.Cache.ComputedCalls >= 16) {
+			t.Fatalf("job %d: cache %v, status %+v", i, p.Cache, st.Cache)
+		}
+	}
+	if ts.status(ids[0]).Cache == nil {
+		t.Fatal("the status lost the cache records")
+	}
+}

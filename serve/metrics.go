@@ -27,6 +27,9 @@ type metricSet struct {
 	samples     prometheus.Counter
 	workerLost  prometheus.Counter
 	restarts    prometheus.Counter
+	// storeQuarantined and storeRecovered count what start-up set aside or rebuilt.
+	storeQuarantined prometheus.Counter
+	storeRecovered   prometheus.Counter
 
 	mu    sync.Mutex
 	times []time.Time // completions within rateWindow
@@ -50,7 +53,10 @@ func newMetrics() *metricSet {
 	m.samples = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_samples_completed_total", Help: "Samples (videos) completed."})
 	m.workerLost = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_worker_lost_total", Help: "Worker connections lost (death, hang or replacement)."})
 	m.restarts = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_worker_restarts_total", Help: "Worker processes restarted."})
-	m.reg.MustRegister(m.stepLatency, m.batchSize, m.submitted, m.rejected, m.failed, m.expired, m.samples, m.workerLost, m.restarts)
+	m.storeQuarantined = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_store_quarantined_total", Help: "Index files, job records and job folders the store could not read at start-up and moved to DATA_DIR/quarantine (never deleted)."})
+	m.storeRecovered = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_store_recovered_total", Help: "Job records rebuilt from their folder's record.json at start-up (an index lost or behind)."})
+	m.reg.MustRegister(m.stepLatency, m.batchSize, m.submitted, m.rejected, m.failed, m.expired, m.samples, m.workerLost, m.restarts,
+		m.storeQuarantined, m.storeRecovered)
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vdpp_samples_per_second", Help: "Samples completed per second over the last 10 s.",
 	}, m.rate))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/vdpp/vdpp/model"
@@ -105,6 +106,11 @@ type Model struct {
 	check func(family.Params) error
 	// act estimates a step's working memory; it only reads configs, so it needs no lock.
 	act job.ActivationFunc
+	// switches are the steps where the model's denoiser changes in a run of steps steps
+	// (each expert's first call computes under a step cache); nil: none.
+	switches func(steps int) ([]int, error)
+	// family names the model's family, for messages.
+	family string
 
 	mu sync.Mutex
 	s  family.Sampler // nil once closed
@@ -130,7 +136,9 @@ func OpenModel(spec ModelSpec) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
-	return NewModel(s, desc, spec), nil
+	g := NewModel(s, desc, spec)
+	g.switches = r.Switches
+	return g, nil
 }
 
 // NewModel wraps a loaded sampler (conditioning and decoding roles), which it owns from now
@@ -143,7 +151,7 @@ func NewModel(s family.Sampler, desc family.Description, spec ModelSpec) *Model 
 		d.MinGuidance, d.MaxGuidance = spec.MinGuidance, spec.MaxGuidance
 	}
 	desc.Defaults = family.Params(d)
-	g := &Model{defaults: d, desc: desc, check: s.Validate, s: s}
+	g := &Model{defaults: d, desc: desc, check: s.Validate, s: s, family: s.Family()}
 	if est, ok := s.(family.ActivationEstimator); ok {
 		g.act = func(p job.Params) int64 { return est.StepActivationBytes(family.Params(p)) }
 	} else {
@@ -225,7 +233,24 @@ func (g *Model) Close() error {
 // model's Description and refused with one ErrBadParams line when the model cannot run
 // them; a job of one window keeps them zero.
 func (g *Model) ParseParams(data []byte, lim job.Limits) (job.Params, error) {
-	return job.ParseModelParams(data, g.defaults, g.desc, g.check, lim)
+	p, err := job.ParseModelParams(data, g.defaults, g.desc, g.check, lim)
+	if err != nil || !p.Cache.On() {
+		return p, err
+	}
+	// The step cache (docs/caching.md): a mode the model offers, filled and checked
+	// against the job's steps.
+	var switches []int
+	if g.switches != nil {
+		if switches, err = g.switches(p.Steps); err != nil {
+			return job.Params{}, err
+		}
+	}
+	if p.Cache, err = g.desc.ResolveCache(p.Cache, p.Steps, switches, g.family); err != nil {
+		// The job's field names, not the command line's flags.
+		msg := strings.NewReplacer("--cache-", "cache_", "--cache ", "cache ").Replace(strings.TrimPrefix(err.Error(), pipeline.ErrCache.Error()+": "))
+		return job.Params{}, fmt.Errorf("%w: %s", job.ErrBadParams, msg)
+	}
+	return p, nil
 }
 
 // Prepare builds the initial sample of a job (sample jobSample of p.Seed): from in.Image for
@@ -253,7 +278,8 @@ func (g *Model) Prepare(ctx context.Context, in family.Input, p job.Params, sc s
 	if err != nil {
 		return nil, fmt.Errorf("serve: prepare: %w", err)
 	}
-	return &dispatch.Sample{Latent: it.Latent, Cond: it.Cond[0], Guidance: it.Guidance, Windows: g.desc.Windows(family.Params(p), g.s)}, nil
+	return &dispatch.Sample{Latent: it.Latent, Cond: it.Cond[0], Guidance: it.Guidance, Windows: g.desc.Windows(family.Params(p), g.s),
+		Cache: pipeline.NewItemCache(p.Cache, 1)}, nil
 }
 
 // Decode is the family's Decode of latent [1, T, C, h, w], through its family.ChunkDecoder
@@ -326,7 +352,7 @@ func runReference(ctx context.Context, g generator, steppers func(steps int) (*p
 	if err != nil {
 		return nil, err
 	}
-	it := &pipeline.Item{Samples: []int64{0}, Latent: s.Latent.Clone(), Cond: []model.Conditioning{s.Cond}, Guidance: s.Guidance, Windows: s.Windows}
+	it := &pipeline.Item{Samples: []int64{0}, Latent: s.Latent.Clone(), Cond: []model.Conditioning{s.Cond}, Guidance: s.Guidance, Windows: s.Windows, Cache: s.Cache}
 	for it.Step = 0; it.Step < p.Steps; it.Step++ {
 		if err := st.Step(ctx, it); err != nil {
 			return nil, fmt.Errorf("serve: reference step %d: %w", it.Step, err)

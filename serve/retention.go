@@ -63,16 +63,6 @@ func (c *coordinator) Expire(now time.Time, keep time.Duration) (int, error) {
 	return len(dead), errors.Join(errs...)
 }
 
-// removeOrphans deletes the job folders that no record points at (see
-// jobStore.RemoveOrphans). It runs before the server takes submissions.
-func (c *coordinator) removeOrphans() (int, error) {
-	return c.cfg.Store.RemoveOrphans(func(id string) bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.d.Known(id)
-	})
-}
-
 // Sweep deletes the jobs expired at Config.Now under Config.KeepJobs (none when it is 0)
 // and returns how many; the sweep loop calls it, and New once before the server serves.
 func (s *Server) Sweep() (int, error) {

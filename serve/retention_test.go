@@ -284,13 +284,13 @@ func TestRetentionSweep(t *testing.T) {
 }
 
 // TestRetentionAtStartup: a server started on a data dir deletes, before it serves, the
-// finished jobs already expired, the job folders without a record and what an interrupted
-// delete left in the trash; everything else stays.
+// finished jobs already expired and what an interrupted delete left in the trash; a job
+// folder without a record is moved to the quarantine, not deleted; everything else stays.
 func TestRetentionAtStartup(t *testing.T) {
 	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
 	dir := t.TempDir()
-	st, err := openStore(dir)
+	st, _, err := openStore(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,6 +357,9 @@ func TestRetentionAtStartup(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "jobs", "README")); err != nil {
 		t.Errorf("a file that is not a job folder was touched: %v", err)
+	}
+	if q, _ := filepath.Glob(filepath.Join(dir, quarantineDir, "job-"+orphan+".*", inputFile)); len(q) != 1 {
+		t.Errorf("the folder without a record is not in the quarantine: %v", q)
 	}
 }
 

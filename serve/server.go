@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"image"
@@ -159,8 +160,23 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBatch < 1 {
 		cfg.MaxBatch = gen.MaxBatch()
 	}
-	store, err := openStore(cfg.DataDir)
+	s := &Server{cfg: cfg, log: cfg.Log, gen: gen, done: make(chan struct{}), mp4: cfg.MP4, errc: make(chan error, 2)}
+	s.cost = modelCostLimits(gen, cfg.CostMultiple, cfg.MaxPixels)
+	if s.cfg.Limits.MaxFrames == 0 {
+		s.cfg.Limits.MaxFrames = job.DeriveMaxFrames(s.cost)
+	}
+	cfg.Log.Info("cost limits", "multiple", s.cost.Multiple, "max_pixels", s.cost.MaxPixels,
+		"max_work", s.cost.MaxWork, "max_activation_bytes", s.cost.MaxActivationBytes)
+	store, recs, err := openStore(cfg.DataDir, cfg.Log)
 	if err != nil {
+		gen.Close()
+		return nil, err
+	}
+	m := newMetrics()
+	m.storeQuarantined.Add(float64(store.report.Quarantined))
+	m.storeRecovered.Add(float64(store.report.Recovered))
+	if recs, err = s.checkRecords(store, recs); err != nil {
+		store.Close()
 		gen.Close()
 		return nil, err
 	}
@@ -168,8 +184,7 @@ func New(cfg Config) (*Server, error) {
 	if stall == 0 {
 		stall = 60 * time.Second
 	}
-	m := newMetrics()
-	coord, err := newCoordinator(coordConfig{Model: gen, Store: store, NProc: cfg.NProc,
+	coord, err := newCoordinator(coordConfig{Model: gen, Store: store, Records: recs, NProc: cfg.NProc,
 		MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, Metrics: m, Log: cfg.Log,
 		StallTimeout: stall, Now: cfg.Now})
 	if err != nil {
@@ -177,22 +192,13 @@ func New(cfg Config) (*Server, error) {
 		gen.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Log, store: store, gen: gen, coord: coord, metrics: m, done: make(chan struct{}), mp4: cfg.MP4, errc: make(chan error, 2)}
+	s.store, s.coord, s.metrics = store, coord, m
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.flights.init(m)
-	s.cost = modelCostLimits(gen, cfg.CostMultiple, cfg.MaxPixels)
-	if s.cfg.Limits.MaxFrames == 0 {
-		s.cfg.Limits.MaxFrames = job.DeriveMaxFrames(s.cost)
-	}
-	cfg.Log.Info("cost limits", "multiple", s.cost.Multiple, "max_pixels", s.cost.MaxPixels,
-		"max_work", s.cost.MaxWork, "max_activation_bytes", s.cost.MaxActivationBytes)
 	if s.mp4 == nil {
 		s.mp4 = writeMP4
 	}
-	// Nothing can submit yet: clear what interrupted runs left, then the expired jobs.
-	if n, err := coord.removeOrphans(); err != nil || n > 0 {
-		cfg.Log.Info("removed job folders without a record", "folders", n, "err", err)
-	}
+	// Nothing can submit yet: the expired jobs go first.
 	s.Sweep()
 	launcher := cfg.Launcher
 	if launcher == nil {
@@ -313,6 +319,35 @@ func (s *Server) Close() error {
 		err = errors.Join(s.store.Close(), s.gen.Close())
 	})
 	return err
+}
+
+// checkRecords checks every loaded record against its files and this server's limits and
+// model (job.CheckRecord): a record that cannot be served as it is ends failed, with its
+// reason, and is written back before anything runs.
+func (s *Server) checkRecords(store *jobStore, recs []job.Record) ([]job.Record, error) {
+	admit := func(p job.Params) error {
+		data, err := json.Marshal(p)
+		if err != nil {
+			return err
+		}
+		if _, err := s.gen.ParseParams(data, s.cfg.Limits); err != nil {
+			return err
+		}
+		return s.checkCost(p)
+	}
+	for i, r := range recs {
+		fixed, err := job.CheckRecord(r, store.files(r.ID), admit)
+		if err == nil {
+			continue
+		}
+		fixed.Rev++
+		s.log.Warn("job record does not hold on this server; ending it failed", "err", err)
+		if err := store.Put(fixed); err != nil {
+			return nil, err
+		}
+		recs[i] = fixed
+	}
+	return recs, nil
 }
 
 // beginRender counts a render for Close, or refuses with ErrClosed once Close has begun.

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -20,72 +21,143 @@ import (
 
 var jobsBucket = []byte("jobs")
 
-// jobStore keeps job records in a bbolt database (DIR/jobs.db) and each job's files under
-// DIR/jobs/ID/: input.img (the uploaded image), final.f32 (the final latent, little-endian
-// float32) and rendered outputs. Files are written to a temporary name, synced and renamed
-// before the record that points at them is committed. A deleted job's folder is first
-// renamed into DIR/trash/ (so its files vanish at once) and removed there, then its record
-// is deleted (see RemoveFiles and Delete).
+// jobStore keeps job records in a bbolt index (DIR/jobs.db) and in each job's folder
+// DIR/jobs/ID/, with the job's files: record.json (its record, so a lost index is rebuilt
+// from the folders), input.img (the uploaded image), final.f32 (the final latent,
+// little-endian float32) and rendered outputs. Files are written to a temporary name,
+// synced and renamed before the record that points at them is committed. A deleted job's
+// folder is first renamed into DIR/trash/ (so its files vanish at once) and removed there,
+// then its record is deleted (see RemoveFiles and Delete). What start-up cannot read is
+// moved to DIR/quarantine/, never deleted (storeload.go).
 type jobStore struct {
-	db  *bolt.DB
-	dir string
+	db     *bolt.DB
+	dir    string
+	log    *slog.Logger
+	unlock func()
+	// report is what start-up found and did (load).
+	report loadReport
 }
 
-// openStore opens (creating) the store under dir. Only one process may hold it.
-func openStore(dir string) (*jobStore, error) {
+// openStore opens (creating) the store under dir and loads it: the records to serve, in
+// submission order (see load). Only one process may hold a data dir.
+func openStore(dir string, log *slog.Logger) (*jobStore, []job.Record, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	for _, sub := range []string{"jobs", "trash"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
-			return nil, fmt.Errorf("serve: data dir: %w", err)
+			return nil, nil, fmt.Errorf("serve: data dir: %w", err)
 		}
 	}
-	db, err := bolt.Open(filepath.Join(dir, "jobs.db"), 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	unlock, err := lockDir(filepath.Join(dir, lockFile))
 	if err != nil {
-		return nil, fmt.Errorf("serve: open %s: %w (is another server using this --data-dir?)", filepath.Join(dir, "jobs.db"), err)
+		return nil, nil, fmt.Errorf("serve: data dir %s: %w (is another server using this --data-dir?)", dir, err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(jobsBucket)
-		return err
-	}); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("serve: init store: %w", err)
+	s := &jobStore{dir: dir, log: log, unlock: unlock}
+	recs, err := s.rebuild()
+	if err != nil {
+		unlock()
+		return nil, nil, err
 	}
-	return &jobStore{db: db, dir: dir}, nil
+	logReport(log, s.report)
+	return s, recs, nil
 }
 
-// Close closes the database.
-func (s *jobStore) Close() error { return s.db.Close() }
+// rebuild reads the index and the job folders (readIndex, load), writes the records to a
+// fresh index renamed over the old one, and opens it.
+func (s *jobStore) rebuild() ([]job.Record, error) {
+	path := filepath.Join(s.dir, indexFile)
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("serve: read %s: %w", path, err)
+	}
+	entries, err := readIndex(data)
+	if err != nil {
+		if qerr := s.quarantine(path, indexFile, err.Error()); qerr != nil {
+			return nil, qerr
+		}
+		entries = nil
+	}
+	recs, err := s.load(entries)
+	if err != nil {
+		return nil, err
+	}
+	fresh := path + ".new"
+	os.Remove(fresh) // left by an interrupted start
+	db, err := bolt.Open(fresh, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("serve: new index: %w", err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucket(jobsBucket)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			enc, err := encodeRecord(r)
+			if err != nil {
+				return err
+			}
+			if err := b.Put(seqKey(r.Seq), enc); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(fresh, path)
+	}
+	if err == nil {
+		err = syncDir(s.dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("serve: new index: %w", err)
+	}
+	if s.db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second}); err != nil {
+		return nil, fmt.Errorf("serve: open %s: %w", path, err)
+	}
+	return recs, nil
+}
+
+// Close closes the index and gives the data dir up.
+func (s *jobStore) Close() error {
+	err := s.db.Close()
+	s.unlock()
+	return err
+}
+
+// encodeRecord is r as stored.
+func encodeRecord(r job.Record) ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("serve: encode job %s: %w", r.ID, err)
+	}
+	return b, nil
+}
 
 func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
 
-// Put writes rec (keyed by its sequence number, so All returns submission order). Concurrent
-// Puts are committed together (bbolt's Batch), each returning once durable.
+// Put writes rec to the index (keyed by its sequence number, so the index lists jobs in
+// submission order), then to its folder's record.json. Concurrent Puts commit to the index
+// together (bbolt's Batch), each returning once durable. The index decides: a folder copy
+// that cannot be written is only logged (start-up rewrites it from the index); it matters
+// when the index is lost.
 func (s *jobStore) Put(rec job.Record) error {
-	b, err := json.Marshal(rec)
+	b, err := encodeRecord(rec)
 	if err != nil {
-		return fmt.Errorf("serve: encode job %s: %w", rec.ID, err)
+		return err
 	}
 	err = s.db.Batch(func(tx *bolt.Tx) error { return tx.Bucket(jobsBucket).Put(seqKey(rec.Seq), b) })
 	if err != nil {
 		return fmt.Errorf("serve: store job %s: %w", rec.ID, err)
 	}
+	if err := s.WriteFile(rec.ID, recordFile, b); err != nil {
+		s.log.Warn("the job folder's copy of its record is behind the index", "id", rec.ID, "err", err)
+	}
 	return nil
-}
-
-// All returns every record in submission order.
-func (s *jobStore) All() ([]job.Record, error) {
-	var out []job.Record
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(jobsBucket).ForEach(func(k, v []byte) error {
-			var r job.Record
-			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("serve: job record %x: %w", k, err)
-			}
-			out = append(out, r)
-			return nil
-		})
-	})
-	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
-	return out, err
 }
 
 // Delete removes the records of recs (found by sequence number; a record there with
@@ -104,11 +176,8 @@ func (s *jobStore) Delete(recs []job.Record) error {
 			var have struct {
 				ID string `json:"id"`
 			}
-			if err := json.Unmarshal(v, &have); err != nil {
-				return fmt.Errorf("serve: job record %d: %w", r.Seq, err)
-			}
-			if have.ID != r.ID {
-				continue
+			if json.Unmarshal(v, &have) != nil || have.ID != r.ID {
+				continue // another job's record (load set aside the unreadable ones)
 			}
 			if err := b.Delete(seqKey(r.Seq)); err != nil {
 				return fmt.Errorf("serve: delete job %s: %w", r.ID, err)
@@ -144,41 +213,6 @@ func (s *jobStore) RemoveFiles(id string) error {
 		return fmt.Errorf("serve: job %s: remove files: %w", id, err)
 	}
 	return nil
-}
-
-// RemoveOrphans empties DIR/trash and deletes every job folder under DIR/jobs whose id
-// known reports false (files whose record was never committed or was deleted by an
-// interrupted run). Only call it while nothing can create a job: a submission writes its
-// folder before its record. It returns how many job folders it removed.
-func (s *jobStore) RemoveOrphans(known func(id string) bool) (int, error) {
-	var errs []error
-	trash := filepath.Join(s.dir, "trash")
-	ents, err := os.ReadDir(trash)
-	if err != nil {
-		return 0, fmt.Errorf("serve: trash: %w", err)
-	}
-	for _, e := range ents {
-		if err := os.RemoveAll(filepath.Join(trash, e.Name())); err != nil {
-			errs = append(errs, fmt.Errorf("serve: trash: %w", err))
-		}
-	}
-	ents, err = os.ReadDir(filepath.Join(s.dir, "jobs"))
-	if err != nil {
-		return 0, fmt.Errorf("serve: job folders: %w", err)
-	}
-	n := 0
-	for _, e := range ents {
-		id := e.Name()
-		if !e.IsDir() || !job.ValidID(id) || known(id) {
-			continue
-		}
-		if err := s.RemoveFiles(id); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		n++
-	}
-	return n, errors.Join(errs...)
 }
 
 // JobDir is the folder of job id's files.
@@ -241,4 +275,17 @@ func DecodeLatent(b []byte, shape []int) (*tensor.Dense, error) {
 		t.Data[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return t, nil
+}
+
+// syncDir flushes a folder's entries (a rename into it) to disk.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
+	return nil
 }

@@ -280,10 +280,10 @@ func (s *nsServer) submit(params string) string {
 	return st.ID
 }
 
-func (s *nsServer) status(id string) faultStatus {
+func (s *nsServer) status(id string) serveStatus {
 	s.t.Helper()
 	code, b := s.get("/v1/videos/" + id)
-	var st faultStatus
+	var st serveStatus
 	if err := json.Unmarshal(b, &st); code != 200 || err != nil {
 		s.t.Fatalf("status %s: %d %s", id, code, b)
 	}

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -53,54 +49,6 @@ func needE2E(t *testing.T, module string, exes ...string) {
 	t.Skipf("%s is missing", missing)
 }
 
-// startServeBinary runs `vdpp serve` on 127.0.0.1:0 with args and returns its URL; the
-// server is stopped with SIGTERM (and must exit 0) when the test ends.
-func startServeBinary(t *testing.T, args ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command(vdppBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data")}, args...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		cmd.Process.Kill()
-		t.Fatalf("no listening line: %v\n%s", err, stderr.String())
-	}
-	m := regexp.MustCompile(`^listening on (http://127\.0\.0\.1:\d+)\n$`).FindStringSubmatch(line)
-	if m == nil {
-		cmd.Process.Kill()
-		t.Fatalf("first line %q", line)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve exited with %v\n%s", err, lastLines(stderr.String(), 20))
-			}
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			t.Errorf("serve did not stop on SIGTERM")
-		}
-	})
-	waitReady(t, m[1])
-	return m[1]
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
 // runNode runs a script of e2eDir and fails the test unless it ends with its
 // "N passed, 0 failed" line.
 func runNode(t *testing.T, timeout time.Duration, script string, args ...string) {
@@ -123,8 +71,8 @@ func runNode(t *testing.T, timeout time.Duration, script string, args ...string)
 // Retry-After (one slot, a queue of one).
 func TestOpenAISDK(t *testing.T) {
 	needE2E(t, "openai")
-	url := startServeBinary(t, "--model", "synthetic", "--nproc", "1", "--max-running", "1", "--max-queue", "1",
-		"--step-ms", "20", "--api-token", "sdk-token", "--served-model-name", "vdpp-synthetic")
+	url := startServe(t, serveOptions{clean: true}, "--model", "synthetic", "--nproc", "1", "--max-running", "1", "--max-queue", "1",
+		"--step-ms", "20", "--api-token", "sdk-token", "--served-model-name", "vdpp-synthetic").url
 	img, err := filepath.Abs("../../builtin/example.png")
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +88,7 @@ func TestWebPage(t *testing.T) {
 		chromium = c
 	}
 	needE2E(t, "playwright-core", chromium)
-	url := startServeBinary(t, "--model", "builtin", "--nproc", "1", "--api-token", "web-token")
+	url := startServe(t, serveOptions{clean: true}, "--model", "builtin", "--nproc", "1", "--api-token", "web-token").url
 	img, err := filepath.Abs("../../builtin/example.png")
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +116,7 @@ func TestWebPagePrompt(t *testing.T) {
 	}
 	needE2E(t, "playwright-core", chromium)
 	model := wantest.PromptFolder(t)
-	url := startServeBinary(t, "--model", model, "--backend", "go", "--nproc", "1", "--served-model-name", "wan-dev")
+	url := startServe(t, serveOptions{clean: true}, "--model", model, "--backend", "go", "--nproc", "1", "--served-model-name", "wan-dev").url
 	args := []string{url, "64x64", "2", "13", "9", "4"}
 	if *webPromptScreenshot != "" {
 		shot, err := filepath.Abs(*webPromptScreenshot)

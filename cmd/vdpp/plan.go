@@ -199,7 +199,7 @@ func (f *planFlags) cacheCosts(ctx context.Context, stderr io.Writer, switches [
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(stderr, "vdpp plan: measured a reusing call at %.3f of a full one (the family's operation count: %.3f)\n", frac, cc.ReuseFraction)
+		fmt.Fprintf(stderr, "vdpp plan: a reusing call costs %.3f of a full one, measured (the family's operation count: %.3f)\n", frac, cc.ReuseFraction)
 		cc.ReuseFraction = frac
 	}
 	return cc, nil

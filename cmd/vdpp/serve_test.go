@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,29 +25,8 @@ import (
 // bit-identically (checked by `vdpp loadtest --verify`), and a clean SIGTERM shutdown.
 func TestServeBinary(t *testing.T) {
 	dir := t.TempDir()
-	pids := filepath.Join(dir, "pids")
-	cmd := exec.Command(vdppBin, "serve", "--listen", "127.0.0.1:0", "--model", "synthetic", "--nproc", "3",
-		"--step-ms", "2", "--data-dir", filepath.Join(dir, "data"), "--worker-pid-file", pids)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no listening line: %v\n%s", err, stderr.String())
-	}
-	m := regexp.MustCompile(`^listening on (http://127\.0\.0\.1:\d+)\n$`).FindStringSubmatch(line)
-	if m == nil {
-		t.Fatalf("first line %q", line)
-	}
-	url := m[1]
-	waitReady(t, url)
+	sp := startServe(t, serveOptions{dir: filepath.Join(dir, "data")}, "--model", "synthetic", "--nproc", "3", "--step-ms", "2")
+	url, pids, stderr := sp.url, sp.pids, sp.stderr
 
 	// One job by hand: submit, follow, download the MP4.
 	var body bytes.Buffer
@@ -105,20 +82,12 @@ func TestServeBinary(t *testing.T) {
 	if rep.Kills < 1 || rep.Completed == 0 || rep.Completed != rep.Submitted || *rep.OutputsMismatched != 0 || *rep.OutputsVerified != rep.Completed {
 		t.Fatalf("report %s", b)
 	}
-	waitReady(t, url) // every rank came back
+	sp.waitReady() // every rank came back
 
 	// SIGTERM: the server and its workers exit.
 	workerPids := readPids(t, pids)
-	cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("server exit: %v\n%s", err, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("server did not stop on SIGTERM")
+	if err := sp.stop(10 * time.Second); err != nil {
+		t.Fatalf("server exit: %v\n%s", err, stderr.String())
 	}
 	eventually(5*time.Second, func() bool {
 		for _, pid := range workerPids {
@@ -131,21 +100,6 @@ func TestServeBinary(t *testing.T) {
 	for _, pid := range workerPids {
 		if syscall.Kill(pid, 0) == nil {
 			t.Errorf("worker pid %d survived the server", pid)
-		}
-	}
-}
-
-func waitReady(t *testing.T, url string) {
-	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if r, err := http.Get(url + "/readyz"); err == nil {
-			r.Body.Close()
-			if r.StatusCode == 200 {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("server never became ready")
 		}
 	}
 }

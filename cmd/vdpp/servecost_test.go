@@ -3,20 +3,19 @@ package main
 import (
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/vdpp/vdpp/serve/loadtest"
 )
 
-// TestServeFaultOversizedJob: issue 27's job (1024x1024, 25 frames, 50 steps on the
-// built-in 64x64 model, within the server-wide flag limits) is refused by the model's cost
+// TestServeFaultOversizedJob: a 1024x1024 job of 25 frames and 50 steps on the built-in
+// 64x64 model (within the server-wide flag limits) is refused by the model's cost
 // limits with a 413 in under a second, and nothing is queued; a native-size job still runs.
 func TestServeFaultOversizedJob(t *testing.T) {
-	fs := startFault(t, filepath.Join(t.TempDir(), "data"), 0, "--model", "builtin", "--nproc", "2")
+	fs := startServe(t, serveOptions{}, "--model", "builtin", "--nproc", "2")
 	start := time.Now()
-	code, b := fs.submit(`{"height":1024,"width":1024,"num_frames":25,"steps":50}`, loadtest.TestImage(1))
+	code, b := fs.submit(map[string][]byte{"params": []byte(`{"height":1024,"width":1024,"num_frames":25,"steps":50}`), "image": loadtest.TestImage(1)})
 	took := time.Since(start)
 	var e struct{ Error, Code string }
 	json.Unmarshal(b, &e)
@@ -44,7 +43,7 @@ func TestServeFaultOversizedJob(t *testing.T) {
 		t.Fatalf("GET /v1/limits: %s", lb)
 	}
 	t.Logf("refused in %v: %s; limits %s", took, e.Error, lb)
-	id := fs.mustSubmit(`{"steps":2}`)
+	id := fs.mustSubmit(`{"steps":2}`, loadtest.TestImage(3))
 	if st := fs.wait(id, 120*time.Second); st.State != "succeeded" {
 		t.Fatalf("native job after the refusal: %+v", st)
 	}

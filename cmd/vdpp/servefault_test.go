@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"compress/zlib"
 	"encoding/binary"
@@ -9,13 +8,11 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"mime/multipart"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,169 +25,13 @@ import (
 // The fault suite: the real `vdpp serve` binary on loopback (port 0), each test a few
 // seconds, bounded in connections, jobs and time.
 
-// faultServer is a running `vdpp serve` started through sh, so a test can set its
-// descriptor limit first.
-type faultServer struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	url    string
-	dir    string // data dir
-	pids   string // worker pid file
-	stderr *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// startFault starts the server on 127.0.0.1:0 with data dir dir and waits until ready.
-// nofile > 0 runs it under `ulimit -n nofile`.
-func startFault(t *testing.T, dir string, nofile int, args ...string) *faultServer {
-	t.Helper()
-	return startFaultBin(t, vdppBin, dir, nofile, args...)
-}
-
-func startFaultBin(t *testing.T, bin, dir string, nofile int, args ...string) *faultServer {
-	t.Helper()
-	fs := &faultServer{t: t, dir: dir, pids: dir + ".pids", stderr: &syncBuffer{}}
-	argv := append([]string{"serve", "--listen", "127.0.0.1:0", "--model", "synthetic", "--data-dir", dir,
-		"--worker-pid-file", fs.pids}, args...)
-	script := `exec "$@"`
-	if nofile > 0 {
-		script = fmt.Sprintf(`ulimit -n %d && exec "$@"`, nofile)
-	}
-	fs.cmd = exec.Command("sh", append([]string{"-c", script, "sh", bin}, argv...)...)
-	fs.cmd.Stderr = fs.stderr
-	stdout, err := fs.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fs.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fs.cmd.Process.Kill(); fs.cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	m := regexp.MustCompile(`^listening on (http://127\.0\.0\.1:\d+)\n$`).FindStringSubmatch(line)
-	if err != nil || m == nil {
-		t.Fatalf("listening line %q, %v\n%s", line, err, fs.stderr.String())
-	}
-	fs.url = m[1]
-	waitReady(t, fs.url)
-	return fs
-}
-
-// kill SIGKILLs the server (its workers die with it).
-func (fs *faultServer) kill() {
-	fs.cmd.Process.Kill()
-	fs.cmd.Wait()
-}
-
-func (fs *faultServer) get(path string) (int, []byte) {
-	fs.t.Helper()
-	r, err := http.Get(fs.url + path)
-	if err != nil {
-		fs.t.Fatalf("GET %s: %v", path, err)
-	}
-	defer r.Body.Close()
-	b, _ := io.ReadAll(r.Body)
-	return r.StatusCode, b
-}
-
-// submit posts a job with the test image k and returns the status code and body.
-func (fs *faultServer) submit(params string, img []byte) (int, []byte) {
-	fs.t.Helper()
-	var body bytes.Buffer
-	mw := multipart.NewWriter(&body)
-	fw, _ := mw.CreateFormField("params")
-	fw.Write([]byte(params))
-	fw, _ = mw.CreateFormFile("image", "a.png")
-	fw.Write(img)
-	mw.Close()
-	r, err := http.Post(fs.url+"/v1/videos", mw.FormDataContentType(), &body)
-	if err != nil {
-		fs.t.Fatalf("submit: %v", err)
-	}
-	defer r.Body.Close()
-	b, _ := io.ReadAll(r.Body)
-	return r.StatusCode, b
-}
-
-func (fs *faultServer) mustSubmit(params string) string {
-	fs.t.Helper()
-	code, b := fs.submit(params, loadtest.TestImage(3))
-	var st struct{ ID string }
-	json.Unmarshal(b, &st)
-	if code != http.StatusAccepted || st.ID == "" {
-		fs.t.Fatalf("submit: %d %s", code, b)
-	}
-	return st.ID
-}
-
-type faultStatus struct {
-	State    string
-	Error    string
-	Restarts int
-	Timings  struct{ QueuedMS, RunMS, TotalMS float64 } `json:"timings"`
-	Progress struct{ Step int }
-}
-
-func (fs *faultServer) status(id string) faultStatus {
-	fs.t.Helper()
-	code, b := fs.get("/v1/videos/" + id)
-	var st faultStatus
-	if err := json.Unmarshal(b, &st); code != 200 || err != nil {
-		fs.t.Fatalf("status %s: %d %s", id, code, b)
-	}
-	return st
-}
-
-func (fs *faultServer) wait(id string, timeout time.Duration) faultStatus {
-	fs.t.Helper()
-	for deadline := time.Now().Add(timeout); ; time.Sleep(10 * time.Millisecond) {
-		st := fs.status(id)
-		if st.State == "succeeded" || st.State == "failed" || st.State == "cancelled" {
-			return st
-		}
-		if time.Now().After(deadline) {
-			fs.t.Fatalf("job %s still %s\n%s", id, st.State, fs.stderr.String())
-		}
-	}
-}
-
-func (fs *faultServer) metric(name string) float64 {
-	fs.t.Helper()
-	_, b := fs.get("/metrics")
-	for _, l := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(l, name+" "); ok {
-			var v float64
-			fmt.Sscan(rest, &v)
-			return v
-		}
-	}
-	fs.t.Fatalf("no metric %s", name)
-	return 0
-}
-
 // TestServeFaultConnectionFlood: eight clients (127.0.0.2-9) open 720 connections to a
 // server whose descriptor limit is 512 (so at most 256 connections, 64 per client), half
 // of them idle after a /healthz, half silent. The server caps them (the rest are refused
 // at accept), and meanwhile another client's health checks and submissions (taking idle
 // places of the flooders) and a worker restart all work, and no accepted job fails.
 func TestServeFaultConnectionFlood(t *testing.T) {
-	fs := startFault(t, filepath.Join(t.TempDir(), "data"), 512, "--nproc", "2", "--step-ms", "2")
+	fs := startServe(t, serveOptions{nofile: 512}, "--model", "synthetic", "--nproc", "2", "--step-ms", "2")
 	addr := strings.TrimPrefix(fs.url, "http://")
 	const flood = 720
 	var conns []net.Conn
@@ -211,9 +52,19 @@ func TestServeFaultConnectionFlood(t *testing.T) {
 			io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n")
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
-	refused := fs.metric("vdpp_http_connections_refused_total")
-	open := fs.metric("vdpp_http_connections")
+	// The server takes the connections in turn: it holds up to its cap and refuses the
+	// rest (some handshakes the kernel completed may never reach it). Wait until it holds
+	// most of its cap and has refused some.
+	var refused, open float64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		refused, open = fs.metric("vdpp_http_connections_refused_total"), fs.metric("vdpp_http_connections")
+		if refused > 0 && open >= 200 || open > 256 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s the server holds %v connections and refused %v", open, refused)
+		}
+	}
 	if refused == 0 || open > 256 || open < 200 {
 		t.Fatalf("flood of %d: %v refused, %v open; want refusals and at most 256 open", flood, refused, open)
 	}
@@ -228,7 +79,7 @@ func TestServeFaultConnectionFlood(t *testing.T) {
 	}
 	var ids []string
 	for i := 0; i < 8; i++ {
-		ids = append(ids, fs.mustSubmit(fmt.Sprintf(`{"num_frames":1,"steps":4,"height":8,"width":8,"seed":%d}`, i)))
+		ids = append(ids, fs.mustSubmit(fmt.Sprintf(`{"num_frames":1,"steps":4,"height":8,"width":8,"seed":%d}`, i), loadtest.TestImage(3)))
 	}
 	for _, id := range ids {
 		if st := fs.wait(id, 20*time.Second); st.State != "succeeded" {
@@ -244,9 +95,12 @@ func TestServeFaultConnectionFlood(t *testing.T) {
 			t.Fatalf("worker %d not replaced during the flood: pids %v\n%s", before[0], after, fs.stderr.String())
 		}
 	}
-	waitReady(t, fs.url)
+	fs.waitReady()
 	if n := fs.metric("vdpp_jobs_failed_total"); n != 0 {
 		t.Fatalf("%v jobs failed", n)
+	}
+	if n := fs.metric("vdpp_http_connections"); n > 256 {
+		t.Fatalf("%v connections held at the end of the flood, over the cap of 256", n)
 	}
 	t.Logf("flood of %d connections: %v refused at accept, %v held; %v idle ones closed for newcomers", flood, refused, open,
 		fs.metric("vdpp_http_connections_evicted_total"))
@@ -269,20 +123,20 @@ func containsInt(xs []int, x int) bool {
 func TestServeFaultDurableEnds(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	args := []string{"--nproc", "1", "--step-ms", "25"}
-	fs := startFault(t, dir, 0, args...)
-	done := fs.mustSubmit(`{"num_frames":1,"steps":2,"height":8,"width":8}`)
+	fs := startServe(t, serveOptions{dir: dir}, append([]string{"--model", "synthetic"}, args...)...)
+	done := fs.mustSubmit(`{"num_frames":1,"steps":2,"height":8,"width":8}`, loadtest.TestImage(3))
 	doneSt := fs.wait(done, 10*time.Second)
-	cancelled := fs.mustSubmit(`{"num_frames":1,"steps":50,"height":8,"width":8}`)
-	for fs.status(cancelled).Progress.Step < 1 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	cancelled := fs.mustSubmit(`{"num_frames":1,"steps":50,"height":8,"width":8}`, loadtest.TestImage(3))
+	fs.waitStep(cancelled, 1, 10*time.Second)
 	req, _ := http.NewRequest("DELETE", fs.url+"/v1/videos/"+cancelled, nil)
 	if r, err := http.DefaultClient.Do(req); err != nil || r.StatusCode != http.StatusAccepted {
 		t.Fatalf("cancel: %v %v", r, err)
 	}
-	failed := fs.mustSubmit(`{"num_frames":1,"steps":20,"height":8,"width":8}`)
-	for fs.status(failed).State != "running" {
-		time.Sleep(5 * time.Millisecond)
+	failed := fs.mustSubmit(`{"num_frames":1,"steps":20,"height":8,"width":8}`, loadtest.TestImage(3))
+	for deadline := time.Now().Add(10 * time.Second); fs.status(failed).State != "running"; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("job never started")
+		}
 	}
 	jobs := filepath.Join(dir, "jobs")
 	if err := os.Rename(jobs, jobs+".away"); err != nil {
@@ -291,7 +145,7 @@ func TestServeFaultDurableEnds(t *testing.T) {
 	if err := os.WriteFile(jobs, []byte("not a folder"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, b := fs.submit(`{"num_frames":1,"steps":2,"height":8,"width":8}`, loadtest.TestImage(1))
+	code, b := fs.submit(map[string][]byte{"params": []byte(`{"num_frames":1,"steps":2,"height":8,"width":8}`), "image": loadtest.TestImage(1)})
 	if code != http.StatusServiceUnavailable || strings.Contains(string(b), "/") || !strings.Contains(string(b), "storage_unavailable") {
 		t.Fatalf("submit with the storage broken: %d %s", code, b)
 	}
@@ -316,7 +170,7 @@ func TestServeFaultDurableEnds(t *testing.T) {
 	}
 	fs.kill()
 
-	fs = startFault(t, dir, 0, args...)
+	fs = startServe(t, serveOptions{dir: dir}, append([]string{"--model", "synthetic"}, args...)...)
 	for id, want := range map[string]string{done: "succeeded", cancelled: "cancelled", failed: "failed"} {
 		if st := fs.status(id); st.State != want {
 			t.Errorf("job after SIGKILL and restart: %s, want %s", st.State, want)
@@ -412,7 +266,7 @@ func TestServeFaultBigImages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("decodes 2 GB of pixels")
 	}
-	fs := startFaultBin(t, plainBinary(t), filepath.Join(t.TempDir(), "data"), 0, "--nproc", "1", "--step-ms", "1")
+	fs := startServe(t, serveOptions{bin: plainBinary(t)}, "--model", "synthetic", "--nproc", "1", "--step-ms", "1")
 	img := bigPNG(t, 4096)
 	uploads := 8 // VDPP_FAULT_UPLOADS=24 reproduces the issue's 24
 	if s := os.Getenv("VDPP_FAULT_UPLOADS"); s != "" {
@@ -424,7 +278,7 @@ func TestServeFaultBigImages(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			code, b := fs.submit(fmt.Sprintf(`{"num_frames":1,"steps":1,"height":8,"width":8,"seed":%d}`, i), img)
+			code, b := fs.submit(map[string][]byte{"params": []byte(fmt.Sprintf(`{"num_frames":1,"steps":1,"height":8,"width":8,"seed":%d}`, i)), "image": img})
 			var st struct{ ID string }
 			json.Unmarshal(b, &st)
 			if code != http.StatusAccepted {

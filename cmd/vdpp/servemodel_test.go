@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -9,10 +8,8 @@ import (
 	"mime/multipart"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -90,25 +87,8 @@ func TestModelSpec(t *testing.T) {
 // downloads as a GIF.
 func TestServeBinarySVD(t *testing.T) {
 	ckpt := shared.Require(t, "golden", "dev")
-	dir := t.TempDir()
-	cmd := exec.Command(vdppBin, "serve", "--listen", "127.0.0.1:0", "--model", ckpt, "--variant", "fp16", "--backend", "go",
-		"--nproc", "2", "--data-dir", filepath.Join(dir, "data"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no listening line: %v\n%s", err, stderr.String())
-	}
-	url := strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
-	waitReady(t, url)
+	sp := startServe(t, serveOptions{}, "--model", ckpt, "--variant", "fp16", "--backend", "go", "--nproc", "2")
+	url, stderr := sp.url, sp.stderr
 
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
@@ -151,8 +131,7 @@ func TestServeBinarySVD(t *testing.T) {
 	if r.StatusCode != http.StatusOK || !bytes.HasPrefix(gif, []byte("GIF89a")) {
 		t.Fatalf("gif: %d, %d bytes", r.StatusCode, len(gif))
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
+	if err := sp.stop(20 * time.Second); err != nil {
 		t.Fatalf("server exit: %v\n%s", err, stderr.String())
 	}
 }

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
 	"mime/multipart"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,25 +19,8 @@ import (
 // complete; an image part or a missing prompt is a 400.
 func TestServeBinaryWanPrompt(t *testing.T) {
 	model := wantest.PromptFolder(t)
-	dir := t.TempDir()
-	cmd := exec.Command(vdppBin, "serve", "--listen", "127.0.0.1:0", "--model", model, "--backend", "go",
-		"--nproc", "2", "--data-dir", filepath.Join(dir, "data"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no listening line: %v\n%s", err, stderr.String())
-	}
-	url := strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
-	waitReady(t, url)
+	sp := startServe(t, serveOptions{}, "--model", model, "--backend", "go", "--nproc", "2")
+	url, stderr := sp.url, sp.stderr
 
 	type status struct {
 		ID    string `json:"id"`
@@ -129,8 +108,7 @@ func TestServeBinaryWanPrompt(t *testing.T) {
 		t.Errorf("openai without prompt: %d %s", resp.StatusCode, data)
 	}
 
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
+	if err := sp.stop(20 * time.Second); err != nil {
 		t.Fatalf("server exit: %v\n%s", err, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "component=text_encoder percent=100") {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"mime/multipart"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,7 +21,7 @@ import (
 // memory is refused with 413 over_cost_limit, and the native job is accepted.
 func TestServeWanCostLimits(t *testing.T) {
 	model := wantest.PromptFolder(t)
-	fs := startFault(t, filepath.Join(t.TempDir(), "data"), 0, "--model", model, "--backend", "go", "--nproc", "1",
+	fs := startServe(t, serveOptions{}, "--model", model, "--backend", "go", "--nproc", "1",
 		"--max-frames", "1000", "--max-resolution", "4096", "--max-steps", "1000")
 
 	s, err := wan.Load(model, family.Options{Backend: "go", Roles: family.Roles{Decode: true}})

@@ -36,9 +36,8 @@ type CacheCoster interface {
 }
 
 // ResolveCache checks a run's cache rule against the resolved model and a run of steps
-// steps and fills its defaults (pipeline.Cache.Resolve, with the model's denoiser
-// switches: each expert's first call computes): a mode the family does not offer is
-// refused as one line naming those it does.
+// steps and fills its defaults (Description.ResolveCache with the model's denoiser
+// switches).
 func (r Resolved) ResolveCache(c pipeline.Cache, steps int) (pipeline.Cache, error) {
 	if !c.On() {
 		return pipeline.Cache{}, nil
@@ -47,19 +46,30 @@ func (r Resolved) ResolveCache(c pipeline.Cache, steps int) (pipeline.Cache, err
 	if err != nil {
 		return c, err
 	}
-	if !slices.Contains(desc.Caching.Modes, c.Mode) {
+	switches, err := r.Switches(steps)
+	if err != nil {
+		return c, err
+	}
+	return desc.ResolveCache(c, steps, switches, r.Family.Name())
+}
+
+// ResolveCache checks a run's cache rule against the model's caching and a run of steps
+// steps whose denoiser changes at switches (each expert's first call computes), and fills
+// its defaults (pipeline.Cache.Resolve): a mode the family does not offer is refused as
+// one line naming those it does (fam names the family).
+func (d Description) ResolveCache(c pipeline.Cache, steps int, switches []int, fam string) (pipeline.Cache, error) {
+	if !c.On() {
+		return pipeline.Cache{}, nil
+	}
+	if !slices.Contains(d.Caching.Modes, c.Mode) {
 		offered := "no cache"
-		if len(desc.Caching.Modes) > 0 {
-			offered = strings.Join(desc.Caching.Modes, ", ")
+		if len(d.Caching.Modes) > 0 {
+			offered = strings.Join(d.Caching.Modes, ", ")
 		}
 		if !slices.Contains(pipeline.CacheModes, c.Mode) {
 			offered = strings.Join(pipeline.CacheModes, ", ")
 		}
-		return c, fmt.Errorf("%w: --cache %s: the %s family offers %s", pipeline.ErrCache, c.Mode, r.Family.Name(), offered)
-	}
-	switches, err := r.Switches(steps)
-	if err != nil {
-		return c, err
+		return c, fmt.Errorf("%w: --cache %s: the %s family offers %s", pipeline.ErrCache, c.Mode, fam, offered)
 	}
 	return c.Resolve(steps, switches)
 }

@@ -27,17 +27,19 @@ func stageOf(plan []pipeline.Range, s int) (stage, end int) {
 }
 
 // batchKey is what samples must share to run in one denoiser call: the schedule (steps),
-// the step range, the latent shape, the guidance weights and the temporal windows.
+// the step range, the latent shape, the guidance weights, the temporal windows and the
+// step cache's rule.
 type batchKey struct {
 	steps, start, end int
 	shape             []int
 	guidance          []float32
 	windows           *pipeline.Windows
+	cache             pipeline.Cache
 }
 
 func (a batchKey) compatible(b batchKey) bool {
 	return a.steps == b.steps && a.start == b.start && a.end == b.end && slices.Equal(a.shape, b.shape) &&
-		sameWeights(a.guidance, b.guidance) && sameWindows(a.windows, b.windows)
+		sameWeights(a.guidance, b.guidance) && sameWindows(a.windows, b.windows) && pipeline.SameCache(a.cache, b.cache)
 }
 
 func sameWeights(a, b []float32) bool {

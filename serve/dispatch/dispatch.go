@@ -79,7 +79,9 @@ type item struct {
 	// windows cut a long video into temporal windows (nil: one window).
 	windows *pipeline.Windows
 	// sched is the scheduler's state of the job at step (nil for Euler).
-	sched    sched.State
+	sched sched.State
+	// cache is the job's step cache at step (nil without one).
+	cache    *pipeline.ItemCache
 	batch    *batch
 	attempts int
 	// stalls counts this sample's runs ended by the stall watchdog (each doubles the next
@@ -88,7 +90,8 @@ type item struct {
 }
 
 func (it *item) key(start, end int) batchKey {
-	return batchKey{steps: it.job.rec.Params.Steps, start: start, end: end, shape: it.latent.Shape, guidance: it.guidance, windows: it.windows}
+	return batchKey{steps: it.job.rec.Params.Steps, start: start, end: end, shape: it.latent.Shape, guidance: it.guidance, windows: it.windows,
+		cache: it.job.rec.Params.Cache}
 }
 
 // batch is a group of items sent to one worker for steps [start, end).
@@ -223,6 +226,7 @@ func (d *Dispatcher) touch(j *Job) {
 func (d *Dispatcher) persist(j *Job) {
 	j.writes++
 	j.recVer++
+	j.rec.Rev++ // the store keeps the newer of two copies
 	d.emit(Persist{Job: j, State: j.rec.State})
 }
 
@@ -271,7 +275,7 @@ func (d *Dispatcher) Prepared(j *Job, s *Sample, err error, now time.Time) {
 	case j.cancelReq:
 		d.end(j, job.StateCancelled, "", now)
 	default:
-		it := &item{job: j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance, windows: s.Windows}
+		it := &item{job: j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance, windows: s.Windows, cache: s.Cache}
 		j.it = it
 		d.readyItem(it)
 		d.dispatch(now)
@@ -289,6 +293,8 @@ type Sample struct {
 	// Windows, when set, steps a video longer than the model's native length as
 	// overlapping temporal windows (in latent frames).
 	Windows *pipeline.Windows
+	// Cache is the sample's step cache (nil without one).
+	Cache *pipeline.ItemCache
 }
 
 // readyItem queues an item for a worker, in submission order.
@@ -345,6 +351,10 @@ func (d *Dispatcher) complete(it *item, now time.Time) {
 	j.stepsDone = j.rec.Params.Steps
 	j.stage = -1
 	j.completing = true
+	if it.cache != nil {
+		sum := pipeline.Summarize(it.cache.Rule, it.cache.Log[0])
+		j.rec.Cache = &sum
+	}
 	d.running--
 	d.admit(now)
 	d.emit(WriteOutput{Job: j, Latent: it.latent})
@@ -439,7 +449,7 @@ func (d *Dispatcher) Status(j *Job, now time.Time) job.Status {
 		rec.State, rec.Error, rec.FinishedAt = j.before, "", nil
 	}
 	st := job.Status{ID: rec.ID, State: rec.State, Error: rec.Error, Params: rec.Params, CreatedAt: rec.CreatedAt,
-		FinishedAt: rec.FinishedAt, Restarts: rec.Restarts, Version: j.version,
+		FinishedAt: rec.FinishedAt, Restarts: rec.Restarts, Version: j.version, Cache: rec.Cache,
 		Progress: job.Progress{Step: j.stepsDone, Steps: rec.Params.Steps, Stage: j.stage, Stages: j.stages}}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	switch {
@@ -596,8 +606,11 @@ func (d *Dispatcher) send(w *Worker, b *batch, stages int, now time.Time) {
 	shape := append([]int{len(b.items)}, first.latent.Shape[1:]...)
 	pit := &pipeline.Item{Group: b.id, Step: b.start, Latent: tensor.New(shape...), Guidance: first.guidance, Windows: first.windows}
 	states := make([]sched.State, len(b.items))
+	caches := make([]*pipeline.ItemCache, len(b.items))
+	ones := make([]int, len(b.items))
 	for r, it := range b.items {
 		states[r] = it.sched
+		caches[r], ones[r] = it.cache, 1
 		pit.Samples = append(pit.Samples, int64(r))
 		copy(pit.Latent.Data[r*per:(r+1)*per], it.latent.Data)
 		pit.Cond = append(pit.Cond, it.cond)
@@ -609,6 +622,11 @@ func (d *Dispatcher) send(w *Worker, b *batch, stages int, now time.Time) {
 	var err error
 	if pit.SchedState, err = sched.StackRows(states); err != nil {
 		// The items share the scheduler and the step, so their states have the same names.
+		d.requeue(b, err.Error(), now)
+		return
+	}
+	if pit.Cache, err = pipeline.StackCaches(caches, ones); err != nil {
+		// The items share one cache rule (batchKey), so their caches stack.
 		d.requeue(b, err.Error(), now)
 		return
 	}

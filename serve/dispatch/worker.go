@@ -165,6 +165,9 @@ func (d *Dispatcher) result(b *batch, pit *pipeline.Item, err error, now time.Ti
 		it.latent = it.latent.Clone()
 		copy(it.latent.Data, pit.Latent.Data[i*per:(i+1)*per])
 		it.sched = pit.SchedState.Rows(len(pit.Samples), i, i+1)
+		if pit.Cache != nil {
+			it.cache = pit.Cache.Rows(i, i+1)
+		}
 		it.step = b.end
 		it.attempts = 0
 		switch {

@@ -177,6 +177,9 @@ type ModelLimits struct {
 	MaxFrames     int    `json:"max_frames"`
 	MaxResolution int    `json:"max_resolution"`
 	MaxSteps      int    `json:"max_steps"`
+	// CacheModes are the step cache modes the model offers besides none (a job's cache
+	// parameter, docs/caching.md).
+	CacheModes []string `json:"cache_modes,omitempty"`
 	CostLimits
 }
 

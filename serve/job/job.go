@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/pipeline"
 )
 
 // ErrNotFound is returned for a job id the server does not know.
@@ -50,6 +51,11 @@ type Record struct {
 	// CancelRequested: DELETE was answered 202 while the job was running; a restart ends
 	// it cancelled instead of running it again.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// Rev counts the record's writes: of two copies of a record (the store's index and the
+	// job's folder), the one with the higher Rev is the newer.
+	Rev uint64 `json:"rev,omitempty"`
+	// Cache is a cached job's step cache (params cache): which denoiser calls computed.
+	Cache *pipeline.CacheSummary `json:"cache,omitempty"`
 }
 
 // Coordinator errors.
@@ -115,6 +121,8 @@ type Status struct {
 	Restarts   int        `json:"restarts,omitempty"`
 	// Version increases with every change (SSE events carry it).
 	Version uint64 `json:"version"`
+	// Cache is a cached job's step cache once it finished: which denoiser calls computed.
+	Cache *pipeline.CacheSummary `json:"cache,omitempty"`
 }
 
 // DefaultKeepJobs is `vdpp serve --keep-jobs`'s default: a finished job is kept for a

@@ -90,6 +90,10 @@ func TestParams(t *testing.T) {
 		{"window too long", map[string]string{"num_frames": "25", "window": "20"}, nil, "window"},
 		{"too few frames for the window", map[string]string{"num_frames": "6", "window": "8"}, nil, "window"},
 		{"unknown blend", map[string]string{"num_frames": "20", "blend": "step"}, nil, "blend"},
+		{"step cache", map[string]string{"cache": "fbcache", "cache_threshold": "0.1"}, func(p *job.Params) { p.Cache.Mode, p.Cache.Threshold = "fbcache", 0.1 }, ""},
+		{"static cache steps", map[string]string{"cache": "static", "cache_steps": "0-2,5"}, func(p *job.Params) { p.Cache.Mode, p.Cache.Steps = "static", []int{0, 1, 2, 5} }, ""},
+		{"cache steps malformed", map[string]string{"cache": "static", "cache_steps": "0,x"}, nil, "cache_steps"},
+		{"cache interval float", map[string]string{"cache": "deepcache", "cache_interval": "2.5"}, nil, "cache_interval"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/serve/httpapi"
 	"github.com/vdpp/vdpp/serve/job"
 )
@@ -39,6 +40,7 @@ var openAIParamFields = map[string]bool{
 	"motion_bucket_id": true, "noise_aug_strength": true, "min_guidance": true, "max_guidance": true,
 	"decode_chunk_size": true, "width": true, "height": true, "n": true,
 	"window": true, "overlap": true, "blend": true,
+	"cache": true, "cache_threshold": true, "cache_interval": true, "cache_branch": true, "cache_steps": true,
 }
 
 func badField(param, format string, args ...any) *openAIError {
@@ -216,11 +218,13 @@ var sizePattern = regexp.MustCompile(`^([0-9]{1,5})x([0-9]{1,5})$`)
 var openAIIntFields = []struct{ from, to string }{
 	{"num_inference_steps", "steps"}, {"seed", "seed"}, {"motion_bucket_id", "motion_bucket_id"},
 	{"decode_chunk_size", "decode_chunk_size"}, {"window", "window"}, {"overlap", "overlap"},
+	{"cache_interval", "cache_interval"}, {"cache_branch", "cache_branch"},
 }
 
 // openAIFloatFields map float fields to native ones (guidance_scale is special-cased).
 var openAIFloatFields = []struct{ from, to string }{
 	{"min_guidance", "min_guidance"}, {"max_guidance", "max_guidance"}, {"noise_aug_strength", "noise_aug_strength"},
+	{"cache_threshold", "cache_threshold"},
 }
 
 // Params maps the generation fields of an OpenAI create request to a job's Params
@@ -242,6 +246,9 @@ var openAIFloatFields = []struct{ from, to string }{
 //	motion_bucket_id, noise_aug_strength, min_guidance, max_guidance, decode_chunk_size,
 //	window, overlap, blend -> the native field of the same name (window, overlap and
 //	                         blend cut a video longer than the model's native length)
+//	cache, cache_threshold, cache_interval, cache_branch
+//	                      -> the native step cache fields (docs/caching.md)
+//	cache_steps "0-2,5"   -> cache_steps, a static schedule's steps
 //
 // The fields are checked one after another (size, fps, frames, then the rest), so an
 // error names the field that the model or the server's limits refuse: an *openAIError
@@ -392,6 +399,21 @@ func Params(m httpapi.Model, fields map[string]string, lim job.Limits) (job.Para
 	if b, ok := fields["blend"]; ok {
 		native["blend"] = strings.TrimSpace(b)
 		if _, err := check("blend"); err != nil {
+			return job.Params{}, err
+		}
+	}
+	if c, ok := fields["cache"]; ok {
+		native["cache"] = strings.TrimSpace(c)
+	}
+	if c, ok := fields["cache_steps"]; ok {
+		steps, err := pipeline.ParseSteps(c)
+		if err != nil {
+			return job.Params{}, badField("cache_steps", "cache_steps %q: want steps and ranges, \"0-2,5\"", c)
+		}
+		native["cache_steps"] = steps
+	}
+	if _, ok := native["cache"]; ok {
+		if _, err := check("cache"); err != nil {
 			return job.Params{}, err
 		}
 	}

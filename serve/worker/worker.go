@@ -265,14 +265,18 @@ func DropRows(it *pipeline.Item, set map[int]bool) (*pipeline.Item, []int) {
 	shape := append([]int{len(keep)}, it.Latent.Shape[1:]...)
 	out := &pipeline.Item{Group: it.Group, Step: it.Step, Guidance: it.Guidance, Windows: it.Windows, Latent: tensor.New(shape...)}
 	var states []sched.State
+	var caches []*pipeline.ItemCache
+	var ones []int
 	for j, i := range keep {
 		states = append(states, it.SchedState.Rows(len(it.Samples), i, i+1))
+		caches, ones = append(caches, it.Cache.Rows(i, i+1)), append(ones, 1)
 		out.Samples = append(out.Samples, it.Samples[i])
 		copy(out.Latent.Data[j*per:(j+1)*per], it.Latent.Data[i*per:(i+1)*per])
 		if it.Cond != nil {
 			out.Cond = append(out.Cond, it.Cond[i])
 		}
 	}
-	out.SchedState, _ = sched.StackRows(states) // rows of one state: the same names and shared values
+	out.SchedState, _ = sched.StackRows(states)       // rows of one state: the same names and shared values
+	out.Cache, _ = pipeline.StackCaches(caches, ones) // rows of one cache: the same rule
 	return out, dropped
 }

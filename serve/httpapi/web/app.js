@@ -289,6 +289,15 @@ function fitModel(lim) {
   if (lim.native_width && lim.native_height) $('size').placeholder = `${lim.native_width}x${lim.native_height} (default)`;
   if (lim.native_steps) $('steps').placeholder = `${lim.native_steps} (default)`;
   if (lim.native_frames) $('num-frames').placeholder = `native ${lim.native_frames}` + (lim.max_frames ? `, max ${lim.max_frames}` : '');
+  // The step cache's modes the served model offers.
+  const modes = lim.cache_modes || [];
+  $('cache-box').hidden = modes.length === 0;
+  for (const m of modes) {
+    const o = document.createElement('option');
+    o.value = m;
+    o.textContent = m;
+    $('cache').append(o);
+  }
 }
 
 async function init() {

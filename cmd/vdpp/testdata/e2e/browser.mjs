@@ -33,6 +33,16 @@ try {
   await page.fill('#prompt', 'a ball rolls');
   await page.fill('#seconds', '1');
   await page.fill('#steps', '2');
+  // The step cache field offers the served model's modes; the first job runs one.
+  const modes = await page.evaluate(async (tok) => {
+    const r = await fetch('/v1/models', { headers: { Authorization: 'Bearer ' + tok } });
+    return (await r.json()).data[0].vdpp_limits.cache_modes || [];
+  }, token);
+  assert.ok(modes.includes('deepcache'), 'the built-in model offers deepcache: ' + modes);
+  assert.deepEqual(await page.$$eval('#cache option', (os) => os.map((o) => o.value)), ['', ...modes]);
+  await page.click('#cache-box summary');
+  await page.selectOption('#cache', 'deepcache');
+  check('step cache field: ' + modes.join(', '));
   await page.click('#submit');
   const card = page.locator('li.job').first();
   await card.waitFor();
@@ -56,6 +66,7 @@ try {
   // from its card.
   await page.fill('#size', '128x128');
   await page.fill('#steps', '25');
+  await page.selectOption('#cache', '');
   await page.click('#submit');
   await page.waitForFunction(() => document.querySelectorAll('li.job').length === 2);
   // Its progress bar moves over the event stream; the screenshot shows it running.
