@@ -240,19 +240,39 @@ func checkA(m, k int, a []float32, lda int) {
 	}
 }
 
-// mulRows computes rows lo..hi of C from the packed panels, packing A one tile and one
-// k-block at a time.
+// Blocking of mulRows (the loop order of GotoBLAS): rows in blocks of mc, the contraction
+// in blocks of kc, panels in groups of nb. One row block's packed A for one k-block stays
+// in the L2 cache while one group of panel blocks (nb·nr·kc values) is used by every row
+// tile of it, so each value of B is read from memory once per mc rows, not once per tile.
+const (
+	mc = 128
+	nb = 8
+)
+
+// mulRows computes rows lo..hi of C from the packed panels.
 func mulRows(lo, hi, n, k int, a []float32, lda int, panels, c []float32, ldc int) {
-	mr := cur.mr
-	at := getScratch(mr * min(k, kc))
-	defer putScratch(at)
-	for i := lo; i < hi; i += mr {
-		rows := min(mr, hi-i)
+	mr, w := cur.mr, cur.nr
+	np := (n + w - 1) / w
+	ap := getScratch(mc * min(k, kc))
+	defer putScratch(ap)
+	for r0 := lo; r0 < hi; r0 += mc {
+		r1 := min(hi, r0+mc)
+		tiles := (r1 - r0 + mr - 1) / mr
 		for k0 := 0; k0 < k; k0 += kc {
-			kl := min(kc, k-k0)
-			packATile((*at)[:mr*kl], rows, kl, a[i*lda+k0:], lda)
-			for q := 0; q*cur.nr < n; q++ {
-				tile(rows, min(cur.nr, n-q*cur.nr), kl, *at, panels[q*cur.nr*k+k0*cur.nr:], c[i*ldc+q*cur.nr:], ldc, k0 > 0)
+			kl, acc := min(kc, k-k0), k0 > 0
+			for t := range tiles {
+				i := r0 + t*mr
+				packATile((*ap)[t*mr*kl:(t+1)*mr*kl], min(mr, r1-i), kl, a[i*lda+k0:], lda)
+			}
+			for q0 := 0; q0 < np; q0 += nb {
+				for t := range tiles {
+					i := r0 + t*mr
+					rows := min(mr, r1-i)
+					at := (*ap)[t*mr*kl:]
+					for q := q0; q < min(np, q0+nb); q++ {
+						tile(rows, min(w, n-q*w), kl, at, panels[q*w*k+k0*w:], c[i*ldc+q*w:], ldc, acc)
+					}
+				}
 			}
 		}
 	}

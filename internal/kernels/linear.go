@@ -39,7 +39,7 @@ func (s LinearShape) OutCols() int {
 }
 
 // linearRows is the number of rows one unit of Linear's work covers.
-const linearRows = 64
+const linearRows = 128
 
 // Linear sets out [M, OutCols] as s describes (bias may be nil). w is packed once for the
 // matrix kernel; rows are split over the cores in blocks of linearRows; each block's bias
