@@ -234,6 +234,56 @@ func MulPackedARowPtrs(m, k int, ap []float32, rows []*float32, c []float32, ldc
 	}
 }
 
+// MulPackedARowPtrGroup is MulPackedARowPtrs for several panels at once: panel g's rows
+// are rows[g] and its w columns go to c[g*w:] (row stride ldc). Each k-block of a tile of
+// A is used for every panel of the group while it is in the L1 cache, so A is read once
+// per group rather than once per panel; the results are the bits of MulPackedARowPtrs.
+func MulPackedARowPtrGroup(m, k int, ap []float32, rows [][]*float32, c []float32, ldc int) {
+	if m <= 0 || len(rows) == 0 {
+		return
+	}
+	w := cur.nr
+	for _, r := range rows {
+		if len(r) < k {
+			panic(fmt.Sprintf("gemm: MulPackedARowPtrGroup(%d, %d): a panel with %d rows", m, k, len(r)))
+		}
+	}
+	if len(ap) < PackedALen(m, k) || len(c) < (m-1)*ldc+len(rows)*w {
+		panic(fmt.Sprintf("gemm: MulPackedARowPtrGroup(%d, %d): a %d, c %d", m, k, len(ap), len(c)))
+	}
+	if k == 0 {
+		for i := range m {
+			clear(c[i*ldc : i*ldc+len(rows)*w])
+		}
+		return
+	}
+	mr := cur.mr
+	var edge [maxTile]float32
+	for k0 := 0; k0 < k; k0 += kc {
+		kl, acc := min(kc, k-k0), k0 > 0
+		for i := 0; i < m; i += mr {
+			rs := min(mr, m-i)
+			a := ap[i*k+k0*mr:]
+			for g, r := range rows {
+				dst := c[i*ldc+g*w:]
+				if rs == mr {
+					cur.kernelPtr(kl, a, r[k0:], dst, ldc, acc)
+					continue
+				}
+				if acc {
+					for j := range rs {
+						copy(edge[j*w:(j+1)*w], dst[j*ldc:j*ldc+w])
+					}
+				}
+				cur.kernelPtr(kl, a, r[k0:], edge[:], w, acc)
+				for j := range rs {
+					copy(dst[j*ldc:j*ldc+w], edge[j*w:(j+1)*w])
+				}
+			}
+		}
+	}
+}
+
 func checkA(m, k int, a []float32, lda int) {
 	if m > 0 && k > 0 && (lda < k || len(a) < (m-1)*lda+k) {
 		panic(fmt.Sprintf("gemm: A of %d rows of %d with stride %d has %d values", m, k, lda, len(a)))

@@ -274,3 +274,39 @@ func TestKBlocksKeepBits(t *testing.T) {
 		})
 	}
 }
+
+// TestMulPackedARowPtrGroup checks the grouped form against one panel at a time.
+func TestMulPackedARowPtrGroup(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, kern := range isas() {
+		withISA(t, kern, func() {
+			w := PanelWidth()
+			const m, k, groups = 19, 600, 3
+			a := randSlice(r, m*k)
+			ap := make([]float32, PackedALen(m, k))
+			PackA(ap, m, k, a, k)
+			src := randSlice(r, k*w*groups+64)
+			rows := make([][]*float32, groups)
+			for g := range rows {
+				rows[g] = make([]*float32, k)
+				for p := range k {
+					rows[g][p] = &src[(p*groups+g)*w+(p*7+g)%64]
+				}
+			}
+			ld := groups*w + 5
+			got := make([]float32, m*ld)
+			MulPackedARowPtrGroup(m, k, ap, rows, got, ld)
+			for g := range rows {
+				want := make([]float32, m*w)
+				MulRowPtrs(m, k, a, k, rows[g], want, w)
+				for i := range m {
+					for j := range w {
+						if math.Float32bits(got[i*ld+g*w+j]) != math.Float32bits(want[i*w+j]) {
+							t.Fatalf("%s panel %d (%d, %d): %g, alone %g", kern.name, g, i, j, got[i*ld+g*w+j], want[i*w+j])
+						}
+					}
+				}
+			}
+		})
+	}
+}
