@@ -48,6 +48,10 @@ func PackA(dst []float32, m, k int, a []float32, lda int) {
 // packATile packs rows (≤ mr) rows of A into one tile [k][mr].
 func packATile(dst []float32, rows, k int, a []float32, lda int) {
 	mr := cur.mr
+	if rows == mr && cur.pack != nil {
+		cur.pack(dst, k, a, lda)
+		return
+	}
 	if rows < mr {
 		clear(dst)
 	}
@@ -358,6 +362,8 @@ type isa struct {
 	mr, nr    int
 	kernel    func(k int, a, b, c []float32, ldc int, acc bool)
 	kernelPtr func(k int, a []float32, rows []*float32, c []float32, ldc int, acc bool)
+	// pack, when set, packs mr whole rows of A into a tile [k][mr] (faster than packATile).
+	pack func(dst []float32, k int, a []float32, lda int)
 }
 
 var goISA = isa{name: "go", mr: 4, nr: 16, kernel: kernel4x16Go, kernelPtr: kernel4x16GoPtr}

@@ -310,3 +310,33 @@ func TestMulPackedARowPtrGroup(t *testing.T) {
 		})
 	}
 }
+
+// TestPackA checks PackA (the vector transpose where the CPU has it) against its definition.
+func TestPackA(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	for _, kern := range isas() {
+		withISA(t, kern, func() {
+			for _, sh := range [][3]int{{8, 8, 8}, {19, 37, 40}, {3, 5, 9}, {16, 300, 301}} {
+				m, k, lda := sh[0], sh[1], sh[2]
+				a := randSlice(r, m*lda)
+				got := make([]float32, PackedALen(m, k))
+				for i := range got {
+					got[i] = float32(math.NaN())
+				}
+				PackA(got, m, k, a, lda)
+				mr := kern.mr
+				for i := range got {
+					tile, rest := i/(mr*k), i%(mr*k)
+					p, row := rest/mr, tile*mr+rest%mr
+					want := float32(0)
+					if row < m {
+						want = a[row*lda+p]
+					}
+					if got[i] != want {
+						t.Fatalf("%s %v: packed[%d] = %g, want %g", kern.name, sh, i, got[i], want)
+					}
+				}
+			}
+		})
+	}
+}

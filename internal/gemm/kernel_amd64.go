@@ -37,6 +37,25 @@ func kernel8x32Ptr(k int, a []float32, rows []*float32, c []float32, ldc int, ac
 	kernel8x32AVX512Ptr(k, &a[0], &rows[0], &c[0], ldc, acc)
 }
 
+//go:noescape
+func pack8AVX2(dst, src *float32, lda, k int)
+
+// pack8 packs 8 whole rows of A into [k][8] with the AVX2 transpose for k's multiple of 8
+// and plain Go for the rest.
+func pack8(dst []float32, k int, a []float32, lda int) {
+	k8 := k &^ 7
+	if k8 > 0 {
+		_ = a[7*lda+k8-1]
+		_ = dst[8*k8-1]
+		pack8AVX2(&dst[0], &a[0], lda, k8)
+	}
+	for r := range 8 {
+		for p := k8; p < k; p++ {
+			dst[p*8+r] = a[r*lda+p]
+		}
+	}
+}
+
 func kernel4x16(k int, a, b, c []float32, ldc int, acc bool) {
 	// Bounds the assembly relies on, checked once per tile.
 	_ = a[4*k-1]
@@ -54,7 +73,7 @@ func kernel4x16Ptr(k int, a []float32, rows []*float32, c []float32, ldc int, ac
 
 var (
 	avx2ISA   = isa{name: "avx2", mr: 4, nr: 16, kernel: kernel4x16, kernelPtr: kernel4x16Ptr}
-	avx512ISA = isa{name: "avx512", mr: 8, nr: 32, kernel: kernel8x32, kernelPtr: kernel8x32Ptr}
+	avx512ISA = isa{name: "avx512", mr: 8, nr: 32, kernel: kernel8x32, kernelPtr: kernel8x32Ptr, pack: pack8}
 )
 
 // ISAEnv names the environment variable that caps the kernel ("avx2" or "go"), for

@@ -373,3 +373,76 @@ kernel8x32AVX512Ptrstore:
 	VMOVUPS Z15, 64(DX)
 	VZEROUPPER
 	RET
+
+// func pack8AVX2(dst, src *float32, lda, k int)
+//
+// Packs 8 rows of A (row r at src + r·lda, in elements) into dst as [k][8], for k a
+// multiple of 8: each 8x8 block is loaded as 8 rows, transposed in registers (unpack,
+// shuffle, cross-lane permute) and stored as 8 columns.
+TEXT ·pack8AVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ lda+16(FP), DX
+	MOVQ k+24(FP), CX
+	SHLQ $2, DX
+	LEAQ (SI)(DX*2), R8
+	ADDQ DX, R8
+	LEAQ (SI)(DX*4), R9
+	ADDQ DX, R9
+	LEAQ (R8)(DX*2), R10
+	ADDQ DX, R10
+	LEAQ (R9)(DX*2), R11
+	SHRQ $3, CX
+	JEQ packdone
+packloop:
+	VMOVUPS (SI), Y0
+	VMOVUPS (SI)(DX*1), Y1
+	VMOVUPS (SI)(DX*2), Y2
+	VMOVUPS (R8), Y3
+	VMOVUPS (SI)(DX*4), Y4
+	VMOVUPS (R9), Y5
+	VMOVUPS (R10), Y6
+	VMOVUPS (R11), Y7
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+	VSHUFPS $0x44, Y10, Y8, Y0
+	VSHUFPS $0xEE, Y10, Y8, Y1
+	VSHUFPS $0x44, Y11, Y9, Y2
+	VSHUFPS $0xEE, Y11, Y9, Y3
+	VSHUFPS $0x44, Y14, Y12, Y4
+	VSHUFPS $0xEE, Y14, Y12, Y5
+	VSHUFPS $0x44, Y15, Y13, Y6
+	VSHUFPS $0xEE, Y15, Y13, Y7
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y4, Y0, Y12
+	VPERM2F128 $0x31, Y5, Y1, Y13
+	VPERM2F128 $0x31, Y6, Y2, Y14
+	VPERM2F128 $0x31, Y7, Y3, Y15
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y9, 32(DI)
+	VMOVUPS Y10, 64(DI)
+	VMOVUPS Y11, 96(DI)
+	VMOVUPS Y12, 128(DI)
+	VMOVUPS Y13, 160(DI)
+	VMOVUPS Y14, 192(DI)
+	VMOVUPS Y15, 224(DI)
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	ADDQ $32, R10
+	ADDQ $32, R11
+	ADDQ $256, DI
+	DECQ CX
+	JNE packloop
+packdone:
+	VZEROUPPER
+	RET
