@@ -29,6 +29,36 @@ func geluAVX2(dst, src *float32, n int)
 func geluTanhAVX2(dst, src *float32, n int)
 
 //go:noescape
+func addAVX2(dst, src *float32, n int)
+
+//go:noescape
+func mulAVX2(dst, a, b *float32, n int)
+
+// addVec sets dst[i] += src[i]: 8 lanes at a time, the tail in Go (the same float32 adds).
+func addVec(dst, src []float32) {
+	n := len(dst) &^ 7
+	if n > 0 {
+		_ = src[n-1]
+		addAVX2(&dst[0], &src[0], n)
+	}
+	for i := n; i < len(dst); i++ {
+		dst[i] += src[i]
+	}
+}
+
+// mulVec sets dst[i] = a[i]·b[i].
+func mulVec(dst, a, b []float32) {
+	n := len(dst) &^ 7
+	if n > 0 {
+		_, _ = a[n-1], b[n-1]
+		mulAVX2(&dst[0], &a[0], &b[0], n)
+	}
+	for i := n; i < len(dst); i++ {
+		dst[i] = a[i] * b[i]
+	}
+}
+
+//go:noescape
 func sum64AVX2(s *float32, n int, out *[8]float64)
 
 //go:noescape

@@ -794,3 +794,45 @@ affstore:
 affdone:
 	VZEROUPPER
 	RET
+
+// func addAVX2(dst, src *float32, n int)
+// dst[i] += src[i] for i < n (a multiple of 8).
+TEXT ·addAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JEQ adddone
+addloop:
+	VMOVUPS (DI), Y0
+	VADDPS (SI), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNE addloop
+adddone:
+	VZEROUPPER
+	RET
+
+// func mulAVX2(dst, a, b *float32, n int)
+// dst[i] = a[i]·b[i] for i < n (a multiple of 8).
+TEXT ·mulAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JEQ muldone
+mulloop:
+	VMOVUPS (SI), Y0
+	VMULPS (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNE mulloop
+muldone:
+	VZEROUPPER
+	RET
