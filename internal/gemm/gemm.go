@@ -239,25 +239,27 @@ func MulPackedARowPtrs(m, k int, ap []float32, rows []*float32, c []float32, ldc
 }
 
 // MulPackedARowPtrGroup is MulPackedARowPtrs for several panels at once: panel g's rows
-// are rows[g] and its w columns go to c[g*w:] (row stride ldc). Each k-block of a tile of
-// A is used for every panel of the group while it is in the L1 cache, so A is read once
+// are rows[g] and its w columns go to c[offs[g]:] (row stride ldc). Each k-block of a tile
+// of A is used for every panel of the group while it is in the L1 cache, so A is read once
 // per group rather than once per panel; the results are the bits of MulPackedARowPtrs.
-func MulPackedARowPtrGroup(m, k int, ap []float32, rows [][]*float32, c []float32, ldc int) {
+func MulPackedARowPtrGroup(m, k int, ap []float32, rows [][]*float32, c []float32, offs []int, ldc int) {
 	if m <= 0 || len(rows) == 0 {
 		return
 	}
 	w := cur.nr
-	for _, r := range rows {
-		if len(r) < k {
-			panic(fmt.Sprintf("gemm: MulPackedARowPtrGroup(%d, %d): a panel with %d rows", m, k, len(r)))
+	for g, r := range rows {
+		if len(r) < k || offs[g] < 0 || len(c) < offs[g]+(m-1)*ldc+w {
+			panic(fmt.Sprintf("gemm: MulPackedARowPtrGroup(%d, %d): panel %d with %d rows at %d, c %d", m, k, g, len(r), offs[g], len(c)))
 		}
 	}
-	if len(ap) < PackedALen(m, k) || len(c) < (m-1)*ldc+len(rows)*w {
-		panic(fmt.Sprintf("gemm: MulPackedARowPtrGroup(%d, %d): a %d, c %d", m, k, len(ap), len(c)))
+	if len(ap) < PackedALen(m, k) {
+		panic(fmt.Sprintf("gemm: MulPackedARowPtrGroup(%d, %d): a %d", m, k, len(ap)))
 	}
 	if k == 0 {
-		for i := range m {
-			clear(c[i*ldc : i*ldc+len(rows)*w])
+		for g := range rows {
+			for i := range m {
+				clear(c[offs[g]+i*ldc : offs[g]+i*ldc+w])
+			}
 		}
 		return
 	}
@@ -269,7 +271,7 @@ func MulPackedARowPtrGroup(m, k int, ap []float32, rows [][]*float32, c []float3
 			rs := min(mr, m-i)
 			a := ap[i*k+k0*mr:]
 			for g, r := range rows {
-				dst := c[i*ldc+g*w:]
+				dst := c[offs[g]+i*ldc:]
 				if rs == mr {
 					cur.kernelPtr(kl, a, r[k0:], dst, ldc, acc)
 					continue

@@ -295,7 +295,11 @@ func TestMulPackedARowPtrGroup(t *testing.T) {
 			}
 			ld := groups*w + 5
 			got := make([]float32, m*ld)
-			MulPackedARowPtrGroup(m, k, ap, rows, got, ld)
+			offs := make([]int, groups)
+			for g := range offs {
+				offs[g] = g * w
+			}
+			MulPackedARowPtrGroup(m, k, ap, rows, got, offs, ld)
 			for g := range rows {
 				want := make([]float32, m*w)
 				MulRowPtrs(m, k, a, k, rows[g], want, w)

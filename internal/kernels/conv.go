@@ -224,7 +224,14 @@ func convShifted(out, x, w, bias []float32, s ConvShape) {
 	}
 	// Virtual positions v = (i0·P1 + i1)·P2 + i2 up to the last output position.
 	pv := ((o[0]-1)*dp[1]+(o[1]-1))*dp[2] + o[2]
+	// Panels: when output rows are whole panels wide, the panels of each row (all of whose
+	// positions are outputs) write straight into out; otherwise consecutive virtual
+	// positions, whose outputs are then picked out (scatterPanel).
+	aligned := o[2]%pw == 0
 	panels := (pv + pw - 1) / pw
+	if aligned {
+		panels = o[0] * o[1] * (o[2] / pw)
+	}
 	// A unit is a group of panels (of any batch rows) that share each block of weights
 	// while it is in cache.
 	const group = 4
@@ -235,6 +242,7 @@ func convShifted(out, x, w, bias []float32, s ConvShape) {
 		for g := range tables {
 			tables[g] = make([]*float32, k)
 		}
+		var offs [group]int
 		tileBuf := getPanel(s.O * group * pw)
 		defer panelPool.Put(tileBuf)
 		tile := *tileBuf
@@ -243,7 +251,14 @@ func convShifted(out, x, w, bias []float32, s ConvShape) {
 			first, last := u*group, min(s.N*panels, (u+1)*group)
 			for g := range last - first {
 				n, q := (first+g)/panels, (first+g)%panels
-				base := n*s.C*planeP + q*pw
+				v0 := q * pw
+				offs[g] = g * pw
+				if aligned {
+					row, j0 := q/(o[2]/pw), q%(o[2]/pw)*pw // row = i0·o1 + i1
+					v0 = ((row/o[1])*dp[1]+row%o[1])*dp[2] + j0
+					offs[g] = n*s.O*p + row*o[2] + j0
+				}
+				base := n*s.C*planeP + v0
 				rows := tables[g]
 				for c := range s.C {
 					for t, off := range offsets {
@@ -251,7 +266,18 @@ func convShifted(out, x, w, bias []float32, s ConvShape) {
 					}
 				}
 			}
-			gemm.MulPackedARowPtrGroup(s.O, k, *wp, tables[:last-first], tile, ld)
+			if aligned {
+				gemm.MulPackedARowPtrGroup(s.O, k, *wp, tables[:last-first], out, offs[:last-first], p)
+				if bias != nil {
+					for g := range last - first {
+						for oc, b := range bias[:s.O] {
+							addScalar(out[offs[g]+oc*p:offs[g]+oc*p+pw], b)
+						}
+					}
+				}
+				continue
+			}
+			gemm.MulPackedARowPtrGroup(s.O, k, *wp, tables[:last-first], tile, offs[:last-first], ld)
 			for g := range last - first {
 				n, q := (first+g)/panels, (first+g)%panels
 				scatterPanel(out[n*s.O*p:], tile[g*pw:], ld, bias, s.O, q*pw, pw, pv, p, dp, o)
@@ -282,10 +308,8 @@ func scatterPanel(dst, tile []float32, ld int, bias []float32, o, v0, w, pv, p i
 				copy(d, src)
 				continue
 			}
-			b := bias[oc]
-			for i, v := range src {
-				d[i] = v + b
-			}
+			copy(d, src)
+			addScalar(d, bias[oc])
 		}
 		j += run
 	}

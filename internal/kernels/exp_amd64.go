@@ -32,6 +32,20 @@ func geluTanhAVX2(dst, src *float32, n int)
 func addAVX2(dst, src *float32, n int)
 
 //go:noescape
+func addScalarAVX2(dst *float32, n int, b float32)
+
+// addScalarVec sets dst[i] += b (the same float32 adds as the Go loop).
+func addScalarVec(dst []float32, b float32) {
+	n := len(dst) &^ 7
+	if n > 0 {
+		addScalarAVX2(&dst[0], n, b)
+	}
+	for i := n; i < len(dst); i++ {
+		dst[i] += b
+	}
+}
+
+//go:noescape
 func mulAVX2(dst, a, b *float32, n int)
 
 // addVec sets dst[i] += src[i]: 8 lanes at a time, the tail in Go (the same float32 adds).

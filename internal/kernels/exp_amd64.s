@@ -836,3 +836,21 @@ mulloop:
 muldone:
 	VZEROUPPER
 	RET
+
+// func addScalarAVX2(dst *float32, n int, b float32)
+// dst[i] += b for i < n (a multiple of 8).
+TEXT ·addScalarAVX2(SB), NOSPLIT, $0-20
+	MOVQ dst+0(FP), DI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS b+16(FP), Y1
+	SHRQ $3, CX
+	JEQ addsdone
+addsloop:
+	VADDPS (DI), Y1, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	DECQ CX
+	JNE addsloop
+addsdone:
+	VZEROUPPER
+	RET

@@ -15,3 +15,5 @@ func affineVec(dst, src []float32, mean, a, b float32, silu bool) { panic("unrea
 
 func addVec(dst, src []float32)  { panic("unreachable") }
 func mulVec(dst, a, b []float32) { panic("unreachable") }
+
+func addScalarVec(dst []float32, b float32) { panic("unreachable") }

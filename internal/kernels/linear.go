@@ -145,3 +145,14 @@ func mulRow(dst, a, b []float32) {
 		dst[i] = a[i] * b[i]
 	}
 }
+
+// addScalar sets dst[i] += b.
+func addScalar(dst []float32, b float32) {
+	if vecExp {
+		addScalarVec(dst, b)
+		return
+	}
+	for i := range dst {
+		dst[i] += b
+	}
+}
