@@ -46,6 +46,33 @@ func addScalarVec(dst []float32, b float32) {
 }
 
 //go:noescape
+func binaryAVX2(dst, a, b *float32, n int, op int, scalarB bool)
+
+// binaryVec sets dst[i] = a[i] op b[i] (b[0] when scalarB) for op Add, Sub, Mul or Div: 8
+// lanes at a time, the tail in Go (the same float32 operations).
+func binaryVec(op BinaryOp, dst, a, b []float32, scalarB bool) {
+	n := len(dst) &^ 7
+	if n > 0 {
+		_ = a[n-1]
+		if !scalarB {
+			_ = b[n-1]
+		}
+		binaryAVX2(&dst[0], &a[0], &b[0], n, int(op), scalarB)
+	}
+	if n < len(dst) {
+		bs := b[0:]
+		if !scalarB {
+			bs = b[n:]
+		}
+		sb := 1
+		if scalarB {
+			sb = 0
+		}
+		binaryScalarLoop(op, dst[n:], a[n:], bs, 1, sb)
+	}
+}
+
+//go:noescape
 func mulAVX2(dst, a, b *float32, n int)
 
 // addVec sets dst[i] += src[i]: 8 lanes at a time, the tail in Go (the same float32 adds).

@@ -17,3 +17,5 @@ func addVec(dst, src []float32)  { panic("unreachable") }
 func mulVec(dst, a, b []float32) { panic("unreachable") }
 
 func addScalarVec(dst []float32, b float32) { panic("unreachable") }
+
+func binaryVec(op BinaryOp, dst, a, b []float32, scalarB bool) { panic("unreachable") }
