@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"fmt"
 	"math"
 
 	"github.com/vdpp/vdpp/tensor"
@@ -112,4 +113,38 @@ type StepCacher interface {
 // all-gather) so each member compares the same value.
 type FrameStepCacher interface {
 	PredictFramesCached(ctx context.Context, in Input, part FramePart, c *CacheCall) (*tensor.Dense, error)
+}
+
+// ChangeSums writes the partial sums of an adaptive rule's indicator (ChangeOf) for one
+// row: for each of frames frames (equal contiguous runs of cur and prev), sum|cur - prev|
+// then sum|prev| into dst[2f], dst[2f+1].
+func ChangeSums(dst, cur, prev []float32, frames int) {
+	per := len(cur) / frames
+	for f := range frames {
+		var diff, base float64
+		for j := f * per; j < (f+1)*per; j++ {
+			diff += math.Abs(float64(cur[j] - prev[j]))
+			base += math.Abs(float64(prev[j]))
+		}
+		dst[2*f], dst[2*f+1] = float32(diff), float32(base)
+	}
+}
+
+// ChangeOf is an adaptive rule's indicator for row, mean|cur - prev| / mean|prev|, from
+// the frame sums (ChangeSums) of every context-parallel member in member order (one rank:
+// its own), each a [rows, frames, 2] tensor. Adding them frame by frame in that order
+// gives every member, and one rank alone, the same number.
+func ChangeOf(all []*tensor.Dense, row int) (float64, error) {
+	var diff, base float64
+	for _, s := range all {
+		if len(s.Shape) != 3 || s.Shape[2] != 2 || row >= s.Shape[0] {
+			return 0, fmt.Errorf("model: cache indicator sums %v for row %d", s.Shape, row)
+		}
+		n := s.Shape[1]
+		for f := range n {
+			diff += float64(s.Data[(row*n+f)*2])
+			base += float64(s.Data[(row*n+f)*2+1])
+		}
+	}
+	return diff / base, nil
 }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
@@ -209,21 +208,7 @@ func TestItemMessageCache(t *testing.T) {
 		Rows: []model.CacheState{nil, {"a": {Shape: []int{3}, Data: []float32{1, 2, 3}}}}}
 	it.Cache.Log[1] = []pipeline.CacheRecord{{Step: 0, Expert: 2, Branch: pipeline.BranchCond, Window: 1, Computed: true, Value: float32(math.NaN())},
 		{Step: 1, Expert: 2, Branch: pipeline.BranchUncond, Value: 0.25}}
-	roundTrip := func(it *pipeline.Item) *pipeline.Item {
-		buf, err := comm.AppendMessage(nil, it.ToMessage(), 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := comm.NewFrameReader(bytes.NewReader(buf), 4096, 0).ReadMessage()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := pipeline.ItemFromMessage(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	roundTrip := func(it *pipeline.Item) *pipeline.Item { return wireRoundTrip(t, it) }
 	got := roundTrip(it)
 	if !reflect.DeepEqual(got.Cache.Rule, rule) {
 		t.Fatalf("rule %+v, want %+v", got.Cache.Rule, rule)

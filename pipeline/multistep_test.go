@@ -282,10 +282,9 @@ func TestStepWithoutExpert(t *testing.T) {
 	}
 }
 
-// The scheduler state survives the wire format; a state of the wrong size is refused.
-func TestItemMessageSchedState(t *testing.T) {
-	it := &pipeline.Item{Group: 3, Samples: []int64{4, 5}, Step: 2, Latent: tensor.New(2, 1, 1, 1, 2),
-		SchedState: sched.State{Latent: map[string][]float32{"a": {1, 2, 3, 4}, "b": {-1, 0.5, 7, 8}}, Shared: map[string][]float32{"n": {3, 1}}}}
+// wireRoundTrip sends it through the wire format (encoded, framed, read back, decoded).
+func wireRoundTrip(t *testing.T, it *pipeline.Item) *pipeline.Item {
+	t.Helper()
 	buf, err := comm.AppendMessage(nil, it.ToMessage(), 1<<20)
 	if err != nil {
 		t.Fatal(err)
@@ -298,6 +297,14 @@ func TestItemMessageSchedState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return got
+}
+
+// The scheduler state survives the wire format; a state of the wrong size is refused.
+func TestItemMessageSchedState(t *testing.T) {
+	it := &pipeline.Item{Group: 3, Samples: []int64{4, 5}, Step: 2, Latent: tensor.New(2, 1, 1, 1, 2),
+		SchedState: sched.State{Latent: map[string][]float32{"a": {1, 2, 3, 4}, "b": {-1, 0.5, 7, 8}}, Shared: map[string][]float32{"n": {3, 1}}}}
+	got := wireRoundTrip(t, it)
 	if len(got.SchedState.Latent) != 2 || len(got.SchedState.Shared) != 1 || fmt.Sprint(got.SchedState) != fmt.Sprint(it.SchedState) {
 		t.Fatalf("state %v, want %v", got.SchedState, it.SchedState)
 	}

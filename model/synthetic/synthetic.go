@@ -179,22 +179,11 @@ func (d *Denoiser) predictCached(ctx context.Context, in model.Input, part model
 	}
 	frames := in.Latents.Shape[1]
 	per := in.Latents.Len() / rows
-	perFrame := per / frames
 	// Per row and local frame: sum|x - x_prev| and sum|x_prev|.
 	sums := tensor.New(rows, frames, 2)
 	for r, cr := range c.Rows {
-		prev := cr.State[cacheInput]
-		if prev == nil || prev.Len() != per {
-			continue
-		}
-		x := in.Latents.Data[r*per : (r+1)*per]
-		for f := range frames {
-			var diff, base float64
-			for i := f * perFrame; i < (f+1)*perFrame; i++ {
-				diff += math.Abs(float64(x[i] - prev.Data[i]))
-				base += math.Abs(float64(prev.Data[i]))
-			}
-			sums.Data[(r*frames+f)*2], sums.Data[(r*frames+f)*2+1] = float32(diff), float32(base)
+		if prev := cr.State[cacheInput]; prev != nil && prev.Len() == per {
+			model.ChangeSums(sums.Data[r*frames*2:(r+1)*frames*2], in.Latents.Data[r*per:(r+1)*per], prev.Data, frames)
 		}
 	}
 	all := []*tensor.Dense{sums}
@@ -212,15 +201,9 @@ func (d *Denoiser) predictCached(ctx context.Context, in model.Input, part model
 		cr.Value = math.NaN()
 		has := cr.State[cacheInput] != nil && cr.State[cacheInput].Len() == per && cr.State[cacheResidual] != nil
 		if has {
-			var diff, base float64
-			for _, s := range all {
-				n := s.Shape[1]
-				for f := range n {
-					diff += float64(s.Data[(r*n+f)*2])
-					base += float64(s.Data[(r*n+f)*2+1])
-				}
+			if cr.Value, err = model.ChangeOf(all, r); err != nil {
+				return nil, fmt.Errorf("synthetic: %w", err)
 			}
-			cr.Value = diff / base
 		}
 		compute := !has || cr.Decision == model.CacheCompute || (cr.Decision == model.CacheAuto && !(cr.Value <= c.Threshold))
 		cr.Computed = compute

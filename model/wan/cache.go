@@ -89,7 +89,6 @@ func (f *firstBlockCall) decide(x0, x1 *tensor.Dense) ([]bool, []*tensor.Dense, 
 		return nil, nil, fmt.Errorf("wan: first block of %d rows for %d cache rows", b, len(f.rows))
 	}
 	per := x1.Len() / b
-	dim := x1.Shape[2]
 	frames := x1.Shape[1] / f.frameTokens
 	f.first = make([]*tensor.Dense, b)
 	// Per row and patch-frame: sum|r - r_prev| and sum|r_prev|.
@@ -101,18 +100,8 @@ func (f *firstBlockCall) decide(x0, x1 *tensor.Dense) ([]bool, []*tensor.Dense, 
 			r.Data[j] = o[j] - a[j]
 		}
 		f.first[i] = r
-		prev := f.c.Rows[row].State[CacheFirstResidual]
-		if prev == nil || prev.Len() != per {
-			continue
-		}
-		step := f.frameTokens * dim
-		for fr := range frames {
-			var diff, base float64
-			for j := fr * step; j < (fr+1)*step; j++ {
-				diff += math.Abs(float64(r.Data[j] - prev.Data[j]))
-				base += math.Abs(float64(prev.Data[j]))
-			}
-			sums.Data[(i*frames+fr)*2], sums.Data[(i*frames+fr)*2+1] = float32(diff), float32(base)
+		if prev := f.c.Rows[row].State[CacheFirstResidual]; prev != nil && prev.Len() == per {
+			model.ChangeSums(sums.Data[i*frames*2:(i+1)*frames*2], r.Data, prev.Data, frames)
 		}
 	}
 	all := []*tensor.Dense{sums}
@@ -130,15 +119,10 @@ func (f *firstBlockCall) decide(x0, x1 *tensor.Dense) ([]bool, []*tensor.Dense, 
 		has := st[CacheFirstResidual] != nil && st[CacheFirstResidual].Len() == per && st[CacheRestResidual] != nil && st[CacheRestResidual].Len() == per
 		cr.Value = math.NaN()
 		if has {
-			var diff, base float64
-			for _, s := range all {
-				n := s.Shape[1]
-				for fr := range n {
-					diff += float64(s.Data[(i*n+fr)*2])
-					base += float64(s.Data[(i*n+fr)*2+1])
-				}
+			var err error
+			if cr.Value, err = model.ChangeOf(all, i); err != nil {
+				return nil, nil, fmt.Errorf("wan: %w", err)
 			}
-			cr.Value = diff / base
 		}
 		run[i] = !has || cr.Decision == model.CacheCompute || (cr.Decision == model.CacheAuto && !(cr.Value <= f.c.Threshold))
 		cr.Computed = run[i]

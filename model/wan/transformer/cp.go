@@ -80,20 +80,11 @@ func (m *Model) ForwardFramesCached(ctx context.Context, hidden, timestep, ehs, 
 }
 
 func (m *Model) forwardFrames(ctx context.Context, hidden, timestep, ehs, image *tensor.Dense, part Frames, comm Comm, fb *FirstBlockCache) (*tensor.Dense, error) {
-	for i, t := range []*tensor.Dense{hidden, timestep, ehs} {
-		if t == nil {
-			return nil, fmt.Errorf("%w: input %d is nil", ErrInput, i)
-		}
-	}
 	if comm == nil {
 		return nil, fmt.Errorf("%w: nil comm", ErrFrames)
 	}
 	cfg := m.cfg
-	var imgShape []int
-	if image != nil {
-		imgShape = image.Shape
-	}
-	sh, err := CheckInputs(cfg, hidden.Shape, timestep.Shape, ehs.Shape, imgShape)
+	sh, err := m.checkInputs(hidden, timestep, ehs, image)
 	if err != nil {
 		return nil, err
 	}
@@ -183,9 +174,9 @@ func (m *Model) forwardFrames(ctx context.Context, hidden, timestep, ehs, image 
 		x, err = remaining(x, x1, *fb, func(idx []int) (*tensor.Dense, error) {
 			var subImg *tensor.Dense
 			if img != nil {
-				subImg = gatherRows(img, idx)
+				subImg = img.GatherRows(idx)
 			}
-			return blocks(gatherRows(x1, idx), gatherRows(tproj, idx), gatherRows(text, idx), subImg, 1, cfg.NumLayers)
+			return blocks(x1.GatherRows(idx), tproj.GatherRows(idx), text.GatherRows(idx), subImg, 1, cfg.NumLayers)
 		}, cfg.NumLayers)
 		if err != nil {
 			return nil, err

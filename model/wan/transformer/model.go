@@ -161,16 +161,7 @@ func bind(cfg Config, w *nn.Weights, backend backends.Backend) (*Model, error) {
 // to a multiple of p_t, likewise H', W'). The first call for a set of shapes compiles a
 // graph.
 func (m *Model) Forward(hidden, timestep, ehs, image *tensor.Dense) (*tensor.Dense, error) {
-	for i, t := range []*tensor.Dense{hidden, timestep, ehs} {
-		if t == nil {
-			return nil, fmt.Errorf("%w: input %d is nil", ErrInput, i)
-		}
-	}
-	var imgShape []int
-	if image != nil {
-		imgShape = image.Shape
-	}
-	sh, err := CheckInputs(m.cfg, hidden.Shape, timestep.Shape, ehs.Shape, imgShape)
+	sh, err := m.checkInputs(hidden, timestep, ehs, image)
 	if err != nil {
 		return nil, err
 	}
@@ -194,6 +185,20 @@ func (m *Model) Forward(hidden, timestep, ehs, image *tensor.Dense) (*tensor.Den
 		return nil, fmt.Errorf("wan/transformer: forward %v: %w", hidden.Shape, err)
 	}
 	return out, nil
+}
+
+// checkInputs is CheckInputs on a forward's tensors (image may be nil; the others not).
+func (m *Model) checkInputs(hidden, timestep, ehs, image *tensor.Dense) (Shapes, error) {
+	for i, t := range []*tensor.Dense{hidden, timestep, ehs} {
+		if t == nil {
+			return Shapes{}, fmt.Errorf("%w: input %d is nil", ErrInput, i)
+		}
+	}
+	var imgShape []int
+	if image != nil {
+		imgShape = image.Shape
+	}
+	return CheckInputs(m.cfg, hidden.Shape, timestep.Shape, ehs.Shape, imgShape)
 }
 
 // forward runs one execution of the network.
