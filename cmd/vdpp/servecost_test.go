@@ -67,7 +67,7 @@ func TestServeMemoryLimit(t *testing.T) {
 	code, b := fs.submit(map[string][]byte{"params": []byte(`{"height":512,"width":512,"num_frames":14,"steps":2}`), "image": loadtest.TestImage(1)})
 	var e struct{ Error, Code string }
 	json.Unmarshal(b, &e)
-	if code != http.StatusRequestEntityTooLarge || e.Code != "over_cost_limit" || !strings.Contains(e.Error, "this machine can give one") ||
+	if code != http.StatusRequestEntityTooLarge || e.Code != "over_cost_limit" || !strings.Contains(e.Error, "a step may use on this server") ||
 		!strings.Contains(e.Error, "96 MiB of memory") {
 		t.Fatalf("a job over the machine's memory: %d %s", code, b)
 	}

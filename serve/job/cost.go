@@ -172,7 +172,7 @@ func (l CostLimits) Check(c Cost) error {
 		m := l.Machine
 		if sm := m.StepMemory(); sm != 0 && max(sm, 1) == l.MaxActivationBytes {
 			return &CostError{Param: worst("size", "num_frames"), Msg: fmt.Sprintf(
-				"a denoising step (or its decode) needs about %s of working memory, over the %s this machine can give one "+
+				"a denoising step (or its decode) needs about %s of working memory, over the %s a step may use on this server "+
 					"(%s of memory, %.0f%% usable, %s of weights held, %d worker rank(s) and the decoder sharing the rest; %s)",
 				mib(c.ActivationBytes), mib(l.MaxActivationBytes), mib(m.MemoryBytes), 100*UsableMemory, mib(m.WeightBytes), m.Ranks, native)}
 		}

@@ -168,7 +168,7 @@ func TestWithMachine(t *testing.T) {
 	job.Height, job.Width = 1024, 1024
 	err := fitted.Check(JobCost(job, quadAct))
 	var ce *CostError
-	if !errors.As(err, &ce) || ce.Param != "size" || !strings.Contains(err.Error(), "this machine can give one") ||
+	if !errors.As(err, &ce) || ce.Param != "size" || !strings.Contains(err.Error(), "a step may use on this server") ||
 		!strings.Contains(err.Error(), "8192 MiB of memory") || !strings.Contains(err.Error(), "1024 MiB of weights") {
 		t.Fatalf("refusal on the machine: %v", err)
 	}
