@@ -28,7 +28,7 @@ func AutoMesh(ctx context.Context, o Options, launch LaunchFunc) (Options, plan.
 	}
 	shape := o.LatentShape()
 	w := plan.Workload{Steps: o.TotalSteps, Samples: o.NumSamples, Frames: o.LatentFrames, Height: o.LatentHeight,
-		Width: o.LatentWidth, Channels: o.LatentChannels, Guided: o.Guided(), MicroBatch: o.MicroBatch, Warmup: o.WarmupSamples}
+		Width: o.LatentWidth, Channels: o.LatentChannels, Guided: o.Guided(), MicroBatch: o.MicroBatch, Warmup: o.Warmup()}
 	cal := &plan.Calibrator{}
 	latent := int64(4 * max(1, o.MicroBatch) * o.LatentFrames * o.LatentChannels * o.LatentHeight * o.LatentWidth)
 	var costs plan.Costs

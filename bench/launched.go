@@ -3,14 +3,13 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/cacheflag"
+	"github.com/vdpp/vdpp/internal/cli"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -36,11 +35,17 @@ func RunRank(ctx context.Context, o Options, args []string, env comm.Env, log *s
 	// A rank that fails ends the job on every rank at once, naming itself.
 	defer func() { comm.CloseWith(tr, err) }()
 	resolved, err := comm.AgreeArgs(ctx, tr.Store(), env.Rank, "bench", args, func() ([]string, error) {
-		if o.NProc == 0 {
+		if o.NProc == 0 && o.PP+o.CFG+o.CP+o.DP == 0 {
 			o.NProc = env.WorldSize
 		}
-		r, err := o.ResolveMesh()
+		if err := o.Check(); err != nil {
+			return nil, err
+		}
+		r, err := o.Resolve()
 		if err != nil {
+			return nil, err
+		}
+		if r, err = r.ResolveMesh(); err != nil {
 			return nil, err
 		}
 		if err := r.Validate(); err != nil {
@@ -126,8 +131,7 @@ func runGathered(ctx context.Context, o Options, env comm.Env, tr *comm.TCPTrans
 // parseWorkerArgs reads options back from WorkerArgs.
 func parseWorkerArgs(args []string) (Options, error) {
 	o := DefaultOptions()
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := cli.New("bench", nil, nil)
 	o.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("bench: rank 0's options: %w", err)

@@ -1,27 +1,44 @@
 package bench
 
 import (
-	"flag"
 	"fmt"
-	"github.com/vdpp/vdpp/comm"
 	"math"
-	"strconv"
 	"time"
 
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/cacheflag"
+	"github.com/vdpp/vdpp/internal/cli"
+	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/sched"
+
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
+// ErrOptions marks options `vdpp bench` refuses before any process starts; it is a
+// command-line mistake (cli.ErrUsage).
+var ErrOptions = fmt.Errorf("bench: bad options: %w", cli.ErrUsage)
+
+// badOptions is an error about the options, ErrOptions, whose message is fmt.Errorf's.
+func badOptions(format string, a ...any) error { return cli.Errorf(ErrOptions, format, a...) }
+
 // Options are the flags of `vdpp bench`; the same set is passed to every worker.
 type Options struct {
-	Model          string
-	ModelDir       string
-	TotalSteps     int
-	NumSamples     int
-	WarmupSamples  int
-	MicroBatch     int
-	HiddenChannels int
+	// Model is the --model value: a simulator (synthetic, dummy), builtin, or a model
+	// folder; ModelDir is the deprecated spelling --model svd --model-dir DIR.
+	Model      string
+	ModelDir   string
+	TotalSteps int // 0: the model's
+	// NumFrames, Height and Width are the video's, as `vdpp generate` takes them (0: the
+	// model's); Resolve turns them into the latent dimensions below through the family.
+	NumFrames, Height, Width int
+	NumSamples               int
+	WarmupSamples            int // -1: 4, at most NumSamples - 1
+	MicroBatch               int
+	HiddenChannels           int
+	// LatentChannels, LatentFrames, LatentHeight, LatentWidth are one sample's latent
+	// [T, C, H, W] (0: from the video's dimensions); LatentChannels of a simulator is also
+	// its channel count.
 	LatentChannels int
 	LatentFrames   int
 	LatentHeight   int
@@ -35,9 +52,13 @@ type Options struct {
 	Plan           string // "" or "auto": let the planner choose the mesh
 	Goal           string // planner goal for --plan auto: throughput or latency
 	NoBaseline     bool
-	MinGuidance    float64
-	GuidanceScale  float64
-	Timeout        time.Duration
+	// MinGuidance and MaxGuidance are the per-frame guidance ramp of SVD and the
+	// simulators; GuidanceScale is a text-to-video model's CFG scale (Wan). A run is
+	// guided when MaxGuidance or GuidanceScale is above 1.
+	MinGuidance   float64
+	MaxGuidance   float64
+	GuidanceScale float64
+	Timeout       time.Duration
 	// HeartbeatTimeout is how long a rank may hear nothing from another (not even a
 	// heartbeat) before the run ends, naming the lost rank and its node (0: the default,
 	// comm.DefaultHeartbeatTimeout).
@@ -65,31 +86,37 @@ type Options struct {
 	RunDir string
 }
 
-// DefaultOptions are the values `vdpp bench` uses when a flag is not given: the simulator
-// at the grain of the engine issue's first target.
+// DefaultOptions are the values `vdpp bench` uses when a flag is not given: the workload
+// sizes are the model's (Resolve), the run unguided, 60 samples.
 func DefaultOptions() Options {
 	return Options{
-		Model: "synthetic", TotalSteps: 28, NumSamples: 60, WarmupSamples: 4, MicroBatch: 1,
-		HiddenChannels: 32, LatentChannels: 4, LatentFrames: 4, LatentHeight: 16, LatentWidth: 16,
-		StepMS: 1, Cost: "sleep", Seed: 0, MinGuidance: 1, GuidanceScale: 1, Goal: "throughput",
+		NumSamples: 60, WarmupSamples: -1, MicroBatch: 1, HiddenChannels: 32,
+		StepMS: 1, Cost: "sleep", Seed: 0, MinGuidance: 1, MaxGuidance: 1, GuidanceScale: 1, Goal: "throughput",
 		Timeout: 60 * time.Second, HeartbeatTimeout: comm.DefaultHeartbeatTimeout, DecodeChunkSize: -1,
 		Cache: cacheflag.Default(),
 	}
 }
 
 // RegisterFlags binds every option to fs, with o's current values as defaults.
-func (o *Options) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.Model, "model", o.Model, `model: synthetic, dummy, builtin or a model folder (its model_index.json picks the family)`)
+func (o *Options) RegisterFlags(fs *cli.FlagSet) {
+	fs.StringVar(&o.Model, "model", o.Model, "the model `NAME|DIR`: synthetic (the simulator, --step-ms per step), dummy, builtin, a model folder (its model_index.json picks the family) or ORG/NAME[@REV] from the local Hugging Face cache")
 	fs.StringVar(&o.ModelDir, "model-dir", o.ModelDir, `deprecated: --model svd --model-dir DIR is --model DIR`)
-	fs.IntVar(&o.TotalSteps, "total-steps", o.TotalSteps, "denoising steps per sample")
+	fs.IntVar(&o.TotalSteps, "steps", o.TotalSteps, "denoising steps per sample (0: the model's)")
+	fs.Alias("total-steps", "steps")
+	fs.IntVar(&o.NumFrames, "num-frames", o.NumFrames, "video frames per sample (0: the model's)")
+	fs.IntVar(&o.Height, "height", o.Height, "video height; set with --width (0 and 0: the model's)")
+	fs.IntVar(&o.Width, "width", o.Width, "video width; set with --height (0 and 0: the model's)")
 	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "samples to generate")
-	fs.IntVar(&o.WarmupSamples, "warmup-samples", o.WarmupSamples, "first completions excluded from steady-state numbers")
+	fs.IntVar(&o.WarmupSamples, "warmup-samples", o.WarmupSamples, "first completions excluded from steady-state numbers (-1: 4, at most --num-samples - 2)")
 	fs.IntVar(&o.MicroBatch, "micro-batch", o.MicroBatch, "samples per denoiser call (a micro-batch stays together through every stage)")
 	fs.IntVar(&o.HiddenChannels, "hidden-channels", o.HiddenChannels, "dummy model hidden channels")
-	fs.IntVar(&o.LatentChannels, "latent-channels", o.LatentChannels, "latent channels C")
-	fs.IntVar(&o.LatentFrames, "latent-frames", o.LatentFrames, "latent frames T")
-	fs.IntVar(&o.LatentHeight, "latent-height", o.LatentHeight, "latent height H")
-	fs.IntVar(&o.LatentWidth, "latent-width", o.LatentWidth, "latent width W")
+	fs.IntVar(&o.LatentChannels, "latent-channels", o.LatentChannels, "simulators: latent channels (0: 4; other models: their own)")
+	fs.IntVar(&o.LatentFrames, "latent-frames", o.LatentFrames, "deprecated: use --num-frames (the latent's frames T; 0: from --num-frames)")
+	fs.IntVar(&o.LatentHeight, "latent-height", o.LatentHeight, "deprecated: use --height (the latent's height, the video's over the VAE's factor; 0: from --height)")
+	fs.IntVar(&o.LatentWidth, "latent-width", o.LatentWidth, "deprecated: use --width (the latent's width; 0: from --width)")
+	fs.Deprecate("latent-frames", "--num-frames (video frames)")
+	fs.Deprecate("latent-height", "--height (pixels: the latent's height times the VAE's factor)")
+	fs.Deprecate("latent-width", "--width (pixels: the latent's width times the VAE's factor)")
 	fs.Float64Var(&o.StepMS, "step-ms", o.StepMS, "synthetic model: cost of one sample-step in ms")
 	fs.StringVar(&o.Cost, "cost", o.Cost, "synthetic model: how the cost is spent: sleep (to a deadline) or spin")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed for noise, conditioning and dummy weights")
@@ -101,111 +128,183 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Plan, "plan", o.Plan, `"auto": the planner picks the mesh for --nproc devices (see vdpp plan)`)
 	fs.StringVar(&o.Goal, "goal", o.Goal, "planner goal for --plan auto: throughput or latency")
 	fs.BoolVar(&o.NoBaseline, "no-baseline", o.NoBaseline, "skip the one-rank baseline run")
-	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "guidance weight of the first frame (guided runs)")
-	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "guidance weight of the last frame; > 1 runs classifier-free guidance")
+	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "SVD and simulators: guidance weight of the first frame")
+	fs.Float64Var(&o.MaxGuidance, "max-guidance", o.MaxGuidance, "SVD and simulators: guidance weight of the last frame; > 1 runs classifier-free guidance")
+	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "text-to-video models (Wan): CFG scale; > 1 runs classifier-free guidance")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for the rendezvous and every receive, counted from the last step any rank finished and extended to 4x the longest step (the one in progress included): a slow step is not a hang")
 	fs.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", o.HeartbeatTimeout, "a rank silent this long (no data, no heartbeat: killed, node or link down) ends the run, named")
-	fs.StringVar(&o.JSON, "json", o.JSON, "write the report as JSON to this file")
-	fs.StringVar(&o.Trace, "trace", o.Trace, "write a Chrome trace (Perfetto) to this file")
-	fs.StringVar(&o.SVG, "svg", o.SVG, "write a Gantt chart SVG to this file")
+	fs.StringVar(&o.JSON, "json", o.JSON, "write the report as JSON to this `FILE`")
+	fs.StringVar(&o.Trace, "trace", o.Trace, "write a Chrome trace (Perfetto) to this `FILE`")
+	fs.StringVar(&o.SVG, "svg", o.SVG, "write a Gantt chart SVG to this `FILE`")
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend for dummy/svd (default: GOMLX_BACKEND or go)")
 	fs.IntVar(&o.DecodeRanks, "decode-ranks", o.DecodeRanks, "decode the videos with the model's VAE on the last N stages of each pipeline (0: no decode, the denoiser only; 1: the last stage alone)")
 	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "with --decode-ranks: frames decoded together, the parts spread over ranks (0: all; -1: the model's)")
 	fs.Float64Var(&o.DecodeSteps, "decode-steps", o.DecodeSteps, "with --decode-ranks: one sample's decode cost in denoising steps; the step cut moves steps off the decoding stages to balance it, as vdpp plan does (0: cut by steps alone)")
 	fs.StringVar(&o.RunDir, "run-dir", o.RunDir, "internal: where workers write results")
-	o.Cache.Register(fs)
+	fs.Hide("run-dir")
+	o.Cache.Register(fs.FlagSet)
 }
 
-// WorkerArgs renders the options as flags for `vdpp worker bench`.
-func (o Options) WorkerArgs() []string {
-	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	args := []string{
-		"--model=" + o.Model, "--model-dir=" + o.ModelDir,
-		"--total-steps=" + strconv.Itoa(o.TotalSteps), "--num-samples=" + strconv.Itoa(o.NumSamples),
-		"--warmup-samples=" + strconv.Itoa(o.WarmupSamples), "--micro-batch=" + strconv.Itoa(o.MicroBatch),
-		"--hidden-channels=" + strconv.Itoa(o.HiddenChannels), "--latent-channels=" + strconv.Itoa(o.LatentChannels),
-		"--latent-frames=" + strconv.Itoa(o.LatentFrames), "--latent-height=" + strconv.Itoa(o.LatentHeight),
-		"--latent-width=" + strconv.Itoa(o.LatentWidth), "--step-ms=" + f(o.StepMS), "--cost=" + o.Cost,
-		"--seed=" + strconv.FormatInt(o.Seed, 10), "--nproc=" + strconv.Itoa(o.NProc),
-		"--pp=" + strconv.Itoa(o.PP), "--cfg=" + strconv.Itoa(o.CFG), "--cp=" + strconv.Itoa(o.CP), "--dp=" + strconv.Itoa(o.DP),
-		"--min-guidance=" + f(o.MinGuidance), "--guidance-scale=" + f(o.GuidanceScale),
-		"--timeout=" + o.Timeout.String(), "--heartbeat-timeout=" + o.HeartbeatTimeout.String(), "--backend=" + o.Backend, "--run-dir=" + o.RunDir,
-		"--decode-ranks=" + strconv.Itoa(o.DecodeRanks), "--decode-chunk-size=" + strconv.Itoa(o.DecodeChunkSize),
-		"--decode-steps=" + f(o.DecodeSteps),
+// knobs are the options that set a family-specific parameter, and whether each was set
+// (differs from DefaultOptions): a family that does not read one refuses it.
+func (o Options) knobs() []family.Knob {
+	d := DefaultOptions()
+	return []family.Knob{
+		{Flag: "min-guidance", Param: "min_guidance", Set: o.MinGuidance != d.MinGuidance},
+		{Flag: "max-guidance", Param: "max_guidance", Set: o.MaxGuidance != d.MaxGuidance},
+		{Flag: "guidance-scale", Param: "guidance_scale", Set: o.GuidanceScale != d.GuidanceScale},
+		{Flag: "decode-chunk-size", Param: "decode_chunk_size", Set: o.DecodeChunkSize != d.DecodeChunkSize},
 	}
-	return append(args, o.Cache.Args()...)
+}
+
+// Resolve fills what was left to the model through its family: the steps, and the latent
+// [T, C, H, W] of the video's frames and size (the model's where not given). The latent
+// flags, when given, are taken as they are. It checks that the model's family reads the
+// family-specific flags set (Check does the same without the rest).
+func (o Options) Resolve() (Options, error) {
+	m, err := o.ResolveModel()
+	if err != nil {
+		return o, err
+	}
+	desc, err := m.Describe()
+	if err != nil {
+		return o, err
+	}
+	def := desc.Defaults
+	if o.TotalSteps == 0 {
+		o.TotalSteps = def.Steps
+	}
+	if o.LatentFrames > 0 && o.LatentHeight > 0 && o.LatentWidth > 0 && o.LatentChannels > 0 {
+		return o, nil // resolved already (a worker), or given as latents
+	}
+	p := def
+	latentGiven := o.LatentFrames > 0 || o.LatentHeight > 0 || o.LatentWidth > 0
+	if !latentGiven {
+		if o.NumFrames > 0 {
+			p.NumFrames = o.NumFrames
+		}
+		switch {
+		case o.Height > 0 && o.Width > 0:
+			p.Height, p.Width = o.Height, o.Width
+		case o.Height > 0 || o.Width > 0:
+			return o, badOptions("--height %d --width %d: set both (or neither, for the model's %dx%d)", o.Height, o.Width, def.Width, def.Height)
+		}
+		f := max(1, desc.SizeMultiple)
+		if p.Height%f != 0 || p.Width%f != 0 || p.Height < f || p.Width < f {
+			return o, badOptions("--width %d --height %d: both must be positive multiples of %d (the VAE's factor)", p.Width, p.Height, f)
+		}
+		if fm := desc.FrameMultiple; p.NumFrames < 1 || (fm > 0 && (p.NumFrames-1)%fm != 0) {
+			return o, badOptions("--num-frames %d: the model takes 1 + %dk frames", p.NumFrames, fm)
+		}
+	}
+	s, err := m.Open(family.Options{Sim: o.simConfig()})
+	if err != nil {
+		return o, err
+	}
+	defer s.Close()
+	shape := s.LatentShape(p)
+	if len(shape) != 4 {
+		return o, fmt.Errorf("bench: %s: latent shape %v is not [T, C, H, W]", s.Family(), shape)
+	}
+	if o.LatentChannels == 0 {
+		o.LatentChannels = shape[1]
+	}
+	if !latentGiven {
+		o.NumFrames, o.Height, o.Width = p.NumFrames, p.Height, p.Width
+		o.LatentFrames, o.LatentHeight, o.LatentWidth = shape[0], shape[2], shape[3]
+	}
+	return o, nil
+}
+
+// Check refuses a family-specific flag the model's family does not read.
+func (o Options) Check() error {
+	m, err := o.ResolveModel()
+	if err != nil {
+		return err
+	}
+	model := o.Model
+	if o.ModelDir != "" {
+		model = o.ModelDir
+	}
+	if err := family.RefuseUnread(m.Family, model, o.knobs()); err != nil {
+		return badOptions("%w", err)
+	}
+	return nil
+}
+
+// simConfig is the simulators' configuration from the options.
+func (o Options) simConfig() model.Config {
+	return model.Config{StepMS: o.StepMS, Cost: o.Cost, HiddenChannels: o.HiddenChannels, LatentChannels: o.LatentChannels, Seed: o.Seed}
+}
+
+// WorkerArgs renders the options as the flags of `vdpp worker bench`: every flag of
+// RegisterFlags, generated from the flag set (parsing them gives o back).
+func (o Options) WorkerArgs() []string {
+	fs := cli.New("worker bench", nil, nil)
+	c := o
+	c.RegisterFlags(fs)
+	return fs.AsArgs()
 }
 
 // ResolveMesh fills the mesh degrees: none given means a pure pipeline of --nproc (default
 // 7) stages; otherwise unset degrees are 1, except pp, which takes what --nproc leaves.
 // The product is the number of processes; a --nproc that disagrees is an error.
 func (o Options) ResolveMesh() (Options, error) {
-	if o.PP == 0 && o.CFG == 0 && o.CP == 0 && o.DP == 0 {
-		if o.NProc == 0 {
-			o.NProc = 7
-		}
-		o.PP, o.CFG, o.CP, o.DP = o.NProc, 1, 1, 1
-		return o, nil
+	o.WarmupSamples = o.Warmup()
+	m, err := comm.MeshFromFlags(o.NProc, o.PP, o.CFG, o.CP, o.DP, 7)
+	if err != nil {
+		return o, badOptions("%w", err)
 	}
-	one := func(v *int) {
-		if *v == 0 {
-			*v = 1
-		}
-	}
-	one(&o.CFG)
-	one(&o.CP)
-	one(&o.DP)
-	if o.PP == 0 {
-		o.PP = 1
-		if rest := o.CFG * o.CP * o.DP; o.NProc > 0 && o.NProc%rest == 0 {
-			o.PP = o.NProc / rest
-		}
-	}
-	world := o.PP * o.CFG * o.CP * o.DP
-	if o.NProc != 0 && o.NProc != world {
-		return o, fmt.Errorf("bench: --nproc %d but --pp %d x --cfg %d x --cp %d x --dp %d = %d processes", o.NProc, o.PP, o.CFG, o.CP, o.DP, world)
-	}
-	o.NProc = world
+	o.PP, o.CFG, o.CP, o.DP, o.NProc = m.PP, m.CFG, m.CP, m.DP, m.Size()
 	if o.CFG == 2 && !o.Guided() {
-		o.GuidanceScale = 3 // --cfg 2 means a guided run; SVD's default last-frame weight
+		o.MaxGuidance = 3 // --cfg 2 means a guided run; SVD's default last-frame weight
 	}
 	return o, nil
+}
+
+// Warmup is --warmup-samples, with -1 resolved: 4, but at most --num-samples - 2 so that
+// a short run keeps the two completions a steady interval needs.
+func (o Options) Warmup() int {
+	if o.WarmupSamples >= 0 {
+		return o.WarmupSamples
+	}
+	return max(0, min(4, o.NumSamples-2))
 }
 
 // Validate checks resolved options (see ResolveMesh) before any process starts.
 func (o Options) Validate() error {
 	switch {
 	case o.NProc < 1 || o.PP < 1 || o.CFG < 1 || o.CP < 1 || o.DP < 1:
-		return fmt.Errorf("bench: mesh pp %d x cfg %d x cp %d x dp %d (%d processes): every degree must be at least 1", o.PP, o.CFG, o.CP, o.DP, o.NProc)
+		return badOptions("mesh pp %d x cfg %d x cp %d x dp %d (%d processes): every degree must be at least 1", o.PP, o.CFG, o.CP, o.DP, o.NProc)
 	case o.PP*o.CFG*o.CP*o.DP != o.NProc:
-		return fmt.Errorf("bench: --nproc %d but --pp %d x --cfg %d x --cp %d x --dp %d = %d processes", o.NProc, o.PP, o.CFG, o.CP, o.DP, o.PP*o.CFG*o.CP*o.DP)
+		return badOptions("--nproc %d but --pp %d x --cfg %d x --cp %d x --dp %d = %d processes", o.NProc, o.PP, o.CFG, o.CP, o.DP, o.PP*o.CFG*o.CP*o.DP)
 	case o.CFG > 2:
-		return fmt.Errorf("bench: --cfg %d: guidance has two halves (use 1 or 2)", o.CFG)
+		return badOptions("--cfg %d: guidance has two halves (use 1 or 2)", o.CFG)
 	case o.CP > o.LatentFrames:
-		return fmt.Errorf("bench: --cp %d > --latent-frames %d", o.CP, o.LatentFrames)
+		return badOptions("--cp %d > the latent's %d frames: every cp rank needs a frame", o.CP, o.LatentFrames)
 	case o.TotalSteps < o.PP:
-		return fmt.Errorf("bench: --total-steps %d < %d pipeline stages: %w", o.TotalSteps, o.PP, pipeline.ErrBadPlan)
+		return badOptions("--steps %d < %d pipeline stages: every stage needs at least one step", o.TotalSteps, o.PP)
 	case o.NumSamples < 1:
-		return fmt.Errorf("bench: --num-samples %d: need at least 1", o.NumSamples)
+		return badOptions("--num-samples %d: need at least 1", o.NumSamples)
 	case o.WarmupSamples < 0 || o.WarmupSamples >= o.NumSamples:
-		return fmt.Errorf("bench: --warmup-samples %d must be in [0, --num-samples %d)", o.WarmupSamples, o.NumSamples)
+		return badOptions("--warmup-samples %d must be in [0, --num-samples %d)", o.WarmupSamples, o.NumSamples)
 	case o.MicroBatch < 1:
-		return fmt.Errorf("bench: --micro-batch %d: need at least 1", o.MicroBatch)
+		return badOptions("--micro-batch %d: need at least 1", o.MicroBatch)
 	case o.LatentChannels < 1 || o.LatentFrames < 1 || o.LatentHeight < 1 || o.LatentWidth < 1:
-		return fmt.Errorf("bench: latent [1,%d,%d,%d,%d] has an empty dimension", o.LatentFrames, o.LatentChannels, o.LatentHeight, o.LatentWidth)
+		return badOptions("latent [1,%d,%d,%d,%d] has an empty dimension", o.LatentFrames, o.LatentChannels, o.LatentHeight, o.LatentWidth)
 	case o.DecodeSteps < 0 || math.IsNaN(o.DecodeSteps) || math.IsInf(o.DecodeSteps, 0):
-		return fmt.Errorf("bench: --decode-steps %v must be a finite cost >= 0", o.DecodeSteps)
+		return badOptions("--decode-steps %v must be a finite cost >= 0", o.DecodeSteps)
 	case o.DecodeRanks < 0 || o.DecodeRanks > o.PP:
-		return fmt.Errorf("bench: --decode-ranks %d must be between 0 and the %d pipeline stages", o.DecodeRanks, o.PP)
+		return badOptions("--decode-ranks %d must be between 0 and the %d pipeline stages", o.DecodeRanks, o.PP)
 	case o.DecodeRanks > 0 && (o.CFG > 1 || o.CP > 1):
-		return fmt.Errorf("bench: --decode-ranks with --cfg %d --cp %d: decoding is wired for pp x dp meshes", o.CFG, o.CP)
+		return badOptions("--decode-ranks with --cfg %d --cp %d: decoding is wired for pp x dp meshes", o.CFG, o.CP)
 	case o.StepMS < 0:
-		return fmt.Errorf("bench: --step-ms %v is negative", o.StepMS)
+		return badOptions("--step-ms %v is negative", o.StepMS)
 	case o.Timeout <= 0:
-		return fmt.Errorf("bench: --timeout %v must be positive", o.Timeout)
+		return badOptions("--timeout %v must be positive", o.Timeout)
 	}
 	if _, err := o.Cache.Rule(); err != nil {
-		return fmt.Errorf("bench: %w", err)
+		return badOptions("%w", err)
 	}
 	return nil
 }
@@ -236,8 +335,11 @@ func (o Options) StagePlan(m family.Resolved, stages int) ([]pipeline.Range, err
 // ResolveModel resolves --model through model/family: a simulator name, builtin or a
 // model folder (the deprecated --model svd --model-dir DIR names the folder DIR).
 func (o Options) ResolveModel() (family.Resolved, error) {
-	if o.ModelDir != "" {
+	switch {
+	case o.ModelDir != "":
 		return family.Resolve(o.ModelDir)
+	case o.Model == "":
+		return family.Resolved{}, badOptions("--model is required: synthetic (the simulator; --step-ms sets its step cost), dummy, builtin or a model folder")
 	}
 	return family.Resolve(o.Model)
 }
@@ -248,7 +350,24 @@ func (o Options) LatentShape() []int {
 }
 
 // Guided reports whether the run uses classifier-free guidance.
-func (o Options) Guided() bool { return o.GuidanceScale > 1 }
+func (o Options) Guided() bool { return o.MaxGuidance > 1 || o.GuidanceScale > 1 }
+
+// GuidanceWeights are the per-frame guidance weights of a guided run over frames latent
+// frames: SVD's ramp from --min-guidance to --max-guidance, or --guidance-scale on every
+// frame; nil unguided.
+func (o Options) GuidanceWeights(frames int) []float32 {
+	switch {
+	case o.MaxGuidance > 1:
+		return sched.GuidanceWeights(float32(o.MinGuidance), float32(o.MaxGuidance), frames)
+	case o.GuidanceScale > 1:
+		w := make([]float32, frames)
+		for i := range w {
+			w[i] = float32(o.GuidanceScale)
+		}
+		return w
+	}
+	return nil
+}
 
 // StageExtras is each of stages stages' fixed cost per item in steps, which the step cut
 // balances: the micro-batch's decode (--decode-steps per sample) shared by the decoding

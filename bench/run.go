@@ -40,11 +40,18 @@ func DefaultLaunch(ctx context.Context, nproc int, args []string) error {
 // Run executes the benchmark and returns its report. It writes the JSON, trace and SVG
 // outputs named in o; the caller prints the Markdown table.
 func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
+	if err := o.Check(); err != nil {
+		return Report{}, err
+	}
+	o, err := o.Resolve()
+	if err != nil {
+		return Report{}, err
+	}
 	switch o.Plan {
 	case "":
 	case "auto":
 		if o.PP+o.CFG+o.CP+o.DP > 0 {
-			return Report{}, fmt.Errorf("bench: --plan auto chooses --pp/--cfg/--cp/--dp itself; give only --nproc")
+			return Report{}, badOptions("--plan auto chooses --pp/--cfg/--cp/--dp itself; give only --nproc")
 		}
 		auto, best, err := AutoMesh(ctx, o, r.Launch)
 		if err != nil {
@@ -56,9 +63,9 @@ func (r *Runner) Run(ctx context.Context, o Options) (Report, error) {
 		}
 		o = auto
 	default:
-		return Report{}, fmt.Errorf("bench: --plan %q: only \"auto\" is known", o.Plan)
+		return Report{}, badOptions("--plan %q: only \"auto\" is known", o.Plan)
 	}
-	o, err := o.ResolveMesh()
+	o, err = o.ResolveMesh()
 	if err != nil {
 		return Report{}, err
 	}

@@ -22,7 +22,6 @@ import (
 	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
-	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -60,11 +59,7 @@ func newParts(o Options, stages, stage int) (*parts, error) {
 		return nil, err
 	}
 	sc := st.Sched
-	var guidance []float32
-	if o.Guided() {
-		guidance = sched.GuidanceWeights(float32(o.MinGuidance), float32(o.GuidanceScale), o.LatentFrames)
-	}
-	w := &NoiseWorkload{Seed: o.Seed, Shape: o.LatentShape(), InitNoiseSigma: sc.InitSigma(), Guidance: guidance, Cache: rule}
+	w := &NoiseWorkload{Seed: o.Seed, Shape: o.LatentShape(), InitNoiseSigma: sc.InitSigma(), Guidance: o.GuidanceWeights(o.LatentFrames), Cache: rule}
 	if rule.On() && stage == stages-1 {
 		// The last stage keeps each sample's cache records as its last step ends (the
 		// decode may finish the sample on another rank, away from the item).
@@ -101,7 +96,7 @@ func newParts(o Options, stages, stage int) (*parts, error) {
 }
 
 // openDenoiser loads the denoising role of --model through its family and returns the
-// sampler and a step runner with the family's scheduler for --total-steps.
+// sampler and a step runner with the family's scheduler for --steps.
 func openDenoiser(o Options) (family.Sampler, *pipeline.Stepper, error) {
 	return openDenoiserSteps(o, family.Roles{Denoise: true})
 }
@@ -112,9 +107,7 @@ func openDenoiserSteps(o Options, roles family.Roles) (family.Sampler, *pipeline
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := m.Open(family.Options{Backend: o.Backend, Roles: roles, Sim: model.Config{
-		StepMS: o.StepMS, Cost: o.Cost, HiddenChannels: o.HiddenChannels, LatentChannels: o.LatentChannels, Seed: o.Seed,
-	}})
+	s, err := m.Open(family.Options{Backend: o.Backend, Roles: roles, Sim: o.simConfig()})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -173,6 +166,10 @@ func (r *recorder) on(e pipeline.Event) {
 // rank of a world launched by `vdpp bench` on this node. It writes its timeline (and, on
 // the recording ranks, the final latents) under o.RunDir.
 func RunWorker(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (err error) {
+	o, err = o.Resolve()
+	if err != nil {
+		return err
+	}
 	o, err = o.ResolveMesh()
 	if err != nil {
 		return err
@@ -253,7 +250,7 @@ func runStage(ctx context.Context, o Options, env comm.Env, tr comm.Transport, l
 		TotalSteps: o.TotalSteps, NumSamples: o.NumSamples, MicroBatch: o.MicroBatch,
 		Replica: place.Replica, Replicas: place.Replicas,
 		Transport: tr, Stepper: p.stepper, Workload: p.finisher, OnEvent: rec.on, Log: log,
-		Spread: decodeSpread(o, mesh, env.Rank),
+		Spread: place.DecodeSpread(o.DecodeRanks),
 	})
 	if err != nil {
 		return fail(err)
@@ -270,20 +267,6 @@ func runStage(ctx context.Context, o Options, env comm.Env, tr comm.Transport, l
 	res.FinalIDs = sortedIDs(finals)
 	res.Caches = p.workload.Caches()
 	return res, finals, nil
-}
-
-// decodeSpread is the spread of --decode-ranks N over rank's pipeline chain: its last stage
-// and the N-1 stages before it, the last stage first (none below 2).
-func decodeSpread(o Options, mesh comm.Mesh, rank int) pipeline.Spread {
-	chain := mesh.PPGroup(rank)
-	sp := pipeline.Spread{Last: chain[len(chain)-1]}
-	if o.DecodeRanks < 2 {
-		return sp
-	}
-	for k := len(chain) - 1; k >= len(chain)-o.DecodeRanks; k-- {
-		sp.Ranks = append(sp.Ranks, chain[k])
-	}
-	return sp
 }
 
 // startBarrier holds every rank until all of them are ready, so the ranks start their runs

@@ -16,7 +16,7 @@ import (
 func LoadEmbeddings(path, flag string, desc family.Description) (*tensor.Dense, error) {
 	f, err := safetensors.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s %s: %w", ErrOptions, flag, path, err)
+		return nil, badOptions("%s %s: %w", flag, path, err)
 	}
 	defer f.Close()
 	names := f.Names()
@@ -35,18 +35,18 @@ func LoadEmbeddings(path, flag string, desc family.Description) (*tensor.Dense, 
 		if len(names) > 4 {
 			held = fmt.Sprintf("%d tensors (%v, ...)", len(names), names[:4])
 		}
-		return nil, fmt.Errorf("%w: %s %s: want one tensor (or one named %s), the file holds %s", ErrOptions, flag, path, want, held)
+		return nil, badOptions("%s %s: want one tensor (or one named %s), the file holds %s", flag, path, want, held)
 	}
 	t, err := f.Tensor(name)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s %s: %w", ErrOptions, flag, path, err)
+		return nil, badOptions("%s %s: %w", flag, path, err)
 	}
 	s := t.Shape
 	if !(len(s) == 2 || (len(s) == 3 && s[0] == 1)) || s[len(s)-2] < 1 {
-		return nil, fmt.Errorf("%w: %s %s: tensor %q is %v, want [L, %d] or [1, L, %d]", ErrOptions, flag, path, name, s, desc.TextDim, desc.TextDim)
+		return nil, badOptions("%s %s: tensor %q is %v, want [L, %d] or [1, L, %d]", flag, path, name, s, desc.TextDim, desc.TextDim)
 	}
 	if desc.TextDim > 0 && s[len(s)-1] != desc.TextDim {
-		return nil, fmt.Errorf("%w: %s %s: embeddings %v are %d wide, the model's text_dim is %d (%s)", ErrOptions, flag, path, s, s[len(s)-1], desc.TextDim, desc.TextDimFile)
+		return nil, badOptions("%s %s: embeddings %v are %d wide, the model's text_dim is %d (%s)", flag, path, s, s[len(s)-1], desc.TextDim, desc.TextDimFile)
 	}
 	return t, nil
 }

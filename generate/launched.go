@@ -2,12 +2,11 @@ package generate
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/internal/cli"
 )
 
 // RunLaunched runs `vdpp generate` as one rank of a world that a launcher started (vdpp
@@ -27,15 +26,22 @@ func RunLaunched(ctx context.Context, o Options, args []string, env comm.Env, lo
 	// A rank that fails ends the job on every rank at once, naming itself.
 	defer func() { comm.CloseWith(t, err) }()
 	resolved, err := comm.AgreeArgs(ctx, t.Store(), env.Rank, "generate", args, func() ([]string, error) {
-		if o.NProc == 0 {
+		if o.NProc == 0 && o.PP+o.CFG+o.CP+o.DP == 0 {
 			o.NProc = env.WorldSize
 		}
 		r, err := Resolve(o)
 		if err != nil {
 			return nil, err
 		}
+		if r.Plan == "auto" {
+			return nil, badOptions("--plan auto in a launched world: give the mesh (--pp --cfg --cp --dp) that vdpp plan printed")
+		}
 		if r.NProc != env.WorldSize {
-			return nil, fmt.Errorf("%w: --nproc %d but the launched world has %d ranks", ErrOptions, r.NProc, env.WorldSize)
+			return nil, badOptions("--nproc %d (mesh %s) but the launched world has %d ranks", r.NProc, r.mesh(), env.WorldSize)
+		}
+		// Rank 0 names the output folder (a fresh out/run-NNN without --out).
+		if r, _, err = PrepareOut(r); err != nil {
+			return nil, err
 		}
 		return r.WorkerArgs(), nil
 	})
@@ -43,8 +49,7 @@ func RunLaunched(ctx context.Context, o Options, args []string, env comm.Env, lo
 		return nil, false, err
 	}
 	o = DefaultOptions()
-	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := cli.New("generate", nil, nil)
 	o.RegisterFlags(fs)
 	if err := fs.Parse(resolved); err != nil {
 		return nil, false, fmt.Errorf("generate: rank 0's options: %w", err)

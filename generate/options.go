@@ -12,20 +12,23 @@
 package generate
 
 import (
-	"errors"
-	"flag"
 	"fmt"
-	"github.com/vdpp/vdpp/comm"
 	"math"
-	"strconv"
 	"time"
 
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/cacheflag"
+	"github.com/vdpp/vdpp/internal/cli"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
-// ErrOptions marks invalid command-line options.
-var ErrOptions = errors.New("generate: bad options")
+// ErrOptions marks invalid command-line options; it is a command-line mistake
+// (cli.ErrUsage).
+var ErrOptions = fmt.Errorf("generate: bad options: %w", cli.ErrUsage)
+
+// badOptions is an error about the options, ErrOptions, whose message is fmt.Errorf's.
+func badOptions(format string, a ...any) error { return cli.Errorf(ErrOptions, format, a...) }
 
 // Options are the flags of `vdpp generate` (0 means the model's default: SVD's pipeline
 // defaults and the checkpoint's frame count and size; WanPipeline's for Wan).
@@ -65,15 +68,31 @@ type Options struct {
 	Seed             int64
 	NumSamples       int
 	MicroBatch       int
-	NProc            int
-	Out              string
-	Backend          string
-	Timeout          time.Duration
+	// NProc is the number of processes: a pipeline of NProc stages, or the product of the
+	// mesh degrees PP x CFG x CP x DP when any is given (0: the product); ResolveMesh fills
+	// them all. Plan "auto" lets the planner pick the mesh for NProc devices (Goal:
+	// throughput or latency), as `vdpp bench --plan auto` does.
+	NProc           int
+	PP, CFG, CP, DP int
+	Plan            string
+	Goal            string
+	// Out is the output folder ("": a fresh numbered folder under out/, see PrepareOut);
+	// Overwrite lets a run replace an earlier run's samples there.
+	Out       string
+	Overwrite bool
+	Backend   string
+	Timeout   time.Duration
 	// HeartbeatTimeout is how long a rank may hear nothing from another (not even a
 	// heartbeat) before the job ends, naming the lost rank and its node (0: the default,
 	// comm.DefaultHeartbeatTimeout).
 	HeartbeatTimeout time.Duration
 	Progress         string // "auto", "bar" or "plain"
+	// Quiet shows no progress and sends the logs to OUT/generate.log: only errors and
+	// the sample folders are printed.
+	Quiet bool
+	// ProgressDir is where each rank writes its progress report for the launching
+	// process's display (set by Runner.Run; "" writes none).
+	ProgressDir string
 	// DecodeRanks is how many ranks share the decoding: the last stage and the stages
 	// before it (0 or 1: the last stage alone); see docs/long-video.md.
 	DecodeRanks int
@@ -92,122 +111,203 @@ type Options struct {
 // the model (Resolve).
 func DefaultOptions() Options {
 	return Options{
-		MinGuidance: -1, MaxGuidance: -1, GuidanceScale: -1, FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02,
-		DecodeChunkSize: -1, Overlap: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Out: "out",
+		MinGuidance: -1, MaxGuidance: -1, GuidanceScale: -1, MotionBucketID: -1, NoiseAugStrength: -1,
+		DecodeChunkSize: -1, Overlap: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Goal: "throughput",
 		Timeout: 10 * time.Minute, HeartbeatTimeout: comm.DefaultHeartbeatTimeout, Progress: "auto", Cache: cacheflag.Default(),
 	}
 }
 
-// RegisterFlags binds the options to fs.
-func (o *Options) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.Model, "model", o.Model, `checkpoint folder in the diffusers layout, or "builtin"`)
+// RegisterFlags binds the options to fs, with o's current values as defaults.
+func (o *Options) RegisterFlags(fs *cli.FlagSet) {
+	fs.StringVar(&o.Model, "model", o.Model, "the model `NAME|DIR`: \"builtin\", a diffusers folder (its model_index.json picks the family) or ORG/NAME[@REV] from the local Hugging Face cache")
 	fs.StringVar(&o.Variant, "variant", o.Variant, `weights variant, e.g. "fp16" (converted to float32)`)
-	fs.StringVar(&o.Image, "image", o.Image, "input image (PNG or JPEG) of an image-to-video model (SVD)")
-	fs.StringVar(&o.Prompt, "prompt", o.Prompt, "prompt of a text-to-video model (Wan), encoded by the folder's text_encoder/ and tokenizer/")
-	fs.StringVar(&o.NegativePrompt, "negative-prompt", o.NegativePrompt, `negative prompt, the unconditional half of CFG (default "")`)
-	fs.StringVar(&o.PromptEmbeds, "prompt-embeds", o.PromptEmbeds, "safetensors file of prompt embeddings [L, text_dim] or [1, L, text_dim] for a text-to-video model (Wan)")
-	fs.StringVar(&o.NegativePromptEmbeds, "negative-prompt-embeds", o.NegativePromptEmbeds, "safetensors file of negative prompt embeddings (needed when --guidance-scale > 1)")
-	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "CFG scale of a text-to-video model, > 1 turns on CFG (-1: the model's, 5 for Wan)")
+	fs.StringVar(&o.Image, "image", o.Image, "input `FILE` (PNG or JPEG) of an image-to-video model (SVD)")
+	fs.StringVar(&o.Prompt, "prompt", o.Prompt, "`TEXT` of a text-to-video model (Wan), encoded by the folder's text_encoder/ and tokenizer/")
+	fs.StringVar(&o.NegativePrompt, "negative-prompt", o.NegativePrompt, "negative prompt `TEXT`, the unconditional half of CFG (default \"\")")
+	fs.StringVar(&o.PromptEmbeds, "prompt-embeds", o.PromptEmbeds, "safetensors `FILE` of prompt embeddings [L, text_dim] or [1, L, text_dim] for a text-to-video model (Wan)")
+	fs.StringVar(&o.NegativePromptEmbeds, "negative-prompt-embeds", o.NegativePromptEmbeds, "safetensors `FILE` of negative prompt embeddings (needed when --guidance-scale > 1)")
+	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "CFG scale of a text-to-video model (Wan), > 1 turns on CFG (-1: the model's, 5 for Wan)")
 	fs.Float64Var(&o.GuidanceScale2, "guidance-scale-2", o.GuidanceScale2, "CFG scale of a two-expert model's low-noise expert (0: --guidance-scale)")
 	fs.IntVar(&o.NumFrames, "num-frames", o.NumFrames, "frames (0: the model's: SVD the UNet config's num_frames, 14 for builtin; Wan 81, WanPipeline's default, very slow on a CPU)")
 	fs.IntVar(&o.Window, "window", o.Window, "frames per temporal window when --num-frames exceeds it (0: the model's native frame count; Wan: 1 + 4k)")
 	fs.IntVar(&o.Overlap, "overlap", o.Overlap, "frames shared by neighbouring windows, blended at every step (-1: the family's, a quarter of the window; Wan: a multiple of 4)")
 	fs.StringVar(&o.Blend, "blend", o.Blend, `blend of the overlapping frames: linear or cosine ("": cosine)`)
 	fs.IntVar(&o.Steps, "steps", o.Steps, "denoising steps (0: the model's: 25 for SVD and builtin; Wan 50, WanPipeline's default)")
-	fs.IntVar(&o.Height, "height", o.Height, "video height, a multiple of the VAE's factor (0 with --width 0: the model's: SVD 576 for the released checkpoints, 64 for builtin; Wan 480, WanPipeline's default, very slow on a CPU)")
-	fs.IntVar(&o.Width, "width", o.Width, "video width (0 with --height 0: the model's: SVD 1024 for the released checkpoints, 64 for builtin; Wan 832, WanPipeline's default)")
-	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "guidance weight of the first frame (-1: the model's vdpp_sampling.json: 2 for builtin; 1, as SVD, for a folder without one)")
-	fs.Float64Var(&o.MaxGuidance, "max-guidance", o.MaxGuidance, "guidance weight of the last frame, > 1 turns on CFG (-1: the model's vdpp_sampling.json: 4 for builtin; 3, as SVD, for a folder without one)")
-	fs.IntVar(&o.FPS, "fps", o.FPS, "frames per second (the UNet is conditioned on fps-1)")
-	fs.IntVar(&o.MotionBucketID, "motion-bucket-id", o.MotionBucketID, "motion conditioning")
-	fs.Float64Var(&o.NoiseAugStrength, "noise-aug-strength", o.NoiseAugStrength, "noise added to the conditioning image")
-	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "frames decoded at once (0: all; -1: the model's vdpp_sampling.json: 7 for builtin; all for a folder without one)")
+	fs.IntVar(&o.Height, "height", o.Height, "video height, a multiple of the VAE's factor; set with --width (0 and 0: the model's: SVD 576 for the released checkpoints, 64 for builtin; Wan 480)")
+	fs.IntVar(&o.Width, "width", o.Width, "video width; set with --height (0 and 0: the model's: SVD 1024 for the released checkpoints, 64 for builtin; Wan 832)")
+	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "SVD: guidance weight of the first frame (-1: the model's vdpp_sampling.json: 2 for builtin; 1, as SVD, for a folder without one)")
+	fs.Float64Var(&o.MaxGuidance, "max-guidance", o.MaxGuidance, "SVD: guidance weight of the last frame, > 1 turns on CFG (-1: the model's vdpp_sampling.json: 4 for builtin; 3, as SVD, for a folder without one)")
+	fs.IntVar(&o.FPS, "fps", o.FPS, "frames per second of the videos, SVD also conditions on it (0: the model's: SVD 7, Wan 16 as diffusers' export)")
+	fs.IntVar(&o.MotionBucketID, "motion-bucket-id", o.MotionBucketID, "SVD: motion conditioning (-1: the model's, 127)")
+	fs.Float64Var(&o.NoiseAugStrength, "noise-aug-strength", o.NoiseAugStrength, "SVD: noise added to the conditioning image (-1: the model's, 0.02)")
+	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "SVD: frames decoded at once (0: all; -1: the model's vdpp_sampling.json: 7 for builtin; all for a folder without one)")
 	fs.IntVar(&o.DecodeRanks, "decode-ranks", o.DecodeRanks, "ranks that share the VAE decode: the last stage and the N-1 before it (0 or 1: the last stage alone); bit-identical")
 	fs.Float64Var(&o.DecodeSteps, "decode-steps", o.DecodeSteps, "one sample's decode cost in denoising steps; the step cut moves steps off the decoding stages to balance it, as vdpp plan does (0: cut by steps alone); bit-identical")
 	fs.Float64Var(&o.ConditionSteps, "condition-steps", o.ConditionSteps, "one sample's conditioning cost (stage 0's image or text encoder) in denoising steps; the step cut moves steps off stage 0 to balance it (0: not counted)")
-	fs.IntVar(&o.VAETile, "vae-tile", o.VAETile, "decode (and encode) in overlapping spatial tiles of this many pixels, as diffusers' enable_tiling (0: whole frames; -1: the VAE's sample_size)")
+	fs.IntVar(&o.VAETile, "vae-tile", o.VAETile, "SVD: decode (and encode) in overlapping spatial tiles of this many pixels, as diffusers' enable_tiling (0: whole frames; -1: the VAE's sample_size)")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed; sample s uses the stream (seed, s)")
-	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "videos to generate from the image")
-	fs.IntVar(&o.MicroBatch, "micro-batch", o.MicroBatch, "samples per UNet call")
-	fs.IntVar(&o.NProc, "nproc", o.NProc, "pipeline stages, one process each")
-	fs.StringVar(&o.Out, "out", o.Out, "output folder")
+	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "videos to generate")
+	fs.IntVar(&o.MicroBatch, "micro-batch", o.MicroBatch, "samples per denoiser call")
+	fs.IntVar(&o.NProc, "nproc", o.NProc, "processes: alone, a pipeline of that many stages; with --pp --cfg --cp --dp, their product (checked)")
+	fs.IntVar(&o.PP, "pp", o.PP, "pipeline stages (mesh: pp x cfg x cp x dp processes; unset: what --nproc leaves)")
+	fs.IntVar(&o.CFG, "cfg", o.CFG, "CFG-parallel degree: 2 runs the unconditional and conditional halves of a guided run on two ranks")
+	fs.IntVar(&o.CP, "cp", o.CP, "context-parallel degree: the latent frames of a sample split over this many ranks")
+	fs.IntVar(&o.DP, "dp", o.DP, "data-parallel replicas: samples spread over this many pipelines")
+	fs.StringVar(&o.Plan, "plan", o.Plan, `"auto": the planner picks the mesh for --nproc devices, as vdpp plan does`)
+	fs.StringVar(&o.Goal, "goal", o.Goal, "planner goal for --plan auto: throughput or latency")
+	fs.StringVar(&o.Out, "out", o.Out, "output `DIR`, empty or new (default: a fresh out/run-NNN for each run)")
+	fs.BoolVar(&o.Overwrite, "overwrite", o.Overwrite, "let --out name a folder holding an earlier run: its sample folders and generate.log are removed first")
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend (default: GOMLX_BACKEND or go)")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for every hand-off between stages, counted from the last step any rank finished and extended to 4x the longest step (the one in progress included): a slow step is not a hang")
 	fs.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", o.HeartbeatTimeout, "a rank silent this long (no data, no heartbeat: killed, node or link down) ends the job, named")
-	fs.StringVar(&o.Progress, "progress", o.Progress, "progress display: auto, bar or plain")
-	o.Cache.Register(fs)
+	fs.StringVar(&o.Progress, "progress", o.Progress, "progress display: auto (a bar on a terminal, else a plain line every 10 s and per sample), bar or plain")
+	fs.BoolVar(&o.Quiet, "quiet", o.Quiet, "no progress display; logs go to OUT/generate.log; only errors and the sample folders are printed")
+	fs.StringVar(&o.ProgressDir, "progress-dir", o.ProgressDir, "internal: where each rank writes its progress report")
+	fs.Hide("progress-dir")
+	o.Cache.Register(fs.FlagSet)
 }
 
-// WorkerArgs renders the options as flags for `vdpp worker generate`.
+// WorkerArgs renders the options as the flags of `vdpp worker generate`: every flag of
+// RegisterFlags, generated from the flag set (parsing them gives o back).
 func (o Options) WorkerArgs() []string {
-	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	i := strconv.Itoa
-	return append([]string{
-		"--model=" + o.Model, "--variant=" + o.Variant, "--image=" + o.Image,
-		"--prompt=" + o.Prompt, "--negative-prompt=" + o.NegativePrompt,
-		"--prompt-embeds=" + o.PromptEmbeds, "--negative-prompt-embeds=" + o.NegativePromptEmbeds,
-		"--guidance-scale=" + f(o.GuidanceScale), "--guidance-scale-2=" + f(o.GuidanceScale2),
-		"--num-frames=" + i(o.NumFrames), "--window=" + i(o.Window), "--overlap=" + i(o.Overlap), "--blend=" + o.Blend, "--steps=" + i(o.Steps), "--height=" + i(o.Height), "--width=" + i(o.Width),
-		"--min-guidance=" + f(o.MinGuidance), "--max-guidance=" + f(o.MaxGuidance), "--fps=" + i(o.FPS),
-		"--motion-bucket-id=" + i(o.MotionBucketID), "--noise-aug-strength=" + f(o.NoiseAugStrength),
-		"--decode-chunk-size=" + i(o.DecodeChunkSize), "--decode-ranks=" + i(o.DecodeRanks), "--decode-steps=" + f(o.DecodeSteps), "--condition-steps=" + f(o.ConditionSteps), "--vae-tile=" + i(o.VAETile), "--seed=" + strconv.FormatInt(o.Seed, 10),
-		"--num-samples=" + i(o.NumSamples), "--micro-batch=" + i(o.MicroBatch), "--nproc=" + i(o.NProc),
-		"--out=" + o.Out, "--backend=" + o.Backend, "--timeout=" + o.Timeout.String(), "--heartbeat-timeout=" + o.HeartbeatTimeout.String(), "--progress=plain",
-	}, o.Cache.Args()...)
+	fs := cli.New("worker generate", nil, nil)
+	c := o
+	c.RegisterFlags(fs)
+	return fs.AsArgs()
+}
+
+// knobs are the options that set a family-specific generation parameter, and whether each
+// differs from "the model's" (DefaultOptions): a family that does not read one refuses it.
+func (o Options) knobs() []family.Knob {
+	d := DefaultOptions()
+	return []family.Knob{
+		{Flag: "min-guidance", Param: "min_guidance", Set: o.MinGuidance != d.MinGuidance},
+		{Flag: "max-guidance", Param: "max_guidance", Set: o.MaxGuidance != d.MaxGuidance},
+		{Flag: "motion-bucket-id", Param: "motion_bucket_id", Set: o.MotionBucketID != d.MotionBucketID},
+		{Flag: "noise-aug-strength", Param: "noise_aug_strength", Set: o.NoiseAugStrength != d.NoiseAugStrength},
+		{Flag: "decode-chunk-size", Param: "decode_chunk_size", Set: o.DecodeChunkSize != d.DecodeChunkSize},
+		{Flag: "vae-tile", Param: "vae_tile", Set: o.VAETile != d.VAETile},
+		{Flag: "guidance-scale", Param: "guidance_scale", Set: o.GuidanceScale != d.GuidanceScale},
+		{Flag: "guidance-scale-2", Param: "guidance_scale_2", Set: o.GuidanceScale2 != d.GuidanceScale2},
+	}
+}
+
+// withModelDefaults fills the options left to the model (DefaultOptions' sentinels) from
+// def, the model's defaults; a family-specific one the family does not read becomes def's
+// (its zero), so a report shows only what ran.
+func (o Options) withModelDefaults(def family.Params) Options {
+	d := DefaultOptions()
+	if o.MinGuidance == d.MinGuidance {
+		o.MinGuidance = def.MinGuidance
+	}
+	if o.MaxGuidance == d.MaxGuidance {
+		o.MaxGuidance = def.MaxGuidance
+	}
+	if o.MotionBucketID == d.MotionBucketID {
+		o.MotionBucketID = def.MotionBucketID
+	}
+	if o.NoiseAugStrength == d.NoiseAugStrength {
+		o.NoiseAugStrength = def.NoiseAugStrength
+	}
+	if o.DecodeChunkSize == d.DecodeChunkSize {
+		o.DecodeChunkSize = def.DecodeChunkSize
+	}
+	if o.FPS == 0 {
+		o.FPS = def.FPS
+	}
+	if o.NumFrames == 0 {
+		o.NumFrames = def.NumFrames
+	}
+	if o.Steps == 0 {
+		o.Steps = def.Steps
+	}
+	return o
 }
 
 // Validate checks what can be checked without opening files.
 func (o Options) Validate() error {
 	switch {
 	case o.Model == "":
-		return fmt.Errorf("%w: --model DIR is required", ErrOptions)
+		return badOptions("--model is required: builtin, a model folder, or ORG/NAME from the Hugging Face cache")
 	case o.Image == "" && o.PromptEmbeds == "" && o.Prompt == "":
-		return fmt.Errorf("%w: --image FILE (image-to-video) or --prompt TEXT / --prompt-embeds FILE (text-to-video) is required", ErrOptions)
+		return badOptions("--image FILE (image-to-video) or --prompt TEXT / --prompt-embeds FILE (text-to-video) is required")
 	case o.Prompt != "" && o.PromptEmbeds != "":
-		return fmt.Errorf("%w: --prompt and --prompt-embeds both given: give one", ErrOptions)
+		return badOptions("--prompt and --prompt-embeds both given: give one")
 	case o.NegativePrompt != "" && o.NegativePromptEmbeds != "":
-		return fmt.Errorf("%w: --negative-prompt and --negative-prompt-embeds both given: give one", ErrOptions)
+		return badOptions("--negative-prompt and --negative-prompt-embeds both given: give one")
 	case o.NegativePrompt != "" && o.Prompt == "":
-		return fmt.Errorf("%w: --negative-prompt needs --prompt (with --prompt-embeds give --negative-prompt-embeds)", ErrOptions)
+		return badOptions("--negative-prompt needs --prompt (with --prompt-embeds give --negative-prompt-embeds)")
 	case o.NegativePromptEmbeds != "" && o.PromptEmbeds == "":
-		return fmt.Errorf("%w: --negative-prompt-embeds needs --prompt-embeds (with --prompt give --negative-prompt)", ErrOptions)
+		return badOptions("--negative-prompt-embeds needs --prompt-embeds (with --prompt give --negative-prompt)")
 	case o.NumSamples < 1:
-		return fmt.Errorf("%w: --num-samples %d", ErrOptions, o.NumSamples)
+		return badOptions("--num-samples %d: the number of videos must be at least 1", o.NumSamples)
 	case o.MicroBatch < 1:
-		return fmt.Errorf("%w: --micro-batch %d", ErrOptions, o.MicroBatch)
-	case o.NProc < 1:
-		return fmt.Errorf("%w: --nproc %d", ErrOptions, o.NProc)
-	case o.DecodeRanks < 0 || o.DecodeRanks > o.NProc:
-		return fmt.Errorf("%w: --decode-ranks %d must be between 0 and --nproc %d", ErrOptions, o.DecodeRanks, o.NProc)
+		return badOptions("--micro-batch %d: a denoiser call takes at least 1 sample", o.MicroBatch)
+	case o.NProc < 0 || (o.NProc == 0 && o.PP+o.CFG+o.CP+o.DP == 0 && o.Plan == ""):
+		return badOptions("--nproc %d: a run needs at least 1 process (1 runs every stage here, K > 1 starts K pipeline stages)", o.NProc)
+	case o.Plan != "" && o.Plan != "auto":
+		return badOptions("--plan %q: only \"auto\" is known", o.Plan)
+	case o.Plan == "auto" && o.PP+o.CFG+o.CP+o.DP > 0:
+		return badOptions("--plan auto chooses --pp/--cfg/--cp/--dp itself; give only --nproc (the devices)")
+	case o.Goal != "throughput" && o.Goal != "latency":
+		return badOptions("--goal %q (want throughput or latency)", o.Goal)
+	case o.DecodeRanks < 0:
+		return badOptions("--decode-ranks %d must be at least 0", o.DecodeRanks)
 	case o.DecodeSteps < 0 || math.IsNaN(o.DecodeSteps) || math.IsInf(o.DecodeSteps, 0):
-		return fmt.Errorf("%w: --decode-steps %v must be a finite cost >= 0", ErrOptions, o.DecodeSteps)
+		return badOptions("--decode-steps %v must be a finite cost >= 0", o.DecodeSteps)
 	case o.ConditionSteps < 0 || math.IsNaN(o.ConditionSteps) || math.IsInf(o.ConditionSteps, 0):
-		return fmt.Errorf("%w: --condition-steps %v must be a finite cost >= 0", ErrOptions, o.ConditionSteps)
+		return badOptions("--condition-steps %v must be a finite cost >= 0", o.ConditionSteps)
 	case o.Steps < 0:
-		return fmt.Errorf("%w: --steps %d", ErrOptions, o.Steps)
-	case o.Steps > 0 && o.Steps < o.NProc:
-		return fmt.Errorf("%w: --steps %d cannot fill --nproc %d stages", ErrOptions, o.Steps, o.NProc)
-	case o.Out == "":
-		return fmt.Errorf("%w: --out is required", ErrOptions)
+		return badOptions("--steps %d: the number of denoising steps cannot be negative (0: the model's)", o.Steps)
 	case o.Timeout <= 0:
-		return fmt.Errorf("%w: --timeout %v", ErrOptions, o.Timeout)
+		return badOptions("--timeout %v: the hand-off deadline must be positive", o.Timeout)
 	}
 	switch o.Progress {
 	case "auto", "bar", "plain":
 	default:
-		return fmt.Errorf("%w: --progress %q (want auto, bar or plain)", ErrOptions, o.Progress)
+		return badOptions("--progress %q (want auto, bar or plain)", o.Progress)
 	}
 	if _, err := o.Cache.Rule(); err != nil {
-		return fmt.Errorf("%w: %w", ErrOptions, err)
+		return badOptions("%w", err)
 	}
 	return nil
 }
 
-// StageExtras is each of the --nproc stages' fixed cost per item in steps, which the step
-// cut balances: the micro-batch's conditioning (--condition-steps per sample) on stage 0
-// and its decode (--decode-steps per sample) shared by the decoding stages; nil without
-// either cost.
+// StageExtras is each of the pipeline's stages' fixed cost per item in steps, which the
+// step cut balances: the micro-batch's conditioning (--condition-steps per sample) on stage
+// 0 and its decode (--decode-steps per sample) shared by the decoding stages; nil without
+// either cost. o's mesh must be resolved (ResolveMesh).
 func (o Options) StageExtras() []float64 {
 	b := float64(o.MicroBatch)
-	return pipeline.StageExtras(o.NProc, b*o.ConditionSteps, 0, b*o.DecodeSteps, o.DecodeRanks)
+	return pipeline.StageExtras(o.PP, b*o.ConditionSteps, 0, b*o.DecodeSteps, o.DecodeRanks)
 }
+
+// ResolveMesh fills the mesh from --nproc, --pp, --cfg, --cp and --dp (comm.MeshFromFlags:
+// none given, a pipeline of --nproc stages) and checks what the mesh needs: a step per
+// stage, a guided run for --cfg 2, decode ranks within the pipeline.
+func (o Options) ResolveMesh() (Options, error) {
+	m, err := comm.MeshFromFlags(o.NProc, o.PP, o.CFG, o.CP, o.DP, 1)
+	if err != nil {
+		return o, badOptions("%w", err)
+	}
+	o.PP, o.CFG, o.CP, o.DP, o.NProc = m.PP, m.CFG, m.CP, m.DP, m.Size()
+	switch {
+	case o.CFG > 2:
+		return o, badOptions("--cfg %d: classifier-free guidance has two halves (use 1 or 2)", o.CFG)
+	case o.CFG == 2 && !o.guided():
+		return o, badOptions("--cfg 2 runs the two halves of classifier-free guidance on two ranks, but this run is not guided (--max-guidance or --guidance-scale above 1)")
+	case o.Steps > 0 && o.Steps < o.PP:
+		return o, badOptions("--steps %d cannot fill %d pipeline stages: every stage needs at least one step", o.Steps, o.PP)
+	case o.DecodeRanks > o.PP:
+		return o, badOptions("--decode-ranks %d must be at most the %d pipeline stages", o.DecodeRanks, o.PP)
+	case o.DecodeRanks > 1 && (o.CFG > 1 || o.CP > 1):
+		return o, badOptions("--decode-ranks %d with --cfg %d --cp %d: a decode is spread over pp x dp meshes only", o.DecodeRanks, o.CFG, o.CP)
+	}
+	return o, nil
+}
+
+// guided reports whether the resolved options run classifier-free guidance.
+func (o Options) guided() bool { return o.MaxGuidance > 1 || o.GuidanceScale > 1 }
+
+// mesh names the options' mesh, for messages.
+func (o Options) mesh() string { return comm.Mesh{PP: o.PP, CFG: o.CFG, CP: o.CP, DP: o.DP}.String() }

@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/atomicfile"
+	"github.com/vdpp/vdpp/internal/progress"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
@@ -22,9 +22,10 @@ import (
 	"github.com/vdpp/vdpp/video"
 )
 
-// RunRank runs one stage of a generation: the whole job when env is a single process, or
-// rank env.Rank of a world started by `vdpp generate` on this node. o must already hold
-// resolved defaults (see Resolve).
+// RunRank runs one rank of a generation: the whole job when env is a single process, or
+// rank env.Rank of a world started by `vdpp generate` on this node, its place in the pp x
+// cfg x cp x dp mesh (a pipeline stage of one replica; a cfg or cp member computes its
+// share of every step of its stage). o must already hold resolved defaults (see Resolve).
 func RunRank(ctx context.Context, o Options, env comm.Env, log *slog.Logger) error {
 	return runRank(ctx, o, env, nil, log)
 }
@@ -35,23 +36,31 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	if o.Steps == 0 {
-		return fmt.Errorf("%w: --steps 0: RunRank needs resolved options (Resolve)", ErrOptions)
+	if o.Steps == 0 || o.Out == "" {
+		return badOptions("--steps %d --out %q: RunRank needs resolved options (Resolve, PrepareOut)", o.Steps, o.Out)
 	}
-	// Resolve leaves guidance and decode chunk set; options built in code may still say
-	// "the model's".
-	smp, err := builtin.Sampling(o.Model)
+	o, err = o.ResolveMesh()
 	if err != nil {
 		return err
 	}
-	o.MinGuidance, o.MaxGuidance, o.DecodeChunkSize = smp.Resolve(o.MinGuidance, o.MaxGuidance, o.DecodeChunkSize)
 	if env.WorldSize != o.NProc {
-		return fmt.Errorf("generate: world size %d but --nproc %d", env.WorldSize, o.NProc)
+		return fmt.Errorf("generate: world size %d but the mesh %s needs %d processes", env.WorldSize, o.mesh(), o.NProc)
 	}
+	mesh, err := comm.NewMesh(o.PP, o.CFG, o.CP, o.DP, env.WorldSize)
+	if err != nil {
+		return err
+	}
+	coord := mesh.Coords(env.Rank)
 	m, err := family.Resolve(o.Model)
 	if err != nil {
 		return err
 	}
+	// Resolve leaves every default set; options built in code may still say "the model's".
+	desc, err := m.Describe()
+	if err != nil {
+		return err
+	}
+	o = o.withModelDefaults(desc.Defaults)
 	pr := params(o)
 	if pr.Cache, err = o.Cache.Rule(); err != nil {
 		return err
@@ -67,14 +76,21 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 			return err
 		}
 	}
-	plan, err := m.CachedStagePlan(pr.Cache, o.Steps, latent, o.NProc, o.StageExtras())
+	plan, err := m.CachedStagePlan(pr.Cache, o.Steps, latent, o.PP, o.StageExtras())
 	if err != nil {
 		return err
 	}
-	first, last := env.Rank == 0, env.Rank == o.NProc-1
-	spread := decodeSpread(o)
-	decodes := last || slices.Contains(spread.Ranks, env.Rank)
-	roles := family.Roles{Condition: first, Denoise: true, Decode: decodes, Steps: plan[env.Rank], TotalSteps: o.Steps}
+	stage := coord.PP
+	// One rank per stage of each replica writes what the stage does: the cfg 0, cp 0
+	// member (the others compute the same steps, and on the last stage hold the same bits).
+	records := coord.CFG == 0 && coord.CP == 0
+	prog := newRankProgress(o.ProgressDir, env.Rank, stage, records)
+	defer prog.phase(progress.Done, -1)
+	first, last := stage == 0, stage == o.PP-1
+	chain := mesh.PPGroup(env.Rank)
+	spreadRanks := chain[len(chain)-max(1, o.DecodeRanks):]
+	decodes := records && (last || (o.DecodeRanks > 1 && slices.Contains(spreadRanks, env.Rank)))
+	roles := family.Roles{Condition: first, Denoise: true, Decode: decodes, Steps: plan[stage], TotalSteps: o.Steps}
 	t0 := time.Now()
 	p, err := m.Open(family.Options{Variant: o.Variant, Backend: o.Backend, Roles: roles,
 		Prompts: o.Prompt != "", Progress: LoadProgress(log)})
@@ -83,11 +99,13 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	}
 	defer p.Close()
 	loadMS := ms(time.Since(t0))
-	log.Info("loaded", "stage", env.Rank, "steps", plan[env.Rank].String(), "weights", p.WeightBytes(), "ms", int(loadMS))
+	prog.phase(progress.Waiting, -1)
+	log.Info("loaded", "stage", stage, "steps", plan[stage].String(), "weights", p.WeightBytes(), "ms", int(loadMS))
 
 	var tr comm.Transport
 	var store kv
 	var barrier func() error
+	place := pipeline.PlaceAlone()
 	if o.NProc > 1 && t == nil {
 		if t, err = dial(ctx, o, env, log); err != nil {
 			return err
@@ -97,22 +115,41 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	}
 	if t != nil {
 		tr, store = t, t.Store()
+		if place, err = pipeline.Place(mesh, t); err != nil {
+			return fmt.Errorf("rank %d: %w", env.Rank, err)
+		}
 		// The store lives on rank 0: every rank waits here before closing, so rank 0 serves
-		// the last stage's look-ups until the last sample is written.
+		// the last stage's look-ups until the last sample is written; then rank 0 leaves
+		// last, once every other rank is through (a rank still waiting for the barrier's
+		// release would otherwise find the store gone).
 		barrier = func() error {
 			bctx, cancel := context.WithTimeout(ctx, o.Timeout)
 			defer cancel()
-			return t.Store().Barrier(bctx, "generate/done", o.NProc)
+			st := t.Store()
+			if err := st.Barrier(bctx, "generate/done", o.NProc); err != nil {
+				return err
+			}
+			if env.Rank == 0 {
+				_, err := st.Wait(bctx, "generate/left")
+				return err
+			}
+			n, err := st.Add(bctx, "generate/leaving", 1)
+			if err == nil && n == int64(o.NProc-1) {
+				// The last to leave releases rank 0, which may then close the store before
+				// this reply arrives: the set only has to land.
+				_ = st.Set(bctx, "generate/left", []byte("1"))
+			}
+			return err
 		}
 	} else {
 		store = newLocalKV()
 	}
-	sw := StageWeights{Rank: env.Rank, Steps: [2]int{plan[env.Rank].Start, plan[env.Rank].End}, Components: p.WeightBytes(), LoadMS: loadMS}
+	sw := StageWeights{Rank: env.Rank, Steps: [2]int{plan[stage].Start, plan[stage].End}, Components: p.WeightBytes(), LoadMS: loadMS}
 	if err := setJSON(ctx, store, "weights/"+strconv.Itoa(env.Rank), sw); err != nil {
 		return err
 	}
-	if first {
-		log.Info("stage plan", "plan", pipeline.FormatPlan(plan))
+	if env.Rank == 0 {
+		log.Info("stage plan", "mesh", mesh.String(), "plan", pipeline.FormatPlan(plan))
 	}
 	sc, err := p.Scheduler(pr.Steps)
 	if err != nil {
@@ -122,7 +159,10 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	if err != nil {
 		return err
 	}
-	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log, ended: map[int64]time.Time{}, caches: map[int64]*pipeline.CacheSummary{}}
+	if err := place.Configure(stepper, p.LatentShape(pr)[0]); err != nil {
+		return fmt.Errorf("rank %d: %w", env.Rank, err)
+	}
+	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log, prog: prog, ended: map[int64]time.Time{}, caches: map[int64]*pipeline.CacheSummary{}}
 	if last && pr.Cache.On() {
 		// The last stage keeps each sample's cache records for its report as its last
 		// step ends (the decode may run on other ranks, away from the item).
@@ -132,11 +172,11 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 			}
 		}
 	}
+	var work pipeline.Workload = w
+	if last && !records {
+		work = noFinish{w} // the recording member of this stage writes the samples
+	}
 	if first {
-		desc, err := m.Describe()
-		if err != nil {
-			return err
-		}
 		// Every item carries its windows (in latent frames) through the stages.
 		w.windows = desc.Windows(pr, p)
 		if w.in, err = loadInput(m, o); err != nil {
@@ -144,10 +184,12 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 		}
 	}
 	err = pipeline.Run(ctx, pipeline.Config{
-		Plan: plan, Stage: env.Rank, PrevRank: env.Rank - 1, NextRank: env.Rank + 1,
+		Plan: plan, Stage: stage, PrevRank: place.PrevRank, NextRank: place.NextRank,
 		TotalSteps: o.Steps, NumSamples: o.NumSamples, MicroBatch: o.MicroBatch,
-		Transport: tr, Stepper: stepper, Workload: w, Log: log, Spread: spread,
+		Replica: place.Replica, Replicas: place.Replicas,
+		Transport: tr, Stepper: stepper, Workload: work, Log: log, Spread: place.DecodeSpread(o.DecodeRanks),
 		OnEvent: func(e pipeline.Event) {
+			prog.event(e)
 			if e.Kind == "compute" && e.Step1 == o.Steps {
 				w.diffused(e.Samples, e.End)
 			}
@@ -167,22 +209,16 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	return err
 }
 
+// noFinish is the workload of a last-stage rank that does not record (a cfg or cp member
+// other than the first): it computes its share of the steps and writes nothing.
+type noFinish struct{ pipeline.Workload }
+
+// Finish implements pipeline.Workload: nothing to write.
+func (noFinish) Finish(context.Context, *pipeline.Item) error { return nil }
+
 // dial joins env's world with o's timeouts.
 func dial(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (*comm.TCPTransport, error) {
 	return comm.DialTCP(ctx, env, comm.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, HeartbeatTimeout: o.HeartbeatTimeout, Logger: log})
-}
-
-// decodeSpread is the spread of --decode-ranks N: the last stage and the N-1 stages before
-// it, the last stage first (none below 2).
-func decodeSpread(o Options) pipeline.Spread {
-	sp := pipeline.Spread{Last: o.NProc - 1}
-	if o.DecodeRanks < 2 {
-		return sp
-	}
-	for r := o.NProc - 1; r >= o.NProc-o.DecodeRanks; r-- {
-		sp.Ranks = append(sp.Ranks, r)
-	}
-	return sp
 }
 
 func params(o Options) family.Params {
@@ -266,6 +302,7 @@ type workload struct {
 	sc    sched.Scheduler
 	store kv
 	log   *slog.Logger
+	prog  *rankProgress
 	in    family.Input
 	// windows cut a video longer than the model's native length (nil: one window).
 	windows *pipeline.Windows
@@ -302,6 +339,8 @@ func (w *workload) Parts() int { return family.DecodeParts(w.p, w.pr) }
 // FinishPart implements pipeline.PartWorkload: one decode part, on whichever rank it was
 // handed to.
 func (w *workload) FinishPart(ctx context.Context, s int64, lat *tensor.Dense, part int) (*tensor.Dense, error) {
+	w.prog.phase(progress.Decoding, s)
+	defer w.prog.phase(progress.Waiting, -1)
 	out, err := family.DecodePart(ctx, w.p, lat, w.pr, part)
 	if err != nil {
 		return nil, fmt.Errorf("generate: sample %d: %w", s, err)
@@ -397,6 +436,7 @@ func (w *workload) writeSample(ctx context.Context, s int64, t0 time.Time, decod
 	if err := getJSON(ctx, w.store, "start/"+strconv.FormatInt(s, 10), &started); err != nil {
 		return err
 	}
+	w.prog.phase(progress.Decoding, s)
 	dir := filepath.Join(w.o.Out, fmt.Sprintf("sample-%03d", s))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -432,7 +472,7 @@ func (w *workload) writeSample(ctx context.Context, s int64, t0 time.Time, decod
 		GuidanceScale: w.pr.GuidanceScale, GuidanceScale2: w.pr.GuidanceScale2,
 		Height: w.pr.Height, Width: w.pr.Width, Steps: w.pr.Steps, MinGuidance: w.pr.MinGuidance,
 		MaxGuidance: w.pr.MaxGuidance, FPS: w.pr.FPS, MotionID: w.pr.MotionBucketID, NoiseAug: w.pr.NoiseAugStrength,
-		DecodeChunk: w.pr.DecodeChunkSize, DecodeRanks: max(1, w.o.DecodeRanks), VAETile: w.pr.VAETile, Window: w.o.Window, Overlap: w.o.Overlap, Blend: w.o.Blend, NProc: w.o.NProc, Stages: w.stages,
+		DecodeChunk: w.pr.DecodeChunkSize, DecodeRanks: max(1, w.o.DecodeRanks), VAETile: w.pr.VAETile, Window: w.o.Window, Overlap: w.o.Overlap, Blend: w.o.Blend, NProc: w.o.NProc, PP: w.o.PP, CFG: w.o.CFG, CP: w.o.CP, DP: w.o.DP, Stages: w.stages,
 		Timings: Timings{LoadMS: loadMS, ConditioningMS: ct.ConditioningMS, DiffusionMS: ms(t0.Sub(time.Unix(0, started))), DecodeMS: decodeMS},
 		Pixels:  out.stats.Stats(), Files: files, MP4: enc,
 	}
@@ -446,6 +486,7 @@ func (w *workload) writeSample(ctx context.Context, s int64, t0 time.Time, decod
 	if err := atomicfile.WriteFile(filepath.Join(dir, "report.json"), append(b, '\n'), atomicfile.Options{}); err != nil {
 		return err
 	}
+	w.prog.decoded()
 	w.log.Info("sample done", "sample", s, "dir", dir, "decode_ms", int(decodeMS), "mp4", enc)
 	return nil
 }

@@ -29,33 +29,38 @@ type SampleReport struct {
 	Image  string `json:"image"`
 	// Prompt, NegativePrompt (or PromptEmbeds, NegativePromptEmbeds) and the guidance
 	// scales are a text-to-video model's inputs (Wan).
-	Prompt               string           `json:"prompt,omitempty"`
-	NegativePrompt       string           `json:"negative_prompt,omitempty"`
-	PromptEmbeds         string           `json:"prompt_embeds,omitempty"`
-	NegativePromptEmbeds string           `json:"negative_prompt_embeds,omitempty"`
-	GuidanceScale        float64          `json:"guidance_scale,omitempty"`
-	GuidanceScale2       float64          `json:"guidance_scale_2,omitempty"`
-	Frames               int              `json:"num_frames"`
-	Height               int              `json:"height"`
-	Width                int              `json:"width"`
-	Steps                int              `json:"steps"`
-	MinGuidance          float64          `json:"min_guidance"`
-	MaxGuidance          float64          `json:"max_guidance"`
-	FPS                  int              `json:"fps"`
-	MotionID             int              `json:"motion_bucket_id"`
-	NoiseAug             float64          `json:"noise_aug_strength"`
-	DecodeChunk          int              `json:"decode_chunk_size"`
-	DecodeRanks          int              `json:"decode_ranks"`
-	VAETile              int              `json:"vae_tile,omitempty"`
-	Window               int              `json:"window,omitempty"`
-	Overlap              int              `json:"overlap"`
-	Blend                string           `json:"blend,omitempty"`
-	NProc                int              `json:"nproc"`
-	Stages               []StageWeights   `json:"stages"`
-	Timings              Timings          `json:"timings_ms"`
-	Pixels               video.FrameStats `json:"pixel_stats"`
-	Files                []string         `json:"files"`
-	MP4                  string           `json:"mp4"`
+	Prompt               string  `json:"prompt,omitempty"`
+	NegativePrompt       string  `json:"negative_prompt,omitempty"`
+	PromptEmbeds         string  `json:"prompt_embeds,omitempty"`
+	NegativePromptEmbeds string  `json:"negative_prompt_embeds,omitempty"`
+	GuidanceScale        float64 `json:"guidance_scale,omitempty"`
+	GuidanceScale2       float64 `json:"guidance_scale_2,omitempty"`
+	Frames               int     `json:"num_frames"`
+	Height               int     `json:"height"`
+	Width                int     `json:"width"`
+	Steps                int     `json:"steps"`
+	MinGuidance          float64 `json:"min_guidance"`
+	MaxGuidance          float64 `json:"max_guidance"`
+	FPS                  int     `json:"fps"`
+	MotionID             int     `json:"motion_bucket_id"`
+	NoiseAug             float64 `json:"noise_aug_strength"`
+	DecodeChunk          int     `json:"decode_chunk_size"`
+	DecodeRanks          int     `json:"decode_ranks"`
+	VAETile              int     `json:"vae_tile,omitempty"`
+	Window               int     `json:"window,omitempty"`
+	Overlap              int     `json:"overlap"`
+	Blend                string  `json:"blend,omitempty"`
+	NProc                int     `json:"nproc"`
+	// PP, CFG, CP and DP are the mesh the run used (their product is NProc).
+	PP      int              `json:"pp"`
+	CFG     int              `json:"cfg"`
+	CP      int              `json:"cp"`
+	DP      int              `json:"dp"`
+	Stages  []StageWeights   `json:"stages"`
+	Timings Timings          `json:"timings_ms"`
+	Pixels  video.FrameStats `json:"pixel_stats"`
+	Files   []string         `json:"files"`
+	MP4     string           `json:"mp4"`
 	// Cache is the step cache of a cached run (--cache): the rule, which calls computed.
 	Cache *pipeline.CacheSummary `json:"cache,omitempty"`
 }

@@ -2,15 +2,19 @@ package generate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"strings"
+	"runtime"
+	"strconv"
 	"time"
 
+	"github.com/vdpp/vdpp/bench"
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/comm"
 	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
@@ -31,25 +35,73 @@ type Runner struct {
 	// CPUDefaultsWarning); Terminal says whether it is a terminal.
 	Progress io.Writer
 	Terminal bool
+	// Width is the terminal's width in columns (0: unknown), which the bar keeps within;
+	// PlainEvery is how often the plain display prints a line (0: every 10 s).
+	Width      int
+	PlainEvery time.Duration
+	// PinCores runs every rank as a process of its own pinned to one core (local rank i
+	// on core i mod the cores; Linux's taskset), as if each stage had a device of its own;
+	// a one-process run is launched too.
+	PinCores bool
 }
 
 // Resolve checks the inputs before anything runs and fills defaults from the checkpoint:
-// the checkpoint's configs and weight headers, the image, and the sizes.
+// the checkpoint's configs and weight headers, the image, the sizes, and the mesh (except
+// with --plan auto, whose mesh Runner.Run asks the planner for).
 func Resolve(o Options) (Options, error) {
-	if err := o.Validate(); err != nil {
+	o, err := resolveInputs(o)
+	if err != nil || o.Plan == "auto" {
+		return o, err // --plan auto: Runner.Run asks the planner for the mesh
+	}
+	return o.resolveMeshFor()
+}
+
+// resolveMeshFor resolves the mesh (ResolveMesh) and checks it against the video: a cp
+// rank per latent frame at least, and no cp split of temporal windows.
+func (o Options) resolveMeshFor() (Options, error) {
+	o, err := o.ResolveMesh()
+	if err != nil || o.CP == 1 {
 		return o, err
 	}
-	smp, err := builtin.Sampling(o.Model)
-	if err != nil {
-		return o, err
+	if o.Window > 0 && o.Window < o.NumFrames {
+		return o, badOptions("--cp %d with temporal windows (--num-frames %d over --window %d): context parallelism splits one clip's frames; use --pp or --dp", o.CP, o.NumFrames, o.Window)
 	}
-	o.MinGuidance, o.MaxGuidance, o.DecodeChunkSize = smp.Resolve(o.MinGuidance, o.MaxGuidance, o.DecodeChunkSize)
 	m, err := family.Resolve(o.Model)
 	if err != nil {
 		return o, err
 	}
+	desc, err := m.Describe()
+	if err != nil {
+		return o, err
+	}
+	frames := o.NumFrames
+	if fm := desc.FrameMultiple; fm > 0 {
+		frames = (o.NumFrames-1)/fm + 1
+	}
+	if o.CP > frames {
+		return o, badOptions("--cp %d > the latent's %d frames: every cp rank needs a frame", o.CP, frames)
+	}
+	return o, nil
+}
+
+// resolveInputs checks the inputs and fills the model's defaults (Resolve without the mesh).
+func resolveInputs(o Options) (Options, error) {
+	if err := o.Validate(); err != nil {
+		return o, err
+	}
+	m, err := family.Resolve(o.Model)
+	if errors.Is(err, family.ErrNotCached) {
+		return o, badOptions("--model %w", err)
+	}
+	if err != nil {
+		return o, err
+	}
 	if m.Dir == "" {
-		return o, fmt.Errorf("%w: --model %s has no conditioner or decoder: give a model folder or %q", ErrOptions, o.Model, builtin.Name)
+		return o, badOptions("--model %s has no conditioner or decoder: give a model folder or %q", o.Model, builtin.Name)
+	}
+	// A flag of another family is refused, not accepted and ignored.
+	if err := family.RefuseUnread(m.Family, o.Model, o.knobs()); err != nil {
+		return o, badOptions("%w", err)
 	}
 	o.Model = m.Dir
 	if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.AllRoles}); err != nil {
@@ -59,55 +111,52 @@ func Resolve(o Options) (Options, error) {
 	if err != nil {
 		return o, err
 	}
-	if o.NumFrames == 0 {
-		o.NumFrames = desc.Defaults.NumFrames
-	}
-	if o.Steps == 0 {
-		o.Steps = desc.Defaults.Steps
-	}
-	if o.Steps < o.NProc {
-		return o, fmt.Errorf("%w: --steps %d cannot fill --nproc %d stages", ErrOptions, o.Steps, o.NProc)
-	}
+	o = o.withModelDefaults(desc.Defaults)
 	if o, err = resolveWindows(o, desc); err != nil {
 		return o, err
 	}
-	if o.Height == 0 && o.Width == 0 {
+	switch {
+	case o.Height == 0 && o.Width == 0:
 		o.Height, o.Width = desc.Defaults.Height, desc.Defaults.Width
+	case o.Width == 0:
+		return o, badOptions("--height %d without --width: set both (or neither, for the model's %dx%d)", o.Height, desc.Defaults.Width, desc.Defaults.Height)
+	case o.Height == 0:
+		return o, badOptions("--width %d without --height: set both (or neither, for the model's %dx%d)", o.Width, desc.Defaults.Width, desc.Defaults.Height)
 	}
 	f := desc.SizeMultiple
 	if o.NumFrames < 1 {
-		return o, fmt.Errorf("%w: --num-frames %d", ErrOptions, o.NumFrames)
+		return o, badOptions("--num-frames %d: a video needs at least 1 frame", o.NumFrames)
 	}
 	if o.Height < f || o.Width < f || o.Height%f != 0 || o.Width%f != 0 {
-		return o, fmt.Errorf("%w: --width %d --height %d must be positive multiples of %d (the VAE's factor)", ErrOptions, o.Width, o.Height, f)
+		return o, badOptions("--width %d --height %d: both must be positive multiples of %d (the VAE's factor)", o.Width, o.Height, f)
 	}
 	switch {
 	case o.VAETile < -1:
-		return o, fmt.Errorf("%w: --vae-tile %d (0: off, -1: the VAE's sample_size)", ErrOptions, o.VAETile)
+		return o, badOptions("--vae-tile %d (0: off, -1: the VAE's sample_size)", o.VAETile)
 	case o.VAETile != 0 && !desc.VAETiling:
-		return o, fmt.Errorf("%w: --vae-tile: the %s family's VAE does not tile", ErrOptions, m.Family.Name())
+		return o, badOptions("--vae-tile: the %s family's VAE does not tile", m.Family.Name())
 	case o.VAETile > 0 && o.VAETile%(4*f) != 0:
 		// Tiles advance by three quarters of a tile, which must be whole latent pixels.
-		return o, fmt.Errorf("%w: --vae-tile %d must be a multiple of %d (4 × the VAE's factor %d)", ErrOptions, o.VAETile, 4*f, f)
+		return o, badOptions("--vae-tile %d must be a multiple of %d (4 × the VAE's factor %d)", o.VAETile, 4*f, f)
 	}
 	if o.MinGuidance > o.MaxGuidance {
-		return o, fmt.Errorf("%w: --min-guidance %v > --max-guidance %v", ErrOptions, o.MinGuidance, o.MaxGuidance)
+		return o, badOptions("--min-guidance %v > --max-guidance %v", o.MinGuidance, o.MaxGuidance)
 	}
 	if fm := desc.FrameMultiple; fm > 0 && (o.NumFrames-1)%fm != 0 {
-		return o, fmt.Errorf("%w: --num-frames %d: the model's causal VAE takes 1 + %dk frames (e.g. %d or %d)", ErrOptions, o.NumFrames, fm, (o.NumFrames-1)/fm*fm+1, ((o.NumFrames-1)/fm+1)*fm+1)
+		return o, badOptions("--num-frames %d: the model's causal VAE takes 1 + %dk frames (e.g. %d or %d)", o.NumFrames, fm, (o.NumFrames-1)/fm*fm+1, ((o.NumFrames-1)/fm+1)*fm+1)
 	}
 	rule, err := o.Cache.Rule()
 	if err == nil {
 		_, err = m.ResolveCache(rule, o.Steps)
 	}
 	if err != nil {
-		return o, fmt.Errorf("%w: %w", ErrOptions, err)
+		return o, badOptions("%w", err)
 	}
 	if desc.TextDim > 0 {
 		return resolveText(o, m, desc)
 	}
 	if o.Image == "" {
-		return o, fmt.Errorf("%w: --model %s is an image-to-video model: --image FILE is required", ErrOptions, o.Model)
+		return o, badOptions("--model %s is an image-to-video model: --image FILE is required", o.Model)
 	}
 	if _, err := video.LoadImage(o.Image); err != nil {
 		return o, err
@@ -119,21 +168,21 @@ func Resolve(o Options) (Options, error) {
 // width, the guidance scales.
 func resolveText(o Options, m family.Resolved, desc family.Description) (Options, error) {
 	if o.PromptEmbeds == "" && o.Prompt == "" {
-		return o, fmt.Errorf("%w: --model %s is a text-to-video model: --prompt TEXT (or --prompt-embeds FILE.safetensors) is required", ErrOptions, o.Model)
+		return o, badOptions("--model %s is a text-to-video model: --prompt TEXT (or --prompt-embeds FILE.safetensors) is required", o.Model)
 	}
 	if o.Image != "" {
-		return o, fmt.Errorf("%w: --image: --model %s is a text-to-video model and takes no image", ErrOptions, o.Model)
+		return o, badOptions("--image: --model %s is a text-to-video model and takes no image", o.Model)
 	}
 	if o.GuidanceScale < 0 {
 		o.GuidanceScale = desc.Defaults.GuidanceScale
 	}
 	if math.IsNaN(o.GuidanceScale) || math.IsInf(o.GuidanceScale, 0) || math.IsNaN(o.GuidanceScale2) || math.IsInf(o.GuidanceScale2, 0) || o.GuidanceScale2 < 0 {
-		return o, fmt.Errorf("%w: --guidance-scale %v --guidance-scale-2 %v", ErrOptions, o.GuidanceScale, o.GuidanceScale2)
+		return o, badOptions("--guidance-scale %v --guidance-scale-2 %v", o.GuidanceScale, o.GuidanceScale2)
 	}
 	if o.Prompt != "" {
 		// The first stage loads the tokenizer and text encoder: check they are there.
 		if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.Roles{Condition: true}, Prompts: true}); err != nil {
-			return o, fmt.Errorf("%w: --prompt: %w", ErrOptions, err)
+			return o, badOptions("--prompt: %w (give --prompt-embeds FILE instead)", err)
 		}
 		return o, nil // the negative prompt defaults to "", as in diffusers
 	}
@@ -146,7 +195,7 @@ func resolveText(o Options, m family.Resolved, desc family.Description) (Options
 			return o, err
 		}
 	case o.GuidanceScale > 1:
-		return o, fmt.Errorf("%w: --guidance-scale %v > 1 runs CFG, which needs --negative-prompt-embeds FILE (or --guidance-scale 1)", ErrOptions, o.GuidanceScale)
+		return o, badOptions("--guidance-scale %v > 1 runs CFG, which needs --negative-prompt-embeds FILE (or --guidance-scale 1)", o.GuidanceScale)
 	}
 	return o, nil
 }
@@ -158,21 +207,32 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w := CPUDefaultsWarning(given, o, OnCPU); w != "" && r.Progress != nil {
-		fmt.Fprintln(r.Progress, w)
+	say := r.Progress
+	if say == nil || o.Quiet {
+		say = io.Discard
+	}
+	if w := CPUDefaultsWarning(given, o, OnCPU); w != "" {
+		fmt.Fprintln(say, w)
+	}
+	o, where, err := PrepareOut(o)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(say, where)
+	if o.Plan == "auto" {
+		if o, err = autoMesh(ctx, o, say); err != nil {
+			return nil, err
+		}
 	}
 	log := r.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("generate: %w", err)
-	}
-	// With a progress bar on the terminal, the log lines (this process's and the workers')
-	// go to OUT/generate.log instead, so they do not tear the bar.
+	// With a progress bar on the terminal (or --quiet), the log lines (this process's and
+	// the workers') go to OUT/generate.log instead, so they do not tear the bar.
 	var workerOut io.Writer = os.Stderr
-	if r.bar(o) {
-		lf, err := os.Create(filepath.Join(o.Out, "generate.log"))
+	if r.bar(o) || o.Quiet {
+		lf, err := os.Create(filepath.Join(o.Out, LogFile))
 		if err != nil {
 			return nil, fmt.Errorf("generate: %w", err)
 		}
@@ -180,17 +240,29 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 		log = slog.New(slog.NewTextHandler(lf, nil))
 		workerOut = lf
 	}
+	if o.ProgressDir == "" && r.Progress != nil && !o.Quiet {
+		dir, err := progressDir()
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		o.ProgressDir = dir
+	}
 	done := make(chan struct{})
 	progressDone := make(chan struct{})
 	go func() {
 		defer close(progressDone)
-		r.showProgress(o, done)
+		r.display(o, o.ProgressDir, done)
 	}()
-	if o.NProc == 1 {
+	if o.NProc == 1 && !r.PinCores {
 		err = RunRank(ctx, o, comm.SingleProcess(), log)
 	} else {
 		launch := r.Launch
-		if launch == nil {
+		switch {
+		case launch != nil:
+		case r.PinCores:
+			launch = pinnedLaunch
+		default:
 			launch = defaultLaunch
 		}
 		err = launch(ctx, o.NProc, append([]string{"worker", "generate"}, o.WorkerArgs()...), workerOut)
@@ -198,8 +270,8 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 	close(done)
 	<-progressDone
 	dirs := finished(o)
-	if err != nil && r.bar(o) {
-		err = fmt.Errorf("%w (worker logs: %s)", err, filepath.Join(o.Out, "generate.log"))
+	if err != nil && (r.bar(o) || o.Quiet) {
+		err = fmt.Errorf("%w (worker logs: %s)", err, filepath.Join(o.Out, LogFile))
 	}
 	if err != nil {
 		if len(dirs) > 0 {
@@ -212,6 +284,21 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 
 func defaultLaunch(ctx context.Context, nproc int, args []string, out io.Writer) error {
 	return comm.Launch(ctx, comm.LaunchOptions{NProcPerNode: nproc, NNodes: 1, Command: args, Stdout: out, Stderr: out})
+}
+
+// pinnedLaunch is defaultLaunch with local rank i pinned to core i mod the cores (taskset).
+func pinnedLaunch(ctx context.Context, nproc int, args []string, out io.Writer) error {
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		return fmt.Errorf("generate: pinning ranks to cores: %w", err)
+	}
+	start := func(spec comm.ProcSpec) (comm.Process, error) {
+		cpu := strconv.Itoa(spec.LocalRank % runtime.NumCPU())
+		spec.Args = append([]string{"-c", cpu, spec.Path}, spec.Args...)
+		spec.Path = taskset
+		return comm.StartProcess(spec)
+	}
+	return comm.Launch(ctx, comm.LaunchOptions{NProcPerNode: nproc, NNodes: 1, Command: args, Stdout: out, Stderr: out, Start: start})
 }
 
 // bar reports whether progress is drawn as a bar (on a terminal, or when asked).
@@ -231,40 +318,25 @@ func finished(o Options) []string {
 	return out
 }
 
-// showProgress draws a bar on a terminal, or logs a line per finished sample otherwise,
-// until done is closed.
-func (r *Runner) showProgress(o Options, done <-chan struct{}) {
-	w := r.Progress
-	if w == nil {
-		return
+// autoMesh asks the planner for the mesh of o's workload on --nproc devices (as `vdpp bench
+// --plan auto`: the model's step cost measured here, the hand-offs and collectives between
+// real processes), says what it chose, and returns o with that mesh.
+func autoMesh(ctx context.Context, o Options, say io.Writer) (Options, error) {
+	b := bench.DefaultOptions()
+	b.Model, b.Backend, b.Seed = o.Model, o.Backend, o.Seed
+	b.TotalSteps, b.NumFrames, b.Height, b.Width = o.Steps, o.NumFrames, o.Height, o.Width
+	b.NumSamples, b.MicroBatch, b.NProc, b.Goal = o.NumSamples, o.MicroBatch, o.NProc, o.Goal
+	b.MinGuidance, b.MaxGuidance, b.GuidanceScale = max(o.MinGuidance, 1), max(o.MaxGuidance, 1), max(o.GuidanceScale, 1)
+	b, err := b.Resolve()
+	if err != nil {
+		return o, err
 	}
-	bar := r.bar(o)
-	start := time.Now()
-	last := -1
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for final := false; ; {
-		n := len(finished(o))
-		if n != last {
-			if bar {
-				const width = 30
-				fill := width * n / o.NumSamples
-				fmt.Fprintf(w, "\r[%s%s] %d/%d samples  %5.1fs", strings.Repeat("=", fill), strings.Repeat(" ", width-fill), n, o.NumSamples, time.Since(start).Seconds())
-			} else if n > 0 {
-				fmt.Fprintf(w, "generate: %d/%d samples done (%.1fs)\n", n, o.NumSamples, time.Since(start).Seconds())
-			}
-			last = n
-		}
-		if final {
-			if bar {
-				fmt.Fprintln(w)
-			}
-			return
-		}
-		select {
-		case <-done:
-			final = true // one last count, then stop
-		case <-tick.C:
-		}
+	auto, best, err := bench.AutoMesh(ctx, b, nil)
+	if err != nil {
+		return o, fmt.Errorf("generate: --plan auto: %w", err)
 	}
+	o.PP, o.CFG, o.CP, o.DP, o.NProc, o.Plan = auto.PP, auto.CFG, auto.CP, auto.DP, auto.NProc, ""
+	fmt.Fprintf(say, "generate: --plan auto (%s) on %d devices chose %s: predicted first sample %.2f s, %.3g samples/s\n",
+		o.Goal, o.NProc, o.mesh(), best.FirstSampleMS/1000, best.ThroughputPerS)
+	return o.resolveMeshFor()
 }

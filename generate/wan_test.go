@@ -1,6 +1,7 @@
 package generate
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,5 +120,44 @@ func TestResolveWanDefaultsWarnOnCPU(t *testing.T) {
 	}
 	if w := CPUDefaultsWarning(small, so, onCPU); w != "" {
 		t.Errorf("warning with every size flag given: %q", w)
+	}
+}
+
+// Defaults come from the model's family (Wan writes 16 fps, as diffusers' export_to_video
+// in Wan's examples; SVD 7), and a flag of another family is refused, naming its family.
+func TestResolveFamilyDefaultsAndForeignFlags(t *testing.T) {
+	dev := shared.Require(t, "golden", "wan-dev")
+	embeds := filepath.Join(dev, "cases", "full_pipeline_moe", "inputs.safetensors")
+	wan := DefaultOptions()
+	wan.Model, wan.PromptEmbeds, wan.NegativePromptEmbeds = dev, embeds, embeds
+	wan.NumFrames, wan.Height, wan.Width, wan.Steps = 9, 64, 64, 6
+	got, err := Resolve(wan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.FPS != 16 || got.MotionBucketID != 0 || got.MaxGuidance != 0 || got.GuidanceScale != 5 {
+		t.Fatalf("Wan defaults: fps %d, motion %d, max guidance %v, guidance scale %v; want 16, 0, 0, 5", got.FPS, got.MotionBucketID, got.MaxGuidance, got.GuidanceScale)
+	}
+	svd := DefaultOptions()
+	svd.Model, svd.Image = "builtin", writePNG(t)
+	if got, err := Resolve(svd); err != nil || got.FPS != 7 || got.MotionBucketID != 127 || got.NoiseAugStrength != 0.02 {
+		t.Fatalf("SVD defaults: %+v, %v", got, err)
+	}
+	for _, tc := range []struct {
+		o    Options
+		edit func(o *Options)
+		want string
+	}{
+		{wan, func(o *Options) { o.MotionBucketID = 5 }, "--motion-bucket-id applies to svd models; --model " + dev + " is in the wan family"},
+		{wan, func(o *Options) { o.MaxGuidance = 3 }, "--max-guidance applies to dummy, svd or synthetic models"},
+		{wan, func(o *Options) { o.VAETile = 32 }, "--vae-tile applies to svd models"},
+		{svd, func(o *Options) { o.GuidanceScale = 9 }, "--guidance-scale applies to wan models; --model builtin is in the svd family, which does not read it"},
+		{svd, func(o *Options) { o.GuidanceScale2 = 2 }, "--guidance-scale-2 applies to wan models"},
+	} {
+		o := tc.o
+		tc.edit(&o)
+		if _, err := Resolve(o); !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want %q", err, tc.want)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package generate
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/vdpp/vdpp/model/family"
@@ -15,7 +14,7 @@ func resolveWindows(o Options, d family.Description) (Options, error) {
 	p, err := d.ResolveWindows(family.Params{NumFrames: o.NumFrames, Window: o.Window, Overlap: o.Overlap, Blend: o.Blend}, "--")
 	if err != nil {
 		// One line under this command's prefix: the family's sentinel adds nothing here.
-		return o, fmt.Errorf("%w: %s", ErrOptions, strings.TrimPrefix(err.Error(), family.ErrParams.Error()+": "))
+		return o, badOptions("%s", strings.TrimPrefix(err.Error(), family.ErrParams.Error()+": "))
 	}
 	o.Window, o.Overlap, o.Blend = p.Window, p.Overlap, p.Blend
 	return o, nil

@@ -56,6 +56,21 @@ func placement(mesh comm.Mesh, rank int, groups comm.MeshGroups) Placement {
 	return p
 }
 
+// DecodeSpread is the spread of a decode shared by n ranks of this rank's pipeline chain:
+// its last stage and the n-1 stages before it, the last stage first (none below 2: the
+// last stage alone).
+func (p Placement) DecodeSpread(n int) Spread {
+	chain := p.Mesh.PPGroup(p.Mesh.Rank(p.Coord))
+	sp := Spread{Last: chain[len(chain)-1]}
+	if n < 2 {
+		return sp
+	}
+	for k := len(chain) - 1; k >= len(chain)-n && k >= 0; k-- {
+		sp.Ranks = append(sp.Ranks, chain[k])
+	}
+	return sp
+}
+
 // Configure sets the stepper's CFG and CP splits for this placement (frames is the latent's
 // frame count).
 func (p Placement) Configure(st *Stepper, frames int) error {

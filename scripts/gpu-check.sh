@@ -102,11 +102,11 @@ phase_parity() {
 
 phase_go() {
 	for f in $FRAMES; do
-		"$VDPP" unetbench --count-only --config xt --frames "$f" --height 576 --width 1024 --batch 2 >"$RESULTS/count_$f.json"
+		"$VDPP" unetbench --count-only --config xt --num-frames "$f" --height 576 --width 1024 --batch 2 >"$RESULTS/count_$f.json"
 		for d in $GO_DTYPES; do
 			log "go unet $d $f frames"
 			MEMFILE="$RESULTS/go_${d}_${f}.mem" gpu_mem_peak \
-				"$VDPP" unetbench --config xt --frames "$f" --height 576 --width 1024 --batch 2 --dtype "$d" \
+				"$VDPP" unetbench --config xt --num-frames "$f" --height 576 --width 1024 --batch 2 --dtype "$d" \
 				--backend "$BACKEND" --warmup "$WARMUP" --iters "$ITERS" --json "$RESULTS/go_${d}_${f}.json" \
 				>"$RESULTS/go_${d}_${f}.txt" 2>&1
 			echo $? >"$RESULTS/go_${d}_${f}.rc"

@@ -10,7 +10,7 @@ steps=${STEPS:-10}
 mkdir -p "$out"
 go build -o "$out/vdpp" ./cmd/vdpp
 go build -o "$out/longvideo" ./scripts/longvideo
-"$out/vdpp" data --out "$out/data" --n 1 >/dev/null
+"$out/vdpp" data --out "$out/data" --num-samples 1 >/dev/null
 img=$(find "$out/data" -name '000.png' | sort | head -1)
 for n in 14 56 112 224; do
   /usr/bin/time -v "$out/vdpp" generate --model builtin --image "$img" --num-frames "$n" --steps "$steps" \

@@ -10,7 +10,7 @@ mkdir -p "$out"
 go build -o "$out/vdpp" ./cmd/vdpp
 go build -o "$out/svdvaetile" ./scripts/svdvaetile
 t=$out/svdvaetile
-"$out/vdpp" data --out "$out/data" --n 1 >/dev/null
+"$out/vdpp" data --out "$out/data" --num-samples 1 >/dev/null
 clip=$(dirname "$(find "$out/data" -name '000.png' | sort | head -1)")
 run() { # name model frames size tiles...
   local name=$1 model=$2 frames=$3 size=$4

@@ -52,9 +52,12 @@ type coordConfig struct {
 	// StallTimeout: a worker that holds a batch without reporting a step for this long is
 	// treated as dead (its connection is closed and its process killed). 0 disables.
 	StallTimeout time.Duration
-	Metrics      *metricSet
-	Log          *slog.Logger
-	Now          func() time.Time
+	// StepRatePrior predicts a step's seconds per unit of work before one was measured
+	// (dispatch.Limits.StepRatePrior).
+	StepRatePrior float64
+	Metrics       *metricSet
+	Log           *slog.Logger
+	Now           func() time.Time
 }
 
 func (c *coordConfig) defaults() error {
@@ -147,7 +150,7 @@ func newCoordinator(cfg coordConfig) (*coordinator, error) {
 		return nil, err
 	}
 	d := dispatch.New(dispatch.Limits{MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning,
-		Depth: cfg.Depth, MaxAttempts: cfg.MaxAttempts, StallTimeout: cfg.StallTimeout})
+		Depth: cfg.Depth, MaxAttempts: cfg.MaxAttempts, StallTimeout: cfg.StallTimeout, StepRatePrior: cfg.StepRatePrior})
 	c := &coordinator{cfg: cfg, d: d, conns: map[*dispatch.Worker]*workerConn{}, io: map[*dispatch.Job]*jobIO{},
 		closing: make(chan struct{}), joined: make(chan struct{})}
 	cfg.Metrics.attach(c)
@@ -359,8 +362,8 @@ func (c *coordinator) writeOutput(j *dispatch.Job, latent *tensor.Dense) {
 // Cancel asks for job id to stop: a queued job ends at once, a running one at its next step
 // boundary. It returns once that decision is durable (the cancelled record, or for a
 // running job a record saying a cancel was accepted, which a restart honours), so a nil
-// error means the job will not succeed. Cancelling a cancelled job is a no-op; a finished
-// one, or one whose last step has already come back, gives ErrFinished; any cancel once
+// error means the job will not succeed. A job that has ended (cancelled included), or one
+// whose last step has already come back, gives ErrFinished (409); any cancel once
 // Close has begun ErrClosed (the job stays as the store has it); a store that cannot record
 // the cancel within cancelWait ErrStorage (the job is still cancelled in memory).
 func (c *coordinator) Cancel(id string) (job.Status, error) {

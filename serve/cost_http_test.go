@@ -15,7 +15,7 @@ import (
 func TestCostLimitsHTTP(t *testing.T) {
 	// The synthetic model's native job is 64x64, 14 frames, 25 steps; a multiple of 1
 	// admits exactly that much.
-	ts := startServer(t, Config{CostMultiple: 1, Spec: ModelSpec{Name: "synthetic"}})
+	ts := startServer(t, Config{CostMultiple: 1, Spec: ModelSpec{Name: "synthetic"}, hostMemory: func() int64 { return 8 << 30 }})
 	img := testPNG(t, 1)
 
 	body, ct := multipartBody(t, img, `{"num_frames":14,"steps":26}`)
@@ -44,6 +44,7 @@ func TestCostLimitsHTTP(t *testing.T) {
 		MaxFrames: 25, MaxResolution: 1024, MaxSteps: 50, CacheModes: []string{"fbcache", "static"}}
 	want.Multiple, want.MaxPixels, want.MaxWork = 1, 64*64, 64*64*14*25
 	want.MaxActivationBytes = 2 * 4 * 14 * 4 * 8 * 8 // the guided float32 latent [14, 4, 8, 8]
+	want.Machine = job.Machine{MemoryBytes: 8 << 30, Ranks: 2}
 	var got job.ModelLimits
 	resp, b = ts.do("GET", "/v1/limits", nil, "")
 	mustJSON(t, b, &got)

@@ -11,6 +11,7 @@ import (
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/plan"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/serve/dispatch"
 	"github.com/vdpp/vdpp/serve/job"
@@ -84,6 +85,10 @@ type generator interface {
 	Activation() job.ActivationFunc
 	// MaxBatch is --max-batch's default.
 	MaxBatch() int
+	// Weights are the model's weight bytes by role; StepSecondsPerUnit predicts a step's
+	// time before one was measured (see Model).
+	Weights() plan.Weights
+	StepSecondsPerUnit() float64
 	// Scheduler is the model's scheduler for steps steps.
 	Scheduler(steps int) (sched.Scheduler, error)
 	// Prepare builds a job's initial sample, deterministic in (in, p).
@@ -111,6 +116,10 @@ type Model struct {
 	switches func(steps int) ([]int, error)
 	// family names the model's family, for messages.
 	family string
+	// weights are the model's weight bytes by role (the family's sizes, from its configs).
+	weights plan.Weights
+	// channels are the latent channels of the model's native job.
+	channels int
 
 	mu sync.Mutex
 	s  family.Sampler // nil once closed
@@ -138,6 +147,13 @@ func OpenModel(spec ModelSpec) (*Model, error) {
 	}
 	g := NewModel(s, desc, spec)
 	g.switches = r.Switches
+	if g.weights, err = r.PlanWeights(spec.options(family.Roles{}), g.defaults.Steps, s); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	if shape := s.LatentShape(desc.Defaults); len(shape) == 4 {
+		g.channels = max(shape[1], 1)
+	}
 	return g, nil
 }
 
@@ -151,7 +167,7 @@ func NewModel(s family.Sampler, desc family.Description, spec ModelSpec) *Model 
 		d.MinGuidance, d.MaxGuidance = spec.MinGuidance, spec.MaxGuidance
 	}
 	desc.Defaults = family.Params(d)
-	g := &Model{defaults: d, desc: desc, check: s.Validate, s: s, family: s.Family()}
+	g := &Model{defaults: d, desc: desc, check: s.Validate, s: s, family: s.Family(), channels: 1}
 	if est, ok := s.(family.ActivationEstimator); ok {
 		g.act = func(p job.Params) int64 { return est.StepActivationBytes(family.Params(p)) }
 	} else {
@@ -189,6 +205,25 @@ func (g *Model) TextConditioned() bool { return g.desc.TextDim > 0 }
 // larger), from the model's real sizes where its family has an estimate
 // (family.ActivationEstimator), else the latent's.
 func (g *Model) Activation() job.ActivationFunc { return g.act }
+
+// Weights are the model's weight bytes by pipeline role: the coordinator holds the
+// conditioner and the decoder, each worker rank the denoiser (or the experts of its steps).
+func (g *Model) Weights() plan.Weights { return g.weights }
+
+// FirstStepFLOPs is the floor throughput that predicts a step's time before any step was
+// measured: one slow CPU core (the stall watchdog's prior, StepSecondsPerUnit).
+const FirstStepFLOPs = 1e9
+
+// StepSecondsPerUnit predicts the seconds of one unit of step work (one latent element of
+// a row, two under guidance: the stall watchdog's measure) before any step was measured:
+// a denoiser's call costs about 2 FLOPs per parameter per latent position (a position is a
+// row's latent elements over its channels), at FirstStepFLOPs. It overestimates (a
+// network applies most weights at lower resolutions), so a slow first step is not taken
+// for a stall; 0 for a model whose weights are unknown (the simulators).
+func (g *Model) StepSecondsPerUnit() float64 {
+	params := float64(g.weights.Denoiser) / 4
+	return 2 * params / float64(g.channels) / FirstStepFLOPs
+}
 
 // MaxBatch is --max-batch's default: 4 for a model whose rows are computed independently
 // (family.Description.IndependentRows), 1 for every other (a checkpoint's rows are not

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/vdpp/vdpp/serve/httpapi"
@@ -79,6 +80,19 @@ type Config struct {
 	CostMultiple float64
 	// MaxPixels, when positive, replaces the derived limit on height·width.
 	MaxPixels int64
+	// MaxMemory is the memory the jobs' working sets and the weights share (bytes): 0 is
+	// the host's (hostMemory: /proc/meminfo, or the cgroup's limit when lower); give the
+	// device's when the workers compute on an accelerator; negative: no memory limit.
+	MaxMemory int64
+	// Memory, when set, replaces hostMemory (tests).
+	hostMemory func() int64
+	// MinFreeBytes is the free disk space the data dir keeps: a submission that would
+	// leave less (its outputs estimated by job.DiskBytes) is refused 507 up front, and
+	// /readyz answers 503 below it. 0: job.DeriveMinFreeBytes of the model's native job;
+	// negative: no check.
+	MinFreeBytes int64
+	// freeBytes, when set, replaces the file system's free space (tests).
+	freeBytes func() (int64, error)
 
 	// model, when set, replaces the model OpenModel loads from Spec (tests).
 	model generator
@@ -161,12 +175,27 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxBatch = gen.MaxBatch()
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, gen: gen, done: make(chan struct{}), mp4: cfg.MP4, errc: make(chan error, 2)}
-	s.cost = modelCostLimits(gen, cfg.CostMultiple, cfg.MaxPixels)
+	machine, err := s.machine()
+	if err != nil {
+		gen.Close()
+		return nil, err
+	}
+	s.cost = modelCostLimits(gen, cfg.CostMultiple, cfg.MaxPixels).WithMachine(machine)
 	if s.cfg.Limits.MaxFrames == 0 {
 		s.cfg.Limits.MaxFrames = job.DeriveMaxFrames(s.cost)
 	}
+	if s.cfg.MinFreeBytes == 0 {
+		s.cfg.MinFreeBytes = job.DeriveMinFreeBytes(gen.DefaultParams())
+	}
+	if s.cfg.freeBytes == nil {
+		s.cfg.freeBytes = func() (int64, error) { return freeBytes(cfg.DataDir) }
+	}
+	if s.cfg.Limits.MaxImagePixels == 0 {
+		s.cfg.Limits.MaxImagePixels = job.DeriveMaxImagePixels(gen.DefaultParams())
+	}
 	cfg.Log.Info("cost limits", "multiple", s.cost.Multiple, "max_pixels", s.cost.MaxPixels,
-		"max_work", s.cost.MaxWork, "max_activation_bytes", s.cost.MaxActivationBytes)
+		"max_work", s.cost.MaxWork, "max_activation_bytes", s.cost.MaxActivationBytes,
+		"memory_bytes", machine.MemoryBytes, "weight_bytes", machine.WeightBytes)
 	store, recs, err := openStore(cfg.DataDir, cfg.Log)
 	if err != nil {
 		gen.Close()
@@ -186,7 +215,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	coord, err := newCoordinator(coordConfig{Model: gen, Store: store, Records: recs, NProc: cfg.NProc,
 		MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, Metrics: m, Log: cfg.Log,
-		StallTimeout: stall, Now: cfg.Now})
+		StallTimeout: stall, StepRatePrior: gen.StepSecondsPerUnit(), Now: cfg.Now})
 	if err != nil {
 		store.Close()
 		gen.Close()
@@ -319,6 +348,45 @@ func (s *Server) Close() error {
 		err = errors.Join(s.store.Close(), s.gen.Close())
 	})
 	return err
+}
+
+// machine is what the jobs run on: the memory (Config.MaxMemory, else the host's), the
+// weights the coordinator and every worker rank hold, the ranks. A model whose weights
+// alone do not fit is refused with one line.
+func (s *Server) machine() (job.Machine, error) {
+	mem := s.cfg.MaxMemory
+	if mem == 0 {
+		detect := s.cfg.hostMemory
+		if detect == nil {
+			detect = hostMemory
+		}
+		mem = detect()
+	}
+	w := s.gen.Weights()
+	m := job.Machine{MemoryBytes: max(mem, 0), Ranks: s.cfg.NProc,
+		WeightBytes: w.Condition + w.Decode + int64(s.cfg.NProc)*w.Denoiser}
+	if m.StepMemory() < 0 {
+		return m, fmt.Errorf("serve: the model's weights (%d MiB held by the coordinator and %d worker ranks) do not fit in %.0f%% of %d MiB of memory: use fewer ranks (--nproc), or --max-memory for the memory the workers really have",
+			m.WeightBytes>>20, m.Ranks, 100*job.UsableMemory, m.MemoryBytes>>20)
+	}
+	return m, nil
+}
+
+// diskOK refuses (job.ErrStorage, as a full disk: 507) when writing need more bytes would
+// leave less free space in the data dir than Config.MinFreeBytes.
+func (s *Server) diskOK(need int64) error {
+	if s.cfg.MinFreeBytes < 0 {
+		return nil
+	}
+	free, err := s.cfg.freeBytes()
+	if err != nil {
+		return fmt.Errorf("%w: free space of the data dir: %w", job.ErrStorage, err)
+	}
+	if free-need < s.cfg.MinFreeBytes {
+		return fmt.Errorf("%w: %d MiB free in the data dir, %d MiB needed, keeping %d MiB (--min-free-space): %w",
+			job.ErrStorage, free>>20, need>>20, s.cfg.MinFreeBytes>>20, syscall.ENOSPC)
+	}
+	return nil
 }
 
 // checkRecords checks every loaded record against its files and this server's limits and

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"io"
 
 	"github.com/vdpp/vdpp/bench"
@@ -10,8 +9,7 @@ import (
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := bench.DefaultOptions()
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("bench", stdout, stderr)
 	o.RegisterFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err

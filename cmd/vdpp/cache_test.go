@@ -98,7 +98,7 @@ func TestGenerateCacheBadInput(t *testing.T) {
 func benchCacheRun(t *testing.T, args ...string) bench.Report {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "bench.json")
-	cmd := exec.Command(vdppBin, append([]string{"bench", "--json", out}, args...)...)
+	cmd := exec.Command(vdppBin, append([]string{"bench", "--model", "synthetic", "--num-frames", "4", "--height", "128", "--width", "128", "--json", out}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
@@ -121,7 +121,7 @@ func benchCacheRun(t *testing.T, args ...string) bench.Report {
 // invocation. A static schedule cuts the stages by computed work.
 func TestBenchCache(t *testing.T) {
 	t.Run("fbcache pp2 x cfg2", func(t *testing.T) {
-		rep := benchCacheRun(t, "--pp", "2", "--cfg", "2", "--total-steps", "8", "--num-samples", "3", "--warmup-samples", "1",
+		rep := benchCacheRun(t, "--pp", "2", "--cfg", "2", "--steps", "8", "--num-samples", "3", "--warmup-samples", "1",
 			"--step-ms", "0", "--cache", "fbcache", "--cache-threshold", "0.05")
 		if rep.EqualToBaseline == nil || !*rep.EqualToBaseline {
 			t.Fatal("the cached pipeline differs from the cached one-rank baseline")
@@ -140,7 +140,7 @@ func TestBenchCache(t *testing.T) {
 	})
 	t.Run("static cut by computed work", func(t *testing.T) {
 		// Steps 0-5 compute, 6-11 reuse at 1/8 of a step: 3 + 3.75 is the balanced cut.
-		rep := benchCacheRun(t, "--nproc", "2", "--total-steps", "12", "--num-samples", "2", "--warmup-samples", "0",
+		rep := benchCacheRun(t, "--nproc", "2", "--steps", "12", "--num-samples", "2", "--warmup-samples", "0",
 			"--step-ms", "0", "--cache", "static", "--cache-steps", "0-5")
 		if want := [][2]int{{0, 3}, {3, 12}}; len(rep.StageSteps) != 2 || rep.StageSteps[0] != want[0] || rep.StageSteps[1] != want[1] {
 			t.Fatalf("stage steps %v, want %v", rep.StageSteps, want)
@@ -178,7 +178,8 @@ func TestGenerateSVDCachedBitIdentical(t *testing.T) {
 // vdpp plan with a static cache cuts the pipeline by computed work and shows the predicted
 // speedup; an adaptive cache, whose computed steps the run decides, is refused in one line.
 func TestPlanCache(t *testing.T) {
-	base := []string{"--model", "synthetic", "--measure=false", "--step-ms", "5", "--handoff-ms", "0.1", "--total-steps", "12", "--num-samples", "8", "--devices", "2"}
+	base := []string{"--model", "synthetic", "--measure=false", "--step-ms", "5", "--handoff-ms", "0.1", "--steps", "12", "--num-samples", "8", "--devices", "2",
+		"--num-frames", "4", "--height", "128", "--width", "128"}
 	var stdout, stderr bytes.Buffer
 	if err := runPlan(context.Background(), append(base, "--cache", "static", "--cache-steps", "0-5"), &stdout, &stderr); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())

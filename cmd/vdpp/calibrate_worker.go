@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 	"time"
@@ -15,8 +14,7 @@ import (
 // `vdpp bench --plan auto` launch: every rank times an all-gather over the whole world (and
 // a hand-off in a world of two); rank 0 writes the result to --out.
 func runCalibrateWorker(ctx context.Context, args []string, stderr io.Writer, env comm.Env, log *slog.Logger) (err error) {
-	fs := flag.NewFlagSet("worker calibrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("worker calibrate", stderr, stderr)
 	bytes := fs.Int64("bytes", 4, "bytes each member contributes to the all-gather (and of the hand-off)")
 	repeats := fs.Int("repeats", 50, "timed repetitions")
 	gap := fs.Duration("gap", 2*time.Millisecond, "idle pause before each timed collective")

@@ -13,8 +13,8 @@ import (
 // the calibration file, which a second run reads back.
 func TestPlanCalibratesProcesses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cal.json")
-	args := []string{"plan", "--devices", "4", "--step-ms", "0.5", "--total-steps", "4", "--num-samples", "4",
-		"--latent-frames", "4", "--guidance-scale", "3", "--calibration", path}
+	args := []string{"plan", "--model", "synthetic", "--devices", "4", "--step-ms", "0.5", "--steps", "4", "--num-samples", "4",
+		"--num-frames", "4", "--height", "128", "--width", "128", "--max-guidance", "3", "--calibration", path}
 	if out, err := exec.Command(vdppBin, args...).CombinedOutput(); err != nil {
 		t.Fatalf("vdpp plan: %v\n%s", err, out)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 
@@ -14,11 +13,7 @@ import (
 // reports on the same clips (mean difference B − A, its standard error, and on how many
 // clips B scores higher), the A/B test of two models or two sampling settings.
 func runCompare(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: vdpp compare A.json B.json   (two reports of vdpp eval --json on the same clips)")
-	}
+	fs := newFlags("compare", stdout, stderr)
 	if err := parseFlagsAndArgs(fs, args); err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
@@ -12,14 +11,14 @@ import (
 // runData is `vdpp data --out DIR [--split train|heldout] [--n N] [--seed S] [--format
 // png|safetensors]`: write samples of the procedural dataset and a contact sheet.
 func runData(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("data", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("data", stdout, stderr)
 	out := fs.String("out", "out/data", "output folder")
 	split := fs.String("split", "heldout", "train or heldout")
-	n := fs.Int("n", 16, "number of samples")
+	n := fs.Int("num-samples", 16, "number of samples")
+	fs.Alias("n", "num-samples")
 	seed := fs.Uint64("seed", 1, "dataset seed")
 	rule := procedural.DefaultRule
-	ruleFlag(fs, &rule)
+	ruleFlag(fs.FlagSet, &rule)
 	format := fs.String("format", "png", "png (a folder of frames per sample) or safetensors (one [N,T,3,H,W] tensor in [-1,1])")
 	if err := parseFlags(fs, args); err != nil {
 		return err

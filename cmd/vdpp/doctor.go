@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -58,8 +57,7 @@ func buildStatic() bool {
 // --backend value resolves to; with --try it also creates the backend and runs a small
 // matrix product on it, checked against Go.
 func runDoctor(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("doctor", stdout, stderr)
 	spec := fs.String("backend", "", "backend to resolve: go, xla:cuda, xla:/path/plugin.so (default: automatic)")
 	try := fs.Bool("try", false, "create the backend and run a small computation on it")
 	asJSON := fs.Bool("json", false, "print the report as JSON")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -23,17 +22,17 @@ import (
 // denoiser calls computed and both denoising times.
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := eval.DefaultOptions()
-	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("eval", stdout, stderr)
 	modelFlag := fs.String("model", builtin.Name, "diffusers folder, or builtin")
 	jsonOut := fs.String("json", "", "write the report as JSON to this file")
 	backend := fs.String("backend", "", "GoMLX backend (default: automatic)")
-	fs.IntVar(&o.Samples, "samples", o.Samples, "clips to evaluate")
+	fs.IntVar(&o.Samples, "num-samples", o.Samples, "clips to evaluate")
+	fs.Alias("samples", "num-samples")
 	split := fs.String("split", "heldout", "dataset split to score: heldout, or train (the first clips the model was trained on: the gap between the two measures memorisation)")
 	fs.IntVar(&o.Steps, "steps", o.Steps, "denoising steps")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "generation seed")
 	fs.Uint64Var(&o.DataSeed, "data-seed", o.DataSeed, "dataset seed")
-	ruleFlag(fs, &o.Rule)
+	ruleFlag(fs.FlagSet, &o.Rule)
 	fs.BoolVar(&o.Untrained, "untrained", o.Untrained, "also evaluate the untrained-UNet baseline")
 	fs.Float64Var(&o.MinGuidance, "min-guidance", -1, "first-frame guidance (-1: the model's vdpp_sampling.json: 2 for builtin; 1, as SVD, for a folder without one)")
 	fs.Float64Var(&o.MaxGuidance, "max-guidance", -1, "last-frame guidance (-1: the model's vdpp_sampling.json: 4 for builtin; 3, as SVD, for a folder without one)")
@@ -44,7 +43,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	chunk := fs.Int("decode-chunk-size", -1, "frames the VAE decodes together (0: all; -1: the model's vdpp_sampling.json: 7 for builtin; all for a folder without one)")
 	recon := fs.Bool("recon", true, "also score the VAE round trip (an upper bound for the model)")
 	cache := cacheflag.Default()
-	cache.Register(fs)
+	cache.Register(fs.FlagSet)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

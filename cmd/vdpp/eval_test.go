@@ -20,7 +20,7 @@ func TestEvalBuiltinReportAndSheet(t *testing.T) {
 	dir := t.TempDir()
 	js, sheet := filepath.Join(dir, "eval.json"), filepath.Join(dir, "sheet.png")
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"eval", "--model", "builtin", "--samples", "1", "--steps", "2", "--json", js,
+	if code := run([]string{"eval", "--model", "builtin", "--num-samples", "1", "--steps", "2", "--json", js,
 		"--sheet", sheet, "--media-clips", "1"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr.String())
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,20 +14,22 @@ import (
 // runGenerate is `vdpp generate --model DIR --image FILE [...]`.
 func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := generate.DefaultOptions()
-	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("generate", stdout, stderr)
 	o.RegisterFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if !fs.Given("nproc") && o.PP+o.CFG+o.CP+o.DP > 0 {
+		o.NProc = 0 // the mesh's product
 	}
 	env, launched, err := launchedRank()
 	if err != nil {
 		return err
 	}
 	if launched {
-		// One rank of a launched job: --nproc left out is the world size; the last stage
-		// writes the samples and prints their folders.
-		if !flagGiven(fs, "nproc") {
+		// One rank of a launched job: --nproc left out is the world size (or the mesh's
+		// product); the last stage writes the samples and prints their folders.
+		if !fs.Given("nproc") {
 			o.NProc = 0
 		}
 		dirs, _, err := generate.RunLaunched(ctx, o, args, env, newLogger(stderr).With("rank", env.Rank))
@@ -37,10 +38,23 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		return err
 	}
-	r := &generate.Runner{Log: newLogger(stderr), Progress: stderr, Terminal: term.IsTerminal(int(os.Stderr.Fd()))}
+	r := newGenerateRunner(stderr)
 	dirs, err := r.Run(ctx, o)
 	for _, d := range dirs {
 		fmt.Fprintln(stdout, d)
 	}
 	return err
+}
+
+// newGenerateRunner is a generate.Runner logging and drawing progress on stderr (a bar as
+// wide as the terminal when stderr is one).
+func newGenerateRunner(stderr io.Writer) *generate.Runner {
+	r := &generate.Runner{Log: newLogger(stderr), Progress: stderr}
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		r.Terminal = true
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil {
+			r.Width = w
+		}
+	}
+	return r
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,8 +18,7 @@ import (
 // LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set; its output lines are prefixed
 // "[rank N] ". When one worker fails the others are stopped and the error names it.
 func runLaunch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("launch", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("launch", stdout, stderr)
 	o := comm.LaunchOptions{Stdout: stdout, Stderr: stderr}
 	fs.IntVar(&o.NProcPerNode, "nproc-per-node", 1, "worker processes on this node")
 	fs.IntVar(&o.NNodes, "nnodes", 1, "nodes in the job")
@@ -29,15 +26,8 @@ func runLaunch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&o.MasterAddr, "master-addr", "127.0.0.1", "host of rank 0 (the rendezvous store)")
 	fs.IntVar(&o.MasterPort, "master-port", 0, "rendezvous port (0: pick a free one; required with --nnodes > 1)")
 	fs.DurationVar(&o.GracePeriod, "grace", comm.DefaultGracePeriod, "time between SIGTERM and SIGKILL when stopping workers")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: vdpp launch [flags] -- SUBCOMMAND [args...]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlagsAndArgs(fs, args); err != nil {
+		return err
 	}
 	o.Command = fs.Args()
 	if len(o.Command) == 0 {
@@ -70,11 +60,4 @@ func launchedRank() (comm.Env, bool, error) {
 		return env, false, err
 	}
 	return env, env.WorldSize > 1, nil
-}
-
-// flagGiven reports whether the command line set the flag called name.
-func flagGiven(fs *flag.FlagSet, name string) bool {
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
-	return given
 }

@@ -25,7 +25,7 @@ func TestRunLaunchUsageErrors(t *testing.T) {
 	}{
 		{"no command", []string{"--nproc-per-node", "2"}, "no worker command"},
 		{"no command after --", []string{"--nproc-per-node", "2", "--"}, "no worker command"},
-		{"bad flag", []string{"--nope", "--", "version"}, "flag provided but not defined"},
+		{"bad flag", []string{"--nope", "--", "version"}, "unknown flag --nope"},
 		{"nproc", []string{"--nproc-per-node", "0", "--", "version"}, "--nproc-per-node 0"},
 		{"node rank", []string{"--nnodes", "2", "--node-rank", "2", "--master-port", "9", "--", "version"}, "--node-rank 2"},
 		{"port with nodes", []string{"--nnodes", "2", "--", "version"}, "--master-port is required"},

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,8 +13,7 @@ import (
 
 // runLoadtest is `vdpp loadtest`: concurrent clients against a loopback `vdpp serve`.
 func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("loadtest", stdout, stderr)
 	var o loadtest.Options
 	var jsonPath string
 	fs.StringVar(&o.URL, "url", "http://127.0.0.1:8080", "server URL (loopback only)")

@@ -34,53 +34,121 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
 	"syscall"
 
+	"github.com/vdpp/vdpp/internal/cli"
 	_ "github.com/vdpp/vdpp/model/families" // every model family and simulator
 )
 
-// command is one subcommand.
+// command is one subcommand: its name, a one-line summary (the command list), its usage
+// line and an example (its -h).
 type command struct {
 	name, summary string
+	usage         string
+	examples      []string
 	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 func commands() []command {
 	return []command{
-		{"bench", "benchmark a K-stage pipeline against the one-rank baseline", runBench},
-		{"doctor", "show the GPUs and PJRT plugins found and which backend --backend picks", runDoctor},
-		{"unetbench", "time SVD UNet calls with random weights (FLOPs, TFLOP/s)", runUNetBench},
-		{"plan", "predict and rank parallel meshes (pp x cfg x cp x dp) for a workload", runPlan},
-		{"launch", "start K workers of this binary with torchrun-style variables", runLaunch},
-		{"serve", "serve image-to-video jobs over HTTP with K worker processes", runServe},
-		{"loadtest", "drive a vdpp server with concurrent clients and report latency", runLoadtest},
-		{"generate", "turn an image into videos through the K-stage pipeline", runGenerate},
-		{"parity", "compare the SVD or Wan networks with reference outputs (golden cases)", runParity},
-		{"data", "write samples of the procedural video dataset and a contact sheet", runData},
-		{"train", "train the built-in model (VAE, then UNet) on the procedural dataset", runTrain},
-		{"eval", "score a model on the held-out procedural clips (PSNR, SSIM, baselines)", runEval},
-		{"compare", "compare two eval reports clip by clip (difference, standard error)", runCompare},
-		{"demo", "turn the bundled example image into videos with the built-in model (pipeline vs one process)", runDemo},
-		{"worker", "run one rank of a launched job (internal)", runWorker},
-		{"version", "print the version", func(_ context.Context, _ []string, w, _ io.Writer) error {
-			_, err := fmt.Fprintln(w, "vdpp", version)
+		{"generate", "image or prompt in, videos out, through the K-stage step pipeline",
+			"generate --model NAME|DIR (--image FILE | --prompt TEXT) [flags]",
+			[]string{"vdpp generate --model builtin --image in.png --num-samples 2 --nproc 2 --out out/gen"}, runGenerate},
+		{"serve", "serve video jobs over HTTP (vdpp's API, the OpenAI Videos API, a web page)",
+			"serve [--model NAME|DIR] [--listen ADDR] [flags]",
+			[]string{"vdpp serve --model builtin --listen 127.0.0.1:8080   # then open http://127.0.0.1:8080"}, runServe},
+		{"loadtest", "drive a vdpp server with concurrent clients and report latency",
+			"loadtest [--url URL] [flags]",
+			[]string{"vdpp loadtest --url http://127.0.0.1:8080 --clients 4 --duration 10s"}, runLoadtest},
+		{"bench", "benchmark a K-stage pipeline (or any mesh) against the one-rank baseline",
+			"bench --model NAME|DIR [--nproc K | --pp --cfg --cp --dp | --plan auto] [flags]",
+			[]string{"vdpp bench --model synthetic --step-ms 1 --steps 28 --nproc 7 --num-samples 60"}, runBench},
+		{"plan", "predict and rank parallel meshes (pp x cfg x cp x dp) for a workload",
+			"plan --model NAME|DIR --devices N [--goal throughput|latency] [flags]",
+			[]string{"vdpp plan --model builtin --devices 4 --goal latency"}, runPlan},
+		{"parity", "compare the SVD or Wan networks with reference outputs (golden cases)",
+			"parity --golden DIR [--json FILE]",
+			[]string{"vdpp parity --golden ../shared/golden/dev"}, runParity},
+		{"demo", "the built-in model on the bundled image: pipeline vs one process",
+			"demo [--out DIR] [--nproc K] [--num-samples N]",
+			[]string{"vdpp demo --num-samples 2"}, runDemo},
+		{"data", "write samples of the procedural video dataset and a contact sheet",
+			"data [--out DIR] [--split train|heldout] [flags]",
+			[]string{"vdpp data --num-samples 8 --out out/data"}, runData},
+		{"train", "train the built-in model (VAE, then UNet) on the procedural dataset",
+			"train --phase vae|unet [--dir DIR] [flags]",
+			[]string{"vdpp train --phase vae --steps 200 --dir out/train"}, runTrain},
+		{"eval", "score a model on the held-out procedural clips (PSNR, SSIM, baselines)",
+			"eval [--model NAME|DIR] [flags]",
+			[]string{"vdpp eval --model builtin --num-samples 8 --json out/eval.json"}, runEval},
+		{"compare", "compare two eval reports clip by clip (difference, standard error)",
+			"compare A.json B.json",
+			[]string{"vdpp compare out/eval-a.json out/eval-b.json"}, runCompare},
+		{"doctor", "show the GPUs, PJRT plugins and CPU kernel found and which backend --backend picks",
+			"doctor [--backend SPEC] [--try] [--json]",
+			[]string{"vdpp doctor --try"}, runDoctor},
+		{"unetbench", "time SVD UNet calls with random weights (FLOPs, TFLOP/s)",
+			"unetbench [--config xt|FILE] [flags]",
+			[]string{"vdpp unetbench --num-frames 14 --height 576 --width 1024 --iters 3"}, runUNetBench},
+		{"launch", "start K workers of this binary with torchrun-style variables",
+			"launch --nproc-per-node K [--nnodes N --node-rank R --master-addr A --master-port P] -- COMMAND [args...]",
+			[]string{"vdpp launch --nproc-per-node 2 -- worker bench --model synthetic --nproc 2 --run-dir /tmp/run"}, runLaunch},
+		{"worker", "run one rank of a launched job (internal)",
+			"worker JOB [flags]   (JOB: bench, generate, calibrate, serve)", nil, runWorker},
+		{"version", "print the version", "version", []string{"vdpp version"}, func(_ context.Context, _ []string, w, _ io.Writer) error {
+			_, err := fmt.Fprintln(w, versionString())
 			return err
 		}},
 	}
 }
 
+// version is vdpp's release version; versionString adds the build's commit when known.
 const version = "0.1.0-dev"
+
+// versionString is "vdpp VERSION (commit C[, modified], GOVERSION)".
+func versionString() string {
+	s := "vdpp " + version
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return s
+	}
+	var rev, dirty string
+	for _, kv := range info.Settings {
+		switch kv.Key {
+		case "vcs.revision":
+			rev = kv.Value
+		case "vcs.modified":
+			if kv.Value == "true" {
+				dirty = ", modified"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" {
+		return fmt.Sprintf("%s (commit %s%s, %s)", s, rev, dirty, info.GoVersion)
+	}
+	return fmt.Sprintf("%s (%s)", s, info.GoVersion)
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	switch args[0] {
+	case "-h", "--help", "-help", "help":
+		usage(stdout)
+		return 0
+	case "--version", "-version", "-v":
+		fmt.Fprintln(stdout, versionString())
 		return 0
 	}
 	for _, c := range commands() {
@@ -97,27 +165,59 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		case errors.Is(err, flag.ErrHelp):
 			return 0
-		case errors.Is(err, errUsage):
-			fmt.Fprintf(stderr, "vdpp %s: %v\n", c.name, err)
+		case isUsage(err):
+			fmt.Fprintf(stderr, "vdpp %s: %s\n", c.name, errorLine(c.name, err))
 			return 2
 		default:
-			fmt.Fprintf(stderr, "vdpp %s: %v\n", c.name, err)
+			fmt.Fprintf(stderr, "vdpp %s: %s\n", c.name, errorLine(c.name, err))
 			return 1
 		}
 	}
-	fmt.Fprintf(stderr, "vdpp: unknown command %q\n\n", args[0])
-	usage(stderr)
+	fmt.Fprintf(stderr, "vdpp: unknown command %q (vdpp help lists the commands)\n", args[0])
 	return 2
 }
 
 // errUsage marks command-line mistakes (exit status 2).
-var errUsage = errors.New("usage")
+var errUsage = cli.ErrUsage
+
+// isUsage reports whether err is a command-line mistake: a flag, or options a command
+// refuses before it starts.
+func isUsage(err error) bool {
+	return errors.Is(err, errUsage) // generate.ErrOptions and bench.ErrOptions are usage errors too
+}
+
+// errorLine is err's message without the prefixes that repeat the command's name
+// ("generate: generate: ...", which wrapping adds layer by layer) or say only that it is
+// a usage mistake: "vdpp generate: " is printed before it once.
+func errorLine(name string, err error) string {
+	msg := err.Error()
+	for {
+		trimmed := strings.TrimPrefix(msg, name+": ")
+		trimmed = strings.TrimPrefix(trimmed, errUsage.Error()+": ")
+		if trimmed == msg {
+			return msg
+		}
+		msg = trimmed
+	}
+}
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: vdpp COMMAND [flags]\n\ncommands:")
+	fmt.Fprintln(w, "usage: vdpp COMMAND [flags]      (vdpp COMMAND -h: the command's flags and an example)\n\ncommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
+}
+
+// newFlags is the flag set of a command: its usage line, summary and examples from
+// commands(); -h prints the help to stdout, deprecation lines go to stderr.
+func newFlags(name string, stdout, stderr io.Writer) *cli.FlagSet {
+	fs := cli.New(name, stdout, stderr)
+	for _, c := range commands() {
+		if c.name == name {
+			fs.Usage, fs.Summary, fs.Examples = c.usage, c.summary, c.examples
+		}
+	}
+	return fs
 }
 
 // newLogger logs to stderr, as text.
@@ -127,7 +227,7 @@ func newLogger(stderr io.Writer) *slog.Logger {
 
 // parseFlags parses args with fs, turning flag errors into errUsage; arguments after the
 // flags are refused.
-func parseFlags(fs *flag.FlagSet, args []string) error {
+func parseFlags(fs *cli.FlagSet, args []string) error {
 	if err := parseFlagsAndArgs(fs, args); err != nil {
 		return err
 	}
@@ -139,12 +239,6 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 
 // parseFlagsAndArgs is parseFlags for commands that take arguments after the flags
 // (fs.Args).
-func parseFlagsAndArgs(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	return nil
+func parseFlagsAndArgs(fs *cli.FlagSet, args []string) error {
+	return fs.Parse(args)
 }

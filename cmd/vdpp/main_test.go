@@ -41,6 +41,7 @@ func TestMain(m *testing.M) {
 		panic("building vdpp: " + err.Error())
 	}
 	code := m.Run()
+	announceSkips()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -62,7 +63,7 @@ type benchJSON struct {
 func benchRun(t *testing.T, args ...string) (benchJSON, string) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "bench.json")
-	cmd := exec.Command(vdppBin, append([]string{"bench", "--json", out}, args...)...)
+	cmd := exec.Command(vdppBin, append([]string{"bench", "--model", "synthetic", "--json", out}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -85,25 +86,25 @@ func TestBenchPipelineEqualsBaseline(t *testing.T) {
 		args   []string
 		stages [][2]int
 	}{
-		{"synthetic uneven", []string{"--nproc", "3", "--total-steps", "7", "--num-samples", "6", "--warmup-samples", "1", "--step-ms", "0.2"},
+		{"synthetic uneven", []string{"--nproc", "3", "--steps", "7", "--num-samples", "6", "--warmup-samples", "1", "--step-ms", "0.2"},
 			[][2]int{{0, 3}, {3, 5}, {5, 7}}},
-		{"synthetic guided micro-batch", []string{"--nproc", "2", "--total-steps", "4", "--num-samples", "5", "--warmup-samples", "1",
-			"--micro-batch", "2", "--guidance-scale", "3", "--step-ms", "0"}, [][2]int{{0, 2}, {2, 4}}},
-		{"mesh pp2 x cfg2", []string{"--pp", "2", "--cfg", "2", "--total-steps", "4", "--num-samples", "4", "--warmup-samples", "1", "--step-ms", "0"},
+		{"synthetic guided micro-batch", []string{"--nproc", "2", "--steps", "4", "--num-samples", "5", "--warmup-samples", "1",
+			"--micro-batch", "2", "--max-guidance", "3", "--step-ms", "0"}, [][2]int{{0, 2}, {2, 4}}},
+		{"mesh pp2 x cfg2", []string{"--pp", "2", "--cfg", "2", "--steps", "4", "--num-samples", "4", "--warmup-samples", "1", "--step-ms", "0"},
 			[][2]int{{0, 2}, {0, 2}, {2, 4}, {2, 4}}},
-		{"mesh cp2 x dp2, 3 frames", []string{"--cp", "2", "--dp", "2", "--guidance-scale", "3", "--latent-frames", "3", "--total-steps", "3",
+		{"mesh cp2 x dp2, 3 frames", []string{"--cp", "2", "--dp", "2", "--max-guidance", "3", "--num-frames", "3", "--steps", "3",
 			"--num-samples", "5", "--warmup-samples", "1", "--step-ms", "0"}, [][2]int{{0, 3}, {0, 3}, {0, 3}, {0, 3}}},
-		{"dummy", []string{"--model", "dummy", "--nproc", "2", "--total-steps", "4", "--num-samples", "3", "--warmup-samples", "1",
-			"--hidden-channels", "8", "--latent-frames", "2", "--latent-height", "8", "--latent-width", "8"}, [][2]int{{0, 2}, {2, 4}}},
-		{"builtin decode spread over 2", []string{"--model", "builtin", "--nproc", "2", "--total-steps", "2", "--num-samples", "3", "--warmup-samples", "1",
-			"--latent-frames", "2", "--latent-channels", "4", "--latent-height", "8", "--latent-width", "8", "--decode-ranks", "2", "--decode-chunk-size", "1"},
+		{"dummy", []string{"--model", "dummy", "--nproc", "2", "--steps", "4", "--num-samples", "3", "--warmup-samples", "1",
+			"--hidden-channels", "8", "--num-frames", "2", "--height", "64", "--width", "64"}, [][2]int{{0, 2}, {2, 4}}},
+		{"builtin decode spread over 2", []string{"--model", "builtin", "--nproc", "2", "--steps", "2", "--num-samples", "3", "--warmup-samples", "1",
+			"--num-frames", "2", "--height", "64", "--width", "64", "--decode-ranks", "2", "--decode-chunk-size", "1"},
 			[][2]int{{0, 1}, {1, 2}}},
 		// --decode-steps: the decode costs 10 steps, so the last stage (which decodes) keeps
 		// one step; the latents are those of the baseline whatever the cut.
-		{"builtin decode-aware cut", []string{"--model", "builtin", "--nproc", "2", "--total-steps", "4", "--num-samples", "3", "--warmup-samples", "1",
-			"--latent-frames", "2", "--latent-channels", "4", "--latent-height", "8", "--latent-width", "8", "--decode-ranks", "1", "--decode-steps", "10"},
+		{"builtin decode-aware cut", []string{"--model", "builtin", "--nproc", "2", "--steps", "4", "--num-samples", "3", "--warmup-samples", "1",
+			"--num-frames", "2", "--height", "64", "--width", "64", "--decode-ranks", "1", "--decode-steps", "10"},
 			[][2]int{{0, 3}, {3, 4}}},
-		{"decode steps without a decode: even cut", []string{"--nproc", "2", "--total-steps", "4", "--num-samples", "3", "--warmup-samples", "1",
+		{"decode steps without a decode: even cut", []string{"--nproc", "2", "--steps", "4", "--num-samples", "3", "--warmup-samples", "1",
 			"--step-ms", "0", "--decode-steps", "10"}, [][2]int{{0, 2}, {2, 4}}},
 	}
 	for _, tc := range tests {
@@ -127,15 +128,15 @@ func TestBenchPipelineEqualsBaseline(t *testing.T) {
 
 func TestBenchRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"--nproc", "5", "--total-steps", "4"},
+		{"--nproc", "5", "--steps", "4"},
 		{"--num-samples", "0"},
-		{"--model", "nosuchmodel", "--nproc", "1", "--total-steps", "1", "--num-samples", "2", "--warmup-samples", "0"},
+		{"--model", "nosuchmodel", "--nproc", "1", "--steps", "1", "--num-samples", "2", "--warmup-samples", "0"},
 		{"--bogus-flag"},
-		{"--nproc", "2", "--total-steps", "2", "--decode-ranks", "3"},
-		{"--cfg", "2", "--total-steps", "2", "--decode-ranks", "1"},
-		{"--nproc", "2", "--total-steps", "2", "--decode-ranks", "1", "--decode-steps", "-1"},
+		{"--nproc", "2", "--steps", "2", "--decode-ranks", "3"},
+		{"--cfg", "2", "--steps", "2", "--decode-ranks", "1"},
+		{"--nproc", "2", "--steps", "2", "--decode-ranks", "1", "--decode-steps", "-1"},
 	} {
-		cmd := exec.Command(vdppBin, append([]string{"bench"}, args...)...)
+		cmd := exec.Command(vdppBin, append([]string{"bench", "--model", "synthetic"}, args...)...)
 		out, err := cmd.CombinedOutput()
 		if err == nil {
 			t.Errorf("vdpp bench %v succeeded", args)
@@ -150,7 +151,7 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 // A worker killed with SIGKILL mid-run: the run fails within the timeout, names the rank,
 // and leaves no process behind.
 func TestBenchWorkerKilled(t *testing.T) {
-	cmd := exec.Command(vdppBin, "bench", "--nproc", "3", "--total-steps", "6", "--num-samples", "400",
+	cmd := exec.Command(vdppBin, "bench", "--model", "synthetic", "--nproc", "3", "--steps", "6", "--num-samples", "400",
 		"--warmup-samples", "1", "--step-ms", "5", "--timeout", "10s", "--no-baseline")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

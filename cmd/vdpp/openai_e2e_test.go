@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,8 +27,9 @@ var webPromptScreenshot = flag.String("web-prompt-screenshot", "", "write TestWe
 // playwright-core); `npm ci` there installs them (.ci/run does).
 const e2eDir = "testdata/e2e"
 
-// needE2E skips the test (fails it under CI, which installs them) when node, the npm
-// modules or the named executables are missing.
+// needE2E skips the test when node, the npm modules or the named executables are missing,
+// and says so on the terminal when the run ends (skippedE2E); with VDPP_REQUIRE_E2E=1 (CI,
+// which installs them) or CI=true it fails instead.
 func needE2E(t *testing.T, module string, exes ...string) {
 	t.Helper()
 	missing := ""
@@ -43,10 +46,47 @@ func needE2E(t *testing.T, module string, exes ...string) {
 	if missing == "" {
 		return
 	}
-	if os.Getenv("CI") == "true" {
+	if os.Getenv("VDPP_REQUIRE_E2E") == "1" || os.Getenv("CI") == "true" {
 		t.Fatalf("CI must run this test but %s is missing (see .ci/run)", missing)
 	}
+	skippedE2E.add(t.Name() + ": " + missing + " is missing")
 	t.Skipf("%s is missing", missing)
+}
+
+// skippedE2E are the end-to-end tests skipped for lack of their tools, announced when the
+// tests end (announceSkips).
+var skippedE2E skipList
+
+type skipList struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (l *skipList) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.names = append(l.names, s)
+}
+
+// announceSkips says which end-to-end tests were skipped, loudly: `go test ./...` shows a
+// passing package's output only with -v, so the lines go to the terminal (/dev/tty) too.
+func announceSkips() {
+	skippedE2E.mu.Lock()
+	defer skippedE2E.mu.Unlock()
+	if len(skippedE2E.names) == 0 {
+		return
+	}
+	var b strings.Builder
+	b.WriteString("\n*** cmd/vdpp: SKIPPED the OpenAI SDK and browser tests (their tools are missing); CI runs them:\n")
+	for _, n := range skippedE2E.names {
+		b.WriteString("***   " + n + "\n")
+	}
+	b.WriteString("*** install them: (cd cmd/vdpp/testdata/e2e && npm ci), Node.js with npm, Chromium at /usr/bin/chromium; VDPP_REQUIRE_E2E=1 fails instead of skipping\n\n")
+	os.Stderr.WriteString(b.String())
+	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+		tty.WriteString(b.String())
+		tty.Close()
+	}
 }
 
 // runNode runs a script of e2eDir and fails the test unless it ends with its

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -24,8 +23,7 @@ type parityReport interface {
 // of the folder's family (SVD, or Wan when model_index.json names a Wan pipeline) and exit
 // non-zero when any tensor is outside tolerance or (Wan) has no runner to check it.
 func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("parity", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("parity", stdout, stderr)
 	golden := fs.String("golden", "", "folder with a diffusers checkpoint and cases/<case>/{inputs,outputs}.safetensors")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	backend := fs.String("backend", "", "GoMLX backend (default: GOMLX_BACKEND or go)")

@@ -9,7 +9,9 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"strings"
 
+	"github.com/vdpp/vdpp/bench"
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/cacheflag"
 	"github.com/vdpp/vdpp/model"
@@ -24,7 +26,9 @@ type planFlags struct {
 	seed                               int64
 	stepMS                             float64
 	steps, samples, microBatch, warmup int
-	frames, channels, height, width    int
+	frames, channels, height, width    int // the latent's, resolved from the video's (resolveShape)
+	numFrames, videoHeight, videoWidth int // the video's (0: the model's)
+	minGuidance, maxGuidance           float64
 	guidanceScale                      float64
 	devices                            int
 	goal                               string
@@ -45,22 +49,27 @@ type planFlags struct {
 }
 
 func (f *planFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.modelName, "model", "synthetic", "model: synthetic, dummy, builtin or a model folder (its model_index.json picks the family)")
+	fs.StringVar(&f.modelName, "model", "", "the model `NAME|DIR`: synthetic (the simulator, --step-ms per step), dummy, builtin, a model folder (its model_index.json picks the family) or ORG/NAME[@REV] from the local Hugging Face cache")
 	fs.StringVar(&f.modelDir, "model-dir", "", "deprecated: --model svd --model-dir DIR is --model DIR")
 	fs.StringVar(&f.cost, "cost", "sleep", "synthetic model: sleep or spin")
 	fs.StringVar(&f.backend, "backend", "", "GoMLX backend for dummy/svd")
 	fs.IntVar(&f.hidden, "hidden-channels", 32, "dummy model hidden channels")
 	fs.Int64Var(&f.seed, "seed", 0, "dummy model weights seed")
 	fs.Float64Var(&f.stepMS, "step-ms", 1, "synthetic model: cost of one sample-step in ms")
-	fs.IntVar(&f.steps, "total-steps", 28, "denoising steps per sample")
+	fs.IntVar(&f.steps, "steps", 0, "denoising steps per sample (0: the model's)")
 	fs.IntVar(&f.samples, "num-samples", 60, "samples to generate")
 	fs.IntVar(&f.microBatch, "micro-batch", 1, "samples per denoiser call")
 	fs.IntVar(&f.warmup, "warmup-samples", 4, "first completions left out of the throughput window, as in vdpp bench")
-	fs.IntVar(&f.frames, "latent-frames", 4, "latent frames T")
-	fs.IntVar(&f.channels, "latent-channels", 4, "latent channels C")
-	fs.IntVar(&f.height, "latent-height", 16, "latent height H")
-	fs.IntVar(&f.width, "latent-width", 16, "latent width W")
-	fs.Float64Var(&f.guidanceScale, "guidance-scale", 1, "guidance weight of the last frame; > 1 is a guided run (cfg 2 possible)")
+	fs.IntVar(&f.numFrames, "num-frames", 0, "video frames per sample (0: the model's)")
+	fs.IntVar(&f.videoHeight, "height", 0, "video height; set with --width (0 and 0: the model's)")
+	fs.IntVar(&f.videoWidth, "width", 0, "video width; set with --height (0 and 0: the model's)")
+	fs.IntVar(&f.frames, "latent-frames", 0, "deprecated: use --num-frames")
+	fs.IntVar(&f.channels, "latent-channels", 0, "simulators: latent channels (0: 4; other models: their own)")
+	fs.IntVar(&f.height, "latent-height", 0, "deprecated: use --height")
+	fs.IntVar(&f.width, "latent-width", 0, "deprecated: use --width")
+	fs.Float64Var(&f.minGuidance, "min-guidance", 1, "SVD and simulators: guidance weight of the first frame")
+	fs.Float64Var(&f.maxGuidance, "max-guidance", 1, "SVD and simulators: guidance weight of the last frame; > 1 is a guided run (cfg 2 possible)")
+	fs.Float64Var(&f.guidanceScale, "guidance-scale", 1, "text-to-video models (Wan): CFG scale; > 1 is a guided run (cfg 2 possible)")
 	fs.IntVar(&f.devices, "devices", 7, "devices (processes) to plan for: pp*cfg*cp*dp")
 	fs.StringVar(&f.goal, "goal", "throughput", "rank meshes by latency or throughput")
 	fs.Int64Var(&f.memory, "memory-per-device", 0, "memory of each device in bytes (0: no limit)")
@@ -91,7 +100,7 @@ func (f *planFlags) register(fs *flag.FlagSet) {
 
 func (f *planFlags) workload() plan.Workload {
 	return plan.Workload{Steps: f.steps, Samples: f.samples, Frames: f.frames, Height: f.height, Width: f.width,
-		Channels: f.channels, Guided: f.guidanceScale > 1, MicroBatch: f.microBatch, Warmup: f.warmup, DecodeRanks: f.decodeRanks}
+		Channels: f.channels, Guided: f.maxGuidance > 1 || f.guidanceScale > 1, MicroBatch: f.microBatch, Warmup: f.warmup, DecodeRanks: f.decodeRanks}
 }
 
 // latentBytes is one item's latent: micro-batch x T x C x H x W float32s.
@@ -108,10 +117,16 @@ func launchSelf(ctx context.Context, nproc int, args []string) error {
 // runPlan is `vdpp plan`: predict every mesh of --devices devices and rank them.
 func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f planFlags
-	fset := flag.NewFlagSet("plan", flag.ContinueOnError)
-	fset.SetOutput(stderr)
-	f.register(fset)
+	fset := newFlags("plan", stdout, stderr)
+	f.register(fset.FlagSet)
+	fset.Alias("total-steps", "steps")
+	fset.Deprecate("latent-frames", "--num-frames (video frames)")
+	fset.Deprecate("latent-height", "--height (pixels: the latent's height times the VAE's factor)")
+	fset.Deprecate("latent-width", "--width (pixels: the latent's width times the VAE's factor)")
 	if err := parseFlags(fset, args); err != nil {
+		return err
+	}
+	if err := f.resolveWorkload(); err != nil {
 		return err
 	}
 	f.set = map[string]bool{}
@@ -138,6 +153,16 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := plan.WriteTable(stdout, res); err != nil {
 		return err
 	}
+	if best, ok := res.Best(); ok {
+		cmds, err := f.commands(best)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nrun the best mesh (%s):\n", best.Mesh)
+		for _, c := range cmds {
+			fmt.Fprintf(stdout, "  %s\n", c)
+		}
+	}
 	if f.json == "" {
 		return nil
 	}
@@ -150,6 +175,35 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	return out.Close()
+}
+
+// benchOptions is the workload as `vdpp bench` takes it: the model and the sizes (the
+// model's where not given), its guidance.
+func (f *planFlags) benchOptions() bench.Options {
+	o := bench.DefaultOptions()
+	o.Model, o.ModelDir, o.TotalSteps, o.NumSamples, o.MicroBatch = f.modelName, f.modelDir, f.steps, f.samples, f.microBatch
+	o.NumFrames, o.Height, o.Width = f.numFrames, f.videoHeight, f.videoWidth
+	o.LatentFrames, o.LatentChannels, o.LatentHeight, o.LatentWidth = f.frames, f.channels, f.height, f.width
+	o.MinGuidance, o.MaxGuidance, o.GuidanceScale = f.minGuidance, f.maxGuidance, f.guidanceScale
+	o.StepMS, o.Cost, o.HiddenChannels, o.Seed, o.Backend = f.stepMS, f.cost, f.hidden, f.seed, f.backend
+	return o
+}
+
+// resolveWorkload resolves the workload through the model's family as bench does: the
+// steps and the latent of the video's frames and size (the model's where not given); a
+// family-specific flag the family does not read is refused.
+func (f *planFlags) resolveWorkload() error {
+	o := f.benchOptions()
+	if err := o.Check(); err != nil {
+		return err
+	}
+	o, err := o.Resolve()
+	if err != nil {
+		return err
+	}
+	f.steps, f.numFrames, f.videoHeight, f.videoWidth = o.TotalSteps, o.NumFrames, o.Height, o.Width
+	f.frames, f.channels, f.height, f.width = o.LatentFrames, o.LatentChannels, o.LatentHeight, o.LatentWidth
+	return nil
 }
 
 // cacheCosts are the costs of --cache's static schedule (nil without --cache): a reusing
@@ -338,4 +392,57 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 	c.Weights.Condition = max(c.Weights.Condition, f.weights[1]+f.weights[2])
 	c.Weights.Decode = max(c.Weights.Decode, f.weights[3])
 	return c, c.Validate()
+}
+
+// commands are the command lines that run the planned workload on mesh best: vdpp
+// generate for a model that conditions and decodes (a model folder or builtin), and vdpp
+// bench for every model. Every size, the steps and the guidance are given, so each runs
+// what was planned whatever the defaults.
+func (f *planFlags) commands(best plan.Prediction) ([]string, error) {
+	m, err := resolveModel(f.modelName, f.modelDir)
+	if err != nil {
+		return nil, err
+	}
+	model := f.modelName
+	if f.modelDir != "" {
+		model = f.modelDir
+	}
+	mesh := fmt.Sprintf("--pp %d --cfg %d --cp %d --dp %d", best.PP, best.CFG, best.CP, best.DP)
+	work := fmt.Sprintf("--steps %d --num-frames %d --height %d --width %d", f.steps, f.numFrames, f.videoHeight, f.videoWidth)
+	if family.Reads(m.Family, "max_guidance") {
+		work += fmt.Sprintf(" --min-guidance %g --max-guidance %g", f.minGuidance, f.maxGuidance)
+	}
+	if family.Reads(m.Family, "guidance_scale") {
+		work += fmt.Sprintf(" --guidance-scale %g", f.guidanceScale)
+	}
+	samples := fmt.Sprintf("--num-samples %d", f.samples)
+	if f.microBatch > 1 {
+		samples += fmt.Sprintf(" --micro-batch %d", f.microBatch)
+	}
+	if f.decodeRanks > 1 {
+		samples += fmt.Sprintf(" --decode-ranks %d", f.decodeRanks)
+	}
+	var cmds []string
+	if m.Dir != "" {
+		input := "--image IMAGE.png"
+		if d, err := m.Describe(); err == nil && d.TextDim > 0 {
+			input = `--prompt "..."`
+		}
+		cmds = append(cmds, fmt.Sprintf("vdpp generate --model %s %s %s %s %s", shellQuote(model), input, mesh, work, samples))
+	}
+	bench := fmt.Sprintf("vdpp bench --model %s %s %s %s", shellQuote(model), mesh, work, samples)
+	if m.Dir == "" {
+		bench += fmt.Sprintf(" --step-ms %g", f.stepMS)
+	}
+	return append(cmds, bench), nil
+}
+
+// shellQuote quotes s for a shell when it holds anything but safe characters.
+func shellQuote(s string) string {
+	for _, r := range s {
+		if !(r == '/' || r == '.' || r == '-' || r == '_' || r == '@' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	return s
 }

@@ -44,7 +44,8 @@ func runPlanJSON(t *testing.T, args ...string) (planDoc, string) {
 }
 
 func TestRunPlan(t *testing.T) {
-	base := []string{"--model", "synthetic", "--measure=false", "--step-ms", "1", "--handoff-ms", "0.1", "--total-steps", "28", "--num-samples", "60"}
+	base := []string{"--model", "synthetic", "--measure=false", "--step-ms", "1", "--handoff-ms", "0.1", "--steps", "28", "--num-samples", "60",
+		"--num-frames", "4", "--height", "128", "--width", "128"}
 	tests := []struct {
 		name      string
 		args      []string
@@ -54,8 +55,8 @@ func TestRunPlan(t *testing.T) {
 	}{
 		{"throughput on 7", []string{"--devices", "7", "--goal", "throughput"}, [4]int{1, 1, 1, 7}, 2, 0, "data parallelism equals the step pipeline"},
 		// cp4 and cfg2 x cp2 tie (one all-gather over 4 per step, the same compute); the lower cfg wins.
-		{"latency guided on 4", []string{"--devices", "4", "--goal", "latency", "--guidance-scale", "3"}, [4]int{1, 1, 4, 1}, 9, 0, "lowest first-sample latency: pp=1 cfg=1 cp=4 dp=1"},
-		{"memory tight on 2", []string{"--devices", "2", "--latent-frames", "1", "--denoiser-bytes", "1000", "--image-encoder-bytes", "300", "--vae-decoder-bytes", "300", "--memory-per-device", "1400"},
+		{"latency guided on 4", []string{"--devices", "4", "--goal", "latency", "--max-guidance", "3"}, [4]int{1, 1, 4, 1}, 9, 0, "lowest first-sample latency: pp=1 cfg=1 cp=4 dp=1"},
+		{"memory tight on 2", []string{"--devices", "2", "--num-frames", "1", "--denoiser-bytes", "1000", "--image-encoder-bytes", "300", "--vae-decoder-bytes", "300", "--memory-per-device", "1400"},
 			[4]int{2, 1, 1, 1}, 1, 1, "the pipeline wins here"},
 	}
 	for _, tc := range tests {
@@ -82,7 +83,7 @@ func TestRunPlanCalibrationFile(t *testing.T) {
 	if err := plan.SaveCalibration(path, cal); err != nil {
 		t.Fatal(err)
 	}
-	doc, _ := runPlanJSON(t, "--calibration", path, "--devices", "2", "--total-steps", "10", "--num-samples", "8", "--goal", "latency")
+	doc, _ := runPlanJSON(t, "--model", "synthetic", "--num-frames", "4", "--height", "128", "--width", "128", "--calibration", path, "--devices", "2", "--steps", "10", "--num-samples", "8", "--goal", "latency")
 	// 10 steps at 2 ms: cp=2 halves the frames and adds a 0.5 ms all-to-all per step (15 ms);
 	// dp=2 takes 20 ms; pp=2 adds one 0.5 ms hand-off.
 	if len(doc.Configs) != 3 || doc.Configs[0].CP != 2 || doc.Configs[0].First != 15 ||
@@ -93,17 +94,19 @@ func TestRunPlanCalibrationFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	if err := runPlan(context.Background(), []string{"--calibration", path}, &out, &errb); !errors.Is(err, plan.ErrBadInput) {
+	if err := runPlan(context.Background(), []string{"--model", "synthetic", "--calibration", path}, &out, &errb); !errors.Is(err, plan.ErrBadInput) {
 		t.Errorf("bad calibration: %v", err)
 	}
 }
 
 func TestRunPlanUsage(t *testing.T) {
 	for _, args := range [][]string{
-		{"--goal", "fast"},
-		{"--total-steps", "0"},
+		{"--model", "synthetic", "--goal", "fast"},
+		{"--model", "synthetic", "--steps", "-1"},
 		{"--measure=false", "--model", "dummy"},
-		{"stray"},
+		{"--model", "synthetic", "stray"},
+		{"--devices", "2"},                                // no --model
+		{"--model", "synthetic", "--guidance-scale", "3"}, // a flag of text-to-video models
 	} {
 		var out, errb bytes.Buffer
 		if err := runPlan(context.Background(), args, &out, &errb); !errors.Is(err, errUsage) {
@@ -115,7 +118,7 @@ func TestRunPlanUsage(t *testing.T) {
 // A pipeline whose last stage is decode bound is told to spread the decode, and the spread
 // plan is costed with it.
 func TestRunPlanDecode(t *testing.T) {
-	base := []string{"--model", "synthetic", "--measure=false", "--step-ms", "1", "--handoff-ms", "0", "--total-steps", "8",
+	base := []string{"--model", "synthetic", "--measure=false", "--step-ms", "1", "--handoff-ms", "0", "--steps", "8",
 		"--num-samples", "20", "--devices", "2", "--decode-parts", "2", "--decode-part-ms", "10"}
 	_, table := runPlanJSON(t, base...)
 	if want := "--decode-ranks 2 spreads its 2 parts over the stages, 71.4 samples/s instead of 47.6 (1.50x)"; !strings.Contains(table, want) {
@@ -144,3 +147,17 @@ func TestMeasureDecode(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a-b < 1e-9*b && b-a < 1e-9*b }
+
+// The plan ends with the commands that run its best mesh as printed: generate for a model
+// with a conditioner and decoder, bench for every model, every size given.
+func TestPlanPrintsTheCommand(t *testing.T) {
+	_, table := runPlanJSON(t, "--model", "synthetic", "--measure=false", "--step-ms", "1", "--handoff-ms", "0.1", "--steps", "8",
+		"--num-samples", "6", "--devices", "2", "--max-guidance", "3")
+	want := "run the best mesh (pp=1 cfg=1 cp=1 dp=2):\n  vdpp bench --model synthetic --pp 1 --cfg 1 --cp 1 --dp 2 --steps 8 --num-frames 14 --height 64 --width 64 --min-guidance 1 --max-guidance 3 --num-samples 6 --step-ms 1\n"
+	if !strings.HasSuffix(table, want) {
+		t.Fatalf("plan output ends\n%s\nwant\n%s", table[max(0, len(table)-400):], want)
+	}
+	if strings.Contains(table, "vdpp generate") {
+		t.Fatal("a generate command for the simulator, which has no conditioner")
+	}
+}

@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,7 +23,7 @@ import (
 
 // runServe is `vdpp serve`: the HTTP job server with K worker processes.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, modelName, inproc, nprocGiven, err := parseServeFlags(args, stderr)
+	cfg, modelName, inproc, nprocGiven, err := parseServeFlags(args, stdout, stderr)
 	servedNames := cfg.ServedModelNames
 	if err != nil {
 		return err
@@ -88,19 +89,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // parseServeFlags parses `vdpp serve`'s flags into a Config (the model still to be
 // resolved from the returned --model value) and --in-process.
-func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelName string, inproc, nprocGiven bool, err error) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config, modelName string, inproc, nprocGiven bool, err error) {
+	fs := newFlags("serve", stdout, stderr)
 	lim := job.DefaultLimits()
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP listen address (port 0 picks a free one); without a token keep it on loopback")
 	fs.StringVar(&cfg.Token, "api-token", os.Getenv("VDPP_API_TOKEN"), "bearer token required on every API call (default $VDPP_API_TOKEN)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "vdpp-data", "folder of the job database and outputs")
-	fs.StringVar(&modelName, "model", "synthetic", "model: synthetic, builtin, or a checkpoint folder (diffusers SVD layout)")
+	fs.StringVar(&modelName, "model", "builtin", "the model `NAME|DIR`: builtin, a diffusers folder (its model_index.json picks the family), ORG/NAME[@REV] from the Hugging Face cache, or synthetic (the stand-in, for tests)")
 	fs.StringVar(&cfg.Spec.Variant, "variant", "", `checkpoint weights variant, e.g. "fp16" (converted to float32)`)
 	fs.StringVar(&cfg.Spec.Backend, "backend", "", "GoMLX backend of the checkpoint model (default: GOMLX_BACKEND or go)")
 	fs.Float64Var(&cfg.Spec.StepMS, "step-ms", 1, "synthetic model: cost of one sample-step in ms")
 	fs.StringVar(&cfg.Spec.Cost, "cost", "sleep", "synthetic model: sleep or spin")
 	fs.IntVar(&cfg.NProc, "nproc", 2, "worker ranks (pipeline stages)")
+	var pp, cfgDeg, cp, dp int
+	fs.IntVar(&pp, "pp", 0, "pipeline stages, one worker each (the same as --nproc)")
+	fs.IntVar(&cfgDeg, "cfg", 0, "CFG-parallel degree: serve runs a pipeline only, so 1")
+	fs.IntVar(&cp, "cp", 0, "context-parallel degree: serve runs a pipeline only, so 1")
+	fs.IntVar(&dp, "dp", 0, "data-parallel replicas: serve runs one pipeline, so 1")
 	fs.IntVar(&cfg.MaxBatch, "max-batch", 0, "samples per denoiser call (0: 4 for synthetic, 1 for a checkpoint, whose rows are not guaranteed bit-independent)")
 	fs.IntVar(&cfg.MaxQueue, "max-queue", 64, "jobs that may wait for a slot; more get 429")
 	fs.IntVar(&cfg.MaxRunning, "max-running", 0, "jobs in the pipeline at once (default 2*nproc*max-batch)")
@@ -110,8 +115,20 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelNa
 	fs.IntVar(&lim.MaxResolution, "max-resolution", lim.MaxResolution, "largest height or width accepted")
 	fs.IntVar(&lim.MaxSteps, "max-steps", lim.MaxSteps, "largest steps accepted")
 	fs.Float64Var(&cfg.CostMultiple, "max-cost-multiple", job.DefaultCostMultiple, "a job may cost this many times the model's native job (its default size, frames and steps): in pixels, in pixels x frames x steps, and in a step's estimated working memory (negative: no cost limits)")
+	fs.Func("max-memory", "memory the jobs' working sets and the weights share, in bytes or with a unit (64GiB, 512MiB): a job whose step or decode needs more than its share is refused 413 (default: the host's memory, or the cgroup's limit; give the GPU's for a device backend; -1: no memory limit)", func(v string) error {
+		n, err := parseBytes(v)
+		cfg.MaxMemory = n
+		return err
+	})
+	fs.Func("min-free-space", "free disk space the data dir keeps, in bytes or with a unit (2GiB): a submission whose outputs would leave less is refused 507 up front and /readyz answers 503 below it (default: room for four of the model's native jobs, at least 256MiB; -1: no check)", func(v string) error {
+		n, err := parseBytes(v)
+		cfg.MinFreeBytes = n
+		return err
+	})
 	fs.Int64Var(&cfg.MaxPixels, "max-pixels", 0, "largest height x width accepted (0: derived, --max-cost-multiple times the model's native pixels)")
 	fs.Int64Var(&lim.MaxBodyBytes, "max-body-bytes", lim.MaxBodyBytes, "largest request body")
+	lim.MaxImagePixels = 0
+	fs.IntVar(&lim.MaxImagePixels, "max-image-pixels", 0, "largest input image, in width x height pixels (0: derived, 16 times the model's native pixels and at least a megapixel: preparing a job filters every input pixel, one job at a time)")
 	fs.IntVar(&cfg.Conns.Max, "max-conns", 0, "HTTP connections held at once; more are answered 503 and closed (0: from the file-descriptor limit, leaving a quarter and at least 256 for the store and workers, at most 4096)")
 	fs.IntVar(&cfg.Conns.PerClient, "max-conns-per-client", 0, "HTTP connections one client IP address may hold (0: a quarter of --max-conns)")
 	fs.StringVar(&cfg.PidFile, "worker-pid-file", "", "write 'RANK PID' of every live worker here (fault tests)")
@@ -137,8 +154,17 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg serve.Config, modelNa
 	if cfg.KeepJobs < 0 {
 		return cfg, "", false, false, fmt.Errorf("%w: --keep-jobs %v: must be 0 (keep jobs forever) or positive", errUsage, cfg.KeepJobs)
 	}
+	if cfgDeg > 1 || cp > 1 || dp > 1 {
+		return cfg, "", false, false, fmt.Errorf("%w: --cfg %d --cp %d --dp %d: serve's workers run one pipeline (--pp stages); the other meshes run in vdpp generate and vdpp bench", errUsage, cfgDeg, cp, dp)
+	}
+	if pp > 0 {
+		if fs.Given("nproc") && cfg.NProc != pp {
+			return cfg, "", false, false, fmt.Errorf("%w: --nproc %d but --pp %d: serve's workers are its pipeline stages", errUsage, cfg.NProc, pp)
+		}
+		cfg.NProc = pp
+	}
 	cfg.Limits = lim
-	return cfg, modelName, inproc, flagGiven(fs, "nproc"), nil
+	return cfg, modelName, inproc, fs.Given("nproc") || fs.Given("pp"), nil
 }
 
 // sharedSecret reads the secret every rank of a launched server shares: workers on other
@@ -161,8 +187,8 @@ var errBuiltinUnavailable = errors.New("serve: builtin model not available in th
 // variable so tests can swap it; nil means a build without one).
 var resolveBuiltin = builtin.Resolve
 
-// modelSpec maps --model to a ModelSpec: a folder or "builtin" (both the "svd" model with
-// that folder), or a registered name ("synthetic").
+// modelSpec maps --model to a ModelSpec: a folder, "builtin" or a Hugging Face model id in
+// the local cache (a family's model with that folder), or a registered name ("synthetic").
 func modelSpec(name string) (serve.ModelSpec, error) {
 	if name == "builtin" {
 		if resolveBuiltin == nil {
@@ -183,6 +209,13 @@ func modelSpec(name string) (serve.ModelSpec, error) {
 			return serve.ModelSpec{}, fmt.Errorf("serve: model folder %s: %w", name, err)
 		}
 		return folderSpec(name, abs)
+	}
+	if family.IsHFName(name) {
+		dir, err := family.ResolveHF(name, os.Getenv)
+		if err != nil {
+			return serve.ModelSpec{}, fmt.Errorf("%w: --model %w", errUsage, err)
+		}
+		return folderSpec(name, dir)
 	}
 	if name == "" {
 		return serve.ModelSpec{}, fmt.Errorf("%w: --model is empty", errUsage)
@@ -218,8 +251,7 @@ func folderSpec(name, dir string) (serve.ModelSpec, error) {
 
 // runServeWorker is `vdpp worker serve`: one worker rank of a server (started by it).
 func runServeWorker(ctx context.Context, args []string, stderr io.Writer, rank int) error {
-	fs := flag.NewFlagSet("worker serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("worker serve", stderr, stderr)
 	var cfg serve.WorkerConfig
 	fs.StringVar(&cfg.Addr, "connect", "", "the server's worker address")
 	fs.IntVar(&cfg.Rank, "rank", rank, "this worker's rank")
@@ -249,5 +281,30 @@ func servedModelNames(flagNames []string, modelName string) []string {
 	if len(flagNames) > 0 {
 		return flagNames
 	}
+	if _, err := os.Stat(modelName); err != nil && family.IsHFName(modelName) {
+		return []string{modelName} // a Hugging Face id is the model's name as clients know it
+	}
 	return []string{filepath.Base(filepath.Clean(modelName))}
+}
+
+// parseBytes reads a byte count: digits with an optional unit (B, KiB, MiB, GiB, TiB, or
+// KB, MB, GB, TB in powers of 1000); a negative count is kept (it switches a limit off).
+func parseBytes(v string) (int64, error) {
+	s := strings.TrimSpace(v)
+	units := []struct {
+		suffix string
+		mul    int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}}
+	mul := int64(1)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mul = strings.TrimSpace(rest), u.mul
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || (n > 0 && n > math.MaxInt64/mul) {
+		return 0, fmt.Errorf("%q is not a byte count (e.g. 64GiB, 512MiB, 1000000)", v)
+	}
+	return n * mul, nil
 }

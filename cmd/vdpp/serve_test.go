@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/loadtest"
 )
@@ -138,7 +139,7 @@ func TestServeKeepJobsFlag(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			cfg, _, _, _, err := parseServeFlags(c.args, &stderr)
+			cfg, _, _, _, err := parseServeFlags(c.args, &stderr, &stderr)
 			if c.wantErr != nil {
 				if !errors.Is(err, c.wantErr) {
 					t.Fatalf("parseServeFlags(%q): %v, want %v", c.args, err, c.wantErr)
@@ -149,5 +150,38 @@ func TestServeKeepJobsFlag(t *testing.T) {
 				t.Fatalf("parseServeFlags(%q): keep %v, %v; want %v", c.args, cfg.KeepJobs, err, c.want)
 			}
 		})
+	}
+}
+
+// serve defaults to the built-in model (not the synthetic stand-in), takes --pp for its
+// pipeline stages and refuses the meshes only generate and bench run, in one line each;
+// --model ORG/NAME is found in the Hugging Face cache or refused saying where it looked.
+func TestServeModelAndMeshFlags(t *testing.T) {
+	var stderr bytes.Buffer
+	cfg, model, _, _, err := parseServeFlags(nil, &stderr, &stderr)
+	if err != nil || model != "builtin" || cfg.NProc != 2 {
+		t.Fatalf("defaults: model %q, nproc %d, %v", model, cfg.NProc, err)
+	}
+	if cfg, _, _, given, err := parseServeFlags([]string{"--pp", "3"}, &stderr, &stderr); err != nil || cfg.NProc != 3 || !given {
+		t.Fatalf("--pp 3: nproc %d, %v", cfg.NProc, err)
+	}
+	for args, want := range map[string]string{
+		"--cfg 2":          "--cfg 2 --cp 0 --dp 0: serve's workers run one pipeline",
+		"--dp 2":           "serve's workers run one pipeline (--pp stages)",
+		"--nproc 2 --pp 3": "--nproc 2 but --pp 3",
+	} {
+		_, _, _, _, err := parseServeFlags(strings.Fields(args), &stderr, &stderr)
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want a usage error with %q", args, err, want)
+		}
+	}
+	t.Setenv("HF_HOME", t.TempDir())
+	t.Setenv("HF_HUB_CACHE", "")
+	_, err = modelSpec("stabilityai/stable-video-diffusion-img2vid-xt")
+	if !errors.Is(err, family.ErrNotCached) || !strings.Contains(err.Error(), "models--stabilityai--stable-video-diffusion-img2vid-xt") {
+		t.Fatalf("a model not in the cache: %v", err)
+	}
+	if got := servedModelNames(nil, "stabilityai/stable-video-diffusion-img2vid-xt"); got[0] != "stabilityai/stable-video-diffusion-img2vid-xt" {
+		t.Fatalf("served name of a Hugging Face id: %v", got)
 	}
 }

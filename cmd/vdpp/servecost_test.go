@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,8 +44,65 @@ func TestServeFaultOversizedJob(t *testing.T) {
 		t.Fatalf("GET /v1/limits: %s", lb)
 	}
 	t.Logf("refused in %v: %s; limits %s", took, e.Error, lb)
+	// An input image far beyond what the model makes (4096x4096 for a 64x64 model; its
+	// resize would take the coordinator most of a minute) is refused from its header.
+	huge := bigPNG(t, 4096)
+	start = time.Now()
+	code, b = fs.submit(map[string][]byte{"params": []byte(`{"steps":2}`), "image": huge})
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "--max-image-pixels") || time.Since(start) > time.Second {
+		t.Fatalf("a 4096x4096 image for a 64x64 model: %d %s after %v", code, b, time.Since(start))
+	}
 	id := fs.mustSubmit(`{"steps":2}`, loadtest.TestImage(3))
 	if st := fs.wait(id, 120*time.Second); st.State != "succeeded" {
 		t.Fatalf("native job after the refusal: %+v", st)
+	}
+}
+
+// TestServeMemoryLimit: with --max-memory (here a small one, as on a small device), a job
+// whose step needs more than the machine's share is refused 413 with the estimate, the
+// limit and the machine's memory, before anything is queued, and /v1/limits shows the
+// machine; a job that fits runs.
+func TestServeMemoryLimit(t *testing.T) {
+	fs := startServe(t, serveOptions{}, "--model", "builtin", "--nproc", "1", "--max-memory", "96MiB", "--max-cost-multiple", "-1")
+	code, b := fs.submit(map[string][]byte{"params": []byte(`{"height":512,"width":512,"num_frames":14,"steps":2}`), "image": loadtest.TestImage(1)})
+	var e struct{ Error, Code string }
+	json.Unmarshal(b, &e)
+	if code != http.StatusRequestEntityTooLarge || e.Code != "over_cost_limit" || !strings.Contains(e.Error, "this machine can give one") ||
+		!strings.Contains(e.Error, "96 MiB of memory") {
+		t.Fatalf("a job over the machine's memory: %d %s", code, b)
+	}
+	if n := fs.metric("vdpp_jobs_submitted_total"); n != 0 {
+		t.Fatalf("%v jobs submitted after the refusal", n)
+	}
+	_, lb := fs.get("/v1/limits")
+	var lim struct {
+		MaxActivationBytes int64 `json:"max_activation_bytes"`
+		Machine            struct {
+			MemoryBytes int64 `json:"memory_bytes"`
+			WeightBytes int64 `json:"weight_bytes"`
+			Ranks       int   `json:"ranks"`
+		} `json:"machine"`
+	}
+	json.Unmarshal(lb, &lim)
+	if lim.Machine.MemoryBytes != 96<<20 || lim.Machine.WeightBytes <= 0 || lim.Machine.Ranks != 1 || lim.MaxActivationBytes <= 0 {
+		t.Fatalf("GET /v1/limits: %s", lb)
+	}
+	t.Logf("refused: %s", e.Error)
+	id := fs.mustSubmit(`{"steps":2}`, loadtest.TestImage(3))
+	if st := fs.wait(id, 120*time.Second); st.State != "succeeded" {
+		t.Fatalf("a job that fits: %+v", st)
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"1000": 1000, "64GiB": 64 << 30, "512 MiB": 512 << 20, "2GB": 2e9, "-1": -1, "7B": 7} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "lots", "1.5GiB", "99999999999TiB"} {
+		if _, err := parseBytes(in); err == nil {
+			t.Errorf("parseBytes(%q): no error", in)
+		}
 	}
 }

@@ -21,8 +21,11 @@ import (
 // memory is refused with 413 over_cost_limit, and the native job is accepted.
 func TestServeWanCostLimits(t *testing.T) {
 	model := wantest.PromptFolder(t)
+	// A machine where WanPipeline's native job fits (--max-memory): its step or decode
+	// takes about 11 GiB, which one rank and the decoder sharing a 23.5 GiB host do not
+	// have (checked below).
 	fs := startServe(t, serveOptions{}, "--model", model, "--backend", "go", "--nproc", "1",
-		"--max-frames", "1000", "--max-resolution", "4096", "--max-steps", "1000")
+		"--max-frames", "1000", "--max-resolution", "4096", "--max-steps", "1000", "--max-memory", "64GiB")
 
 	s, err := wan.Load(model, family.Options{Backend: "go", Roles: family.Roles{Decode: true}})
 	if err != nil {
@@ -38,6 +41,11 @@ func TestServeWanCostLimits(t *testing.T) {
 	if err := json.Unmarshal(lb, &lim); err != nil {
 		t.Fatal(err)
 	}
+	// The step memory limit is the model's, or the machine's share when smaller.
+	if lim.Machine.MemoryBytes <= 0 || lim.Machine.Ranks != 1 {
+		t.Fatalf("GET /v1/limits: %s: no machine memory", lb)
+	}
+	want = want.WithMachine(lim.Machine)
 	if lim.NativeWidth != 832 || lim.NativeHeight != 480 || lim.NativeFrames != 81 || lim.NativeSteps != 50 ||
 		lim.MaxPixels != want.MaxPixels || lim.MaxWork != want.MaxWork || lim.MaxActivationBytes != want.MaxActivationBytes {
 		t.Fatalf("GET /v1/limits: %s, want %+v", lb, want)
@@ -88,6 +96,12 @@ func TestServeWanCostLimits(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodDelete, fs.url+"/v1/videos/"+st.ID, nil)
 	if r, err := http.DefaultClient.Do(req); err == nil {
 		r.Body.Close()
+	}
+	// On a 23.5 GiB host the native job itself is refused, with the machine's numbers,
+	// rather than admitted to run out of memory.
+	small := job.DeriveCostLimits(native, act, job.DefaultCostMultiple).WithMachine(job.Machine{MemoryBytes: 47 << 29, WeightBytes: lim.Machine.WeightBytes, Ranks: 1})
+	if err := small.Check(job.JobCost(native, act)); err == nil || !strings.Contains(err.Error(), "this machine can give one") {
+		t.Fatalf("the native job on a 23.5 GiB host: %v", err)
 	}
 	t.Logf("limits %s; refused: %s", lb, e.Error)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,10 +19,10 @@ import (
 // runUNetBench times SVD UNet calls with random weights (bench/unetbench).
 func runUNetBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := unetbench.DefaultOptions()
-	fs := flag.NewFlagSet("unetbench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("unetbench", stdout, stderr)
 	fs.StringVar(&o.Config, "config", o.Config, `UNet config: "xt" (SVD-XT) or a unet/config.json path`)
-	fs.IntVar(&o.Frames, "frames", o.Frames, "frames T")
+	fs.IntVar(&o.Frames, "num-frames", o.Frames, "frames T")
+	fs.Alias("frames", "num-frames")
 	fs.IntVar(&o.Height, "height", o.Height, "height in pixels (latent = height/8)")
 	fs.IntVar(&o.Width, "width", o.Width, "width in pixels (latent = width/8)")
 	fs.IntVar(&o.Batch, "batch", o.Batch, "videos per call (2 = one classifier-free-guided call)")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -26,8 +25,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	switch args[0] {
 	case "bench":
 		o := bench.DefaultOptions()
-		fs := flag.NewFlagSet("worker bench", flag.ContinueOnError)
-		fs.SetOutput(stderr)
+		fs := newFlags("worker bench", stderr, io.Discard) // the parent said what is deprecated
 		o.RegisterFlags(fs)
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
@@ -35,8 +33,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return bench.RunWorker(ctx, o, env, log)
 	case "generate":
 		o := generate.DefaultOptions()
-		fs := flag.NewFlagSet("worker generate", flag.ContinueOnError)
-		fs.SetOutput(stderr)
+		fs := newFlags("worker generate", stderr, io.Discard)
 		o.RegisterFlags(fs)
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return err

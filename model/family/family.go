@@ -304,8 +304,9 @@ type Resolved struct {
 }
 
 // Resolve turns a --model value into a family and a folder: a registered family that needs
-// no folder ("synthetic"), an alias ("builtin"), or a folder whose model_index.json
-// _class_name a family claims. A family name that needs a folder ("svd") is refused with a
+// no folder ("synthetic"), an alias ("builtin"), a folder whose model_index.json
+// _class_name a family claims, or a Hugging Face model id ORG/NAME[@REV] found in the local
+// Hugging Face cache (ResolveHF). A family name that needs a folder ("svd") is refused with a
 // hint, since the folder decides everything.
 func Resolve(nameOrDir string) (Resolved, error) {
 	mu.RLock()
@@ -328,7 +329,15 @@ func Resolve(nameOrDir string) (Resolved, error) {
 	if isFamily {
 		return Resolved{}, fmt.Errorf("%w %q: give the model folder (--model DIR)", ErrUnknown, nameOrDir)
 	}
-	return Resolved{}, fmt.Errorf("%w %q: not a folder nor one of %v", ErrUnknown, nameOrDir, Names())
+	if IsHFName(nameOrDir) {
+		// ORG/NAME[@REV]: a model in the local Hugging Face cache.
+		dir, err := ResolveHF(nameOrDir, os.Getenv)
+		if err != nil {
+			return Resolved{}, err
+		}
+		return ResolveDir(dir)
+	}
+	return Resolved{}, fmt.Errorf("%w %q: not a folder, a Hugging Face model id (ORG/NAME), nor one of %v", ErrUnknown, nameOrDir, Names())
 }
 
 // ResolveDir picks the family of a diffusers folder from its model_index.json.

@@ -43,6 +43,12 @@ func (Denoisers) Claims(string) bool { return false }
 // NeedsDir implements Family.
 func (Denoisers) NeedsDir() bool { return false }
 
+// ReadsParam implements ParamReader: the per-frame guidance ramp Prepare draws (the
+// simulators stand in for SVD's denoiser); no other family-specific field.
+func (Denoisers) ReadsParam(name string) bool {
+	return name == "min_guidance" || name == "max_guidance"
+}
+
 // Preflight implements Family.
 func (Denoisers) Preflight(string, Options) error { return nil }
 

@@ -38,7 +38,7 @@ var tokenizerFiles = []string{"spiece.model", "tokenizer.model", "sentencepiece.
 func (f *Folder) CheckText() error {
 	cfg := filepath.Join(f.ComponentDir(TextEncoder), umt5.ConfigFile)
 	if _, err := os.Stat(cfg); err != nil {
-		return fmt.Errorf("%w: %s is missing: the folder cannot encode a prompt (give --prompt-embeds instead)", ErrNoTextEncoder, cfg)
+		return fmt.Errorf("%w: %s is missing: the folder cannot encode a prompt", ErrNoTextEncoder, cfg)
 	}
 	tok := f.ComponentDir(Tokenizer)
 	for _, name := range tokenizerFiles {
@@ -46,7 +46,7 @@ func (f *Folder) CheckText() error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: %s has no spiece.model or tokenizer.json: the folder cannot tokenize a prompt (give --prompt-embeds instead)", ErrNoTextEncoder, tok)
+	return fmt.Errorf("%w: %s has no spiece.model or tokenizer.json: the folder cannot tokenize a prompt", ErrNoTextEncoder, tok)
 }
 
 // PromptEncoder is Wan's text conditioner: the umT5 tokenizer and text encoder of a

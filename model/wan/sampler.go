@@ -51,6 +51,12 @@ func (wanFamily) Name() string             { return FamilyName }
 func (wanFamily) NeedsDir() bool           { return true }
 func (wanFamily) Claims(class string) bool { return isWanClass(class) }
 
+// ReadsParam implements family.ParamReader: the CFG scales (the second the low-noise
+// expert's); none of SVD's conditioning knobs.
+func (wanFamily) ReadsParam(name string) bool {
+	return name == "guidance_scale" || name == "guidance_scale_2"
+}
+
 // Preflight implements family.Family: the folder's structure, the configs of every
 // component o's roles load and their weights files, without reading weights.
 func (wanFamily) Preflight(dir string, o family.Options) error {

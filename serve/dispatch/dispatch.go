@@ -39,6 +39,9 @@ type Dispatcher struct {
 type Limits struct {
 	MaxBatch, MaxQueue, MaxRunning, Depth, MaxAttempts int
 	StallTimeout                                       time.Duration
+	// StepRatePrior is the seconds of one unit of step work the watchdog assumes until a
+	// step has been measured (0: StallTimeout alone bounds a first step).
+	StepRatePrior float64
 }
 
 // Job is the dispatcher's view of one job.
@@ -125,6 +128,23 @@ func (d *Dispatcher) emit(a Action) { d.out = append(d.out, a) }
 
 func (d *Dispatcher) log(level slog.Level, msg string, args ...any) {
 	d.emit(Log{Level: level, Msg: msg, Args: args})
+}
+
+// jobLog logs one line about job j at now: its id, size, steps and timings (queued until
+// started; run since started and total since submitted, once started), then more.
+func (d *Dispatcher) jobLog(level slog.Level, j *Job, msg string, now time.Time, more ...any) {
+	p := j.rec.Params
+	args := []any{"id", j.rec.ID, "frames", p.NumFrames, "size", fmt.Sprintf("%dx%d", p.Width, p.Height), "steps", p.Steps}
+	ms := func(t time.Duration) int64 { return t.Milliseconds() }
+	if j.started.IsZero() {
+		args = append(args, "queued_ms", ms(now.Sub(j.created)))
+	} else {
+		args = append(args, "queued_ms", ms(j.started.Sub(j.created)), "run_ms", ms(now.Sub(j.started)), "total_ms", ms(now.Sub(j.created)))
+	}
+	if j.rec.Restarts > 0 {
+		args = append(args, "restarts", j.rec.Restarts)
+	}
+	d.log(level, msg, append(args, more...)...)
 }
 
 func (d *Dispatcher) metric(kind MetricKind, stage int, v float64, at time.Time) {
@@ -257,6 +277,8 @@ func (d *Dispatcher) admit(now time.Time) {
 		d.queue = d.queue[1:]
 		d.running++
 		d.setState(j, job.StateRunning)
+		j.started = time.Time{} // a requeued job starts again: its queue time is since it was submitted
+		d.jobLog(slog.LevelInfo, j, "job started", now)
 		j.started = now
 		t := now.UTC()
 		j.rec.StartedAt = &t
@@ -333,9 +355,12 @@ func (d *Dispatcher) end(j *Job, s job.State, msg string, now time.Time) {
 	t := now.UTC()
 	j.rec.FinishedAt = &t
 	j.stage = -1
-	if s == job.StateFailed {
+	switch s {
+	case job.StateFailed:
 		d.metric(MetricFailed, 0, 1, now)
-		d.log(slog.LevelWarn, "job failed", "id", j.rec.ID, "err", msg)
+		d.jobLog(slog.LevelWarn, j, "job failed", now, "err", msg)
+	case job.StateCancelled:
+		d.jobLog(slog.LevelInfo, j, "job cancelled", now)
 	}
 	d.touch(j)
 	d.persist(j)
@@ -381,6 +406,7 @@ func (d *Dispatcher) OutputWritten(j *Job, shape []int, err error, now time.Time
 	}
 	d.runEWMA = 0.9*d.runEWMA + 0.1*run
 	d.metric(MetricCompleted, 0, 1, now)
+	d.jobLog(slog.LevelInfo, j, "job succeeded", now)
 	d.persist(j) // reported succeeded once the record has landed
 	d.emit(FreeMemory{})
 }
@@ -398,7 +424,6 @@ func (d *Dispatcher) Cancel(id string, now time.Time) (*Job, uint64, error) {
 		return nil, 0, job.NotFound(id)
 	}
 	switch {
-	case j.rec.State == job.StateCancelled:
 	case j.rec.State.Final() || j.completing:
 		state := j.rec.State
 		if j.completing {
@@ -450,7 +475,8 @@ func (d *Dispatcher) Status(j *Job, now time.Time) job.Status {
 	}
 	st := job.Status{ID: rec.ID, State: rec.State, Error: rec.Error, Params: rec.Params, CreatedAt: rec.CreatedAt,
 		FinishedAt: rec.FinishedAt, Restarts: rec.Restarts, Version: j.version, Cache: rec.Cache,
-		Progress: job.Progress{Step: j.stepsDone, Steps: rec.Params.Steps, Stage: j.stage, Stages: j.stages}}
+		Progress:        job.Progress{Step: j.stepsDone, Steps: rec.Params.Steps, Stage: j.stage, Stages: j.stages},
+		CancelRequested: j.cancelReq && !rec.State.Final()}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	switch {
 	case rec.State == job.StateQueued:

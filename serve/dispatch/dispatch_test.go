@@ -51,6 +51,7 @@ type dharness struct {
 	now   time.Time
 	ranks map[int]*Worker
 	trace []string
+	logs  []string
 	seq   uint64
 }
 
@@ -79,8 +80,15 @@ func atoi(t *testing.T, s string) int {
 // record appends the actions of the last event that the tables look at.
 func (h *dharness) record(err error) {
 	for _, a := range h.d.Take() {
-		switch a.(type) {
-		case Notify, Saved, Log, Metric, FreeMemory:
+		switch a := a.(type) {
+		case Log:
+			line := a.Msg
+			for i := 0; i+1 < len(a.Args); i += 2 {
+				line += fmt.Sprintf(" %v=%v", a.Args[i], h.names(fmt.Sprint(a.Args[i+1])))
+			}
+			h.logs = append(h.logs, h.names(line))
+			continue
+		case Notify, Saved, Metric, FreeMemory:
 			continue
 		}
 		h.trace = append(h.trace, h.names(a.String()))
@@ -270,5 +278,32 @@ func TestDispatcher(t *testing.T) {
 				t.Fatalf("trace:\n\t%s\nwant:\n\t%s", strings.Join(got, "\n\t"), strings.Join(tc.want, "\n\t"))
 			}
 		})
+	}
+}
+
+// Every job logs one line when it starts and one when it ends, with its timings.
+func TestDispatcherLogsJobStartAndEnd(t *testing.T) {
+	h := &dharness{t: t, d: New(Limits{MaxBatch: 4, MaxQueue: 8, MaxRunning: 1, Depth: 2, MaxAttempts: 8}),
+		now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), ranks: map[int]*Worker{}}
+	for _, line := range []string{"join 0", "submit a 2", "submit b 2", "submit c 2", "wait 1s", "prepared a", "wait 2s", "result 0 b1",
+		"wait 500ms", "output a", "prepfail b", "cancel c", "prepared c"} {
+		h.step(line)
+	}
+	want := []string{
+		"job started id=a frames=1 size=8x8 steps=2 queued_ms=0",
+		"job started id=b frames=1 size=8x8 steps=2 queued_ms=3000",
+		"job succeeded id=a frames=1 size=8x8 steps=2 queued_ms=0 run_ms=3500 total_ms=3500",
+		"job failed id=b frames=1 size=8x8 steps=2 queued_ms=3000 run_ms=500 total_ms=3500 err=bad image",
+		"job started id=c frames=1 size=8x8 steps=2 queued_ms=3500",
+		"job cancelled id=c frames=1 size=8x8 steps=2 queued_ms=3500 run_ms=0 total_ms=3500",
+	}
+	var got []string
+	for _, l := range h.logs {
+		if strings.HasPrefix(l, "job ") {
+			got = append(got, l)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("job lines:\n\t%s\nwant:\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
 	}
 }

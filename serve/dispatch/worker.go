@@ -201,7 +201,11 @@ func (d *Dispatcher) CheckStalls(now time.Time) {
 		for _, id := range ids {
 			b := w.outstanding[id]
 			work, reruns := batchStallInfo(b)
-			limit := stallLimit(d.lim.StallTimeout, d.rate.perUnit, work, reruns)
+			perUnit := d.rate.perUnit
+			if perUnit == 0 {
+				perUnit = d.lim.StepRatePrior // no step measured yet: the model's prediction
+			}
+			limit := stallLimit(d.lim.StallTimeout, perUnit, work, reruns)
 			if now.Sub(b.last) > limit {
 				d.log(slog.LevelWarn, "worker stalled", "rank", w.rank, "batch", b.id, "silent", now.Sub(b.last), "limit", limit)
 				for _, it := range b.items {

@@ -63,7 +63,51 @@ type CostLimits struct {
 	MaxPixels          int64   `json:"max_pixels"`
 	MaxWork            int64   `json:"max_work"`
 	MaxActivationBytes int64   `json:"max_activation_bytes"`
-	Native             Params  `json:"-"`
+	// Machine is the memory the limits were fitted to (WithMachine); MaxActivationBytes is
+	// at most its StepMemory.
+	Machine Machine `json:"machine"`
+	Native  Params  `json:"-"`
+}
+
+// Machine is what a server's jobs run on: the memory of the host (or of the device the
+// workers compute on), the weight bytes its processes hold (the coordinator's conditioner
+// and decoder, each worker rank's denoiser) and how many worker ranks may run a step at
+// once.
+type Machine struct {
+	// MemoryBytes is the memory the processes share; 0 is unknown (no memory limit).
+	MemoryBytes int64 `json:"memory_bytes"`
+	WeightBytes int64 `json:"weight_bytes"`
+	Ranks       int   `json:"ranks"`
+}
+
+// UsableMemory is the part of a machine's memory jobs may count on; the rest is the
+// operating system's, the runtime's and the buffers'.
+const UsableMemory = 0.85
+
+// StepMemory is the working memory one job's step (or its decode) may take on m: the
+// usable memory the weights leave, shared by the ranks that may each run a step at once
+// (the coordinator's decode counts as one more). It is 0 when the memory is unknown and
+// -1 when the weights alone do not fit. StepMemory is pure.
+func (m Machine) StepMemory() int64 {
+	if m.MemoryBytes <= 0 {
+		return 0
+	}
+	free := int64(float64(m.MemoryBytes)*UsableMemory) - m.WeightBytes
+	if free <= 0 {
+		return -1
+	}
+	return free / int64(max(m.Ranks, 0)+1)
+}
+
+// WithMachine fits l to m: the step memory limit is the smaller of l's and what m can give
+// one step (StepMemory), so a model whose native job is large is not admitted beyond the
+// machine. An unknown memory leaves l's limit. WithMachine is pure.
+func (l CostLimits) WithMachine(m Machine) CostLimits {
+	l.Machine = m
+	if sm := m.StepMemory(); sm != 0 && (l.MaxActivationBytes <= 0 || max(sm, 1) < l.MaxActivationBytes) {
+		l.MaxActivationBytes = max(sm, 1)
+	}
+	return l
 }
 
 // DeriveCostLimits derives a model's limits from its defaults native and its step memory
@@ -125,6 +169,13 @@ func (l CostLimits) Check(c Cost) error {
 		return &CostError{Param: worst("size", "num_frames", "steps"), Msg: fmt.Sprintf(
 			"pixels x frames x steps = %d exceeds this model's limit of %d (%s)", c.Work, l.MaxWork, native)}
 	case l.MaxActivationBytes > 0 && c.ActivationBytes > l.MaxActivationBytes:
+		m := l.Machine
+		if sm := m.StepMemory(); sm != 0 && max(sm, 1) == l.MaxActivationBytes {
+			return &CostError{Param: worst("size", "num_frames"), Msg: fmt.Sprintf(
+				"a denoising step (or its decode) needs about %s of working memory, over the %s this machine can give one "+
+					"(%s of memory, %.0f%% usable, %s of weights held, %d worker rank(s) and the decoder sharing the rest; %s)",
+				mib(c.ActivationBytes), mib(l.MaxActivationBytes), mib(m.MemoryBytes), 100*UsableMemory, mib(m.WeightBytes), m.Ranks, native)}
+		}
 		return &CostError{Param: worst("size", "num_frames"), Msg: fmt.Sprintf(
 			"a denoising step (or its decode) needs about %s of working memory, over this model's limit of %s (%s)",
 			mib(c.ActivationBytes), mib(l.MaxActivationBytes), native)}
@@ -191,3 +242,18 @@ const (
 	// (text-to-video, Wan).
 	InputText = "text"
 )
+
+// DiskBytes bounds the disk a job of p fills: its frames as 8-bit RGB once for the MP4
+// and once for the GIF (each smaller compressed), the final latent (a small fraction of
+// that for a VAE that compresses space), the thumbnail and sprite sheet, and its record.
+// DiskBytes is pure.
+func DiskBytes(p Params) int64 {
+	pixels := satMul(int64(max(p.Height, 0))*int64(max(p.Width, 0)), int64(max(p.NumFrames, 0)))
+	return min(satMul(pixels, 7), math.MaxInt64-1<<20) + 1<<20
+}
+
+// DeriveMinFreeBytes is --min-free-space's default for a model whose native job is native:
+// room for four of its jobs, and at least 256 MiB. DeriveMinFreeBytes is pure.
+func DeriveMinFreeBytes(native Params) int64 {
+	return max(256<<20, satMul(DiskBytes(native), 4))
+}

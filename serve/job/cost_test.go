@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -125,5 +126,70 @@ func TestDeriveMaxFrames(t *testing.T) {
 		if got := DeriveMaxFrames(c.l); got != c.want {
 			t.Errorf("%s: DeriveMaxFrames = %d, want %d", c.name, got, c.want)
 		}
+	}
+}
+
+func TestMachineStepMemory(t *testing.T) {
+	const gib = int64(1) << 30
+	for _, c := range []struct {
+		name string
+		m    Machine
+		want int64
+	}{
+		{"unknown memory", Machine{WeightBytes: gib, Ranks: 2}, 0},
+		{"two ranks and the decoder share what the weights leave", Machine{MemoryBytes: 20 * gib, WeightBytes: 2 * gib, Ranks: 2}, (17*gib - 2*gib) / 3},
+		{"weights over the usable memory", Machine{MemoryBytes: 10 * gib, WeightBytes: 9 * gib, Ranks: 1}, -1},
+	} {
+		if got := c.m.StepMemory(); got != c.want {
+			t.Errorf("%s: StepMemory = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// A model's step memory limit is fitted to the machine: the smaller of its multiple-based
+// limit and what the machine can give a step; the refusal says which, with the numbers.
+func TestWithMachine(t *testing.T) {
+	const gib = int64(1) << 30
+	native := Params{Height: 480, Width: 832, NumFrames: 81, Steps: 50}
+	l := DeriveCostLimits(native, quadAct, 4)
+	small := Machine{MemoryBytes: 8 * gib, WeightBytes: 1 * gib, Ranks: 1}
+	fitted := l.WithMachine(small)
+	if want := small.StepMemory(); fitted.MaxActivationBytes != want || want >= l.MaxActivationBytes {
+		t.Fatalf("limit on 8 GiB: %d, want the machine's %d (the model's is %d)", fitted.MaxActivationBytes, want, l.MaxActivationBytes)
+	}
+	big := Machine{MemoryBytes: 1 << 50, Ranks: 1}
+	if got := l.WithMachine(big).MaxActivationBytes; got != l.MaxActivationBytes {
+		t.Fatalf("limit on a huge machine: %d, want the model's %d", got, l.MaxActivationBytes)
+	}
+	if got := l.WithMachine(Machine{}).MaxActivationBytes; got != l.MaxActivationBytes {
+		t.Fatalf("limit with the memory unknown: %d, want the model's %d", got, l.MaxActivationBytes)
+	}
+	job := native
+	job.Height, job.Width = 1024, 1024
+	err := fitted.Check(JobCost(job, quadAct))
+	var ce *CostError
+	if !errors.As(err, &ce) || ce.Param != "size" || !strings.Contains(err.Error(), "this machine can give one") ||
+		!strings.Contains(err.Error(), "8192 MiB of memory") || !strings.Contains(err.Error(), "1024 MiB of weights") {
+		t.Fatalf("refusal on the machine: %v", err)
+	}
+}
+
+func TestDerivedInputAndDiskLimits(t *testing.T) {
+	svd := Params{Height: 576, Width: 1024, NumFrames: 14}
+	tiny := Params{Height: 64, Width: 64, NumFrames: 14}
+	if got := DeriveMaxImagePixels(svd); got != 16*576*1024 {
+		t.Errorf("image pixels for SVD's native job: %d", got)
+	}
+	if got := DeriveMaxImagePixels(tiny); got != 1<<20 {
+		t.Errorf("image pixels for a 64x64 model: %d, want the megapixel floor", got)
+	}
+	if got := DiskBytes(svd); got < 3*576*1024*14 {
+		t.Errorf("disk of SVD's native job %d: less than its raw frames", got)
+	}
+	if got := DeriveMinFreeBytes(tiny); got != 256<<20 {
+		t.Errorf("free space kept for a tiny model: %d, want the 256 MiB floor", got)
+	}
+	if got := DiskBytes(Params{Height: math.MaxInt32, Width: math.MaxInt32, NumFrames: math.MaxInt32}); got != math.MaxInt64 {
+		t.Errorf("disk of a huge job %d, want saturated", got)
 	}
 }

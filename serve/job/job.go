@@ -68,6 +68,9 @@ var (
 	ErrNotReady = errors.New("serve: job has no output yet")
 	// ErrClosed: the coordinator is shutting down (HTTP 503).
 	ErrClosed = errors.New("serve: server shutting down")
+	// ErrConflict: the request does not fit what the server is doing (HTTP 409): a worker
+	// killed while it restarts.
+	ErrConflict = errors.New("serve: conflict")
 )
 
 // ErrStorage marks a failure to write the data dir (HTTP 503 storage_unavailable, or 507
@@ -119,6 +122,9 @@ type Status struct {
 	CreatedAt  time.Time  `json:"created_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	Restarts   int        `json:"restarts,omitempty"`
+	// CancelRequested says a cancel was accepted for the running job: it ends cancelled at
+	// its worker's next chance (a step boundary, or between the model calls of a step).
+	CancelRequested bool `json:"cancel_requested,omitempty"`
 	// Version increases with every change (SSE events carry it).
 	Version uint64 `json:"version"`
 	// Cache is a cached job's step cache once it finished: which denoiser calls computed.

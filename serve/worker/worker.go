@@ -7,7 +7,10 @@
 //   - Each batch the coordinator sends runs steps [Item.Step, end) with one Stepper.Step per
 //     step for all its rows, reporting each step (progress, with its compute time), then
 //     sends the rows back (result). Batches run one at a time, in the order they came.
-//   - A row the coordinator cancels is dropped at the next step boundary (dropped); a batch
+//   - A row the coordinator cancels is dropped at the next step boundary (dropped); when
+//     every row of the batch being computed is cancelled, the step's context is cancelled
+//     too, so the model stops at its next check within the step (between windows, rows or
+//     calls; a compiled network call itself runs to its end); a batch
 //     whose rows were all dropped ends with empty. A model error is reported (failed) and
 //     the worker goes on; only a broken connection ends it.
 //   - The worker pings every Heartbeat and gives up on a coordinator silent for
@@ -100,6 +103,42 @@ type worker struct {
 
 	mu      sync.Mutex
 	cancels map[int64]map[int]bool // batch -> rows to drop
+	// cur is the batch being computed: its live rows and the cancel of its context, which
+	// a cancel of every live row calls, so the model stops at its next check within the
+	// step (between windows or calls) rather than at the step's end.
+	cur *current
+}
+
+// current is the batch a worker computes.
+type current struct {
+	id     int64
+	live   map[int]bool // original row indices (Item.Samples)
+	cancel context.CancelFunc
+}
+
+// setCurrent records the batch being computed (nil: none) and calls its cancel when
+// every live row is already cancelled.
+func (w *worker) setCurrent(c *current) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cur = c
+	w.cancelIfAllLocked()
+}
+
+// cancelIfAllLocked cancels the current batch's context when the cancels cover all its
+// live rows; the caller holds mu.
+func (w *worker) cancelIfAllLocked() {
+	c := w.cur
+	if c == nil || len(c.live) == 0 {
+		return
+	}
+	set := w.cancels[c.id]
+	for r := range c.live {
+		if !set[r] {
+			return
+		}
+	}
+	c.cancel()
 }
 
 func (w *worker) read(ctx context.Context, inbox chan<- batch) error {
@@ -124,6 +163,7 @@ func (w *worker) read(ctx context.Context, inbox chan<- batch) error {
 			for _, r := range wire.RowsOf(m) {
 				set[r] = true
 			}
+			w.cancelIfAllLocked()
 			w.mu.Unlock()
 		case wire.OpRun:
 			if len(ctl) < 3 {
@@ -205,6 +245,17 @@ func (w *worker) runBatch(ctx context.Context, b batch) error {
 	if err == nil && (b.end > b.steps || it.Step < 0 || it.Step >= b.end) {
 		err = fmt.Errorf("%w: batch %d steps [%d,%d) of %d", wire.ErrProtocol, it.Group, it.Step, b.end, b.steps)
 	}
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	live := func() *current {
+		c := &current{id: it.Group, live: map[int]bool{}, cancel: cancel}
+		for _, s := range it.Samples {
+			c.live[int(s)] = true
+		}
+		return c
+	}
+	w.setCurrent(live())
+	defer w.setCurrent(nil)
 	for err == nil && it.Step < b.end {
 		if set := w.takeCancelled(it.Group, false); len(set) > 0 {
 			var dropped []int
@@ -213,13 +264,18 @@ func (w *worker) runBatch(ctx context.Context, b batch) error {
 				if err := w.wc.Send(comm.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []comm.NamedTensor{wire.Ctl(wire.OpDropped), wire.Rows(dropped)}}); err != nil {
 					return err
 				}
+				w.setCurrent(live())
 			}
 			if len(it.Samples) == 0 {
 				break
 			}
 		}
 		t0 := time.Now()
-		if err = st.Step(ctx, it); err != nil {
+		if err = st.Step(bctx, it); err != nil {
+			if bctx.Err() != nil && ctx.Err() == nil {
+				err = nil // every row was cancelled within the step: the loop drops them
+				continue
+			}
 			break
 		}
 		us := float32(time.Since(t0).Microseconds())

@@ -156,8 +156,10 @@ function render(v) {
     list.insertBefore(li, after || null);
   }
   const st = li.querySelector('.status');
-  st.textContent = v.status === 'in_progress' ? `running ${v.progress}%` : v.status;
-  st.className = 'status ' + v.status;
+  // A cancel shows at once: the worker stops the job at its next chance.
+  const cancelling = v.cancelling && !FINAL.has(v.status);
+  st.textContent = cancelling ? 'cancelling…' : v.status === 'in_progress' ? `running ${v.progress}%` : v.status;
+  st.className = 'status ' + (cancelling ? 'cancelling' : v.status);
   const bar = li.querySelector('progress');
   bar.value = v.progress;
   bar.hidden = FINAL.has(v.status);
@@ -166,7 +168,7 @@ function render(v) {
     (v.prompt ? ` · “${v.prompt}”` : '') + (v.error ? ` · ${v.error.message}` : '');
   const actions = li.querySelector('.actions');
   actions.replaceChildren();
-  if (!FINAL.has(v.status)) {
+  if (!FINAL.has(v.status) && !cancelling) {
     actions.append(el('button', { class: 'danger', onclick: () => cancel(v.id) }, 'Cancel'));
   }
   if (v.status === 'completed') {
@@ -206,7 +208,10 @@ async function gifFallback(v, video) {
 }
 
 async function cancel(id) {
-  try { upsert(await body(await api(`/v1/videos/${id}/cancel`, { method: 'POST' }))); } catch (err) { alert(err.message); }
+  try {
+    const v = await body(await api(`/v1/videos/${id}/cancel`, { method: 'POST' }));
+    upsert(Object.assign(v, { cancelling: true }));
+  } catch (err) { alert(err.message); }
 }
 
 async function remove(id) {
@@ -254,7 +259,7 @@ function onEvent(id, st) {
   if (!v) return;
   const status = { queued: 'queued', running: 'in_progress', succeeded: 'completed' }[st.state] || 'failed';
   const progress = status === 'completed' ? 100 : st.progress.steps ? Math.min(99, Math.floor(100 * st.progress.step / st.progress.steps)) : 0;
-  if (status !== 'completed') upsert(Object.assign({}, v, { status, progress }));
+  if (status !== 'completed') upsert(Object.assign({}, v, { status, progress, cancelling: v.cancelling || !!st.cancel_requested }));
 }
 
 async function refresh() {

@@ -79,6 +79,12 @@ try {
   await page.screenshot({ path: shot });
   const second = page.locator('li.job').first();
   await second.locator('button.danger').click();
+  // The card says so at once (the job ends at the worker's next chance).
+  await page.waitForFunction(() => {
+    const t = document.querySelector('li.job .status').textContent;
+    return t === 'cancelling…' || t === 'failed';
+  }, null, { timeout: 5000, polling: 20 });
+  check('shows the cancel at once: ' + await second.locator('.status').textContent());
   await page.waitForFunction(() => {
     const li = document.querySelector('li.job');
     return li.querySelector('.status').textContent === 'failed' && li.querySelector('.meta').textContent.includes('cancelled');

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/vdpp/vdpp/internal/cli"
+)
+
+// runHere runs vdpp in this process and returns its exit status, stdout and stderr.
+func runHere(args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// flagLine is a flag's entry in help: "  --name [TYPE]".
+var flagLine = regexp.MustCompile(`(?m)^  --([a-z0-9-]+)(?: (\S+))?$`)
+
+// Every command's help has a usage line and an example, lists its flags in groups, and a
+// name means one thing: the same value type on every command, and a name two commands
+// share is in the vocabulary (internal/cli) that groups it.
+func TestHelpOfEveryCommand(t *testing.T) {
+	typeOf := map[string]string{}
+	users := map[string][]string{}
+	for _, c := range commands() {
+		if c.name == "worker" || c.name == "version" {
+			continue
+		}
+		code, out, errOut := runHere(c.name, "-h")
+		if code != 0 || errOut != "" {
+			t.Errorf("vdpp %s -h: exit %d, stderr %q", c.name, code, errOut)
+		}
+		if !strings.HasPrefix(out, "usage: vdpp "+c.name) || !strings.Contains(out, "\nexample:\n  vdpp "+c.name) {
+			t.Errorf("vdpp %s -h lacks a usage line or an example:\n%s", c.name, out)
+		}
+		for _, m := range flagLine.FindAllStringSubmatch(out, -1) {
+			name, typ := m[1], m[2]
+			// doctor --json prints JSON (a switch); everywhere else --json names a file.
+			if c.name == "doctor" && name == "json" {
+				continue
+			}
+			typ = valueKind(typ)
+			if prev, ok := typeOf[name]; ok && prev != typ && typ != "" && prev != "" {
+				t.Errorf("--%s is %q on %s but %q on %v", name, typ, c.name, prev, users[name])
+			}
+			if typ != "" {
+				typeOf[name] = typ
+			}
+			users[name] = append(users[name], c.name)
+		}
+	}
+	var shared []string
+	for name, cmds := range users {
+		if len(cmds) > 1 && !cli.Known(name) {
+			shared = append(shared, name)
+		}
+	}
+	sort.Strings(shared)
+	if len(shared) > 0 {
+		t.Errorf("flags shared by several commands but not in the vocabulary: %v", shared)
+	}
+	// generate's help groups its flags by topic.
+	_, out, _ := runHere("generate", "-h")
+	for _, g := range []string{"\ninput:\n  --image", "\nmodel:\n", "\nsampling:\n", "\nparallelism:\n", "\noutput:\n"} {
+		if !strings.Contains(out, g) {
+			t.Errorf("generate -h lacks group %q", g)
+		}
+	}
+}
+
+// valueKind is the kind of value a help entry's TYPE says ("" for a placeholder such as
+// DIR, which says what and not which type; a bool has no TYPE and is "bool").
+func valueKind(typ string) string {
+	switch typ {
+	case "":
+		return "bool"
+	case "int", "uint":
+		return "integer"
+	case "string", "float", "duration", "value":
+		return typ
+	}
+	return ""
+}
+
+// Mistakes get one line, prefixed once by the command, with exit status 2.
+func TestMistakesAreOneClearLine(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"generate", "--bogus"}, "vdpp generate: unknown flag --bogus"},
+		{[]string{"generate", "--stpes", "3"}, "did you mean --steps?"},
+		{[]string{"generate", "--model", "builtin", "--image", "x.png", "--nproc", "0"},
+			"vdpp generate: --nproc 0: a run needs at least 1 process"},
+		{[]string{"generate", "--model", "builtin", "--image", "x.png", "--height", "128"},
+			"vdpp generate: --height 128 without --width: set both (or neither, for the model's 64x64)"},
+		{[]string{"bench", "--model", "synthetic", "--nproc", "3", "--steps", "2"}, "vdpp bench: --steps 2 < 3 pipeline stages"},
+		{[]string{"nosuchcommand"}, `vdpp: unknown command "nosuchcommand" (vdpp help lists the commands)`},
+	}
+	for _, tc := range tests {
+		code, out, errOut := runHere(tc.args...)
+		line := strings.TrimSuffix(errOut, "\n")
+		if code != 2 || out != "" || strings.Contains(line, "\n") || !strings.Contains(line, tc.want) {
+			t.Errorf("vdpp %q: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", tc.args, code, out, errOut, tc.want)
+		}
+		if cmd := tc.args[0]; strings.Count(line, cmd+":") > 1 {
+			t.Errorf("vdpp %q: the prefix is doubled: %q", tc.args, line)
+		}
+	}
+}
+
+// An old flag name still works and says what replaced it.
+func TestDeprecatedNameSaysSo(t *testing.T) {
+	code, _, errOut := runHere("bench", "--model", "synthetic", "--nproc", "3", "--total-steps", "2")
+	if code != 2 || !strings.Contains(errOut, "vdpp bench: --total-steps is deprecated: use --steps\n") ||
+		!strings.Contains(errOut, "--steps 2 < 3 pipeline stages") {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, out, _ := runHere(args...)
+		if code != 0 || !strings.HasPrefix(out, "vdpp "+version) || strings.Count(out, "\n") != 1 {
+			t.Errorf("vdpp %v: exit %d, %q", args, code, out)
+		}
+	}
+}

@@ -1,0 +1,16 @@
+package generate
+
+import (
+	"testing"
+
+	"github.com/vdpp/vdpp/internal/cli"
+	"github.com/vdpp/vdpp/internal/cli/clitest"
+)
+
+// A command line parsed, rendered as the workers' arguments and parsed again gives the
+// same options; so does every field set at random (a field without a flag would be lost).
+func TestWorkerArgsRoundTrip(t *testing.T) {
+	clitest.RoundTrip(t, DefaultOptions, func(o *Options, fs *cli.FlagSet) { o.RegisterFlags(fs) }, Options.WorkerArgs,
+		[]string{"--model", "builtin", "--image", "my image.png", "--steps", "4", "--cfg", "2", "--min-guidance", "1.25",
+			"--timeout", "90s", "--out", "out/a=b", "--cache", "fbcache"})
+}
