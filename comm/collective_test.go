@@ -550,7 +550,7 @@ func TestCollectivesNoGoroutineLeak(t *testing.T) {
 	g, _ := NewGroup(ts[0], upTo(4))
 	done := make(chan error, 1)
 	go func() { done <- Barrier(context.Background(), g) }()
-	time.Sleep(20 * time.Millisecond)
+	waitRecvBlocked(t, ts[0])
 	for _, tr := range ts {
 		tr.Close()
 	}

@@ -45,6 +45,11 @@ type LaunchOptions struct {
 	// Signals, when non-nil, replaces the launcher's own SIGINT/SIGTERM subscription: what
 	// arrives on it is forwarded to every child.
 	Signals <-chan os.Signal
+	// OwnSessions starts every child in a session of its own (setsid) rather than only a
+	// process group of its own. Linux's autogroup scheduling shares the CPUs between
+	// sessions, so children of one session together get one session's share on a busy
+	// machine; in sessions of their own each gets a share.
+	OwnSessions bool
 }
 
 // ProcSpec is one child to start.
@@ -54,6 +59,7 @@ type ProcSpec struct {
 	Args            []string
 	Env             []string
 	Stdout, Stderr  io.Writer
+	OwnSession      bool // a session of its own (LaunchOptions.OwnSessions)
 }
 
 // Process is a started child.
@@ -197,7 +203,7 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 			Rank: e.Rank, LocalRank: e.LocalRank, Path: o.Executable,
 			Args:   append([]string(nil), o.Command...),
 			Env:    append(append([]string(nil), base...), e.Environ()...),
-			Stdout: c.stdout, Stderr: c.stderr,
+			Stdout: c.stdout, Stderr: c.stderr, OwnSession: o.OwnSessions,
 		}
 		p, err := o.Start(spec)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fakeProc is a child run by a goroutine; SIGKILL always ends it.
@@ -291,6 +294,43 @@ func TestLaunchRealRing(t *testing.T) {
 	for _, want := range []string{"[rank 0] ring ok pid=", "[rank 1] ring ok pid=", "[rank 2] ring ok pid=", " local=2/3\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestLaunchOwnSessions: children share the launcher's session unless OwnSessions puts
+// each in a session of its own (it leads it).
+func TestLaunchOwnSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	mine, err := unix.Getsid(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, own := range []bool{false, true} {
+		out := &lineWatcher{marker: "session", n: 2, ready: make(chan struct{})}
+		o := workerLaunch("session", 2, out, nil)
+		o.OwnSessions = own
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		err := Launch(ctx, o)
+		cancel()
+		if err != nil {
+			t.Fatalf("%v\noutput:\n%s", err, out)
+		}
+		lines := 0
+		for _, ln := range strings.Split(out.String(), "\n") {
+			var rank, sid, pid int
+			if n, _ := fmt.Sscanf(ln, "[rank %d] session %d pid %d", &rank, &sid, &pid); n != 3 {
+				continue
+			}
+			lines++
+			if own && sid != pid || !own && sid != mine {
+				t.Errorf("own sessions %v: rank %d (pid %d) is in session %d; the launcher's is %d", own, rank, pid, sid, mine)
+			}
+		}
+		if lines != 2 {
+			t.Fatalf("own sessions %v: %d session lines:\n%s", own, lines, out)
 		}
 	}
 }

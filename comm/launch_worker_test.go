@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // workerModeVar makes the test binary act as a launched worker instead of running tests.
@@ -34,6 +36,14 @@ func runTestWorker(mode string) int {
 		return fail(err)
 	}
 	ctx := context.Background()
+	if mode == "session" {
+		sid, err := unix.Getsid(0)
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Printf("session %d pid %d\n", sid, os.Getpid())
+		return 0
+	}
 	if mode == "idle" {
 		// Join, say so, then wait on rank 0 until the world ends (liveness tests).
 		t, err := Dial(ctx, env, Options{ConnectTimeout: 20 * time.Second, RecvTimeout: time.Hour, HeartbeatTimeout: time.Second})

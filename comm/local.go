@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vdpp/vdpp/tensor"
@@ -29,6 +30,9 @@ type localWorld struct {
 type LocalTransport struct {
 	w    *localWorld
 	rank int
+	// blocked counts the receives waiting for a message (tests wait on it to know a
+	// receive is pending).
+	blocked atomic.Int32
 }
 
 var _ TaggedTransport = (*LocalTransport)(nil)
@@ -149,6 +153,8 @@ func (l *LocalTransport) Recv(ctx context.Context, from int) (Message, error) {
 	wait, byCtx := waitBound(ctx, l.w.opts.RecvTimeout)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	l.blocked.Add(1)
+	defer l.blocked.Add(-1)
 	var err error
 	select {
 	case m := <-q:
@@ -179,7 +185,9 @@ func (l *LocalTransport) RecvTag(ctx context.Context, from int, tag uint16) (Mes
 		return Message{}, err
 	}
 	b := l.w.tagged[from][l.rank].box(tag)
+	l.blocked.Add(1)
 	m, err := recvBox(ctx, b, l.w.opts.RecvTimeout, l.w.done[from], func() error { return peerGone(errLocalClosed) }, l.w.done[l.rank], func() error { return ErrClosed }, nil)
+	l.blocked.Add(-1)
 	if err != nil {
 		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", l.rank, from, err)
 	}

@@ -14,14 +14,18 @@ import (
 type execProcess struct{ cmd *exec.Cmd }
 
 // StartProcess starts spec as a child in its own process group (so signals reach its
-// children too and a terminal's Ctrl-C reaches only the launcher, which forwards it) and,
-// on Linux, with the parent-death signal SIGKILL so it cannot outlive the launcher.
+// children too and a terminal's Ctrl-C reaches only the launcher, which forwards it), or
+// its own session (spec.OwnSession, which makes it a process group leader too) and, on
+// Linux, with the parent-death signal SIGKILL so it cannot outlive the launcher.
 func StartProcess(spec ProcSpec) (Process, error) {
 	cmd := exec.Command(spec.Path, spec.Args...)
 	cmd.Env = spec.Env
 	cmd.Stdout = spec.Stdout
 	cmd.Stderr = spec.Stderr
 	cmd.SysProcAttr = sysProcAttr()
+	if spec.OwnSession {
+		cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Setsid = false, true
+	}
 	// A grandchild holding the output pipes must not keep Wait from returning.
 	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {

@@ -80,7 +80,18 @@ func TestStoreJoinRejects(t *testing.T) {
 		_, err := dialStore(t, s).Join(short, 0, 2, "a:1", "a")
 		first <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// Rank 0's join is registered (it waits for rank 1) before the others try theirs.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		n := s.joined
+		s.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("rank 0 never joined")
+		}
+	}
 	tests := []struct {
 		name        string
 		rank, world int

@@ -38,6 +38,9 @@ type TCPTransport struct {
 	// workingSince is when the unit of work in progress started (unix ns; 0: none).
 	workingSince atomic.Int64
 	end          atomic.Pointer[ending] // set when the world ended early (a lost or failed rank)
+	// blocked counts the receives waiting for a message (tests wait on it to know a
+	// receive is pending).
+	blocked atomic.Int32
 }
 
 var _ TaggedTransport = (*TCPTransport)(nil)
@@ -165,6 +168,8 @@ func (t *TCPTransport) Recv(ctx context.Context, from int) (Message, error) {
 	}
 	w := newPeerWait(ctx, p, t.opts.RecvTimeout)
 	defer w.timer.Stop()
+	t.blocked.Add(1)
+	defer t.blocked.Add(-1)
 	for {
 		select {
 		case m := <-p.recvq:
@@ -205,7 +210,9 @@ func (t *TCPTransport) RecvTag(ctx context.Context, from int, tag uint16) (Messa
 		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, t.closedErr())
 	default:
 	}
+	t.blocked.Add(1)
 	m, err := recvBox(ctx, p.boxes.box(tag), t.opts.RecvTimeout, p.dead, func() error { return t.linkErr(p) }, t.closing, t.closedErr, t.extendWait)
+	t.blocked.Add(-1)
 	if err != nil {
 		return Message{}, fmt.Errorf("rank %d: recv from rank %d: %w", t.rank, from, err)
 	}

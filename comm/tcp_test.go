@@ -181,6 +181,26 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
+// waitRecvBlocked returns once tr has a receive waiting for a message (10 s at most), so a
+// test can act on a pending receive without guessing how long it takes to block.
+func waitRecvBlocked(t testing.TB, tr Transport) {
+	t.Helper()
+	var blocked func() int32
+	switch x := tr.(type) {
+	case *TCPTransport:
+		blocked = x.blocked.Load
+	case *LocalTransport:
+		blocked = x.blocked.Load
+	default:
+		t.Fatalf("no receive count for %T", tr)
+	}
+	for deadline := time.Now().Add(10 * time.Second); blocked() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the receive never blocked")
+		}
+	}
+}
+
 func TestTCPPeerResetIsPrompt(t *testing.T) {
 	ts := dialWorld(t, 2, Options{RecvTimeout: 30 * time.Second})
 	got := make(chan error, 1)
@@ -188,7 +208,7 @@ func TestTCPPeerResetIsPrompt(t *testing.T) {
 		_, err := ts[1].Recv(context.Background(), 0)
 		got <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	waitRecvBlocked(t, ts[1])
 	// Kill the connection under rank 0 as a crash would (no orderly Close).
 	ts[0].peers[1].conn.(*net.TCPConn).SetLinger(0)
 	ts[0].peers[1].conn.Close()

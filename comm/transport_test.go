@@ -211,7 +211,7 @@ func testTransportSemantics(t *testing.T, world worldFunc) {
 			_, err := ts[2].Recv(ctx, 0)
 			pending <- err
 		}()
-		time.Sleep(20 * time.Millisecond)
+		waitRecvBlocked(t, ts[2])
 		start := time.Now()
 		if err := ts[0].Close(); err != nil {
 			t.Fatal(err)

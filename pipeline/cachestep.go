@@ -25,7 +25,7 @@ const (
 // maxCacheIndex bounds the integers a hand-off's cache may name (windows, experts, steps).
 const maxCacheIndex = 1 << 20
 
-// appendCache adds the item's cache to a hand-off: the rule and records always, the
+// appendWire adds the item's cache to a hand-off: the rule and records always, the
 // states unless the rule drops them at stage boundaries.
 func (c *ItemCache) appendWire(m *comm.Message) {
 	r := c.Rule

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -94,6 +95,32 @@ func TestWriteOpenRoundTrip(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWriteMapFile: a name -> tensor map comes back whole, the file's tensors in name order.
+func TestWriteMapFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.safetensors")
+	in := map[string]*tensor.Dense{"z": mustDense(t, []float32{1, 2}, 2), "a": mustDense(t, []float32{3}, 1), "m": mustDense(t, []float32{4, 5, 6}, 3)}
+	if err := WriteMapFile(path, in, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var offsets []int64
+	for _, n := range []string{"a", "m", "z"} {
+		got, err := f.Tensor(n)
+		if err != nil || !tensor.BitEqual(got, in[n]) {
+			t.Fatalf("%s: %v (%v), want %v", n, got, err, in[n])
+		}
+		info, _ := f.Info(n)
+		offsets = append(offsets, info.Offsets[0])
+	}
+	if !slices.IsSorted(offsets) || f.Len() != 3 {
+		t.Fatalf("data offsets %v of %d tensors: not in name order", offsets, f.Len())
 	}
 }
 

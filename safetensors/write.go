@@ -80,6 +80,21 @@ func WriteFile(path string, tensors []NamedTensor, metadata map[string]string) e
 	return writeFileAtomic(path, func(w io.Writer) error { return Write(w, tensors, metadata) })
 }
 
+// WriteMapFile writes the float32 tensors of a name -> tensor map to path atomically, in
+// name order.
+func WriteMapFile(path string, tensors map[string]*tensor.Dense, metadata map[string]string) error {
+	names := make([]string, 0, len(tensors))
+	for n := range tensors {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	ts := make([]NamedTensor, len(names))
+	for i, n := range names {
+		ts[i] = NamedTensor{Name: n, Tensor: tensors[n]}
+	}
+	return WriteFile(path, ts, metadata)
+}
+
 // WriteRawFile writes raw tensors to path atomically (temporary file, then rename).
 func WriteRawFile(path string, tensors []RawTensor, metadata map[string]string) error {
 	return writeFileAtomic(path, func(w io.Writer) error { return WriteRaw(w, tensors, metadata) })

@@ -10,7 +10,7 @@ the blending shows): the decoder upsamples ×2 (nearest) and adds 10·h + w of t
 encoder takes every other pixel into both halves of the moments and adds 10·h + w. The Go
 test applies the same functions through vae.tiled and compares.
 
-    git --git-dir=/work/.mirror/huggingface+diffusers/repo archive v0.35.2 src/diffusers | tar -x -C /tmp/d
+    git --git-dir="$DIFFUSERS_GIT_DIR" archive v0.35.2 src/diffusers | tar -x -C /tmp/d
     /usr/bin/python3 scripts/svd_tiled_vae_reference.py --diffusers /tmp/d/src/diffusers --out model/svd/vae/testdata/tiling.safetensors
 """
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # umt5-speed.sh TRANSFORMERS_SRC: the umT5 text encoder's forward time in Go (simplego,
 # BenchmarkForward) and in PyTorch CPU (transformers' modeling_umt5.py) on the same weights
-# and shapes, one after the other on this machine: the golden cases of model/umt5/testdata
+# and shapes, one after the other on the machine it runs on: the golden cases of model/umt5/testdata
 # and a random d_model 512, 8-layer, 8-head config at 512 and 64 tokens. THREADS (default:
 # all CPUs) sets torch.set_num_threads and GOMAXPROCS alike.
 # Debian's PyTorch uses the reference BLAS; to time it with OpenBLAS instead (as docs/wan.md

@@ -3,10 +3,10 @@
 
 Run with Debian's /usr/bin/python3 (python3-torch 1.13, numpy):
 
-    git --git-dir=/work/.mirror/huggingface+diffusers/repo archive v0.35.2 src/diffusers | tar -x -C /tmp/d
+    git --git-dir="$DIFFUSERS_GIT_DIR" archive v0.35.2 src/diffusers | tar -x -C /tmp/d
     /usr/bin/python3 scripts/wan_vae_reference.py --diffusers /tmp/d/src/diffusers --out model/wan/vae/testdata
 
-autoencoder_kl_wan.py is executed unmodified. This machine has no huggingface_hub, so the
+autoencoder_kl_wan.py is executed unmodified. The development box has no huggingface_hub, so the
 package's import-only infrastructure is stubbed (ConfigMixin / register_to_config record the
 constructor arguments as .config, ModelMixin is nn.Module, logging and apply_forward_hook are
 no-ops, the output dataclasses hold their fields). The two pieces of math that live in other

@@ -29,9 +29,21 @@ func (b backend) CheckCost(p job.Params) error { return b.s.checkCost(p) }
 
 func (b backend) Limits() job.ModelLimits { return b.s.modelLimits() }
 
-func (b backend) StorageOK() error { return b.s.coord.StorageOK() }
+// StorageOK says whether a job could be stored now: the store's writes work and the data
+// dir has more free space than it keeps.
+func (b backend) StorageOK() error {
+	if err := b.s.coord.StorageOK(); err != nil {
+		return err
+	}
+	return b.s.diskOK(0)
+}
 
+// Submit refuses up front (507) a job whose outputs would leave the data dir with less free
+// space than it keeps, rather than accept it and fail it when its output cannot be written.
 func (b backend) Submit(p job.Params, in job.Input) (job.Status, error) {
+	if err := b.s.diskOK(job.DiskBytes(p)); err != nil {
+		return job.Status{}, err
+	}
 	if in.Prompt != nil {
 		return b.s.coord.SubmitPrompt(p, *in.Prompt)
 	}

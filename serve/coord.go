@@ -362,8 +362,8 @@ func (c *coordinator) writeOutput(j *dispatch.Job, latent *tensor.Dense) {
 // Cancel asks for job id to stop: a queued job ends at once, a running one at its next step
 // boundary. It returns once that decision is durable (the cancelled record, or for a
 // running job a record saying a cancel was accepted, which a restart honours), so a nil
-// error means the job will not succeed. Cancelling a cancelled job is a no-op; a finished
-// one, or one whose last step has already come back, gives ErrFinished; any cancel once
+// error means the job will not succeed. A job that has ended (cancelled included), or one
+// whose last step has already come back, gives ErrFinished (409); any cancel once
 // Close has begun ErrClosed (the job stays as the store has it); a store that cannot record
 // the cancel within cancelWait ErrStorage (the job is still cancelled in memory).
 func (c *coordinator) Cancel(id string) (job.Status, error) {

@@ -57,7 +57,7 @@ func decodeImage(ctx context.Context, data []byte, maxPixels int) (img image.Ima
 		return nil, nil, fmt.Errorf("%w: the image is empty", video.ErrNotImage)
 	}
 	if maxPixels > 0 && int64(cfg.Width)*int64(cfg.Height) > int64(maxPixels) {
-		return nil, nil, fmt.Errorf("%w: image %dx%d has more than %d pixels", job.ErrTooLarge, cfg.Width, cfg.Height, maxPixels)
+		return nil, nil, fmt.Errorf("%w: image %dx%d has more than %d pixels (--max-image-pixels): resize it first", job.ErrTooLarge, cfg.Width, cfg.Height, maxPixels)
 	}
 	n := decodedBytes(cfg)
 	if err := decodeBudget.acquire(ctx, n); err != nil {

@@ -40,13 +40,28 @@ func TestByteBudget(t *testing.T) {
 	if err := b.acquire(ctx, 60); err != nil {
 		t.Fatal(err)
 	}
+	// waiting returns once n requests wait in line.
+	waiting := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			b.mu.Lock()
+			k := len(b.waiters)
+			b.mu.Unlock()
+			if k == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d requests wait, want %d", k, n)
+			}
+		}
+	}
 	got := make(chan int64, 3)
 	go func() { b.acquire(ctx, 50); got <- 50 }()
-	time.Sleep(10 * time.Millisecond)
+	waiting(1)
 	cctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- b.acquire(cctx, 10) }()
-	time.Sleep(10 * time.Millisecond)
+	waiting(2) // the small request waits behind the large one, though it would fit
 	select {
 	case n := <-got:
 		t.Fatalf("acquired %d over the budget", n)

@@ -48,7 +48,7 @@ func TestMemoryAdmission(t *testing.T) {
 	big := `{"num_frames":20,"steps":2,"height":1024,"width":1024,"max_guidance":3}`
 	body, ct := multipartBody(t, testPNG(t, 1), big)
 	resp, b := ts.do("POST", "/v1/videos", body, ct)
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || !bytes.Contains(b, []byte("this machine can give one")) {
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !bytes.Contains(b, []byte("a step may use on this server")) {
 		t.Fatalf("a job over the machine's memory: %d %s", resp.StatusCode, b)
 	}
 	if n, _ := ts.coord.Counts(); n[job.StateQueued]+n[job.StateRunning] != 0 {

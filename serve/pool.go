@@ -279,6 +279,7 @@ func (p *pool) supervise(rank int, addr string, secret []byte) {
 			return
 		}
 		p.info[rank].Restarts++
+		p.info[rank].Restarting = true
 		p.mu.Unlock()
 		p.Log.Warn("worker exited; restarting", "rank", rank, "err", err)
 		if p.OnRestart != nil {
@@ -298,6 +299,7 @@ func (p *pool) supervise(rank int, addr string, secret []byte) {
 			}
 			if serr == nil {
 				p.procs[rank], p.info[rank].Pid = np, np.Pid()
+				p.info[rank].Restarting = false
 				p.mu.Unlock()
 				break
 			}
@@ -316,7 +318,17 @@ func (p *pool) Kill(rank int) error {
 	if rank < 0 || rank >= len(p.procs) || p.procs[rank] == nil {
 		return fmt.Errorf("%w: worker rank %d", job.ErrNotFound, rank)
 	}
-	return p.procs[rank].Kill()
+	switch in := p.info[rank]; {
+	case in.Gone:
+		return fmt.Errorf("%w: worker rank %d has exited with no restarts left", job.ErrConflict, rank)
+	case in.Restarting:
+		return fmt.Errorf("%w: worker rank %d is restarting", job.ErrConflict, rank)
+	}
+	if err := p.procs[rank].Kill(); err != nil {
+		// It exited before the kill: its supervisor restarts it.
+		return fmt.Errorf("%w: worker rank %d has just exited: %v", job.ErrConflict, rank, err)
+	}
+	return nil
 }
 
 // Workers describes every rank.

@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
@@ -11,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/video"
@@ -76,6 +78,9 @@ func (s *Server) output(ctx context.Context, id, name string) (string, error) {
 // as a render for Close (which waits for it; closing the server cancels the decode).
 func (s *Server) render(rctx context.Context, id string, st job.Status, dir string) error {
 	defer memRelease.soon() // the decoded frames are garbage once used
+	if err := s.diskOK(job.DiskBytes(st.Params)); err != nil {
+		return err // a full disk is a 507, before anything is decoded
+	}
 	if err := s.beginRender(); err != nil {
 		return err
 	}
@@ -109,7 +114,7 @@ func (s *Server) render(rctx context.Context, id string, st job.Status, dir stri
 	missing := func(name string) bool { _, err := os.Stat(filepath.Join(dir, name)); return err != nil }
 	if missing(mp4File) {
 		if err := s.mp4(filepath.Join(dir, mp4File), list, float64(st.Params.FPS)); err != nil {
-			return err
+			return renderWriteError(err)
 		}
 	}
 	for _, f := range []struct {
@@ -130,7 +135,7 @@ func (s *Server) render(rctx context.Context, id string, st job.Status, dir stri
 			return err
 		}
 		if err := writeSynced(filepath.Join(dir, f.name), buf.Bytes()); err != nil {
-			return err
+			return renderWriteError(err)
 		}
 	}
 	return nil
@@ -199,4 +204,13 @@ func spriteSheet(frames []image.Image, tile int) *image.NRGBA {
 		}
 	}
 	return out
+}
+
+// renderWriteError is a failed write of a rendered file: a full disk is the data dir's
+// storage trouble (507), anything else stays as it is.
+func renderWriteError(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return storageError(err)
+	}
+	return err
 }

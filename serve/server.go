@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/vdpp/vdpp/serve/httpapi"
@@ -85,6 +86,13 @@ type Config struct {
 	MaxMemory int64
 	// Memory, when set, replaces hostMemory (tests).
 	hostMemory func() int64
+	// MinFreeBytes is the free disk space the data dir keeps: a submission that would
+	// leave less (its outputs estimated by job.DiskBytes) is refused 507 up front, and
+	// /readyz answers 503 below it. 0: job.DeriveMinFreeBytes of the model's native job;
+	// negative: no check.
+	MinFreeBytes int64
+	// freeBytes, when set, replaces the file system's free space (tests).
+	freeBytes func() (int64, error)
 
 	// model, when set, replaces the model OpenModel loads from Spec (tests).
 	model generator
@@ -175,6 +183,15 @@ func New(cfg Config) (*Server, error) {
 	s.cost = modelCostLimits(gen, cfg.CostMultiple, cfg.MaxPixels).WithMachine(machine)
 	if s.cfg.Limits.MaxFrames == 0 {
 		s.cfg.Limits.MaxFrames = job.DeriveMaxFrames(s.cost)
+	}
+	if s.cfg.MinFreeBytes == 0 {
+		s.cfg.MinFreeBytes = job.DeriveMinFreeBytes(gen.DefaultParams())
+	}
+	if s.cfg.freeBytes == nil {
+		s.cfg.freeBytes = func() (int64, error) { return freeBytes(cfg.DataDir) }
+	}
+	if s.cfg.Limits.MaxImagePixels == 0 {
+		s.cfg.Limits.MaxImagePixels = job.DeriveMaxImagePixels(gen.DefaultParams())
 	}
 	cfg.Log.Info("cost limits", "multiple", s.cost.Multiple, "max_pixels", s.cost.MaxPixels,
 		"max_work", s.cost.MaxWork, "max_activation_bytes", s.cost.MaxActivationBytes,
@@ -353,6 +370,23 @@ func (s *Server) machine() (job.Machine, error) {
 			m.WeightBytes>>20, m.Ranks, 100*job.UsableMemory, m.MemoryBytes>>20)
 	}
 	return m, nil
+}
+
+// diskOK refuses (job.ErrStorage, as a full disk: 507) when writing need more bytes would
+// leave less free space in the data dir than Config.MinFreeBytes.
+func (s *Server) diskOK(need int64) error {
+	if s.cfg.MinFreeBytes < 0 {
+		return nil
+	}
+	free, err := s.cfg.freeBytes()
+	if err != nil {
+		return fmt.Errorf("%w: free space of the data dir: %w", job.ErrStorage, err)
+	}
+	if free-need < s.cfg.MinFreeBytes {
+		return fmt.Errorf("%w: %d MiB free in the data dir, %d MiB needed, keeping %d MiB (--min-free-space): %w",
+			job.ErrStorage, free>>20, need>>20, s.cfg.MinFreeBytes>>20, syscall.ENOSPC)
+	}
+	return nil
 }
 
 // checkRecords checks every loaded record against its files and this server's limits and

@@ -12,6 +12,22 @@ func (t *Dense) Rows(start, end int) *Dense {
 	return &Dense{Shape: shape, Data: t.Data[start*per : end*per]}
 }
 
+// GatherRows copies rows idx of t's first axis, in that order, into a new tensor.
+func (t *Dense) GatherRows(idx []int) *Dense {
+	if len(t.Shape) == 0 {
+		panic(fmt.Sprintf("tensor: rows %v of a scalar", idx))
+	}
+	per := NumElements(t.Shape[1:])
+	out := New(append([]int{len(idx)}, t.Shape[1:]...)...)
+	for j, r := range idx {
+		if r < 0 || r >= t.Shape[0] {
+			panic(fmt.Sprintf("tensor: row %d of %v", r, t.Shape))
+		}
+		copy(out.Data[j*per:(j+1)*per], t.Data[r*per:(r+1)*per])
+	}
+	return out
+}
+
 // ConcatRows joins tensors along the first axis; all must have the same trailing shape.
 func ConcatRows(parts []*Dense) (*Dense, error) {
 	if len(parts) == 0 {

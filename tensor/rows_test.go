@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -36,4 +37,25 @@ func TestRowsAndConcat(t *testing.T) {
 	if _, err := ConcatRows([]*Dense{a, New(1, 3)}); err == nil {
 		t.Fatal("concat of [1 2] and [1 3] did not fail")
 	}
+}
+
+func TestGatherRows(t *testing.T) {
+	x := &Dense{Shape: []int{3, 2}, Data: []float32{0, 1, 10, 11, 20, 21}}
+	got := x.GatherRows([]int{2, 0, 2})
+	if want := []float32{20, 21, 0, 1, 20, 21}; len(got.Shape) != 2 || got.Shape[0] != 3 || got.Shape[1] != 2 || !slices.Equal(got.Data, want) {
+		t.Fatalf("GatherRows = %v %v, want [3 2] %v", got.Shape, got.Data, want)
+	}
+	got.Data[0] = -1
+	if x.Data[4] != 20 {
+		t.Fatal("GatherRows shares its source's data")
+	}
+	if got := x.GatherRows(nil); got.Shape[0] != 0 || len(got.Data) != 0 {
+		t.Fatalf("no rows: %v", got.Shape)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("row 3 of 3 did not panic")
+		}
+	}()
+	x.GatherRows([]int{3})
 }

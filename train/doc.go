@@ -19,8 +19,8 @@
 // # Data parallelism
 //
 // RunRank trains as one rank of several (Peers: the all-gather and barrier of a
-// comm.Group; WatchedPeers adds heartbeats so that a dead or stopped rank ends the run
-// within seconds, named). A step's batch of Options.Batch clips is cut into microbatches of
+// comm.Group, whose TCP transport's heartbeats end the run within seconds, naming the rank,
+// when one dies or stops). A step's batch of Options.Batch clips is cut into microbatches of
 // Options.MicroBatch; rank r of N computes the gradients of microbatches [r·M/N,
 // (r+1)·M/N) (gradient accumulation when that is more than one), the ranks exchange them
 // and every rank sums all M along one binary tree fixed by M (sumTree), then takes the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -85,6 +86,12 @@ func dpOptions(dir string, steps, micro int, cfg *Configs) Options {
 // rank 0's result and every rank's error.
 func runWorld(t *testing.T, size int, o Options) (Result, []error) {
 	t.Helper()
+	return runWorldEach(t, size, func(int) Options { return o })
+}
+
+// runWorldEach is runWorld with the options of each rank.
+func runWorldEach(t *testing.T, size int, options func(rank int) Options) (Result, []error) {
+	t.Helper()
 	trs := comm.NewLocal(size, comm.Options{RecvTimeout: time.Minute})
 	results := make([]Result, size)
 	errs := make([]error, size)
@@ -104,7 +111,7 @@ func runWorld(t *testing.T, size int, o Options) (Result, []error) {
 				errs[r] = err
 				return
 			}
-			results[r], errs[r] = RunRank(stdcontext.Background(), b, o, GroupPeers(g))
+			results[r], errs[r] = RunRank(stdcontext.Background(), b, options(r), GroupPeers(trs[r], g))
 		}()
 	}
 	wg.Wait()
@@ -169,8 +176,8 @@ func lossLog(t *testing.T, dir string) []float64 {
 }
 
 // TestDataParallelEqualsOneProcess: a run on 2 (or 4) ranks, each with its share of the
-// batch of 4, gives bit for bit the loss of every step and the final state (weights, EMA,
-// Adam moments) of one process accumulating the same microbatches, for 1-clip and 2-clip
+// batch, gives bit for bit the loss of every step and the final state (weights, EMA, Adam
+// moments) of one process accumulating the same microbatches, for 1-clip and 2-clip
 // microbatches.
 func TestDataParallelEqualsOneProcess(t *testing.T) {
 	cfg := microConfigs()
@@ -178,15 +185,22 @@ func TestDataParallelEqualsOneProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ micro, ranks, steps int }{{1, 2, 24}, {2, 2, 8}, {1, 4, 6}} {
+	// One microbatch per rank for two dozen steps; two per rank (gradient accumulation on
+	// every rank); four ranks.
+	for _, tc := range []struct{ batch, micro, ranks, steps int }{{2, 1, 2, 24}, {8, 2, 2, 4}, {4, 1, 4, 6}} {
 		steps := tc.steps
-		t.Run(fmt.Sprintf("micro%d_ranks%d", tc.micro, tc.ranks), func(t *testing.T) {
+		t.Run(fmt.Sprintf("batch%d_micro%d_ranks%d", tc.batch, tc.micro, tc.ranks), func(t *testing.T) {
 			one, dp := t.TempDir(), t.TempDir()
-			r1, err := Run(stdcontext.Background(), b, dpOptions(one, steps, tc.micro, &cfg))
+			o := func(dir string) Options {
+				o := dpOptions(dir, steps, tc.micro, &cfg)
+				o.Batch = tc.batch
+				return o
+			}
+			r1, err := Run(stdcontext.Background(), b, o(one))
 			if err != nil {
 				t.Fatal(err)
 			}
-			rn, errs := runWorld(t, tc.ranks, dpOptions(dp, steps, tc.micro, &cfg))
+			rn, errs := runWorld(t, tc.ranks, o(dp))
 			if err := errors.Join(errs...); err != nil {
 				t.Fatal(err)
 			}
@@ -253,28 +267,14 @@ func TestDataParallelRefusesUnevenShares(t *testing.T) {
 func TestDivergedRankIsNamed(t *testing.T) {
 	cfg := microConfigs()
 	o := dpOptions(t.TempDir(), 3, 1, &cfg)
-	trs := comm.NewLocal(2, comm.Options{RecvTimeout: time.Minute})
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer trs[r].Close()
-			g, err := comm.NewNamedGroup(trs[r], "train", []int{0, 1})
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			b, _ := nn.NewBackend("go")
-			or := o
-			if r == 1 {
-				or.Seed = 99
-			}
-			_, errs[r] = RunRank(stdcontext.Background(), b, or, GroupPeers(g))
-		}()
-	}
-	wg.Wait()
+	_, errs := runWorldEach(t, 2, func(r int) Options {
+		if r == 1 {
+			o := o
+			o.Seed = 99
+			return o
+		}
+		return o
+	})
 	for r, err := range errs {
 		if !errors.Is(err, ErrDiverged) || !strings.Contains(err.Error(), "rank(s) [1]") {
 			t.Fatalf("rank %d: %v, want ErrDiverged naming rank 1", r, err)
@@ -311,5 +311,42 @@ func TestStateHashIgnoresOnlyTheLearningRate(t *testing.T) {
 	}
 	if got := tensorHash(hashTensor(0x0123456789abcdef)); got != 0x0123456789abcdef {
 		t.Fatalf("hash through a tensor: %x", got)
+	}
+}
+
+// TestDataParallelUNetPhase: the UNet phase (frozen VAE latents, image conditioning with
+// dropout and noise augmentation, drawn in example order) on 2 ranks equals one process
+// bit for bit.
+func TestDataParallelUNetPhase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("micro UNet runs")
+	}
+	cfg := microConfigs()
+	cfg.VAE = TinyConfigs().VAE // 8x8 latents: the micro VAE's 32x32 would make the UNet 16 times dearer
+	b, err := nn.NewBackend("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, dp := t.TempDir(), t.TempDir()
+	o := dpOptions(one, 0, 1, &cfg)
+	if _, err := Run(stdcontext.Background(), b, o); err != nil { // the VAE checkpoint
+		t.Fatal(err)
+	}
+	copyFile(t, StatePath(one, PhaseVAE), StatePath(dp, PhaseVAE))
+	u := func(dir string) Options {
+		o := dpOptions(dir, 2, 1, &cfg)
+		o.Phase, o.Train, o.CondDropout = PhaseUNet, 2, 0.5
+		return o
+	}
+	if _, err := Run(stdcontext.Background(), b, u(one)); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs := runWorld(t, 2, u(dp)); errors.Join(errs...) != nil {
+		t.Fatal(errors.Join(errs...))
+	}
+	requireSameState(t, "unet phase", one, dp, PhaseUNet)
+	l1, l2 := lossLog(t, one), lossLog(t, dp)
+	if !slices.Equal(l1, l2) {
+		t.Fatalf("losses %v on one process, %v on 2 ranks", l1, l2)
 	}
 }

@@ -46,7 +46,7 @@ func ExampleRunRank() {
 				panic(err)
 			}
 			b, _ := nn.NewBackend("go")
-			if results[r], err = RunRank(stdcontext.Background(), b, options(two), GroupPeers(g)); err != nil {
+			if results[r], err = RunRank(stdcontext.Background(), b, options(two), GroupPeers(trs[r], g)); err != nil {
 				panic(err)
 			}
 		}()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 
 	"github.com/gomlx/gomlx/pkg/ml/context"
@@ -145,16 +144,7 @@ func WriteFolder(out string, cfgs Configs, unetW, vaeW, clipW map[string]*tensor
 		filepath.Join(clip.Component, "model.safetensors"):                   clipW,
 	}
 	for name, w := range weights {
-		names := make([]string, 0, len(w))
-		for n := range w {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		ts := make([]safetensors.NamedTensor, len(names))
-		for i, n := range names {
-			ts[i] = safetensors.NamedTensor{Name: n, Tensor: w[n]}
-		}
-		if err := safetensors.WriteFile(filepath.Join(out, name), ts, map[string]string{"format": "pt"}); err != nil {
+		if err := safetensors.WriteMapFile(filepath.Join(out, name), w, map[string]string{"format": "pt"}); err != nil {
 			return fmt.Errorf("train: export %s: %w", name, err)
 		}
 	}

@@ -175,8 +175,10 @@ func loop(ctx stdcontext.Context, o Options, ph phase, s *stepper, peers Peers) 
 		return nil
 	}
 
-	if _, err := check(ph.step()); err != nil {
-		return res, err
+	if size > 1 {
+		if _, err := check(ph.step()); err != nil {
+			return res, err
+		}
 	}
 	// heldOut is the held-out loss (rank 0; NaN elsewhere or without one): the mean over
 	// o.HeldOut examples, evaluated in microbatches.
@@ -290,6 +292,7 @@ func loop(ctx stdcontext.Context, o Options, ph phase, s *stepper, peers Peers) 
 		}
 		t4 := time.Now()
 		times.Apply += t4.Sub(t3).Seconds()
+		peers.Progress(t4.Sub(t0))
 		dt := t4.Sub(t0).Seconds()
 		if k == ph.step() {
 			firstStepS = dt
@@ -323,7 +326,7 @@ func loop(ctx stdcontext.Context, o Options, ph phase, s *stepper, peers Peers) 
 		if lead {
 			progress(o, each, line, emaStep)
 		}
-		if o.CheckEvery > 0 && (k+1)%o.CheckEvery == 0 && (o.CheckpointEvery == 0 || (k+1)%o.CheckpointEvery != 0) {
+		if size > 1 && o.CheckEvery > 0 && (k+1)%o.CheckEvery == 0 && (o.CheckpointEvery == 0 || (k+1)%o.CheckpointEvery != 0) {
 			if _, err := check(k + 1); err != nil {
 				return res, err
 			}

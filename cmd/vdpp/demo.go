@@ -23,7 +23,7 @@ import (
 // (wall time, time per sample, speedup, and whether the runs produced the same bits). It
 // then runs both again with one core per process (the pipeline's K stages on K cores, as
 // each stage would have its own device, against one process on one core) and says what
-// each speedup means with the cores at hand.
+// each speedup means on the machine it runs on.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("demo", stdout, stderr)
 	out := fs.String("out", "out/demo", "output `DIR`")
@@ -131,7 +131,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			r.wall.Seconds(), r.wall.Seconds()/float64(*samples), speedup, match)
 	}
 	if len(rows) > 1 {
-		fmt.Fprintf(stdout, "\nWhat the speedup means with %d cores: the %d processes of the pipeline share the cores that one process already keeps busy, so %.2fx is what pipelining gains on one shared CPU, not per device.\n",
+		fmt.Fprintf(stdout, "\nWhat the speedup means here (%d cores): the %d processes of the pipeline share the cores that one process already keeps busy, so %.2fx is what pipelining gains on one shared CPU, not per device.\n",
 			cores, *nproc, rows[0].speedup)
 	}
 	switch {

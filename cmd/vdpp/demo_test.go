@@ -7,7 +7,7 @@ import (
 )
 
 // The demo compares the pipeline with one process, then with one core per process, and
-// says what each speedup means with the cores at hand; the pipelined videos are the one-process
+// says what each speedup means on the machine it runs on; the pipelined videos are the one-process
 // run's, bit for bit.
 func TestDemoSaysWhatItsSpeedupMeans(t *testing.T) {
 	if _, err := exec.LookPath("taskset"); err != nil {
@@ -21,7 +21,7 @@ func TestDemoSaysWhatItsSpeedupMeans(t *testing.T) {
 	for _, want := range []string{
 		"| 2-stage pipeline | 2 | all | 1 |", "| one process | 1 | all | 1 |",
 		"| 2-stage pipeline, one core per stage | 2 | 1 | 1 |", "| one process on one core | 1 | 1 | 1 |",
-		"What the speedup means with ", "With one core per stage, as each stage would have its own device, the 2-stage pipeline runs",
+		"What the speedup means here (", "With one core per stage, as each stage would have its own device, the 2-stage pipeline runs",
 		"out/demo/pipeline-2/sample-000/video.gif",
 	} {
 		if !strings.Contains(stdout, want) {

@@ -120,8 +120,15 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config,
 		cfg.MaxMemory = n
 		return err
 	})
+	fs.Func("min-free-space", "free disk space the data dir keeps, in bytes or with a unit (2GiB): a submission whose outputs would leave less is refused 507 up front and /readyz answers 503 below it (default: room for four of the model's native jobs, at least 256MiB; -1: no check)", func(v string) error {
+		n, err := parseBytes(v)
+		cfg.MinFreeBytes = n
+		return err
+	})
 	fs.Int64Var(&cfg.MaxPixels, "max-pixels", 0, "largest height x width accepted (0: derived, --max-cost-multiple times the model's native pixels)")
 	fs.Int64Var(&lim.MaxBodyBytes, "max-body-bytes", lim.MaxBodyBytes, "largest request body")
+	lim.MaxImagePixels = 0
+	fs.IntVar(&lim.MaxImagePixels, "max-image-pixels", 0, "largest input image, in width x height pixels (0: derived, 16 times the model's native pixels and at least a megapixel: preparing a job filters every input pixel, one job at a time)")
 	fs.IntVar(&cfg.Conns.Max, "max-conns", 0, "HTTP connections held at once; more are answered 503 and closed (0: from the file-descriptor limit, leaving a quarter and at least 256 for the store and workers, at most 4096)")
 	fs.IntVar(&cfg.Conns.PerClient, "max-conns-per-client", 0, "HTTP connections one client IP address may hold (0: a quarter of --max-conns)")
 	fs.StringVar(&cfg.PidFile, "worker-pid-file", "", "write 'RANK PID' of every live worker here (fault tests)")

@@ -44,6 +44,14 @@ func TestServeFaultOversizedJob(t *testing.T) {
 		t.Fatalf("GET /v1/limits: %s", lb)
 	}
 	t.Logf("refused in %v: %s; limits %s", took, e.Error, lb)
+	// An input image far beyond what the model makes (4096x4096 for a 64x64 model; its
+	// resize would take the coordinator most of a minute) is refused from its header.
+	huge := bigPNG(t, 4096)
+	start = time.Now()
+	code, b = fs.submit(map[string][]byte{"params": []byte(`{"steps":2}`), "image": huge})
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "--max-image-pixels") || time.Since(start) > time.Second {
+		t.Fatalf("a 4096x4096 image for a 64x64 model: %d %s after %v", code, b, time.Since(start))
+	}
 	id := fs.mustSubmit(`{"steps":2}`, loadtest.TestImage(3))
 	if st := fs.wait(id, 120*time.Second); st.State != "succeeded" {
 		t.Fatalf("native job after the refusal: %+v", st)
@@ -59,7 +67,7 @@ func TestServeMemoryLimit(t *testing.T) {
 	code, b := fs.submit(map[string][]byte{"params": []byte(`{"height":512,"width":512,"num_frames":14,"steps":2}`), "image": loadtest.TestImage(1)})
 	var e struct{ Error, Code string }
 	json.Unmarshal(b, &e)
-	if code != http.StatusRequestEntityTooLarge || e.Code != "over_cost_limit" || !strings.Contains(e.Error, "this machine can give one") ||
+	if code != http.StatusRequestEntityTooLarge || e.Code != "over_cost_limit" || !strings.Contains(e.Error, "a step may use on this server") ||
 		!strings.Contains(e.Error, "96 MiB of memory") {
 		t.Fatalf("a job over the machine's memory: %d %s", code, b)
 	}

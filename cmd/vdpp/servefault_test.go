@@ -266,7 +266,8 @@ func TestServeFaultBigImages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("decodes 2 GB of pixels")
 	}
-	fs := startServe(t, serveOptions{bin: plainBinary(t)}, "--model", "synthetic", "--nproc", "1", "--step-ms", "1")
+	fs := startServe(t, serveOptions{bin: plainBinary(t)}, "--model", "synthetic", "--nproc", "1", "--step-ms", "1",
+		"--max-image-pixels", "16777216")
 	img := bigPNG(t, 4096)
 	uploads := 8 // VDPP_FAULT_UPLOADS=24 reproduces the 24
 	if s := os.Getenv("VDPP_FAULT_UPLOADS"); s != "" {

@@ -16,7 +16,7 @@ import (
 // TestServeBinaryWanPrompt: the real binary serves a Wan folder with a text encoder (the
 // coordinator loads it, with its load progress on stderr): a native job with prompt and
 // negative_prompt parts and an OpenAI create with a prompt only (no input_reference)
-// complete; an image part or a missing prompt is a 400.
+// complete; an image part, a missing prompt or an empty one is a 400 on both APIs.
 func TestServeBinaryWanPrompt(t *testing.T) {
 	model := wantest.PromptFolder(t)
 	sp := startServe(t, serveOptions{}, "--model", model, "--backend", "go", "--nproc", "2")
@@ -69,6 +69,9 @@ func TestServeBinaryWanPrompt(t *testing.T) {
 	wait(st.ID)
 	if code, st := native(map[string]string{"params": params}); code != http.StatusBadRequest || !strings.Contains(st.Error, "no prompt part") {
 		t.Errorf("no prompt: %d %+v", code, st)
+	}
+	if code, st := native(map[string]string{"params": params, "prompt": "  "}); code != http.StatusBadRequest || !strings.Contains(st.Error, "prompt part is empty") {
+		t.Errorf("an empty prompt on the native API: %d %+v", code, st)
 	}
 	// A long video: 17 frames (5 latent frames) in windows of 9 frames (3 latent frames)
 	// sharing 4 (1 latent frame), stepped by the workers window by window.

@@ -100,7 +100,7 @@ func TestServeWanCostLimits(t *testing.T) {
 	// On a 23.5 GiB host the native job itself is refused, with the machine's numbers,
 	// rather than admitted to run out of memory.
 	small := job.DeriveCostLimits(native, act, job.DefaultCostMultiple).WithMachine(job.Machine{MemoryBytes: 47 << 29, WeightBytes: lim.Machine.WeightBytes, Ranks: 1})
-	if err := small.Check(job.JobCost(native, act)); err == nil || !strings.Contains(err.Error(), "this machine can give one") {
+	if err := small.Check(job.JobCost(native, act)); err == nil || !strings.Contains(err.Error(), "a step may use on this server") {
 		t.Fatalf("the native job on a 23.5 GiB host: %v", err)
 	}
 	t.Logf("limits %s; refused: %s", lb, e.Error)

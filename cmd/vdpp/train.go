@@ -33,10 +33,11 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Steps, "steps", o.Steps, "train until this step")
 	fs.IntVar(&o.Batch, "batch", o.Batch, "clips per step (the global batch, over every process)")
 	fs.IntVar(&o.MicroBatch, "micro-batch", 1, "clips per gradient computation; each process accumulates batch/micro-batch/nproc of them (results depend on --batch and --micro-batch, never on --nproc)")
-	nproc := fs.Int("nproc", 1, "processes on this machine, training data-parallel (each gets GOMAXPROCS = cores/nproc unless GOMAXPROCS is set)")
+	nproc := fs.Int("nproc", 1, "local processes, training data-parallel (each gets GOMAXPROCS = cores/nproc unless GOMAXPROCS is set)")
+	ownSessions := fs.Bool("own-sessions", false, "with --nproc: start every process in a session of its own (under Linux's autogroup scheduling each then gets its own share of a busy machine's CPUs, not one share for all)")
 	fs.IntVar(&o.CheckEvery, "check-every", o.CheckEvery, "compare the processes' weights, EMA and optimizer state every N steps (and at every checkpoint); 0 = at checkpoints only")
 	timeout := fs.Duration("timeout", 30*time.Minute, "data parallel: longest wait for another process in one step (a dead or stopped one is caught by --heartbeat-timeout first)")
-	heartbeat := fs.Duration("heartbeat-timeout", train.DefaultHeartbeatTimeout, "data parallel: a process silent this long ends the run, naming it")
+	heartbeat := fs.Duration("heartbeat-timeout", comm.DefaultHeartbeatTimeout, "data parallel: a process silent this long (no heartbeat: stopped, hung, cut off) ends the run, naming it")
 	bench := fs.Bool("bench", false, "benchmark: the same training as --nproc N (default 2) processes of one core each, one process of one core and one of N cores, interleaved; every run starts from --dir's checkpoint")
 	rounds := fs.Int("rounds", 3, "with --bench: rounds of the three configurations")
 	jsonOut := fs.String("json", "", "write the run's report as JSON to this file (rank 0): steps/s, clips/s, per-rank compute / all-reduce / wait / CPU times (with --bench: the benchmark's)")
@@ -124,7 +125,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if env.WorldSize == 1 && *nproc > 1 {
-		return launchTrain(ctx, *nproc, args, stderr)
+		return launchTrain(ctx, *nproc, *ownSessions, args, stderr)
 	}
 	if env.WorldSize > 1 && *nproc > 1 && *nproc != env.LocalWorldSize {
 		return fmt.Errorf("%w: --nproc %d, but the launcher started %d processes on this node", errUsage, *nproc, env.LocalWorldSize)

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/vdpp/vdpp/internal/atomicfile"
@@ -90,11 +91,15 @@ type trainBenchRun struct {
 // trainBenchSummary is one configuration over the rounds.
 type trainBenchSummary struct {
 	trainBenchConfig
-	StepsPerS      []float64 `json:"steps_per_s"`
-	MedianStepsPS  float64   `json:"median_steps_per_s"`
-	MedianClipsPS  float64   `json:"median_clips_per_s"`
-	Speedup        float64   `json:"speedup"` // median steps/s over the one-process one-core median
-	Efficiency     float64   `json:"efficiency"`
+	StepsPerS     []float64 `json:"steps_per_s"`
+	MedianStepsPS float64   `json:"median_steps_per_s"`
+	MedianClipsPS float64   `json:"median_clips_per_s"`
+	Speedup       float64   `json:"speedup"` // median steps/s over the one-process one-core median
+	Efficiency    float64   `json:"efficiency"`
+	// RoundSpeedups are each round's steps/s over the same round's one-process one-core
+	// run (the runs of a round ran back to back, under about the same load).
+	RoundSpeedups  []float64 `json:"round_speedups"`
+	MedianRound    float64   `json:"median_round_speedup"`
 	CPUSecondsStep float64   `json:"median_cpu_s_per_step"`
 	CPUEfficiency  float64   `json:"cpu_efficiency"` // one-process CPU-s per step over this one's (all ranks)
 }
@@ -110,7 +115,8 @@ type trainBenchReport struct {
 }
 
 // benchDropFlags are the flags of `vdpp train` the benchmark sets itself for each run.
-var benchDropFlags = map[string]bool{"bench": true, "rounds": true, "dir": true, "nproc": true, "json": true, "resume": true, "export": true, "export-only": true}
+var benchDropFlags = map[string]bool{"bench": true, "rounds": true, "dir": true, "nproc": true, "json": true, "resume": true,
+	"export": true, "export-only": true, "own-sessions": true}
 
 // benchArgs returns args without the flags the benchmark sets (in any of Go's spellings:
 // -f, --f, -f=v, -f v).
@@ -142,7 +148,7 @@ func benchArgs(fs *flag.FlagSet, args []string) []string {
 // training (from the same starting checkpoint, which --dir must hold; it is copied for every
 // run) run as N processes with one core each (GOMAXPROCS=1), as one process with one core
 // and as one process with N cores, the configurations interleaved over R rounds, each run a
-// fresh set of processes; it reports the median steady step rate of each, the speedup and
+// fresh set of processes, every process in a session of its own; it reports the median steady step rate of each, the speedup and
 // the efficiency of the N processes over one with one core, the CPU time per step (all
 // ranks) and the CPU-time efficiency, which the other load of a shared machine disturbs
 // far less than the wall-clock rates, and the 1-minute load average around every run.
@@ -180,9 +186,13 @@ func runTrainBench(ctx context.Context, fs *flag.FlagSet, args []string, start s
 				return err
 			}
 			jf := filepath.Join(tmp, "report.json")
-			runArgs := append([]string{"train", "--dir", dir, "--resume", "--nproc", strconv.Itoa(c.NProc), "--json", jf}, pass...)
+			runArgs := append([]string{"train", "--dir", dir, "--resume", "--nproc", strconv.Itoa(c.NProc), "--own-sessions", "--json", jf}, pass...)
 			cmd := exec.CommandContext(ctx, exe, runArgs...)
 			cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(c.GOMAXPROCS))
+			// Every process in a session of its own: Linux's autogroup scheduling shares a
+			// busy machine's CPUs between sessions, so processes of one session would share
+			// one session's CPU time however many they are.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			before := loadAvg()
@@ -219,6 +229,12 @@ func runTrainBench(ctx context.Context, fs *flag.FlagSet, args []string, start s
 	base := rep.Configs[0]
 	for i := range rep.Configs {
 		c := &rep.Configs[i]
+		for r := range rounds {
+			if b, v := base.StepsPerS[r], c.StepsPerS[r]; b > 0 {
+				c.RoundSpeedups = append(c.RoundSpeedups, v/b)
+			}
+		}
+		c.MedianRound = median(c.RoundSpeedups)
 		if base.MedianStepsPS > 0 {
 			c.Speedup = c.MedianStepsPS / base.MedianStepsPS
 			c.Efficiency = c.Speedup / float64(max(c.NProc, c.GOMAXPROCS))
@@ -235,14 +251,11 @@ func runTrainBench(ctx context.Context, fs *flag.FlagSet, args []string, start s
 }
 
 func printTrainBench(w io.Writer, rep trainBenchReport) {
-	fmt.Fprintf(w, "%s, %d cores; %d rounds, configurations interleaved\n", rep.CPU, rep.Cores, rep.Rounds)
-	fmt.Fprintf(w, "%-28s %-24s %9s %9s %8s %10s %9s\n", "configuration", "steps/s (each round)", "median", "clips/s", "speedup", "cpu_s/step", "cpu_eff")
+	fmt.Fprintf(w, "%s, %d cores; %d rounds, configurations interleaved, every process in a session of its own\n", rep.CPU, rep.Cores, rep.Rounds)
+	fmt.Fprintf(w, "%-28s %-24s %9s %9s %8s %-22s %10s %9s\n", "configuration", "steps/s (each round)", "median", "clips/s", "speedup", "same-round speedups", "cpu_s/step", "cpu_eff")
 	for _, c := range rep.Configs {
-		each := make([]string, len(c.StepsPerS))
-		for i, v := range c.StepsPerS {
-			each[i] = strconv.FormatFloat(v, 'f', 3, 64)
-		}
-		fmt.Fprintf(w, "%-28s %-24s %9.3f %9.2f %7.2fx %10.3f %9.2f\n", c.Name, strings.Join(each, " "), c.MedianStepsPS, c.MedianClipsPS, c.Speedup, c.CPUSecondsStep, c.CPUEfficiency)
+		fmt.Fprintf(w, "%-28s %-24s %9.3f %9.2f %7.2fx %-22s %10.3f %9.2f\n", c.Name, joinFloats(c.StepsPerS, 3), c.MedianStepsPS, c.MedianClipsPS, c.Speedup,
+			joinFloats(c.RoundSpeedups, 2), c.CPUSecondsStep, c.CPUEfficiency)
 	}
 	for _, r := range rep.Runs {
 		if len(r.Report.Times) < 2 {
@@ -262,6 +275,14 @@ func printTrainBench(w io.Writer, rep trainBenchReport) {
 	if len(loads) > 0 {
 		fmt.Fprintf(w, "1-minute load average around the runs: %.1f to %.1f (median %.1f)\n", slices.Min(loads), slices.Max(loads), median(loads))
 	}
+}
+
+func joinFloats(v []float64, prec int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.FormatFloat(x, 'f', prec, 64)
+	}
+	return strings.Join(s, " ")
 }
 
 func median(v []float64) float64 {

@@ -17,43 +17,42 @@ import (
 )
 
 // launchTrain runs `vdpp train ARGS` as nproc local processes (comm.Launch: torchrun's
-// variables, output lines prefixed "[rank N] ", the others stopped when one fails). Each
-// gets GOMAXPROCS = cores/nproc unless the environment sets GOMAXPROCS.
-func launchTrain(ctx context.Context, nproc int, args []string, out io.Writer) error {
+// variables, output lines prefixed "[rank N] ", the others stopped when one fails), each in
+// a session of its own with ownSessions. Each gets GOMAXPROCS = cores/nproc unless the
+// environment sets GOMAXPROCS.
+func launchTrain(ctx context.Context, nproc int, ownSessions bool, args []string, out io.Writer) error {
 	env := os.Environ()
 	if os.Getenv("GOMAXPROCS") == "" {
 		env = append(env, "GOMAXPROCS="+strconv.Itoa(max(1, runtime.NumCPU()/nproc)))
 	}
 	return comm.Launch(ctx, comm.LaunchOptions{NProcPerNode: nproc, NNodes: 1, Command: append([]string{"train"}, args...),
-		Env: env, Stdout: out, Stderr: out})
+		Env: env, Stdout: out, Stderr: out, OwnSessions: ownSessions})
 }
 
-// trainRank joins the launched world described by env and trains as its rank env.Rank,
-// with heartbeats so that a dead or stopped rank ends the run within heartbeat.
+// trainRank joins the launched world described by env and trains as its rank env.Rank.
+// comm's heartbeats end every rank's collectives within heartbeat when a rank dies, stops
+// or is cut off, naming it; a failing rank ends the job for the others at once.
 func trainRank(ctx context.Context, b backends.Backend, o train.Options, env comm.Env, timeout, heartbeat time.Duration) (train.Result, error) {
-	tr, err := comm.Dial(ctx, env, comm.Options{RecvTimeout: timeout})
+	tr, err := comm.Dial(ctx, env, comm.Options{RecvTimeout: timeout, HeartbeatTimeout: heartbeat})
 	if err != nil {
 		return train.Result{}, err
 	}
-	defer tr.Close()
 	ranks := make([]int, env.WorldSize)
 	for i := range ranks {
 		ranks[i] = i
 	}
 	g, err := comm.NewNamedGroup(tr, "train", ranks)
 	if err != nil {
+		comm.CloseWith(tr, err)
 		return train.Result{}, err
 	}
-	peers, err := train.Watch(tr, g, heartbeat/10, heartbeat)
-	if err != nil {
-		return train.Result{}, err
-	}
+	peers := train.GroupPeers(tr, g)
 	res, err := train.RunRank(ctx, b, o, peers)
 	if err == nil {
-		// Every rank is past its last collective before any stops answering heartbeats.
+		// Every rank is past its last collective before any closes its links.
 		err = peers.Barrier(context.WithoutCancel(ctx))
 	}
-	peers.Stop()
+	comm.CloseWith(tr, err)
 	return res, err
 }
 

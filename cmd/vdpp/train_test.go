@@ -130,19 +130,30 @@ func rankPID(t *testing.T, launcher int, rank string) int {
 	return pid
 }
 
-// waitExit waits at most limit for cmd to exit and returns its error and how long it took.
-func waitExit(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer, limit time.Duration) (error, time.Duration) {
+// waitSteps waits until the loss log of the run in dir has n steps.
+func waitSteps(t *testing.T, dir string, n int, out *bytes.Buffer) {
+	t.Helper()
+	if !eventually(120*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "loss.jsonl"))
+		return bytes.Count(b, []byte("\n")) >= n
+	}) {
+		t.Fatalf("the run never reached step %d; output:\n%s", n, out.String())
+	}
+}
+
+// waitExit waits at most limit for cmd to exit and returns how long it took and its error.
+func waitExit(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer, limit time.Duration) (time.Duration, error) {
 	t.Helper()
 	start := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
-		return err, time.Since(start)
+		return time.Since(start), err
 	case <-time.After(limit):
 		t.Fatalf("still running %s later; output:\n%s", limit, out.String())
 	}
-	return nil, 0
+	return 0, nil
 }
 
 // TestTrainKillAndResume: a rank of a 2-process run killed with SIGKILL mid-run ends the
@@ -164,17 +175,11 @@ func TestTrainKillAndResume(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "run")
 			cmd, out := startTrain(t, microTrainArgs(dir, "--nproc", "2")...)
 			pid := rankPID(t, cmd.Process.Pid, victim)
-			// Past the first checkpoint (step 4), in the middle of the run.
-			if !eventually(120*time.Second, func() bool {
-				b, _ := os.ReadFile(filepath.Join(dir, "loss.jsonl"))
-				return bytes.Count(b, []byte("\n")) >= 6
-			}) {
-				t.Fatalf("the run never reached step 6; output:\n%s", out.String())
-			}
+			waitSteps(t, dir, 6, out) // past the first checkpoint (step 4), in the middle of the run
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			err, took := waitExit(t, cmd, out, 20*time.Second)
+			took, err := waitExit(t, cmd, out, 20*time.Second)
 			if err == nil {
 				t.Fatalf("the run succeeded after rank %s was killed", victim)
 			}
@@ -184,7 +189,7 @@ func TestTrainKillAndResume(t *testing.T) {
 			t.Logf("ended %v after the kill", took.Round(time.Millisecond))
 
 			cmd, out = startTrain(t, microTrainArgs(dir, "--nproc", "2", "--resume")...)
-			if err, _ := waitExit(t, cmd, out, 3*time.Minute); err != nil {
+			if _, err := waitExit(t, cmd, out, 3*time.Minute); err != nil {
 				t.Fatalf("resume: %v\n%s", err, out.String())
 			}
 			if !strings.Contains(out.String(), "trained vae steps 8 -> 12") && !strings.Contains(out.String(), "trained vae steps 4 -> 12") {
@@ -205,20 +210,15 @@ func TestTrainStoppedRankIsNamed(t *testing.T) {
 	cmd, out := startTrain(t, microTrainArgs(dir, "--nproc", "2", "--heartbeat-timeout", "2s", "--steps", "1000")...)
 	pid := rankPID(t, cmd.Process.Pid, "1")
 	all := append(childPIDs(cmd.Process.Pid), cmd.Process.Pid)
-	if !eventually(120*time.Second, func() bool {
-		b, _ := os.ReadFile(filepath.Join(dir, "loss.jsonl"))
-		return bytes.Count(b, []byte("\n")) >= 2
-	}) {
-		t.Fatalf("the run never reached step 2; output:\n%s", out.String())
-	}
+	waitSteps(t, dir, 2, out)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	err, took := waitExit(t, cmd, out, 30*time.Second)
+	took, err := waitExit(t, cmd, out, 30*time.Second)
 	if err == nil {
 		t.Fatal("the run succeeded with a stopped rank")
 	}
-	if !strings.Contains(out.String(), "rank 1 sent no heartbeat for 2s") {
+	if !strings.Contains(out.String(), "lost rank 1") || !strings.Contains(out.String(), "no heartbeat or data for 2s") {
 		t.Fatalf("the error does not name rank 1:\n%s", out.String())
 	}
 	t.Logf("ended %v after the stop", took.Round(time.Millisecond))

@@ -8,7 +8,7 @@
 // each element is the sum over k in increasing order, so the result for a row does not
 // depend on which other rows are computed with it or how the rows are split over
 // goroutines (the output is bit-identical for any split). On amd64 the inner kernel is
-// assembly: 16x16 tiles with AVX-512 where the CPU has it, 4x16 tiles with AVX2 and FMA
+// assembly: 8x32 tiles with AVX-512 where the CPU has it, 4x16 tiles with AVX2 and FMA
 // otherwise; both do one fused multiply-add per product in the same order, so they give
 // the same bits. Elsewhere it is plain Go (multiply, then add) and Accelerated reports
 // false. VDPP_GEMM_ISA=avx2 or =go caps the kernel for comparisons.

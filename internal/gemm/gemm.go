@@ -7,12 +7,8 @@ import (
 	"github.com/vdpp/vdpp/internal/parallel"
 )
 
-// nr is the number of columns of C one packed panel of B covers, the same for every
-// kernel.
-const nr = 16
-
 // kc is the length of the blocks a long contraction is cut into: one packed A tile block
-// (16 rows) and one panel block then fit in the L1 cache together. The kernel continues each
+// and one panel block then fit in the L1 cache together. The kernel continues each
 // element's sum across blocks, so the cut does not change any result.
 var kc = 256
 
@@ -20,7 +16,7 @@ var kc = 256
 // rows over goroutines: below it the hand-off costs more than a second core saves.
 const parallelWork = 1 << 21
 
-// Kernel names the micro-kernel in use: "avx512" (16x16 tiles), "avx2" (4x16, AVX2 and
+// Kernel names the micro-kernel in use: "avx512" (8x32 tiles), "avx2" (4x16, AVX2 and
 // FMA) or "go" (portable, 4x16). Every kernel sums each element over k in increasing
 // order with one fused multiply-add per product (the portable one with a multiply and an
 // add), so avx512 and avx2 give the same bits.
@@ -31,10 +27,10 @@ func Accelerated() bool { return cur.name != "go" }
 
 // PanelWidth is the number of columns of C one packed panel of B covers: packed B holds
 // panel q (columns q·w .. q·w+w−1) as [k][w] at offset q·w·k, columns past n zero.
-func PanelWidth() int { return nr }
+func PanelWidth() int { return cur.nr }
 
 // PackedLen is the length of B [k, n] packed into panels.
-func PackedLen(n, k int) int { return (n + nr - 1) / nr * nr * k }
+func PackedLen(n, k int) int { return (n + cur.nr - 1) / cur.nr * cur.nr * k }
 
 // PackedALen is the length of A [m, k] packed by PackA.
 func PackedALen(m, k int) int { return (m + cur.mr - 1) / cur.mr * cur.mr * k }
@@ -52,6 +48,10 @@ func PackA(dst []float32, m, k int, a []float32, lda int) {
 // packATile packs rows (≤ mr) rows of A into one tile [k][mr].
 func packATile(dst []float32, rows, k int, a []float32, lda int) {
 	mr := cur.mr
+	if rows == mr && cur.pack != nil {
+		cur.pack(dst, k, a, lda)
+		return
+	}
 	if rows < mr {
 		clear(dst)
 	}
@@ -88,16 +88,16 @@ func MulNT(m, n, k int, a, b, c []float32) {
 // PackRows packs B given as n rows of k values (row j at b[j*ldb:]) into dst, which must
 // hold PackedLen(n, k) values.
 func PackRows(dst []float32, n, k int, b []float32, ldb int) {
-	for q := 0; q*nr < n; q++ {
-		panel := dst[q*nr*k : (q+1)*nr*k]
-		cols := min(nr, n-q*nr)
-		if cols < nr {
+	for q := 0; q*cur.nr < n; q++ {
+		panel := dst[q*cur.nr*k : (q+1)*cur.nr*k]
+		cols := min(cur.nr, n-q*cur.nr)
+		if cols < cur.nr {
 			clear(panel)
 		}
 		for j := range cols {
-			row := b[(q*nr+j)*ldb : (q*nr+j)*ldb+k]
+			row := b[(q*cur.nr+j)*ldb : (q*cur.nr+j)*ldb+k]
 			for p, v := range row {
-				panel[p*nr+j] = v
+				panel[p*cur.nr+j] = v
 			}
 		}
 	}
@@ -106,12 +106,12 @@ func PackRows(dst []float32, n, k int, b []float32, ldb int) {
 // PackCols packs B given as k rows of n values (row p at b[p*ldb:]) into dst, which must
 // hold PackedLen(n, k) values.
 func PackCols(dst []float32, n, k int, b []float32, ldb int) {
-	for q := 0; q*nr < n; q++ {
-		panel := dst[q*nr*k : (q+1)*nr*k]
-		j0 := q * nr
-		cols := min(nr, n-j0)
+	for q := 0; q*cur.nr < n; q++ {
+		panel := dst[q*cur.nr*k : (q+1)*cur.nr*k]
+		j0 := q * cur.nr
+		cols := min(cur.nr, n-j0)
 		for p := range k {
-			out := panel[p*nr : p*nr+nr]
+			out := panel[p*cur.nr : p*cur.nr+cur.nr]
 			copy(out, b[p*ldb+j0:p*ldb+j0+cols])
 			clear(out[cols:])
 		}
@@ -172,14 +172,14 @@ func MulPackedAPanel(m, k int, ap, panel []float32, cols int, c []float32, ldc i
 	if m <= 0 || cols <= 0 {
 		return
 	}
-	if cols > nr || len(panel) < nr*k || len(ap) < PackedALen(m, k) || len(c) < (m-1)*ldc+cols {
+	if cols > cur.nr || len(panel) < cur.nr*k || len(ap) < PackedALen(m, k) || len(c) < (m-1)*ldc+cols {
 		panic(fmt.Sprintf("gemm: MulPackedAPanel(%d, %d) with %d columns: a %d, panel %d, c %d", m, k, cols, len(ap), len(panel), len(c)))
 	}
 	mr := cur.mr
 	for k0 := 0; k0 < max(k, 1); k0 += kc {
 		kl := min(kc, k-k0)
 		for i := 0; i < m; i += mr {
-			tile(min(mr, m-i), cols, kl, ap[i*k+k0*mr:], panel[k0*nr:], c[i*ldc:], ldc, k0 > 0)
+			tile(min(mr, m-i), cols, kl, ap[i*k+k0*mr:], panel[k0*cur.nr:], c[i*ldc:], ldc, k0 > 0)
 		}
 	}
 }
@@ -205,12 +205,12 @@ func MulPackedARowPtrs(m, k int, ap []float32, rows []*float32, c []float32, ldc
 	if m <= 0 {
 		return
 	}
-	if len(rows) < k || len(ap) < PackedALen(m, k) || len(c) < (m-1)*ldc+nr {
+	if len(rows) < k || len(ap) < PackedALen(m, k) || len(c) < (m-1)*ldc+cur.nr {
 		panic(fmt.Sprintf("gemm: MulPackedARowPtrs(%d, %d): %d rows, a %d, c %d", m, k, len(rows), len(ap), len(c)))
 	}
 	if k == 0 {
 		for i := range m {
-			clear(c[i*ldc : i*ldc+nr])
+			clear(c[i*ldc : i*ldc+cur.nr])
 		}
 		return
 	}
@@ -227,12 +227,64 @@ func MulPackedARowPtrs(m, k int, ap []float32, rows []*float32, c []float32, ldc
 			}
 			if acc {
 				for r := range rs {
-					copy(edge[r*nr:(r+1)*nr], c[(i+r)*ldc:(i+r)*ldc+nr])
+					copy(edge[r*cur.nr:(r+1)*cur.nr], c[(i+r)*ldc:(i+r)*ldc+cur.nr])
 				}
 			}
-			cur.kernelPtr(kl, a, rows[k0:], edge[:], nr, acc)
+			cur.kernelPtr(kl, a, rows[k0:], edge[:], cur.nr, acc)
 			for r := range rs {
-				copy(c[(i+r)*ldc:(i+r)*ldc+nr], edge[r*nr:(r+1)*nr])
+				copy(c[(i+r)*ldc:(i+r)*ldc+cur.nr], edge[r*cur.nr:(r+1)*cur.nr])
+			}
+		}
+	}
+}
+
+// MulPackedARowPtrGroup is MulPackedARowPtrs for several panels at once: panel g's rows
+// are rows[g] and its w columns go to c[offs[g]:] (row stride ldc). Each k-block of a tile
+// of A is used for every panel of the group while it is in the L1 cache, so A is read once
+// per group rather than once per panel; the results are the bits of MulPackedARowPtrs.
+func MulPackedARowPtrGroup(m, k int, ap []float32, rows [][]*float32, c []float32, offs []int, ldc int) {
+	if m <= 0 || len(rows) == 0 {
+		return
+	}
+	w := cur.nr
+	for g, r := range rows {
+		if len(r) < k || offs[g] < 0 || len(c) < offs[g]+(m-1)*ldc+w {
+			panic(fmt.Sprintf("gemm: MulPackedARowPtrGroup(%d, %d): panel %d with %d rows at %d, c %d", m, k, g, len(r), offs[g], len(c)))
+		}
+	}
+	if len(ap) < PackedALen(m, k) {
+		panic(fmt.Sprintf("gemm: MulPackedARowPtrGroup(%d, %d): a %d", m, k, len(ap)))
+	}
+	if k == 0 {
+		for g := range rows {
+			for i := range m {
+				clear(c[offs[g]+i*ldc : offs[g]+i*ldc+w])
+			}
+		}
+		return
+	}
+	mr := cur.mr
+	var edge [maxTile]float32
+	for k0 := 0; k0 < k; k0 += kc {
+		kl, acc := min(kc, k-k0), k0 > 0
+		for i := 0; i < m; i += mr {
+			rs := min(mr, m-i)
+			a := ap[i*k+k0*mr:]
+			for g, r := range rows {
+				dst := c[offs[g]+i*ldc:]
+				if rs == mr {
+					cur.kernelPtr(kl, a, r[k0:], dst, ldc, acc)
+					continue
+				}
+				if acc {
+					for j := range rs {
+						copy(edge[j*w:(j+1)*w], dst[j*ldc:j*ldc+w])
+					}
+				}
+				cur.kernelPtr(kl, a, r[k0:], edge[:], w, acc)
+				for j := range rs {
+					copy(dst[j*ldc:j*ldc+w], edge[j*w:(j+1)*w])
+				}
 			}
 		}
 	}
@@ -244,57 +296,79 @@ func checkA(m, k int, a []float32, lda int) {
 	}
 }
 
-// mulRows computes rows lo..hi of C from the packed panels, packing A one tile and one
-// k-block at a time.
+// Blocking of mulRows (the loop order of GotoBLAS): rows in blocks of mc, the contraction
+// in blocks of kc, panels in groups of nb. One row block's packed A for one k-block stays
+// in the L2 cache while one group of panel blocks (nb·nr·kc values) is used by every row
+// tile of it, so each value of B is read from memory once per mc rows, not once per tile.
+const (
+	mc = 128
+	nb = 8
+)
+
+// mulRows computes rows lo..hi of C from the packed panels.
 func mulRows(lo, hi, n, k int, a []float32, lda int, panels, c []float32, ldc int) {
-	mr := cur.mr
-	at := getScratch(mr * min(k, kc))
-	defer putScratch(at)
-	for i := lo; i < hi; i += mr {
-		rows := min(mr, hi-i)
+	mr, w := cur.mr, cur.nr
+	np := (n + w - 1) / w
+	ap := getScratch(mc * min(k, kc))
+	defer putScratch(ap)
+	for r0 := lo; r0 < hi; r0 += mc {
+		r1 := min(hi, r0+mc)
+		tiles := (r1 - r0 + mr - 1) / mr
 		for k0 := 0; k0 < k; k0 += kc {
-			kl := min(kc, k-k0)
-			packATile((*at)[:mr*kl], rows, kl, a[i*lda+k0:], lda)
-			for q := 0; q*nr < n; q++ {
-				tile(rows, min(nr, n-q*nr), kl, *at, panels[q*nr*k+k0*nr:], c[i*ldc+q*nr:], ldc, k0 > 0)
+			kl, acc := min(kc, k-k0), k0 > 0
+			for t := range tiles {
+				i := r0 + t*mr
+				packATile((*ap)[t*mr*kl:(t+1)*mr*kl], min(mr, r1-i), kl, a[i*lda+k0:], lda)
+			}
+			for q0 := 0; q0 < np; q0 += nb {
+				for t := range tiles {
+					i := r0 + t*mr
+					rows := min(mr, r1-i)
+					at := (*ap)[t*mr*kl:]
+					for q := q0; q < min(np, q0+nb); q++ {
+						tile(rows, min(w, n-q*w), kl, at, panels[q*w*k+k0*w:], c[i*ldc+q*w:], ldc, acc)
+					}
+				}
 			}
 		}
 	}
 }
 
-// tile computes a rows x cols corner (rows ≤ mr, cols ≤ nr) of C from a packed A tile and
+// tile computes a rows x cols corner (rows ≤ mr, cols ≤ cur.nr) of C from a packed A tile and
 // one panel (continuing C's sums when acc); a partial tile goes through a scratch tile.
 func tile(rows, cols, k int, a, panel, c []float32, ldc int, acc bool) {
-	if rows == cur.mr && cols == nr {
+	if rows == cur.mr && cols == cur.nr {
 		cur.kernel(k, a, panel, c, ldc, acc)
 		return
 	}
 	var edge [maxTile]float32
 	if acc {
 		for r := range rows {
-			copy(edge[r*nr:r*nr+cols], c[r*ldc:r*ldc+cols])
+			copy(edge[r*cur.nr:r*cur.nr+cols], c[r*ldc:r*ldc+cols])
 		}
 	}
-	cur.kernel(k, a, panel, edge[:], nr, acc)
+	cur.kernel(k, a, panel, edge[:], cur.nr, acc)
 	for r := range rows {
-		copy(c[r*ldc:r*ldc+cols], edge[r*nr:r*nr+cols])
+		copy(c[r*ldc:r*ldc+cols], edge[r*cur.nr:r*cur.nr+cols])
 	}
 }
 
-// maxTile is the largest mr·nr of any kernel.
-const maxTile = 16 * nr
+// maxTile is the largest mr·cur.nr of any kernel.
+const maxTile = 8 * 32
 
-// isa is one micro-kernel: kernel sets c[r*ldc+j] = Σ_{p<k} a[p*mr+r]·b[p*nr+j] for r < mr,
-// j < nr (A's tile packed by PackA), or continues c's sums with acc; kernelPtr reads panel
+// isa is one micro-kernel: kernel sets c[r*ldc+j] = Σ_{p<k} a[p*mr+r]·b[p*cur.nr+j] for r < mr,
+// j < cur.nr (A's tile packed by PackA), or continues c's sums with acc; kernelPtr reads panel
 // row p at rows[p].
 type isa struct {
 	name      string
-	mr        int
+	mr, nr    int
 	kernel    func(k int, a, b, c []float32, ldc int, acc bool)
 	kernelPtr func(k int, a []float32, rows []*float32, c []float32, ldc int, acc bool)
+	// pack, when set, packs mr whole rows of A into a tile [k][mr] (faster than packATile).
+	pack func(dst []float32, k int, a []float32, lda int)
 }
 
-var goISA = isa{name: "go", mr: 4, kernel: kernel4x16Go, kernelPtr: kernel4x16GoPtr}
+var goISA = isa{name: "go", mr: 4, nr: 16, kernel: kernel4x16Go, kernelPtr: kernel4x16GoPtr}
 
 // cur is the kernel in use, the best this CPU runs.
 var cur = bestISA()

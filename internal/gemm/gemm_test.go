@@ -85,7 +85,7 @@ func isas() []isa {
 		}
 	}
 	if cur.name == "avx512" {
-		out = append(out, avx2KernelForTests())
+		out = append(out, avx2KernelForTests()...)
 	}
 	return out
 }
@@ -253,13 +253,14 @@ func TestKBlocksKeepBits(t *testing.T) {
 		c := make([]float32, m*n)
 		MulNT(m, n, k, a, b, c)
 		rows := make([]*float32, k)
-		panel := make([]float32, k*nr)
-		PackRows(panel, min(n, nr), k, b, k)
+		w := PanelWidth()
+		panel := make([]float32, k*w)
+		PackRows(panel, min(n, w), k, b, k)
 		for p := range k {
-			rows[p] = &panel[p*nr]
+			rows[p] = &panel[p*w]
 		}
-		ptr := make([]float32, m*nr)
-		MulRowPtrs(m, k, a, k, rows, ptr, nr)
+		ptr := make([]float32, m*w)
+		MulRowPtrs(m, k, a, k, rows, ptr, w)
 		return append(c, ptr...)
 	}
 	for _, kern := range isas() {
@@ -268,6 +269,76 @@ func TestKBlocksKeepBits(t *testing.T) {
 			for i := range whole {
 				if math.Float32bits(whole[i]) != math.Float32bits(cut[i]) {
 					t.Fatalf("%s: element %d: %g uncut, %g in blocks of 64", kern.name, i, whole[i], cut[i])
+				}
+			}
+		})
+	}
+}
+
+// TestMulPackedARowPtrGroup checks the grouped form against one panel at a time.
+func TestMulPackedARowPtrGroup(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, kern := range isas() {
+		withISA(t, kern, func() {
+			w := PanelWidth()
+			const m, k, groups = 19, 600, 3
+			a := randSlice(r, m*k)
+			ap := make([]float32, PackedALen(m, k))
+			PackA(ap, m, k, a, k)
+			src := randSlice(r, k*w*groups+64)
+			rows := make([][]*float32, groups)
+			for g := range rows {
+				rows[g] = make([]*float32, k)
+				for p := range k {
+					rows[g][p] = &src[(p*groups+g)*w+(p*7+g)%64]
+				}
+			}
+			ld := groups*w + 5
+			got := make([]float32, m*ld)
+			offs := make([]int, groups)
+			for g := range offs {
+				offs[g] = g * w
+			}
+			MulPackedARowPtrGroup(m, k, ap, rows, got, offs, ld)
+			for g := range rows {
+				want := make([]float32, m*w)
+				MulRowPtrs(m, k, a, k, rows[g], want, w)
+				for i := range m {
+					for j := range w {
+						if math.Float32bits(got[i*ld+g*w+j]) != math.Float32bits(want[i*w+j]) {
+							t.Fatalf("%s panel %d (%d, %d): %g, alone %g", kern.name, g, i, j, got[i*ld+g*w+j], want[i*w+j])
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestPackA checks PackA (the vector transpose where the CPU has it) against its definition.
+func TestPackA(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	for _, kern := range isas() {
+		withISA(t, kern, func() {
+			for _, sh := range [][3]int{{8, 8, 8}, {19, 37, 40}, {3, 5, 9}, {16, 300, 301}} {
+				m, k, lda := sh[0], sh[1], sh[2]
+				a := randSlice(r, m*lda)
+				got := make([]float32, PackedALen(m, k))
+				for i := range got {
+					got[i] = float32(math.NaN())
+				}
+				PackA(got, m, k, a, lda)
+				mr := kern.mr
+				for i := range got {
+					tile, rest := i/(mr*k), i%(mr*k)
+					p, row := rest/mr, tile*mr+rest%mr
+					want := float32(0)
+					if row < m {
+						want = a[row*lda+p]
+					}
+					if got[i] != want {
+						t.Fatalf("%s %v: packed[%d] = %g, want %g", kern.name, sh, i, got[i], want)
+					}
 				}
 			}
 		})

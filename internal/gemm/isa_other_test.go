@@ -2,4 +2,4 @@
 
 package gemm
 
-func avx2KernelForTests() isa { return goISA }
+func avx2KernelForTests() []isa { return nil }

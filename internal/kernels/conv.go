@@ -224,53 +224,95 @@ func convShifted(out, x, w, bias []float32, s ConvShape) {
 	}
 	// Virtual positions v = (i0·P1 + i1)·P2 + i2 up to the last output position.
 	pv := ((o[0]-1)*dp[1]+(o[1]-1))*dp[2] + o[2]
+	// Panels: when output rows are whole panels wide, the panels of each row (all of whose
+	// positions are outputs) write straight into out; otherwise consecutive virtual
+	// positions, whose outputs are then picked out (scatterPanel).
+	aligned := o[2]%pw == 0
 	panels := (pv + pw - 1) / pw
-	work := s.O * k * pw
-	parallel.For(s.N*panels, max(1, 200_000/work), func(lo, hi int) {
-		rows := make([]*float32, k)
-		tileBuf := getPanel(s.O * pw)
+	if aligned {
+		panels = o[0] * o[1] * (o[2] / pw)
+	}
+	// A unit is a group of panels (of any batch rows) that share each block of weights
+	// while it is in cache.
+	const group = 4
+	units := (s.N*panels + group - 1) / group
+	work := group * s.O * k * pw
+	parallel.For(units, max(1, 200_000/work), func(lo, hi int) {
+		tables := make([][]*float32, group)
+		for g := range tables {
+			tables[g] = make([]*float32, k)
+		}
+		var offs [group]int
+		tileBuf := getPanel(s.O * group * pw)
 		defer panelPool.Put(tileBuf)
 		tile := *tileBuf
+		ld := group * pw
 		for u := lo; u < hi; u++ {
-			n, q := u/panels, u%panels
-			v0 := q * pw
-			base := n * s.C * planeP
-			for c := range s.C {
-				for t, off := range offsets {
-					rows[c*taps+t] = &xp[base+c*planeP+off+v0]
+			first, last := u*group, min(s.N*panels, (u+1)*group)
+			for g := range last - first {
+				n, q := (first+g)/panels, (first+g)%panels
+				v0 := q * pw
+				offs[g] = g * pw
+				if aligned {
+					row, j0 := q/(o[2]/pw), q%(o[2]/pw)*pw // row = i0·o1 + i1
+					v0 = ((row/o[1])*dp[1]+row%o[1])*dp[2] + j0
+					offs[g] = n*s.O*p + row*o[2] + j0
+				}
+				base := n*s.C*planeP + v0
+				rows := tables[g]
+				for c := range s.C {
+					for t, off := range offsets {
+						rows[c*taps+t] = &xp[base+c*planeP+off]
+					}
 				}
 			}
-			gemm.MulPackedARowPtrs(s.O, k, *wp, rows, tile, pw)
-			// Scatter the output positions among the panel's columns, in runs along the
-			// last axis.
-			dst := out[n*s.O*p:]
-			for j := 0; j < pw && v0+j < pv; {
-				v := v0 + j
-				i2 := v % dp[2]
-				i1 := (v / dp[2]) % dp[1]
-				i0 := v / (dp[2] * dp[1])
-				if i2 >= o[2] || i1 >= o[1] {
-					j += dp[2] - i2 // skip to the next padded row
-					continue
-				}
-				run := min(o[2]-i2, pw-j, pv-v)
-				at := (i0*o[1]+i1)*o[2] + i2
-				for oc := range s.O {
-					d := dst[oc*p+at : oc*p+at+run]
-					src := tile[oc*pw+j : oc*pw+j+run]
-					if bias == nil {
-						copy(d, src)
-						continue
-					}
-					b := bias[oc]
-					for i, v := range src {
-						d[i] = v + b
+			if aligned {
+				gemm.MulPackedARowPtrGroup(s.O, k, *wp, tables[:last-first], out, offs[:last-first], p)
+				if bias != nil {
+					for g := range last - first {
+						for oc, b := range bias[:s.O] {
+							addScalar(out[offs[g]+oc*p:offs[g]+oc*p+pw], b)
+						}
 					}
 				}
-				j += run
+				continue
+			}
+			gemm.MulPackedARowPtrGroup(s.O, k, *wp, tables[:last-first], tile, offs[:last-first], ld)
+			for g := range last - first {
+				n, q := (first+g)/panels, (first+g)%panels
+				scatterPanel(out[n*s.O*p:], tile[g*pw:], ld, bias, s.O, q*pw, pw, pv, p, dp, o)
 			}
 		}
 	})
+}
+
+// scatterPanel copies the output positions among one panel's columns (virtual positions
+// v0 .. v0+w−1 on the padded grid dp, tile rows of stride ld) into dst [O, P], plus bias, in
+// runs along the last axis.
+func scatterPanel(dst, tile []float32, ld int, bias []float32, o, v0, w, pv, p int, dp, out [3]int) {
+	for j := 0; j < w && v0+j < pv; {
+		v := v0 + j
+		i2 := v % dp[2]
+		i1 := (v / dp[2]) % dp[1]
+		i0 := v / (dp[2] * dp[1])
+		if i2 >= out[2] || i1 >= out[1] {
+			j += dp[2] - i2 // skip to the next padded row
+			continue
+		}
+		run := min(out[2]-i2, w-j, pv-v)
+		at := (i0*out[1]+i1)*out[2] + i2
+		for oc := range o {
+			d := dst[oc*p+at : oc*p+at+run]
+			src := tile[oc*ld+j : oc*ld+j+run]
+			if bias == nil {
+				copy(d, src)
+				continue
+			}
+			copy(d, src)
+			addScalar(d, bias[oc])
+		}
+		j += run
+	}
 }
 
 // padPlane copies one channel's values src [In0, In1, In2] into dst [P0, P1, P2] with

@@ -54,6 +54,9 @@ func TestConvMatchesNaive(t *testing.T) {
 		{N: 1, C: 2, O: 4, In: [3]int{4, 6, 5}, K: [3]int{3, 3, 3}, Stride: 1, Pads: [3][2]int{{0, 0}, {1, 1}, {1, 1}}},
 		{N: 3, C: 7, O: 33, In: [3]int{1, 5, 70}, K: [3]int{1, 1, 1}, Stride: 1},
 		{N: 1, C: 2, O: 2, In: [3]int{1, 2, 3}, K: [3]int{1, 2, 2}, Stride: 1, Pads: [3][2]int{{}, {2, 2}, {2, 2}}},
+		// Output rows a whole number of panels wide (32 and 64 columns).
+		{N: 3, C: 5, O: 11, In: [3]int{1, 5, 64}, K: [3]int{1, 3, 3}, Stride: 1, Pads: [3][2]int{{}, {1, 1}, {1, 1}}},
+		{N: 2, C: 3, O: 4, In: [3]int{3, 4, 32}, K: [3]int{3, 3, 3}, Stride: 1, Pads: [3][2]int{{0, 0}, {1, 1}, {1, 1}}},
 	} {
 		t.Run(fmt.Sprintf("%+v", s), func(t *testing.T) {
 			o := s.Out()
@@ -74,9 +77,16 @@ func TestConvMatchesNaive(t *testing.T) {
 
 func TestConvSplitInvariant(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	s := ConvShape{N: 3, C: 16, O: 32, In: [3]int{1, 20, 20}, K: [3]int{1, 3, 3}, Stride: 1, Pads: [3][2]int{{}, {1, 1}, {1, 1}}}
-	x, w, b := randSlice(r, 3*16*400, 1), randSlice(r, 32*16*9, 1), randSlice(r, 32, 1)
-	many := make([]float32, 3*32*400)
+	for _, width := range []int{20, 64} {
+		convSplitInvariant(t, r, width)
+	}
+}
+
+func convSplitInvariant(t *testing.T, r *rand.Rand, width int) {
+	s := ConvShape{N: 3, C: 16, O: 32, In: [3]int{1, 20, width}, K: [3]int{1, 3, 3}, Stride: 1, Pads: [3][2]int{{}, {1, 1}, {1, 1}}}
+	plane := 20 * width
+	x, w, b := randSlice(r, 3*16*plane, 1), randSlice(r, 32*16*9, 1), randSlice(r, 32, 1)
+	many := make([]float32, 3*32*plane)
 	Conv(many, x, w, b, s)
 	old := runtime.GOMAXPROCS(1)
 	one := make([]float32, len(many))
@@ -84,16 +94,16 @@ func TestConvSplitInvariant(t *testing.T) {
 	runtime.GOMAXPROCS(old)
 	single := s
 	single.N = 1
-	row := make([]float32, 32*400)
-	Conv(row, x[16*400:], w, b, single)
+	row := make([]float32, 32*plane)
+	Conv(row, x[16*plane:], w, b, single)
 	for i := range one {
 		if math.Float32bits(one[i]) != math.Float32bits(many[i]) {
 			t.Fatalf("element %d: %g with one goroutine, %g with %d", i, one[i], many[i], old)
 		}
 	}
 	for i := range row {
-		if math.Float32bits(row[i]) != math.Float32bits(many[32*400+i]) {
-			t.Fatalf("batch row 1 element %d: %g alone, %g in the batch", i, row[i], many[32*400+i])
+		if math.Float32bits(row[i]) != math.Float32bits(many[32*plane+i]) {
+			t.Fatalf("batch row 1 element %d: %g alone, %g in the batch", i, row[i], many[32*plane+i])
 		}
 	}
 }

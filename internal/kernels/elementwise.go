@@ -92,6 +92,15 @@ func Binary(op BinaryOp, out, a, b []float32, dims, aDims, bDims []int) {
 
 // binaryRun sets dst[i] = op(a[i·sa], b[i·sb]) with sa, sb in {0, 1}.
 func binaryRun(op BinaryOp, dst, a, b []float32, sa, sb int) {
+	if vecExp && op <= Div && sa == 1 && len(dst) >= 8 {
+		binaryVec(op, dst, a, b, sb == 0)
+		return
+	}
+	binaryScalarLoop(op, dst, a, b, sa, sb)
+}
+
+// binaryScalarLoop is binaryRun in Go.
+func binaryScalarLoop(op BinaryOp, dst, a, b []float32, sa, sb int) {
 	n := len(dst)
 	switch {
 	case sa == 1 && sb == 1:

@@ -29,6 +29,77 @@ func geluAVX2(dst, src *float32, n int)
 func geluTanhAVX2(dst, src *float32, n int)
 
 //go:noescape
+func addAVX2(dst, src *float32, n int)
+
+//go:noescape
+func addScalarAVX2(dst *float32, n int, b float32)
+
+// addScalarVec sets dst[i] += b (the same float32 adds as the Go loop).
+func addScalarVec(dst []float32, b float32) {
+	n := len(dst) &^ 7
+	if n > 0 {
+		addScalarAVX2(&dst[0], n, b)
+	}
+	for i := n; i < len(dst); i++ {
+		dst[i] += b
+	}
+}
+
+//go:noescape
+func binaryAVX2(dst, a, b *float32, n int, op int, scalarB bool)
+
+// binaryVec sets dst[i] = a[i] op b[i] (b[0] when scalarB) for op Add, Sub, Mul or Div: 8
+// lanes at a time, the tail in Go (the same float32 operations).
+func binaryVec(op BinaryOp, dst, a, b []float32, scalarB bool) {
+	n := len(dst) &^ 7
+	if n > 0 {
+		_ = a[n-1]
+		if !scalarB {
+			_ = b[n-1]
+		}
+		binaryAVX2(&dst[0], &a[0], &b[0], n, int(op), scalarB)
+	}
+	if n < len(dst) {
+		bs := b[0:]
+		if !scalarB {
+			bs = b[n:]
+		}
+		sb := 1
+		if scalarB {
+			sb = 0
+		}
+		binaryScalarLoop(op, dst[n:], a[n:], bs, 1, sb)
+	}
+}
+
+//go:noescape
+func mulAVX2(dst, a, b *float32, n int)
+
+// addVec sets dst[i] += src[i]: 8 lanes at a time, the tail in Go (the same float32 adds).
+func addVec(dst, src []float32) {
+	n := len(dst) &^ 7
+	if n > 0 {
+		_ = src[n-1]
+		addAVX2(&dst[0], &src[0], n)
+	}
+	for i := n; i < len(dst); i++ {
+		dst[i] += src[i]
+	}
+}
+
+// mulVec sets dst[i] = a[i]·b[i].
+func mulVec(dst, a, b []float32) {
+	n := len(dst) &^ 7
+	if n > 0 {
+		_, _ = a[n-1], b[n-1]
+		mulAVX2(&dst[0], &a[0], &b[0], n)
+	}
+	for i := n; i < len(dst); i++ {
+		dst[i] = a[i] * b[i]
+	}
+}
+
+//go:noescape
 func sum64AVX2(s *float32, n int, out *[8]float64)
 
 //go:noescape

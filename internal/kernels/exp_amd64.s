@@ -794,3 +794,175 @@ affstore:
 affdone:
 	VZEROUPPER
 	RET
+
+// func addAVX2(dst, src *float32, n int)
+// dst[i] += src[i] for i < n (a multiple of 8).
+TEXT ·addAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JEQ adddone
+addloop:
+	VMOVUPS (DI), Y0
+	VADDPS (SI), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNE addloop
+adddone:
+	VZEROUPPER
+	RET
+
+// func mulAVX2(dst, a, b *float32, n int)
+// dst[i] = a[i]·b[i] for i < n (a multiple of 8).
+TEXT ·mulAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JEQ muldone
+mulloop:
+	VMOVUPS (SI), Y0
+	VMULPS (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNE mulloop
+muldone:
+	VZEROUPPER
+	RET
+
+// func addScalarAVX2(dst *float32, n int, b float32)
+// dst[i] += b for i < n (a multiple of 8).
+TEXT ·addScalarAVX2(SB), NOSPLIT, $0-20
+	MOVQ dst+0(FP), DI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS b+16(FP), Y1
+	SHRQ $3, CX
+	JEQ addsdone
+addsloop:
+	VADDPS (DI), Y1, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	DECQ CX
+	JNE addsloop
+addsdone:
+	VZEROUPPER
+	RET
+
+// func binaryAVX2(dst, a, b *float32, n int, op int, scalarB bool)
+// dst[i] = a[i] op b[i] (or op b[0] when scalarB) for i < n (a multiple of 8); op 0-3 is
+// add, subtract, multiply, divide, as BinaryOp.
+TEXT ·binaryAVX2(SB), NOSPLIT, $0-41
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	MOVQ op+32(FP), AX
+	MOVBQZX scalarB+40(FP), BX
+	SHRQ $3, CX
+	JEQ bindone
+	VBROADCASTSS (DX), Y1
+	SHLQ $1, AX
+	ORQ BX, AX
+	CMPQ AX, $0
+	JEQ binADD0
+	CMPQ AX, $1
+	JEQ binADD1
+	CMPQ AX, $2
+	JEQ binSUB0
+	CMPQ AX, $3
+	JEQ binSUB1
+	CMPQ AX, $4
+	JEQ binMUL0
+	CMPQ AX, $5
+	JEQ binMUL1
+	CMPQ AX, $6
+	JEQ binDIV0
+	CMPQ AX, $7
+	JEQ binDIV1
+	JMP bindone
+binADD0:
+	VMOVUPS (SI), Y0
+	VADDPS (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNE binADD0
+	JMP bindone
+binADD1:
+	VMOVUPS (SI), Y0
+	VADDPS Y1, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNE binADD1
+	JMP bindone
+binSUB0:
+	VMOVUPS (SI), Y0
+	VSUBPS (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNE binSUB0
+	JMP bindone
+binSUB1:
+	VMOVUPS (SI), Y0
+	VSUBPS Y1, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNE binSUB1
+	JMP bindone
+binMUL0:
+	VMOVUPS (SI), Y0
+	VMULPS (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNE binMUL0
+	JMP bindone
+binMUL1:
+	VMOVUPS (SI), Y0
+	VMULPS Y1, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNE binMUL1
+	JMP bindone
+binDIV0:
+	VMOVUPS (SI), Y0
+	VDIVPS (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNE binDIV0
+	JMP bindone
+binDIV1:
+	VMOVUPS (SI), Y0
+	VDIVPS Y1, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNE binDIV1
+	JMP bindone
+bindone:
+	VZEROUPPER
+	RET

@@ -39,7 +39,7 @@ func (s LinearShape) OutCols() int {
 }
 
 // linearRows is the number of rows one unit of Linear's work covers.
-const linearRows = 64
+const linearRows = 128
 
 // Linear sets out [M, OutCols] as s describes (bias may be nil). w is packed once for the
 // matrix kernel; rows are split over the cores in blocks of linearRows; each block's bias
@@ -78,18 +78,13 @@ func Linear(out, x, w, bias []float32, s LinearShape) {
 			for i := range r1 - r0 {
 				row := dst[i*s.N : (i+1)*s.N]
 				if bias != nil {
-					for j, b := range bias[:s.N] {
-						row[j] += b
-					}
+					addRow(row, bias[:s.N])
 				}
 				if s.GEGLU {
 					h := s.N / 2
-					res := out[(r0+i)*h : (r0+i+1)*h]
 					gate := row[h:]
 					activate(GELU, gate)
-					for j := range res {
-						res[j] = row[j] * gate[j]
-					}
+					mulRow(out[(r0+i)*h:(r0+i+1)*h], row[:h], gate)
 					continue
 				}
 				activate(s.Act, row)
@@ -126,5 +121,38 @@ func activate(a Activation, row []float32) {
 		}
 	case SiLUAct:
 		SiLUSlice(row, row)
+	}
+}
+
+// addRow sets dst[i] += src[i] (vector code where the CPU has it, the same bits).
+func addRow(dst, src []float32) {
+	if vecExp {
+		addVec(dst, src)
+		return
+	}
+	for i, v := range src[:len(dst)] {
+		dst[i] += v
+	}
+}
+
+// mulRow sets dst[i] = a[i]·b[i].
+func mulRow(dst, a, b []float32) {
+	if vecExp {
+		mulVec(dst, a, b)
+		return
+	}
+	for i := range dst {
+		dst[i] = a[i] * b[i]
+	}
+}
+
+// addScalar sets dst[i] += b.
+func addScalar(dst []float32, b float32) {
+	if vecExp {
+		addScalarVec(dst, b)
+		return
+	}
+	for i := range dst {
+		dst[i] += b
 	}
 }

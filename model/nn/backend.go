@@ -16,7 +16,7 @@ import (
 // NewBackend returns a GoMLX backend for spec, resolved by backendspec.Resolve: "" means
 // automatic ($GOMLX_BACKEND if set; otherwise the XLA backend on the CUDA PJRT plugin when
 // an NVIDIA GPU and a plugin are both found; otherwise "go"), "go" the pure-Go simplego
-// backend, "xla:cuda" the XLA backend on the CUDA plugin found on this host, and
+// backend, "xla:cuda" the XLA backend on the CUDA plugin found on the host, and
 // "xla:/abs/path/plugin.so" the XLA backend on that plugin. vdpp never auto-installs XLA
 // plugins. Before creating an XLA backend it sets the environment the plugin needs
 // (GOMLX_NO_AUTO_INSTALL, XLA_FLAGS with the CUDA data folder; see backendspec); a failure

@@ -218,7 +218,7 @@ func (d *Denoiser) predictCached(ctx context.Context, in model.Input, c *model.C
 	pred := d.P.Sched.PredictionType
 	sigma := float64(in.Sigma)
 	if len(computeRows) > 0 {
-		s, e, i := pickRows(sample, computeRows), pickRows(ehs, computeRows), pickRows(ids, computeRows)
+		s, e, i := sample.GatherRows(computeRows), ehs.GatherRows(computeRows), ids.GatherRows(computeRows)
 		var res, features *tensor.Dense
 		switch {
 		case c.Mode == pipeline.CacheDeep:
@@ -226,7 +226,7 @@ func (d *Denoiser) predictCached(ctx context.Context, in model.Input, c *model.C
 		case skips != nil:
 			picked := make([]*tensor.Dense, len(skips))
 			for k, x := range skips {
-				picked[k] = pickRows(x, computeRows)
+				picked[k] = x.GatherRows(computeRows)
 			}
 			res, err = u.rest(c.Branch, picked, s, ts, e, i)
 		default:
@@ -262,7 +262,7 @@ func (d *Denoiser) predictCached(ctx context.Context, in model.Input, c *model.C
 		if err != nil {
 			return nil, fmt.Errorf("svd: deepcache features: %w", err)
 		}
-		res, err := u.shallow(c.Branch, feature, pickRows(sample, deepRows), ts, pickRows(ehs, deepRows), pickRows(ids, deepRows))
+		res, err := u.shallow(c.Branch, feature, sample.GatherRows(deepRows), ts, ehs.GatherRows(deepRows), ids.GatherRows(deepRows))
 		if err != nil {
 			return nil, err
 		}
@@ -311,25 +311,6 @@ func indicators(c *model.CacheCall, probes *tensor.Dense, has []bool, u unetCall
 		}
 	}
 	return nil
-}
-
-// pickRows returns the rows of t [N, ...] listed in rows, in that order.
-func pickRows(t *tensor.Dense, rows []int) *tensor.Dense {
-	if len(rows) == t.Shape[0] {
-		same := true
-		for j, r := range rows {
-			same = same && j == r
-		}
-		if same {
-			return t
-		}
-	}
-	per := t.Len() / t.Shape[0]
-	out := tensor.New(append([]int{len(rows)}, t.Shape[1:]...)...)
-	for j, r := range rows {
-		copy(out.Data[j*per:(j+1)*per], t.Data[r*per:(r+1)*per])
-	}
-	return out
 }
 
 // denoised writes into x0 the denoised estimate of a model output out for the scaled

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
@@ -246,8 +245,14 @@ func (t *fineTune) latents(i int, held bool) (*tensor.Dense, error) {
 	return l, nil
 }
 
+// FineTunePromptFile is the file Export writes beside the components: the fixed prompt
+// embedding [1, FineTuneTextLen, text_dim] the fine-tune conditioned every example on (as
+// prompt_embeds), for `vdpp generate --prompt-embeds`.
+const FineTunePromptFile = "finetune_prompt_embeds.safetensors"
+
 // Export writes out as the fine-tuned folder: the trained expert's folder with its config
-// and the given weights, every other entry a symbolic link to the original.
+// and the given weights, every other entry a symbolic link to the original, and the
+// fine-tune's prompt embedding (FineTunePromptFile).
 func (t *fineTune) Export(out string, weights map[string]*tensor.Dense) error {
 	src, err := filepath.Abs(t.f.Dir)
 	if err != nil {
@@ -261,7 +266,14 @@ func (t *fineTune) Export(out string, weights map[string]*tensor.Dense) error {
 		return fmt.Errorf("wan: export: %w", err)
 	}
 	trained := filepath.Base(t.tdir)
+	prompt := &tensor.Dense{Shape: append([]int{1}, t.text.Shape...), Data: t.text.Data}
+	if err := safetensors.WriteFile(filepath.Join(out, FineTunePromptFile), []safetensors.NamedTensor{{Name: "prompt_embeds", Tensor: prompt}}, nil); err != nil {
+		return fmt.Errorf("wan: export: %w", err)
+	}
 	for _, e := range entries {
+		if e.Name() == FineTunePromptFile {
+			continue
+		}
 		dst := filepath.Join(out, e.Name())
 		if err := os.RemoveAll(dst); err != nil {
 			return fmt.Errorf("wan: export: %w", err)
@@ -282,16 +294,7 @@ func (t *fineTune) Export(out string, weights map[string]*tensor.Dense) error {
 		if err := os.WriteFile(filepath.Join(dst, "config.json"), cfg, 0o644); err != nil {
 			return fmt.Errorf("wan: export: %w", err)
 		}
-		names := make([]string, 0, len(weights))
-		for n := range weights {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		ts := make([]safetensors.NamedTensor, len(names))
-		for i, n := range names {
-			ts[i] = safetensors.NamedTensor{Name: n, Tensor: weights[n]}
-		}
-		if err := safetensors.WriteFile(filepath.Join(dst, transformer.WeightsStem+".safetensors"), ts, map[string]string{"format": "pt"}); err != nil {
+		if err := safetensors.WriteMapFile(filepath.Join(dst, transformer.WeightsStem+".safetensors"), weights, map[string]string{"format": "pt"}); err != nil {
 			return fmt.Errorf("wan: export: %w", err)
 		}
 	}

@@ -114,6 +114,9 @@ func TestFineTuneExport(t *testing.T) {
 	if !tensor.BitEqual(got["proj_out.bias"], w["proj_out.bias"]) {
 		t.Fatal("the exported expert does not hold the given weights")
 	}
+	if _, err := os.Stat(filepath.Join(out, FineTunePromptFile)); err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{Transformer, VAE, Scheduler, "model_index.json"} {
 		if fi, err := os.Lstat(filepath.Join(out, name)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 			t.Fatalf("%s is not a link to the original (%v)", name, err)

@@ -7,10 +7,10 @@
 # the copy small).
 #
 # Usage: scripts/gpu/prepare.sh [DIFFUSERS_GIT_DIR]
-#   DIFFUSERS_GIT_DIR defaults to /work/.mirror/huggingface+diffusers/repo
+#   DIFFUSERS_GIT_DIR (the argument, or the environment variable) is a git clone of diffusers
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-mirror=${1:-/work/.mirror/huggingface+diffusers/repo}
+mirror=${1:-${DIFFUSERS_GIT_DIR:?give the diffusers git clone as the argument or in DIFFUSERS_GIT_DIR}}
 shared=${VDPP_SHARED:-../shared}
 
 mkdir -p .gpu/bin .gpu/golden

@@ -1,4 +1,4 @@
-// Command wancp measures Wan context parallelism on this machine. With -write DIR it writes
+// Command wancp measures Wan context parallelism on the machine it runs on. With -write DIR it writes
 // a two-expert Wan folder with random weights (the dev folder's model_index.json,
 // scheduler and VAE, and two transformers of the configured size) for `vdpp bench --model
 // DIR`. With -time DIR it times one call of DIR/transformer on a guided step's batch

@@ -1,7 +1,11 @@
 """Helpers shared by the Wan reference scripts: the diffusers source tree and safetensors I/O.
 
-diffusers comes from the bare mirror at /work/.mirror/huggingface+diffusers/repo (tag
-v0.35.2), extracted once into a cache folder; override with DIFFUSERS_SRC=/path/to/src.
+The diffusers source (v0.35.2) comes from one of, in this order:
+  DIFFUSERS_SRC=/path/to/diffusers/src   a checkout's src folder (holding diffusers/), or
+  DIFFUSERS_GIT_DIR=/path/to/diffusers.git   a git clone or mirror of
+      https://github.com/huggingface/diffusers, whose tag v0.35.2 is extracted once into
+      $TMPDIR/vdpp-diffusers-v0.35.2.
+A script run with neither stops with one line saying so.
 """
 import json
 import os
@@ -10,18 +14,25 @@ import sys
 
 import numpy as np
 
-MIRROR = "/work/.mirror/huggingface+diffusers/repo"
 TAG = "v0.35.2"
 
 
 def diffusers_src():
+    """The folder holding the diffusers package: $DIFFUSERS_SRC, or tag TAG of the git
+    repository $DIFFUSERS_GIT_DIR extracted into a cache folder."""
     src = os.environ.get("DIFFUSERS_SRC")
     if src:
+        if not os.path.isdir(os.path.join(src, "diffusers")):
+            sys.exit("DIFFUSERS_SRC=%s holds no diffusers/ package folder" % src)
         return src
+    git_dir = os.environ.get("DIFFUSERS_GIT_DIR")
+    if not git_dir:
+        sys.exit("set DIFFUSERS_SRC to diffusers' src folder, or DIFFUSERS_GIT_DIR to a git clone of "
+                 "https://github.com/huggingface/diffusers (tag %s is used)" % TAG)
     cache = os.path.join(os.environ.get("TMPDIR", "/tmp"), "vdpp-diffusers-" + TAG)
     if not os.path.isdir(os.path.join(cache, "src", "diffusers")):
         os.makedirs(cache, exist_ok=True)
-        arch = subprocess.run(["git", "--git-dir=" + MIRROR, "archive", TAG, "src/diffusers"],
+        arch = subprocess.run(["git", "--git-dir=" + git_dir, "archive", TAG, "src/diffusers"],
                               check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", cache], input=arch, check=True)
     return os.path.join(cache, "src")

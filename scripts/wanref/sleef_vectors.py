@@ -2,7 +2,7 @@
 """Test vectors for sched's port of SLEEF's float32 log and expm1 (sched/sleef.go).
 
 torch 1.13's CPU kernels compute float32 log and expm1 with SLEEF 3.5.1 (Sleef_logf8_u10,
-Sleef_expm1f8_u10; AVX2 on this machine), which are not correctly rounded. UniPC's scalar
+Sleef_expm1f8_u10; AVX2 on the development box), which are not correctly rounded. UniPC's scalar
 coefficients go through them, so sched reproduces them; this script records torch's own
 results for inputs around the ones UniPC meets and across the float32 range.
 

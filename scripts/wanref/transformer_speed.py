@@ -1,6 +1,6 @@
 """Times one Wan transformer call in vdpp (pure-Go backend, vdpp's AVX2 matrix kernel)
 against diffusers v0.35.2's WanTransformer3DModel on PyTorch CPU (Debian's python3-torch),
-with the same weights and inputs, on this machine, in one run: PyTorch, then vdpp, then
+with the same weights and inputs, on the machine it runs on, in one run: PyTorch, then vdpp, then
 PyTorch again (so a change of machine load shows as a difference between the two PyTorch
 rounds). Both use every core. It prints a JSON summary and checks that the two outputs
 agree. Ratios (vdpp / PyTorch, below 1 means vdpp is faster) are given for the fastest

@@ -424,7 +424,6 @@ func (d *Dispatcher) Cancel(id string, now time.Time) (*Job, uint64, error) {
 		return nil, 0, job.NotFound(id)
 	}
 	switch {
-	case j.rec.State == job.StateCancelled:
 	case j.rec.State.Final() || j.completing:
 		state := j.rec.State
 		if j.completing {

@@ -76,14 +76,8 @@ func (d *Dispatcher) Lost(w *Worker, err error, now time.Time) {
 // drop closes w and re-queues everything it held, then re-plans.
 func (d *Dispatcher) drop(w *Worker, why string, now time.Time) {
 	d.emit(CloseWorker{w})
-	ids := make([]int64, 0, len(w.outstanding))
-	for id := range w.outstanding {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		b := w.outstanding[id]
-		delete(w.outstanding, id)
+	for _, b := range w.batches() {
+		delete(w.outstanding, b.id)
 		d.requeue(b, why, now)
 	}
 	d.dispatch(now)
@@ -193,13 +187,7 @@ func (d *Dispatcher) CheckStalls(now time.Time) {
 	}
 	for _, r := range d.liveRanks() {
 		w := d.workers[r]
-		ids := make([]int64, 0, len(w.outstanding))
-		for id := range w.outstanding {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		for _, id := range ids {
-			b := w.outstanding[id]
+		for _, b := range w.batches() {
 			work, reruns := batchStallInfo(b)
 			perUnit := d.rate.perUnit
 			if perUnit == 0 {
@@ -218,4 +206,14 @@ func (d *Dispatcher) CheckStalls(now time.Time) {
 			}
 		}
 	}
+}
+
+// batches are the batches w holds, in the order they were sent.
+func (w *Worker) batches() []*batch {
+	out := make([]*batch, 0, len(w.outstanding))
+	for _, b := range w.outstanding {
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b *batch) int { return cmpSeq(uint64(a.id), uint64(b.id)) })
+	return out
 }

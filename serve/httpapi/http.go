@@ -24,6 +24,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -58,6 +59,8 @@ type WorkerInfo struct {
 	Connected bool `json:"connected"`
 	Restarts  int  `json:"restarts"`
 	Gone      bool `json:"gone"` // exited with no restarts left
+	// Restarting says the rank's process exited and a new one is being started.
+	Restarting bool `json:"restarting,omitempty"`
 }
 
 // Backend is the server's core as the HTTP layer (and the OpenAI adapter) asks it.
@@ -109,7 +112,8 @@ type OpenAI interface {
 	Register(mux *http.ServeMux)
 	// Owns reports whether a job id in a path is the OpenAI API's ("video_...").
 	Owns(id string) bool
-	// IsCreate reports whether a multipart POST /v1/videos body is an OpenAI create.
+	// IsCreate reports whether a multipart POST /v1/videos body, or the start of one, is an
+	// OpenAI create.
 	IsCreate(body []byte, boundary string) bool
 	// Create answers an OpenAI create (body already read, within the body limit).
 	Create(w http.ResponseWriter, r *http.Request, mediaType string, body []byte)
@@ -202,7 +206,7 @@ func ErrorStatus(err error) (int, string) {
 		return http.StatusBadRequest, "bad_params"
 	case errors.Is(err, video.ErrNotImage):
 		return http.StatusUnsupportedMediaType, "not_image"
-	case errors.Is(err, job.ErrFinished), errors.Is(err, job.ErrNotReady):
+	case errors.Is(err, job.ErrFinished), errors.Is(err, job.ErrNotReady), errors.Is(err, job.ErrConflict):
 		return http.StatusConflict, "conflict"
 	case errors.Is(err, job.ErrClosed):
 		return http.StatusServiceUnavailable, "shutting_down"
@@ -380,13 +384,23 @@ func (a *API) routeSubmit(w http.ResponseWriter, r *http.Request) {
 		a.handleSubmit(w, r)
 		return
 	}
-	if err := a.cfg.Backend.StorageOK(); err != nil { // do not read an upload that cannot be kept
+	// A refusal before the body is read is answered in the shape of the API whose fields
+	// its first parts carry.
+	failAs := func(start []byte, err error) {
+		if oa.IsCreate(start, mparams["boundary"]) {
+			oa.Fail(w, err, "")
+			return
+		}
 		a.fail(w, err)
+	}
+	if err := a.cfg.Backend.StorageOK(); err != nil { // do not read an upload that cannot be kept
+		start, _ := io.ReadAll(io.LimitReader(r.Body, 8<<10))
+		failAs(start, err)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.Limits.MaxBodyBytes))
 	if err != nil {
-		a.fail(w, ReadError(err))
+		failAs(body, ReadError(err))
 		return
 	}
 	if oa.IsCreate(body, mparams["boundary"]) {
@@ -488,6 +502,8 @@ func (a *API) readUpload(r *http.Request) (job.Params, job.Input, error) {
 			return job.Params{}, job.Input{}, fmt.Errorf("%w: an image part: the model is text-to-video (give a prompt part)", job.ErrBadParams)
 		case prompt == nil:
 			return job.Params{}, job.Input{}, fmt.Errorf("%w: no prompt part: the model is text-to-video", job.ErrBadParams)
+		case strings.TrimSpace(*prompt) == "":
+			return job.Params{}, job.Input{}, fmt.Errorf("%w: the prompt part is empty: the model makes a video from a prompt", job.ErrBadParams)
 		}
 		in.Prompt = &family.Prompt{Text: *prompt}
 		if negative != nil {
@@ -579,6 +595,10 @@ func (a *API) handleContent(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, fmt.Errorf("%w: job %s is %s", job.ErrNotReady, id, st.State))
 		return
 	}
+	if k, ok := OtherQuery(r, "format"); ok {
+		writeError(w, http.StatusBadRequest, "bad_query", fmt.Errorf("unknown query parameter %q (the native API takes format=mp4|gif|latent; variant is the OpenAI API's, on a video_ id)", k))
+		return
+	}
 	format := r.URL.Query().Get("format")
 	switch format {
 	case "", "mp4":
@@ -601,6 +621,17 @@ func (a *API) handleContent(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeError(w, http.StatusBadRequest, "bad_format", fmt.Errorf("unknown format %q (want mp4, gif or latent)", format))
 	}
+}
+
+// OtherQuery returns a query parameter of r other than those allowed, if there is one (so a
+// parameter of the other API is refused, not ignored).
+func OtherQuery(r *http.Request, allowed ...string) (string, bool) {
+	for k := range r.URL.Query() {
+		if !slices.Contains(allowed, k) {
+			return k, true
+		}
+	}
+	return "", false
 }
 
 // ServeOutput serves job id's rendered file name (Backend.Output renders it first when

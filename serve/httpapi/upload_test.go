@@ -79,6 +79,7 @@ func TestReadUploadPrompt(t *testing.T) {
 		parts map[string]string
 	}{
 		"no prompt":         {text, map[string]string{"params": `{}`}},
+		"empty prompt":      {text, map[string]string{"prompt": " \n", "params": `{}`}},
 		"image to text":     {text, map[string]string{"prompt": "x", "image": "PNG"}},
 		"two prompts":       {text, map[string]string{"prompt": "x", "negative_prompt": "y", "params": `{"x":1}`}},
 		"prompt to image":   {img, map[string]string{"prompt": "x", "params": `{}`}},

@@ -172,7 +172,7 @@ func (l CostLimits) Check(c Cost) error {
 		m := l.Machine
 		if sm := m.StepMemory(); sm != 0 && max(sm, 1) == l.MaxActivationBytes {
 			return &CostError{Param: worst("size", "num_frames"), Msg: fmt.Sprintf(
-				"a denoising step (or its decode) needs about %s of working memory, over the %s this machine can give one "+
+				"a denoising step (or its decode) needs about %s of working memory, over the %s a step may use on this server "+
 					"(%s of memory, %.0f%% usable, %s of weights held, %d worker rank(s) and the decoder sharing the rest; %s)",
 				mib(c.ActivationBytes), mib(l.MaxActivationBytes), mib(m.MemoryBytes), 100*UsableMemory, mib(m.WeightBytes), m.Ranks, native)}
 		}
@@ -242,3 +242,18 @@ const (
 	// (text-to-video, Wan).
 	InputText = "text"
 )
+
+// DiskBytes bounds the disk a job of p fills: its frames as 8-bit RGB once for the MP4
+// and once for the GIF (each smaller compressed), the final latent (a small fraction of
+// that for a VAE that compresses space), the thumbnail and sprite sheet, and its record.
+// DiskBytes is pure.
+func DiskBytes(p Params) int64 {
+	pixels := satMul(int64(max(p.Height, 0))*int64(max(p.Width, 0)), int64(max(p.NumFrames, 0)))
+	return min(satMul(pixels, 7), math.MaxInt64-1<<20) + 1<<20
+}
+
+// DeriveMinFreeBytes is --min-free-space's default for a model whose native job is native:
+// room for four of its jobs, and at least 256 MiB. DeriveMinFreeBytes is pure.
+func DeriveMinFreeBytes(native Params) int64 {
+	return max(256<<20, satMul(DiskBytes(native), 4))
+}

@@ -168,8 +168,28 @@ func TestWithMachine(t *testing.T) {
 	job.Height, job.Width = 1024, 1024
 	err := fitted.Check(JobCost(job, quadAct))
 	var ce *CostError
-	if !errors.As(err, &ce) || ce.Param != "size" || !strings.Contains(err.Error(), "this machine can give one") ||
+	if !errors.As(err, &ce) || ce.Param != "size" || !strings.Contains(err.Error(), "a step may use on this server") ||
 		!strings.Contains(err.Error(), "8192 MiB of memory") || !strings.Contains(err.Error(), "1024 MiB of weights") {
 		t.Fatalf("refusal on the machine: %v", err)
+	}
+}
+
+func TestDerivedInputAndDiskLimits(t *testing.T) {
+	svd := Params{Height: 576, Width: 1024, NumFrames: 14}
+	tiny := Params{Height: 64, Width: 64, NumFrames: 14}
+	if got := DeriveMaxImagePixels(svd); got != 16*576*1024 {
+		t.Errorf("image pixels for SVD's native job: %d", got)
+	}
+	if got := DeriveMaxImagePixels(tiny); got != 1<<20 {
+		t.Errorf("image pixels for a 64x64 model: %d, want the megapixel floor", got)
+	}
+	if got := DiskBytes(svd); got < 3*576*1024*14 {
+		t.Errorf("disk of SVD's native job %d: less than its raw frames", got)
+	}
+	if got := DeriveMinFreeBytes(tiny); got != 256<<20 {
+		t.Errorf("free space kept for a tiny model: %d, want the 256 MiB floor", got)
+	}
+	if got := DiskBytes(Params{Height: math.MaxInt32, Width: math.MaxInt32, NumFrames: math.MaxInt32}); got != math.MaxInt64 {
+		t.Errorf("disk of a huge job %d, want saturated", got)
 	}
 }

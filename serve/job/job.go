@@ -68,6 +68,9 @@ var (
 	ErrNotReady = errors.New("serve: job has no output yet")
 	// ErrClosed: the coordinator is shutting down (HTTP 503).
 	ErrClosed = errors.New("serve: server shutting down")
+	// ErrConflict: the request does not fit what the server is doing (HTTP 409): a worker
+	// killed while it restarts.
+	ErrConflict = errors.New("serve: conflict")
 )
 
 // ErrStorage marks a failure to write the data dir (HTTP 503 storage_unavailable, or 507

@@ -33,12 +33,22 @@ type Limits struct {
 	MaxResolution  int   // largest of height and width, in pixels
 	MaxSteps       int   // denoising steps
 	MaxBodyBytes   int64 // whole request body
-	MaxImagePixels int   // decoded input image width*height
+	MaxImagePixels int   // decoded input image width*height (0 in a Config: derived from the model, see DeriveMaxImagePixels)
 }
 
 // DefaultLimits are the server's limits unless flags say otherwise.
 func DefaultLimits() Limits {
 	return Limits{MaxFrames: 25, MaxResolution: 1024, MaxSteps: 50, MaxBodyBytes: 10 << 20, MaxImagePixels: 4096 * 4096}
+}
+
+// DeriveMaxImagePixels is --max-image-pixels' default for a model whose native job is
+// native: 16 times its pixels (four times its width and height), and at least a megapixel.
+// An input image costs the coordinator work in proportion to its pixels and to how far it
+// is scaled down (the resize before the image encoder filters every input pixel), and the
+// coordinator prepares jobs one at a time, so one huge image would stall everyone's jobs.
+// DeriveMaxImagePixels is pure.
+func DeriveMaxImagePixels(native Params) int {
+	return max(1<<20, 16*max(native.Height, 0)*max(native.Width, 0))
 }
 
 // ParseParams decodes a job's JSON parameters over base (the served model's defaults) and

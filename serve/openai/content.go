@@ -13,6 +13,10 @@ import (
 // columns, each frame scaled to at most 256 pixels on its longer side).
 func (a *API) Content(w http.ResponseWriter, r *http.Request) {
 	id := a.NativeID(r.PathValue("id"))
+	if k, ok := httpapi.OtherQuery(r, "variant"); ok {
+		a.writeError(w, oaErr(http.StatusBadRequest, "unknown_parameter", k, "unknown query parameter %q (variant=video|thumbnail|spritesheet; format is the native API's, on a bare id)", k))
+		return
+	}
 	var name, ctype string
 	switch v := r.URL.Query().Get("variant"); v {
 	case "", "video":

@@ -213,19 +213,17 @@ var openAIFields = map[string]bool{
 	"window": true, "overlap": true, "blend": true,
 }
 
-// IsCreate reports whether a multipart body is an OpenAI create: no part is native-only
-// (image, params) and some part is named like an OpenAI create field (a malformed body
-// reports false: the native parser names the fault).
+// IsCreate reports whether a multipart body, or the start of one (a refusal before it was
+// all read), is an OpenAI create: no part is native-only (image, params) and some part is
+// named like an OpenAI create field. A body that breaks off or is malformed counts the
+// parts before the fault; one with no part reports false (the native parser names it).
 func (a *API) IsCreate(body []byte, boundary string) bool {
 	mr := multipart.NewReader(bytes.NewReader(body), boundary)
 	openAI := false
 	for {
 		p, err := mr.NextPart()
-		if err == io.EOF {
-			return openAI
-		}
 		if err != nil {
-			return false
+			return openAI
 		}
 		switch name := p.FormName(); {
 		case name == "image" || name == "params":

@@ -58,6 +58,8 @@ func TestParams(t *testing.T) {
 		{"size", map[string]string{"size": "128x64"}, func(p *job.Params) { p.Width, p.Height = 128, 64 }, ""},
 		{"seconds at the default fps", map[string]string{"seconds": "2"}, func(p *job.Params) { p.NumFrames = 14 }, ""},
 		{"seconds rounds", map[string]string{"seconds": "1.1", "fps": "10"}, func(p *job.Params) { p.NumFrames, p.FPS = 11, 10 }, ""},
+		{"seconds with an underscore", map[string]string{"seconds": "1_0"}, nil, "seconds"},
+		{"seconds in hex", map[string]string{"seconds": "0x1p3"}, nil, "seconds"},
 		{"tiny seconds is one frame", map[string]string{"seconds": "0.01"}, func(p *job.Params) { p.NumFrames = 1 }, ""},
 		{"num_frames wins over seconds", map[string]string{"seconds": "3", "num_frames": "5"}, func(p *job.Params) { p.NumFrames = 5 }, ""},
 		{"guidance below the default min", map[string]string{"guidance_scale": "0.5"}, func(p *job.Params) { p.MinGuidance, p.MaxGuidance = 0.5, 0.5 }, ""},

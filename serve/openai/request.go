@@ -211,6 +211,10 @@ func parseOpenAIMultipart(body []byte, boundary string) (openAIRequest, error) {
 	return req, nil
 }
 
+// decimalPattern is a number as JSON writes one (ParseFloat alone also takes "1_0", hex and
+// "Inf").
+var decimalPattern = regexp.MustCompile(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+
 // sizePattern is OpenAI's size: "WIDTHxHEIGHT".
 var sizePattern = regexp.MustCompile(`^([0-9]{1,5})x([0-9]{1,5})$`)
 
@@ -292,8 +296,9 @@ func Params(m httpapi.Model, fields map[string]string, lim job.Limits) (job.Para
 		return n, nil
 	}
 	number := func(k string) (float64, error) {
-		f, err := strconv.ParseFloat(strings.TrimSpace(fields[k]), 64)
-		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		v := strings.TrimSpace(fields[k])
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !decimalPattern.MatchString(v) || math.IsNaN(f) || math.IsInf(f, 0) {
 			return 0, badField(k, "%s %q must be a number", k, fields[k])
 		}
 		return f, nil

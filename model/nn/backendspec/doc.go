@@ -10,7 +10,7 @@
 //	                   NVIDIA GPU and a CUDA PJRT plugin are both found; otherwise "go"
 //	"go"               GoMLX's pure-Go simplego backend ("simplego" and "go:OPTIONS" are
 //	                   aliases; nn creates it with its own options)
-//	"xla:cuda"         the XLA backend on the CUDA PJRT plugin found on this host ("cuda"
+//	"xla:cuda"         the XLA backend on the CUDA PJRT plugin found on the host ("cuda"
 //	                   is an alias); an error naming every place searched when none is
 //	"xla:/path/x.so"   the XLA backend on that plugin file (relative paths are made absolute)
 //	"xla:NAME", "xla"  passed to GoMLX, which searches its own plugin folders

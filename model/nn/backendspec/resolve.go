@@ -145,7 +145,7 @@ const installHint = "install one with `pip install \"jax[cuda13]\"` (or jax-cuda
 func resolveCUDA(r Resolution, p Probe) (Resolution, error) {
 	r.GPU = DetectGPU(p)
 	if !r.GPU.Found {
-		return r, fmt.Errorf("%w for --backend xla:cuda: %s; use --backend go on this machine", ErrNoGPU, r.GPU.Evidence)
+		return r, fmt.Errorf("%w for --backend xla:cuda: %s; use --backend go where there is no GPU", ErrNoGPU, r.GPU.Evidence)
 	}
 	plugin, searched := FindCUDAPlugin(p)
 	r.Searched = searched

@@ -165,16 +165,6 @@ func rowsOf(in []*tensor.Dense, n, lo, hi int) []*tensor.Dense {
 	return out
 }
 
-// gatherRows copies rows idx of t into a new tensor.
-func gatherRows(t *tensor.Dense, idx []int) *tensor.Dense {
-	per := t.Len() / t.Shape[0]
-	out := tensor.New(append([]int{len(idx)}, t.Shape[1:]...)...)
-	for j, r := range idx {
-		copy(out.Data[j*per:(j+1)*per], t.Data[r*per:(r+1)*per])
-	}
-	return out
-}
-
 // ForwardCached is Forward with First Block Cache (see FirstBlockCache): the same inputs
 // and output, the remaining blocks run only on the rows fb.Decide says.
 func (m *Model) ForwardCached(hidden, timestep, ehs, image *tensor.Dense, fb FirstBlockCache) (*tensor.Dense, error) {
@@ -201,9 +191,9 @@ func (m *Model) ForwardCached(hidden, timestep, ehs, image *tensor.Dense, fb Fir
 		img = e[5]
 	}
 	x, err := remaining(x0, x1, fb, func(idx []int) (*tensor.Dense, error) {
-		sub := []*tensor.Dense{gatherRows(x1, idx), gatherRows(tproj, idx), gatherRows(text, idx), gatherRows(hidden, idx)}
+		sub := []*tensor.Dense{x1.GatherRows(idx), tproj.GatherRows(idx), text.GatherRows(idx), hidden.GatherRows(idx)}
 		if img != nil {
-			sub = append(sub, gatherRows(img, idx))
+			sub = append(sub, img.GatherRows(idx))
 		}
 		out, err := m.runRows(len(idx), func(lo, hi int) ([]*tensor.Dense, error) { return progs.rest.Run(rowsOf(sub, len(idx), lo, hi)...) })
 		if err != nil {
@@ -256,7 +246,7 @@ func remaining(x0, x1 *tensor.Dense, fb FirstBlockCache, run func(idx []int) (*t
 	if len(idx) == 0 {
 		return x, nil
 	}
-	xl := gatherRows(x1, idx) // one block: the last block is block 0, nothing more runs
+	xl := x1.GatherRows(idx) // one block: the last block is block 0, nothing more runs
 	if layers > 1 {
 		if xl, err = run(idx); err != nil {
 			return nil, fmt.Errorf("wan/transformer: remaining blocks: %w", err)

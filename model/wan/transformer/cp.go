@@ -174,9 +174,9 @@ func (m *Model) forwardFrames(ctx context.Context, hidden, timestep, ehs, image 
 		x, err = remaining(x, x1, *fb, func(idx []int) (*tensor.Dense, error) {
 			var subImg *tensor.Dense
 			if img != nil {
-				subImg = gatherRows(img, idx)
+				subImg = img.GatherRows(idx)
 			}
-			return blocks(gatherRows(x1, idx), gatherRows(tproj, idx), gatherRows(text, idx), subImg, 1, cfg.NumLayers)
+			return blocks(x1.GatherRows(idx), tproj.GatherRows(idx), text.GatherRows(idx), subImg, 1, cfg.NumLayers)
 		}, cfg.NumLayers)
 		if err != nil {
 			return nil, err
