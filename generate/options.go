@@ -1,14 +1,18 @@
 // Package generate is `vdpp generate`: an image (SVD) or a prompt (Wan) in, videos out,
-// through the K-stage step pipeline. Stage 0 loads the conditioner (SVD's image encoder and
-// VAE encoder; Wan's tokenizer and text encoder, with --prompt) with its denoiser and
-// computes each sample's conditioning once; middle stages load only the denoiser; the last
-// stage loads the denoiser and the VAE decoder and writes, per sample, video.gif, video.mp4,
-// frames/NNN.png and report.json.
+// on a pp x cfg x cp x dp mesh of processes (a K-stage step pipeline by default). Stage 0
+// loads the conditioner (SVD's image encoder and VAE encoder; Wan's tokenizer and text
+// encoder, with --prompt) with its denoiser and computes each sample's conditioning once;
+// middle stages load only the denoiser; the last stage loads the denoiser and the VAE
+// decoder and writes, per sample, video.gif, video.mp4, frames/NNN.png and report.json into
+// an output folder no other run writes to (PrepareOut). Each rank reports its progress to
+// the launching process, which shows the steps done, the rate and the time left.
 //
-// Contract: the same seed gives bit-identical frames with 1 or K processes (sample s draws
-// its noise from a stream keyed by (seed, s); batch composition does not depend on K). Bad
-// input (a missing or non-image file, a missing config, a corrupt or mis-shaped checkpoint,
-// impossible sizes) is reported before any worker starts, as one line naming the file.
+// Contract: the same seed gives bit-identical frames with 1 process or any pp, dp or cfg
+// mesh (sample s draws its noise from a stream keyed by (seed, s); batch composition does
+// not depend on the mesh); a cp mesh agrees to float rounding (its split temporal layers
+// sum in another order). Bad input (a missing or non-image file, a missing config, a
+// corrupt or mis-shaped checkpoint, impossible sizes, a flag the model's family does not
+// read) is reported before any worker starts, as one line naming the flag or the file.
 package generate
 
 import (
