@@ -31,6 +31,12 @@ type Cost struct {
 	// long video's step runs one window at a time, so it costs one window's: flat in the
 	// video's length.
 	ActivationBytes int64
+	// InputBytes is the memory of the job's input image decoded (width × height × the
+	// bytes a pixel of its colour model takes, known from its header; 0 for a prompt).
+	// The coordinator holds it while it prepares the job, in its own share of the memory,
+	// so it is bounded like a step's working memory. JobCost leaves it 0: the caller that
+	// has the image sets it.
+	InputBytes int64
 }
 
 // ActivationFunc estimates the working bytes of one denoising step of a job with p, from
@@ -179,6 +185,10 @@ func (l CostLimits) Check(c Cost) error {
 		return &CostError{Param: worst("size", "num_frames"), Msg: fmt.Sprintf(
 			"a denoising step (or its decode) needs about %s of working memory, over this model's limit of %s (%s)",
 			mib(c.ActivationBytes), mib(l.MaxActivationBytes), native)}
+	case l.MaxActivationBytes > 0 && c.InputBytes > l.MaxActivationBytes:
+		return &CostError{Param: "image", Msg: fmt.Sprintf(
+			"the image needs about %s of memory decoded, over the %s a step (or an image's decode) may use on this server: send a smaller image",
+			mib(c.InputBytes), mib(l.MaxActivationBytes))}
 	}
 	return nil
 }

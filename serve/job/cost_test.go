@@ -112,6 +112,41 @@ func TestCostLimitsCheck(t *testing.T) {
 	}
 }
 
+// TestCostLimitsCheckInput: a job's decoded input image counts against the step memory
+// limit (the coordinator holds it in its share while it prepares the job).
+func TestCostLimitsCheckInput(t *testing.T) {
+	native := Params{Height: 64, Width: 64, NumFrames: 14, Steps: 25}
+	l := DeriveCostLimits(native, quadAct, 4)
+	if l.MaxActivationBytes <= 0 {
+		t.Fatalf("limits without a step memory: %+v", l)
+	}
+	for _, tc := range []struct {
+		name      string
+		limits    CostLimits
+		input     int64
+		wantParam string // "" when admitted
+	}{
+		{"a small image", l, 64 * 64 * 4, ""},
+		{"at the limit", l, l.MaxActivationBytes, ""},
+		{"over the limit", l, l.MaxActivationBytes + 1, "image"},
+		{"over a machine's share", l.WithMachine(Machine{MemoryBytes: 1 << 20, Ranks: 1}), 1 << 20, "image"},
+		{"no limits", CostLimits{}, 1 << 40, ""},
+	} {
+		cost := JobCost(native, quadAct)
+		cost.InputBytes = tc.input
+		err := tc.limits.Check(cost)
+		var ce *CostError
+		switch {
+		case tc.wantParam == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.wantParam != "" && !errors.As(err, &ce):
+			t.Errorf("%s: Check = %v, want a *CostError", tc.name, err)
+		case tc.wantParam != "" && (ce.Param != tc.wantParam || !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "decoded")):
+			t.Errorf("%s: %v (param %q), want param %q naming the decoded image, wrapping ErrTooLarge", tc.name, err, ce.Param, tc.wantParam)
+		}
+	}
+}
+
 func TestDeriveMaxFrames(t *testing.T) {
 	for _, c := range []struct {
 		name string
