@@ -112,13 +112,16 @@ func TestCostLimitsCheck(t *testing.T) {
 	}
 }
 
-// TestCostLimitsCheckInput: a job's decoded input image counts against the step memory
-// limit (the coordinator holds it in its share while it prepares the job).
+// TestCostLimitsCheckInput: a job's decoded input image counts against the machine's
+// memory share (the coordinator holds it there while it prepares the job), not against
+// the model's multiple of its native step.
 func TestCostLimitsCheckInput(t *testing.T) {
 	native := Params{Height: 64, Width: 64, NumFrames: 14, Steps: 25}
 	l := DeriveCostLimits(native, quadAct, 4)
-	if l.MaxActivationBytes <= 0 {
-		t.Fatalf("limits without a step memory: %+v", l)
+	m := Machine{MemoryBytes: 1 << 20, Ranks: 1}
+	share := m.StepMemory()
+	if share <= 0 || l.MaxActivationBytes <= 0 {
+		t.Fatalf("share %d, limits %+v", share, l)
 	}
 	for _, tc := range []struct {
 		name      string
@@ -126,10 +129,10 @@ func TestCostLimitsCheckInput(t *testing.T) {
 		input     int64
 		wantParam string // "" when admitted
 	}{
-		{"a small image", l, 64 * 64 * 4, ""},
-		{"at the limit", l, l.MaxActivationBytes, ""},
-		{"over the limit", l, l.MaxActivationBytes + 1, "image"},
-		{"over a machine's share", l.WithMachine(Machine{MemoryBytes: 1 << 20, Ranks: 1}), 1 << 20, "image"},
+		{"a small image", l.WithMachine(m), 64 * 64 * 4, ""},
+		{"at the machine's share", l.WithMachine(m), share, ""},
+		{"over the machine's share", l.WithMachine(m), share + 1, "image"},
+		{"over the model's step limit, no machine", l, 100 * l.MaxActivationBytes, ""},
 		{"no limits", CostLimits{}, 1 << 40, ""},
 	} {
 		cost := JobCost(native, quadAct)
