@@ -224,6 +224,8 @@ func New(cfg Config) (*Server, error) {
 	if stall == 0 {
 		stall = 60 * time.Second
 	}
+	// The replicas are the mesh's pipeline chains: cfg and cp are 1 (resolveMesh), so each
+	// chain is one replica's stages in order.
 	coord, err := newCoordinator(coordConfig{Model: gen, Store: store, Records: recs, NProc: cfg.NProc, Replicas: cfg.Mesh.Partition(comm.AxisPP),
 		MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, Metrics: m, Log: cfg.Log,
 		StallTimeout: stall, StepRatePrior: gen.StepSecondsPerUnit(), Now: cfg.Now})
