@@ -63,7 +63,7 @@
 // the backend's float32 matrix kernel with internal/gemm (AVX-512 or AVX2/FMA assembly)
 // when the CPU has one (see CPU kernels below). Without it, MatMulNT cuts the rows into
 // batch slices that simplego's small DotGeneral kernel runs in parallel (see
-// docs/performance.md). Elsewhere it is one DotGeneral.
+// docs/measurements/cpu-plain-simplego-2026-11-22.md). Elsewhere it is one DotGeneral.
 //
 // # CPU kernels
 //

@@ -194,7 +194,7 @@ class TorchVideo:
     def __call__(self):
         frames, steps, chunk = 14, 25, 7
         unet, vae = self.unet, self.vae
-        sched = self.EulerDiscreteScheduler(**self.sched_cfg)
+        sched = self.EulerDiscreteScheduler.from_config(self.sched_cfg)
         image = self.image + 0.02 * torch.randn(self.image.shape, generator=self.g)
         ehs = torch.zeros(2, 1, unet.config.cross_attention_dim)
         lat = vae.encode(image).latent_dist.mode()

@@ -64,8 +64,8 @@ func BenchmarkUNetMid(b *testing.B) {
 	benchRandom(b, midConfig, 3, 1, 32, 32)
 }
 
-// smallBenchConfig is the "small model" of docs/performance.md: three levels of 32, 64, 128
-// channels, heads of 32, 64 and 64 features.
+// smallBenchConfig is the "small model" of docs/measurements/cpu-plain-simplego-2026-11-22.md:
+// three levels of 32, 64, 128 channels, heads of 32, 64 and 64 features.
 const smallBenchConfig = `{
   "addition_time_embed_dim": 32, "projection_class_embeddings_input_dim": 96,
   "block_out_channels": [32, 64, 128], "cross_attention_dim": 128,

@@ -18,9 +18,9 @@ func BenchmarkVAEDecodeDev(b *testing.B) {
 }
 
 // BenchmarkVAEDecodeSmall times decoding 14 latent frames [14, 4, 8, 8] to 64x64 with the
-// small random VAE of docs/performance.md (block_out_channels [32, 64, 128, 128], two
-// layers per block). About 20 GFLOP: tens of seconds on simplego, so it runs only when
-// VDPP_BENCH_MID=1.
+// small random VAE of docs/measurements/cpu-plain-simplego-2026-11-22.md
+// (block_out_channels [32, 64, 128, 128], two layers per block). About 20 GFLOP: tens of
+// seconds on simplego, so it runs only when VDPP_BENCH_MID=1.
 func BenchmarkVAEDecodeSmall(b *testing.B) {
 	if os.Getenv("VDPP_BENCH_MID") != "1" {
 		b.Skip("set VDPP_BENCH_MID=1 to run")
