@@ -66,7 +66,7 @@ func (c *coordinator) ServeWorkers(ln net.Listener, secret []byte, heartbeat, ti
 				conn.Close()
 				return
 			}
-			if rank < 0 || rank >= c.cfg.NProc {
+			if !c.cfg.connects(rank) {
 				c.cfg.Log.Warn("refused a worker with an unknown rank", "rank", rank)
 				conn.Close()
 				return

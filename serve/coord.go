@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,12 +37,16 @@ type coordConfig struct {
 	Records []job.Record
 	// NProc is the number of worker ranks.
 	NProc int
+	// Replicas are the ranks that connect, by replica in stage order
+	// (dispatch.Limits.Replicas; default: one pipeline of the NProc ranks).
+	Replicas [][]int
 	// MaxBatch bounds the samples of one denoiser call (default Model.MaxBatch()).
 	MaxBatch int
 	// MaxQueue bounds the jobs waiting for a slot (default 64); beyond it Submit fails
 	// with ErrQueueFull.
 	MaxQueue int
-	// MaxRunning bounds the jobs holding a pipeline slot (default 2*NProc*MaxBatch).
+	// MaxRunning bounds the jobs holding a pipeline slot (default 2*MaxBatch per rank that
+	// connects).
 	MaxRunning int
 	// Depth is how many batches a worker may hold at once (default 2: one computing, one
 	// waiting, so transfers overlap compute).
@@ -62,6 +67,25 @@ type coordConfig struct {
 	Now      func() time.Time
 }
 
+// stages counts the ranks that connect: one per stage of each replica.
+func (c *coordConfig) stages() int {
+	n := 0
+	for _, r := range c.Replicas {
+		n += len(r)
+	}
+	return n
+}
+
+// connects reports whether rank is one of the ranks that connect.
+func (c *coordConfig) connects(rank int) bool {
+	for _, rep := range c.Replicas {
+		if slices.Contains(rep, rank) {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *coordConfig) defaults() error {
 	if c.NProc < 1 {
 		return fmt.Errorf("serve: --nproc %d: need at least 1", c.NProc)
@@ -78,8 +102,14 @@ func (c *coordConfig) defaults() error {
 	if c.Depth < 1 {
 		c.Depth = 2
 	}
+	if c.Replicas == nil {
+		c.Replicas = [][]int{make([]int, c.NProc)}
+		for r := range c.NProc {
+			c.Replicas[0][r] = r
+		}
+	}
 	if c.MaxRunning < 1 {
-		c.MaxRunning = 2 * c.NProc * c.MaxBatch
+		c.MaxRunning = 2 * c.stages() * c.MaxBatch
 	}
 	if c.MaxAttempts < 1 {
 		c.MaxAttempts = 8
@@ -152,7 +182,8 @@ func newCoordinator(cfg coordConfig) (*coordinator, error) {
 		return nil, err
 	}
 	d := dispatch.New(dispatch.Limits{MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning,
-		Depth: cfg.Depth, MaxAttempts: cfg.MaxAttempts, StallTimeout: cfg.StallTimeout, StepRatePrior: cfg.StepRatePrior})
+		Depth: cfg.Depth, MaxAttempts: cfg.MaxAttempts, StallTimeout: cfg.StallTimeout, StepRatePrior: cfg.StepRatePrior,
+		Replicas: cfg.Replicas})
 	c := &coordinator{cfg: cfg, d: d, conns: map[*dispatch.Worker]*workerConn{}, io: map[*dispatch.Job]*jobIO{},
 		closing: make(chan struct{}), joined: make(chan struct{})}
 	cfg.Metrics.attach(c)
@@ -430,18 +461,18 @@ func (c *coordinator) Counts() (map[job.State]int, int) {
 	return c.d.Counts()
 }
 
-// Ready reports whether every rank has joined.
+// Ready reports whether every rank that connects has joined.
 func (c *coordinator) Ready() (joined, want int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.d.Workers(), c.cfg.NProc
+	return c.d.Workers(), c.cfg.stages()
 }
 
 // waitReady returns once every rank has joined, or when ctx ends (its error).
 func (c *coordinator) waitReady(ctx context.Context) error {
 	for {
 		c.mu.Lock()
-		ready, ch := c.d.Workers() == c.cfg.NProc, c.joined
+		ready, ch := c.d.Workers() == c.cfg.stages(), c.joined
 		c.mu.Unlock()
 		if ready {
 			return nil

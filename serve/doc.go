@@ -1,7 +1,8 @@
 // Package serve is vdpp's inference server (`vdpp serve`): an HTTP API that accepts
 // video jobs, a bounded FIFO queue, a coordinator that runs every job's denoising steps on
-// K worker processes with step-level batching, progress events, cancellation, Prometheus
-// metrics, a durable job store (bbolt plus files) and recovery from a lost worker.
+// K worker processes (a mesh: Config.Mesh) with step-level batching, progress events,
+// cancellation, Prometheus metrics, a durable job store (bbolt plus files) and recovery
+// from a lost worker.
 //
 // The server sees its model only through the family seam (package model/family): the
 // served model's defaults, latent shape, scheduler, batching, cost estimates and input

@@ -216,7 +216,9 @@ func (p *inProc) Stop() error { p.cancel(); return nil }
 // pool starts the worker ranks and restarts a rank that exits, up to MaxRestarts times per
 // rank, writing the live pids to PidFile (one "RANK PID" line per rank) when set.
 type pool struct {
-	Launcher    Launcher
+	Launcher Launcher
+	// Mesh lays the NProc ranks out (zero: one pipeline).
+	Mesh        comm.Mesh
 	NProc       int
 	MaxRestarts int
 	PidFile     string
@@ -240,8 +242,13 @@ func (p *pool) Start(addr string, secret []byte) error {
 	}
 	p.procs = make([]Proc, p.NProc)
 	p.info = make([]httpapi.WorkerInfo, p.NProc)
+	mesh := p.Mesh
+	if mesh == (comm.Mesh{}) {
+		mesh = comm.Mesh{PP: p.NProc, CFG: 1, CP: 1, DP: 1}
+	}
 	for r := range p.NProc {
-		p.info[r].Rank = r
+		c := mesh.Coords(r)
+		p.info[r] = httpapi.WorkerInfo{Rank: r, Replica: c.DP, Stage: c.PP}
 		proc, err := p.Launcher.Start(r, addr, secret)
 		if err != nil {
 			p.Close()

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/serve/httpapi"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/openai"
@@ -34,8 +35,13 @@ type Config struct {
 	// ServedModelNames are the names the OpenAI API answers to (a create's "model", GET
 	// /v1/models); the first is the one it reports. Default: Spec.Name.
 	ServedModelNames []string
-	NProc            int
-	Limits           job.Limits
+	// NProc is the number of worker ranks (the mesh's size when Mesh is set).
+	NProc int
+	// Mesh lays the worker ranks out as pp x cfg x cp x dp (comm.Mesh, comm's rank order):
+	// DP data-parallel replicas, each a pipeline of PP stages. Zero: one pipeline of NProc
+	// stages.
+	Mesh   comm.Mesh
+	Limits job.Limits
 	// MaxBatch, MaxQueue, MaxRunning: see coordConfig. MaxBatch 0 means the model's
 	// default (Model.MaxBatch: 1 for checkpoint models).
 	MaxBatch, MaxQueue, MaxRunning int
@@ -169,6 +175,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	mesh, err := resolveMesh(cfg.NProc, cfg.Mesh)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Mesh, cfg.NProc = mesh, mesh.Size()
 	gen := cfg.model
 	if gen == nil {
 		m, err := OpenModel(cfg.Spec)
@@ -219,7 +230,9 @@ func New(cfg Config) (*Server, error) {
 	if stall == 0 {
 		stall = 60 * time.Second
 	}
-	coord, err := newCoordinator(coordConfig{Model: gen, Store: store, Records: recs, NProc: cfg.NProc,
+	// The replicas are the mesh's pipeline chains: cfg and cp are 1 (resolveMesh), so each
+	// chain is one replica's stages in order.
+	coord, err := newCoordinator(coordConfig{Model: gen, Store: store, Records: recs, NProc: cfg.NProc, Replicas: cfg.Mesh.Partition(comm.AxisPP),
 		MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, Metrics: m, Log: cfg.Log,
 		StallTimeout: stall, StepRatePrior: gen.StepSecondsPerUnit(), HoldFile: cfg.HoldFile, Now: cfg.Now})
 	if err != nil {
@@ -239,7 +252,7 @@ func New(cfg Config) (*Server, error) {
 	if launcher == nil {
 		launcher = ExecLauncher{Spec: cfg.Spec, NProc: cfg.NProc, Stdout: cfg.WorkerOutput, Stderr: cfg.WorkerOutput}
 	}
-	s.pool = &pool{Launcher: launcher, NProc: cfg.NProc, MaxRestarts: cfg.MaxRestarts, PidFile: cfg.PidFile, Log: cfg.Log,
+	s.pool = &pool{Launcher: launcher, Mesh: cfg.Mesh, NProc: cfg.NProc, MaxRestarts: cfg.MaxRestarts, PidFile: cfg.PidFile, Log: cfg.Log,
 		OnRestart: func(int) { m.restarts.Inc() },
 		Connected: coord.connected}
 	coord.onLost = func(rank, pid int) { s.pool.killIf(rank, pid) }

@@ -162,6 +162,16 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		for _, c := range cmds {
 			fmt.Fprintf(stdout, "  %s\n", c)
 		}
+		if served, ok := servedMesh(res); ok {
+			if served.Mesh != best.Mesh {
+				fmt.Fprintf(stdout, "serve's workers run pp x dp meshes; the best of those (%s):\n", served.Mesh)
+			}
+			c, err := f.serveCommand(served)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "  %s\n", c)
+		}
 	}
 	if f.json == "" {
 		return nil
@@ -403,10 +413,7 @@ func (f *planFlags) commands(best plan.Prediction) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	model := f.modelName
-	if f.modelDir != "" {
-		model = f.modelDir
-	}
+	model := f.modelArg()
 	mesh := fmt.Sprintf("--pp %d --cfg %d --cp %d --dp %d", best.PP, best.CFG, best.CP, best.DP)
 	work := fmt.Sprintf("--steps %d --num-frames %d --height %d --width %d", f.steps, f.numFrames, f.videoHeight, f.videoWidth)
 	if family.Reads(m.Family, "max_guidance") {
@@ -435,6 +442,42 @@ func (f *planFlags) commands(best plan.Prediction) ([]string, error) {
 		bench += fmt.Sprintf(" --step-ms %g", f.stepMS)
 	}
 	return append(cmds, bench), nil
+}
+
+// servedMesh is the best of res's meshes that `vdpp serve` runs: pp x dp, one worker rank
+// per stage of each replica.
+func servedMesh(res plan.Result) (plan.Prediction, bool) {
+	for _, p := range res.Configs {
+		if p.CFG == 1 && p.CP == 1 {
+			return p, true
+		}
+	}
+	return plan.Prediction{}, false
+}
+
+// serveCommand is the `vdpp serve` command line of mesh p for the planned model; the
+// jobs, not the server, carry the steps, frames, size and guidance.
+func (f *planFlags) serveCommand(p plan.Prediction) (string, error) {
+	m, err := resolveModel(f.modelName, f.modelDir)
+	if err != nil {
+		return "", err
+	}
+	c := fmt.Sprintf("vdpp serve --model %s --pp %d --dp %d", shellQuote(f.modelArg()), p.PP, p.DP)
+	if f.microBatch > 1 {
+		c += fmt.Sprintf(" --max-batch %d", f.microBatch)
+	}
+	if m.Dir == "" {
+		c += fmt.Sprintf(" --step-ms %g", f.stepMS)
+	}
+	return c, nil
+}
+
+// modelArg is the --model value that names the planned model.
+func (f *planFlags) modelArg() string {
+	if f.modelDir != "" {
+		return f.modelDir
+	}
+	return f.modelName
 }
 
 // shellQuote quotes s for a shell when it holds anything but safe characters.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/builtin"
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/generate"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve"
@@ -23,7 +24,7 @@ import (
 
 // runServe is `vdpp serve`: the HTTP job server with K worker processes.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, modelName, inproc, nprocGiven, err := parseServeFlags(args, stdout, stderr)
+	cfg, modelName, inproc, meshGiven, err := parseServeFlags(args, stdout, stderr)
 	servedNames := cfg.ServedModelNames
 	if err != nil {
 		return err
@@ -55,10 +56,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return serve.RunRemoteWorker(ctx, serve.WorkerConfig{Addr: env.MasterHostPort(), Rank: env.Rank - 1, Secret: secret,
 				Spec: spec, HeartbeatTimeout: cfg.HeartbeatTimeout, Log: log})
 		}
-		if nprocGiven && cfg.NProc != env.WorldSize-1 {
-			return fmt.Errorf("%w: --nproc %d, but a launched world of %d ranks has %d workers (rank 0 coordinates)", errUsage, cfg.NProc, env.WorldSize, env.WorldSize-1)
+		if meshGiven && cfg.NProc != env.WorldSize-1 {
+			return fmt.Errorf("%w: the mesh %v has %d worker ranks, but a launched world of %d ranks has %d workers (rank 0 coordinates)", errUsage, cfg.Mesh, cfg.NProc, env.WorldSize, env.WorldSize-1)
 		}
-		cfg.NProc = env.WorldSize - 1
+		if !meshGiven {
+			cfg.NProc, cfg.Mesh = env.WorldSize-1, comm.Mesh{PP: env.WorldSize - 1, CFG: 1, CP: 1, DP: 1}
+		}
 		cfg.Launcher, cfg.Secret = serve.RemoteLauncher{}, secret
 		cfg.WorkerListen = env.ListenAddr()
 	}
@@ -75,7 +78,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintf(stdout, "listening on http://%s\n", srv.Addr())
-	log.Info("serving", "model", spec.Name, "dir", spec.Dir, "nproc", cfg.NProc, "data_dir", cfg.DataDir, "keep_jobs", cfg.KeepJobs)
+	log.Info("serving", "model", spec.Name, "dir", spec.Dir, "nproc", cfg.NProc, "mesh", cfg.Mesh.String(), "data_dir", cfg.DataDir, "keep_jobs", cfg.KeepJobs)
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
@@ -88,8 +91,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // parseServeFlags parses `vdpp serve`'s flags into a Config (the model still to be
-// resolved from the returned --model value) and --in-process.
-func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config, modelName string, inproc, nprocGiven bool, err error) {
+// resolved from the returned --model value) and --in-process; meshGiven says whether
+// --nproc or a mesh degree was given.
+func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config, modelName string, inproc, meshGiven bool, err error) {
 	fs := newFlags("serve", stdout, stderr)
 	lim := job.DefaultLimits()
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP listen address (port 0 picks a free one); without a token keep it on loopback")
@@ -100,15 +104,17 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config,
 	fs.StringVar(&cfg.Spec.Backend, "backend", "", "GoMLX backend of the checkpoint model (default: GOMLX_BACKEND or go)")
 	fs.Float64Var(&cfg.Spec.StepMS, "step-ms", 1, "synthetic model: cost of one sample-step in ms")
 	fs.StringVar(&cfg.Spec.Cost, "cost", "sleep", "synthetic model: sleep or spin")
-	fs.IntVar(&cfg.NProc, "nproc", 2, "worker ranks (pipeline stages)")
+	fs.IntVar(&cfg.NProc, "nproc", 0, "worker ranks: alone, a pipeline of that many stages; with --pp --cfg --cp --dp, their product (checked) (0: 2, or the mesh's)")
 	var pp, cfgDeg, cp, dp int
-	fs.IntVar(&pp, "pp", 0, "pipeline stages, one worker each (the same as --nproc)")
-	fs.IntVar(&cfgDeg, "cfg", 0, "CFG-parallel degree: serve runs a pipeline only, so 1")
-	fs.IntVar(&cp, "cp", 0, "context-parallel degree: serve runs a pipeline only, so 1")
-	fs.IntVar(&dp, "dp", 0, "data-parallel replicas: serve runs one pipeline, so 1")
+	fs.IntVar(&pp, "pp", 0, "pipeline stages of each replica (mesh: pp x cfg x cp x dp worker ranks; unset: what --nproc leaves)")
+	fs.IntVar(&cfgDeg, "cfg", 0, "CFG-parallel degree: serve's workers run pp x dp meshes, so 1")
+	fs.IntVar(&cp, "cp", 0, "context-parallel degree: serve's workers run pp x dp meshes, so 1")
+	fs.IntVar(&dp, "dp", 0, "data-parallel replicas: this many pipelines share the jobs, each batch going to the least busy one")
+	var planName string
+	fs.StringVar(&planName, "plan", "", `not taken by serve (generate's and bench's "auto" planner): give the --pp and --dp that vdpp plan prints`)
 	fs.IntVar(&cfg.MaxBatch, "max-batch", 0, "samples per denoiser call (0: 4 for synthetic, 1 for a checkpoint, whose rows are not guaranteed bit-independent)")
 	fs.IntVar(&cfg.MaxQueue, "max-queue", 64, "jobs that may wait for a slot; more get 429")
-	fs.IntVar(&cfg.MaxRunning, "max-running", 0, "jobs in the pipeline at once (default 2*nproc*max-batch)")
+	fs.IntVar(&cfg.MaxRunning, "max-running", 0, "jobs in the pipelines at once (default 2*max-batch per stage of every replica)")
 	fs.IntVar(&cfg.MaxRestarts, "max-restarts", 100, "restarts allowed per worker rank")
 	lim.MaxFrames = 0
 	fs.IntVar(&lim.MaxFrames, "max-frames", 0, "largest num_frames accepted (0: derived, --max-cost-multiple times the model's native frame count, at least 25: 56 for builtin, 324 for Wan)")
@@ -155,17 +161,23 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config,
 	if cfg.KeepJobs < 0 {
 		return cfg, "", false, false, fmt.Errorf("%w: --keep-jobs %v: must be 0 (keep jobs forever) or positive", errUsage, cfg.KeepJobs)
 	}
-	if cfgDeg > 1 || cp > 1 || dp > 1 {
-		return cfg, "", false, false, fmt.Errorf("%w: --cfg %d --cp %d --dp %d: serve's workers run one pipeline (--pp stages); the other meshes run in vdpp generate and vdpp bench", errUsage, cfgDeg, cp, dp)
+	if fs.Given("plan") {
+		return cfg, "", false, false, fmt.Errorf("%w: --plan %s: serve does not choose its mesh; give the --pp and --dp that vdpp plan prints", errUsage, planName)
 	}
-	if pp > 0 {
-		if fs.Given("nproc") && cfg.NProc != pp {
-			return cfg, "", false, false, fmt.Errorf("%w: --nproc %d but --pp %d: serve's workers are its pipeline stages", errUsage, cfg.NProc, pp)
-		}
-		cfg.NProc = pp
+	mesh, err := comm.MeshFromFlags(cfg.NProc, pp, cfgDeg, cp, dp, 2)
+	if err != nil {
+		return cfg, "", false, false, fmt.Errorf("%w: %w", errUsage, err)
 	}
+	if mesh.CFG > 1 || mesh.CP > 1 {
+		return cfg, "", false, false, fmt.Errorf("%w: --cfg %d --cp %d: serve's workers run pp x dp meshes; cfg and cp meshes run in vdpp generate and vdpp bench", errUsage, mesh.CFG, mesh.CP)
+	}
+	cfg.Mesh, cfg.NProc = mesh, mesh.Size()
 	cfg.Limits = lim
-	return cfg, modelName, inproc, fs.Given("nproc") || fs.Given("pp"), nil
+	given := false
+	for _, name := range []string{"nproc", "pp", "cfg", "cp", "dp"} {
+		given = given || fs.Given(name)
+	}
+	return cfg, modelName, inproc, given, nil
 }
 
 // sharedSecret reads the secret every rank of a launched server shares: workers on other

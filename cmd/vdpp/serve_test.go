@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/loadtest"
@@ -153,25 +154,37 @@ func TestServeKeepJobsFlag(t *testing.T) {
 	}
 }
 
-// serve defaults to the built-in model (not the synthetic stand-in), takes --pp for its
-// pipeline stages and refuses the meshes only generate and bench run, in one line each;
-// --model ORG/NAME is found in the Hugging Face cache or refused saying where it looked.
+// serve defaults to the built-in model (not the synthetic stand-in), takes the mesh flags
+// as generate and bench do (--nproc alone: a pipeline; --pp --dp: replicas of pipelines)
+// and refuses mesh mistakes in one line each; --model ORG/NAME is found in the Hugging Face
+// cache or refused saying where it looked.
 func TestServeModelAndMeshFlags(t *testing.T) {
 	var stderr bytes.Buffer
-	cfg, model, _, _, err := parseServeFlags(nil, &stderr, &stderr)
-	if err != nil || model != "builtin" || cfg.NProc != 2 {
-		t.Fatalf("defaults: model %q, nproc %d, %v", model, cfg.NProc, err)
+	cfg, model, _, given, err := parseServeFlags(nil, &stderr, &stderr)
+	if err != nil || model != "builtin" || cfg.NProc != 2 || cfg.Mesh != (comm.Mesh{PP: 2, CFG: 1, CP: 1, DP: 1}) || given {
+		t.Fatalf("defaults: model %q, nproc %d, mesh %v, given %v, %v", model, cfg.NProc, cfg.Mesh, given, err)
 	}
-	if cfg, _, _, given, err := parseServeFlags([]string{"--pp", "3"}, &stderr, &stderr); err != nil || cfg.NProc != 3 || !given {
-		t.Fatalf("--pp 3: nproc %d, %v", cfg.NProc, err)
+	for args, want := range map[string]comm.Mesh{
+		"--pp 3":           {PP: 3, CFG: 1, CP: 1, DP: 1},
+		"--nproc 3":        {PP: 3, CFG: 1, CP: 1, DP: 1},
+		"--dp 2":           {PP: 1, CFG: 1, CP: 1, DP: 2},
+		"--nproc 4 --dp 2": {PP: 2, CFG: 1, CP: 1, DP: 2},
+		"--pp 2 --dp 2":    {PP: 2, CFG: 1, CP: 1, DP: 2},
+	} {
+		cfg, _, _, given, err := parseServeFlags(strings.Fields(args), &stderr, &stderr)
+		if err != nil || cfg.Mesh != want || cfg.NProc != want.Size() || !given {
+			t.Errorf("%s: mesh %v, nproc %d, given %v, %v; want %v", args, cfg.Mesh, cfg.NProc, given, err, want)
+		}
 	}
 	for args, want := range map[string]string{
-		"--cfg 2":          "--cfg 2 --cp 0 --dp 0: serve's workers run one pipeline",
-		"--dp 2":           "serve's workers run one pipeline (--pp stages)",
 		"--nproc 2 --pp 3": "--nproc 2 but --pp 3",
+		"--dp 0 --pp -1":   "--pp -1: every degree must be at least 1",
+		"--cfg 2":          "--cfg 2 --cp 1: serve's workers run pp x dp meshes",
+		"--cp 2 --dp 2":    "--cfg 1 --cp 2: serve's workers run pp x dp meshes",
+		"--plan auto":      "--plan auto: serve does not choose its mesh",
 	} {
 		_, _, _, _, err := parseServeFlags(strings.Fields(args), &stderr, &stderr)
-		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), want) {
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: %v, want a usage error with %q", args, err, want)
 		}
 	}

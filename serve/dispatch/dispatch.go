@@ -42,6 +42,12 @@ type Limits struct {
 	// StepRatePrior is the seconds of one unit of step work the watchdog assumes until a
 	// step has been measured (0: StallTimeout alone bounds a first step).
 	StepRatePrior float64
+	// Replicas are the data-parallel pipelines: Replicas[r] lists the ranks of replica r's
+	// stages, in stage order (the ranks that connect: one per stage). A job's steps are cut
+	// over the live stages of a replica, and each batch goes to the least busy replica
+	// whose stage holds its first step; a replica whose rank is lost plans over the stages
+	// it has left. nil: one pipeline of every rank that joins, in rank order.
+	Replicas [][]int
 }
 
 // Job is the dispatcher's view of one job.
@@ -557,30 +563,45 @@ func (d *Dispatcher) forget(j *Job) {
 // Close stops all scheduling: nothing is admitted or dispatched any more.
 func (d *Dispatcher) Close() { d.closed = true }
 
-// dispatch hands ready items to workers with room, forming batches.
+// dispatch hands ready items to workers with room, forming batches: an item goes to the
+// least busy of the workers that run its next step (one per replica; ties: the lowest
+// rank), among those with room.
 func (d *Dispatcher) dispatch(now time.Time) {
 	if d.closed || len(d.ready) == 0 || len(d.workers) == 0 {
 		return
 	}
-	ranks := d.liveRanks()
-	plans := map[int][]pipeline.Range{}
-	type target struct{ rank, stage, end int }
+	pipes := d.pipelines()
+	plans := map[[2]int][]pipeline.Range{} // by (steps, stages)
+	type target struct{ rank, stage, end, stages int }
 	where := func(it *item) (target, bool) {
 		n := it.job.rec.Params.Steps
-		plan, ok := plans[n]
-		if !ok {
-			var err error
-			if plan, err = stagePlan(n, len(ranks)); err != nil {
-				return target{}, false
+		best, found := target{}, false
+		for _, pipe := range pipes {
+			key := [2]int{n, len(pipe)}
+			plan, ok := plans[key]
+			if !ok {
+				var err error
+				if plan, err = stagePlan(n, len(pipe)); err != nil {
+					continue
+				}
+				plans[key] = plan
 			}
-			plans[n] = plan
+			st, end := stageOf(plan, it.step)
+			if st < 0 {
+				continue
+			}
+			busy := len(d.workers[pipe[st]].outstanding)
+			if busy >= d.lim.Depth {
+				continue
+			}
+			if t := (target{pipe[st], st, end, len(plan)}); !found || busy < len(d.workers[best.rank].outstanding) ||
+				(busy == len(d.workers[best.rank].outstanding) && t.rank < best.rank) {
+				best, found = t, true
+			}
 		}
-		st, end := stageOf(plan, it.step)
-		if st < 0 {
-			return target{}, false
-		}
-		return target{ranks[st], st, end}, true
+		return best, found
 	}
+	ranks := d.liveRanks()
 	for progress := true; progress; {
 		progress = false
 		for _, r := range ranks {
@@ -590,6 +611,7 @@ func (d *Dispatcher) dispatch(now time.Time) {
 			}
 			var b *batch
 			var key batchKey
+			stages := 0
 			rest := d.ready[:0:0]
 			for _, it := range d.ready {
 				t, ok := where(it)
@@ -599,7 +621,7 @@ func (d *Dispatcher) dispatch(now time.Time) {
 				case b == nil:
 					d.nextBatch++
 					b = &batch{id: d.nextBatch, w: w, items: []*item{it}, start: it.step, end: t.end, stage: t.stage}
-					key = it.key(it.step, t.end)
+					key, stages = it.key(it.step, t.end), t.stages
 				case key.compatible(it.key(it.step, t.end)):
 					b.items = append(b.items, it)
 				default:
@@ -610,10 +632,31 @@ func (d *Dispatcher) dispatch(now time.Time) {
 				continue
 			}
 			d.ready = rest
-			d.send(w, b, len(ranks), now)
+			d.send(w, b, stages, now)
 			progress = true
 		}
 	}
+}
+
+// pipelines returns the live ranks of each replica in stage order, leaving out replicas
+// with none (Limits.Replicas; nil: one pipeline of every live rank).
+func (d *Dispatcher) pipelines() [][]int {
+	if d.lim.Replicas == nil {
+		return [][]int{d.liveRanks()}
+	}
+	var out [][]int
+	for _, rep := range d.lim.Replicas {
+		var live []int
+		for _, r := range rep {
+			if d.workers[r] != nil {
+				live = append(live, r)
+			}
+		}
+		if len(live) > 0 {
+			out = append(out, live)
+		}
+	}
+	return out
 }
 
 // liveRanks returns the ranks of the connected workers, ascending.

@@ -20,8 +20,13 @@ func FuzzDispatcher(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 2, 2, 4, 4, 5, 5, 6, 7})
 	f.Add([]byte{0, 10, 0, 1, 11, 2, 3, 4, 12, 5, 6, 8, 9, 4, 4, 4})
 	f.Add([]byte{2, 2, 0, 0, 0, 1, 1, 1, 4, 3, 4, 13, 14, 4, 5, 6, 7})
+	f.Add([]byte{3, 2, 0, 2, 1, 2, 2, 0, 0, 0, 1, 1, 1, 4, 3, 1, 4, 5, 4, 6, 7})
 	f.Fuzz(func(t *testing.T, script []byte) {
 		lim := Limits{MaxBatch: 2, MaxQueue: 4, MaxRunning: 3, Depth: 2, MaxAttempts: 3, StallTimeout: 10 * time.Second}
+		if len(script) > 0 && script[0]%2 == 1 {
+			// Two data-parallel replicas: ranks 0 and 2 are one's stages, rank 1 the other.
+			lim.Replicas = [][]int{{0, 2}, {1}}
+		}
 		s := newSim(t, lim)
 		for i, b := range script {
 			if i+1 < len(script) {

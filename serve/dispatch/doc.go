@@ -16,7 +16,9 @@
 //
 // Contract: a job's end (succeeded, failed, cancelled) is shown to clients (Status) only
 // once its record has landed; a sample's latest latent is kept until the next stage's
-// result arrives, so a lost worker costs at most one stage; batches join only samples that
+// result arrives, so a lost worker costs at most one stage; a sample's steps are cut over the
+// live stages of a data-parallel replica (Limits.Replicas) and each batch goes to the least
+// busy replica whose stage holds its first step; batches join only samples that
 // share schedule, step range, shape, guidance and windows; a worker silent on a batch
 // beyond its stall limit (scaled by the batch's work and the measured step rate) is closed.
 // The package imports nothing that does I/O (a test checks it).

@@ -54,7 +54,11 @@ type Model interface {
 
 // WorkerInfo describes one worker rank for the admin API.
 type WorkerInfo struct {
-	Rank      int  `json:"rank"`
+	Rank int `json:"rank"`
+	// Replica and Stage are the rank's place in the workers' mesh (Config.Mesh): its
+	// data-parallel replica and its pipeline stage there.
+	Replica   int  `json:"replica"`
+	Stage     int  `json:"stage"`
 	Pid       int  `json:"pid"`
 	Connected bool `json:"connected"`
 	Restarts  int  `json:"restarts"`

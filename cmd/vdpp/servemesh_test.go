@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestServeMeshes: serve's workers run the meshes generate runs, and a served job's video
+// is the bytes of `vdpp generate`'s for the same model, parameters and seed (generate's pp,
+// dp and cfg meshes give the one-process bytes, TestGenerateMeshes).
+func TestServeMeshes(t *testing.T) {
+	dir := t.TempDir()
+	imgPath := testImage(t)
+	img, err := os.ReadFile(imgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := vdppIn(t, dir, "generate", "--model", "builtin", "--image", imgPath, "--steps", "2",
+		"--num-frames", "2", "--seed", "9", "--out", "one", "--quiet"); code != 0 {
+		t.Fatalf("generate: exit %d\n%s%s", code, stdout, stderr)
+	}
+	want, err := os.ReadFile(filepath.Join(dir, "one", "sample-000", "video.gif"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, mesh := range map[string][]string{"dp2": {"--dp", "2"}, "pp2 x dp2": {"--pp", "2", "--dp", "2"}} {
+		t.Run(name, func(t *testing.T) {
+			sp := startServe(t, serveOptions{}, append([]string{"--model", "builtin"}, mesh...)...)
+			id := sp.mustSubmit(`{"num_frames":2,"steps":2,"seed":9}`, img)
+			if st := sp.wait(id, 2*time.Minute); st.State != "succeeded" {
+				t.Fatalf("job: %+v\n%s", st, lastLines(sp.stderr.String(), 20))
+			}
+			code, gif := sp.get("/v1/videos/" + id + "/content?format=gif")
+			if code != http.StatusOK || !bytes.Equal(gif, want) {
+				t.Fatalf("served GIF (%d, %d bytes) differs from vdpp generate's video.gif (%d bytes)", code, len(gif), len(want))
+			}
+		})
+	}
+}
+
+// TestServeDataParallelKill: killing the rank that holds a job in a dp=2 server loses
+// nothing: the job is re-run from its last hand-off (on the other replica or the restarted
+// rank) and ends with the bits of a run without a fault.
+func TestServeDataParallelKill(t *testing.T) {
+	sp := startServe(t, serveOptions{}, "--model", "synthetic", "--step-ms", "150", "--dp", "2", "--max-batch", "1")
+	img, err := os.ReadFile(testImage(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const params = `{"num_frames":2,"steps":8,"height":8,"width":8,"seed":4}`
+	// The first job goes to the least busy replica with the lowest rank: rank 0.
+	id := sp.mustSubmit(params, img)
+	sp.waitStep(id, 1, time.Minute)
+	if code, b := sp.do("POST", "/v1/admin/workers/0/kill"); code != http.StatusAccepted {
+		t.Fatalf("kill: %d %s", code, b)
+	}
+	st := sp.wait(id, time.Minute)
+	if st.State != "succeeded" || st.Restarts < 1 {
+		t.Fatalf("after the kill: %+v", st)
+	}
+	again := sp.mustSubmit(params, img)
+	if st := sp.wait(again, time.Minute); st.State != "succeeded" || st.Restarts != 0 {
+		t.Fatalf("the run without a fault: %+v", st)
+	}
+	_, a := sp.get("/v1/videos/" + id + "/content?format=latent")
+	_, b := sp.get("/v1/videos/" + again + "/content?format=latent")
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Fatalf("the killed job's latent (%d bytes) differs from the run without a fault (%d bytes)", len(a), len(b))
+	}
+	_, w := sp.get("/v1/admin/workers")
+	var workers []struct{ Rank, Replica, Restarts int }
+	if err := json.Unmarshal(w, &workers); err != nil || len(workers) != 2 || workers[1].Replica != 1 || workers[0].Restarts != 1 {
+		t.Fatalf("workers %s (%v)", w, err)
+	}
+}
