@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,13 +23,16 @@ func TestMain(m *testing.M) {
 }
 
 // runTestWorker does a rendezvous and a ring exchange over TCP. Mode "ring" then exits 0;
-// mode "hang" then waits on its right-hand neighbour, and on failure lingers a second
-// before exiting 3 (so the launcher sees the root cause first).
+// mode "hang" then waits on its right-hand neighbour, and on failure waits for the
+// launcher's SIGTERM before exiting 3: the launcher stops the others only once a rank has
+// exited, so the root cause (the killed rank) is always the first exit it sees.
 func runTestWorker(mode string) int {
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, "worker error:", err)
 		if mode == "hang" {
-			time.Sleep(time.Second)
+			stop := make(chan os.Signal, 1)
+			signal.Notify(stop, syscall.SIGTERM)
+			<-stop
 		}
 		return 3
 	}

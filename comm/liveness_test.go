@@ -141,23 +141,28 @@ func TestTCPGoodbyeIsNotALoss(t *testing.T) {
 }
 
 func TestTCPProgressExtendsRecvTimeout(t *testing.T) {
-	// Rank 1 works for 1.5 s, reporting each 100 ms unit, then hands off; rank 0's 500 ms
-	// receive timeout is a bound on silence, not on the work.
+	// Rank 1 reports 100 ms units of work, each once rank 0 has heard the last, until rank
+	// 0's receive has outlasted its 500 ms timeout on their strength; then it hands off.
+	// The receive timeout is a bound on silence, not on the work.
 	ts := dialWorld(t, 2, Options{RecvTimeout: 500 * time.Millisecond, HeartbeatTimeout: time.Second})
 	go func() {
-		for range 15 {
-			time.Sleep(100 * time.Millisecond) // the work
+		for unit := int64(1); ts[0].extended.Load() == 0; unit++ {
 			ts[1].Progress(100 * time.Millisecond)
+			if !waitFor(func() bool { return ts[0].peers[1].progress.Load() >= unit }) {
+				break // rank 0 never heard it: its receive times out and the test says so
+			}
 		}
 		ts[1].Send(context.Background(), 0, Message{Sample: 1})
 	}()
 	if m, err := ts[0].Recv(context.Background(), 1); err != nil || m.Sample != 1 {
 		t.Fatalf("recv from a rank making progress: %+v %v", m, err)
 	}
-	// One long unit sizes the timeout: 4 x 300 ms > the 0.9 s to the next hand-off.
+	// One long unit sizes the timeout: rank 1 reports a 300 ms unit and hands off only
+	// once rank 0's receive has gone on past its 500 ms timeout (to 4 x 300 ms) on it.
+	extended := ts[0].extended.Load()
 	go func() {
 		ts[1].Progress(300 * time.Millisecond)
-		time.Sleep(900 * time.Millisecond)
+		waitFor(func() bool { return ts[0].extended.Load() > extended })
 		ts[1].Send(context.Background(), 0, Message{Sample: 2})
 	}()
 	if m, err := ts[0].Recv(context.Background(), 1); err != nil || m.Sample != 2 {
@@ -174,14 +179,17 @@ func TestTCPProgressExtendsRecvTimeout(t *testing.T) {
 }
 
 func TestTCPBusyRankIsNotAHang(t *testing.T) {
-	// Rank 0 works 1.5 s on its first unit before it hands off to rank 1, which forwards to
-	// rank 2 at once. Rank 2 waits on rank 1, idle behind busy rank 0, with a 300 ms receive
-	// timeout: the world's progress, not its neighbour's, says nothing hangs.
+	// Rank 0 works on its first unit until rank 2's receive has outlasted its 300 ms
+	// timeout twice on the strength of that unit in progress (its heartbeats report how
+	// long it has lasted), then hands off to rank 1, which forwards to rank 2 at once. Rank
+	// 2 waits on rank 1, idle behind busy rank 0: the world's progress, not its
+	// neighbour's, says nothing hangs.
 	ts := dialWorld(t, 3, Options{RecvTimeout: 300 * time.Millisecond, HeartbeatTimeout: time.Second})
 	go func() {
-		ts[0].Working(time.Now())
-		time.Sleep(1500 * time.Millisecond) // the first step
-		ts[0].Progress(1500 * time.Millisecond)
+		started := time.Now()
+		ts[0].Working(started)
+		waitFor(func() bool { return ts[2].extended.Load() >= 2 }) // the first step
+		ts[0].Progress(time.Since(started))
 		ts[0].Send(context.Background(), 1, Message{Sample: 1})
 	}()
 	go func() {
@@ -193,4 +201,14 @@ func TestTCPBusyRankIsNotAHang(t *testing.T) {
 	if m, err := ts[2].Recv(context.Background(), 1); err != nil || m.Sample != 1 {
 		t.Fatalf("recv behind a busy rank: %+v %v", m, err)
 	}
+}
+
+// waitFor polls cond until it holds (true) or 10 s pass (false).
+func waitFor(cond func() bool) bool {
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }

@@ -41,6 +41,9 @@ type TCPTransport struct {
 	// blocked counts the receives waiting for a message (tests wait on it to know a
 	// receive is pending).
 	blocked atomic.Int32
+	// extended counts the waits that outlasted their bound and went on because the world
+	// reported progress (tests wait on it to know a receive outlived its timeout).
+	extended atomic.Int32
 }
 
 var _ TaggedTransport = (*TCPTransport)(nil)
@@ -142,6 +145,7 @@ func newPeerWait(ctx context.Context, p *tcpPeer, limit time.Duration) *peerWait
 func (w *peerWait) extend() bool {
 	if more, ok := w.p.t.extendWait(w.start, w.wait); ok && !w.byCtx {
 		w.timer.Reset(more)
+		w.p.t.extended.Add(1)
 		return true
 	}
 	return false

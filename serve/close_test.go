@@ -26,7 +26,7 @@ func TestCloseRecordsReceivedResult(t *testing.T) {
 	}
 	got, release, draining := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	s.coord.hooks.received = func(m comm.Message) {
+	s.coord.hooks.received = func(_ int, m comm.Message) {
 		if op, _, _ := wire.Op(m); op == wire.OpResult {
 			once.Do(func() { close(got); <-release })
 		}

@@ -3,7 +3,9 @@ package serve
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 // workerConn is the coordinator's end of one worker's connection.
 type workerConn struct {
 	rc   *dispatch.Worker // the dispatcher's view
+	rank int
 	wc   *wire.Conn
 	out  chan comm.Message
 	done chan struct{}
@@ -91,7 +94,7 @@ func (c *coordinator) joinConn(w *workerConn, rank, pid int) bool {
 		return false
 	}
 	c.wg.Add(1)
-	w.rc = rc
+	w.rc, w.rank = rc, rank
 	c.conns[rc] = w
 	close(c.joined)
 	c.joined = make(chan struct{})
@@ -130,8 +133,9 @@ func (c *coordinator) readLoop(w *workerConn, timeout time.Duration) {
 			break
 		}
 		if h := c.hooks.received; h != nil {
-			h(m)
+			h(w.rank, m)
 		}
+		c.hold(m)
 		if err = c.handle(w, m); err != nil {
 			break
 		}
@@ -171,4 +175,29 @@ func (c *coordinator) handle(w *workerConn, m comm.Message) error {
 	err = c.d.Message(w.rc, msg, c.cfg.Now())
 	c.flushLocked()
 	return err
+}
+
+// holdPoll is how often a held report looks for the hold file again.
+const holdPoll = 10 * time.Millisecond
+
+// hold waits while coordConfig.HoldFile exists if m reports a step past a job's first
+// (anything but a ping or the progress of step 0), or until Close begins (a report already
+// received is still handled).
+func (c *coordinator) hold(m comm.Message) {
+	if c.cfg.HoldFile == "" {
+		return
+	}
+	if op, _, err := wire.Op(m); err != nil || op == wire.OpPing || (op == wire.OpProgress && m.Step < 1) {
+		return
+	}
+	for {
+		if _, err := os.Stat(c.cfg.HoldFile); errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		select {
+		case <-c.closing:
+			return
+		case <-time.After(holdPoll):
+		}
+	}
 }

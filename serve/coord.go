@@ -60,9 +60,11 @@ type coordConfig struct {
 	// StepRatePrior predicts a step's seconds per unit of work before one was measured
 	// (dispatch.Limits.StepRatePrior).
 	StepRatePrior float64
-	Metrics       *metricSet
-	Log           *slog.Logger
-	Now           func() time.Time
+	// HoldFile: see Config.HoldFile.
+	HoldFile string
+	Metrics  *metricSet
+	Log      *slog.Logger
+	Now      func() time.Time
 }
 
 // stages counts the ranks that connect: one per stage of each replica.
@@ -166,8 +168,8 @@ type jobIO struct {
 // coordHooks are test seams; a nil hook does nothing. They are set before the coordinator
 // runs.
 type coordHooks struct {
-	// received runs in a worker's read loop for each message, before it is handled.
-	received func(m comm.Message)
+	// received runs in rank's read loop for each message, before it is handled.
+	received func(rank int, m comm.Message)
 	// draining runs in Close once no new work can start, before it waits for the read
 	// loops and the store writes.
 	draining func()

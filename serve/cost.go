@@ -37,9 +37,17 @@ func (s *Server) modelLimits() job.ModelLimits {
 }
 
 // checkImage verifies that data is a decodable PNG or JPEG of at most maxPixels pixels
-// (checked from the header before decoding, so a decompression bomb costs nothing; the
-// pixels are decoded within the process's decode memory budget).
-func checkImage(data []byte, maxPixels int) error {
+// whose decoded memory (Cost.InputBytes) is within l (both checked from the header before
+// decoding, so a decompression bomb costs nothing; the pixels are decoded within the
+// process's decode memory budget).
+func checkImage(data []byte, maxPixels int, l job.CostLimits) error {
+	cfg, err := imageConfig(data, maxPixels)
+	if err != nil {
+		return err
+	}
+	if err := l.Check(job.Cost{InputBytes: decodedBytes(cfg)}); err != nil {
+		return err
+	}
 	_, release, err := decodeImage(context.Background(), data, maxPixels)
 	if err == nil {
 		release()

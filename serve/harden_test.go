@@ -131,9 +131,7 @@ func TestStorageUnwritable(t *testing.T) {
 	ts := startServer(t, cfg)
 	img := testPNG(t, 2)
 	running := ts.submit(img, `{"num_frames":1,"steps":5,"height":8,"width":8}`)
-	for ts.status(running.ID).Progress.Step < 1 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	ts.waitStep(running.ID, 1)
 	restore := breakStorage(t, dir)
 	body, ct := multipartBody(t, img, `{"num_frames":1,"steps":2,"height":8,"width":8}`)
 	resp, b := ts.do("POST", "/v1/videos", body, ct)
@@ -230,9 +228,7 @@ func TestRestartsAndTimings(t *testing.T) {
 	ts := startServer(t, cfg)
 	long := ts.submit(img, `{"num_frames":1,"steps":50,"height":8,"width":8}`)
 	short := ts.submit(img, `{"num_frames":1,"steps":3,"height":8,"width":8}`)
-	for ts.status(long.ID).Progress.Step < 1 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	ts.waitStep(long.ID, 1)
 	if resp, b := ts.do("DELETE", "/v1/videos/"+long.ID, nil, ""); resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("cancel: %d %s", resp.StatusCode, b)
 	}

@@ -52,7 +52,9 @@ type testServer struct {
 }
 
 // startServer runs a server with in-process workers on 127.0.0.1:0 and waits until ready.
-func startServer(t testing.TB, cfg Config) *testServer {
+// Each before runs on the server before it starts (where coordinator hooks are set: its
+// read loops must not see them change).
+func startServer(t testing.TB, cfg Config, before ...func(*Server)) *testServer {
 	t.Helper()
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
@@ -76,6 +78,9 @@ func startServer(t testing.TB, cfg Config) *testServer {
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range before {
+		f(s)
 	}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
@@ -161,6 +166,20 @@ func (ts *testServer) status(id string) job.Status {
 		ts.t.Fatal(err)
 	}
 	return st
+}
+
+// waitStep polls until job id has run step steps (it fails the test after 30 s).
+func (ts *testServer) waitStep(id string, step int) {
+	ts.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		st := ts.status(id)
+		if st.Progress.Step >= step {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.t.Fatalf("job %s still %s at step %d, want step %d", id, st.State, st.Progress.Step, step)
+		}
+	}
 }
 
 // wait polls until the job has ended or the timeout passes.

@@ -49,15 +49,9 @@ func decodedBytes(cfg image.Config) int64 {
 // decodeBudget. The image's share of the budget is held until release is called: call it
 // once the image is no longer used (its memory is then garbage).
 func decodeImage(ctx context.Context, data []byte, maxPixels int) (img image.Image, release func(), err error) {
-	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
-	if err != nil || (format != "png" && format != "jpeg") {
-		return nil, nil, fmt.Errorf("%w: the image part is not a PNG or JPEG image", video.ErrNotImage)
-	}
-	if cfg.Width < 1 || cfg.Height < 1 {
-		return nil, nil, fmt.Errorf("%w: the image is empty", video.ErrNotImage)
-	}
-	if maxPixels > 0 && int64(cfg.Width)*int64(cfg.Height) > int64(maxPixels) {
-		return nil, nil, fmt.Errorf("%w: image %dx%d has more than %d pixels (--max-image-pixels): resize it first", job.ErrTooLarge, cfg.Width, cfg.Height, maxPixels)
+	cfg, err := imageConfig(data, maxPixels)
+	if err != nil {
+		return nil, nil, err
 	}
 	n := decodedBytes(cfg)
 	if err := decodeBudget.acquire(ctx, n); err != nil {
@@ -71,6 +65,22 @@ func decodeImage(ctx context.Context, data []byte, maxPixels int) (img image.Ima
 		return nil, nil, fmt.Errorf("%w: %v", video.ErrNotImage, err)
 	}
 	return img, release, nil
+}
+
+// imageConfig reads the header of a PNG or JPEG, refusing an empty image and one of more
+// than maxPixels pixels (0 = no limit).
+func imageConfig(data []byte, maxPixels int) (image.Config, error) {
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
+	if err != nil || (format != "png" && format != "jpeg") {
+		return image.Config{}, fmt.Errorf("%w: the image part is not a PNG or JPEG image", video.ErrNotImage)
+	}
+	if cfg.Width < 1 || cfg.Height < 1 {
+		return image.Config{}, fmt.Errorf("%w: the image is empty", video.ErrNotImage)
+	}
+	if maxPixels > 0 && int64(cfg.Width)*int64(cfg.Height) > int64(maxPixels) {
+		return image.Config{}, fmt.Errorf("%w: image %dx%d has more than %d pixels (--max-image-pixels): resize it first", job.ErrTooLarge, cfg.Width, cfg.Height, maxPixels)
+	}
+	return cfg, nil
 }
 
 // byteBudget is a weighted semaphore: acquire(n) waits until n bytes (at most the whole

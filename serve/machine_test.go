@@ -2,6 +2,8 @@ package serve
 
 import (
 	"bytes"
+	"image"
+	"image/png"
 	"net/http"
 	"strings"
 	"testing"
@@ -53,6 +55,21 @@ func TestMemoryAdmission(t *testing.T) {
 	}
 	if n, _ := ts.coord.Counts(); n[job.StateQueued]+n[job.StateRunning] != 0 {
 		t.Fatalf("the refused job was queued: %v", n)
+	}
+	// An image whose decoded memory (900x900 at 8 bytes a pixel: 6.2 MiB) is over the same
+	// share is refused from its header alone (the pixels are cut off: decoding them would
+	// fail 400), before anything is decoded.
+	var huge bytes.Buffer
+	if err := png.Encode(&huge, image.NewRGBA64(image.Rect(0, 0, 900, 900))); err != nil {
+		t.Fatal(err)
+	}
+	body, ct = multipartBody(t, huge.Bytes()[:60], `{"num_frames":2,"steps":2,"height":64,"width":64}`)
+	resp, b = ts.do("POST", "/v1/videos", body, ct)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !bytes.Contains(b, []byte("6 MiB of memory decoded")) {
+		t.Fatalf("an image over the machine's memory: %d %s", resp.StatusCode, b)
+	}
+	if n, _ := ts.coord.Counts(); n[job.StateQueued]+n[job.StateRunning] != 0 {
+		t.Fatalf("the refused image's job was queued: %v", n)
 	}
 	st := ts.submit(testPNG(t, 1), `{"num_frames":2,"steps":2,"height":64,"width":64}`)
 	if end := ts.wait(st.ID, 10e9); end.State != job.StateSucceeded {

@@ -99,6 +99,12 @@ type Config struct {
 	MinFreeBytes int64
 	// freeBytes, when set, replaces the file system's free space (tests).
 	freeBytes func() (int64, error)
+	// HoldFile is a seam for tests of the real binary (`vdpp serve --test-hold-file`):
+	// while the file exists, the coordinator takes in no worker report past a job's first
+	// step (the progress of a later step, a result, a dropped row), so a job that has run
+	// its first step stays running there, and a cancel shows as requested, until the file
+	// is removed. Empty: no hold.
+	HoldFile string
 
 	// model, when set, replaces the model OpenModel loads from Spec (tests).
 	model generator
@@ -228,7 +234,7 @@ func New(cfg Config) (*Server, error) {
 	// chain is one replica's stages in order.
 	coord, err := newCoordinator(coordConfig{Model: gen, Store: store, Records: recs, NProc: cfg.NProc, Replicas: cfg.Mesh.Partition(comm.AxisPP),
 		MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, Metrics: m, Log: cfg.Log,
-		StallTimeout: stall, StepRatePrior: gen.StepSecondsPerUnit(), Now: cfg.Now})
+		StallTimeout: stall, StepRatePrior: gen.StepSecondsPerUnit(), HoldFile: cfg.HoldFile, Now: cfg.Now})
 	if err != nil {
 		store.Close()
 		gen.Close()

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"io"
-	"mime/multipart"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -225,103 +223,6 @@ func TestMultiNodeOneJob(t *testing.T) {
 	})
 }
 
-// nsServer is a `vdpp serve` coordinator inside a namespace host, driven from the test
-// through connections made inside that host.
-type nsServer struct {
-	t      *testing.T
-	client *http.Client
-	url    string
-	stderr *syncBuffer
-}
-
-func (s *nsServer) get(path string) (int, []byte) {
-	s.t.Helper()
-	r, err := s.client.Get(s.url + path)
-	if err != nil {
-		return 0, nil
-	}
-	defer r.Body.Close()
-	b, _ := io.ReadAll(r.Body)
-	return r.StatusCode, b
-}
-
-// waitReady waits until /readyz answers want (200 or 503).
-func (s *nsServer) waitReady(want int, limit time.Duration) {
-	s.t.Helper()
-	for deadline := time.Now().Add(limit); ; time.Sleep(20 * time.Millisecond) {
-		if code, _ := s.get("/readyz"); code == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("/readyz never answered %d:\n%s", want, s.stderr.String())
-		}
-	}
-}
-
-func (s *nsServer) submit(params string) string {
-	s.t.Helper()
-	var body bytes.Buffer
-	mw := multipart.NewWriter(&body)
-	fw, _ := mw.CreateFormField("params")
-	fw.Write([]byte(params))
-	fw, _ = mw.CreateFormFile("image", "a.png")
-	fw.Write(loadtest.TestImage(3))
-	mw.Close()
-	r, err := s.client.Post(s.url+"/v1/videos", mw.FormDataContentType(), &body)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer r.Body.Close()
-	b, _ := io.ReadAll(r.Body)
-	var st struct{ ID string }
-	if json.Unmarshal(b, &st); r.StatusCode != http.StatusAccepted || st.ID == "" {
-		s.t.Fatalf("submit: %d %s", r.StatusCode, b)
-	}
-	return st.ID
-}
-
-func (s *nsServer) status(id string) serveStatus {
-	s.t.Helper()
-	code, b := s.get("/v1/videos/" + id)
-	var st serveStatus
-	if err := json.Unmarshal(b, &st); code != 200 || err != nil {
-		s.t.Fatalf("status %s: %d %s", id, code, b)
-	}
-	return st
-}
-
-// waitRunning waits until job id has made a step.
-func (s *nsServer) waitRunning(id string) {
-	s.t.Helper()
-	for deadline := time.Now().Add(time.Minute); s.status(id).Progress.Step == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("job %s never started:\n%s", id, s.stderr.String())
-		}
-	}
-}
-
-// waitDone waits until every job ended and requires them all succeeded; it returns how
-// many were restarted.
-func (s *nsServer) waitDone(ids []string, limit time.Duration) int {
-	s.t.Helper()
-	restarted := 0
-	for _, id := range ids {
-		for deadline := time.Now().Add(limit); ; time.Sleep(20 * time.Millisecond) {
-			st := s.status(id)
-			if st.State == "succeeded" {
-				if st.Restarts > 0 {
-					restarted++
-				}
-				break
-			}
-			if st.State == "failed" || st.State == "cancelled" || time.Now().After(deadline) {
-				s.t.Fatalf("job %s %s (%s):\n%s", id, st.State, st.Error, s.stderr.String())
-			}
-		}
-	}
-	return restarted
-}
-
 // TestMultiNodeServe: the coordinator on host 0, its two workers on host 1, placed by
 // LeaderWorkerSet's variables as in deploy/. A worker node whose processes are killed (and
 // brought back, as Kubernetes would) and a link cut and restored both lose no job: the
@@ -334,56 +235,71 @@ func TestMultiNodeServe(t *testing.T) {
 		return []string{"LWS_LEADER_ADDRESS=" + net.Hosts[0].Addr, "LWS_GROUP_SIZE=3", "LWS_WORKER_INDEX=" + strconv.Itoa(i),
 			"MASTER_PORT=" + strconv.Itoa(masterPort), "VDPP_SERVE_SECRET=" + hex.EncodeToString(secret)}
 	}
-	args := []string{"serve", "--listen", "127.0.0.1:8080", "--model", "synthetic", "--step-ms", "20",
-		"--data-dir", t.TempDir(), "--heartbeat-timeout", "2s"}
-	start := func(h *netns.Host, i int) *syncBuffer {
-		cmd := h.Command(t.Context(), vdppBin, args...)
-		cmd.Env = append(os.Environ(), lws(i)...)
-		out := &syncBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+	args := []string{"--model", "synthetic", "--step-ms", "20", "--heartbeat-timeout", "2s"}
+	in := func(h *netns.Host, i int) func(name string, args ...string) *exec.Cmd {
+		return func(name string, args ...string) *exec.Cmd {
+			cmd := h.Command(t.Context(), name, args...)
+			cmd.Env = append(os.Environ(), lws(i)...)
+			return cmd
 		}
-		go cmd.Wait()
-		return out
 	}
-	s := &nsServer{t: t, client: net.Hosts[0].HTTPClient(), url: "http://127.0.0.1:8080", stderr: start(net.Hosts[0], 0)}
+	s := startServeNoWait(t, serveOptions{command: in(net.Hosts[0], 0), client: net.Hosts[0].HTTPClient()}, args...)
 	workers := func() {
 		for i := 1; i <= 2; i++ {
-			start(net.Hosts[1], i)
+			cmd := in(net.Hosts[1], i)(vdppBin, append([]string{"serve"}, args...)...)
+			out := &syncBuffer{}
+			cmd.Stdout, cmd.Stderr = out, out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go cmd.Wait()
 		}
 	}
 	workers()
-	s.waitReady(http.StatusOK, time.Minute)
+	s.waitReadyz(http.StatusOK, time.Minute)
+	img := loadtest.TestImage(3)
+	// waitDone waits until every job ended and requires them all succeeded; it returns how
+	// many were restarted.
+	waitDone := func(ids []string) int {
+		restarted := 0
+		for _, id := range ids {
+			if st := s.wait(id, 2*time.Minute); st.State != "succeeded" {
+				t.Fatalf("job %s %s (%s):\n%s", id, st.State, st.Error, lastLines(s.stderr.String(), 30))
+			} else if st.Restarts > 0 {
+				restarted++
+			}
+		}
+		return restarted
+	}
 	const params = `{"num_frames":2,"steps":40,"height":16,"width":16,"max_guidance":1}`
 
 	// The worker node's processes killed mid-job, then started again.
-	ids := []string{s.submit(params), s.submit(params), s.submit(params)}
-	s.waitRunning(ids[0])
+	ids := []string{s.mustSubmit(params, img), s.mustSubmit(params, img), s.mustSubmit(params, img)}
+	s.waitStep(ids[0], 1, time.Minute)
 	if err := net.Hosts[1].KillAll(); err != nil {
 		t.Fatal(err)
 	}
-	s.waitReady(http.StatusServiceUnavailable, 30*time.Second)
+	s.waitReadyz(http.StatusServiceUnavailable, 30*time.Second)
 	workers()
-	if n := s.waitDone(ids, 2*time.Minute); n == 0 {
+	if n := waitDone(ids); n == 0 {
 		t.Fatal("no job was requeued: the fault came too late")
 	}
 
 	// The link cut mid-job until both sides noticed, then restored: the workers connect
 	// again by themselves.
-	ids = []string{s.submit(params), s.submit(params), s.submit(params)}
-	s.waitRunning(ids[0])
+	ids = []string{s.mustSubmit(params, img), s.mustSubmit(params, img), s.mustSubmit(params, img)}
+	s.waitStep(ids[0], 1, time.Minute)
 	if err := net.Hosts[1].Cut(); err != nil {
 		t.Fatal(err)
 	}
-	s.waitReady(http.StatusServiceUnavailable, 30*time.Second)
+	s.waitReadyz(http.StatusServiceUnavailable, 30*time.Second)
 	if err := net.Hosts[1].Restore(); err != nil {
 		t.Fatal(err)
 	}
-	if n := s.waitDone(ids, 2*time.Minute); n == 0 {
+	if n := waitDone(ids); n == 0 {
 		t.Fatal("no job was requeued after the cut")
 	}
-	s.waitReady(http.StatusOK, 30*time.Second)
+	s.waitReadyz(http.StatusOK, 30*time.Second)
 }
 
 // TestMultiNodeLinkEfficiency reports the pipeline's efficiency with two nodes joined by

@@ -121,14 +121,19 @@ func TestOpenAISDK(t *testing.T) {
 }
 
 // TestWebPage drives the web page in Debian's headless Chromium (browser.mjs, with
-// playwright-core) against the real binary serving the built-in model with a token.
+// playwright-core) against the real binary serving the built-in model with a token. The
+// job it cancels is held at its first step by the server's hold file, which the script
+// creates before submitting it and removes once the page shows the cancel requested.
 func TestWebPage(t *testing.T) {
 	chromium := "/usr/bin/chromium"
 	if c := os.Getenv("CHROMIUM"); c != "" {
 		chromium = c
 	}
 	needE2E(t, "playwright-core", chromium)
-	url := startServe(t, serveOptions{clean: true}, "--model", "builtin", "--nproc", "1", "--api-token", "web-token").url
+	hold := filepath.Join(t.TempDir(), "hold")
+	url := startServe(t, serveOptions{clean: true}, "--model", "builtin", "--nproc", "1", "--api-token", "web-token",
+		"--test-hold-file", hold).url
+	t.Cleanup(func() { os.Remove(hold) }) // a failed script's hold is lifted before the server stops
 	img, err := filepath.Abs("../../builtin/example.png")
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +144,7 @@ func TestWebPage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	runNode(t, 6*time.Minute, "browser.mjs", url, img, "web-token", shot)
+	runNode(t, 6*time.Minute, "browser.mjs", url, img, "web-token", shot, hold)
 	if st, err := os.Stat(shot); err != nil || st.Size() == 0 {
 		t.Fatalf("no screenshot: %v", err)
 	}

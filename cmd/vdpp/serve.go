@@ -156,6 +156,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config,
 	fs.IntVar(&cfg.Conns.Max, "max-conns", 0, "HTTP connections held at once; more are answered 503 and closed (0: from the file-descriptor limit, leaving a quarter and at least 256 for the store and workers, at most 4096)")
 	fs.IntVar(&cfg.Conns.PerClient, "max-conns-per-client", 0, "HTTP connections one client IP address may hold (0: a quarter of --max-conns)")
 	fs.StringVar(&cfg.PidFile, "worker-pid-file", "", "write 'RANK PID' of every live worker here (fault tests)")
+	fs.StringVar(&cfg.HoldFile, "test-hold-file", "", "while this file exists, hold every job at its first step: workers' later reports wait (tests of cancel and of a running job)")
 	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", wire.DefaultHeartbeatTimeout, "a worker silent this long is declared dead")
 	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", 60*time.Second, "a worker holding a batch without finishing a step this long is restarted (negative: never)")
 	fs.DurationVar(&cfg.KeepJobs, "keep-jobs", job.DefaultKeepJobs, "delete a finished job (record, input, latent, videos) this long after it finished; 0 keeps jobs forever")

@@ -22,6 +22,7 @@ import (
 type serveProc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
+	client *http.Client // talks to it (serveOptions.client)
 	url    string
 	dir    string // data dir
 	pids   string // worker pid file
@@ -39,6 +40,12 @@ type serveOptions struct {
 	// clean, at the end of the test, stops it with SIGTERM and fails unless it exits 0
 	// within 20 s; otherwise it is killed.
 	clean bool
+	// command makes the process (default exec.Command): a network-namespace host's
+	// Command runs it inside the host, with the environment it sets.
+	command func(name string, args ...string) *exec.Cmd
+	// client talks to the server (default http.DefaultClient): a namespace host's
+	// HTTPClient reaches one that listens inside the host.
+	client *http.Client
 }
 
 // startServe starts `vdpp serve --listen 127.0.0.1:0 --data-dir DIR --worker-pid-file
@@ -60,13 +67,19 @@ func startServeNoWait(t *testing.T, o serveOptions, args ...string) *serveProc {
 	if o.dir == "" {
 		o.dir = filepath.Join(t.TempDir(), "data")
 	}
-	sp := &serveProc{t: t, dir: o.dir, pids: o.dir + ".pids", stderr: &syncBuffer{}, done: make(chan struct{})}
+	if o.command == nil {
+		o.command = exec.Command
+	}
+	if o.client == nil {
+		o.client = http.DefaultClient
+	}
+	sp := &serveProc{t: t, client: o.client, dir: o.dir, pids: o.dir + ".pids", stderr: &syncBuffer{}, done: make(chan struct{})}
 	argv := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", o.dir, "--worker-pid-file", sp.pids}, args...)
 	if o.nofile > 0 {
 		script := fmt.Sprintf(`ulimit -n %d && exec "$@"`, o.nofile)
-		sp.cmd = exec.Command("sh", append([]string{"-c", script, "sh", o.bin}, argv...)...)
+		sp.cmd = o.command("sh", append([]string{"-c", script, "sh", o.bin}, argv...)...)
 	} else {
-		sp.cmd = exec.Command(o.bin, argv...)
+		sp.cmd = o.command(o.bin, argv...)
 	}
 	sp.cmd.Stderr = sp.stderr
 	stdout, err := sp.cmd.StdoutPipe()
@@ -102,10 +115,17 @@ func startServeNoWait(t *testing.T, o serveOptions, args ...string) *serveProc {
 // waitReady polls /readyz until it answers 200 (15 s at most).
 func (sp *serveProc) waitReady() {
 	sp.t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if r, err := http.Get(sp.url + "/readyz"); err == nil {
+	sp.waitReadyz(http.StatusOK, 15*time.Second)
+}
+
+// waitReadyz polls /readyz until it answers want (200, or 503 once workers are lost), for
+// limit at most.
+func (sp *serveProc) waitReadyz(want int, limit time.Duration) {
+	sp.t.Helper()
+	for deadline := time.Now().Add(limit); ; time.Sleep(20 * time.Millisecond) {
+		if r, err := sp.client.Get(sp.url + "/readyz"); err == nil {
 			r.Body.Close()
-			if r.StatusCode == 200 {
+			if r.StatusCode == want {
 				return
 			}
 		}
@@ -115,7 +135,7 @@ func (sp *serveProc) waitReady() {
 		default:
 		}
 		if time.Now().After(deadline) {
-			sp.t.Fatalf("server never became ready\n%s", lastLines(sp.stderr.String(), 20))
+			sp.t.Fatalf("/readyz never answered %d\n%s", want, lastLines(sp.stderr.String(), 20))
 		}
 	}
 }
@@ -140,7 +160,7 @@ func (sp *serveProc) stop(timeout time.Duration) error {
 
 func (sp *serveProc) get(path string) (int, []byte) {
 	sp.t.Helper()
-	r, err := http.Get(sp.url + path)
+	r, err := sp.client.Get(sp.url + path)
 	if err != nil {
 		sp.t.Fatalf("GET %s: %v", path, err)
 	}
@@ -156,7 +176,7 @@ func (sp *serveProc) do(method, path string) (int, []byte) {
 	if err != nil {
 		sp.t.Fatal(err)
 	}
-	r, err := http.DefaultClient.Do(req)
+	r, err := sp.client.Do(req)
 	if err != nil {
 		sp.t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -181,7 +201,7 @@ func (sp *serveProc) submit(parts map[string][]byte) (int, []byte) {
 		fw.Write(v)
 	}
 	mw.Close()
-	r, err := http.Post(sp.url+"/v1/videos", mw.FormDataContentType(), &body)
+	r, err := sp.client.Post(sp.url+"/v1/videos", mw.FormDataContentType(), &body)
 	if err != nil {
 		sp.t.Fatalf("submit: %v", err)
 	}
@@ -283,20 +303,4 @@ func (s *syncBuffer) String() string {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-// waitReady polls url's /readyz until it answers 200 (15 s at most).
-func waitReady(t *testing.T, url string) {
-	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if r, err := http.Get(url + "/readyz"); err == nil {
-			r.Body.Close()
-			if r.StatusCode == 200 {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("server never became ready")
-		}
-	}
 }

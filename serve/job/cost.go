@@ -31,6 +31,13 @@ type Cost struct {
 	// long video's step runs one window at a time, so it costs one window's: flat in the
 	// video's length.
 	ActivationBytes int64
+	// InputBytes is the memory of the job's input image decoded (width × height × the
+	// bytes a pixel of its colour model takes, known from its header; 0 for a prompt).
+	// The coordinator holds it while it prepares the job, in its own share of the
+	// machine's memory (Machine.StepMemory), so it must fit that share; it is not held to
+	// the model's multiple of its native step, which says nothing about images. JobCost
+	// leaves it 0: the caller that has the image sets it.
+	InputBytes int64
 }
 
 // ActivationFunc estimates the working bytes of one denoising step of a job with p, from
@@ -179,6 +186,12 @@ func (l CostLimits) Check(c Cost) error {
 		return &CostError{Param: worst("size", "num_frames"), Msg: fmt.Sprintf(
 			"a denoising step (or its decode) needs about %s of working memory, over this model's limit of %s (%s)",
 			mib(c.ActivationBytes), mib(l.MaxActivationBytes), native)}
+	case l.Machine.StepMemory() > 0 && c.InputBytes > l.Machine.StepMemory():
+		m := l.Machine
+		return &CostError{Param: "image", Msg: fmt.Sprintf(
+			"the image needs about %s of memory decoded, over the %s a step (or an image's decode) may use on this server "+
+				"(%s of memory, %.0f%% usable, %s of weights held, %d worker rank(s) and the coordinator sharing the rest): send a smaller image",
+			mib(c.InputBytes), mib(m.StepMemory()), mib(m.MemoryBytes), 100*UsableMemory, mib(m.WeightBytes), m.Ranks)}
 	}
 	return nil
 }

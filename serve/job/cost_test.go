@@ -112,6 +112,44 @@ func TestCostLimitsCheck(t *testing.T) {
 	}
 }
 
+// TestCostLimitsCheckInput: a job's decoded input image counts against the machine's
+// memory share (the coordinator holds it there while it prepares the job), not against
+// the model's multiple of its native step.
+func TestCostLimitsCheckInput(t *testing.T) {
+	native := Params{Height: 64, Width: 64, NumFrames: 14, Steps: 25}
+	l := DeriveCostLimits(native, quadAct, 4)
+	m := Machine{MemoryBytes: 1 << 20, Ranks: 1}
+	share := m.StepMemory()
+	if share <= 0 || l.MaxActivationBytes <= 0 {
+		t.Fatalf("share %d, limits %+v", share, l)
+	}
+	for _, tc := range []struct {
+		name      string
+		limits    CostLimits
+		input     int64
+		wantParam string // "" when admitted
+	}{
+		{"a small image", l.WithMachine(m), 64 * 64 * 4, ""},
+		{"at the machine's share", l.WithMachine(m), share, ""},
+		{"over the machine's share", l.WithMachine(m), share + 1, "image"},
+		{"over the model's step limit, no machine", l, 100 * l.MaxActivationBytes, ""},
+		{"no limits", CostLimits{}, 1 << 40, ""},
+	} {
+		cost := JobCost(native, quadAct)
+		cost.InputBytes = tc.input
+		err := tc.limits.Check(cost)
+		var ce *CostError
+		switch {
+		case tc.wantParam == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.wantParam != "" && !errors.As(err, &ce):
+			t.Errorf("%s: Check = %v, want a *CostError", tc.name, err)
+		case tc.wantParam != "" && (ce.Param != tc.wantParam || !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "decoded")):
+			t.Errorf("%s: %v (param %q), want param %q naming the decoded image, wrapping ErrTooLarge", tc.name, err, ce.Param, tc.wantParam)
+		}
+	}
+}
+
 func TestDeriveMaxFrames(t *testing.T) {
 	for _, c := range []struct {
 		name string

@@ -1,12 +1,14 @@
 // The web page in Debian's headless Chromium (playwright-core, no browser download),
 // against a running `vdpp serve` with an API token (started by TestWebPage): ask for the
 // token, pick an image, set the parameters, submit, watch the progress bar, see the video
-// play, download it, cancel a second job, and save a screenshot.
-// Usage: node browser.mjs BASE_URL IMAGE.png TOKEN SCREENSHOT.png
+// play, download it, cancel a second job (held running by the server's hold file), and
+// save a screenshot.
+// Usage: node browser.mjs BASE_URL IMAGE.png TOKEN SCREENSHOT.png HOLD_FILE
 import assert from 'node:assert/strict';
+import { unlinkSync, writeFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 
-const [base, imagePath, token, shot] = process.argv.slice(2);
+const [base, imagePath, token, shot, hold] = process.argv.slice(2);
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
@@ -61,15 +63,17 @@ try {
   assert.match(download.suggestedFilename(), /^video_[0-9a-f]+\.mp4$/);
   check('download ' + download.suggestedFilename());
 
-  // A second job (many steps at four times the native pixels, so it is still running when
-  // the screenshot is taken and the cancel clicked, even on a fast machine) is cancelled
-  // from its card.
+  // A second job is cancelled from its card. The server holds every job at its first step
+  // while the hold file exists (vdpp serve --test-hold-file), so the job is running when
+  // the screenshot is taken and the cancel clicked, and the card shows "cancelling…" until
+  // the hold is lifted, however fast the machine.
+  writeFileSync(hold, '');
   await page.fill('#size', '128x128');
-  await page.fill('#steps', '25');
+  await page.fill('#steps', '10');
   await page.selectOption('#cache', '');
   await page.click('#submit');
   await page.waitForFunction(() => document.querySelectorAll('li.job').length === 2);
-  // Its progress bar moves over the event stream; the screenshot shows it running.
+  // Its progress bar moved over the event stream; the screenshot shows it running.
   await page.waitForFunction(() => {
     const li = document.querySelector('li.job');
     return /running [1-9]/.test(li.querySelector('.status').textContent) && li.querySelector('progress').value > 0;
@@ -79,12 +83,13 @@ try {
   await page.screenshot({ path: shot });
   const second = page.locator('li.job').first();
   await second.locator('button.danger').click();
-  // The card says so at once (the job ends at the worker's next chance).
-  await page.waitForFunction(() => {
-    const t = document.querySelector('li.job .status').textContent;
-    return t === 'cancelling…' || t === 'failed';
-  }, null, { timeout: 5000, polling: 20 });
+  // The card says so at once; the job cannot end while it is held.
+  await page.waitForFunction(() => document.querySelector('li.job .status').textContent === 'cancelling…',
+    null, { timeout: 10000, polling: 20 });
   check('shows the cancel at once: ' + await second.locator('.status').textContent());
+  assert.equal(await second.locator('.status').textContent(), 'cancelling…');
+  // Lifted, the job ends cancelled at the worker's next chance.
+  unlinkSync(hold);
   await page.waitForFunction(() => {
     const li = document.querySelector('li.job');
     return li.querySelector('.status').textContent === 'failed' && li.querySelector('.meta').textContent.includes('cancelled');
