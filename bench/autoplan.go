@@ -15,6 +15,12 @@ import (
 // between real processes started by launch (DefaultLaunch when nil), as `vdpp plan` does. It returns o with the mesh set
 // and the planner's choice.
 func AutoMesh(ctx context.Context, o Options, launch LaunchFunc) (Options, plan.Prediction, error) {
+	return AutoMeshWhere(ctx, o, launch, nil)
+}
+
+// AutoMeshWhere is AutoMesh choosing only among the meshes keep accepts (nil: every mesh),
+// for a command whose ranks run some meshes only (vdpp serve's workers: pp x dp).
+func AutoMeshWhere(ctx context.Context, o Options, launch LaunchFunc, keep func(plan.Mesh) bool) (Options, plan.Prediction, error) {
 	if launch == nil {
 		launch = DefaultLaunch
 	}
@@ -71,7 +77,14 @@ func AutoMesh(ctx context.Context, o Options, launch LaunchFunc) (Options, plan.
 	if err != nil {
 		return o, plan.Prediction{}, err
 	}
-	best, ok := res.Best()
+	var best plan.Prediction
+	ok := false
+	for _, p := range res.Configs {
+		if keep == nil || keep(p.Mesh) {
+			best, ok = p, true
+			break
+		}
+	}
 	if !ok {
 		return o, plan.Prediction{}, fmt.Errorf("bench: --plan auto: no feasible mesh for %d devices", devices)
 	}

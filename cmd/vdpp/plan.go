@@ -448,7 +448,7 @@ func (f *planFlags) commands(best plan.Prediction) ([]string, error) {
 // per stage of each replica.
 func servedMesh(res plan.Result) (plan.Prediction, bool) {
 	for _, p := range res.Configs {
-		if p.CFG == 1 && p.CP == 1 {
+		if servedByWorkers(p.Mesh) {
 			return p, true
 		}
 	}

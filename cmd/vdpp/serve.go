@@ -17,6 +17,7 @@ import (
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/generate"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/plan"
 	"github.com/vdpp/vdpp/serve"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/wire"
@@ -24,7 +25,7 @@ import (
 
 // runServe is `vdpp serve`: the HTTP job server with K worker processes.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, modelName, inproc, meshGiven, err := parseServeFlags(args, stdout, stderr)
+	cfg, modelName, inproc, mf, err := parseServeFlags(args, stdout, stderr)
 	servedNames := cfg.ServedModelNames
 	if err != nil {
 		return err
@@ -46,6 +47,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if launched {
 		// One rank of a launched server: rank 0 is the coordinator (HTTP, the job store),
 		// every other rank a worker that connects to it at MASTER_ADDR:MASTER_PORT.
+		if mf.plan {
+			return fmt.Errorf("%w: --plan auto in a launched world: give the --pp and --dp that vdpp plan printed", errUsage)
+		}
 		secret, err := sharedSecret()
 		if err != nil {
 			return err
@@ -56,16 +60,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return serve.RunRemoteWorker(ctx, serve.WorkerConfig{Addr: env.MasterHostPort(), Rank: env.Rank - 1, Secret: secret,
 				Spec: spec, HeartbeatTimeout: cfg.HeartbeatTimeout, Log: log})
 		}
-		if meshGiven && cfg.NProc != env.WorldSize-1 {
+		if mf.given && cfg.NProc != env.WorldSize-1 {
 			return fmt.Errorf("%w: the mesh %v has %d worker ranks, but a launched world of %d ranks has %d workers (rank 0 coordinates)", errUsage, cfg.Mesh, cfg.NProc, env.WorldSize, env.WorldSize-1)
 		}
-		if !meshGiven {
+		if !mf.given {
 			cfg.NProc, cfg.Mesh = env.WorldSize-1, comm.Mesh{PP: env.WorldSize - 1, CFG: 1, CP: 1, DP: 1}
 		}
 		cfg.Launcher, cfg.Secret = serve.RemoteLauncher{}, secret
 		cfg.WorkerListen = env.ListenAddr()
 	}
 	cfg.WorkerOutput = stderr
+	if mf.plan {
+		if cfg.Mesh, err = serveAutoMesh(ctx, modelName, cfg, mf.goal, log); err != nil {
+			return err
+		}
+	}
 	if inproc {
 		cfg.Launcher = serve.InProcLauncher{Spec: spec, Log: log}
 	}
@@ -90,10 +99,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return err
 }
 
+// serveMeshFlags are what serve's mesh flags ask for beyond the Config.
+type serveMeshFlags struct {
+	// given: --nproc or a mesh degree was given.
+	given bool
+	// plan: --plan auto, for Config.NProc devices and the planner goal goal.
+	plan bool
+	goal string
+}
+
 // parseServeFlags parses `vdpp serve`'s flags into a Config (the model still to be
-// resolved from the returned --model value) and --in-process; meshGiven says whether
-// --nproc or a mesh degree was given.
-func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config, modelName string, inproc, meshGiven bool, err error) {
+// resolved from the returned --model value), --in-process and the mesh flags.
+func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config, modelName string, inproc bool, mf serveMeshFlags, err error) {
 	fs := newFlags("serve", stdout, stderr)
 	lim := job.DefaultLimits()
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP listen address (port 0 picks a free one); without a token keep it on loopback")
@@ -111,7 +128,8 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config,
 	fs.IntVar(&cp, "cp", 0, "context-parallel degree: serve's workers run pp x dp meshes, so 1")
 	fs.IntVar(&dp, "dp", 0, "data-parallel replicas: this many pipelines share the jobs, each batch going to the least busy one")
 	var planName string
-	fs.StringVar(&planName, "plan", "", `not taken by serve (generate's and bench's "auto" planner): give the --pp and --dp that vdpp plan prints`)
+	fs.StringVar(&planName, "plan", "", `"auto": the planner picks the pp x dp mesh for --nproc devices (default 2) and the model's native job, as vdpp plan does`)
+	fs.StringVar(&mf.goal, "goal", "throughput", "planner goal for --plan auto: throughput or latency")
 	fs.IntVar(&cfg.MaxBatch, "max-batch", 0, "samples per denoiser call (0: 4 for synthetic, 1 for a checkpoint, whose rows are not guaranteed bit-independent)")
 	fs.IntVar(&cfg.MaxQueue, "max-queue", 64, "jobs that may wait for a slot; more get 429")
 	fs.IntVar(&cfg.MaxRunning, "max-running", 0, "jobs in the pipelines at once (default 2*max-batch per stage of every replica)")
@@ -156,28 +174,41 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config,
 	})
 	fs.BoolVar(&inproc, "in-process", false, "run the workers as goroutines of this process instead of child processes")
 	if err := parseFlags(fs, args); err != nil {
-		return cfg, "", false, false, err
+		return cfg, "", false, mf, err
 	}
 	if cfg.KeepJobs < 0 {
-		return cfg, "", false, false, fmt.Errorf("%w: --keep-jobs %v: must be 0 (keep jobs forever) or positive", errUsage, cfg.KeepJobs)
+		return cfg, "", false, mf, fmt.Errorf("%w: --keep-jobs %v: must be 0 (keep jobs forever) or positive", errUsage, cfg.KeepJobs)
+	}
+	for _, name := range []string{"nproc", "pp", "cfg", "cp", "dp"} {
+		mf.given = mf.given || fs.Given(name)
 	}
 	if fs.Given("plan") {
-		return cfg, "", false, false, fmt.Errorf("%w: --plan %s: serve does not choose its mesh; give the --pp and --dp that vdpp plan prints", errUsage, planName)
+		switch {
+		case planName != "auto":
+			return cfg, "", false, mf, fmt.Errorf("%w: --plan %q: only \"auto\" is known", errUsage, planName)
+		case pp != 0 || cfgDeg != 0 || cp != 0 || dp != 0:
+			return cfg, "", false, mf, fmt.Errorf("%w: --plan auto chooses --pp and --dp itself; give only --nproc (the devices)", errUsage)
+		}
+		if _, err := plan.ParseGoal(mf.goal); err != nil {
+			return cfg, "", false, mf, fmt.Errorf("%w: --goal: %w", errUsage, err)
+		}
+		if cfg.NProc == 0 {
+			cfg.NProc = 2
+		}
+		mf.plan = true
+		cfg.Limits = lim
+		return cfg, modelName, inproc, mf, nil
 	}
 	mesh, err := comm.MeshFromFlags(cfg.NProc, pp, cfgDeg, cp, dp, 2)
 	if err != nil {
-		return cfg, "", false, false, fmt.Errorf("%w: %w", errUsage, err)
+		return cfg, "", false, mf, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if mesh.CFG > 1 || mesh.CP > 1 {
-		return cfg, "", false, false, fmt.Errorf("%w: --cfg %d --cp %d: serve's workers run pp x dp meshes; cfg and cp meshes run in vdpp generate and vdpp bench", errUsage, mesh.CFG, mesh.CP)
+		return cfg, "", false, mf, fmt.Errorf("%w: --cfg %d --cp %d: serve's workers run pp x dp meshes; cfg and cp meshes run in vdpp generate and vdpp bench", errUsage, mesh.CFG, mesh.CP)
 	}
 	cfg.Mesh, cfg.NProc = mesh, mesh.Size()
 	cfg.Limits = lim
-	given := false
-	for _, name := range []string{"nproc", "pp", "cfg", "cp", "dp"} {
-		given = given || fs.Given(name)
-	}
-	return cfg, modelName, inproc, given, nil
+	return cfg, modelName, inproc, mf, nil
 }
 
 // sharedSecret reads the secret every rank of a launched server shares: workers on other

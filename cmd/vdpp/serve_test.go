@@ -160,9 +160,9 @@ func TestServeKeepJobsFlag(t *testing.T) {
 // cache or refused saying where it looked.
 func TestServeModelAndMeshFlags(t *testing.T) {
 	var stderr bytes.Buffer
-	cfg, model, _, given, err := parseServeFlags(nil, &stderr, &stderr)
-	if err != nil || model != "builtin" || cfg.NProc != 2 || cfg.Mesh != (comm.Mesh{PP: 2, CFG: 1, CP: 1, DP: 1}) || given {
-		t.Fatalf("defaults: model %q, nproc %d, mesh %v, given %v, %v", model, cfg.NProc, cfg.Mesh, given, err)
+	cfg, model, _, mf, err := parseServeFlags(nil, &stderr, &stderr)
+	if err != nil || model != "builtin" || cfg.NProc != 2 || cfg.Mesh != (comm.Mesh{PP: 2, CFG: 1, CP: 1, DP: 1}) || mf.given || mf.plan {
+		t.Fatalf("defaults: model %q, nproc %d, mesh %v, flags %+v, %v", model, cfg.NProc, cfg.Mesh, mf, err)
 	}
 	for args, want := range map[string]comm.Mesh{
 		"--pp 3":           {PP: 3, CFG: 1, CP: 1, DP: 1},
@@ -171,17 +171,33 @@ func TestServeModelAndMeshFlags(t *testing.T) {
 		"--nproc 4 --dp 2": {PP: 2, CFG: 1, CP: 1, DP: 2},
 		"--pp 2 --dp 2":    {PP: 2, CFG: 1, CP: 1, DP: 2},
 	} {
-		cfg, _, _, given, err := parseServeFlags(strings.Fields(args), &stderr, &stderr)
-		if err != nil || cfg.Mesh != want || cfg.NProc != want.Size() || !given {
-			t.Errorf("%s: mesh %v, nproc %d, given %v, %v; want %v", args, cfg.Mesh, cfg.NProc, given, err, want)
+		cfg, _, _, mf, err := parseServeFlags(strings.Fields(args), &stderr, &stderr)
+		if err != nil || cfg.Mesh != want || cfg.NProc != want.Size() || !mf.given || mf.plan {
+			t.Errorf("%s: mesh %v, nproc %d, flags %+v, %v; want %v", args, cfg.Mesh, cfg.NProc, mf, err, want)
+		}
+	}
+	// --plan auto: the mesh is chosen at start (serveAutoMesh) for --nproc devices.
+	for _, c := range []struct {
+		args    string
+		want    serveMeshFlags
+		devices int
+	}{
+		{"--plan auto", serveMeshFlags{plan: true, goal: "throughput"}, 2},
+		{"--plan auto --nproc 4 --goal latency", serveMeshFlags{given: true, plan: true, goal: "latency"}, 4},
+	} {
+		cfg, _, _, mf, err := parseServeFlags(strings.Fields(c.args), &stderr, &stderr)
+		if err != nil || mf != c.want || cfg.NProc != c.devices || cfg.Mesh != (comm.Mesh{}) {
+			t.Errorf("%s: flags %+v, nproc %d, mesh %v, %v; want %+v on %d devices", c.args, mf, cfg.NProc, cfg.Mesh, err, c.want, c.devices)
 		}
 	}
 	for args, want := range map[string]string{
-		"--nproc 2 --pp 3": "--nproc 2 but --pp 3",
-		"--dp 0 --pp -1":   "--pp -1: every degree must be at least 1",
-		"--cfg 2":          "--cfg 2 --cp 1: serve's workers run pp x dp meshes",
-		"--cp 2 --dp 2":    "--cfg 1 --cp 2: serve's workers run pp x dp meshes",
-		"--plan auto":      "--plan auto: serve does not choose its mesh",
+		"--nproc 2 --pp 3":        "--nproc 2 but --pp 3",
+		"--dp 0 --pp -1":          "--pp -1: every degree must be at least 1",
+		"--cfg 2":                 "--cfg 2 --cp 1: serve's workers run pp x dp meshes",
+		"--cp 2 --dp 2":           "--cfg 1 --cp 2: serve's workers run pp x dp meshes",
+		"--plan manual":           `--plan "manual": only "auto" is known`,
+		"--plan auto --dp 2":      "--plan auto chooses --pp and --dp itself; give only --nproc",
+		"--plan auto --goal fast": "--goal: ",
 	} {
 		_, _, _, _, err := parseServeFlags(strings.Fields(args), &stderr, &stderr)
 		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 )
@@ -76,5 +77,30 @@ func TestServeDataParallelKill(t *testing.T) {
 	var workers []struct{ Rank, Replica, Restarts int }
 	if err := json.Unmarshal(w, &workers); err != nil || len(workers) != 2 || workers[1].Replica != 1 || workers[0].Restarts != 1 {
 		t.Fatalf("workers %s (%v)", w, err)
+	}
+}
+
+// TestServePlanAuto: `vdpp serve --plan auto --nproc K` starts the pp x dp mesh the planner
+// picks for K devices (said in the log), and serves on it. For the guided simulator's
+// latency the best mesh of all is cp=2 (`vdpp bench --plan auto --goal latency` runs it),
+// which serve's workers do not run: serve takes the best pp x dp mesh.
+func TestServePlanAuto(t *testing.T) {
+	sp := startServe(t, serveOptions{}, "--model", "synthetic", "--step-ms", "2", "--plan", "auto", "--nproc", "2", "--goal", "latency")
+	m := regexp.MustCompile(`--plan auto chose the workers' mesh.* mesh="pp=(\d) cfg=1 cp=1 dp=(\d)"`).FindStringSubmatch(sp.stderr.String())
+	if m == nil || (m[1]+m[2] != "12" && m[1]+m[2] != "21") {
+		t.Fatalf("no pp x dp mesh of 2 ranks in the log:\n%s", lastLines(sp.stderr.String(), 20))
+	}
+	_, w := sp.get("/v1/admin/workers")
+	var workers []struct{ Rank, Replica, Stage int }
+	if err := json.Unmarshal(w, &workers); err != nil || len(workers) != 2 || (m[2] == "2") != (workers[1].Replica == 1) {
+		t.Fatalf("workers %s (%v) for pp=%s dp=%s", w, err, m[1], m[2])
+	}
+	img, err := os.ReadFile(testImage(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sp.mustSubmit(`{"num_frames":2,"steps":4,"height":8,"width":8,"seed":1}`, img)
+	if st := sp.wait(id, time.Minute); st.State != "succeeded" {
+		t.Fatalf("job: %+v", st)
 	}
 }
