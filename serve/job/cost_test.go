@@ -96,16 +96,7 @@ func TestCostLimitsCheck(t *testing.T) {
 		{"memory: frames", Params{Height: 64, Width: 64, NumFrames: 225, Steps: 1}, "num_frames"},
 		{"memory: at the limit", Params{Height: 64, Width: 64, NumFrames: 224, Steps: 1}, ""},
 	} {
-		err := l.Check(JobCost(tc.p, quadAct))
-		var ce *CostError
-		switch {
-		case tc.wantParam == "" && err != nil:
-			t.Errorf("%s: refused: %v", tc.name, err)
-		case tc.wantParam != "" && !errors.As(err, &ce):
-			t.Errorf("%s: Check = %v, want a *CostError", tc.name, err)
-		case tc.wantParam != "" && (ce.Param != tc.wantParam || !errors.Is(err, ErrCostLimit) || !errors.Is(err, ErrTooLarge)):
-			t.Errorf("%s: %v (param %q), want param %q wrapping ErrCostLimit and ErrTooLarge", tc.name, err, ce.Param, tc.wantParam)
-		}
+		checkCostError(t, tc.name, l.Check(JobCost(tc.p, quadAct)), tc.wantParam, "")
 	}
 	if err := (CostLimits{}).Check(JobCost(Params{Height: 1 << 14, Width: 1 << 14, NumFrames: 1000, Steps: 1000}, quadAct)); err != nil {
 		t.Errorf("no limits: %v", err)
@@ -137,16 +128,23 @@ func TestCostLimitsCheckInput(t *testing.T) {
 	} {
 		cost := JobCost(native, quadAct)
 		cost.InputBytes = tc.input
-		err := tc.limits.Check(cost)
-		var ce *CostError
-		switch {
-		case tc.wantParam == "" && err != nil:
-			t.Errorf("%s: refused: %v", tc.name, err)
-		case tc.wantParam != "" && !errors.As(err, &ce):
-			t.Errorf("%s: Check = %v, want a *CostError", tc.name, err)
-		case tc.wantParam != "" && (ce.Param != tc.wantParam || !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "decoded")):
-			t.Errorf("%s: %v (param %q), want param %q naming the decoded image, wrapping ErrTooLarge", tc.name, err, ce.Param, tc.wantParam)
-		}
+		checkCostError(t, tc.name, tc.limits.Check(cost), tc.wantParam, "memory decoded")
+	}
+}
+
+// checkCostError fails the test unless err is nil for wantParam "", and otherwise a
+// *CostError naming wantParam, wrapping ErrCostLimit and ErrTooLarge, whose message holds
+// text.
+func checkCostError(t *testing.T, name string, err error, wantParam, text string) {
+	t.Helper()
+	var ce *CostError
+	switch {
+	case wantParam == "" && err != nil:
+		t.Errorf("%s: refused: %v", name, err)
+	case wantParam != "" && !errors.As(err, &ce):
+		t.Errorf("%s: Check = %v, want a *CostError", name, err)
+	case wantParam != "" && (ce.Param != wantParam || !errors.Is(err, ErrCostLimit) || !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), text)):
+		t.Errorf("%s: %v (param %q), want param %q wrapping ErrCostLimit and ErrTooLarge, saying %q", name, err, ce.Param, wantParam, text)
 	}
 }
 
