@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
@@ -58,6 +59,10 @@ func AutoMeshWhere(ctx context.Context, o Options, launch LaunchFunc, keep func(
 		weights, err := m.PlanWeights(family.Options{Backend: o.Backend}, o.TotalSteps, s)
 		if err != nil {
 			return o, plan.Prediction{}, err
+		}
+		// A conditioned model's step needs conditioning rows (as `vdpp plan` gives them).
+		if rc, ok := s.(family.RandomConditioner); ok {
+			cal.Cond = rc.RandomConditioning(rand.New(rand.NewPCG(uint64(o.Seed), 0)), shape)
 		}
 		c, err := cal.Calibrate(ctx, o.Model, st.ModelAt(0), shape, weights)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -102,5 +103,11 @@ func TestServePlanAuto(t *testing.T) {
 	id := sp.mustSubmit(`{"num_frames":2,"steps":4,"height":8,"width":8,"seed":1}`, img)
 	if st := sp.wait(id, time.Minute); st.State != "succeeded" {
 		t.Fatalf("job: %+v", st)
+	}
+	// A model whose step needs conditioning (the built-in SVD) is measured with the
+	// family's random conditioning.
+	sp = startServe(t, serveOptions{}, "--model", "builtin", "--plan", "auto", "--nproc", "1")
+	if !strings.Contains(sp.stderr.String(), `mesh="pp=1 cfg=1 cp=1 dp=1"`) {
+		t.Fatalf("builtin --plan auto --nproc 1:\n%s", lastLines(sp.stderr.String(), 20))
 	}
 }
