@@ -1,21 +1,27 @@
 package main
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vdpp/vdpp/internal/netns"
+	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/serve/loadtest"
+	"github.com/vdpp/vdpp/train"
 )
 
 // masterPort is the rendezvous port of the multi-host tests: the hosts' addresses exist only
@@ -222,6 +228,139 @@ func TestMultiNodeOneJob(t *testing.T) {
 			t.Fatalf("err %v:\n%s", err, out)
 		}
 	})
+}
+
+// TestMultiNodeTrain: `vdpp launch` on two hosts, two processes each, runs `vdpp train` as
+// one data-parallel job of 4 ranks: the per-step losses, the checkpoint (weights, EMA, Adam)
+// and the exported model equal one process's bit for bit, and rank 0's report lists the
+// ranks of both nodes. Killing the other host's processes mid-run ends the survivor within
+// seconds, naming a lost rank and its node.
+func TestMultiNodeTrain(t *testing.T) {
+	net := netns.New(t, netns.Config{Hosts: 2})
+	// The start: the built-in model's UNet phase at step 0, its clips' latents cached.
+	start := filepath.Join(t.TempDir(), "start")
+	if out, err := exec.Command(vdppBin, "train", "--dir", start, "--phase", "unet", "--init-from", "builtin",
+		"--train-clips", "4", "--encode-workers", "1", "--steps", "0").CombinedOutput(); err != nil {
+		t.Fatalf("start: %v\n%s", err, out)
+	}
+	// trainArgs resumes a copy of the start in dir: 4 steps of 4 clips, the ranks' state
+	// compared after every 2, one checkpoint at the end, exported to dir/model.
+	trainArgs := func(dir string, extra ...string) []string {
+		if err := copyTree(start, dir); err != nil {
+			t.Fatal(err)
+		}
+		return append([]string{"train", "--dir", dir, "--phase", "unet", "--resume", "--train-clips", "4", "--batch", "4", "--steps", "4",
+			"--ema", "0.9", "--check-every", "2", "--checkpoint-every", "0", "--export", filepath.Join(dir, "model")}, extra...)
+	}
+
+	t.Run("equals one process", func(t *testing.T) {
+		one := filepath.Join(t.TempDir(), "one")
+		if out, err := exec.Command(vdppBin, trainArgs(one, "--nproc", "1")...).CombinedOutput(); err != nil {
+			t.Fatalf("one process: %v\n%s", err, out)
+		}
+		multi := filepath.Join(t.TempDir(), "multi")
+		report := filepath.Join(t.TempDir(), "train.json")
+		args := trainArgs(multi, "--json", report)
+		n0 := startNode(t, net.Hosts, 0, 2, args...)
+		n1 := startNode(t, net.Hosts, 1, 2, args...)
+		waitAll(t, 3*time.Minute, n0, n1)
+
+		want, got := trainLosses(t, one), trainLosses(t, multi)
+		if len(want) != 4 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("losses on 2 nodes x 2 processes:\n%s\none process:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		requireSameCheckpoint(t, train.StatePath(one, train.PhaseUNet), train.StatePath(multi, train.PhaseUNet))
+		for _, f := range []string{"unet/diffusion_pytorch_model.safetensors", "vae/diffusion_pytorch_model.safetensors", "vdpp_sampling.json"} {
+			a, errA := os.ReadFile(filepath.Join(one, "model", f))
+			b, errB := os.ReadFile(filepath.Join(multi, "model", f))
+			if errA != nil || errB != nil || !bytes.Equal(a, b) {
+				t.Errorf("exported %s differs (%v, %v)", f, errA, errB)
+			}
+		}
+
+		var rep trainReport
+		if b, err := os.ReadFile(report); err != nil {
+			t.Fatal(err)
+		} else if err := json.Unmarshal(b, &rep); err != nil {
+			t.Fatal(err)
+		}
+		var ranks []int
+		for _, r := range rep.Times {
+			ranks = append(ranks, r.Rank)
+		}
+		if rep.Ranks != 4 || !slices.Equal(ranks, []int{0, 1, 2, 3}) || rep.Step != 4 {
+			t.Fatalf("report: %d ranks, times of ranks %v, step %d", rep.Ranks, ranks, rep.Step)
+		}
+		// Rank 0 (host 0) prints the summary once, a line per rank of either node.
+		out := n0.stdout.String()
+		for r := range 4 {
+			if !regexp.MustCompile(`(?m)^\[rank 0\] ` + strconv.Itoa(r) + ` +[0-9.]+ `).MatchString(out) {
+				t.Fatalf("host 0's report has no line for rank %d:\n%s", r, out)
+			}
+		}
+		if !strings.Contains(out, "4 process(es): ") || strings.Contains(n1.stdout.String(), "trained unet") {
+			t.Fatalf("the report must be printed once, by rank 0:\nhost 0:\n%s\nhost 1:\n%s", out, n1.stdout.String())
+		}
+	})
+
+	t.Run("other node killed", func(t *testing.T) {
+		const heartbeat = 2 * time.Second
+		dir := filepath.Join(t.TempDir(), "run")
+		args := trainArgs(dir, "--steps", "100000", "--heartbeat-timeout", heartbeat.String())
+		n0 := startNode(t, net.Hosts, 0, 2, args...)
+		n1 := startNode(t, net.Hosts, 1, 2, args...)
+		waitSteps(t, dir, 2, n0.stderr)
+		fault := time.Now()
+		if err := net.Hosts[1].KillAll(); err != nil {
+			t.Fatal(err)
+		}
+		<-n1.done
+		if err := n0.waitExit(t, fault, heartbeat+8*time.Second); err == nil {
+			t.Fatal("host 0 exited 0 after losing host 1")
+		}
+		out := n0.stderr.String()
+		if !regexp.MustCompile(`comm: lost rank [23] \(node [^,]*, ` + regexp.QuoteMeta(net.Hosts[1].Addr) + `\)`).MatchString(out) {
+			t.Fatalf("host 0 does not name a lost rank of host 1 (%s):\n%s", net.Hosts[1].Addr, out)
+		}
+		requireEmpty(t, net.Hosts[0])
+	})
+}
+
+// requireSameCheckpoint fails unless two training checkpoints hold the same tensors, bit for
+// bit, and the same metadata but for the number of ranks that wrote them.
+func requireSameCheckpoint(t *testing.T, a, b string) {
+	t.Helper()
+	fa, err := safetensors.Open(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fa.Close()
+	fb, err := safetensors.Open(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	if !slices.Equal(fa.Names(), fb.Names()) {
+		t.Fatalf("checkpoints hold different tensors:\n%v\n%v", fa.Names(), fb.Names())
+	}
+	for _, name := range fa.Names() {
+		ia, _ := fa.Info(name)
+		ib, _ := fb.Info(name)
+		ba, errA := fa.Bytes(name)
+		bb, errB := fb.Bytes(name)
+		if errA != nil || errB != nil || ia.DType != ib.DType || !slices.Equal(ia.Shape, ib.Shape) || !bytes.Equal(ba, bb) {
+			t.Fatalf("checkpoint tensor %s differs (%v, %v)", name, errA, errB)
+		}
+	}
+	ma, mb := fa.Metadata(), fb.Metadata()
+	if ma["world_size"] == mb["world_size"] {
+		t.Fatalf("both checkpoints were written by %s rank(s)", ma["world_size"])
+	}
+	delete(ma, "world_size")
+	delete(mb, "world_size")
+	if !maps.Equal(ma, mb) {
+		t.Fatalf("checkpoint metadata differs:\n%v\n%v", ma, mb)
+	}
 }
 
 // TestMultiNodeServe: the coordinator on host 0, its two workers on host 1, placed by

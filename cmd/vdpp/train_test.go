@@ -130,8 +130,9 @@ func rankPID(t *testing.T, launcher int, rank string) int {
 	return pid
 }
 
-// waitSteps waits until the loss log of the run in dir has n steps.
-func waitSteps(t *testing.T, dir string, n int, out *bytes.Buffer) {
+// waitSteps waits until the loss log of the run in dir has n steps; out is the run's
+// output, shown if it never does.
+func waitSteps(t *testing.T, dir string, n int, out fmt.Stringer) {
 	t.Helper()
 	if !eventually(120*time.Second, func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "loss.jsonl"))
