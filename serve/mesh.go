@@ -7,12 +7,13 @@ import (
 )
 
 // The workers of a server are laid out as a comm.Mesh with comm's rank order: DP
-// replicas, each a pipeline of PP stages, one worker rank per stage (cfg and cp units are
-// refused: Server.New), so the dispatcher sees one worker per stage of each replica.
+// replicas, each a pipeline of PP stages, each stage one worker rank, or a unit of CFG
+// ranks (unit.go) whose leader the dispatcher sees, so the dispatcher sees one worker per
+// stage of each replica. cp units are refused (Server.New).
 
 // resolveMesh returns the workers' mesh of Config's NProc and Mesh: Mesh when set (NProc,
-// when also set, must be its size; cfg and cp degrees above 1 are refused), else a
-// pipeline of NProc stages.
+// when also set, must be its size; cp above 1 is refused), else a pipeline of NProc
+// stages.
 func resolveMesh(nproc int, m comm.Mesh) (comm.Mesh, error) {
 	if m == (comm.Mesh{}) {
 		if nproc < 1 {
@@ -27,8 +28,11 @@ func resolveMesh(nproc int, m comm.Mesh) (comm.Mesh, error) {
 	if nproc != 0 && nproc != mesh.Size() {
 		return m, fmt.Errorf("serve: %d worker ranks, but the mesh %v has %d", nproc, mesh, mesh.Size())
 	}
-	if mesh.CFG > 1 || mesh.CP > 1 {
-		return m, fmt.Errorf("serve: mesh %v: serve's workers run pp x dp meshes (--cfg and --cp run in vdpp generate and vdpp bench)", mesh)
+	if mesh.CFG > 2 {
+		return m, fmt.Errorf("serve: --cfg %d: classifier-free guidance has two halves (use 1 or 2)", mesh.CFG)
+	}
+	if mesh.CP > 1 {
+		return m, fmt.Errorf("serve: mesh %v: serve's workers run pp x cfg x dp meshes (--cp runs in vdpp generate and vdpp bench)", mesh)
 	}
 	return mesh, nil
 }

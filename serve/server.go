@@ -230,9 +230,9 @@ func New(cfg Config) (*Server, error) {
 	if stall == 0 {
 		stall = 60 * time.Second
 	}
-	// The replicas are the mesh's pipeline chains: cfg and cp are 1 (resolveMesh), so each
-	// chain is one replica's stages in order.
-	coord, err := newCoordinator(coordConfig{Model: gen, Store: store, Records: recs, NProc: cfg.NProc, Replicas: cfg.Mesh.Partition(comm.AxisPP),
+	// The replicas are the mesh's pipeline chains of cfg 0: each chain is one replica's
+	// stages in order, and each of its ranks leads its stage's cfg unit (unit.go).
+	coord, err := newCoordinator(coordConfig{Model: gen, Store: store, Records: recs, NProc: cfg.NProc, Replicas: meshReplicas(cfg.Mesh), Mesh: cfg.Mesh,
 		MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, Metrics: m, Log: cfg.Log,
 		StallTimeout: stall, StepRatePrior: gen.StepSecondsPerUnit(), HoldFile: cfg.HoldFile, Now: cfg.Now})
 	if err != nil {

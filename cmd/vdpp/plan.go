@@ -164,7 +164,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		if served, ok := servedMesh(res); ok {
 			if served.Mesh != best.Mesh {
-				fmt.Fprintf(stdout, "serve's workers run pp x dp meshes; the best of those (%s):\n", served.Mesh)
+				fmt.Fprintf(stdout, "serve's workers run pp x cfg x dp meshes; the best of those (%s):\n", served.Mesh)
 			}
 			c, err := f.serveCommand(served)
 			if err != nil {
@@ -444,8 +444,8 @@ func (f *planFlags) commands(best plan.Prediction) ([]string, error) {
 	return append(cmds, bench), nil
 }
 
-// servedMesh is the best of res's meshes that `vdpp serve` runs: pp x dp, one worker rank
-// per stage of each replica.
+// servedMesh is the best of res's meshes that `vdpp serve` runs: pp x cfg x dp, a worker
+// rank or a cfg pair per stage of each replica.
 func servedMesh(res plan.Result) (plan.Prediction, bool) {
 	for _, p := range res.Configs {
 		if servedByWorkers(p.Mesh) {
@@ -462,7 +462,11 @@ func (f *planFlags) serveCommand(p plan.Prediction) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c := fmt.Sprintf("vdpp serve --model %s --pp %d --dp %d", shellQuote(f.modelArg()), p.PP, p.DP)
+	c := fmt.Sprintf("vdpp serve --model %s --pp %d", shellQuote(f.modelArg()), p.PP)
+	if p.CFG > 1 {
+		c += fmt.Sprintf(" --cfg %d", p.CFG)
+	}
+	c += fmt.Sprintf(" --dp %d", p.DP)
 	if f.microBatch > 1 {
 		c += fmt.Sprintf(" --max-batch %d", f.microBatch)
 	}

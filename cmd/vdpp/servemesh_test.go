@@ -30,16 +30,34 @@ func TestServeMeshes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, mesh := range map[string][]string{"dp2": {"--dp", "2"}, "pp2 x dp2": {"--pp", "2", "--dp", "2"}} {
-		t.Run(name, func(t *testing.T) {
-			sp := startServe(t, serveOptions{}, append([]string{"--model", "builtin"}, mesh...)...)
+	// generate's cfg pair, the run a cfg=2 server's units must match.
+	if code, stdout, stderr := vdppIn(t, dir, "generate", "--model", "builtin", "--image", imgPath, "--steps", "2",
+		"--num-frames", "2", "--seed", "9", "--cfg", "2", "--out", "cfg", "--quiet"); code != 0 {
+		t.Fatalf("generate --cfg 2: exit %d\n%s%s", code, stdout, stderr)
+	}
+	wantCFG, err := os.ReadFile(filepath.Join(dir, "cfg", "sample-000", "video.gif"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		mesh []string
+		want []byte
+	}{
+		{"dp2", []string{"--dp", "2"}, want},
+		{"pp2 x dp2", []string{"--pp", "2", "--dp", "2"}, want},
+		{"cfg2", []string{"--cfg", "2"}, wantCFG},
+		{"pp2 x cfg2", []string{"--pp", "2", "--cfg", "2"}, wantCFG},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := startServe(t, serveOptions{}, append([]string{"--model", "builtin"}, tc.mesh...)...)
 			id := sp.mustSubmit(`{"num_frames":2,"steps":2,"seed":9}`, img)
 			if st := sp.wait(id, 2*time.Minute); st.State != "succeeded" {
 				t.Fatalf("job: %+v\n%s", st, lastLines(sp.stderr.String(), 20))
 			}
 			code, gif := sp.get("/v1/videos/" + id + "/content?format=gif")
-			if code != http.StatusOK || !bytes.Equal(gif, want) {
-				t.Fatalf("served GIF (%d, %d bytes) differs from vdpp generate's video.gif (%d bytes)", code, len(gif), len(want))
+			if code != http.StatusOK || !bytes.Equal(gif, tc.want) {
+				t.Fatalf("served GIF (%d, %d bytes) differs from vdpp generate's video.gif (%d bytes)", code, len(gif), len(tc.want))
 			}
 		})
 	}
@@ -78,6 +96,40 @@ func TestServeDataParallelKill(t *testing.T) {
 	var workers []struct{ Rank, Replica, Restarts int }
 	if err := json.Unmarshal(w, &workers); err != nil || len(workers) != 2 || workers[1].Replica != 1 || workers[0].Restarts != 1 {
 		t.Fatalf("workers %s (%v)", w, err)
+	}
+}
+
+// TestServeCFGUnitKill: killing the member of a cfg=2 unit while the unit computes a job
+// loses nothing: the unit restarts, the job re-runs from the latent the coordinator holds
+// and ends with the bits of a run without a fault. An unguided job is refused in one line.
+func TestServeCFGUnitKill(t *testing.T) {
+	sp := startServe(t, serveOptions{}, "--model", "synthetic", "--step-ms", "150", "--cfg", "2", "--max-batch", "1")
+	img, err := os.ReadFile(testImage(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const params = `{"num_frames":2,"steps":8,"height":8,"width":8,"seed":4,"max_guidance":3}`
+	id := sp.mustSubmit(params, img)
+	sp.waitStep(id, 1, time.Minute)
+	if code, b := sp.do("POST", "/v1/admin/workers/1/kill"); code != http.StatusAccepted {
+		t.Fatalf("kill: %d %s", code, b)
+	}
+	st := sp.wait(id, time.Minute)
+	if st.State != "succeeded" || st.Restarts < 1 {
+		t.Fatalf("after the kill: %+v\n%s", st, lastLines(sp.stderr.String(), 20))
+	}
+	again := sp.mustSubmit(params, img)
+	if st := sp.wait(again, time.Minute); st.State != "succeeded" || st.Restarts != 0 {
+		t.Fatalf("the run without a fault: %+v", st)
+	}
+	_, a := sp.get("/v1/videos/" + id + "/content?format=latent")
+	_, b := sp.get("/v1/videos/" + again + "/content?format=latent")
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Fatalf("the killed job's latent (%d bytes) differs from the run without a fault (%d bytes)", len(a), len(b))
+	}
+	code, body := sp.submit(map[string][]byte{"params": []byte(`{"num_frames":2,"steps":2,"height":8,"width":8,"max_guidance":1}`), "image": img})
+	if code != http.StatusBadRequest || !strings.Contains(string(body), "unguided") {
+		t.Fatalf("an unguided job on cfg=2: %d %s", code, body)
 	}
 }
 
