@@ -160,8 +160,8 @@ type coordinator struct {
 	units map[int]*unit
 	// unitHost is the host of the worker listener, where the units' stores listen.
 	unitHost string
-	health storeHealth
-	hooks  coordHooks
+	health   storeHealth
+	hooks    coordHooks
 }
 
 // jobIO is the driver's per-job state.

@@ -38,8 +38,9 @@ type Config struct {
 	// NProc is the number of worker ranks (the mesh's size when Mesh is set).
 	NProc int
 	// Mesh lays the worker ranks out as pp x cfg x cp x dp (comm.Mesh, comm's rank order):
-	// DP data-parallel replicas, each a pipeline of PP stages. Zero: one pipeline of NProc
-	// stages.
+	// DP data-parallel replicas, each a pipeline of PP stages, each stage one rank or, with
+	// CFG 2, a cfg unit of two (unguided jobs are then refused); CP above 1 is refused.
+	// Zero: one pipeline of NProc stages.
 	Mesh   comm.Mesh
 	Limits job.Limits
 	// MaxBatch, MaxQueue, MaxRunning: see coordConfig. MaxBatch 0 means the model's

@@ -116,8 +116,8 @@ type worker struct {
 	cfg      Config
 	wc       *wire.Conn
 	steppers map[int]*pipeline.Stepper // by total steps; used by the compute goroutine only
-	unit     *unit                      // the rank's unit (nil: none); compute goroutine only
-	inUnit   bool                       // a unit was joined; read goroutine only
+	unit     *unit                     // the rank's unit (nil: none); compute goroutine only
+	inUnit   bool                      // a unit was joined; read goroutine only
 
 	mu      sync.Mutex
 	cancels map[int64]map[int]bool // batch -> rows to drop
