@@ -65,9 +65,9 @@ type Options struct {
 	Seed    uint64
 }
 
-// DefaultOptions is SVD-XT at 576x1024, 14 frames, batch 2, bf16.
+// DefaultOptions is SVD-XT at 576x1024, 14 frames, batch 2, float32 (the dtype model/svd/unet computes in).
 func DefaultOptions() Options {
-	return Options{Config: "xt", Frames: 14, Height: 576, Width: 1024, Batch: 2, DType: "bf16", Warmup: 2, Iters: 10, Seed: 1}
+	return Options{Config: "xt", Frames: 14, Height: 576, Width: 1024, Batch: 2, DType: "f32", Warmup: 2, Iters: 10, Seed: 1}
 }
 
 // Validate checks the options.
