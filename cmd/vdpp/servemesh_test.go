@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -74,24 +75,7 @@ func TestServeDataParallelKill(t *testing.T) {
 	}
 	const params = `{"num_frames":2,"steps":8,"height":8,"width":8,"seed":4}`
 	// The first job goes to the least busy replica with the lowest rank: rank 0.
-	id := sp.mustSubmit(params, img)
-	sp.waitStep(id, 1, time.Minute)
-	if code, b := sp.do("POST", "/v1/admin/workers/0/kill"); code != http.StatusAccepted {
-		t.Fatalf("kill: %d %s", code, b)
-	}
-	st := sp.wait(id, time.Minute)
-	if st.State != "succeeded" || st.Restarts < 1 {
-		t.Fatalf("after the kill: %+v", st)
-	}
-	again := sp.mustSubmit(params, img)
-	if st := sp.wait(again, time.Minute); st.State != "succeeded" || st.Restarts != 0 {
-		t.Fatalf("the run without a fault: %+v", st)
-	}
-	_, a := sp.get("/v1/videos/" + id + "/content?format=latent")
-	_, b := sp.get("/v1/videos/" + again + "/content?format=latent")
-	if len(a) == 0 || !bytes.Equal(a, b) {
-		t.Fatalf("the killed job's latent (%d bytes) differs from the run without a fault (%d bytes)", len(a), len(b))
-	}
+	killMidJob(t, sp, params, img, 0)
 	_, w := sp.get("/v1/admin/workers")
 	var workers []struct{ Rank, Replica, Restarts int }
 	if err := json.Unmarshal(w, &workers); err != nil || len(workers) != 2 || workers[1].Replica != 1 || workers[0].Restarts != 1 {
@@ -109,9 +93,28 @@ func TestServeCFGUnitKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	const params = `{"num_frames":2,"steps":8,"height":8,"width":8,"seed":4,"max_guidance":3}`
+	killMidJob(t, sp, params, img, 1)
+	_, w := sp.get("/v1/admin/workers")
+	var workers []struct {
+		Rank, Restarts int
+		Connected      bool
+	}
+	if err := json.Unmarshal(w, &workers); err != nil || len(workers) != 2 || workers[1].Restarts != 1 || !workers[0].Connected || !workers[1].Connected {
+		t.Fatalf("workers %s (%v): want both ranks of the unit connected again, rank 1 restarted once", w, err)
+	}
+	code, body := sp.submit(map[string][]byte{"params": []byte(`{"num_frames":2,"steps":2,"height":8,"width":8,"max_guidance":1}`), "image": img})
+	if code != http.StatusBadRequest || !strings.Contains(string(body), "unguided") {
+		t.Fatalf("an unguided job on cfg=2: %d %s", code, body)
+	}
+}
+
+// killMidJob kills rank once a job of params holds its first step, and checks that the job
+// succeeds after a restart with the latent of a run without a fault.
+func killMidJob(t *testing.T, sp *serveProc, params string, img []byte, rank int) {
+	t.Helper()
 	id := sp.mustSubmit(params, img)
 	sp.waitStep(id, 1, time.Minute)
-	if code, b := sp.do("POST", "/v1/admin/workers/1/kill"); code != http.StatusAccepted {
+	if code, b := sp.do("POST", fmt.Sprintf("/v1/admin/workers/%d/kill", rank)); code != http.StatusAccepted {
 		t.Fatalf("kill: %d %s", code, b)
 	}
 	st := sp.wait(id, time.Minute)
@@ -126,10 +129,6 @@ func TestServeCFGUnitKill(t *testing.T) {
 	_, b := sp.get("/v1/videos/" + again + "/content?format=latent")
 	if len(a) == 0 || !bytes.Equal(a, b) {
 		t.Fatalf("the killed job's latent (%d bytes) differs from the run without a fault (%d bytes)", len(a), len(b))
-	}
-	code, body := sp.submit(map[string][]byte{"params": []byte(`{"num_frames":2,"steps":2,"height":8,"width":8,"max_guidance":1}`), "image": img})
-	if code != http.StatusBadRequest || !strings.Contains(string(body), "unguided") {
-		t.Fatalf("an unguided job on cfg=2: %d %s", code, body)
 	}
 }
 
