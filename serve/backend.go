@@ -41,10 +41,8 @@ func (b backend) StorageOK() error {
 // Submit refuses up front (507) a job whose outputs would leave the data dir with less free
 // space than it keeps, rather than accept it and fail it when its output cannot be written.
 func (b backend) Submit(p job.Params, in job.Input) (job.Status, error) {
-	if b.s.cfg.Mesh.CFG == 2 && !p.Guided() && p.GuidanceScale <= 1 {
-		// As vdpp generate --cfg 2 refuses an unguided run (the same rule: max guidance or
-		// guidance scale above 1): there are no halves to split.
-		return job.Status{}, fmt.Errorf("%w: this server's workers run --cfg 2, the two halves of classifier-free guidance; an unguided job (max_guidance or guidance_scale at most 1) has none", job.ErrBadParams)
+	if err := b.s.checkJobMesh(p); err != nil {
+		return job.Status{}, err
 	}
 	if err := b.s.diskOK(job.DiskBytes(p)); err != nil {
 		return job.Status{}, err

@@ -155,7 +155,7 @@ type coordinator struct {
 	closing chan struct{}
 	// joined is closed and replaced whenever a worker joins (waitReady).
 	joined chan struct{}
-	// units are the mesh's cfg units by each of their ranks (nil: none; see unit.go);
+	// units are the mesh's cfg x cp units by each of their ranks (nil: none; see unit.go);
 	// the map is fixed, the units' fields are guarded by mu.
 	units map[int]*unit
 	// unitHost is the host of the worker listener, where the units' stores listen.

@@ -9,7 +9,7 @@ import (
 )
 
 // resolveMesh: a Config without a mesh is a pipeline of NProc stages; a mesh is checked
-// against NProc and against what the workers run (pp x cfg x dp).
+// against NProc and against what the workers run (cfg at most 2).
 func TestResolveMesh(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -25,7 +25,7 @@ func TestResolveMesh(t *testing.T) {
 		{name: "size mismatch", nproc: 3, mesh: comm.Mesh{PP: 2, CFG: 1, CP: 1, DP: 2}, wantErr: "3 worker ranks, but the mesh pp=2 cfg=1 cp=1 dp=2 has 4"},
 		{name: "cfg pairs", nproc: 8, mesh: comm.Mesh{PP: 2, CFG: 2, CP: 1, DP: 2}, want: comm.Mesh{PP: 2, CFG: 2, CP: 1, DP: 2}},
 		{name: "cfg 3 refused", mesh: comm.Mesh{PP: 1, CFG: 3, CP: 1, DP: 1}, wantErr: "--cfg 3: classifier-free guidance has two halves"},
-		{name: "cp refused", mesh: comm.Mesh{PP: 1, CFG: 1, CP: 2, DP: 2}, wantErr: "serve's workers run pp x cfg x dp meshes"},
+		{name: "cp units", mesh: comm.Mesh{PP: 1, CFG: 1, CP: 2, DP: 2}, want: comm.Mesh{PP: 1, CFG: 1, CP: 2, DP: 2}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := resolveMesh(c.nproc, c.mesh)
@@ -54,6 +54,8 @@ func TestMeshUnits(t *testing.T) {
 		{name: "pp x dp, no units", mesh: comm.Mesh{PP: 2, CFG: 1, CP: 1, DP: 2}, replicas: [][]int{{0, 1}, {2, 3}}},
 		{name: "cfg 2", mesh: comm.Mesh{PP: 1, CFG: 2, CP: 1, DP: 1}, replicas: [][]int{{0}},
 			units: map[int][]int{0: {0, 1}, 1: {0, 1}}},
+		{name: "cfg 2 x cp 2", mesh: comm.Mesh{PP: 1, CFG: 2, CP: 2, DP: 1}, replicas: [][]int{{0}},
+			units: map[int][]int{0: {0, 1, 2, 3}, 1: {0, 1, 2, 3}, 2: {0, 1, 2, 3}, 3: {0, 1, 2, 3}}},
 		{name: "pp 2 x cfg 2 x dp 2", mesh: comm.Mesh{PP: 2, CFG: 2, CP: 1, DP: 2}, replicas: [][]int{{0, 2}, {4, 6}},
 			units: map[int][]int{0: {0, 1}, 1: {0, 1}, 2: {2, 3}, 3: {2, 3}, 4: {4, 5}, 5: {4, 5}, 6: {6, 7}, 7: {6, 7}}},
 	} {

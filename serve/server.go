@@ -38,9 +38,9 @@ type Config struct {
 	// NProc is the number of worker ranks (the mesh's size when Mesh is set).
 	NProc int
 	// Mesh lays the worker ranks out as pp x cfg x cp x dp (comm.Mesh, comm's rank order):
-	// DP data-parallel replicas, each a pipeline of PP stages, each stage one rank or, with
-	// CFG 2, a cfg unit of two (unguided jobs are then refused); CP above 1 is refused.
-	// Zero: one pipeline of NProc stages.
+	// DP data-parallel replicas, each a pipeline of PP stages, each stage one rank or a unit
+	// of CFG x CP ranks (jobs the unit cannot run are then refused: checkJobMesh). CFG above
+	// 2 is refused. Zero: one pipeline of NProc stages.
 	Mesh   comm.Mesh
 	Limits job.Limits
 	// MaxBatch, MaxQueue, MaxRunning: see coordConfig. MaxBatch 0 means the model's
@@ -231,8 +231,8 @@ func New(cfg Config) (*Server, error) {
 	if stall == 0 {
 		stall = 60 * time.Second
 	}
-	// The replicas are the mesh's pipeline chains of cfg 0: each chain is one replica's
-	// stages in order, and each of its ranks leads its stage's cfg unit (unit.go).
+	// The replicas are the mesh's pipeline chains of cfg 0 and cp 0: each chain is one replica's
+	// stages in order, and each of its ranks leads its stage's unit (unit.go).
 	coord, err := newCoordinator(coordConfig{Model: gen, Store: store, Records: recs, NProc: cfg.NProc, Replicas: meshReplicas(cfg.Mesh), Mesh: cfg.Mesh,
 		MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, Metrics: m, Log: cfg.Log,
 		StallTimeout: stall, StepRatePrior: gen.StepSecondsPerUnit(), HoldFile: cfg.HoldFile, Now: cfg.Now})

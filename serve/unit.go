@@ -9,8 +9,8 @@ import (
 	"github.com/vdpp/vdpp/serve/wire"
 )
 
-// A mesh with cfg (or cp) above 1 gives every pipeline stage of every replica a unit of
-// ranks that compute the stage's steps together, as `vdpp generate --cfg 2`'s ranks do
+// A mesh with cfg or cp above 1 gives every pipeline stage of every replica a unit of
+// ranks that compute the stage's steps together, as `vdpp generate`'s ranks of that mesh do
 // (pipeline.Placement.Configure). The unit's leader (cfg 0, cp 0) is the dispatcher's worker
 // of its stage; the coordinator sends every other member a copy of each batch the leader
 // gets and takes the leader's reports only. The members find each other through a comm
@@ -18,7 +18,7 @@ import (
 // member's loss ends the unit (every member is restarted, the leader's batch re-runs
 // from the latent the coordinator holds) and the unit forms again when they are back.
 
-// unit is one stage's unit of worker ranks; its mutable fields are guarded by the
+// unit is one stage's unit of worker ranks (cfg x cp); its mutable fields are guarded by the
 // coordinator's mu.
 type unit struct {
 	ranks   []int // by unit index (comm's rank order of the cfg x cp unit); ranks[0] leads

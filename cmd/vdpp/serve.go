@@ -125,7 +125,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config,
 	var pp, cfgDeg, cp, dp int
 	fs.IntVar(&pp, "pp", 0, "pipeline stages of each replica (mesh: pp x cfg x cp x dp worker ranks; unset: what --nproc leaves)")
 	fs.IntVar(&cfgDeg, "cfg", 0, "CFG-parallel degree: 2 runs each stage on a pair of ranks, the unconditional and conditional halves of guided jobs (unguided jobs are then refused)")
-	fs.IntVar(&cp, "cp", 0, "context-parallel degree: serve's workers run pp x cfg x dp meshes, so 1")
+	fs.IntVar(&cp, "cp", 0, "context-parallel degree: each stage's ranks split a job's latent frames over this many ranks (jobs with fewer latent frames, or cut into windows, are then refused)")
 	fs.IntVar(&dp, "dp", 0, "data-parallel replicas: this many pipelines share the jobs, each batch going to the least busy one")
 	var planName string
 	fs.StringVar(&planName, "plan", "", `"auto": the planner picks the pp x dp mesh for --nproc devices (default 2) and the model's native job, as vdpp plan does`)
@@ -203,11 +203,8 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config,
 	if err != nil {
 		return cfg, "", false, mf, fmt.Errorf("%w: %w", errUsage, err)
 	}
-	switch {
-	case mesh.CFG > 2:
+	if mesh.CFG > 2 {
 		return cfg, "", false, mf, fmt.Errorf("%w: --cfg %d: classifier-free guidance has two halves (use 1 or 2)", errUsage, mesh.CFG)
-	case mesh.CP > 1:
-		return cfg, "", false, mf, fmt.Errorf("%w: --cp %d: serve's workers run pp x cfg x dp meshes; cp meshes run in vdpp generate and vdpp bench", errUsage, mesh.CP)
 	}
 	cfg.Mesh, cfg.NProc = mesh, mesh.Size()
 	cfg.Limits = lim

@@ -15,7 +15,8 @@ import (
 
 // TestServeMeshes: serve's workers run the meshes generate runs, and a served job's video
 // is the bytes of `vdpp generate`'s for the same model, parameters and seed (generate's pp,
-// dp and cfg meshes give the one-process bytes, TestGenerateMeshes).
+// dp and cfg meshes give the one-process bytes, TestGenerateMeshes; a cp mesh is compared
+// with generate's cp mesh).
 func TestServeMeshes(t *testing.T) {
 	dir := t.TempDir()
 	imgPath := testImage(t)
@@ -40,6 +41,24 @@ func TestServeMeshes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// and its cp pair (a context-parallel model matches one process within float
+	// tolerance only, so cp is compared with cp).
+	if code, stdout, stderr := vdppIn(t, dir, "generate", "--model", "builtin", "--image", imgPath, "--steps", "2",
+		"--num-frames", "2", "--seed", "9", "--cp", "2", "--out", "cp", "--quiet"); code != 0 {
+		t.Fatalf("generate --cp 2: exit %d\n%s%s", code, stdout, stderr)
+	}
+	wantCP, err := os.ReadFile(filepath.Join(dir, "cp", "sample-000", "video.gif"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := vdppIn(t, dir, "generate", "--model", "builtin", "--image", imgPath, "--steps", "2",
+		"--num-frames", "2", "--seed", "9", "--cfg", "2", "--cp", "2", "--out", "cfgcp", "--quiet"); code != 0 {
+		t.Fatalf("generate --cfg 2 --cp 2: exit %d\n%s%s", code, stdout, stderr)
+	}
+	wantCFGCP, err := os.ReadFile(filepath.Join(dir, "cfgcp", "sample-000", "video.gif"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		mesh []string
@@ -49,6 +68,8 @@ func TestServeMeshes(t *testing.T) {
 		{"pp2 x dp2", []string{"--pp", "2", "--dp", "2"}, want},
 		{"cfg2", []string{"--cfg", "2"}, wantCFG},
 		{"pp2 x cfg2", []string{"--pp", "2", "--cfg", "2"}, wantCFG},
+		{"cp2", []string{"--cp", "2"}, wantCP},
+		{"cfg2 x cp2", []string{"--cfg", "2", "--cp", "2"}, wantCFGCP},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sp := startServe(t, serveOptions{}, append([]string{"--model", "builtin"}, tc.mesh...)...)
@@ -59,6 +80,13 @@ func TestServeMeshes(t *testing.T) {
 			code, gif := sp.get("/v1/videos/" + id + "/content?format=gif")
 			if code != http.StatusOK || !bytes.Equal(gif, tc.want) {
 				t.Fatalf("served GIF (%d, %d bytes) differs from vdpp generate's video.gif (%d bytes)", code, len(gif), len(tc.want))
+			}
+			if tc.name == "cp2" {
+				// A job of one latent frame has no frame for the second cp rank.
+				code, body := sp.submit(map[string][]byte{"params": []byte(`{"num_frames":1,"steps":2}`), "image": img})
+				if code != http.StatusBadRequest || !strings.Contains(string(body), "every cp rank needs a frame") {
+					t.Fatalf("a one-frame job on cp=2: %d %s", code, body)
+				}
 			}
 		})
 	}

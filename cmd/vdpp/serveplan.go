@@ -10,13 +10,9 @@ import (
 	"github.com/vdpp/vdpp/serve"
 )
 
-// servedByWorkers reports whether serve's workers run mesh m: pp x cfg x dp, a worker rank
-// or a cfg pair per stage of each replica (the frame split runs in generate and bench).
-func servedByWorkers(m plan.Mesh) bool { return m.CFG <= 2 && m.CP == 1 }
-
 // autoServed reports whether `vdpp serve --plan auto` may choose mesh m: pp x dp only, as a
-// cfg pair refuses unguided jobs, which the server's clients may send; --cfg 2 is the
-// operator's explicit choice.
+// cfg pair refuses unguided jobs and a cp unit short or windowed ones, which the server's
+// clients may send; --cfg and --cp are the operator's explicit choice.
 func autoServed(m plan.Mesh) bool { return m.CFG == 1 && m.CP == 1 }
 
 // serveAutoMesh is `vdpp serve --plan auto`: the planner's best pp x dp mesh of cfg.NProc

@@ -13,10 +13,10 @@
 //     calls; a compiled network call itself runs to its end); a batch
 //     whose rows were all dropped ends with empty. A model error is reported (failed) and
 //     the worker goes on; only a broken connection ends it.
-//   - A unit message makes the rank a member of a cfg unit: it joins the unit's comm
+//   - A unit message makes the rank a member of a cfg x cp unit: it joins the unit's comm
 //     transport through the store the coordinator hosts and splits every step with the
-//     unit's other ranks exactly as `vdpp generate --cfg 2` does (pipeline.Place and
-//     Placement.Configure). The coordinator sends every member the same batches; only the
+//     unit's other ranks exactly as `vdpp generate --cfg --cp` does (pipeline.Place, and
+//     Placement.Configure for each batch's frames). The coordinator sends every member the same batches; only the
 //     leader (index 0) reports them. Cancels are ignored in a unit (rows are dropped by
 //     the coordinator when the batch comes back: the members must step the same rows), and
 //     a broken unit transport ends Run with an error, so the coordinator re-runs the batch
@@ -67,7 +67,7 @@ type batch struct {
 	unit  *unit
 }
 
-// unit is the rank's place in its cfg unit.
+// unit is the rank's place in its cfg x cp unit.
 type unit struct {
 	index int
 	place pipeline.Placement
