@@ -24,41 +24,27 @@ func TestServeMeshes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, stdout, stderr := vdppIn(t, dir, "generate", "--model", "builtin", "--image", imgPath, "--steps", "2",
-		"--num-frames", "2", "--seed", "9", "--out", "one", "--quiet"); code != 0 {
-		t.Fatalf("generate: exit %d\n%s%s", code, stdout, stderr)
-	}
-	want, err := os.ReadFile(filepath.Join(dir, "one", "sample-000", "video.gif"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// generate's cfg pair, the run a cfg=2 server's units must match.
-	if code, stdout, stderr := vdppIn(t, dir, "generate", "--model", "builtin", "--image", imgPath, "--steps", "2",
-		"--num-frames", "2", "--seed", "9", "--cfg", "2", "--out", "cfg", "--quiet"); code != 0 {
-		t.Fatalf("generate --cfg 2: exit %d\n%s%s", code, stdout, stderr)
-	}
-	wantCFG, err := os.ReadFile(filepath.Join(dir, "cfg", "sample-000", "video.gif"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// and its cp pair (a context-parallel model matches one process within float
+	// generate's video of each mesh: one process (pp and dp meshes give its bytes), the cfg
+	// pair, and the cp meshes (a context-parallel model matches one process within float
 	// tolerance only, so cp is compared with cp).
-	if code, stdout, stderr := vdppIn(t, dir, "generate", "--model", "builtin", "--image", imgPath, "--steps", "2",
-		"--num-frames", "2", "--seed", "9", "--cp", "2", "--out", "cp", "--quiet"); code != 0 {
-		t.Fatalf("generate --cp 2: exit %d\n%s%s", code, stdout, stderr)
+	generated := func(mesh ...string) []byte {
+		t.Helper()
+		out := fmt.Sprintf("gen-%d", len(mesh))
+		for _, f := range mesh {
+			out += strings.TrimLeft(f, "-")
+		}
+		args := append([]string{"generate", "--model", "builtin", "--image", imgPath, "--steps", "2",
+			"--num-frames", "2", "--seed", "9", "--out", out, "--quiet"}, mesh...)
+		if code, stdout, stderr := vdppIn(t, dir, args...); code != 0 {
+			t.Fatalf("generate %v: exit %d\n%s%s", mesh, code, stdout, stderr)
+		}
+		gif, err := os.ReadFile(filepath.Join(dir, out, "sample-000", "video.gif"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gif
 	}
-	wantCP, err := os.ReadFile(filepath.Join(dir, "cp", "sample-000", "video.gif"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code, stdout, stderr := vdppIn(t, dir, "generate", "--model", "builtin", "--image", imgPath, "--steps", "2",
-		"--num-frames", "2", "--seed", "9", "--cfg", "2", "--cp", "2", "--out", "cfgcp", "--quiet"); code != 0 {
-		t.Fatalf("generate --cfg 2 --cp 2: exit %d\n%s%s", code, stdout, stderr)
-	}
-	wantCFGCP, err := os.ReadFile(filepath.Join(dir, "cfgcp", "sample-000", "video.gif"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	want, wantCFG, wantCP, wantCFGCP := generated(), generated("--cfg", "2"), generated("--cp", "2"), generated("--cfg", "2", "--cp", "2")
 	for _, tc := range []struct {
 		name string
 		mesh []string
