@@ -39,6 +39,10 @@ type Options struct {
 	// broken: every rank's operations then fail with ErrPeerLost naming the lost rank and its
 	// node. Default DefaultHeartbeatTimeout; negative turns heartbeats off.
 	HeartbeatTimeout time.Duration
+	// ExternalStore: the rendezvous store at MASTER_ADDR:MASTER_PORT is hosted by someone
+	// outside the world (a server's coordinator hosting its workers' cfg units), so rank 0
+	// joins it like every other rank instead of listening there itself.
+	ExternalStore bool
 }
 
 // heartbeatInterval is how often a heartbeat goes out (and the watchdog looks).

@@ -45,7 +45,7 @@ func (t *TCPTransport) connect(ctx context.Context, env Env) error {
 	ctx, cancel := context.WithTimeout(ctx, t.opts.ConnectTimeout)
 	defer cancel()
 	var err error
-	if t.rank == 0 {
+	if t.rank == 0 && !t.opts.ExternalStore {
 		if t.server, err = ListenStore(env.ListenAddr(), t.world, t.opts.Logger); err != nil {
 			return err
 		}

@@ -41,6 +41,9 @@ func (b backend) StorageOK() error {
 // Submit refuses up front (507) a job whose outputs would leave the data dir with less free
 // space than it keeps, rather than accept it and fail it when its output cannot be written.
 func (b backend) Submit(p job.Params, in job.Input) (job.Status, error) {
+	if err := b.s.checkJobMesh(p); err != nil {
+		return job.Status{}, err
+	}
 	if err := b.s.diskOK(job.DiskBytes(p)); err != nil {
 		return job.Status{}, err
 	}

@@ -51,6 +51,11 @@ func (c *coordinator) ServeWorkers(ln net.Listener, secret []byte, heartbeat, ti
 	if timeout <= 0 {
 		timeout = wire.DefaultHeartbeatTimeout
 	}
+	if host, _, err := net.SplitHostPort(ln.Addr().String()); err == nil {
+		c.mu.Lock()
+		c.unitHost = host
+		c.mu.Unlock()
+	}
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -64,6 +69,16 @@ func (c *coordinator) ServeWorkers(ln net.Listener, secret []byte, heartbeat, ti
 			if err != nil {
 				c.cfg.Log.Warn("refused a worker connection", "remote", conn.RemoteAddr(), "err", err)
 				conn.Close()
+				return
+			}
+			if u := c.units[rank]; u != nil {
+				w := &workerConn{wc: wire.NewConn(conn, timeout), out: make(chan comm.Message, 1024), done: make(chan struct{})}
+				if !c.joinUnit(w, u, rank, pid) {
+					return
+				}
+				defer c.wg.Done()
+				go c.writeLoop(w, heartbeat)
+				c.readLoop(w, timeout)
 				return
 			}
 			if !c.cfg.connects(rank) {
@@ -143,8 +158,13 @@ func (c *coordinator) readLoop(w *workerConn, timeout time.Duration) {
 	w.close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.d.Lost(w.rc, err, c.cfg.Now())
-	delete(c.conns, w.rc)
+	if w.rc != nil {
+		c.d.Lost(w.rc, err, c.cfg.Now())
+		delete(c.conns, w.rc)
+	}
+	if u := c.units[w.rank]; u != nil && u.conns[w.rank] == w {
+		c.breakUnitLocked(u, w.rank, err)
+	}
 	c.flushLocked()
 }
 
@@ -172,6 +192,9 @@ func (c *coordinator) handle(w *workerConn, m comm.Message) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if w.rc == nil {
+		return nil // a unit member's reports are its leader's
+	}
 	err = c.d.Message(w.rc, msg, c.cfg.Now())
 	c.flushLocked()
 	return err

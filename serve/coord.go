@@ -37,9 +37,12 @@ type coordConfig struct {
 	Records []job.Record
 	// NProc is the number of worker ranks.
 	NProc int
-	// Replicas are the ranks that connect, by replica in stage order
+	// Replicas are the ranks that join the dispatcher, by replica in stage order
 	// (dispatch.Limits.Replicas; default: one pipeline of the NProc ranks).
 	Replicas [][]int
+	// Mesh, when its cfg or cp is above 1, gives every rank of Replicas a unit of ranks
+	// that compute its steps with it (meshUnits); zero or cfg = cp = 1: none.
+	Mesh comm.Mesh
 	// MaxBatch bounds the samples of one denoiser call (default Model.MaxBatch()).
 	MaxBatch int
 	// MaxQueue bounds the jobs waiting for a slot (default 64); beyond it Submit fails
@@ -152,8 +155,13 @@ type coordinator struct {
 	closing chan struct{}
 	// joined is closed and replaced whenever a worker joins (waitReady).
 	joined chan struct{}
-	health storeHealth
-	hooks  coordHooks
+	// units are the mesh's cfg x cp units by each of their ranks (nil: none; see unit.go);
+	// the map is fixed, the units' fields are guarded by mu.
+	units map[int]*unit
+	// unitHost is the host of the worker listener, where the units' stores listen.
+	unitHost string
+	health   storeHealth
+	hooks    coordHooks
 }
 
 // jobIO is the driver's per-job state.
@@ -185,7 +193,7 @@ func newCoordinator(cfg coordConfig) (*coordinator, error) {
 		Depth: cfg.Depth, MaxAttempts: cfg.MaxAttempts, StallTimeout: cfg.StallTimeout, StepRatePrior: cfg.StepRatePrior,
 		Replicas: cfg.Replicas})
 	c := &coordinator{cfg: cfg, d: d, conns: map[*dispatch.Worker]*workerConn{}, io: map[*dispatch.Job]*jobIO{},
-		closing: make(chan struct{}), joined: make(chan struct{})}
+		closing: make(chan struct{}), joined: make(chan struct{}), units: meshUnits(cfg.Mesh)}
 	cfg.Metrics.attach(c)
 	c.mu.Lock()
 	c.d.Load(cfg.Records, cfg.Now())
@@ -204,10 +212,16 @@ func (c *coordinator) flushLocked() {
 		case dispatch.Run:
 			if w := c.conns[a.Worker]; w != nil {
 				c.cfg.Metrics.batchSize.Observe(float64(a.Rows))
-				w.enqueue(wire.Run(a.Item, a.End, a.Steps))
+				m := wire.Run(a.Item, a.End, a.Steps)
+				w.enqueue(m)
+				for _, mw := range c.unitMirror(w) {
+					mw.enqueue(m)
+				}
 			}
 		case dispatch.CancelRow:
-			if w := c.conns[a.Worker]; w != nil {
+			// A unit's members must step the same rows: its cancelled rows are dropped
+			// when the batch comes back.
+			if w := c.conns[a.Worker]; w != nil && c.units[w.rank] == nil {
 				w.enqueue(wire.Cancel(a.Batch, a.Row))
 			}
 		case dispatch.CloseWorker:
@@ -489,7 +503,7 @@ func (c *coordinator) waitReady(ctx context.Context) error {
 func (c *coordinator) connected(rank int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.d.Connected(rank)
+	return c.d.Connected(rank) || c.unitConnectedLocked(rank)
 }
 
 // Close stops scheduling, closes the worker connections and waits until nothing can write
@@ -507,7 +521,20 @@ func (c *coordinator) Close() {
 	for _, w := range c.conns {
 		ws = append(ws, w)
 	}
+	var stores []*comm.Store
+	for _, u := range c.units {
+		for _, w := range u.conns {
+			ws = append(ws, w)
+		}
+		if u.store != nil {
+			stores = append(stores, u.store)
+			u.store = nil
+		}
+	}
 	c.mu.Unlock()
+	for _, st := range stores {
+		st.Close()
+	}
 	for _, w := range ws {
 		w.close()
 	}

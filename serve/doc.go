@@ -52,6 +52,10 @@
 //     received is handled), the writes they start, submissions being persisted, sweeps and
 //     renders before it closes the store.
 //
+// With a mesh of cfg 2 or cp above 1, every stage is a unit of cfg x cp worker ranks
+// splitting the model call as `vdpp generate`'s ranks of that mesh do (unit.go); the
+// dispatcher sees the unit's leader, and a member's loss is the unit's loss.
+//
 // The coordinator is the keeper of every sample's latest latent: it hands a batch "run
 // steps [a,b) on these latents" to the worker owning that stage and keeps the input latent
 // until the worker returns the result, so a worker's death costs at most one stage of work.

@@ -38,8 +38,9 @@ type Config struct {
 	// NProc is the number of worker ranks (the mesh's size when Mesh is set).
 	NProc int
 	// Mesh lays the worker ranks out as pp x cfg x cp x dp (comm.Mesh, comm's rank order):
-	// DP data-parallel replicas, each a pipeline of PP stages. Zero: one pipeline of NProc
-	// stages.
+	// DP data-parallel replicas, each a pipeline of PP stages, each stage one rank or a unit
+	// of CFG x CP ranks (jobs the unit cannot run are then refused: checkJobMesh). CFG above
+	// 2 is refused. Zero: one pipeline of NProc stages.
 	Mesh   comm.Mesh
 	Limits job.Limits
 	// MaxBatch, MaxQueue, MaxRunning: see coordConfig. MaxBatch 0 means the model's
@@ -230,9 +231,9 @@ func New(cfg Config) (*Server, error) {
 	if stall == 0 {
 		stall = 60 * time.Second
 	}
-	// The replicas are the mesh's pipeline chains: cfg and cp are 1 (resolveMesh), so each
-	// chain is one replica's stages in order.
-	coord, err := newCoordinator(coordConfig{Model: gen, Store: store, Records: recs, NProc: cfg.NProc, Replicas: cfg.Mesh.Partition(comm.AxisPP),
+	// The replicas are the mesh's pipeline chains of cfg 0 and cp 0: each chain is one replica's
+	// stages in order, and each of its ranks leads its stage's unit (unit.go).
+	coord, err := newCoordinator(coordConfig{Model: gen, Store: store, Records: recs, NProc: cfg.NProc, Replicas: meshReplicas(cfg.Mesh), Mesh: cfg.Mesh,
 		MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, Metrics: m, Log: cfg.Log,
 		StallTimeout: stall, StepRatePrior: gen.StepSecondsPerUnit(), HoldFile: cfg.HoldFile, Now: cfg.Now})
 	if err != nil {

@@ -57,7 +57,7 @@ func commands() []command {
 			"generate --model NAME|DIR (--image FILE | --prompt TEXT) [flags]",
 			[]string{"vdpp generate --model builtin --image in.png --num-samples 2 --nproc 2 --out out/gen"}, runGenerate},
 		{"serve", "serve video jobs over HTTP (vdpp's API, the OpenAI Videos API, a web page)",
-			"serve [--model NAME|DIR] [--listen ADDR] [--nproc K | --pp P --dp D | --plan auto] [flags]",
+			"serve [--model NAME|DIR] [--listen ADDR] [--nproc K | --pp P [--cfg 2] --dp D | --plan auto] [flags]",
 			[]string{"vdpp serve --model builtin --listen 127.0.0.1:8080   # then open http://127.0.0.1:8080"}, runServe},
 		{"loadtest", "drive a vdpp server with concurrent clients and report latency",
 			"loadtest [--url URL] [flags]",

@@ -162,16 +162,12 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		for _, c := range cmds {
 			fmt.Fprintf(stdout, "  %s\n", c)
 		}
-		if served, ok := servedMesh(res); ok {
-			if served.Mesh != best.Mesh {
-				fmt.Fprintf(stdout, "serve's workers run pp x dp meshes; the best of those (%s):\n", served.Mesh)
-			}
-			c, err := f.serveCommand(served)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "  %s\n", c)
+		// serve's workers run every mesh generate runs.
+		c, err := f.serveCommand(best)
+		if err != nil {
+			return err
 		}
+		fmt.Fprintf(stdout, "  %s\n", c)
 	}
 	if f.json == "" {
 		return nil
@@ -444,17 +440,6 @@ func (f *planFlags) commands(best plan.Prediction) ([]string, error) {
 	return append(cmds, bench), nil
 }
 
-// servedMesh is the best of res's meshes that `vdpp serve` runs: pp x dp, one worker rank
-// per stage of each replica.
-func servedMesh(res plan.Result) (plan.Prediction, bool) {
-	for _, p := range res.Configs {
-		if servedByWorkers(p.Mesh) {
-			return p, true
-		}
-	}
-	return plan.Prediction{}, false
-}
-
 // serveCommand is the `vdpp serve` command line of mesh p for the planned model; the
 // jobs, not the server, carry the steps, frames, size and guidance.
 func (f *planFlags) serveCommand(p plan.Prediction) (string, error) {
@@ -462,7 +447,14 @@ func (f *planFlags) serveCommand(p plan.Prediction) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c := fmt.Sprintf("vdpp serve --model %s --pp %d --dp %d", shellQuote(f.modelArg()), p.PP, p.DP)
+	c := fmt.Sprintf("vdpp serve --model %s --pp %d", shellQuote(f.modelArg()), p.PP)
+	if p.CFG > 1 {
+		c += fmt.Sprintf(" --cfg %d", p.CFG)
+	}
+	if p.CP > 1 {
+		c += fmt.Sprintf(" --cp %d", p.CP)
+	}
+	c += fmt.Sprintf(" --dp %d", p.DP)
 	if f.microBatch > 1 {
 		c += fmt.Sprintf(" --max-batch %d", f.microBatch)
 	}

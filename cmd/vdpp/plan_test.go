@@ -150,7 +150,7 @@ func near(a, b float64) bool { return a-b < 1e-9*b && b-a < 1e-9*b }
 
 // The plan ends with the commands that run its best mesh as printed: generate for a model
 // with a conditioner and decoder, bench for every model, every size given, and serve with
-// the best pp x dp mesh.
+// the best mesh.
 func TestPlanPrintsTheCommand(t *testing.T) {
 	_, table := runPlanJSON(t, "--model", "synthetic", "--measure=false", "--step-ms", "1", "--handoff-ms", "0.1", "--steps", "8",
 		"--num-samples", "6", "--devices", "2", "--max-guidance", "3")
@@ -162,11 +162,11 @@ func TestPlanPrintsTheCommand(t *testing.T) {
 	if strings.Contains(table, "vdpp generate") {
 		t.Fatal("a generate command for the simulator, which has no conditioner")
 	}
-	// A best mesh with cp: serve's line is the best pp x dp mesh, said so.
+	// A best mesh with cp: serve's line runs it too.
 	_, table = runPlanJSON(t, "--model", "synthetic", "--measure=false", "--step-ms", "1", "--handoff-ms", "0.1", "--steps", "8",
 		"--num-samples", "6", "--devices", "2", "--max-guidance", "3", "--goal", "latency")
 	want = "run the best mesh (pp=1 cfg=1 cp=2 dp=1):\n  vdpp bench --model synthetic --pp 1 --cfg 1 --cp 2 --dp 1 --steps 8 --num-frames 14 --height 64 --width 64 --min-guidance 1 --max-guidance 3 --num-samples 6 --step-ms 1\n" +
-		"serve's workers run pp x dp meshes; the best of those (pp=1 cfg=1 cp=1 dp=2):\n  vdpp serve --model synthetic --pp 1 --dp 2 --step-ms 1\n"
+		"  vdpp serve --model synthetic --pp 1 --cp 2 --dp 1 --step-ms 1\n"
 	if !strings.HasSuffix(table, want) {
 		t.Fatalf("plan output (latency) ends\n%s\nwant\n%s", table[max(0, len(table)-400):], want)
 	}

@@ -124,8 +124,8 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config,
 	fs.IntVar(&cfg.NProc, "nproc", 0, "worker ranks: alone, a pipeline of that many stages; with --pp --cfg --cp --dp, their product (checked) (0: 2, or the mesh's)")
 	var pp, cfgDeg, cp, dp int
 	fs.IntVar(&pp, "pp", 0, "pipeline stages of each replica (mesh: pp x cfg x cp x dp worker ranks; unset: what --nproc leaves)")
-	fs.IntVar(&cfgDeg, "cfg", 0, "CFG-parallel degree: serve's workers run pp x dp meshes, so 1")
-	fs.IntVar(&cp, "cp", 0, "context-parallel degree: serve's workers run pp x dp meshes, so 1")
+	fs.IntVar(&cfgDeg, "cfg", 0, "CFG-parallel degree: 2 runs each stage on a pair of ranks, the unconditional and conditional halves of guided jobs (unguided jobs are then refused)")
+	fs.IntVar(&cp, "cp", 0, "context-parallel degree: each stage's ranks split a job's latent frames over this many ranks (jobs with fewer latent frames, or cut into windows, are then refused)")
 	fs.IntVar(&dp, "dp", 0, "data-parallel replicas: this many pipelines share the jobs, each batch going to the least busy one")
 	var planName string
 	fs.StringVar(&planName, "plan", "", `"auto": the planner picks the pp x dp mesh for --nproc devices (default 2) and the model's native job, as vdpp plan does`)
@@ -203,8 +203,8 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config,
 	if err != nil {
 		return cfg, "", false, mf, fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if mesh.CFG > 1 || mesh.CP > 1 {
-		return cfg, "", false, mf, fmt.Errorf("%w: --cfg %d --cp %d: serve's workers run pp x dp meshes; cfg and cp meshes run in vdpp generate and vdpp bench", errUsage, mesh.CFG, mesh.CP)
+	if mesh.CFG > 2 {
+		return cfg, "", false, mf, fmt.Errorf("%w: --cfg %d: classifier-free guidance has two halves (use 1 or 2)", errUsage, mesh.CFG)
 	}
 	cfg.Mesh, cfg.NProc = mesh, mesh.Size()
 	cfg.Limits = lim

@@ -155,7 +155,8 @@ func TestServeKeepJobsFlag(t *testing.T) {
 }
 
 // serve defaults to the built-in model (not the synthetic stand-in), takes the mesh flags
-// as generate and bench do (--nproc alone: a pipeline; --pp --dp: replicas of pipelines)
+// as generate and bench do (--nproc alone: a pipeline; --pp --dp: replicas of pipelines;
+// --cfg 2, --cp C: a unit of ranks per stage)
 // and refuses mesh mistakes in one line each; --model ORG/NAME is found in the Hugging Face
 // cache or refused saying where it looked.
 func TestServeModelAndMeshFlags(t *testing.T) {
@@ -170,6 +171,10 @@ func TestServeModelAndMeshFlags(t *testing.T) {
 		"--dp 2":           {PP: 1, CFG: 1, CP: 1, DP: 2},
 		"--nproc 4 --dp 2": {PP: 2, CFG: 1, CP: 1, DP: 2},
 		"--pp 2 --dp 2":    {PP: 2, CFG: 1, CP: 1, DP: 2},
+		"--cfg 2":          {PP: 1, CFG: 2, CP: 1, DP: 1},
+		"--pp 2 --cfg 2":   {PP: 2, CFG: 2, CP: 1, DP: 1},
+		"--cp 2 --dp 2":    {PP: 1, CFG: 1, CP: 2, DP: 2},
+		"--cfg 2 --cp 2":   {PP: 1, CFG: 2, CP: 2, DP: 1},
 	} {
 		cfg, _, _, mf, err := parseServeFlags(strings.Fields(args), &stderr, &stderr)
 		if err != nil || cfg.Mesh != want || cfg.NProc != want.Size() || !mf.given || mf.plan {
@@ -193,8 +198,7 @@ func TestServeModelAndMeshFlags(t *testing.T) {
 	for args, want := range map[string]string{
 		"--nproc 2 --pp 3":        "--nproc 2 but --pp 3",
 		"--dp 0 --pp -1":          "--pp -1: every degree must be at least 1",
-		"--cfg 2":                 "--cfg 2 --cp 1: serve's workers run pp x dp meshes",
-		"--cp 2 --dp 2":           "--cfg 1 --cp 2: serve's workers run pp x dp meshes",
+		"--cfg 3":                 "--cfg 3: classifier-free guidance has two halves (use 1 or 2)",
 		"--plan manual":           `--plan "manual": only "auto" is known`,
 		"--plan auto --dp 2":      "--plan auto chooses --pp and --dp itself; give only --nproc",
 		"--plan auto --goal fast": "--goal: ",

@@ -112,10 +112,11 @@ func startServeNoWait(t *testing.T, o serveOptions, args ...string) *serveProc {
 	return sp
 }
 
-// waitReady polls /readyz until it answers 200 (15 s at most).
+// waitReady polls /readyz until it answers 200 (60 s at most: every worker loads the model
+// first, which takes far longer on a busy machine than on an idle one).
 func (sp *serveProc) waitReady() {
 	sp.t.Helper()
-	sp.waitReadyz(http.StatusOK, 15*time.Second)
+	sp.waitReadyz(http.StatusOK, 60*time.Second)
 }
 
 // waitReadyz polls /readyz until it answers want (200, or 503 once workers are lost), for

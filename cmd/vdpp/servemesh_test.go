@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,7 +15,8 @@ import (
 
 // TestServeMeshes: serve's workers run the meshes generate runs, and a served job's video
 // is the bytes of `vdpp generate`'s for the same model, parameters and seed (generate's pp,
-// dp and cfg meshes give the one-process bytes, TestGenerateMeshes).
+// dp and cfg meshes give the one-process bytes, TestGenerateMeshes; a cp mesh is compared
+// with generate's cp mesh).
 func TestServeMeshes(t *testing.T) {
 	dir := t.TempDir()
 	imgPath := testImage(t)
@@ -22,24 +24,55 @@ func TestServeMeshes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, stdout, stderr := vdppIn(t, dir, "generate", "--model", "builtin", "--image", imgPath, "--steps", "2",
-		"--num-frames", "2", "--seed", "9", "--out", "one", "--quiet"); code != 0 {
-		t.Fatalf("generate: exit %d\n%s%s", code, stdout, stderr)
+	// generate's video of each mesh: one process (pp and dp meshes give its bytes), the cfg
+	// pair, and the cp meshes (a context-parallel model matches one process within float
+	// tolerance only, so cp is compared with cp).
+	generated := func(mesh ...string) []byte {
+		t.Helper()
+		out := fmt.Sprintf("gen-%d", len(mesh))
+		for _, f := range mesh {
+			out += strings.TrimLeft(f, "-")
+		}
+		args := append([]string{"generate", "--model", "builtin", "--image", imgPath, "--steps", "2",
+			"--num-frames", "2", "--seed", "9", "--out", out, "--quiet"}, mesh...)
+		if code, stdout, stderr := vdppIn(t, dir, args...); code != 0 {
+			t.Fatalf("generate %v: exit %d\n%s%s", mesh, code, stdout, stderr)
+		}
+		gif, err := os.ReadFile(filepath.Join(dir, out, "sample-000", "video.gif"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gif
 	}
-	want, err := os.ReadFile(filepath.Join(dir, "one", "sample-000", "video.gif"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, mesh := range map[string][]string{"dp2": {"--dp", "2"}, "pp2 x dp2": {"--pp", "2", "--dp", "2"}} {
-		t.Run(name, func(t *testing.T) {
-			sp := startServe(t, serveOptions{}, append([]string{"--model", "builtin"}, mesh...)...)
+	want, wantCFG, wantCP, wantCFGCP := generated(), generated("--cfg", "2"), generated("--cp", "2"), generated("--cfg", "2", "--cp", "2")
+	for _, tc := range []struct {
+		name string
+		mesh []string
+		want []byte
+	}{
+		{"dp2", []string{"--dp", "2"}, want},
+		{"pp2 x dp2", []string{"--pp", "2", "--dp", "2"}, want},
+		{"cfg2", []string{"--cfg", "2"}, wantCFG},
+		{"pp2 x cfg2", []string{"--pp", "2", "--cfg", "2"}, wantCFG},
+		{"cp2", []string{"--cp", "2"}, wantCP},
+		{"cfg2 x cp2", []string{"--cfg", "2", "--cp", "2"}, wantCFGCP},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := startServe(t, serveOptions{}, append([]string{"--model", "builtin"}, tc.mesh...)...)
 			id := sp.mustSubmit(`{"num_frames":2,"steps":2,"seed":9}`, img)
 			if st := sp.wait(id, 2*time.Minute); st.State != "succeeded" {
 				t.Fatalf("job: %+v\n%s", st, lastLines(sp.stderr.String(), 20))
 			}
 			code, gif := sp.get("/v1/videos/" + id + "/content?format=gif")
-			if code != http.StatusOK || !bytes.Equal(gif, want) {
-				t.Fatalf("served GIF (%d, %d bytes) differs from vdpp generate's video.gif (%d bytes)", code, len(gif), len(want))
+			if code != http.StatusOK || !bytes.Equal(gif, tc.want) {
+				t.Fatalf("served GIF (%d, %d bytes) differs from vdpp generate's video.gif (%d bytes)", code, len(gif), len(tc.want))
+			}
+			if tc.name == "cp2" {
+				// A job of one latent frame has no frame for the second cp rank.
+				code, body := sp.submit(map[string][]byte{"params": []byte(`{"num_frames":1,"steps":2}`), "image": img})
+				if code != http.StatusBadRequest || !strings.Contains(string(body), "every cp rank needs a frame") {
+					t.Fatalf("a one-frame job on cp=2: %d %s", code, body)
+				}
 			}
 		})
 	}
@@ -56,14 +89,51 @@ func TestServeDataParallelKill(t *testing.T) {
 	}
 	const params = `{"num_frames":2,"steps":8,"height":8,"width":8,"seed":4}`
 	// The first job goes to the least busy replica with the lowest rank: rank 0.
+	killMidJob(t, sp, params, img, 0)
+	_, w := sp.get("/v1/admin/workers")
+	var workers []struct{ Rank, Replica, Restarts int }
+	if err := json.Unmarshal(w, &workers); err != nil || len(workers) != 2 || workers[1].Replica != 1 || workers[0].Restarts != 1 {
+		t.Fatalf("workers %s (%v)", w, err)
+	}
+}
+
+// TestServeCFGUnitKill: killing the member of a cfg=2 unit while the unit computes a job
+// loses nothing: the unit restarts, the job re-runs from the latent the coordinator holds
+// and ends with the bits of a run without a fault. An unguided job is refused in one line.
+func TestServeCFGUnitKill(t *testing.T) {
+	sp := startServe(t, serveOptions{}, "--model", "synthetic", "--step-ms", "150", "--cfg", "2", "--max-batch", "1")
+	img, err := os.ReadFile(testImage(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const params = `{"num_frames":2,"steps":8,"height":8,"width":8,"seed":4,"max_guidance":3}`
+	killMidJob(t, sp, params, img, 1)
+	_, w := sp.get("/v1/admin/workers")
+	var workers []struct {
+		Rank, Restarts int
+		Connected      bool
+	}
+	if err := json.Unmarshal(w, &workers); err != nil || len(workers) != 2 || workers[1].Restarts != 1 || !workers[0].Connected || !workers[1].Connected {
+		t.Fatalf("workers %s (%v): want both ranks of the unit connected again, rank 1 restarted once", w, err)
+	}
+	code, body := sp.submit(map[string][]byte{"params": []byte(`{"num_frames":2,"steps":2,"height":8,"width":8,"max_guidance":1}`), "image": img})
+	if code != http.StatusBadRequest || !strings.Contains(string(body), "unguided") {
+		t.Fatalf("an unguided job on cfg=2: %d %s", code, body)
+	}
+}
+
+// killMidJob kills rank once a job of params holds its first step, and checks that the job
+// succeeds after a restart with the latent of a run without a fault.
+func killMidJob(t *testing.T, sp *serveProc, params string, img []byte, rank int) {
+	t.Helper()
 	id := sp.mustSubmit(params, img)
 	sp.waitStep(id, 1, time.Minute)
-	if code, b := sp.do("POST", "/v1/admin/workers/0/kill"); code != http.StatusAccepted {
+	if code, b := sp.do("POST", fmt.Sprintf("/v1/admin/workers/%d/kill", rank)); code != http.StatusAccepted {
 		t.Fatalf("kill: %d %s", code, b)
 	}
 	st := sp.wait(id, time.Minute)
 	if st.State != "succeeded" || st.Restarts < 1 {
-		t.Fatalf("after the kill: %+v", st)
+		t.Fatalf("after the kill: %+v\n%s", st, lastLines(sp.stderr.String(), 20))
 	}
 	again := sp.mustSubmit(params, img)
 	if st := sp.wait(again, time.Minute); st.State != "succeeded" || st.Restarts != 0 {
@@ -73,11 +143,6 @@ func TestServeDataParallelKill(t *testing.T) {
 	_, b := sp.get("/v1/videos/" + again + "/content?format=latent")
 	if len(a) == 0 || !bytes.Equal(a, b) {
 		t.Fatalf("the killed job's latent (%d bytes) differs from the run without a fault (%d bytes)", len(a), len(b))
-	}
-	_, w := sp.get("/v1/admin/workers")
-	var workers []struct{ Rank, Replica, Restarts int }
-	if err := json.Unmarshal(w, &workers); err != nil || len(workers) != 2 || workers[1].Replica != 1 || workers[0].Restarts != 1 {
-		t.Fatalf("workers %s (%v)", w, err)
 	}
 }
 

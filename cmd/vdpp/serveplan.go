@@ -10,9 +10,10 @@ import (
 	"github.com/vdpp/vdpp/serve"
 )
 
-// servedByWorkers reports whether serve's workers run mesh m: pp x dp, one worker rank per
-// stage of each replica (the guidance halves and the frame split run in generate and bench).
-func servedByWorkers(m plan.Mesh) bool { return m.CFG == 1 && m.CP == 1 }
+// autoServed reports whether `vdpp serve --plan auto` may choose mesh m: pp x dp only, as a
+// cfg pair refuses unguided jobs and a cp unit short or windowed ones, which the server's
+// clients may send; --cfg and --cp are the operator's explicit choice.
+func autoServed(m plan.Mesh) bool { return m.CFG == 1 && m.CP == 1 }
 
 // serveAutoMesh is `vdpp serve --plan auto`: the planner's best pp x dp mesh of cfg.NProc
 // devices for the served model's native job (its default frames, size, steps and
@@ -38,7 +39,7 @@ func serveAutoMesh(ctx context.Context, modelName string, cfg serve.Config, goal
 	// A job leaves its guidance at the model's default unless it sets it.
 	def := desc.Defaults
 	b.MinGuidance, b.MaxGuidance, b.GuidanceScale = max(def.MinGuidance, 1), max(def.MaxGuidance, 1), max(def.GuidanceScale, 1)
-	auto, best, err := bench.AutoMeshWhere(ctx, b, nil, servedByWorkers)
+	auto, best, err := bench.AutoMeshWhere(ctx, b, nil, autoServed)
 	if err != nil {
 		return comm.Mesh{}, err
 	}

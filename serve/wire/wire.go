@@ -20,6 +20,10 @@
 //	result    worker -> coord  pipeline.Item message with the surviving rows, Step = end
 //	empty     worker -> coord  every row was dropped
 //	failed    worker -> coord  ctl [op], "msg": the error text, one byte per element
+//	unit      coord -> worker  ctl [op, index, cfg, cp, port]: the rank is member index of a
+//	                           unit of cfg x cp ranks (comm's rank order) whose comm
+//	                           rendezvous store listens on port of the coordinator's host;
+//	                           sent once, before any run
 package wire
 
 import (
@@ -51,6 +55,7 @@ const (
 	OpResult
 	OpEmpty
 	OpFailed
+	OpUnit
 )
 
 // Default heartbeat settings of coordinator and workers.
@@ -134,6 +139,12 @@ func Run(it *pipeline.Item, end, steps int) comm.Message {
 	m := it.ToMessage()
 	m.Tensors = append(m.Tensors, Ctl(OpRun, float32(end), float32(steps)))
 	return m
+}
+
+// Unit tells a worker that it is member index of a unit of cfg x cp ranks whose
+// rendezvous store listens on port of the coordinator's host.
+func Unit(index, cfg, cp, port int) comm.Message {
+	return comm.Message{Tensors: []comm.NamedTensor{Ctl(OpUnit, float32(index), float32(cfg), float32(cp), float32(port))}}
 }
 
 // Cancel asks a worker to drop row of batch id at its next step boundary.

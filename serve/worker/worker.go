@@ -13,6 +13,14 @@
 //     calls; a compiled network call itself runs to its end); a batch
 //     whose rows were all dropped ends with empty. A model error is reported (failed) and
 //     the worker goes on; only a broken connection ends it.
+//   - A unit message makes the rank a member of a cfg x cp unit: it joins the unit's comm
+//     transport through the store the coordinator hosts and splits every step with the
+//     unit's other ranks exactly as `vdpp generate --cfg --cp` does (pipeline.Place, and
+//     Placement.Configure for each batch's frames). The coordinator sends every member the same batches; only the
+//     leader (index 0) reports them. Cancels are ignored in a unit (rows are dropped by
+//     the coordinator when the batch comes back: the members must step the same rows), and
+//     a broken unit transport ends Run with an error, so the coordinator re-runs the batch
+//     rather than failing it.
 //   - The worker pings every Heartbeat and gives up on a coordinator silent for
 //     HeartbeatTimeout. A coordinator that closes the connection, or ctx ending, ends Run
 //     with nil.
@@ -51,11 +59,18 @@ type Config struct {
 	Log        *slog.Logger
 }
 
-// batch is a batch a worker runs.
+// batch is a batch a worker runs, or (unit set) the unit it computes in from now on.
 type batch struct {
 	it    *pipeline.Item
 	end   int
 	steps int
+	unit  *unit
+}
+
+// unit is the rank's place in its cfg x cp unit.
+type unit struct {
+	index int
+	place pipeline.Placement
 }
 
 // Run runs the batches the coordinator sends on cfg.Conn until ctx ends or the coordinator
@@ -90,6 +105,7 @@ func Run(ctx context.Context, cfg Config) error {
 	go func() { errc <- w.compute(ctx, inbox) }()
 	err := <-errc
 	cancel()
+	w.closeUnit()
 	if errors.Is(err, io.EOF) || parent.Err() != nil {
 		return nil // the coordinator closed the connection, or we were told to stop
 	}
@@ -100,6 +116,8 @@ type worker struct {
 	cfg      Config
 	wc       *wire.Conn
 	steppers map[int]*pipeline.Stepper // by total steps; used by the compute goroutine only
+	unit     *unit                     // the rank's unit (nil: none); compute goroutine only
+	inUnit   bool                      // a unit was joined; read goroutine only
 
 	mu      sync.Mutex
 	cancels map[int64]map[int]bool // batch -> rows to drop
@@ -107,6 +125,59 @@ type worker struct {
 	// a cancel of every live row calls, so the model stops at its next check within the
 	// step (between windows or calls) rather than at the step's end.
 	cur *current
+	// tr is the unit's transport, closed when Run ends.
+	tr comm.Transport
+}
+
+// joinUnit joins the unit's transport through the store the coordinator hosts on port of
+// its own host, and places the rank in the unit's cfg x cp mesh.
+func (w *worker) joinUnit(ctx context.Context, index, cfg, cp, port int) (*unit, error) {
+	host, _, err := net.SplitHostPort(w.cfg.Conn.RemoteAddr().String())
+	if err != nil {
+		return nil, fmt.Errorf("unit: coordinator address: %w", err)
+	}
+	mesh, err := comm.NewMesh(1, cfg, cp, 1, cfg*cp)
+	if err != nil || index < 0 || index >= mesh.Size() {
+		return nil, fmt.Errorf("%w: unit member %d of cfg %d x cp %d", wire.ErrProtocol, index, cfg, cp)
+	}
+	env := comm.Env{Rank: index, WorldSize: mesh.Size(), LocalRank: index, LocalWorldSize: mesh.Size(), MasterAddr: host, MasterPort: port}
+	tr, err := comm.DialTCP(ctx, env, comm.Options{ExternalStore: true, Logger: w.cfg.Log, ConnectTimeout: 30 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("unit: %w", err)
+	}
+	w.mu.Lock()
+	w.tr = tr
+	w.mu.Unlock()
+	place, err := pipeline.Place(mesh, tr)
+	if err != nil {
+		return nil, fmt.Errorf("unit: %w", err)
+	}
+	w.cfg.Log.Info("joined a unit", "index", index, "mesh", mesh.String())
+	return &unit{index: index, place: place}, nil
+}
+
+func (w *worker) closeUnit() {
+	w.mu.Lock()
+	tr := w.tr
+	w.mu.Unlock()
+	if tr != nil {
+		tr.Close()
+	}
+}
+
+// send sends m to the coordinator, unless the rank is a unit member other than the leader
+// (the leader reports the unit's batches).
+func (w *worker) send(m comm.Message) error {
+	if w.unit != nil && w.unit.index != 0 {
+		return nil
+	}
+	return w.wc.Send(m)
+}
+
+// unitBroken reports whether err is the loss of the unit's transport (a member died or
+// stalled), which the coordinator must see as the rank's loss, not as a model failure.
+func unitBroken(err error) bool {
+	return errors.Is(err, comm.ErrPeerGone) || errors.Is(err, comm.ErrClosed) || errors.Is(err, comm.ErrTimeout)
 }
 
 // current is the batch a worker computes.
@@ -154,6 +225,9 @@ func (w *worker) read(ctx context.Context, inbox chan<- batch) error {
 		switch op {
 		case wire.OpPing:
 		case wire.OpCancel:
+			if w.inUnit {
+				continue // the members must step the same rows: the coordinator drops them
+			}
 			w.mu.Lock()
 			set := w.cancels[m.Sample]
 			if set == nil {
@@ -175,6 +249,20 @@ func (w *worker) read(ctx context.Context, inbox chan<- batch) error {
 			}
 			select {
 			case inbox <- batch{it: it, end: int(ctl[1]), steps: int(ctl[2])}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		case wire.OpUnit:
+			if len(ctl) < 5 || w.inUnit {
+				return fmt.Errorf("%w: unit message %v", wire.ErrProtocol, ctl)
+			}
+			u, err := w.joinUnit(ctx, int(ctl[1]), int(ctl[2]), int(ctl[3]), int(ctl[4]))
+			if err != nil {
+				return err
+			}
+			w.inUnit = true
+			select {
+			case inbox <- batch{unit: u}:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -205,6 +293,10 @@ func (w *worker) compute(ctx context.Context, inbox <-chan batch) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case b := <-inbox:
+			if b.unit != nil {
+				w.unit = b.unit
+				continue
+			}
 			if err := w.runBatch(ctx, b); err != nil {
 				return err
 			}
@@ -245,6 +337,11 @@ func (w *worker) runBatch(ctx context.Context, b batch) error {
 	if err == nil && (b.end > b.steps || it.Step < 0 || it.Step >= b.end) {
 		err = fmt.Errorf("%w: batch %d steps [%d,%d) of %d", wire.ErrProtocol, it.Group, it.Step, b.end, b.steps)
 	}
+	if err == nil && w.unit != nil {
+		// The unit's split, as generate's ranks set it: the cfg pair (and the cp frames of
+		// this batch's latent).
+		err = w.unit.place.Configure(st, it.Latent.Shape[1])
+	}
 	bctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	live := func() *current {
@@ -261,7 +358,7 @@ func (w *worker) runBatch(ctx context.Context, b batch) error {
 			var dropped []int
 			it, dropped = DropRows(it, set)
 			if len(dropped) > 0 {
-				if err := w.wc.Send(comm.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []comm.NamedTensor{wire.Ctl(wire.OpDropped), wire.Rows(dropped)}}); err != nil {
+				if err := w.send(comm.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []comm.NamedTensor{wire.Ctl(wire.OpDropped), wire.Rows(dropped)}}); err != nil {
 					return err
 				}
 				w.setCurrent(live())
@@ -279,7 +376,7 @@ func (w *worker) runBatch(ctx context.Context, b batch) error {
 			break
 		}
 		us := float32(time.Since(t0).Microseconds())
-		if err := w.wc.Send(comm.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []comm.NamedTensor{wire.Ctl(wire.OpProgress, us)}}); err != nil {
+		if err := w.send(comm.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []comm.NamedTensor{wire.Ctl(wire.OpProgress, us)}}); err != nil {
 			return err
 		}
 		it.Step++
@@ -291,14 +388,17 @@ func (w *worker) runBatch(ctx context.Context, b batch) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if w.unit != nil && unitBroken(err) {
+			return fmt.Errorf("batch %d: unit transport lost: %w", it.Group, err)
+		}
 		w.cfg.Log.Error("batch failed", "batch", it.Group, "err", err)
-		return w.wc.Send(comm.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []comm.NamedTensor{wire.Ctl(wire.OpFailed), wire.Text(err.Error())}})
+		return w.send(comm.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []comm.NamedTensor{wire.Ctl(wire.OpFailed), wire.Text(err.Error())}})
 	case len(it.Samples) == 0:
-		return w.wc.Send(comm.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []comm.NamedTensor{wire.Ctl(wire.OpEmpty)}})
+		return w.send(comm.Message{Sample: it.Group, Step: int32(it.Step), Tensors: []comm.NamedTensor{wire.Ctl(wire.OpEmpty)}})
 	default:
 		m := it.ToMessage()
 		m.Tensors = append(m.Tensors, wire.Ctl(wire.OpResult))
-		return w.wc.Send(m)
+		return w.send(m)
 	}
 }
 
