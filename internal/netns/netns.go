@@ -293,9 +293,21 @@ func removeStale() {
 	}
 }
 
+// processExists reports whether pid is a live process. A zombie is not: a test binary
+// killed by go test's timeout can stay a zombie where nothing reaps it (an init that does
+// not wait), and its namespaces, with the processes it started, must still be swept.
 func processExists(pid int) bool {
 	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	// The state follows the parenthesised command name, which may itself hold ") ".
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
 
 func nsPids(ns string) ([]int, error) {

@@ -251,3 +251,34 @@ func TestStaleNamespacesRemoved(t *testing.T) {
 		t.Errorf("stale namespace %s was left", stale)
 	}
 }
+
+// TestProcessExistsZombie: a live process exists, an exited one that nobody has reaped yet
+// (a zombie) does not, so the namespaces of a test binary killed by a timeout are swept even
+// where nothing reaps it.
+func TestProcessExistsZombie(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	if !processExists(os.Getpid()) {
+		t.Fatal("this process does not exist")
+	}
+	cmd := exec.Command("/bin/sh", "-c", "exit 0")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	defer cmd.Wait()
+	// Not waited for, the child stays a zombie once it has exited.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err == nil && strings.Contains(string(stat), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child %d never became a zombie: %s (%v)", pid, stat, err)
+		}
+	}
+	if processExists(pid) {
+		t.Fatalf("zombie %d counts as a live process", pid)
+	}
+}
