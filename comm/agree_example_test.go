@@ -20,6 +20,8 @@ func ExampleAgreeArgs() {
 	defer cancel()
 	given := []string{"--model", "builtin"}
 	got := make([][]string, 2)
+	// Rank 0 hosts the store: the ranks close their transports once both have the options.
+	transports := make([]*comm.TCPTransport, 2)
 	var wg sync.WaitGroup
 	for r := range 2 {
 		wg.Go(func() {
@@ -28,7 +30,7 @@ func ExampleAgreeArgs() {
 				fmt.Println(err)
 				return
 			}
-			defer t.Close()
+			transports[r] = t
 			got[r], err = comm.AgreeArgs(ctx, t.Store(), r, "example", given, func() ([]string, error) {
 				return []string{"--model=builtin", "--steps=25"}, nil
 			})
@@ -38,6 +40,11 @@ func ExampleAgreeArgs() {
 		})
 	}
 	wg.Wait()
+	for _, t := range transports {
+		if t != nil {
+			t.Close()
+		}
+	}
 	fmt.Println(got[0], got[1])
 	fmt.Println(comm.FormatRanks([]int{2, 3, 5}))
 	// Output:
