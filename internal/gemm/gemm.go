@@ -197,51 +197,14 @@ func MulRowPtrs(m, k int, a []float32, lda int, rows []*float32, c []float32, ld
 	ap := getScratch(PackedALen(m, k))
 	defer putScratch(ap)
 	PackA(*ap, m, k, a, lda)
-	MulPackedARowPtrs(m, k, *ap, rows, c, ldc)
+	MulPackedARowPtrGroup(m, k, *ap, [][]*float32{rows}, c, []int{0}, ldc)
 }
 
-// MulPackedARowPtrs is MulRowPtrs with A packed by PackA.
-func MulPackedARowPtrs(m, k int, ap []float32, rows []*float32, c []float32, ldc int) {
-	if m <= 0 {
-		return
-	}
-	if len(rows) < k || len(ap) < PackedALen(m, k) || len(c) < (m-1)*ldc+cur.nr {
-		panic(fmt.Sprintf("gemm: MulPackedARowPtrs(%d, %d): %d rows, a %d, c %d", m, k, len(rows), len(ap), len(c)))
-	}
-	if k == 0 {
-		for i := range m {
-			clear(c[i*ldc : i*ldc+cur.nr])
-		}
-		return
-	}
-	mr := cur.mr
-	var edge [maxTile]float32
-	for k0 := 0; k0 < k; k0 += kc {
-		kl, acc := min(kc, k-k0), k0 > 0
-		for i := 0; i < m; i += mr {
-			rs := min(mr, m-i)
-			a := ap[i*k+k0*mr:]
-			if rs == mr {
-				cur.kernelPtr(kl, a, rows[k0:], c[i*ldc:], ldc, acc)
-				continue
-			}
-			if acc {
-				for r := range rs {
-					copy(edge[r*cur.nr:(r+1)*cur.nr], c[(i+r)*ldc:(i+r)*ldc+cur.nr])
-				}
-			}
-			cur.kernelPtr(kl, a, rows[k0:], edge[:], cur.nr, acc)
-			for r := range rs {
-				copy(c[(i+r)*ldc:(i+r)*ldc+cur.nr], edge[r*cur.nr:(r+1)*cur.nr])
-			}
-		}
-	}
-}
-
-// MulPackedARowPtrGroup is MulPackedARowPtrs for several panels at once: panel g's rows
-// are rows[g] and its w columns go to c[offs[g]:] (row stride ldc). Each k-block of a tile
-// of A is used for every panel of the group while it is in the L1 cache, so A is read once
-// per group rather than once per panel; the results are the bits of MulPackedARowPtrs.
+// MulPackedARowPtrGroup is MulRowPtrs, with A packed by PackA, for several panels at once:
+// panel g's rows are rows[g] and its w columns go to c[offs[g]:] (row stride ldc). Each
+// k-block of a tile of A is used for every panel of the group while it is in the L1 cache,
+// so A is read once per group rather than once per panel; each panel gets the bits it gets
+// alone.
 func MulPackedARowPtrGroup(m, k int, ap []float32, rows [][]*float32, c []float32, offs []int, ldc int) {
 	if m <= 0 || len(rows) == 0 {
 		return
