@@ -286,13 +286,19 @@ func readString(b []byte) (s, rest []byte, err error) {
 func String(s string) Value { return Value{typ: TypeString, raw: []byte(s)} }
 
 // Uint32 returns a uint32 value.
-func Uint32(x uint32) Value { return Value{typ: TypeUint32, raw: binary.LittleEndian.AppendUint32(nil, x)} }
+func Uint32(x uint32) Value {
+	return Value{typ: TypeUint32, raw: binary.LittleEndian.AppendUint32(nil, x)}
+}
 
 // Int32 returns an int32 value.
-func Int32(x int32) Value { return Value{typ: TypeInt32, raw: binary.LittleEndian.AppendUint32(nil, uint32(x))} }
+func Int32(x int32) Value {
+	return Value{typ: TypeInt32, raw: binary.LittleEndian.AppendUint32(nil, uint32(x))}
+}
 
 // Uint64 returns a uint64 value.
-func Uint64(x uint64) Value { return Value{typ: TypeUint64, raw: binary.LittleEndian.AppendUint64(nil, x)} }
+func Uint64(x uint64) Value {
+	return Value{typ: TypeUint64, raw: binary.LittleEndian.AppendUint64(nil, x)}
+}
 
 // Float32 returns a float32 value.
 func Float32(x float32) Value {
