@@ -91,7 +91,7 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.Listen, "listen", o.Listen, "HTTP listen address (port 0 picks a free one); without a token keep it on loopback")
 	fs.StringVar(&o.Token, "api-token", o.Token, "bearer token required on every API call (default $"+TokenEnv+")")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "folder of the job database and outputs")
-	fs.StringVar(&o.Model, "model", o.Model, "the model `NAME|DIR`: builtin, a diffusers folder (its model_index.json picks the family), ORG/NAME[@REV] from the Hugging Face cache, or synthetic (the stand-in, for tests)")
+	fs.StringVar(&o.Model, "model", o.Model, "the model `NAME|DIR`: builtin (SVD), builtin-wan (Wan, prompts), a diffusers folder (its model_index.json picks the family), ORG/NAME[@REV] from the Hugging Face cache, or synthetic (the stand-in, for tests)")
 	fs.StringVar(&o.Variant, "variant", o.Variant, `checkpoint weights variant, e.g. "fp16" (converted to float32)`)
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend of the checkpoint model (default: GOMLX_BACKEND or go)")
 	fs.Float64Var(&o.StepMS, "step-ms", o.StepMS, "synthetic model: cost of one sample-step in ms")
@@ -232,15 +232,15 @@ func SharedSecret(getenv func(string) string) ([]byte, error) {
 // trained model.
 var ErrBuiltinUnavailable = errors.New("serve: builtin model not available in this build")
 
-// resolveBuiltin maps "builtin" to the folder of the built-in trained checkpoint (a
-// variable so tests can swap it; nil means a build without one).
+// resolveBuiltin maps a built-in model's name ("builtin", "builtin-wan") to its folder (a
+// variable so tests can swap it; nil means a build without built-in models).
 var resolveBuiltin = builtin.Resolve
 
-// ResolveModelSpec maps --model to a ModelSpec: a folder, "builtin" or a Hugging Face
-// model id in the local cache (a family's model with that folder), or a registered name
+// ResolveModelSpec maps --model to a ModelSpec: a folder, a built-in model or a Hugging
+// Face model id in the local cache (a family's model with that folder), or a registered name
 // ("synthetic"). A text-to-video folder without its text encoder is refused.
 func ResolveModelSpec(name string) (ModelSpec, error) {
-	if name == "builtin" {
+	if _, ok := builtin.Lookup(name); ok {
 		if resolveBuiltin == nil {
 			return ModelSpec{}, ErrBuiltinUnavailable
 		}
@@ -249,7 +249,7 @@ func ResolveModelSpec(name string) (ModelSpec, error) {
 			dir, err = filepath.Abs(dir)
 		}
 		if err != nil {
-			return ModelSpec{}, fmt.Errorf("serve: builtin model: %w", err)
+			return ModelSpec{}, fmt.Errorf("serve: built-in model %s: %w", name, err)
 		}
 		return folderSpec(name, dir)
 	}
