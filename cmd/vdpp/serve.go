@@ -63,7 +63,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg.WorkerOutput = stderr
 	if o.AutoMesh() {
-		if cfg.Mesh, err = serveAutoMesh(ctx, o.Model, cfg, o.Goal, log); err != nil {
+		if cfg.Mesh, err = serve.AutoMesh(ctx, o.Model, cfg, o.Goal, log); err != nil {
 			return err
 		}
 	}
