@@ -178,6 +178,7 @@ def make_image(gen, w, h):
 
 
 def save_config(path, cls, cfg):
+    cfg = {k: v for k, v in cfg.items() if k != "_use_default_values"}  # a set: not reproducible
     conf = dict({"_class_name": cls, "_diffusers_version": "0.35.2"}, **cfg)
     with open(path, "w") as f:
         json.dump(conf, f, indent=2, sort_keys=True)
@@ -395,7 +396,7 @@ def run_case(d, name, c, spec, gen, vae, trs, sched, enc, proc):
         args["last_image"] = "last_image.png"
     if "guidance2" in c:
         args["guidance_scale_2"] = c["guidance2"]
-    meta = {"case": name, "diffusers": TAG, "torch": torch.__version__, "numpy": np.__version__,
+    meta = {"case": "i2v_pipeline", "diffusers": TAG, "torch": torch.__version__, "numpy": np.__version__,
             "pillow": PIL.__version__, "reference": REFERENCE,
             "shims": sorted(set(s for s in SHIMS if not s.startswith("import stub"))), "args": args,
             "inputs": {k: {"shape": list(v.shape)} for k, v in inputs.items()},
