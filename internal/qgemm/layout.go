@@ -293,3 +293,45 @@ func halfToFloat(h uint16) float32 {
 }
 
 func half(b []byte) float32 { return halfToFloat(uint16(b[0]) | uint16(b[1])<<8) }
+
+// DequantizeRows writes weight rows j0..j1−1 of W widened to float32 into dst
+// ([j1−j0][K]), each value as ggml's dequantize_row_* computes it (Q8_0: q·d; Q4_K:
+// (d·sc)·q − dmin·m). It is for the uses of a weight other than a product (the products
+// never widen it).
+func (w *Weights) DequantizeRows(j0, j1 int, dst []float32) {
+	if j0 < 0 || j1 > w.N || j0 > j1 || len(dst) < (j1-j0)*w.K {
+		panic(fmt.Sprintf("qgemm: rows [%d, %d) of %v [%d, %d] into %d values", j0, j1, w.Type, w.N, w.K, len(dst)))
+	}
+	l := layouts[w.Type]
+	nb := w.K / l.blockK
+	for j := j0; j < j1; j++ {
+		y := dst[(j-j0)*w.K : (j-j0+1)*w.K]
+		c := j % PanelCols
+		for b := range nb {
+			pb := w.panelBlock(j/PanelCols, b)
+			yb := y[b*l.blockK : (b+1)*l.blockK]
+			switch w.Type {
+			case Q8_0:
+				d := half(pb[2*c:])
+				for q := range 8 {
+					for i := range 4 {
+						yb[4*q+i] = float32(int8(pb[64+q*PanelCols*4+c*4+i]^0x80)) * d
+					}
+				}
+			case Q4_K:
+				d, dmin := half(pb[2*c:]), half(pb[64+2*c:])
+				for s := range 8 {
+					d1 := d * float32(pb[q4kSc+s*PanelCols+c])
+					m1 := dmin * float32(pb[q4kM+s*PanelCols+c])
+					for t := range 4 {
+						for i := range 4 {
+							v := pb[q4kQ+s*512+t*PanelCols*4+c*4+i]
+							yb[32*s+8*t+i] = float32(d1*float32(v&0xF)) - m1
+							yb[32*s+8*t+4+i] = float32(d1*float32(v>>4)) - m1
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -303,3 +303,26 @@ func TestQuantizeKernelsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestDequantizeRows checks the packed weights' widening against ggml's dequantization of
+// the blocks they were packed from, bit for bit.
+func TestDequantizeRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, typ := range types {
+		const n = 45
+		k := 2 * layouts[typ].blockK
+		src := randomBlocks(r, typ, n, k)
+		w, err := Pack(typ, n, k, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := dequantize(typ, n, k, src)
+		got := make([]float32, (n-3)*k)
+		w.DequantizeRows(3, n, got)
+		for i, v := range got {
+			if math.Float32bits(v) != math.Float32bits(want[3*k+i]) {
+				t.Fatalf("%v: value %d of rows 3..%d: %g, ggml %g", typ, i, n, v, want[3*k+i])
+			}
+		}
+	}
+}
