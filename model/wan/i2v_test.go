@@ -201,7 +201,7 @@ func TestI2VWindowReadsItsConditionFrames(t *testing.T) {
 		copy(cut.Data[c*tw*h*w:(c+1)*tw*h*w], cond.Data[(c*frames+a)*h*w:(c*frames+a+tw)*h*w])
 	}
 	lat := randn(1, tw, z, h, w)
-	text := randn(6, 16)
+	text := randn(6, 32)
 	in := func(first int, c *tensor.Dense) model.Input {
 		return model.Input{Latents: lat, Timestep: 500, FirstFrame: first, Uncond: []bool{false},
 			Cond: []model.Conditioning{{wan.KeyPromptEmbeds: text, wan.KeyCondition: c}}}

@@ -83,7 +83,7 @@ VAE22 = dict(base_dim=4, decoder_base_dim=6, z_dim=4, dim_mult=[1, 2, 2, 2], num
              latents_mean=[0.1, -0.2, 0.05, 0.3], latents_std=[1.7, 2.2, 1.9, 2.4])
 
 TR = dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=12, in_channels=12, out_channels=4,
-          text_dim=16, freq_dim=16, ffn_dim=32, num_layers=2, cross_attn_norm=True,
+          text_dim=32, freq_dim=16, ffn_dim=32, num_layers=2, cross_attn_norm=True,
           qk_norm="rms_norm_across_heads", eps=1e-6, image_dim=None, added_kv_proj_dim=None,
           rope_max_seq_len=1024, pos_embed_seq_len=None)
 CLIP = dict(hidden_size=24, intermediate_size=48, projection_dim=16, num_hidden_layers=3, num_attention_heads=2,
