@@ -2,17 +2,22 @@ package wan_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"image"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vdpp/vdpp/internal/goldentest"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/wan"
+	"github.com/vdpp/vdpp/model/wan/wantest"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
@@ -220,5 +225,249 @@ func TestI2VWindowReadsItsConditionFrames(t *testing.T) {
 	other, err := d.Predict(context.Background(), in(0, cond))
 	if err == nil && tensor.BitEqual(other, want) {
 		t.Fatal("the window's frames and the first frames of the condition give the same prediction")
+	}
+}
+
+// otherSizes are image-to-video folders of sizes no committed folder has: other head counts
+// and dims, layer counts, text widths, z_dim, CLIP sizes and tokens.
+var otherSizes = []wantest.I2VSpec{
+	{Variant: wantest.Wan21I2V, Heads: 3, HeadDim: 10, Layers: 3, TextDim: 20, ZDim: 6, CLIPHidden: 30, CLIPHeads: 3, CLIPLayers: 4, CLIPImage: 42, Seed: 1},
+	{Variant: wantest.Wan21FLF2V, Heads: 2, HeadDim: 16, Layers: 1, TextDim: 8, ZDim: 4, CLIPHidden: 16, CLIPHeads: 4, CLIPLayers: 2, CLIPImage: 32, CLIPPatch: 8, Seed: 2},
+	{Variant: wantest.Wan22A14B, Heads: 4, HeadDim: 8, Layers: 2, TextDim: 12, ZDim: 8, BoundaryRatio: 0.7, FlowShift: 5, Seed: 3},
+	{Variant: wantest.Wan22TI2V, Heads: 2, HeadDim: 14, Layers: 2, TextDim: 10, ZDim: 6, Seed: 4},
+}
+
+// Folders of other sizes, written here with random weights (the Python reference cannot run
+// in CI: scripts/wanref/i2v_cases.py --alt checks such folders against diffusers): every
+// size is read from the configs, the pipeline runs, its frames are in [0, 1] and the same
+// on one rank and over pp2 and cp2, the condition holds the first-frame mask, and with
+// expand_timesteps the final latent's frame 0 is the image's latents.
+func TestI2VOtherSizes(t *testing.T) {
+	for _, spec := range otherSizes {
+		t.Run(spec.Variant, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := wantest.WriteI2VFolder(dir, spec); err != nil {
+				t.Fatal(err)
+			}
+			p := family.Params{NumFrames: 9, Steps: 3, Height: 32, Width: 64, GuidanceScale: 3, Seed: 9}
+			text := spec.TextDim
+			rows := 7
+			if spec.Variant == wantest.Wan21I2V || spec.Variant == wantest.Wan21FLF2V {
+				rows = 512
+			}
+			in := family.Input{PromptEmbeds: tensor.New(rows, text), NegativePromptEmbeds: tensor.New(rows, text),
+				Image: patternImage(50, 37, 1)}
+			for i := range in.PromptEmbeds.Data {
+				in.PromptEmbeds.Data[i] = float32(i%7) / 7
+			}
+			if spec.Variant == wantest.Wan21FLF2V {
+				in.LastImage = patternImage(31, 44, 2)
+			}
+			if spec.Variant == wantest.Wan22TI2V {
+				p.Height = 64
+			}
+			want := generateMesh(t, dir, in, p, 1, 1, 1, 1, 1)
+			f := want[0]
+			if f.Shape[0] != p.NumFrames || f.Shape[1] != 3 || f.Shape[2] != p.Height || f.Shape[3] != p.Width {
+				t.Fatalf("frames %v for %d frames of %dx%d", f.Shape, p.NumFrames, p.Width, p.Height)
+			}
+			for _, v := range f.Data {
+				if !(v >= 0 && v <= 1) {
+					t.Fatalf("frame value %v outside [0, 1]", v)
+				}
+			}
+			for _, m := range [][4]int{{2, 1, 1, 1}, {1, 1, 2, 1}} {
+				got := generateMesh(t, dir, in, p, m[0], m[1], m[2], m[3], 1)
+				if !tensor.BitEqual(got[0], f) {
+					t.Fatalf("pp%d cp%d differs from one rank (rel L2 %.3g)", m[0], m[2], tensor.RelL2(got[0], f))
+				}
+			}
+			checkCondition(t, dir, in, p, spec)
+		})
+	}
+}
+
+// checkCondition runs one sample's steps on one rank and checks the conditioning: the
+// mask channels of WanImageToVideoPipeline (ones on the given frames), or with
+// expand_timesteps the final latent's frame 0.
+func checkCondition(t *testing.T, dir string, in family.Input, p family.Params, spec wantest.I2VSpec) {
+	t.Helper()
+	s, err := wan.Load(dir, family.Options{Roles: family.AllRoles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ic, err := s.ImageConditioning(context.Background(), in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf, h, w := s.LatentShape(p)[0], p.Height/s.VConfig.SpatialFactor(), p.Width/s.VConfig.SpatialFactor()
+	if spec.Variant != wantest.Wan22TI2V {
+		if want := []int{1, 4 + spec.ZDim, lf, h, w}; !slices.Equal(ic.Condition.Shape, want) {
+			t.Fatalf("condition %v, want %v", ic.Condition.Shape, want)
+		}
+		for ch := range 4 {
+			for k := range lf {
+				want := float32(0)
+				if k == 0 || (in.LastImage != nil && k == lf-1 && ch == 3) {
+					want = 1
+				}
+				if v := ic.Condition.Data[(ch*lf+k)*h*w]; v != want {
+					t.Fatalf("mask channel %d latent frame %d is %v, want %v", ch, k, v, want)
+				}
+			}
+		}
+		return
+	}
+	sc, err := s.Scheduler(p.Steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := s.Prepare(context.Background(), in, p, sc, []int64{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Stepper(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before *tensor.Dense
+	st.Updated = func(it *pipeline.Item, k int) { before = it.Latent.Clone() }
+	for k := range p.Steps {
+		it.Step = k
+		if err := st.Step(context.Background(), it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	frame := spec.ZDim * h * w
+	if !slices.Equal(it.Latent.Data[:frame], ic.Condition.Data) {
+		t.Fatal("the final latent's frame 0 is not the image's latents")
+	}
+	if slices.Equal(before.Data[:frame], ic.Condition.Data) || !slices.Equal(before.Data[frame:], it.Latent.Data[frame:]) {
+		t.Fatal("the last step's latent should differ from the final one in frame 0 only")
+	}
+}
+
+// patternImage is a w × h RGB test image.
+func patternImage(w, h, seed int) *image.NRGBA {
+	m := image.NewNRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			m.Pix[m.PixOffset(x, y)+0] = uint8(x*37 + seed*11)
+			m.Pix[m.PixOffset(x, y)+1] = uint8(y*53 + seed*29)
+			m.Pix[m.PixOffset(x, y)+2] = uint8((x*y + 11*seed) % 256)
+			m.Pix[m.PixOffset(x, y)+3] = 255
+		}
+	}
+	return m
+}
+
+// A folder that cannot run its variant is one error naming the file that says so.
+func TestI2VFolderErrors(t *testing.T) {
+	edit := func(path string, f func(m map[string]any)) func(t *testing.T, dir string) {
+		return func(t *testing.T, dir string) {
+			data, err := os.ReadFile(filepath.Join(dir, path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(data, &m); err != nil {
+				t.Fatal(err)
+			}
+			f(m)
+			if data, err = json.Marshal(m); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, path), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		variant string
+		break_  func(t *testing.T, dir string)
+		file    string // the file the error names
+		says    string
+	}{
+		{"image encoder not listed", wantest.Wan21I2V, edit("model_index.json", func(m map[string]any) { m["image_encoder"] = []any{nil, nil} }),
+			"model_index.json", "image_encoder is missing"},
+		{"image encoder folder gone", wantest.Wan21I2V, func(t *testing.T, dir string) { os.RemoveAll(filepath.Join(dir, "image_encoder")) },
+			"image_encoder/config.json", "image encoder's config"},
+		{"image processor gone", wantest.Wan21I2V, func(t *testing.T, dir string) { os.RemoveAll(filepath.Join(dir, "image_processor")) },
+			"image_processor/preprocessor_config.json", "image processor's config"},
+		{"in_channels", wantest.Wan22A14B, edit("transformer_2/config.json", func(m map[string]any) { m["in_channels"] = 8.0 }),
+			"transformer_2/config.json", "in_channels 8"},
+		{"image_dim vs CLIP", wantest.Wan21I2V, edit("image_encoder/config.json", func(m map[string]any) { m["hidden_size"] = 32.0 }),
+			"transformer/config.json", "hidden_size is 32"},
+		{"pos_embed", wantest.Wan21FLF2V, edit("transformer/config.json", func(m map[string]any) { m["pos_embed_seq_len"] = 7.0 }),
+			"transformer/config.json", "pos_embed_seq_len 7"},
+		{"crop vs image_size", wantest.Wan21I2V, edit("image_processor/preprocessor_config.json", func(m map[string]any) {
+			m["crop_size"] = map[string]any{"height": 30.0, "width": 30.0}
+		}), "preprocessor_config.json", "30x30"},
+		{"ti2v patch", wantest.Wan22TI2V, edit("transformer/config.json", func(m map[string]any) { m["patch_size"] = []any{1.0, 1.0, 1.0} }),
+			"transformer/config.json", "patch_size [1 1 1]"},
+		{"image encoder weights gone", wantest.Wan21I2V, func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, "image_encoder", "model.safetensors")) },
+			"image_encoder/model.safetensors", "image encoder"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := wantest.WriteI2VFolder(dir, wantest.I2VSpec{Variant: c.variant}); err != nil {
+				t.Fatal(err)
+			}
+			c.break_(t, dir)
+			r, err := family.ResolveDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = r.Preflight(family.Options{Roles: family.AllRoles})
+			if err == nil || !errors.Is(err, wan.ErrFolder) || !strings.Contains(err.Error(), c.file) || !strings.Contains(err.Error(), c.says) || strings.Count(err.Error(), "\n") > 0 {
+				t.Fatalf("error %v; want one line naming %s saying %q", err, c.file, c.says)
+			}
+		})
+	}
+}
+
+// Inputs the model cannot take are refused before any work: no image for an
+// image-to-video model, a last image for one that takes none, no last image for a
+// first-last-frame model, prompt embeddings of other than 512 rows for the image branch.
+func TestI2VInputErrors(t *testing.T) {
+	p := family.Params{NumFrames: 5, Steps: 1, Height: 32, Width: 32, GuidanceScale: 1}
+	img := patternImage(20, 20, 3)
+	for _, c := range []struct {
+		variant string
+		in      family.Input
+		says    string
+	}{
+		{wantest.Wan22A14B, family.Input{}, "no image"},
+		{wantest.Wan21I2V, family.Input{Image: img, LastImage: img}, "takes none"},
+		{wantest.Wan21FLF2V, family.Input{Image: img}, "no last image"},
+		{wantest.Wan22TI2V, family.Input{Image: img, LastImage: img}, "takes none"},
+		{wantest.Wan22A14B, family.Input{LastImage: img}, "without the (first) image"},
+		{wantest.Wan21I2V, family.Input{Image: img, PromptEmbeds: tensor.New(8, 16)}, "512"},
+	} {
+		t.Run(c.variant+"/"+c.says, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := wantest.WriteI2VFolder(dir, wantest.I2VSpec{Variant: c.variant}); err != nil {
+				t.Fatal(err)
+			}
+			s, err := wan.Load(dir, family.Options{Roles: family.AllRoles})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			in := c.in
+			if in.PromptEmbeds == nil {
+				in.PromptEmbeds = tensor.New(512, 16)
+			}
+			sc, err := s.Scheduler(p.Steps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.Prepare(context.Background(), in, p, sc, []int64{0})
+			if !errors.Is(err, wan.ErrInput) || !strings.Contains(err.Error(), c.says) {
+				t.Fatalf("error %v, want wan.ErrInput saying %q", err, c.says)
+			}
+		})
 	}
 }
