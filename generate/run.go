@@ -152,25 +152,33 @@ func resolveInputs(o Options) (Options, error) {
 	if err != nil {
 		return o, badOptions("%w", err)
 	}
-	if o, err = resolveImages(o, desc); err != nil {
-		return o, err
-	}
 	if desc.TextDim > 0 {
-		return resolveText(o, m, desc)
+		if o, err = resolveText(o, m, desc); err != nil {
+			return o, err
+		}
 	}
-	return o, nil
+	return resolveImages(o, desc)
+}
+
+// modelKind names what a model makes a video from, for messages: "a text-to-video", "an
+// image-to-video" (SVD), "an image-and-prompt-to-video" (Wan image-to-video), "a
+// text(-and-image)-to-video" (an image is optional).
+func modelKind(desc family.Description) string {
+	switch {
+	case desc.TextDim == 0:
+		return "an image-to-video"
+	case desc.Image == family.NeedRequired:
+		return "an image-and-prompt-to-video"
+	case desc.Image == family.NeedOptional:
+		return "a text(-and-image)-to-video"
+	}
+	return "a text-to-video"
 }
 
 // resolveImages checks --image and --last-image against what the model takes
 // (family.Description's Image and LastImage) and that the files are images.
 func resolveImages(o Options, desc family.Description) (Options, error) {
-	kind := "an image-to-video"
-	if desc.TextDim > 0 {
-		kind = "a text-to-video"
-		if desc.Image != family.NeedNone {
-			kind = "a text-and-image-to-video"
-		}
-	}
+	kind := modelKind(desc)
 	switch {
 	case o.Image != "" && desc.Image == family.NeedNone:
 		return o, badOptions("--image: --model %s is %s model and takes no image", o.Model, kind)
@@ -196,7 +204,7 @@ func resolveImages(o Options, desc family.Description) (Options, error) {
 // width, the guidance scales.
 func resolveText(o Options, m family.Resolved, desc family.Description) (Options, error) {
 	if o.PromptEmbeds == "" && o.Prompt == "" {
-		return o, badOptions("--model %s is a text-to-video model: --prompt TEXT (or --prompt-embeds FILE.safetensors) is required", o.Model)
+		return o, badOptions("--model %s is %s model: --prompt TEXT (or --prompt-embeds FILE.safetensors) is required", o.Model, modelKind(desc))
 	}
 	if o.GuidanceScale < 0 {
 		o.GuidanceScale = desc.Defaults.GuidanceScale
