@@ -85,7 +85,7 @@ func TestGenerateCacheBadInput(t *testing.T) {
 		{[]string{"--steps", "8", "--cache", "static", "--cache-steps", "0,x"}, `--cache-steps "0,x"`},
 		{[]string{"--steps", "2", "--cache", "fbcache"}, "nothing can be reused"},
 	} {
-		out, err := exec.Command(vdppBin, append(common, c.args...)...).CombinedOutput()
+		out, err := exec.Command(vdpp(t), append(common, c.args...)...).CombinedOutput()
 		msg := strings.TrimSpace(string(out))
 		if err == nil || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, c.want) {
 			t.Errorf("%v: want one line containing %q, got (%v):\n%s", c.args, c.want, err, msg)
@@ -97,7 +97,7 @@ func TestGenerateCacheBadInput(t *testing.T) {
 func benchCacheRun(t *testing.T, args ...string) bench.Report {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "bench.json")
-	cmd := exec.Command(vdppBin, append([]string{"bench", "--model", "synthetic", "--num-frames", "4", "--height", "128", "--width", "128", "--json", out}, args...)...)
+	cmd := exec.Command(vdpp(t), append([]string{"bench", "--model", "synthetic", "--num-frames", "4", "--height", "128", "--width", "128", "--json", out}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {

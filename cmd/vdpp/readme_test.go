@@ -100,7 +100,7 @@ func TestREADMEExamples(t *testing.T) {
 			if strings.Contains(ex, "../shared") && sharedErr != nil {
 				shared.Require(t, "golden") // skips here, fails in CI
 			}
-			cmd := exec.Command("sh", "-c", strings.Replace(ex, "go run ./cmd/vdpp", "'"+vdppBin+"'", 1))
+			cmd := exec.Command("sh", "-c", strings.Replace(ex, "go run ./cmd/vdpp", "'"+vdpp(t)+"'", 1))
 			cmd.Dir, cmd.Env = repo, env
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
