@@ -58,7 +58,9 @@ func TestSingleFile(t *testing.T) {
 	}
 
 	sgm := filepath.Join(dir, "sgm.gguf")
-	write(sgm, func(n string) string { return "model.diffusion_model." + strings.ReplaceAll(n, "down_blocks", "input_blocks") })
+	write(sgm, func(n string) string {
+		return "model.diffusion_model." + strings.ReplaceAll(n, "down_blocks", "input_blocks")
+	})
 	cfg, _ := ReadConfig(ck)
 	_, err = OpenWeights(ck, cfg, LoadOptions{File: sgm})
 	if !errors.Is(err, checkpoint.ErrMissingTensor) || !strings.Contains(err.Error(), sgm+" (read as diffusers' layout (the only one read for SVD's UNet)): ") ||
