@@ -84,6 +84,16 @@ func ReadConfig(dir string) (Config, error) {
 	return ParseConfig(path, data)
 }
 
+// LoadOptions say where a transformer's weights come from.
+type LoadOptions struct {
+	// Variant is the folder's weights variant ("" for fp32, "fp16", "bf16").
+	Variant string
+	// File, when set, replaces the folder's weights: one GGUF or safetensors file, in Wan's
+	// original layout (OriginalKeys: the Wan-AI and Comfy-Org releases, city96's and
+	// stable-diffusion.cpp's GGUF files) or in diffusers'. The config stays the folder's.
+	File string
+}
+
 // Load reads dir/config.json and the weights of variant ("" for fp32, "fp16", "bf16"):
 // diffusion_pytorch_model[.variant].safetensors, or the shards its .index.json names. It
 // checks them against ExpectedTensors (the error names the file and the tensors; it matches
@@ -91,24 +101,21 @@ func ReadConfig(dir string) (Config, error) {
 // backend, keeping them in their stored dtype until each tensor is converted to float32 as
 // it is copied onto backend (a bf16 expert never exists as a whole in float32 on the host).
 func Load(dir, variant string, backend backends.Backend) (*Model, error) {
+	return LoadWith(dir, LoadOptions{Variant: variant}, backend)
+}
+
+// LoadWith is Load with the weights o names.
+func LoadWith(dir string, o LoadOptions, backend backends.Backend) (*Model, error) {
 	cfg, err := ReadConfig(dir)
 	if err != nil {
 		return nil, err
 	}
-	exp, err := ExpectedTensors(cfg)
-	if err != nil {
-		return nil, err
-	}
-	stem := WeightsStem
-	if variant != "" {
-		stem += "." + variant
-	}
 	if backend == nil {
 		return nil, errors.New("wan/transformer: nil backend")
 	}
-	st, err := checkpoint.OpenDir(dir, stem, exp, checkpoint.LoadDirOptions{LoadOptions: checkpoint.LoadOptions{Ignore: IgnoredTensors(cfg)}})
+	st, err := OpenWeights(dir, cfg, o)
 	if err != nil {
-		return nil, fmt.Errorf("wan/transformer: %w", err)
+		return nil, err
 	}
 	defer st.Close()
 	w, err := nn.NewWeightsStream(backend, st.Each)
@@ -116,6 +123,31 @@ func Load(dir, variant string, backend backends.Backend) (*Model, error) {
 		return nil, fmt.Errorf("wan/transformer: %w", err)
 	}
 	return bind(cfg, w, backend)
+}
+
+// OpenWeights opens the weights o names for a transformer of config cfg in folder dir and
+// checks them against the tensors the network reads, reading no tensor data (a preflight,
+// and what Load reads from).
+func OpenWeights(dir string, cfg Config, o LoadOptions) (*checkpoint.Stored, error) {
+	exp, err := ExpectedTensors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts := checkpoint.LoadDirOptions{LoadOptions: checkpoint.LoadOptions{Ignore: IgnoredTensors(cfg)}}
+	var st *checkpoint.Stored
+	if o.File != "" {
+		st, err = checkpoint.OpenSingleFile(o.File, exp, checkpoint.SingleFileOptions{LoadDirOptions: opts, Keys: &OriginalKeys})
+	} else {
+		stem := WeightsStem
+		if o.Variant != "" {
+			stem += "." + o.Variant
+		}
+		st, err = checkpoint.OpenDir(dir, stem, exp, opts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wan/transformer: %w", err)
+	}
+	return st, nil
 }
 
 // New builds a Model from a config and float32 weights (diffusers names), checking that
