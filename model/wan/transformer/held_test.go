@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,7 +29,13 @@ func initWeights(cfg Config, seed uint64) (map[string]*tensor.Dense, error) {
 	}
 	r := rand.New(rand.NewPCG(seed, 7))
 	w := map[string]*tensor.Dense{}
-	for name, shape := range exp {
+	names := make([]string, 0, len(exp))
+	for name := range exp {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the same weights in every run
+	for _, name := range names {
+		shape := exp[name]
 		d := tensor.New(shape...)
 		std := 0.02
 		switch {
