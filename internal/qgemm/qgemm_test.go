@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vdpp/vdpp/internal/gemm"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // randomBlocks returns n rows of k weights of type t in ggml's layout with random quants
@@ -32,36 +33,15 @@ func randomBlocks(r *rand.Rand, t Type, n, k int) []byte {
 	return out
 }
 
-// putHalf stores v (a value binary16 represents closely) as binary16, truncating.
-func putHalf(b []byte, v float32) {
-	bits := math.Float32bits(v)
-	exp := int(bits>>23&0xff) - 127 + 15
-	h := uint16(bits>>16)&0x8000 | uint16(exp)<<10 | uint16(bits>>13&0x3ff)
-	binary.LittleEndian.PutUint16(b, h)
-}
+// putHalf stores v as binary16.
+func putHalf(b []byte, v float32) { binary.LittleEndian.PutUint16(b, quant.Float32ToHalf(v)) }
 
-// dequantize is ggml's dequantize_row_q8_0 / dequantize_row_q4_K for the test's reference.
+// dequantize is ggml's dequantization (tensor/quant, checked against ggml's own code): the
+// reference the kernels are compared with.
 func dequantize(t Type, n, k int, src []byte) []float32 {
-	l := layouts[t]
 	out := make([]float32, n*k)
-	for b := 0; b*l.blockK < n*k; b++ {
-		blk, y := src[b*l.blockBytes:(b+1)*l.blockBytes], out[b*l.blockK:(b+1)*l.blockK]
-		switch t {
-		case Q8_0:
-			d := half(blk)
-			for i := range 32 {
-				y[i] = float32(int8(blk[2+i])) * d
-			}
-		case Q4_K:
-			d, dmin := half(blk), half(blk[2:])
-			for s := range 8 {
-				sc, m := q4KScaleMin(s, blk[4:16])
-				d1, m1 := d*float32(sc), dmin*float32(m)
-				for i := range 32 {
-					y[32*s+i] = float32(d1*float32(q4KQuant(blk[16:], 32*s+i))) - m1
-				}
-			}
-		}
+	if err := quant.Dequantize(t, src, out); err != nil {
+		panic(err)
 	}
 	return out
 }
@@ -129,8 +109,8 @@ func TestPackRefusesBadShapes(t *testing.T) {
 // reference returns the product of a with the dequantized weights in float64, the
 // activations quantized as the kernels quantize them (so that the only difference left
 // is the float32 rounding of the block sums), and the plain float64 product.
-func reference(m, k int, a []float32, n int, wf []float32) (quant, plain []float64) {
-	quant, plain = make([]float64, m*n), make([]float64, m*n)
+func reference(m, k int, a []float32, n int, wf []float32) (quantized, plain []float64) {
+	quantized, plain = make([]float64, m*n), make([]float64, m*n)
 	tile := make([]byte, k/32*aBlockBytes)
 	for i := range m {
 		quantizeTile(tile, 1, k, a[i*k:], k, true)
@@ -147,10 +127,10 @@ func reference(m, k int, a []float32, n int, wf []float32) (quant, plain []float
 				}
 				sq += da * s
 			}
-			quant[i*n+j], plain[i*n+j] = sq, sp
+			quantized[i*n+j], plain[i*n+j] = sq, sp
 		}
 	}
-	return quant, plain
+	return quantized, plain
 }
 
 // TestMulMatchesDequantized checks every kernel against the float64 product of the
@@ -168,7 +148,7 @@ func TestMulMatchesDequantized(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			quant, plain := reference(m, k, a, n, dequantize(typ, n, k, src))
+			want, plain := reference(m, k, a, n, dequantize(typ, n, k, src))
 			for _, kern := range isas() {
 				t.Run(fmt.Sprintf("%v/%s/%dx%dx%d", typ, kern.name, m, n, k), func(t *testing.T) {
 					c := make([]float32, m*n)
@@ -179,8 +159,8 @@ func TestMulMatchesDequantized(t *testing.T) {
 					var num, den float64
 					for i := range c {
 						scale := math.Sqrt(float64(k)) * 0.05
-						if d := math.Abs(float64(c[i]) - quant[i]); !(d <= 2e-5*scale) {
-							t.Fatalf("c[%d] = %g, quantized reference %g", i, c[i], quant[i])
+						if d := math.Abs(float64(c[i]) - want[i]); !(d <= 2e-5*scale) {
+							t.Fatalf("c[%d] = %g, quantized reference %g", i, c[i], want[i])
 						}
 						num += (float64(c[i]) - plain[i]) * (float64(c[i]) - plain[i])
 						den += plain[i] * plain[i]
@@ -305,13 +285,20 @@ func TestQuantizeKernelsAgree(t *testing.T) {
 }
 
 // TestDequantizeRows checks the packed weights' widening against ggml's dequantization of
-// the blocks they were packed from, bit for bit.
+// the blocks they were packed from (random blocks, and blocks ggml's quantizer made of
+// normal weights), bit for bit.
 func TestDequantizeRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	for _, typ := range types {
+	for i, typ := range append(types, types...) {
 		const n = 45
 		k := 2 * layouts[typ].blockK
 		src := randomBlocks(r, typ, n, k)
+		if i >= len(types) {
+			var err error
+			if src, err = quant.Quantize(typ, randSlice(r, n*k)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		w, err := Pack(typ, n, k, src)
 		if err != nil {
 			t.Fatal(err)
