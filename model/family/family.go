@@ -117,8 +117,8 @@ type Options struct {
 	// Progress, when not nil, is called as a large component loads (the text encoder):
 	// its name, the bytes read so far and the total.
 	Progress func(component string, loaded, total int64)
-	// Weights say where the denoiser's weights come from and the type weights are held in
-	// (--weights-dtype, --transformer, --transformer-2, --unet).
+	// Weights say where the denoiser's weights come from (--transformer, --transformer-2,
+	// --unet).
 	Weights WeightOptions
 }
 
