@@ -105,7 +105,7 @@ func resolveInputs(o Options) (Options, error) {
 		return o, badOptions("%w", err)
 	}
 	o.Model = m.Dir
-	if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.AllRoles}); err != nil {
+	if err := m.Preflight(family.Options{Variant: o.Variant, Weights: o.Weights, Roles: family.AllRoles}); err != nil {
 		return o, err
 	}
 	desc, err := m.Describe()
@@ -215,7 +215,7 @@ func resolveText(o Options, m family.Resolved, desc family.Description) (Options
 	}
 	if o.Prompt != "" {
 		// The first stage loads the tokenizer and text encoder: check they are there.
-		if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.Roles{Condition: true}, Prompts: true}); err != nil {
+		if err := m.Preflight(family.Options{Variant: o.Variant, Weights: o.Weights, Roles: family.Roles{Condition: true}, Prompts: true}); err != nil {
 			return o, badOptions("--prompt: %w (give --prompt-embeds FILE instead)", err)
 		}
 		return o, nil // the negative prompt defaults to "", as in diffusers

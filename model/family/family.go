@@ -117,6 +117,9 @@ type Options struct {
 	// Progress, when not nil, is called as a large component loads (the text encoder):
 	// its name, the bytes read so far and the total.
 	Progress func(component string, loaded, total int64)
+	// Weights say where the denoiser's weights come from (--transformer, --transformer-2,
+	// --unet).
+	Weights WeightOptions
 }
 
 // Input is what a generation starts from: an image for image-to-video families (and a last
