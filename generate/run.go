@@ -168,9 +168,9 @@ func modelKind(desc family.Description) string {
 	switch {
 	case desc.TextDim == 0:
 		return "an image-to-video"
-	case desc.Image == family.NeedRequired:
+	case desc.ImageNeed() == family.NeedRequired:
 		return "an image-and-prompt-to-video"
-	case desc.Image == family.NeedOptional:
+	case desc.ImageNeed() == family.NeedOptional:
 		return "a text(-and-image)-to-video"
 	}
 	return "a text-to-video"
@@ -181,9 +181,9 @@ func modelKind(desc family.Description) string {
 func resolveImages(o Options, desc family.Description) (Options, error) {
 	kind := modelKind(desc)
 	switch {
-	case o.Image != "" && desc.Image == family.NeedNone:
+	case o.Image != "" && desc.ImageNeed() == family.NeedNone:
 		return o, badOptions("--image: --model %s is %s model and takes no image", o.Model, kind)
-	case o.Image == "" && desc.Image == family.NeedRequired:
+	case o.Image == "" && desc.ImageNeed() == family.NeedRequired:
 		return o, badOptions("--model %s is %s model: --image FILE is required", o.Model, kind)
 	case o.LastImage != "" && desc.LastImage == family.NeedNone:
 		return o, badOptions("--last-image: --model %s takes no last image (a first-last-frame model does)", o.Model)

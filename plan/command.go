@@ -577,7 +577,7 @@ func shellQuote(s string) string {
 // says: an image (and a last image) where it needs them, a prompt for a text model.
 func modelInputs(d family.Description) string {
 	var in []string
-	if d.Image == family.NeedRequired || d.TextDim == 0 {
+	if d.ImageNeed() == family.NeedRequired {
 		in = append(in, "--image IMAGE.png")
 	}
 	if d.LastImage == family.NeedRequired {

@@ -43,7 +43,7 @@ func (c Command) measurePrepare(ctx context.Context) (float64, error) {
 	const timed = 2
 	for pass := range 1 + timed {
 		var in family.Input
-		if desc.Image != family.NeedNone {
+		if desc.ImageNeed() != family.NeedNone {
 			in.Image = noiseImage(r, p.Width, p.Height)
 		}
 		if desc.LastImage == family.NeedRequired {
