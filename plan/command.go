@@ -56,6 +56,7 @@ type Command struct {
 	DecodeParts      int
 	DecodePartMS     float64
 	MeasureDecode    bool
+	MeasurePrepare   bool
 	DecodeChunkSize  int
 	CPAllToAlls      int
 	FrameScaling     float64
@@ -118,6 +119,7 @@ func (c *Command) RegisterFlags(fs *cli.FlagSet) {
 	fs.IntVar(&c.DecodeParts, "decode-parts", c.DecodeParts, "decode parts (chunks) per sample (given: overrides the measured value)")
 	fs.Float64Var(&c.DecodePartMS, "decode-part-ms", c.DecodePartMS, "decode cost of one part of one sample, ms (given: overrides the measured value)")
 	fs.BoolVar(&c.MeasureDecode, "measure-decode", c.MeasureDecode, "time the model's VAE decode, part by part, on a latent of the workload's shape")
+	fs.BoolVar(&c.MeasurePrepare, "measure-prepare", c.MeasurePrepare, "time the model's conditioning of one sample on stage 0 (an image-to-video model's image encoder and VAE encode) and plan with it")
 	fs.IntVar(&c.DecodeChunkSize, "decode-chunk-size", c.DecodeChunkSize, "with --measure-decode: frames decoded together (0: all; -1: the model's)")
 	fs.IntVar(&c.CPAllToAlls, "cp-all-to-alls", c.CPAllToAlls, "all-to-alls per step inside the model in a cp group (-1: from the calibration, else 0 for synthetic, 1 for others)")
 	fs.Float64Var(&c.FrameScaling, "frame-scaling", c.FrameScaling, "share of the row cost proportional to frames, in [0,1] (-1: measured; 1 for synthetic, whose cost is per frame under cp)")
@@ -418,6 +420,14 @@ func (c Command) costs(ctx context.Context, given func(string) bool, stderr io.W
 	if c.DecodePartMS > 0 {
 		costs.DecodePartMS = c.DecodePartMS
 	}
+	if c.MeasurePrepare {
+		ms, err := c.measurePrepare(ctx)
+		if err != nil {
+			return Costs{}, err
+		}
+		costs.PrepareMS = ms
+		fmt.Fprintf(stderr, "vdpp plan: measured conditioning %.1f ms per sample\n", ms)
+	}
 	if c.PrepareMS > 0 {
 		costs.PrepareMS = c.PrepareMS
 	}
@@ -518,8 +528,8 @@ func (c Command) Commands(best Prediction) ([]string, error) {
 	var cmds []string
 	if m.Dir != "" {
 		input := "--image IMAGE.png"
-		if d, err := m.Describe(); err == nil && d.TextDim > 0 {
-			input = `--prompt "..."`
+		if d, err := m.Describe(); err == nil {
+			input = modelInputs(d)
 		}
 		cmds = append(cmds, fmt.Sprintf("vdpp generate --model %s %s %s %s %s", name, input, mesh, work, samples))
 	}
@@ -561,4 +571,20 @@ func shellQuote(s string) string {
 		}
 	}
 	return s
+}
+
+// modelInputs are the input flags of a generate command line for a model that takes what d
+// says: an image (and a last image) where it needs them, a prompt for a text model.
+func modelInputs(d family.Description) string {
+	var in []string
+	if d.ImageNeed() == family.NeedRequired {
+		in = append(in, "--image IMAGE.png")
+	}
+	if d.LastImage == family.NeedRequired {
+		in = append(in, "--last-image LAST.png")
+	}
+	if d.TextDim > 0 {
+		in = append(in, `--prompt "..."`)
+	}
+	return strings.Join(in, " ")
 }
