@@ -90,7 +90,7 @@ func TestGenerateWeightOptionErrors(t *testing.T) {
 		{append(wan, "--transformer", bad), bad + ": gguf: truncated file: the tensor count"},
 		{[]string{"--model", "builtin", "--image", "x.png", "--transformer", bad}, "--transformer: a svd model has no transformer component (it takes --unet)"},
 	} {
-		cmd := exec.Command(vdppBin, append([]string{"generate", "--out", t.TempDir(), "--num-frames", "5", "--height", "32", "--width", "32", "--steps", "2"}, c.args...)...)
+		cmd := exec.Command(vdpp(t), append([]string{"generate", "--out", t.TempDir(), "--num-frames", "5", "--height", "32", "--width", "32", "--steps", "2"}, c.args...)...)
 		out, err := cmd.CombinedOutput()
 		msg := strings.TrimSpace(string(out))
 		if err == nil || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, c.want) {
