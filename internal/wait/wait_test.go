@@ -18,6 +18,8 @@ func TestFor(t *testing.T) {
 		// One that starts holding at 300 ms is seen within one interval of it.
 		var set atomic.Bool
 		go func() {
+			// The event For waits for, at 300 ms on the bubble's fake clock: what is
+			// tested is when For notices it.
 			time.Sleep(300 * time.Millisecond)
 			set.Store(true)
 		}()
