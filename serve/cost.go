@@ -33,7 +33,7 @@ func (s *Server) modelLimits() job.ModelLimits {
 		input = job.InputText
 	}
 	d := s.gen.Description()
-	return job.ModelLimits{Input: input, Image: d.Image.String(), LastImage: d.LastImage.String(), NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
+	return job.ModelLimits{Input: input, Image: d.ImageNeed().String(), LastImage: d.LastImage.String(), NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
 		MaxFrames: l.MaxFrames, MaxResolution: l.MaxResolution, MaxSteps: l.MaxSteps, CacheModes: s.gen.Description().Caching.Modes, CostLimits: s.cost}
 }
 

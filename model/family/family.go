@@ -258,6 +258,16 @@ type Description struct {
 	Caching Caching
 }
 
+// ImageNeed is whether a generation takes an image: Image, except that a family that is not
+// text-conditioned (TextDim 0) and leaves Image unset is conditioned on its image, which it
+// then requires.
+func (d Description) ImageNeed() Need {
+	if d.TextDim == 0 && d.Image == NeedNone {
+		return NeedRequired
+	}
+	return d.Image
+}
+
 // Need says whether a generation takes an input.
 type Need int
 

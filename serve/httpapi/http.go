@@ -538,7 +538,7 @@ func (a *API) readImages(d family.Description, img, last []byte, in *job.Input) 
 	kind := "image-conditioned"
 	if d.TextDim > 0 {
 		kind = "text-to-video"
-		if d.Image != family.NeedNone {
+		if d.ImageNeed() != family.NeedNone {
 			kind = "image-to-video with a prompt"
 		}
 	}
@@ -547,7 +547,7 @@ func (a *API) readImages(d family.Description, img, last []byte, in *job.Input) 
 		data []byte
 		need family.Need
 		dst  *[]byte
-	}{{"image", img, d.Image, &in.Image}, {"last_image", last, d.LastImage, &in.LastImage}} {
+	}{{"image", img, d.ImageNeed(), &in.Image}, {"last_image", last, d.LastImage, &in.LastImage}} {
 		switch {
 		case c.data != nil && c.need == family.NeedNone && c.name == "image" && d.TextDim > 0:
 			return fmt.Errorf("%w: an image part: the model is text-to-video (give a prompt part)", job.ErrBadParams)

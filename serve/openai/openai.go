@@ -268,7 +268,7 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request, mediaType string, b
 	m := a.b.Model()
 	text := m.TextConditioned()
 	d := m.Description()
-	takesImage := !text || d.Image != family.NeedNone
+	takesImage := !text || d.ImageNeed() != family.NeedNone
 	switch {
 	case !takesImage && req.Image != nil:
 		a.writeError(w, oaErr(http.StatusBadRequest, "invalid_value", "input_reference",
@@ -278,7 +278,7 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request, mediaType string, b
 		a.writeError(w, oaErr(http.StatusBadRequest, "missing_required_parameter", "prompt",
 			"prompt is required: the served model makes a video from a prompt"))
 		return
-	case req.Image == nil && (!text || d.Image == family.NeedRequired):
+	case req.Image == nil && (!text || d.ImageNeed() == family.NeedRequired):
 		a.writeError(w, oaErr(http.StatusBadRequest, "missing_required_parameter", "input_reference",
 			"input_reference is required: the served model makes a video from an image (a file part, or {\"image_url\": \"data:image/png;base64,...\"})"))
 		return
