@@ -174,6 +174,13 @@ type Sampler interface {
 	Close() error
 }
 
+// KernelReporter is implemented by Samplers whose networks run on a compute backend:
+// Kernels says in one line which kernels they run with (the backend, and on the pure-Go
+// backend which of vdpp's CPU kernels), for report.json; "" when nothing is loaded.
+type KernelReporter interface {
+	Kernels() string
+}
+
 // ChunkDecoder is implemented by Samplers that can decode a final latent a few frames at a
 // time, so a long video is written without all its frames held at once.
 type ChunkDecoder interface {
