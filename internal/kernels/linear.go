@@ -92,7 +92,8 @@ func Linear(out, x, w, bias []float32, s LinearShape) {
 
 // LinearMatrix is Linear with the weight in any Matrix form. Half-precision weights give
 // the bits of Linear on their float32 widening; quantized ones are multiplied with the
-// activations quantized per block of 32 (qgemm), within about 1% of the float product.
+// activations quantized per block of 32 (qgemm: Q8_0 within float rounding of the float
+// product, Q4_K within about 1%).
 // No float32 copy of a half or quantized weight is made.
 func LinearMatrix(out, x []float32, w Matrix, bias []float32, s LinearShape) {
 	if s.M <= 0 || s.N <= 0 || s.K <= 0 || (s.GEGLU && s.N%2 != 0) || !w.fits(s.N, s.K) ||

@@ -2,7 +2,8 @@
 // heads, ffn 8960, text 4096) with random weights held in one weight type, on the pure-Go
 // backend: the resident memory once the weights are loaded (VmRSS after a GC, against the
 // process's before), then the time of each denoising step (one transformer call on the
-// two rows of classifier-free guidance) and the peak resident memory (VmHWM). Run one type
+// two rows of classifier-free guidance; wall and process CPU seconds) and the peak resident
+// memory (VmHWM). Run one type
 // per process (the high-water mark only grows):
 //
 //	go run ./scripts/wanheld -dtype q8_0
@@ -25,9 +26,11 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/vdpp/vdpp/model/nn"
@@ -49,7 +52,9 @@ func main() {
 	frames := flag.Int("frames", 9, "video frames")
 	steps := flag.Int("steps", 1, "denoising steps to time (0: load only)")
 	textLen := flag.Int("text", 512, "prompt embedding rows")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of the steps to this file")
 	flag.Parse()
+	profileFile = *profile
 	if err := run(*dtype, *layers, *w, *h, *frames, *steps, *textLen); err != nil {
 		fmt.Fprintln(os.Stderr, "wanheld:", err)
 		os.Exit(1)
@@ -119,19 +124,32 @@ func run(dtype string, layers, w, h, frames, steps, textLen int) error {
 		lat := []int{2, cfg.InChannels, (frames-1)/4 + 1, h / 8, w / 8}
 		hidden := randDense(r, 1, lat...)
 		ehs := randDense(r, 1, 2, textLen, cfg.TextDim)
-		var secs []float64
+		var secs, cpu []float64
+		if profileFile != "" {
+			f, err := os.Create(profileFile)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
 		for s := range steps {
 			ts := &tensor.Dense{Shape: []int{2}, Data: []float32{float32(999 - 500*s), float32(999 - 500*s)}}
-			t0 := time.Now()
+			t0, c0 := time.Now(), cpuSeconds()
 			if _, err := m.Forward(hidden, ts, ehs, nil); err != nil {
 				return err
 			}
-			secs = append(secs, time.Since(t0).Seconds())
+			secs, cpu = append(secs, time.Since(t0).Seconds()), append(cpu, cpuSeconds()-c0)
 		}
-		out["latent"], out["step_seconds"], out["hwm_mb"] = lat, secs, mb(status("VmHWM"))
+		out["latent"], out["step_seconds"], out["step_cpu_seconds"], out["hwm_mb"] = lat, secs, cpu, mb(status("VmHWM"))
 	}
 	return json.NewEncoder(os.Stdout).Encode(out)
 }
+
+var profileFile string
 
 // RandomTensor returns the random weights of tensor name: the same for every process.
 func RandomTensor(name string, shape []int) *tensor.Dense {
@@ -161,6 +179,16 @@ func randDense(r *rand.Rand, std float64, shape ...int) *tensor.Dense {
 		d.Data[i] = float32(r.NormFloat64() * std)
 	}
 	return d
+}
+
+// cpuSeconds is the process's CPU time so far (user and system, every thread): under a
+// shared machine's load it varies less than the wall time.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
