@@ -19,18 +19,15 @@ import (
 	"github.com/vdpp/vdpp/internal/parallel"
 	"github.com/vdpp/vdpp/internal/qgemm"
 	"github.com/vdpp/vdpp/internal/sghook"
+	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/tensor"
 	"github.com/vdpp/vdpp/tensor/quant"
 )
 
-// StoredTensor is one tensor as a file stores it: its shape, its weight type and its bytes
-// in that type's layout (little-endian values row-major, or for the block types the rows
-// along the last axis as consecutive blocks). Data is read, never kept.
-type StoredTensor struct {
-	Shape []int
-	Type  quant.Type
-	Data  []byte
-}
+// StoredTensor is one tensor as a file stores it (checkpoint.Stored.EachStored hands them
+// over): its shape, its weight type and its bytes in that type's layout. Data is read,
+// never kept.
+type StoredTensor = checkpoint.StoredTensor
 
 // HoldFunc returns the weight type nn holds a tensor in, given its name, shape and stored
 // type. Returning F32 widens it at load; any other type must fit the tensor's rows (the

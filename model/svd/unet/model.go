@@ -96,6 +96,12 @@ func OpenWeights(ck *checkpoint.Checkpoint, cfg Config, o LoadOptions) (*checkpo
 // nn.ErrMissingTensor, nn.ErrUnexpectedTensor, nn.ErrShapeMismatch). The weights are
 // copied onto backend; the map may be dropped afterwards.
 func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend) (*Model, error) {
+	return NewHeld(cfg, weights, backend, nil)
+}
+
+// NewHeld is New keeping each weight in the type hold says (nn.NewWeightsHeld); nil widens
+// nothing, as New.
+func NewHeld(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend, hold nn.HoldFunc) (*Model, error) {
 	if backend == nil {
 		return nil, errors.New("unet: nil backend")
 	}
@@ -106,12 +112,20 @@ func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend)
 	if _, err := nn.CheckWeights(exp, weights); err != nil {
 		return nil, fmt.Errorf("unet: weights for %s: %w", cfg, err)
 	}
-	w, err := nn.NewWeights(backend, weights)
+	var w *nn.Weights
+	if hold == nil {
+		w, err = nn.NewWeights(backend, weights)
+	} else {
+		w, err = nn.NewWeightsHeldDense(backend, hold, weights)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
 	return bind(cfg, w, backend)
 }
+
+// Weights returns the model's weights (what they hold, in which types).
+func (m *Model) Weights() *nn.Weights { return m.weights }
 
 // bind builds the network's program over weights already on backend.
 func bind(cfg Config, w *nn.Weights, backend backends.Backend) (*Model, error) {
