@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +48,54 @@ func TestGenerateWanSingleFiles(t *testing.T) {
 	}
 }
 
+// --weights-dtype converts the experts at load: q8_0 gives other frames than the folder's
+// float32, the same on 1 and 2 stages, and report.json counts the bytes held in each type
+// (q8_0 about a quarter of float32 for the matrices); f32 gives the folder's frames.
+func TestGenerateWeightsDType(t *testing.T) {
+	dev := shared.Require(t, "golden", "wan-dev")
+	embeds := filepath.Join(dev, "cases", "full_pipeline_moe", "inputs.safetensors")
+	common := []string{"--model", dev, "--prompt-embeds", embeds, "--negative-prompt-embeds", embeds,
+		"--num-frames", "5", "--height", "32", "--width", "32", "--steps", "4", "--seed", "11", "--guidance-scale", "4"}
+	with := func(args ...string) []string { return append(append([]string(nil), common...), args...) }
+	folder := runGenerateBin(t, with("--nproc", "1")...)
+	f32 := runGenerateBin(t, with("--nproc", "1", "--weights-dtype", "f32")...)
+	requireSameFrames(t, folder, f32, "sample-000", 5, "--weights-dtype f32")
+	q8 := runGenerateBin(t, with("--nproc", "1", "--weights-dtype", "q8_0")...)
+	if sameFrames(readFrames(t, q8), readFrames(t, folder)) {
+		t.Fatal("--weights-dtype q8_0 gave the float32 frames")
+	}
+	q8two := runGenerateBin(t, with("--nproc", "2", "--weights-dtype", "q8_0")...)
+	requireSameFrames(t, q8, q8two, "sample-000", 5, "q8_0 on 2 stages")
+	byType := func(out string) map[string]int64 {
+		var r struct {
+			Stages []struct {
+				Types map[string]int64 `json:"weight_bytes_by_type"`
+			} `json:"stages"`
+		}
+		data, err := os.ReadFile(filepath.Join(out, "sample-000", "report.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, &r); err != nil || len(r.Stages) == 0 {
+			t.Fatalf("report.json: %v\n%s", err, data)
+		}
+		sum := map[string]int64{}
+		for _, st := range r.Stages {
+			for k, v := range st.Types {
+				sum[k] += v
+			}
+		}
+		return sum
+	}
+	bf, bq := byType(folder), byType(q8)
+	if len(bf) != 1 || bf["f32"] == 0 || bq["q8_0"] == 0 || bq["f32"] == 0 || bq["f32"] >= bf["f32"] || bq["q8_0"]+bq["f32"] >= bf["f32"] {
+		t.Errorf("bytes by type: folder %v, q8_0 %v", bf, bq)
+	}
+	if two := byType(q8two); two["q8_0"] != bq["q8_0"] {
+		t.Errorf("q8_0 bytes on 2 stages %v, one %v", two, bq)
+	}
+}
+
 // The built-in SVD model's UNet as one f32 GGUF (diffusers' names) gives its frames bit
 // for bit.
 func TestGenerateUNetFile(t *testing.T) {
@@ -86,6 +135,7 @@ func TestGenerateWeightOptionErrors(t *testing.T) {
 		args []string
 		want string
 	}{
+		{append(wan, "--weights-dtype", "q3"), `--weights-dtype: unknown weight type "q3" (one of f32, f16, bf16, q8_0`},
 		{append(wan, "--unet", bad), "--unet: a wan model has no unet component (it takes --transformer, --transformer-2)"},
 		{append(wan, "--transformer", bad), bad + ": gguf: truncated file: the tensor count"},
 		{[]string{"--model", "builtin", "--image", "x.png", "--transformer", bad}, "--transformer: a svd model has no transformer component (it takes --unet)"},

@@ -64,7 +64,8 @@ func (svdFamily) Preflight(dir string, o family.Options) error {
 // loadOptions are the load options of a family's options: the folder's variant, and the
 // file --unet names.
 func loadOptions(o family.Options) LoadOptions {
-	return LoadOptions{Variant: o.Variant, UNetFile: o.Weights.File(unet.Component)}
+	hold, _ := nn.HoldFor(o.Weights.DType) // checked by WeightOptions.Check
+	return LoadOptions{Variant: o.Variant, UNetFile: o.Weights.File(unet.Component), Hold: hold}
 }
 
 // Weights implements family.Weigher: the float32 bytes of the networks each role loads,
@@ -430,6 +431,23 @@ func (s *Sampler) Kernels() string {
 		return ""
 	}
 	return nn.DescribeKernels(s.P.Backend)
+}
+
+// WeightTypes implements family.TypedWeights: the UNet as held, the other networks in
+// float32.
+func (s *Sampler) WeightTypes() map[string]int64 {
+	out := map[string]int64{}
+	for c, n := range s.P.WeightBytes() {
+		if c != unet.Component {
+			out["f32"] += n
+		}
+	}
+	if s.P.UNet != nil {
+		for t, n := range s.P.UNet.HeldBytes() {
+			out[t.String()] += n
+		}
+	}
+	return out
 }
 
 // Close implements family.Sampler.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/vae"
@@ -78,6 +79,8 @@ func Load(dir, variant string, backend backends.Backend, parts Parts) (*Pipeline
 type LoadOptions struct {
 	Variant  string
 	UNetFile string
+	// Hold says the type the UNet's tensors are held in (nil: as stored).
+	Hold nn.HoldFunc
 }
 
 // LoadWith is Load with the weights o names.
@@ -108,7 +111,7 @@ func LoadWith(dir string, o LoadOptions, backend backends.Backend, parts Parts) 
 		return nil, err
 	}
 	if parts.Denoiser {
-		if p.UNet, err = unet.LoadWith(ck, unet.LoadOptions{Variant: variant, File: o.UNetFile}, backend); err != nil {
+		if p.UNet, err = unet.LoadWith(ck, unet.LoadOptions{Variant: variant, File: o.UNetFile, Hold: o.Hold}, backend); err != nil {
 			return nil, err
 		}
 	}

@@ -716,6 +716,27 @@ func (s *Sampler) WeightBytes() map[string]int64 {
 	return out
 }
 
+// WeightTypes implements family.TypedWeights: the experts as held (nn.NewWeightsHeld), the
+// other networks in float32.
+func (s *Sampler) WeightTypes() map[string]int64 {
+	out := map[string]int64{}
+	experts := map[string]bool{}
+	for i, m := range s.Experts {
+		if m != nil {
+			experts[[]string{Transformer, Transformer2}[i]] = true
+			for t, n := range m.HeldBytes() {
+				out[t.String()] += n
+			}
+		}
+	}
+	for c, n := range s.WeightBytes() {
+		if !experts[c] {
+			out["f32"] += n
+		}
+	}
+	return out
+}
+
 // Close implements family.Sampler.
 func (s *Sampler) Close() error {
 	var errs []error
@@ -804,7 +825,8 @@ var _ family.Switcher = wanFamily{}
 // transformerOptions are the load options of expert from a family's options: the folder's
 // variant, or the file --transformer / --transformer-2 names.
 func transformerOptions(expert int, o family.Options) transformer.LoadOptions {
-	return transformer.LoadOptions{Variant: o.Variant, File: o.Weights.File(ExpertComponent(expert))}
+	hold, _ := nn.HoldFor(o.Weights.DType) // checked by checkWeightOptions
+	return transformer.LoadOptions{Variant: o.Variant, File: o.Weights.File(ExpertComponent(expert)), Hold: hold}
 }
 
 // checkWeightOptions refuses weight options the folder cannot take: --transformer-2 for a
