@@ -145,6 +145,9 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 		store = newLocalKV()
 	}
 	sw := StageWeights{Rank: env.Rank, Steps: [2]int{plan[stage].Start, plan[stage].End}, Components: p.WeightBytes(), Types: family.WeightTypesOf(p), LoadMS: loadMS}
+	if kr, ok := p.(family.KernelReporter); ok {
+		sw.Kernels = kr.Kernels()
+	}
 	if err := setJSON(ctx, store, "weights/"+strconv.Itoa(env.Rank), sw); err != nil {
 		return err
 	}

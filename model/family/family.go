@@ -174,6 +174,13 @@ type Sampler interface {
 	Close() error
 }
 
+// KernelReporter is implemented by Samplers whose networks run on a compute backend:
+// Kernels says in one line which kernels they run with (the backend, and on the pure-Go
+// backend which of vdpp's CPU kernels), for report.json; "" when nothing is loaded.
+type KernelReporter interface {
+	Kernels() string
+}
+
 // TypedWeights is implemented by samplers that say how many bytes their weights hold in each
 // weight type ("f32", "bf16", "q8_0", ... as tensor/quant names them): report.json's
 // weight_bytes_by_type. A sampler without it holds float32 only.

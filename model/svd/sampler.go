@@ -461,6 +461,14 @@ func (s *Sampler) StepActivationBytes(p family.Params) int64 {
 // WeightBytes implements family.Sampler.
 func (s *Sampler) WeightBytes() map[string]int64 { return s.P.WeightBytes() }
 
+// Kernels implements family.KernelReporter: the kernels the networks run with.
+func (s *Sampler) Kernels() string {
+	if s.P.Backend == nil {
+		return ""
+	}
+	return nn.DescribeKernels(s.P.Backend)
+}
+
 // WeightTypes implements family.TypedWeights: the UNet as held, the other networks in
 // float32.
 func (s *Sampler) WeightTypes() map[string]int64 {

@@ -63,6 +63,9 @@ type Pipeline struct {
 	CLIP   *clip.Model // nil unless Parts.Conditioner
 	VAEEnc *vae.Model  // nil unless Parts.Conditioner
 	VAEDec *vae.Model  // nil unless Parts.Decoder
+
+	// Backend is what the networks run on (nil when no part is loaded).
+	Backend backends.Backend
 }
 
 // Load opens the diffusers folder dir and loads parts onto backend. variant is "" (fp32) or
@@ -87,7 +90,7 @@ func LoadWith(dir string, o LoadOptions, backend backends.Backend, parts Parts) 
 	if err != nil {
 		return nil, err
 	}
-	p := &Pipeline{Checkpoint: ck}
+	p := &Pipeline{Checkpoint: ck, Backend: backend}
 	if p.UNetConfig, err = unet.ReadConfig(ck); err != nil {
 		return nil, err
 	}

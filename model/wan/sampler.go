@@ -287,6 +287,8 @@ type Sampler struct {
 	simpleGo bool
 	// defaults are the folder's DefaultParams.
 	defaults family.Params
+	// backend is what the networks run on (nil when none is loaded).
+	backend backends.Backend
 }
 
 var (
@@ -325,7 +327,7 @@ func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err e
 	if err := checkWeightOptions(f, o); err != nil {
 		return nil, err
 	}
-	s = &Sampler{Folder: f, simpleGo: b != nil && nn.IsSimpleGo(b)}
+	s = &Sampler{Folder: f, simpleGo: b != nil && nn.IsSimpleGo(b), backend: b}
 	if s.Spec, err = f.ImageSpec(); err != nil {
 		return nil, err
 	}
@@ -681,6 +683,14 @@ func toUnitFrames(v *tensor.Dense) *tensor.Dense {
 	}
 	out.Shape = out.Shape[1:]
 	return out
+}
+
+// Kernels implements family.KernelReporter: the kernels the networks run with.
+func (s *Sampler) Kernels() string {
+	if s.backend == nil {
+		return ""
+	}
+	return nn.DescribeKernels(s.backend)
 }
 
 // WeightBytes implements family.Sampler: per loaded component.
