@@ -188,7 +188,7 @@ func writeDoctor(w io.Writer, rep doctorReport) error {
 	} else {
 		fmt.Fprintf(&b, "CUDA libraries:    driver, cuBLAS and cuDNN found\n")
 	}
-		fmt.Fprintf(&b, "CPU kernels: %s\n", rep.CPUKernels)
+	fmt.Fprintf(&b, "CPU kernels: %s\n", rep.CPUKernels)
 	if w := rep.Weights; w != nil {
 		den := make([]string, len(w.Denoisers))
 		for i, d := range w.Denoisers {
