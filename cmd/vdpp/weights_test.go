@@ -168,7 +168,7 @@ func TestPlanA14B(t *testing.T) {
 	run := func(dtype string) (configs, infeasible []mesh, types map[string]int64, stdout string) {
 		t.Helper()
 		js := filepath.Join(dir, dtype+".json")
-		cmd := exec.Command(vdppBin, "plan", "--model", filepath.Join("..", "..", "model", "wan", "testdata", "a14b"), "--calibration", cal,
+		cmd := exec.Command(vdpp(t), "plan", "--model", filepath.Join("..", "..", "model", "wan", "testdata", "a14b"), "--calibration", cal,
 			"--weights-dtype", dtype, "--devices", "2", "--memory-per-device", "17179869184", "--num-samples", "4", "--json", js)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
