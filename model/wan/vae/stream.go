@@ -15,7 +15,7 @@ import (
 // to one stream and is not safe for concurrent use.
 type EncodeCache struct {
 	chunks int
-	shape  []int                   // [B, C, H, W] of the first chunk
+	shape  []int                  // [B, C, H, W] of the first chunk
 	slots  map[[2]int][]*nn.State // per tile origin ({0, 0} untiled)
 }
 
