@@ -164,6 +164,11 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	}
 	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log, prog: prog, ended: map[int64]time.Time{}, caches: map[int64]*pipeline.CacheSummary{}}
 	if last && pr.Cache.On() {
+		if w.reuse, err = reuseFraction(m, pr); err != nil {
+			return err
+		}
+	}
+	if last && pr.Cache.On() {
 		// The last stage keeps each sample's cache records for its report as its last
 		// step ends (the decode may run on other ranks, away from the item).
 		stepper.Observe = func(it *pipeline.Item, k int, _ *tensor.Dense, _ []float32) {
@@ -308,6 +313,10 @@ type workload struct {
 	windows *pipeline.Windows
 
 	stages []StageWeights
+
+	// reuse is a reusing call's cost as a fraction of a computing one's (the family's
+	// cost model), for the cache line's estimate of the time saved.
+	reuse float64
 
 	mu     sync.Mutex
 	ended  map[int64]time.Time // last stage: when each sample's last step ended
@@ -477,7 +486,12 @@ func (w *workload) writeSample(ctx context.Context, s int64, t0 time.Time, decod
 		Pixels:  out.stats.Stats(), Files: files, MP4: enc,
 	}
 	w.mu.Lock()
-	rep.Cache = w.caches[s]
+	if c := w.caches[s]; c != nil {
+		sum := *c
+		sum.Summary = pipeline.CacheOutcome{Samples: []pipeline.CacheSummary{sum}, Steps: w.pr.Steps,
+			DenoiseMS: rep.Timings.DiffusionMS, ReuseFraction: w.reuse, CheckHint: CheckHint}.Line()
+		rep.Cache = &sum
+	}
 	w.mu.Unlock()
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {

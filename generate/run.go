@@ -19,6 +19,7 @@ import (
 	"github.com/vdpp/vdpp/comm"
 	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/video"
 )
 
@@ -278,6 +279,13 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 			return dirs, fmt.Errorf("%w (%d finished samples kept in %s)", err, len(dirs), o.Out)
 		}
 		return nil, err
+	}
+	if o.Cache.Mode != "" && o.Cache.Mode != pipeline.CacheNone && (!o.Quiet || o.CacheCheck) {
+		// A cached run says in one line what its cache did (and, with --cache-check,
+		// what it cost against the same job uncached).
+		if err := r.reportCache(ctx, given, o, dirs, say); err != nil {
+			return dirs, err
+		}
 	}
 	return dirs, nil
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -9,8 +11,10 @@ import (
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/data/procedural"
 	"github.com/vdpp/vdpp/eval"
+	"github.com/vdpp/vdpp/internal/atomicfile"
 	"github.com/vdpp/vdpp/internal/cacheflag"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/train"
 )
 
@@ -19,11 +23,12 @@ import (
 // the repeat-the-first-frame and untrained-UNet baselines (--split train scores training
 // clips instead). With --cache the model runs with that step cache and every clip is also
 // generated without it: the report adds the scores against the uncached videos, the
-// denoiser calls computed and both denoising times.
+// denoiser calls computed and both denoising times. A text-to-video model (no clips to
+// score against) takes --cache only: eval.Prompts, each generated cached and uncached.
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := eval.DefaultOptions()
 	fs := newFlags("eval", stdout, stderr)
-	modelFlag := fs.String("model", builtin.Name, "diffusers folder, or builtin")
+	modelFlag := fs.String("model", builtin.Name, "the model `NAME|DIR`: builtin, a diffusers folder; a text-to-video one (builtin-wan, a Wan folder) with --cache only")
 	jsonOut := fs.String("json", "", "write the report as JSON to this file")
 	backend := fs.String("backend", "", "GoMLX backend (default: automatic)")
 	fs.IntVar(&o.Samples, "num-samples", o.Samples, "clips to evaluate")
@@ -69,7 +74,12 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if desc, err := resolved.Describe(); err != nil {
 		return err
 	} else if desc.TextDim > 0 {
-		return fmt.Errorf("%w: --model %s is a text-to-video model; eval scores image-to-video models on the procedural clips", errUsage, *modelFlag)
+		if !rule.On() {
+			return fmt.Errorf("%w: --model %s is a text-to-video model, which has no clips to score against: eval measures its step cache (--cache MODE) against the same videos uncached", errUsage, *modelFlag)
+		}
+		stepsGiven := false
+		fs.Visit(func(f *flag.Flag) { stepsGiven = stepsGiven || f.Name == "steps" })
+		return evalTextCache(ctx, resolved, *modelFlag, *backend, rule, o, stepsGiven, *jsonOut, stdout, stderr)
 	}
 	s, err := resolved.Open(family.Options{Backend: *backend, Roles: family.AllRoles})
 	if err != nil {
@@ -151,12 +161,63 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			c.Rule, r.PSNRAfterFirst, r.SSIMAfterFirst, r.MinPSNRAfterFirst, r.MinSSIMAfterFirst)
 		fmt.Fprintf(stdout, "  denoiser calls computed %d of %d (%.0f%% saved); denoising %.1fs, uncached %.1fs (%.2fx)\n",
 			c.ComputedCalls, c.Calls, 100*c.SavedCalls, c.DiffusionS, c.ReferenceDiffusion, c.Speedup)
+		fmt.Fprintln(stdout, pipeline.CacheOutcome{Samples: cached.Caches, Steps: o.Steps, DenoiseMS: 1000 * c.DiffusionS,
+			UncachedMS: 1000 * c.ReferenceDiffusion, PSNR: r.PSNRAfterFirst, SSIM: r.SSIMAfterFirst}.Line())
 	}
 	if err := m.writeSheet(*sheet); err != nil {
 		return err
 	}
 	if *jsonOut != "" {
 		return rep.WriteJSON(*jsonOut)
+	}
+	return nil
+}
+
+// evalTextCache is `vdpp eval --cache` on a text-to-video model: o.Samples videos of
+// eval.Prompts at the model's defaults (--steps when given), each generated with the cache
+// and without it; it prints each video's scores against its uncached twin and the cache's
+// one line, and writes the comparison as JSON to jsonOut when set.
+func evalTextCache(ctx context.Context, r family.Resolved, name, backend string, rule pipeline.Cache, o eval.Options, stepsGiven bool, jsonOut string, stdout, stderr io.Writer) error {
+	s, err := r.Open(family.Options{Backend: backend, Roles: family.AllRoles, Prompts: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	pr := s.DefaultParams()
+	pr.Seed = o.Seed
+	if stepsGiven {
+		pr.Steps = o.Steps
+	}
+	if rule, err = r.ResolveCache(rule, pr.Steps); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	pr.Cache = rule
+	if err := s.Validate(pr); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	inputs := make([]family.Input, o.Samples)
+	for i := range inputs {
+		inputs[i] = family.Input{Prompt: &family.Prompt{Text: eval.Prompts[i%len(eval.Prompts)]}}
+	}
+	start := time.Now()
+	c, err := eval.CompareCache(ctx, s, inputs, pr, func(i int) {
+		fmt.Fprintf(stderr, "eval: video %d/%d (%.0fs)\n", i+1, o.Samples, time.Since(start).Seconds())
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %d videos of %d frames at %dx%d, %d steps, each with and without the cache\n", name, o.Samples, pr.NumFrames, pr.Width, pr.Height, pr.Steps)
+	for _, cl := range c.Clips {
+		fmt.Fprintf(stdout, "  video %d  PSNR %6.2f dB  SSIM %.4f  %q\n", cl.Index, cl.PSNR, cl.SSIM, cl.Prompt)
+	}
+	fmt.Fprintf(stdout, "cache %s: against the uncached videos PSNR %.2f dB  SSIM %.4f (worst video %.2f dB, %.4f)\n", c.Rule, c.PSNR, c.SSIM, c.WorstPSNR, c.WorstSSIM)
+	fmt.Fprintln(stdout, c.Line)
+	if jsonOut != "" {
+		b, err := json.MarshalIndent(c, "", "  ")
+		if err != nil {
+			return err
+		}
+		return atomicfile.WriteFile(jsonOut, append(b, '\n'), atomicfile.Options{})
 	}
 	return nil
 }

@@ -110,3 +110,49 @@ func TestEvalCache(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want 2 naming --cache-branch", code, stderr.String())
 	}
 }
+
+// TestEvalCacheText: `vdpp eval --cache` on a text-to-video model (the built-in Wan)
+// generates its prompts with and without the cache and prints each video's PSNR/SSIM
+// against its uncached twin and the cache's one line; without --cache it says why not.
+func TestEvalCacheText(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the built-in Wan")
+	}
+	js := filepath.Join(t.TempDir(), "eval.json")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"eval", "--model", "builtin-wan", "--num-samples", "1", "--steps", "6",
+		"--cache", "fbcache", "--cache-threshold", "0.12", "--json", js}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"video 0  PSNR", "cache fbcache threshold 0.12: against the uncached videos PSNR", "cache fbcache (threshold 0.12): computed", "; vs uncached: PSNR"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	raw, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		PSNR  float64 `json:"psnr"`
+		SSIM  float64 `json:"ssim"`
+		Clips []struct {
+			Prompt string `json:"prompt"`
+		} `json:"clips"`
+		Cache struct {
+			Calls int `json:"calls"`
+		} `json:"cache"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !(rep.PSNR > 10) || !(rep.SSIM > 0 && rep.SSIM <= 1) || len(rep.Clips) != 1 || rep.Clips[0].Prompt == "" || rep.Cache.Calls != 12 {
+		t.Fatalf("report %s", raw)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"eval", "--model", "builtin-wan"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "text-to-video model") || !strings.Contains(stderr.String(), "--cache MODE") {
+		t.Fatalf("exit %d, stderr %q; want 2 asking for --cache", code, stderr.String())
+	}
+}
