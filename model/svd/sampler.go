@@ -114,7 +114,7 @@ func (svdFamily) Describe(dir string) (family.Description, error) {
 	if err != nil {
 		return family.Description{}, err
 	}
-	return family.Description{Defaults: NewSampler(p, smp).DefaultParams(), SizeMultiple: p.VAEConfig.DownsampleFactor(), VAETiling: true,
+	return family.Description{Defaults: NewSampler(p, smp).DefaultParams(), SizeMultiple: p.VAEConfig.DownsampleFactor(), VAETiling: true, Image: family.NeedRequired,
 		Caching: Caching}, nil
 }
 
