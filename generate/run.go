@@ -94,6 +94,9 @@ func resolveInputs(o Options) (Options, error) {
 	if errors.Is(err, family.ErrNotCached) {
 		return o, badOptions("--model %w", err)
 	}
+	if errors.Is(err, family.ErrUnknown) {
+		return o, badOptions("%w", err) // it names the value (and the nearest known one)
+	}
 	if err != nil {
 		return o, err
 	}
