@@ -14,6 +14,13 @@ import (
 // workload and goal: a paced simulator's step (model.Paced) costs its --step-ms, other models are
 // measured; the all-gathers over 2..devices processes and the hand-off are measured
 // between real processes started by launch (DefaultLaunch when nil), as `vdpp plan` does. It returns o with the mesh set
+// PlanWorkload is the workload of o (resolved) as the planner takes it: the one vdpp plan
+// and --plan auto plan for the same options.
+func (o Options) PlanWorkload() plan.Workload {
+	return plan.Workload{Steps: o.TotalSteps, Samples: o.NumSamples, Frames: o.LatentFrames, Height: o.LatentHeight,
+		Width: o.LatentWidth, Channels: o.LatentChannels, Guided: o.Guided(), MicroBatch: o.MicroBatch, Warmup: o.Warmup()}
+}
+
 // and the planner's choice.
 func AutoMesh(ctx context.Context, o Options, launch LaunchFunc) (Options, plan.Prediction, error) {
 	return AutoMeshWhere(ctx, o, launch, nil)
@@ -34,8 +41,7 @@ func AutoMeshWhere(ctx context.Context, o Options, launch LaunchFunc, keep func(
 		return o, plan.Prediction{}, err
 	}
 	shape := o.LatentShape()
-	w := plan.Workload{Steps: o.TotalSteps, Samples: o.NumSamples, Frames: o.LatentFrames, Height: o.LatentHeight,
-		Width: o.LatentWidth, Channels: o.LatentChannels, Guided: o.Guided(), MicroBatch: o.MicroBatch, Warmup: o.Warmup()}
+	w := o.PlanWorkload()
 	cal := &plan.Calibrator{}
 	latent := int64(4 * max(1, o.MicroBatch) * o.LatentFrames * o.LatentChannels * o.LatentHeight * o.LatentWidth)
 	var costs plan.Costs

@@ -107,6 +107,9 @@ func resolveInputs(o Options) (Options, error) {
 	if err := family.RefuseUnread(m.Family, o.Model, o.knobs()); err != nil {
 		return o, badOptions("%w", err)
 	}
+	if o.ModelName == "" {
+		o.ModelName = o.Model
+	}
 	o.Model = m.Dir
 	if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.AllRoles}); err != nil {
 		return o, err
@@ -375,6 +378,7 @@ func autoMesh(ctx context.Context, o Options, say io.Writer) (Options, error) {
 	if err != nil {
 		return o, err
 	}
+	fmt.Fprintf(say, "generate: --plan auto: workload %s\n", b.PlanWorkload())
 	auto, best, err := bench.AutoMesh(ctx, b, nil)
 	if err != nil {
 		return o, fmt.Errorf("generate: --plan auto: %w", err)

@@ -35,12 +35,12 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/internal/buildinfo"
 	"github.com/vdpp/vdpp/internal/cli"
 	_ "github.com/vdpp/vdpp/model/families" // every model family and simulator
 )
@@ -107,35 +107,8 @@ func commands() []command {
 	}
 }
 
-// version is vdpp's release version; versionString adds the build's commit when known.
-const version = "0.1.0-dev"
-
 // versionString is "vdpp VERSION (commit C[, modified], GOVERSION)".
-func versionString() string {
-	s := "vdpp " + version
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return s
-	}
-	var rev, dirty string
-	for _, kv := range info.Settings {
-		switch kv.Key {
-		case "vcs.revision":
-			rev = kv.Value
-		case "vcs.modified":
-			if kv.Value == "true" {
-				dirty = ", modified"
-			}
-		}
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	if rev != "" {
-		return fmt.Sprintf("%s (commit %s%s, %s)", s, rev, dirty, info.GoVersion)
-	}
-	return fmt.Sprintf("%s (%s)", s, info.GoVersion)
-}
+func versionString() string { return buildinfo.Read().String() }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))

@@ -57,9 +57,9 @@ func (f *planFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.seed, "seed", 0, "dummy model weights seed")
 	fs.Float64Var(&f.stepMS, "step-ms", 1, "synthetic model: cost of one sample-step in ms")
 	fs.IntVar(&f.steps, "steps", 0, "denoising steps per sample (0: the model's)")
-	fs.IntVar(&f.samples, "num-samples", 60, "samples to generate")
+	fs.IntVar(&f.samples, "num-samples", 1, "samples to generate (as vdpp generate: 1)")
 	fs.IntVar(&f.microBatch, "micro-batch", 1, "samples per denoiser call")
-	fs.IntVar(&f.warmup, "warmup-samples", 4, "first completions left out of the throughput window, as in vdpp bench")
+	fs.IntVar(&f.warmup, "warmup-samples", -1, "first completions left out of the throughput window, as in vdpp bench (-1: 4, at most --num-samples - 2)")
 	fs.IntVar(&f.numFrames, "num-frames", 0, "video frames per sample (0: the model's)")
 	fs.IntVar(&f.videoHeight, "height", 0, "video height; set with --width (0 and 0: the model's)")
 	fs.IntVar(&f.videoWidth, "width", 0, "video width; set with --height (0 and 0: the model's)")
@@ -67,9 +67,9 @@ func (f *planFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.channels, "latent-channels", 0, "simulators: latent channels (0: 4; other models: their own)")
 	fs.IntVar(&f.height, "latent-height", 0, "deprecated: use --height")
 	fs.IntVar(&f.width, "latent-width", 0, "deprecated: use --width")
-	fs.Float64Var(&f.minGuidance, "min-guidance", 1, "SVD and simulators: guidance weight of the first frame")
-	fs.Float64Var(&f.maxGuidance, "max-guidance", 1, "SVD and simulators: guidance weight of the last frame; > 1 is a guided run (cfg 2 possible)")
-	fs.Float64Var(&f.guidanceScale, "guidance-scale", 1, "text-to-video models (Wan): CFG scale; > 1 is a guided run (cfg 2 possible)")
+	fs.Float64Var(&f.minGuidance, "min-guidance", -1, "SVD and simulators: guidance weight of the first frame (-1: the model's, as vdpp generate; 1 for the simulators)")
+	fs.Float64Var(&f.maxGuidance, "max-guidance", -1, "SVD and simulators: guidance weight of the last frame; > 1 is a guided run, cfg 2 possible (-1: the model's, as vdpp generate; 1 for the simulators)")
+	fs.Float64Var(&f.guidanceScale, "guidance-scale", -1, "text-to-video models (Wan): CFG scale; > 1 is a guided run, cfg 2 possible (-1: the model's, as vdpp generate)")
 	fs.IntVar(&f.devices, "devices", 7, "devices (processes) to plan for: pp*cfg*cp*dp")
 	fs.StringVar(&f.goal, "goal", "throughput", "rank meshes by latency or throughput")
 	fs.Int64Var(&f.memory, "memory-per-device", 0, "memory of each device in bytes (0: no limit)")
@@ -131,6 +131,9 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	f.set = map[string]bool{}
 	fset.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	if err := f.refuseHugeMeasure(); err != nil {
+		return err
+	}
 	goal, err := plan.ParseGoal(f.goal)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -188,9 +191,17 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func (f *planFlags) benchOptions() bench.Options {
 	o := bench.DefaultOptions()
 	o.Model, o.ModelDir, o.TotalSteps, o.NumSamples, o.MicroBatch = f.modelName, f.modelDir, f.steps, f.samples, f.microBatch
+	o.WarmupSamples = f.warmup
 	o.NumFrames, o.Height, o.Width = f.numFrames, f.videoHeight, f.videoWidth
 	o.LatentFrames, o.LatentChannels, o.LatentHeight, o.LatentWidth = f.frames, f.channels, f.height, f.width
-	o.MinGuidance, o.MaxGuidance, o.GuidanceScale = f.minGuidance, f.maxGuidance, f.guidanceScale
+	// Left to the model (-1): bench's neutral 1 here, the model's after resolveWorkload.
+	unset := func(v float64) float64 {
+		if v < 0 {
+			return 1
+		}
+		return v
+	}
+	o.MinGuidance, o.MaxGuidance, o.GuidanceScale = unset(f.minGuidance), unset(f.maxGuidance), unset(f.guidanceScale)
 	o.StepMS, o.Cost, o.HiddenChannels, o.Seed, o.Backend = f.stepMS, f.cost, f.hidden, f.seed, f.backend
 	return o
 }
@@ -209,6 +220,71 @@ func (f *planFlags) resolveWorkload() error {
 	}
 	f.steps, f.numFrames, f.videoHeight, f.videoWidth = o.TotalSteps, o.NumFrames, o.Height, o.Width
 	f.frames, f.channels, f.height, f.width = o.LatentFrames, o.LatentChannels, o.LatentHeight, o.LatentWidth
+	f.warmup = o.Warmup()
+	return f.modelGuidance()
+}
+
+// hugeStep is the working memory of one denoising step above which `vdpp plan` does not
+// measure a step at the model's default sizes unasked: a released Wan's 832x480, 81 frames
+// needs about 11 GiB and minutes per step on a CPU.
+const hugeStep = 2 << 30
+
+// refuseHugeMeasure refuses to measure a step at the model's default sizes when that step
+// is huge and no size was given: planning a job means giving its sizes, and the measurement
+// would run for minutes without a word. The line names the sizes it would have used.
+func (f *planFlags) refuseHugeMeasure() error {
+	if !f.measure || f.calibration != "" || f.set["num-frames"] || f.set["height"] || f.set["width"] || f.set["latent-frames"] || f.set["latent-height"] {
+		return nil
+	}
+	m, err := resolveModel(f.modelName, f.modelDir)
+	if err != nil || m.Dir == "" {
+		return nil
+	}
+	s, err := m.Open(family.Options{})
+	if err != nil {
+		return nil // the measurement reports it
+	}
+	defer s.Close()
+	est, ok := s.(family.ActivationEstimator)
+	if !ok {
+		return nil
+	}
+	p := s.DefaultParams()
+	p.NumFrames, p.Height, p.Width, p.Steps = f.numFrames, f.videoHeight, f.videoWidth, f.steps
+	p.GuidanceScale, p.MaxGuidance = f.guidanceScale, f.maxGuidance
+	if b := est.StepActivationBytes(p); b > hugeStep {
+		return fmt.Errorf("%w: --model %s without --num-frames, --height, --width plans the model's own job, %d frames at %dx%d, %d steps, whose step needs about %s of working memory and takes minutes to measure on a CPU: give the sizes of the job to plan (or --measure=false with --step-ms)",
+			errUsage, f.modelArg(), f.numFrames, f.videoWidth, f.videoHeight, f.steps, plan.Bytes(b))
+	}
+	return nil
+}
+
+// modelGuidance fills the guidance left to the model (-1) as vdpp generate does: a model
+// folder's defaults for the guidance its family reads, 1 (unguided) otherwise. One
+// workload for `vdpp plan` and `generate --plan auto`: the model's defaults and the flags.
+func (f *planFlags) modelGuidance() error {
+	def := family.Params{MinGuidance: 1, MaxGuidance: 1, GuidanceScale: 1}
+	if m, err := resolveModel(f.modelName, f.modelDir); err == nil && m.Dir != "" {
+		d, err := m.Describe()
+		if err != nil {
+			return err
+		}
+		if family.Reads(m.Family, "max_guidance") {
+			def.MinGuidance, def.MaxGuidance = d.Defaults.MinGuidance, d.Defaults.MaxGuidance
+		}
+		if family.Reads(m.Family, "guidance_scale") {
+			def.GuidanceScale = d.Defaults.GuidanceScale
+		}
+	}
+	if f.minGuidance < 0 {
+		f.minGuidance = def.MinGuidance
+	}
+	if f.maxGuidance < 0 {
+		f.maxGuidance = def.MaxGuidance
+	}
+	if f.guidanceScale < 0 {
+		f.guidanceScale = def.GuidanceScale
+	}
 	return nil
 }
 
