@@ -412,7 +412,7 @@ func sum(xs []float64) float64 {
 	return s
 }
 
-func ms(v float64) string   { return strconv.FormatFloat(v, 'f', 2, 64) }
+func ms(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 func rate(v float64) string {
 	// One decimal, and three significant digits below 10: a slow model's 0.0928 samples/s
 	// is not "0.1" (nor "0.0").
