@@ -14,12 +14,13 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/vdpp/vdpp/bench"
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/model"
 	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/plan"
 	"github.com/vdpp/vdpp/video"
 )
 
@@ -111,7 +112,7 @@ func resolveInputs(o Options) (Options, error) {
 		o.ModelName = o.Model
 	}
 	o.Model = m.Dir
-	if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.AllRoles}); err != nil {
+	if err := m.Preflight(family.Options{Variant: o.Variant, Weights: o.Weights, Roles: family.AllRoles}); err != nil {
 		return o, err
 	}
 	desc, err := m.Describe()
@@ -174,9 +175,9 @@ func modelKind(desc family.Description) string {
 	switch {
 	case desc.TextDim == 0:
 		return "an image-to-video"
-	case desc.Image == family.NeedRequired:
+	case desc.ImageNeed() == family.NeedRequired:
 		return "an image-and-prompt-to-video"
-	case desc.Image == family.NeedOptional:
+	case desc.ImageNeed() == family.NeedOptional:
 		return "a text(-and-image)-to-video"
 	}
 	return "a text-to-video"
@@ -187,9 +188,9 @@ func modelKind(desc family.Description) string {
 func resolveImages(o Options, desc family.Description) (Options, error) {
 	kind := modelKind(desc)
 	switch {
-	case o.Image != "" && desc.Image == family.NeedNone:
+	case o.Image != "" && desc.ImageNeed() == family.NeedNone:
 		return o, badOptions("--image: --model %s is %s model and takes no image", o.Model, kind)
-	case o.Image == "" && desc.Image == family.NeedRequired:
+	case o.Image == "" && desc.ImageNeed() == family.NeedRequired:
 		return o, badOptions("--model %s is %s model: --image FILE is required", o.Model, kind)
 	case o.LastImage != "" && desc.LastImage == family.NeedNone:
 		return o, badOptions("--last-image: --model %s takes no last image (a first-last-frame model does)", o.Model)
@@ -221,7 +222,7 @@ func resolveText(o Options, m family.Resolved, desc family.Description) (Options
 	}
 	if o.Prompt != "" {
 		// The first stage loads the tokenizer and text encoder: check they are there.
-		if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.Roles{Condition: true}, Prompts: true}); err != nil {
+		if err := m.Preflight(family.Options{Variant: o.Variant, Weights: o.Weights, Roles: family.Roles{Condition: true}, Prompts: true}); err != nil {
 			return o, badOptions("--prompt: %w (give --prompt-embeds FILE instead)", err)
 		}
 		return o, nil // the negative prompt defaults to "", as in diffusers
@@ -365,25 +366,39 @@ func finished(o Options) []string {
 	return out
 }
 
-// autoMesh asks the planner for the mesh of o's workload on --nproc devices (as `vdpp bench
-// --plan auto`: the model's step cost measured here, the hand-offs and collectives between
-// real processes), says what it chose, and returns o with that mesh.
+// autoMesh asks the planner for the mesh of o's workload on --nproc devices (plan.AutoMesh,
+// as `vdpp bench --plan auto`: the model's step cost measured here, the hand-offs and
+// collectives between real processes), says what it chose, and returns o with that mesh.
 func autoMesh(ctx context.Context, o Options, say io.Writer) (Options, error) {
-	b := bench.DefaultOptions()
-	b.Model, b.Backend, b.Seed = o.Model, o.Backend, o.Seed
-	b.TotalSteps, b.NumFrames, b.Height, b.Width = o.Steps, o.NumFrames, o.Height, o.Width
-	b.NumSamples, b.MicroBatch, b.NProc, b.Goal = o.NumSamples, o.MicroBatch, o.NProc, o.Goal
-	b.MinGuidance, b.MaxGuidance, b.GuidanceScale = max(o.MinGuidance, 1), max(o.MaxGuidance, 1), max(o.GuidanceScale, 1)
-	b, err := b.Resolve()
+	goal, err := plan.ParseGoal(o.Goal)
+	if err != nil {
+		return o, badOptions("--goal: %w", err)
+	}
+	m, err := family.Resolve(o.Model)
 	if err != nil {
 		return o, err
 	}
-	fmt.Fprintf(say, "generate: --plan auto: workload %s\n", b.PlanWorkload())
-	auto, best, err := bench.AutoMesh(ctx, b, nil)
+	sim := model.Config{StepMS: 1, Cost: "sleep", HiddenChannels: 32, Seed: o.Seed}
+	sh, err := plan.ResolveShape(m, sim, plan.Shape{Steps: o.Steps, NumFrames: o.NumFrames, Height: o.Height, Width: o.Width})
+	if err != nil {
+		return o, err
+	}
+	sim.LatentChannels = sh.LatentChannels
+	// The guidance left to the model (-1) plans as unguided, as bench's defaults (1) do.
+	guided := o.MaxGuidance > 1 || o.GuidanceScale > 1
+	w := plan.Workload{Steps: sh.Steps, Samples: o.NumSamples, Frames: sh.LatentFrames, Height: sh.LatentHeight,
+		Width: sh.LatentWidth, Channels: sh.LatentChannels, Guided: guided, MicroBatch: o.MicroBatch, Warmup: max(0, min(4, o.NumSamples-2))}
+	// The workload as vdpp plan prints it: the same flags plan the same job.
+	fmt.Fprintf(say, "generate: --plan auto: workload %s\n", w)
+	best, err := plan.AutoMesh(ctx, plan.AutoRequest{Model: m, Backend: o.Backend, Sim: sim, Seed: o.Seed,
+		Workload: w, Devices: o.NProc, Goal: goal})
 	if err != nil {
 		return o, fmt.Errorf("generate: --plan auto: %w", err)
 	}
-	o.PP, o.CFG, o.CP, o.DP, o.NProc, o.Plan = auto.PP, auto.CFG, auto.CP, auto.DP, auto.NProc, ""
+	if o.NProc == 0 {
+		o.NProc = 7
+	}
+	o.PP, o.CFG, o.CP, o.DP, o.Plan = best.PP, best.CFG, best.CP, best.DP, ""
 	fmt.Fprintf(say, "generate: --plan auto (%s) on %d devices chose %s: predicted first sample %.2f s, %.3g samples/s\n",
 		o.Goal, o.NProc, o.mesh(), best.FirstSampleMS/1000, best.ThroughputPerS)
 	return o.resolveMeshFor()

@@ -32,7 +32,8 @@ func (s *Server) modelLimits() job.ModelLimits {
 	if s.gen.TextConditioned() {
 		input = job.InputText
 	}
-	return job.ModelLimits{Input: input, NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
+	d := s.gen.Description()
+	return job.ModelLimits{Input: input, Image: d.ImageNeed().String(), LastImage: d.LastImage.String(), NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
 		MaxFrames: l.MaxFrames, MaxResolution: l.MaxResolution, MaxSteps: l.MaxSteps, CacheModes: s.gen.Description().Caching.Modes, CostLimits: s.cost}
 }
 

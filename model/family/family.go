@@ -120,6 +120,9 @@ type Options struct {
 	// Progress, when not nil, is called as a large component loads (the text encoder):
 	// its name, the bytes read so far and the total.
 	Progress func(component string, loaded, total int64)
+	// Weights say where the denoiser's weights come from (--transformer, --transformer-2,
+	// --unet).
+	Weights WeightOptions
 }
 
 // Input is what a generation starts from: an image for image-to-video families (and a last
@@ -234,6 +237,16 @@ type Description struct {
 	VAETiling bool
 	// Caching is what the denoiser can reuse between steps (zero: nothing).
 	Caching Caching
+}
+
+// ImageNeed is whether a generation takes an image: Image, except that a family that is not
+// text-conditioned (TextDim 0) and leaves Image unset is conditioned on its image, which it
+// then requires.
+func (d Description) ImageNeed() Need {
+	if d.TextDim == 0 && d.Image == NeedNone {
+		return NeedRequired
+	}
+	return d.Image
 }
 
 // Need says whether a generation takes an input.

@@ -54,8 +54,17 @@ func (svdFamily) ReadsParam(name string) bool {
 }
 
 func (svdFamily) Preflight(dir string, o family.Options) error {
-	_, err := Preflight(dir, o.Variant, partsOf(o.Roles))
+	if err := o.Weights.Check(FamilyName, unet.Component); err != nil {
+		return err
+	}
+	_, err := PreflightWith(dir, loadOptions(o), partsOf(o.Roles))
 	return err
+}
+
+// loadOptions are the load options of a family's options: the folder's variant, and the
+// file --unet names.
+func loadOptions(o family.Options) LoadOptions {
+	return LoadOptions{Variant: o.Variant, UNetFile: o.Weights.File(unet.Component)}
 }
 
 // Weights implements family.Weigher: the float32 bytes of the networks each role loads,
@@ -122,6 +131,9 @@ func (svdFamily) Open(dir string, o family.Options) (family.Sampler, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("svd: a model folder is required")
 	}
+	if err := o.Weights.Check(FamilyName, unet.Component); err != nil {
+		return nil, err
+	}
 	var b backends.Backend
 	if parts := partsOf(o.Roles); parts != (Parts{}) {
 		var err error
@@ -129,7 +141,7 @@ func (svdFamily) Open(dir string, o family.Options) (family.Sampler, error) {
 			return nil, err
 		}
 	}
-	p, err := Load(dir, o.Variant, b, partsOf(o.Roles))
+	p, err := LoadWith(dir, loadOptions(o), b, partsOf(o.Roles))
 	if err != nil {
 		return nil, err
 	}

@@ -67,6 +67,19 @@ type Pipeline struct {
 // Load opens the diffusers folder dir and loads parts onto backend. variant is "" (fp32) or
 // "fp16"; fp16 weights are converted to float32.
 func Load(dir, variant string, backend backends.Backend, parts Parts) (*Pipeline, error) {
+	return LoadWith(dir, LoadOptions{Variant: variant}, backend, parts)
+}
+
+// LoadOptions say where the weights come from: the folder's variant, and a file replacing
+// the folder's UNet weights (--unet).
+type LoadOptions struct {
+	Variant  string
+	UNetFile string
+}
+
+// LoadWith is Load with the weights o names.
+func LoadWith(dir string, o LoadOptions, backend backends.Backend, parts Parts) (*Pipeline, error) {
+	variant := o.Variant
 	ck, err := checkpoint.Open(dir)
 	if err != nil {
 		return nil, err
@@ -92,7 +105,7 @@ func Load(dir, variant string, backend backends.Backend, parts Parts) (*Pipeline
 		return nil, err
 	}
 	if parts.Denoiser {
-		if p.UNet, err = unet.Load(ck, variant, backend); err != nil {
+		if p.UNet, err = unet.LoadWith(ck, unet.LoadOptions{Variant: variant, File: o.UNetFile}, backend); err != nil {
 			return nil, err
 		}
 	}

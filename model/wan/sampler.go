@@ -65,6 +65,9 @@ func (wanFamily) Preflight(dir string, o family.Options) error {
 	if err != nil {
 		return err
 	}
+	if err := checkWeightOptions(f, o); err != nil {
+		return err
+	}
 	sc, err := f.ReadSchedulerConfig()
 	if err != nil {
 		return err
@@ -90,8 +93,19 @@ func (wanFamily) Preflight(dir string, o family.Options) error {
 		}
 		for _, e := range experts {
 			tdir, _ := f.TransformerDir(e)
-			if _, err := transformer.ReadConfig(tdir); err != nil {
+			cfg, err := transformer.ReadConfig(tdir)
+			if err != nil {
 				return err
+			}
+			if to := transformerOptions(e, o); to.File != "" {
+				// A file in another layout: check every tensor's name, shape and type now
+				// (headers only), so that a bad file fails before any process starts.
+				st, err := transformer.OpenWeights(tdir, cfg, to)
+				if err != nil {
+					return err
+				}
+				st.Close()
+				continue
 			}
 			stem := transformer.WeightsStem
 			if o.Variant != "" {
@@ -308,6 +322,9 @@ func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err e
 	if err != nil {
 		return nil, err
 	}
+	if err := checkWeightOptions(f, o); err != nil {
+		return nil, err
+	}
 	s = &Sampler{Folder: f, simpleGo: b != nil && nn.IsSimpleGo(b)}
 	if s.Spec, err = f.ImageSpec(); err != nil {
 		return nil, err
@@ -344,7 +361,7 @@ func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err e
 			return nil, err
 		}
 		for _, e := range experts {
-			if s.Experts[e-1], err = f.LoadTransformer(e, o.Variant, b); err != nil {
+			if s.Experts[e-1], err = f.LoadTransformerWith(e, transformerOptions(e, o), b); err != nil {
 				return nil, err
 			}
 		}
@@ -717,17 +734,37 @@ func (s *Sampler) Close() error {
 }
 
 // RandomConditioning implements family.RandomConditioner: prompt and negative embeddings
-// of transformer.TextContextLen rows (the UMT5 length WanPipeline pads to), for
-// benchmarking the experts without a text encoder.
+// of transformer.TextContextLen rows (the UMT5 length WanPipeline pads to) and, for a
+// folder that takes an image, an image condition of the latent's shape (and image
+// embeddings of the image encoder's shape), for benchmarking the experts without the
+// conditioners.
 func (s *Sampler) RandomConditioning(r *rand.Rand, latent []int) model.Conditioning {
-	draw := func() *tensor.Dense {
-		t := tensor.New(transformer.TextContextLen, s.TConfig.TextDim)
+	draw := func(shape ...int) *tensor.Dense {
+		t := tensor.New(shape...)
 		for i := range t.Data {
 			t.Data[i] = float32(r.NormFloat64())
 		}
 		return t
 	}
-	return model.Conditioning{KeyPromptEmbeds: draw(), KeyNegativeEmbeds: draw()}
+	c := model.Conditioning{KeyPromptEmbeds: draw(transformer.TextContextLen, s.TConfig.TextDim),
+		KeyNegativeEmbeds: draw(transformer.TextContextLen, s.TConfig.TextDim)}
+	if len(latent) != 4 {
+		return c
+	}
+	switch s.Spec.Variant {
+	case ImageToVideo:
+		c[KeyCondition] = draw(s.Spec.TemporalFactor+s.Spec.ZDim, latent[0], latent[2], latent[3])
+		if s.Spec.Encoder {
+			k := 1
+			if s.Spec.LastImage == family.NeedRequired {
+				k = 2
+			}
+			c[KeyImageEmbeds] = draw(k, s.Spec.CLIP.NumPositions(), s.Spec.CLIP.HiddenSize)
+		}
+	case TextImageToVideo:
+		c[KeyCondition] = draw(s.Spec.ZDim, 1, latent[2], latent[3])
+	}
+	return c
 }
 
 // Switches implements family.Switcher: the first step of the low-noise expert when both
@@ -753,3 +790,19 @@ func (wanFamily) Switches(dir string, steps int) ([]int, error) {
 }
 
 var _ family.Switcher = wanFamily{}
+
+// transformerOptions are the load options of expert from a family's options: the folder's
+// variant, or the file --transformer / --transformer-2 names.
+func transformerOptions(expert int, o family.Options) transformer.LoadOptions {
+	return transformer.LoadOptions{Variant: o.Variant, File: o.Weights.File(ExpertComponent(expert))}
+}
+
+// checkWeightOptions refuses weight options the folder cannot take: --transformer-2 for a
+// folder with one expert, --unet, a --weights-dtype that is not a weight type.
+func checkWeightOptions(f *Folder, o family.Options) error {
+	has := []string{Transformer}
+	if f.HasBoundary {
+		has = append(has, Transformer2)
+	}
+	return o.Weights.Check(FamilyName, has...)
+}

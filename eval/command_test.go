@@ -1,28 +1,62 @@
-package main
+package eval
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vdpp/vdpp/internal/cli"
+	_ "github.com/vdpp/vdpp/model/families" // the built-in model
 )
 
-// TestEvalBuiltinReportAndSheet runs `vdpp eval` on one held-out clip with a few steps: the
-// JSON report carries the fields the issue names, and the contact sheet has three rows
+// runCommand parses args as `vdpp eval` does and runs the command.
+func runCommand(t *testing.T, args ...string) (Report, string, error) {
+	t.Helper()
+	c := DefaultCommand()
+	fs := cli.New("eval", nil, nil)
+	c.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return Report{}, "", err
+	}
+	var stdout, progress bytes.Buffer
+	rep, err := c.Run(context.Background(), &stdout, &progress)
+	return rep, stdout.String(), err
+}
+
+// Options the command cannot take are usage errors naming the flag, before any model is
+// loaded.
+func TestCommandRefuses(t *testing.T) {
+	for args, want := range map[string]string{
+		"--split validation":           "--split",
+		"--model synthetic":            "--model synthetic has no image encoder or VAE",
+		"--cache sometimes":            "--cache",
+		"--model /no/such/folder/here": "/no/such/folder/here",
+	} {
+		_, _, err := runCommand(t, strings.Fields(args)...)
+		if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want a usage error with %q", args, err, want)
+		}
+	}
+}
+
+// TestCommandBuiltinReportAndSheet runs `vdpp eval` on one held-out clip with a few steps:
+// the JSON report carries the scores and baselines, and the contact sheet has three rows
 // (truth, generated, VAE round trip).
-func TestEvalBuiltinReportAndSheet(t *testing.T) {
+func TestCommandBuiltinReportAndSheet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the built-in model")
 	}
 	dir := t.TempDir()
 	js, sheet := filepath.Join(dir, "eval.json"), filepath.Join(dir, "sheet.png")
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"eval", "--model", "builtin", "--num-samples", "1", "--steps", "2", "--json", js,
-		"--sheet", sheet, "--media-clips", "1"}, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d\n%s", code, stderr.String())
+	if _, out, err := runCommand(t, "--model", "builtin", "--num-samples", "1", "--steps", "2", "--json", js,
+		"--sheet", sheet, "--media-clips", "1"); err != nil || !strings.Contains(out, "VAE round trip") {
+		t.Fatalf("%v\n%s", err, out)
 	}
 	raw, err := os.ReadFile(js)
 	if err != nil {
@@ -51,27 +85,17 @@ func TestEvalBuiltinReportAndSheet(t *testing.T) {
 	}
 }
 
-// TestEvalSplitFlag: an unknown --split is a usage error (exit 2) that names the flag,
-// before any model is loaded.
-func TestEvalSplitFlag(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"eval", "--split", "validation"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "--split") {
-		t.Fatalf("exit %d, stderr %q; want 2 naming --split", code, stderr.String())
-	}
-}
-
-// TestEvalCache: `vdpp eval --cache` scores the cached model against its uncached videos
+// TestCommandCache: `vdpp eval --cache` scores the cached model against its uncached videos
 // and records the calls computed and both denoising times; a branch the UNet lacks is a
 // usage error naming the flag.
-func TestEvalCache(t *testing.T) {
+func TestCommandCache(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the built-in model")
 	}
 	js := filepath.Join(t.TempDir(), "eval.json")
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"eval", "--model", "builtin", "--samples", "1", "--steps", "3", "--untrained=false", "--recon=false",
-		"--cache", "static", "--cache-steps", "0,2", "--json", js}, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d\n%s", code, stderr.String())
+	if _, out, err := runCommand(t, "--model", "builtin", "--samples", "1", "--steps", "3", "--untrained=false", "--recon=false",
+		"--cache", "static", "--cache-steps", "0,2", "--json", js); err != nil {
+		t.Fatalf("%v\n%s", err, out)
 	}
 	raw, err := os.ReadFile(js)
 	if err != nil {
@@ -104,10 +128,9 @@ func TestEvalCache(t *testing.T) {
 	if r := rep.Reference; !(r.PSNR > 10 && r.PSNR < 100) || !(r.TruthPSNR > 0) {
 		t.Fatalf("reference scores %+v", *r)
 	}
-	stderr.Reset()
-	if code := run([]string{"eval", "--model", "builtin", "--samples", "1", "--steps", "3", "--cache", "deepcache", "--cache-interval", "2",
-		"--cache-branch", "7"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "--cache-branch 7") {
-		t.Fatalf("exit %d, stderr %q; want 2 naming --cache-branch", code, stderr.String())
+	_, _, err = runCommand(t, "--model", "builtin", "--samples", "1", "--steps", "3", "--cache", "deepcache", "--cache-interval", "2", "--cache-branch", "7")
+	if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "--cache-branch 7") {
+		t.Fatalf("%v; want a usage error naming --cache-branch", err)
 	}
 }
 
@@ -119,12 +142,11 @@ func TestEvalCacheText(t *testing.T) {
 		t.Skip("runs the built-in Wan")
 	}
 	js := filepath.Join(t.TempDir(), "eval.json")
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"eval", "--model", "builtin-wan", "--num-samples", "1", "--steps", "6",
-		"--cache", "fbcache", "--cache-threshold", "0.12", "--json", js}, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d\n%s", code, stderr.String())
+	_, out, err := runCommand(t, "--model", "builtin-wan", "--num-samples", "1", "--steps", "6",
+		"--cache", "fbcache", "--cache-threshold", "0.12", "--json", js)
+	if err != nil {
+		t.Fatal(err)
 	}
-	out := stdout.String()
 	for _, want := range []string{"video 0  PSNR", "cache fbcache threshold 0.12: against the uncached videos PSNR", "cache fbcache (threshold 0.12): computed", "; vs uncached: PSNR"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("stdout lacks %q:\n%s", want, out)
@@ -150,9 +172,7 @@ func TestEvalCacheText(t *testing.T) {
 	if !(rep.PSNR > 10) || !(rep.SSIM > 0 && rep.SSIM <= 1) || len(rep.Clips) != 1 || rep.Clips[0].Prompt == "" || rep.Cache.Calls != 12 {
 		t.Fatalf("report %s", raw)
 	}
-	stdout.Reset()
-	stderr.Reset()
-	if code := run([]string{"eval", "--model", "builtin-wan"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "text-to-video model") || !strings.Contains(stderr.String(), "--cache MODE") {
-		t.Fatalf("exit %d, stderr %q; want 2 asking for --cache", code, stderr.String())
+	if _, _, err := runCommand(t, "--model", "builtin-wan"); !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "text-to-video model") || !strings.Contains(err.Error(), "--cache MODE") {
+		t.Fatalf("%v; want a usage error asking for --cache", err)
 	}
 }
