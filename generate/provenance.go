@@ -305,10 +305,14 @@ func ReadReport(path string) (SampleReport, error) {
 
 // ExpandFromReport returns args with the job of a --from-report FILE among them put
 // before them: the report's job arguments first, so the flags given on the command line
-// (after) change what they name (--out, --seed). Without --from-report it returns args.
+// (after) change what they name (--out, --seed). Without --from-report, or with -h (help
+// reads no file), it returns args.
 func ExpandFromReport(args []string) ([]string, error) {
 	path := ""
 	for i, a := range args {
+		if a == "-h" || a == "--help" || a == "-help" {
+			return args, nil
+		}
 		for _, p := range []string{"-", "--"} {
 			if v, ok := strings.CutPrefix(a, p+FromReportFlag+"="); ok {
 				path = v
