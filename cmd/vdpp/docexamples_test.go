@@ -63,9 +63,10 @@ func docFiles(t *testing.T) []string {
 }
 
 // docScratch is a scratch layout of a fresh clone for one document's examples: root/repo
-// (the working directory, with builtin/example.png, in.png, my.png) and root/shared (a link
-// to the reference data, when there is some). Examples of one document share it, in order
-// (one writes out/calib, the next reads it).
+// (the working directory: a link to each of the checkout's folders, so an example naming a
+// file of the checkout finds it, and in.png, my.png; what the examples write lands here) and
+// root/shared (a link to the reference data, when there is some). Examples of one document
+// share it, in order (one writes out/calib, the next reads it).
 type docScratch struct {
 	repo      string
 	env       []string
@@ -81,7 +82,26 @@ func newDocScratch(t *testing.T) *docScratch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"builtin/example.png", "in.png", "my.png"} {
+	if err := os.MkdirAll(s.repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	top, err := os.ReadDir("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range top {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || e.Name() == "out" {
+			continue
+		}
+		abs, err := filepath.Abs(filepath.Join("../..", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(abs, filepath.Join(s.repo, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"in.png", "my.png"} {
 		p := filepath.Join(s.repo, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)

@@ -26,7 +26,7 @@ func TestPlanAndPlanAutoShareTheWorkload(t *testing.T) {
 	}
 	job := []string{"--model", "builtin", "--steps", "3", "--num-frames", "4"}
 	var stdout, stderr bytes.Buffer
-	if err := runPlan(context.Background(), append(append([]string{}, job...), "--devices", "2", "--measure=false", "--step-ms", "5"), &stdout, &stderr); err != nil {
+	if err := runPlan(context.Background(), append(append([]string{}, job...), "--devices", "2", "--measure-processes=false"), &stdout, &stderr); err != nil {
 		t.Fatalf("plan: %v\n%s", err, stderr.String())
 	}
 	table := stdout.String()
