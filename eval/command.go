@@ -32,6 +32,8 @@ type Command struct {
 	Model   string
 	JSON    string
 	Backend string
+	// Weights are the load options of the model's weights (--weights-dtype and the files).
+	Weights family.WeightOptions
 	// Split is "heldout" or "train" (procedural.ParseSplit).
 	Split string
 	// InitSeed seeds the untrained baseline's denoiser.
@@ -63,6 +65,7 @@ func (c *Command) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&c.Model, "model", c.Model, "the model `NAME|DIR`: builtin, a diffusers folder; a text-to-video one (builtin-wan, a Wan folder) with --cache only")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the report as JSON to this file")
 	fs.StringVar(&c.Backend, "backend", c.Backend, "GoMLX backend (default: automatic)")
+	c.Weights.RegisterFlags(fs.FlagSet)
 	fs.IntVar(&c.Samples, "num-samples", c.Samples, "clips to evaluate")
 	fs.Alias("samples", "num-samples")
 	fs.StringVar(&c.Split, "split", c.Split, "dataset split to score: heldout, or train (the first clips the model was trained on: the gap between the two measures memorisation)")
@@ -117,7 +120,7 @@ func (c Command) Run(ctx context.Context, stdout, progress io.Writer) (Report, e
 		}
 		return Report{}, c.runTextCache(ctx, resolved, rule, stdout, progress)
 	}
-	s, err := resolved.Open(family.Options{Backend: c.Backend, Roles: family.AllRoles})
+	s, err := resolved.Open(family.Options{Backend: c.Backend, Roles: family.AllRoles, Weights: c.Weights})
 	if err != nil {
 		return Report{}, err
 	}

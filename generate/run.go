@@ -390,7 +390,7 @@ func autoMesh(ctx context.Context, o Options, say io.Writer) (Options, error) {
 		Width: sh.LatentWidth, Channels: sh.LatentChannels, Guided: guided, MicroBatch: o.MicroBatch, Warmup: max(0, min(4, o.NumSamples-2))}
 	// The workload as vdpp plan prints it: the same flags plan the same job.
 	fmt.Fprintf(say, "generate: --plan auto: workload %s\n", w)
-	best, err := plan.AutoMesh(ctx, plan.AutoRequest{Model: m, Backend: o.Backend, Sim: sim, Seed: o.Seed,
+	best, err := plan.AutoMesh(ctx, plan.AutoRequest{Model: m, Backend: o.Backend, Sim: sim, Seed: o.Seed, Weights: o.Weights,
 		Workload: w, Devices: o.NProc, Goal: goal})
 	if err != nil {
 		return o, fmt.Errorf("generate: --plan auto: %w", err)

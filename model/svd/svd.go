@@ -23,6 +23,7 @@ import (
 
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/vae"
@@ -62,6 +63,9 @@ type Pipeline struct {
 	CLIP   *clip.Model // nil unless Parts.Conditioner
 	VAEEnc *vae.Model  // nil unless Parts.Conditioner
 	VAEDec *vae.Model  // nil unless Parts.Decoder
+
+	// Backend is what the networks run on (nil when no part is loaded).
+	Backend backends.Backend
 }
 
 // Load opens the diffusers folder dir and loads parts onto backend. variant is "" (fp32) or
@@ -75,6 +79,8 @@ func Load(dir, variant string, backend backends.Backend, parts Parts) (*Pipeline
 type LoadOptions struct {
 	Variant  string
 	UNetFile string
+	// Hold says the type the UNet's tensors are held in (nil: as stored).
+	Hold nn.HoldFunc
 }
 
 // LoadWith is Load with the weights o names.
@@ -84,7 +90,7 @@ func LoadWith(dir string, o LoadOptions, backend backends.Backend, parts Parts) 
 	if err != nil {
 		return nil, err
 	}
-	p := &Pipeline{Checkpoint: ck}
+	p := &Pipeline{Checkpoint: ck, Backend: backend}
 	if p.UNetConfig, err = unet.ReadConfig(ck); err != nil {
 		return nil, err
 	}
@@ -105,7 +111,7 @@ func LoadWith(dir string, o LoadOptions, backend backends.Backend, parts Parts) 
 		return nil, err
 	}
 	if parts.Denoiser {
-		if p.UNet, err = unet.LoadWith(ck, unet.LoadOptions{Variant: variant, File: o.UNetFile}, backend); err != nil {
+		if p.UNet, err = unet.LoadWith(ck, unet.LoadOptions{Variant: variant, File: o.UNetFile, Hold: o.Hold}, backend); err != nil {
 			return nil, err
 		}
 	}

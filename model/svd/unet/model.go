@@ -11,6 +11,7 @@ import (
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // Model is a loaded UNet ready to run: its weights live on one backend and a Program
@@ -43,6 +44,9 @@ type LoadOptions struct {
 	// File, when set, replaces the folder's weights: one GGUF or safetensors file in
 	// diffusers' names (DiffusersKeys). The config stays the folder's.
 	File string
+	// Hold says the type each tensor is held in (nn.HoldFor of --weights-dtype); nil holds
+	// them as stored (nn.HoldAsStored).
+	Hold nn.HoldFunc
 }
 
 // DiffusersKeys is the one layout a single UNet file is read in: diffusers' names (a
@@ -65,7 +69,13 @@ func LoadWith(ck *checkpoint.Checkpoint, o LoadOptions, backend backends.Backend
 		return nil, err
 	}
 	defer st.Close()
-	w, err := nn.NewWeightsStream(backend, st.Each)
+	hold := o.Hold
+	if hold == nil {
+		hold = nn.HoldAsStored
+	}
+	w, err := nn.NewWeightsHeld(backend, hold, func(add func(string, nn.StoredTensor) error) error {
+		return st.EachStored(func(name string, t checkpoint.StoredTensor) error { return add(name, nn.StoredTensor(t)) })
+	})
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
@@ -214,6 +224,9 @@ func (m *Model) Config() Config { return m.cfg }
 
 // WeightBytes returns the memory held by the weights (float32).
 func (m *Model) WeightBytes() int64 { return m.weights.Bytes() }
+
+// HeldBytes returns the bytes the weights hold in each weight type.
+func (m *Model) HeldBytes() map[quant.Type]int64 { return m.weights.HeldBytes() }
 
 // Backend is the backend the weights are bound to.
 func (m *Model) Backend() backends.Backend { return m.prog.Backend() }

@@ -12,6 +12,7 @@ import (
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // ConfigFile and WeightsStem name the files of a transformer folder.
@@ -92,6 +93,9 @@ type LoadOptions struct {
 	// original layout (OriginalKeys: the Wan-AI and Comfy-Org releases, city96's and
 	// stable-diffusion.cpp's GGUF files) or in diffusers'. The config stays the folder's.
 	File string
+	// Hold says the type each tensor is held in (nn.HoldFor of --weights-dtype); nil holds
+	// them as stored (nn.HoldAsStored).
+	Hold nn.HoldFunc
 }
 
 // Load reads dir/config.json and the weights of variant ("" for fp32, "fp16", "bf16"):
@@ -118,7 +122,13 @@ func LoadWith(dir string, o LoadOptions, backend backends.Backend) (*Model, erro
 		return nil, err
 	}
 	defer st.Close()
-	w, err := nn.NewWeightsStream(backend, st.Each)
+	hold := o.Hold
+	if hold == nil {
+		hold = nn.HoldAsStored
+	}
+	w, err := nn.NewWeightsHeld(backend, hold, func(add func(string, nn.StoredTensor) error) error {
+		return st.EachStored(func(name string, t checkpoint.StoredTensor) error { return add(name, nn.StoredTensor(t)) })
+	})
 	if err != nil {
 		return nil, fmt.Errorf("wan/transformer: %w", err)
 	}
@@ -279,6 +289,9 @@ func (m *Model) Config() Config { return m.cfg }
 
 // WeightBytes returns the memory held by the weights (float32).
 func (m *Model) WeightBytes() int64 { return m.weights.Bytes() }
+
+// HeldBytes returns the bytes the weights hold in each weight type.
+func (m *Model) HeldBytes() map[quant.Type]int64 { return m.weights.HeldBytes() }
 
 // Close releases the compiled graphs; the Model must not be used afterwards.
 func (m *Model) Close() error {
