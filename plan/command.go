@@ -162,6 +162,17 @@ func (c Command) resolveModel() (family.Resolved, error) {
 	return family.Resolve(c.Model)
 }
 
+// statedCost reports whether the model's call costs exactly --step-ms
+// (family.Description.StatedCost: the synthetic simulator), so its costs need no measuring.
+func (c Command) statedCost() bool {
+	m, err := c.resolveModel()
+	if err != nil {
+		return false
+	}
+	d, err := m.Describe()
+	return err == nil && d.StatedCost
+}
+
 // simConfig is the simulators' configuration.
 func (c Command) simConfig() model.Config {
 	return model.Config{StepMS: c.StepMS, Cost: c.Cost, HiddenChannels: c.HiddenChannels, LatentChannels: c.LatentChannels, Seed: c.Seed}
@@ -392,6 +403,7 @@ func (c Command) cacheCosts(ctx context.Context, stderr io.Writer) (*CacheCosts,
 // takes the given values; then applies the flags that override.
 func (c Command) costs(ctx context.Context, given func(string) bool, stderr io.Writer) (Costs, error) {
 	shape := c.latentShape()
+	stated := c.statedCost()
 	var costs Costs
 	var weights Weights
 	cal, err := LoadCalibration(c.Calibration)
@@ -468,7 +480,7 @@ func (c Command) costs(ctx context.Context, given func(string) bool, stderr io.W
 			}
 		}
 	default:
-		if c.Model != "synthetic" {
+		if !stated {
 			return Costs{}, badOptions("--measure=false needs --model synthetic (or a --calibration file)")
 		}
 		costs = SyntheticCosts(c.StepMS, c.LatentFrames, Link{LatencyMS: c.HandoffMS, BytesPerS: c.Bandwidth})
@@ -482,7 +494,7 @@ func (c Command) costs(ctx context.Context, given func(string) bool, stderr io.W
 	switch {
 	case c.FrameScaling >= 0:
 		costs.Step.FrameScaling = min(1, c.FrameScaling)
-	case c.Model == "synthetic":
+	case stated:
 		costs.Step.FrameScaling = 1
 	}
 	if costs.Step.RefFrames < 1 {
@@ -491,7 +503,7 @@ func (c Command) costs(ctx context.Context, given func(string) bool, stderr io.W
 	switch {
 	case c.CPAllToAlls >= 0:
 		costs.CPAllToAllsPerStep = c.CPAllToAlls
-	case c.Model == "synthetic":
+	case stated:
 		costs.CPAllToAllsPerStep = 0 // its cp step exchanges nothing but the output gather
 	case costs.CPAllToAllsPerStep == 0:
 		costs.CPAllToAllsPerStep = 1

@@ -266,6 +266,11 @@ type Description struct {
 	VAETiling bool
 	// Caching is what the denoiser can reuse between steps (zero: nothing).
 	Caching Caching
+	// StatedCost says the denoiser's call costs exactly the step time it is given
+	// (Options.Sim's StepMS), linear in frames, and its context-parallel step exchanges
+	// nothing but the output gather: a plan may predict it from the stated cost without
+	// measuring (the "synthetic" simulator).
+	StatedCost bool
 }
 
 // ImageNeed is whether a generation takes an image: Image, except that a family that is not
