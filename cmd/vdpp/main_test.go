@@ -40,6 +40,13 @@ func vdpp(t testing.TB) string {
 	if testing.Short() {
 		t.Skip("runs the vdpp binary end to end (the full tier, without -short, runs it)")
 	}
+	return vdppBuilt(t)
+}
+
+// vdppBuilt is the real binary, built the first time a test asks for it, in both tiers: for
+// the cheap runs -short keeps (the documents' examples' flags checked with -h).
+func vdppBuilt(t testing.TB) string {
+	t.Helper()
 	binDir.once.Do(func() {
 		if binDir.dir, binDir.err = os.MkdirTemp("", "vdpp-bin-"); binDir.err != nil {
 			return
