@@ -54,13 +54,8 @@ func TestMultiNodeA14B(t *testing.T) {
 		"--negative-prompt-embeds", embeds, "--num-frames", "5", "--height", "32", "--width", "32", "--steps", "4",
 		"--guidance-scale", "4", "--seed", "5", "--quiet"}
 
-	// The binary without the race detector: what is checked is the frames and each
-	// process's resident memory (the detector's shadow memory would blur it), and vdpp's
-	// own kernels run several times slower instrumented (a built-in Wan generation: 4 to 7
-	// times); the launch across hosts runs under the detector in the other multi-node tests.
-	bin := vdppPlain(t)
 	oneDir := filepath.Join(dir, "one")
-	cmd := exec.Command(bin, append(append([]string(nil), args...), "--nproc", "1", "--out", oneDir)...)
+	cmd := exec.Command(vdpp(t), append(append([]string(nil), args...), "--nproc", "1", "--out", oneDir)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("vdpp generate (one process): %v\n%s", err, out)
 	}
@@ -68,8 +63,8 @@ func TestMultiNodeA14B(t *testing.T) {
 
 	multi := filepath.Join(dir, "multi")
 	margs := append(append([]string(nil), args...), "--out", multi)
-	n0 := startNodeBin(t, bin, net.Hosts, 0, 1, margs...)
-	n1 := startNodeBin(t, bin, net.Hosts, 1, 1, margs...)
+	n0 := startNode(t, net.Hosts, 0, 1, margs...)
+	n1 := startNode(t, net.Hosts, 1, 1, margs...)
 	waitAll(t, 5*time.Minute, n0, n1)
 	requireSameFrames(t, oneDir, multi, "sample-000", 5, "one expert on each of 2 hosts")
 
