@@ -20,6 +20,21 @@ type CacheSummary struct {
 	// ComputedSteps are the steps where some call computed in full ("0-2,5").
 	ComputedSteps string        `json:"computed_steps"`
 	Calls         []CacheRecord `json:"calls"`
+	// Summary is the run's one line about its cache (CacheOutcome.Line), set by the
+	// command that reports it.
+	Summary string `json:"summary,omitempty"`
+	// Check is the comparison with the same job run without the cache, when one ran
+	// (generate --cache-check).
+	Check *CacheCheck `json:"check,omitempty"`
+}
+
+// CacheCheck compares a cached run's videos with the same job's uncached ones: PSNR and
+// SSIM of the decoded frames (the uncached as reference), and the denoising time both ways.
+type CacheCheck struct {
+	PSNR       float64 `json:"psnr"`
+	SSIM       float64 `json:"ssim"`
+	UncachedMS float64 `json:"uncached_diffusion_ms"`
+	CachedMS   float64 `json:"cached_diffusion_ms"`
 }
 
 // Summarize returns the summary of one sample's records under rule.

@@ -66,15 +66,19 @@ type Command struct {
 	DecodeBytes      int64
 	JSON             string
 	Cache            cacheflag.Flags
+	// Weights are the load options of the model's weights (--weights-dtype and the files):
+	// what a measured model loads and what the family's sizes count.
+	Weights family.WeightOptions
 	// Launch starts the processes the collectives are measured between (nil: DefaultLaunch).
 	Launch LaunchFunc
 }
 
-// DefaultCommand are `vdpp plan`'s defaults: 60 unguided samples of the model's size on 7
-// devices, for throughput, measured here.
+// DefaultCommand are `vdpp plan`'s defaults: the job vdpp generate runs with the same flags
+// (one sample of the model's size, steps and guidance) on 7 devices, for throughput,
+// measured here.
 func DefaultCommand() Command {
-	return Command{Cost: "sleep", HiddenChannels: 32, StepMS: 1, Samples: 60, MicroBatch: 1, Warmup: 4,
-		MinGuidance: 1, MaxGuidance: 1, GuidanceScale: 1, Devices: 7, Goal: "throughput", Measure: true, MeasureProcesses: true,
+	return Command{Cost: "sleep", HiddenChannels: 32, StepMS: 1, Samples: 1, MicroBatch: 1, Warmup: -1,
+		MinGuidance: -1, MaxGuidance: -1, GuidanceScale: -1, Devices: 7, Goal: "throughput", Measure: true, MeasureProcesses: true,
 		HandoffMS: 0.1, DecodeChunkSize: -1, CPAllToAlls: -1, FrameScaling: -1, DenoiserBytes: -1, Cache: cacheflag.Default()}
 }
 
@@ -84,14 +88,15 @@ func (c *Command) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&c.ModelDir, "model-dir", c.ModelDir, "deprecated: --model svd --model-dir DIR is --model DIR")
 	fs.StringVar(&c.Cost, "cost", c.Cost, "synthetic model: sleep or spin")
 	fs.StringVar(&c.Backend, "backend", c.Backend, "GoMLX backend for dummy/svd")
+	c.Weights.RegisterFlags(fs.FlagSet)
 	fs.IntVar(&c.HiddenChannels, "hidden-channels", c.HiddenChannels, "dummy model hidden channels")
 	fs.Int64Var(&c.Seed, "seed", c.Seed, "dummy model weights seed")
 	fs.Float64Var(&c.StepMS, "step-ms", c.StepMS, "synthetic model: cost of one sample-step in ms")
 	fs.IntVar(&c.Steps, "steps", c.Steps, "denoising steps per sample (0: the model's)")
 	fs.Alias("total-steps", "steps")
-	fs.IntVar(&c.Samples, "num-samples", c.Samples, "samples to generate")
+	fs.IntVar(&c.Samples, "num-samples", c.Samples, "samples to generate (as vdpp generate: 1)")
 	fs.IntVar(&c.MicroBatch, "micro-batch", c.MicroBatch, "samples per denoiser call")
-	fs.IntVar(&c.Warmup, "warmup-samples", c.Warmup, "first completions left out of the throughput window, as in vdpp bench")
+	fs.IntVar(&c.Warmup, "warmup-samples", c.Warmup, "first completions left out of the throughput window, as in vdpp bench (-1: 4, at most --num-samples - 2)")
 	fs.IntVar(&c.NumFrames, "num-frames", c.NumFrames, "video frames per sample (0: the model's)")
 	fs.IntVar(&c.Height, "height", c.Height, "video height; set with --width (0 and 0: the model's)")
 	fs.IntVar(&c.Width, "width", c.Width, "video width; set with --height (0 and 0: the model's)")
@@ -102,9 +107,9 @@ func (c *Command) RegisterFlags(fs *cli.FlagSet) {
 	fs.Deprecate("latent-frames", "--num-frames (video frames)")
 	fs.Deprecate("latent-height", "--height (pixels: the latent's height times the VAE's factor)")
 	fs.Deprecate("latent-width", "--width (pixels: the latent's width times the VAE's factor)")
-	fs.Float64Var(&c.MinGuidance, "min-guidance", c.MinGuidance, "SVD and simulators: guidance weight of the first frame")
-	fs.Float64Var(&c.MaxGuidance, "max-guidance", c.MaxGuidance, "SVD and simulators: guidance weight of the last frame; > 1 is a guided run (cfg 2 possible)")
-	fs.Float64Var(&c.GuidanceScale, "guidance-scale", c.GuidanceScale, "text-to-video models (Wan): CFG scale; > 1 is a guided run (cfg 2 possible)")
+	fs.Float64Var(&c.MinGuidance, "min-guidance", c.MinGuidance, "SVD and simulators: guidance weight of the first frame (-1: the model's, as vdpp generate; 1 for the simulators)")
+	fs.Float64Var(&c.MaxGuidance, "max-guidance", c.MaxGuidance, "SVD and simulators: guidance weight of the last frame; > 1 is a guided run, cfg 2 possible (-1: the model's, as vdpp generate; 1 for the simulators)")
+	fs.Float64Var(&c.GuidanceScale, "guidance-scale", c.GuidanceScale, "text-to-video models (Wan): CFG scale; > 1 is a guided run, cfg 2 possible (-1: the model's, as vdpp generate)")
 	fs.IntVar(&c.Devices, "devices", c.Devices, "devices (processes) to plan for: pp*cfg*cp*dp")
 	fs.StringVar(&c.Goal, "goal", c.Goal, "rank meshes by latency or throughput")
 	fs.Int64Var(&c.MemoryPerDevice, "memory-per-device", c.MemoryPerDevice, "memory of each device in bytes (0: no limit)")
@@ -157,6 +162,17 @@ func (c Command) resolveModel() (family.Resolved, error) {
 	return family.Resolve(c.Model)
 }
 
+// statedCost reports whether the model's call costs exactly --step-ms
+// (family.Description.StatedCost: the synthetic simulator), so its costs need no measuring.
+func (c Command) statedCost() bool {
+	m, err := c.resolveModel()
+	if err != nil {
+		return false
+	}
+	d, err := m.Describe()
+	return err == nil && d.StatedCost
+}
+
 // simConfig is the simulators' configuration.
 func (c Command) simConfig() model.Config {
 	return model.Config{StepMS: c.StepMS, Cost: c.Cost, HiddenChannels: c.HiddenChannels, LatentChannels: c.LatentChannels, Seed: c.Seed}
@@ -180,7 +196,80 @@ func (c Command) Resolve() (Command, error) {
 	}
 	c.Steps, c.NumFrames, c.Height, c.Width = s.Steps, s.NumFrames, s.Height, s.Width
 	c.LatentFrames, c.LatentChannels, c.LatentHeight, c.LatentWidth = s.LatentFrames, s.LatentChannels, s.LatentHeight, s.LatentWidth
+	if c.Warmup < 0 {
+		c.Warmup = max(0, min(4, c.Samples-2)) // as vdpp bench
+	}
+	return c.modelGuidance(m)
+}
+
+// modelGuidance fills the guidance left to the model (-1) as vdpp generate does: a model
+// folder's defaults for the guidance its family reads, 1 (unguided) otherwise. One
+// workload for `vdpp plan` and `generate --plan auto`: the model's defaults and the flags.
+func (c Command) modelGuidance(m family.Resolved) (Command, error) {
+	def := family.Params{MinGuidance: 1, MaxGuidance: 1, GuidanceScale: 1}
+	if m.Dir != "" {
+		d, err := m.Describe()
+		if err != nil {
+			return c, err
+		}
+		if family.Reads(m.Family, "max_guidance") {
+			def.MinGuidance, def.MaxGuidance = d.Defaults.MinGuidance, d.Defaults.MaxGuidance
+		}
+		if family.Reads(m.Family, "guidance_scale") {
+			def.GuidanceScale = d.Defaults.GuidanceScale
+		}
+	}
+	if c.MinGuidance < 0 {
+		c.MinGuidance = def.MinGuidance
+	}
+	if c.MaxGuidance < 0 {
+		c.MaxGuidance = def.MaxGuidance
+	}
+	if c.GuidanceScale < 0 {
+		c.GuidanceScale = def.GuidanceScale
+	}
 	return c, nil
+}
+
+// hugeStep is the working memory of one denoising step above which `vdpp plan` does not
+// measure a step at the model's default sizes unasked: a released Wan's 832x480, 81 frames
+// needs about 11 GiB and minutes per step on a CPU.
+const hugeStep = 2 << 30
+
+// refuseHugeMeasure refuses to measure a step at the model's default sizes when that step
+// is huge and no size was given (given reports the flags on the command line): planning a
+// job means giving its sizes, and the measurement would run for minutes without a word.
+// The line names the sizes it would have used.
+func (c Command) refuseHugeMeasure(given func(string) bool) error {
+	if !c.Measure || c.Calibration != "" {
+		return nil
+	}
+	for _, f := range []string{"num-frames", "height", "width", "latent-frames", "latent-height", "latent-width"} {
+		if given(f) {
+			return nil
+		}
+	}
+	m, err := c.resolveModel()
+	if err != nil || m.Dir == "" {
+		return nil
+	}
+	s, err := m.Open(family.Options{})
+	if err != nil {
+		return nil // the measurement reports it
+	}
+	defer s.Close()
+	est, ok := s.(family.ActivationEstimator)
+	if !ok {
+		return nil
+	}
+	p := s.DefaultParams()
+	p.NumFrames, p.Height, p.Width, p.Steps = c.NumFrames, c.Height, c.Width, c.Steps
+	p.GuidanceScale, p.MaxGuidance = c.GuidanceScale, c.MaxGuidance
+	if b := est.StepActivationBytes(p); b > hugeStep {
+		return badOptions("--model %s without --num-frames, --height, --width plans the model's own job, %d frames at %dx%d, %d steps, whose step needs about %s of working memory and takes minutes to measure on a CPU: give the sizes of the job to plan (or --measure=false with --step-ms)",
+			c.modelArg(), c.NumFrames, c.Width, c.Height, c.Steps, Bytes(b))
+	}
+	return nil
 }
 
 // Workload is the planned workload (resolved: Resolve).
@@ -207,6 +296,9 @@ func (c Command) latentBytes() int64 {
 func (c Command) Run(ctx context.Context, given func(string) bool, stdout, stderr io.Writer) error {
 	c, err := c.Resolve()
 	if err != nil {
+		return err
+	}
+	if err := c.refuseHugeMeasure(given); err != nil {
 		return err
 	}
 	goal, err := ParseGoal(c.Goal)
@@ -284,7 +376,7 @@ func (c Command) cacheCosts(ctx context.Context, stderr io.Writer) (*CacheCosts,
 	}
 	cc := &CacheCosts{Rule: rule, ReuseFraction: cost.ReuseFraction, CutFraction: cost.ReuseFraction, StateBytes: cost.StateBytes}
 	if c.Measure && c.Calibration == "" {
-		s, err := m.Open(family.Options{Backend: c.Backend, Roles: family.Roles{Denoise: true}, Sim: c.simConfig()})
+		s, err := m.Open(family.Options{Backend: c.Backend, Roles: family.Roles{Denoise: true}, Sim: c.simConfig(), Weights: c.Weights})
 		if err != nil {
 			return nil, fmt.Errorf("plan: %w", err)
 		}
@@ -311,6 +403,7 @@ func (c Command) cacheCosts(ctx context.Context, stderr io.Writer) (*CacheCosts,
 // takes the given values; then applies the flags that override.
 func (c Command) costs(ctx context.Context, given func(string) bool, stderr io.Writer) (Costs, error) {
 	shape := c.latentShape()
+	stated := c.statedCost()
 	var costs Costs
 	var weights Weights
 	cal, err := LoadCalibration(c.Calibration)
@@ -322,6 +415,15 @@ func (c Command) costs(ctx context.Context, given func(string) bool, stderr io.W
 				c.Calibration, cal.Model, cal.LatentShape, c.Model, shape)
 		}
 		weights = costs.Weights
+		// A model folder's weights are the family's sizes for these load options (the
+		// calibration may have been measured with others: another --weights-dtype).
+		if m, err := c.resolveModel(); err == nil {
+			if _, ok := m.Family.(family.Weigher); ok {
+				if weights, err = FamilyWeights(m, family.Options{Backend: c.Backend, Weights: c.Weights}, c.Steps, nil); err != nil {
+					return Costs{}, fmt.Errorf("plan: %w", err)
+				}
+			}
+		}
 	case c.Calibration != "" && !errors.Is(err, fs.ErrNotExist):
 		return Costs{}, err
 	case c.Measure:
@@ -329,7 +431,7 @@ func (c Command) costs(ctx context.Context, given func(string) bool, stderr io.W
 		if err != nil {
 			return Costs{}, fmt.Errorf("plan: %w", err)
 		}
-		o := family.Options{Backend: c.Backend, Roles: family.Roles{Denoise: true}, Sim: c.simConfig()}
+		o := family.Options{Backend: c.Backend, Roles: family.Roles{Denoise: true}, Sim: c.simConfig(), Weights: c.Weights}
 		s, err := m.Open(o)
 		if err != nil {
 			return Costs{}, fmt.Errorf("plan: %w", err)
@@ -378,7 +480,7 @@ func (c Command) costs(ctx context.Context, given func(string) bool, stderr io.W
 			}
 		}
 	default:
-		if c.Model != "synthetic" {
+		if !stated {
 			return Costs{}, badOptions("--measure=false needs --model synthetic (or a --calibration file)")
 		}
 		costs = SyntheticCosts(c.StepMS, c.LatentFrames, Link{LatencyMS: c.HandoffMS, BytesPerS: c.Bandwidth})
@@ -392,7 +494,7 @@ func (c Command) costs(ctx context.Context, given func(string) bool, stderr io.W
 	switch {
 	case c.FrameScaling >= 0:
 		costs.Step.FrameScaling = min(1, c.FrameScaling)
-	case c.Model == "synthetic":
+	case stated:
 		costs.Step.FrameScaling = 1
 	}
 	if costs.Step.RefFrames < 1 {
@@ -401,7 +503,7 @@ func (c Command) costs(ctx context.Context, given func(string) bool, stderr io.W
 	switch {
 	case c.CPAllToAlls >= 0:
 		costs.CPAllToAllsPerStep = c.CPAllToAlls
-	case c.Model == "synthetic":
+	case stated:
 		costs.CPAllToAllsPerStep = 0 // its cp step exchanges nothing but the output gather
 	case costs.CPAllToAllsPerStep == 0:
 		costs.CPAllToAllsPerStep = 1
@@ -452,7 +554,7 @@ func (c Command) measureDecode(ctx context.Context) (int, float64, error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("plan: %w", err)
 	}
-	s, err := m.Open(family.Options{Backend: c.Backend, Roles: family.Roles{Decode: true}})
+	s, err := m.Open(family.Options{Backend: c.Backend, Roles: family.Roles{Decode: true}, Weights: c.Weights})
 	if err != nil {
 		return 0, 0, fmt.Errorf("plan: --measure-decode: %w", err)
 	}
@@ -510,6 +612,10 @@ func (c Command) Commands(best Prediction) ([]string, error) {
 		return nil, err
 	}
 	name := shellQuote(c.modelArg())
+	for _, a := range c.Weights.Args() { // the load options each command takes the same way
+		k, v, _ := strings.Cut(a, "=")
+		name += " " + k + " " + shellQuote(v)
+	}
 	mesh := fmt.Sprintf("--pp %d --cfg %d --cp %d --dp %d", best.PP, best.CFG, best.CP, best.DP)
 	work := fmt.Sprintf("--steps %d --num-frames %d --height %d --width %d", c.Steps, c.NumFrames, c.Height, c.Width)
 	if family.Reads(m.Family, "max_guidance") {
