@@ -826,7 +826,7 @@ var _ family.Switcher = wanFamily{}
 // variant, or the file --transformer / --transformer-2 names.
 func transformerOptions(expert int, o family.Options) transformer.LoadOptions {
 	hold, _ := nn.HoldFor(o.Weights.DType) // checked by checkWeightOptions
-	return transformer.LoadOptions{Variant: o.Variant, File: o.Weights.File(ExpertComponent(expert)), Hold: hold}
+	return transformer.LoadOptions{Variant: o.Variant, File: o.Weights.File(ExpertComponent(expert)), Hold: transformer.Hold(hold)}
 }
 
 // checkWeightOptions refuses weight options the folder cannot take: --transformer-2 for a
