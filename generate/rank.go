@@ -428,6 +428,7 @@ func (w *workload) Finish(ctx context.Context, it *pipeline.Item) error {
 		if err := r.ReleaseDenoiser(); err != nil {
 			return fmt.Errorf("generate: releasing the denoiser: %w", err)
 		}
+		w.log.Info("released the denoiser before the last decode")
 		// Collect now: the decode then reuses the weights' and the steps' pages instead of
 		// growing the heap on top of them until the next collection.
 		releaseHeap()
