@@ -1,5 +1,5 @@
 // Package family is the seam between vdpp's engine and a model family (Stable Video
-// Diffusion, and next Wan): everything that differs between families sits behind one
+// Diffusion, Wan): everything that differs between families sits behind one
 // Sampler, so generate, serve, eval, parity and bench run any family with the same code.
 //
 // A Sampler is one process's share of a family's sampling sequence, loaded for its pipeline
@@ -204,6 +204,14 @@ func WeightTypesOf(s Sampler) map[string]int64 {
 		return nil
 	}
 	return map[string]int64{"f32": n}
+}
+
+// DenoiserReleaser is implemented by Samplers that can free their denoiser's weights once a
+// process has no steps left to run: the engine calls ReleaseDenoiser before the last decode
+// of a process that both denoises and decodes (one process, or the last stage), so the
+// decode's memory does not come on top of the denoiser's. Step must not be called after it.
+type DenoiserReleaser interface {
+	ReleaseDenoiser() error
 }
 
 // ChunkDecoder is implemented by Samplers that can decode a final latent a few frames at a
