@@ -43,7 +43,7 @@ func GenerateStats(ctx context.Context, s family.Sampler, img image.Image, pr fa
 	if err := s.Validate(pr); err != nil {
 		return nil, Stats{}, err
 	}
-	sc, err := s.Scheduler(pr.Steps)
+	sc, err := s.Scheduler(pr)
 	if err != nil {
 		return nil, Stats{}, err
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vdpp/vdpp/bench"
@@ -103,6 +104,7 @@ func resolveInputs(o Options) (Options, error) {
 	if err := family.RefuseUnread(m.Family, o.Model, o.knobs()); err != nil {
 		return o, badOptions("%w", err)
 	}
+	named := o.Model // as given, for messages
 	o.Model = m.Dir
 	if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.AllRoles}); err != nil {
 		return o, err
@@ -144,6 +146,15 @@ func resolveInputs(o Options) (Options, error) {
 	}
 	if fm := desc.FrameMultiple; fm > 0 && (o.NumFrames-1)%fm != 0 {
 		return o, badOptions("--num-frames %d: the model's causal VAE takes 1 + %dk frames (e.g. %d or %d)", o.NumFrames, fm, (o.NumFrames-1)/fm*fm+1, ((o.NumFrames-1)/fm+1)*fm+1)
+	}
+	if err := checkScheduler(o, named, desc); err != nil {
+		return o, err
+	}
+	if o.Scheduler == "" {
+		o.Scheduler = desc.DefaultScheduler()
+	}
+	if o.FlowShift == 0 {
+		o.FlowShift = desc.FlowShift
 	}
 	rule, err := o.Cache.Rule()
 	if err == nil {
@@ -339,4 +350,23 @@ func autoMesh(ctx context.Context, o Options, say io.Writer) (Options, error) {
 	fmt.Fprintf(say, "generate: --plan auto (%s) on %d devices chose %s: predicted first sample %.2f s, %.3g samples/s\n",
 		o.Goal, o.NProc, o.mesh(), best.FirstSampleMS/1000, best.ThroughputPerS)
 	return o.resolveMeshFor()
+}
+
+// checkScheduler refuses a --scheduler the model does not offer and a --flow-shift it does
+// not take, in one line naming the flag and what the model offers.
+func checkScheduler(o Options, model string, desc family.Description) error {
+	c := family.SchedulerChoice{Scheduler: o.Scheduler, FlowShift: o.FlowShift}
+	if desc.CheckScheduler(family.SchedulerChoice{Scheduler: c.Scheduler}) != nil {
+		if len(desc.Schedulers) == 0 {
+			return badOptions("--scheduler %q: --model %s offers no scheduler choice", o.Scheduler, model)
+		}
+		return badOptions("--scheduler %q: --model %s offers %s", o.Scheduler, model, strings.Join(desc.SchedulerNames(), ", "))
+	}
+	if desc.CheckScheduler(family.SchedulerChoice{FlowShift: c.FlowShift}) != nil {
+		if desc.FlowShift == 0 {
+			return badOptions("--flow-shift %v: --model %s is not a flow-matching model", o.FlowShift, model)
+		}
+		return badOptions("--flow-shift %v: the shift must be a positive number (the folder's is %v)", o.FlowShift, desc.FlowShift)
+	}
+	return nil
 }

@@ -52,6 +52,8 @@ func TestResolveWanErrors(t *testing.T) {
 			"--prompt: wan: no text encoder: " + filepath.Join(dev, "text_encoder", "config.json") + " is missing"},
 		{"prompt and embeds", func(o *Options) { o.Prompt = "a fox" }, "--prompt and --prompt-embeds both given"},
 		{"negative prompt and embeds", func(o *Options) { o.NegativePrompt = "blurry" }, "--negative-prompt and --negative-prompt-embeds both given"},
+		{"scheduler", func(o *Options) { o.Scheduler = "euler-a" }, `--scheduler "euler-a": --model ` + dev + ` offers unipc, euler, dpm++2m, lcm`},
+		{"flow shift", func(o *Options) { o.FlowShift = -2 }, "--flow-shift -2: the shift must be a positive number (the folder's is 3)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,6 +71,9 @@ func TestResolveWanErrors(t *testing.T) {
 	}
 	if o.GuidanceScale != 5 {
 		t.Errorf("default guidance scale %v, want WanPipeline's 5", o.GuidanceScale)
+	}
+	if o.Scheduler != "unipc" || o.FlowShift != 3 {
+		t.Errorf("scheduler %q, flow shift %v: want the folder's unipc and 3", o.Scheduler, o.FlowShift)
 	}
 }
 

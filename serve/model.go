@@ -89,8 +89,9 @@ type generator interface {
 	// time before one was measured (see Model).
 	Weights() plan.Weights
 	StepSecondsPerUnit() float64
-	// Scheduler is the model's scheduler for steps steps.
-	Scheduler(steps int) (sched.Scheduler, error)
+	// Scheduler is the model's scheduler of a job with parameters p (its steps and
+	// sampler choice).
+	Scheduler(p job.Params) (sched.Scheduler, error)
 	// Prepare builds a job's initial sample, deterministic in (in, p).
 	Prepare(ctx context.Context, in family.Input, p job.Params, sc sched.Scheduler) (*dispatch.Sample, error)
 	// Decode turns a final latent [1, T, C, H, W] into frames [F, 3, p.Height, p.Width]
@@ -235,16 +236,17 @@ func (g *Model) MaxBatch() int {
 	return 1
 }
 
-// Scheduler is the family's scheduler for steps steps (the workers build the same).
-func (g *Model) Scheduler(steps int) (sched.Scheduler, error) {
+// Scheduler is the family's scheduler of a job with parameters p: its steps and sampler
+// choice (the workers build the same from the steps and the run spec).
+func (g *Model) Scheduler(p job.Params) (sched.Scheduler, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.s == nil {
 		return nil, ErrModelClosed
 	}
-	sc, err := g.s.Scheduler(steps)
+	sc, err := g.s.Scheduler(family.Params(p))
 	if err != nil {
-		return nil, fmt.Errorf("serve: scheduler for %d steps: %w", steps, err)
+		return nil, fmt.Errorf("serve: scheduler for %d steps: %w", p.Steps, err)
 	}
 	return sc, nil
 }
@@ -314,7 +316,7 @@ func (g *Model) Prepare(ctx context.Context, in family.Input, p job.Params, sc s
 		return nil, fmt.Errorf("serve: prepare: %w", err)
 	}
 	return &dispatch.Sample{Latent: it.Latent, Cond: it.Cond[0], Guidance: it.Guidance, Windows: g.desc.Windows(family.Params(p), g.s),
-		Cache: pipeline.NewItemCache(p.Cache, 1)}, nil
+		Cache: pipeline.NewItemCache(p.Cache, 1), Sched: it.SchedState}, nil
 }
 
 // Decode is the family's Decode of latent [1, T, C, h, w], through its family.ChunkDecoder
@@ -378,8 +380,8 @@ func Reference(ctx context.Context, spec ModelSpec, g *Model, in family.Input, p
 }
 
 // runReference is Reference with the stepper factory of a worker.
-func runReference(ctx context.Context, g generator, steppers func(steps int) (*pipeline.Stepper, error), in family.Input, p job.Params) (*tensor.Dense, error) {
-	st, err := steppers(p.Steps)
+func runReference(ctx context.Context, g generator, steppers func(steps int, spec string) (*pipeline.Stepper, error), in family.Input, p job.Params) (*tensor.Dense, error) {
+	st, err := steppers(p.Steps, p.RunSpec())
 	if err != nil {
 		return nil, err
 	}
@@ -387,7 +389,7 @@ func runReference(ctx context.Context, g generator, steppers func(steps int) (*p
 	if err != nil {
 		return nil, err
 	}
-	it := &pipeline.Item{Samples: []int64{0}, Latent: s.Latent.Clone(), Cond: []model.Conditioning{s.Cond}, Guidance: s.Guidance, Windows: s.Windows, Cache: s.Cache}
+	it := &pipeline.Item{Samples: []int64{0}, Latent: s.Latent.Clone(), Cond: []model.Conditioning{s.Cond}, Guidance: s.Guidance, Windows: s.Windows, Cache: s.Cache, SchedState: s.Sched}
 	for it.Step = 0; it.Step < p.Steps; it.Step++ {
 		if err := st.Step(ctx, it); err != nil {
 			return nil, fmt.Errorf("serve: reference step %d: %w", it.Step, err)

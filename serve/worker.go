@@ -11,6 +11,7 @@ import (
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/wire"
 	"github.com/vdpp/vdpp/serve/worker"
 )
@@ -100,7 +101,7 @@ func RunRemoteWorker(ctx context.Context, cfg WorkerConfig) error {
 // workerSteppers returns the stepper factory of a worker serving spec: the family's
 // scheduler, with the family's denoising role, or den when it is not nil (tests wrap a
 // denoiser to make it hang or wait).
-func workerSteppers(spec ModelSpec, den model.Denoiser) (func(steps int) (*pipeline.Stepper, error), func(), error) {
+func workerSteppers(spec ModelSpec, den model.Denoiser) (func(steps int, run string) (*pipeline.Stepper, error), func(), error) {
 	r, err := spec.resolve()
 	if err != nil {
 		return nil, nil, err
@@ -109,8 +110,13 @@ func workerSteppers(spec ModelSpec, den model.Denoiser) (func(steps int) (*pipel
 	if err != nil {
 		return nil, nil, err
 	}
-	return func(steps int) (*pipeline.Stepper, error) {
-		sc, err := smp.Scheduler(steps)
+	return func(steps int, run string) (*pipeline.Stepper, error) {
+		p, err := job.ParseRunSpec(run)
+		if err != nil {
+			return nil, err
+		}
+		p.Steps = steps
+		sc, err := smp.Scheduler(family.Params(p))
 		if err != nil {
 			return nil, err
 		}

@@ -45,7 +45,8 @@ type planFlags struct {
 	weights                            [4]int64 // denoiser (-1: from the model), conditioner, VAE encoder, decoder
 	json                               string
 	cache                              cacheflag.Flags
-	set                                map[string]bool // flags given on the command line
+	schedule                           family.SchedulerChoice // echoed into the commands; costs do not depend on it
+	set                                map[string]bool        // flags given on the command line
 }
 
 func (f *planFlags) register(fs *flag.FlagSet) {
@@ -70,6 +71,8 @@ func (f *planFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.minGuidance, "min-guidance", 1, "SVD and simulators: guidance weight of the first frame")
 	fs.Float64Var(&f.maxGuidance, "max-guidance", 1, "SVD and simulators: guidance weight of the last frame; > 1 is a guided run (cfg 2 possible)")
 	fs.Float64Var(&f.guidanceScale, "guidance-scale", 1, "text-to-video models (Wan): CFG scale; > 1 is a guided run (cfg 2 possible)")
+	fs.StringVar(&f.schedule.Scheduler, "scheduler", "", "sampler `NAME` for the printed commands (the step costs do not depend on it; default: the folder's own)")
+	fs.Float64Var(&f.schedule.FlowShift, "flow-shift", 0, "flow models (Wan): the schedule's shift for the printed commands (0: the folder's)")
 	fs.IntVar(&f.devices, "devices", 7, "devices (processes) to plan for: pp*cfg*cp*dp")
 	fs.StringVar(&f.goal, "goal", "throughput", "rank meshes by latency or throughput")
 	fs.Int64Var(&f.memory, "memory-per-device", 0, "memory of each device in bytes (0: no limit)")
@@ -192,6 +195,7 @@ func (f *planFlags) benchOptions() bench.Options {
 	o.LatentFrames, o.LatentChannels, o.LatentHeight, o.LatentWidth = f.frames, f.channels, f.height, f.width
 	o.MinGuidance, o.MaxGuidance, o.GuidanceScale = f.minGuidance, f.maxGuidance, f.guidanceScale
 	o.StepMS, o.Cost, o.HiddenChannels, o.Seed, o.Backend = f.stepMS, f.cost, f.hidden, f.seed, f.backend
+	o.Schedule = f.schedule
 	return o
 }
 
@@ -417,6 +421,12 @@ func (f *planFlags) commands(best plan.Prediction) ([]string, error) {
 	}
 	if family.Reads(m.Family, "guidance_scale") {
 		work += fmt.Sprintf(" --guidance-scale %g", f.guidanceScale)
+	}
+	if f.schedule.Scheduler != "" {
+		work += " --scheduler " + shellQuote(f.schedule.Scheduler)
+	}
+	if f.schedule.FlowShift != 0 {
+		work += fmt.Sprintf(" --flow-shift %g", f.schedule.FlowShift)
 	}
 	samples := fmt.Sprintf("--num-samples %d", f.samples)
 	if f.microBatch > 1 {

@@ -82,6 +82,9 @@ type Params struct {
 	// cache_interval, cache_branch, cache_steps and cache_drop; Resolved.ResolveCache fills
 	// and checks it against the model.
 	pipeline.Cache
+	// SchedulerChoice is the sampler and the flow shift (the JSON parameters scheduler and
+	// flow_shift; Description.CheckScheduler checks them against the model).
+	SchedulerChoice
 }
 
 // Guided reports whether classifier-free guidance is on (diffusers: max guidance > 1).
@@ -94,9 +97,11 @@ type Roles struct {
 	Denoise   bool // the denoiser(s) of Steps (Stepper)
 	Decode    bool // last stage: the decoder (Decode)
 	// Steps are the steps this process runs, of TotalSteps: a family with several
-	// denoisers by step range (experts) loads only those these steps use. Zero means all.
+	// denoisers by step range (experts) loads only those these steps use, under the
+	// schedule of Schedule (which moves an expert switch). Zero means all.
 	Steps      pipeline.Range
 	TotalSteps int
+	Schedule   SchedulerChoice
 }
 
 // AllRoles is a one-process run.
@@ -150,8 +155,9 @@ type Sampler interface {
 	// LatentShape is one sample's latent [T, C, h, w] for p (T after any temporal
 	// compression of the VAE).
 	LatentShape(p Params) []int
-	// Scheduler is the family's scheduler for steps inference steps.
-	Scheduler(steps int) (sched.Scheduler, error)
+	// Scheduler is the family's scheduler for p.Steps inference steps: the one p.Scheduler
+	// names (Description.Schedulers; "" the folder's own), with p.FlowShift on a flow model.
+	Scheduler(p Params) (sched.Scheduler, error)
 	// Prepare (first stage) returns the item of samples at step 0: the initial latent
 	// [len(samples), T, C, h, w] already scaled by sc.InitSigma(), one Conditioning per
 	// sample and, when guided, the per-frame guidance weights. Group and Step are zero.
@@ -224,6 +230,11 @@ type Description struct {
 	VAETiling bool
 	// Caching is what the denoiser can reuse between steps (zero: nothing).
 	Caching Caching
+	// Schedulers are the samplers the model offers (Params.Scheduler), the folder's own
+	// first; FlowShift is the folder's flow shift, 0 for a model that is not a flow model
+	// (which takes no flow_shift).
+	Schedulers []SchedulerInfo
+	FlowShift  float64
 }
 
 // Family is a registered model family.

@@ -216,6 +216,9 @@ func (p *Pipeline) Validate(pr Params) error {
 	if _, err := p.tiling(pr); err != nil {
 		return err
 	}
+	if err := (family.Description{Schedulers: sched.KarrasSamplers}).CheckScheduler(pr.SchedulerChoice); err != nil {
+		return err
+	}
 	return checkCacheBranch(p.UNetConfig, pr.Cache)
 }
 

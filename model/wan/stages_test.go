@@ -91,7 +91,7 @@ func generate(t *testing.T, dir string, in family.Input, p family.Params, stages
 			loaded[k] = append(loaded[k], name)
 		}
 		slices.Sort(loaded[k])
-		sc, err := s.Scheduler(p.Steps)
+		sc, err := s.Scheduler(p)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -99,7 +99,7 @@ type item struct {
 }
 
 func (it *item) key(start, end int) batchKey {
-	return batchKey{steps: it.job.rec.Params.Steps, start: start, end: end, shape: it.latent.Shape, guidance: it.guidance, windows: it.windows,
+	return batchKey{steps: it.job.rec.Params.Steps, spec: it.job.rec.Params.RunSpec(), start: start, end: end, shape: it.latent.Shape, guidance: it.guidance, windows: it.windows,
 		cache: it.job.rec.Params.Cache}
 }
 
@@ -303,7 +303,7 @@ func (d *Dispatcher) Prepared(j *Job, s *Sample, err error, now time.Time) {
 	case j.cancelReq:
 		d.end(j, job.StateCancelled, "", now)
 	default:
-		it := &item{job: j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance, windows: s.Windows, cache: s.Cache}
+		it := &item{job: j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance, windows: s.Windows, cache: s.Cache, sched: s.Sched}
 		j.it = it
 		d.readyItem(it)
 		d.dispatch(now)
@@ -323,6 +323,9 @@ type Sample struct {
 	Windows *pipeline.Windows
 	// Cache is the sample's step cache (nil without one).
 	Cache *pipeline.ItemCache
+	// Sched is the scheduler's initial state of the sample (the noise key of a scheduler
+	// that draws noise; empty otherwise).
+	Sched sched.State
 }
 
 // readyItem queues an item for a worker, in submission order.
@@ -701,7 +704,7 @@ func (d *Dispatcher) send(w *Worker, b *batch, stages int, now time.Time) {
 	}
 	b.last = now
 	w.outstanding[b.id] = b
-	d.emit(Run{Worker: w, Rows: len(b.items), Item: pit, End: b.end, Steps: first.job.rec.Params.Steps, b: b})
+	d.emit(Run{Worker: w, Rows: len(b.items), Item: pit, End: b.end, Steps: first.job.rec.Params.Steps, Spec: first.job.rec.Params.RunSpec(), b: b})
 }
 
 // requeue puts the live items of a batch back in the ready list at the latent they were

@@ -23,6 +23,34 @@ var ErrTooLarge = errors.New("serve: request exceeds a server limit")
 // model's defaults (Model.DefaultParams).
 type Params family.Params
 
+// RunSpec is the part of a job's parameters a worker builds its step runner from besides
+// the steps: the sampler choice, as canonical JSON ("" for the model's defaults). Jobs
+// batch together only with the same run spec.
+func (p Params) RunSpec() string {
+	if p.SchedulerChoice == (family.SchedulerChoice{}) {
+		return ""
+	}
+	b, err := json.Marshal(p.SchedulerChoice)
+	if err != nil {
+		panic(err) // a string and a float64 always marshal
+	}
+	return string(b)
+}
+
+// ParseRunSpec reads what RunSpec wrote into the parameters it sets.
+func ParseRunSpec(spec string) (Params, error) {
+	var p Params
+	if spec == "" {
+		return p, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(spec))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p.SchedulerChoice); err != nil {
+		return Params{}, fmt.Errorf("%w: run spec %q: %v", ErrBadParams, spec, err)
+	}
+	return p, nil
+}
+
 // Guided reports whether the job runs classifier-free guidance (max guidance > 1, as SVD).
 func (p Params) Guided() bool { return p.MaxGuidance > 1 }
 

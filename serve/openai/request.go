@@ -41,6 +41,7 @@ var openAIParamFields = map[string]bool{
 	"decode_chunk_size": true, "width": true, "height": true, "n": true,
 	"window": true, "overlap": true, "blend": true,
 	"cache": true, "cache_threshold": true, "cache_interval": true, "cache_branch": true, "cache_steps": true,
+	"scheduler": true, "flow_shift": true,
 }
 
 func badField(param, format string, args ...any) *openAIError {
@@ -228,7 +229,7 @@ var openAIIntFields = []struct{ from, to string }{
 // openAIFloatFields map float fields to native ones (guidance_scale is special-cased).
 var openAIFloatFields = []struct{ from, to string }{
 	{"min_guidance", "min_guidance"}, {"max_guidance", "max_guidance"}, {"noise_aug_strength", "noise_aug_strength"},
-	{"cache_threshold", "cache_threshold"},
+	{"cache_threshold", "cache_threshold"}, {"flow_shift", "flow_shift"},
 }
 
 // Params maps the generation fields of an OpenAI create request to a job's Params
@@ -253,6 +254,7 @@ var openAIFloatFields = []struct{ from, to string }{
 //	cache, cache_threshold, cache_interval, cache_branch
 //	                      -> the native step cache fields (docs/caching.md)
 //	cache_steps "0-2,5"   -> cache_steps, a static schedule's steps
+//	scheduler, flow_shift -> the sampler (one the model offers) and a flow model's shift
 //
 // The fields are checked one after another (size, fps, frames, then the rest), so an
 // error names the field that the model or the server's limits refuse: an *openAIError
@@ -404,6 +406,12 @@ func Params(m httpapi.Model, fields map[string]string, lim job.Limits) (job.Para
 	if b, ok := fields["blend"]; ok {
 		native["blend"] = strings.TrimSpace(b)
 		if _, err := check("blend"); err != nil {
+			return job.Params{}, err
+		}
+	}
+	if sc, ok := fields["scheduler"]; ok {
+		native["scheduler"] = strings.TrimSpace(sc)
+		if _, err := check("scheduler"); err != nil {
 			return job.Params{}, err
 		}
 	}
