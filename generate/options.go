@@ -127,7 +127,7 @@ func DefaultOptions() Options {
 
 // RegisterFlags binds the options to fs, with o's current values as defaults.
 func (o *Options) RegisterFlags(fs *cli.FlagSet) {
-	fs.StringVar(&o.Model, "model", o.Model, "the model `NAME|DIR`: \"builtin\", a diffusers folder (its model_index.json picks the family) or ORG/NAME[@REV] from the local Hugging Face cache")
+	fs.StringVar(&o.Model, "model", o.Model, "the model `NAME|DIR`: \"builtin\" (SVD), \"builtin-wan\" (Wan, --prompt), a diffusers folder (its model_index.json picks the family) or ORG/NAME[@REV] from the local Hugging Face cache")
 	fs.StringVar(&o.Variant, "variant", o.Variant, `weights variant, e.g. "fp16" (converted to float32)`)
 	fs.StringVar(&o.Image, "image", o.Image, "input `FILE` (PNG or JPEG) of an image-to-video model (SVD)")
 	fs.StringVar(&o.Prompt, "prompt", o.Prompt, "`TEXT` of a text-to-video model (Wan), encoded by the folder's text_encoder/ and tokenizer/")
@@ -138,13 +138,13 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.Float64Var(&o.GuidanceScale2, "guidance-scale-2", o.GuidanceScale2, "CFG scale of a two-expert model's low-noise expert (0: --guidance-scale)")
 	fs.StringVar(&o.Scheduler, "scheduler", o.Scheduler, "sampler `NAME`: flow models (Wan) unipc, euler, dpm++2m, lcm; SVD euler, euler-a, dpm++2m-karras (default: the folder's own; docs/schedulers.md)")
 	fs.Float64Var(&o.FlowShift, "flow-shift", o.FlowShift, "flow models (Wan): the schedule's shift (0: the folder's flow_shift)")
-	fs.IntVar(&o.NumFrames, "num-frames", o.NumFrames, "frames (0: the model's: SVD the UNet config's num_frames, 14 for builtin; Wan 81, WanPipeline's default, very slow on a CPU)")
+	fs.IntVar(&o.NumFrames, "num-frames", o.NumFrames, "frames (0: the model's: SVD the UNet config's num_frames, 14 for builtin; Wan 81, WanPipeline's default, very slow on a CPU, 17 for builtin-wan)")
 	fs.IntVar(&o.Window, "window", o.Window, "frames per temporal window when --num-frames exceeds it (0: the model's native frame count; Wan: 1 + 4k)")
 	fs.IntVar(&o.Overlap, "overlap", o.Overlap, "frames shared by neighbouring windows, blended at every step (-1: the family's, a quarter of the window; Wan: a multiple of 4)")
 	fs.StringVar(&o.Blend, "blend", o.Blend, `blend of the overlapping frames: linear or cosine ("": cosine)`)
-	fs.IntVar(&o.Steps, "steps", o.Steps, "denoising steps (0: the model's: 25 for SVD and builtin; Wan 50, WanPipeline's default)")
-	fs.IntVar(&o.Height, "height", o.Height, "video height, a multiple of the VAE's factor; set with --width (0 and 0: the model's: SVD 576 for the released checkpoints, 64 for builtin; Wan 480)")
-	fs.IntVar(&o.Width, "width", o.Width, "video width; set with --height (0 and 0: the model's: SVD 1024 for the released checkpoints, 64 for builtin; Wan 832)")
+	fs.IntVar(&o.Steps, "steps", o.Steps, "denoising steps (0: the model's: 25 for SVD and builtin; Wan 50, WanPipeline's default, 20 for builtin-wan)")
+	fs.IntVar(&o.Height, "height", o.Height, "video height, a multiple of the VAE's factor; set with --width (0 and 0: the model's: SVD 576 for the released checkpoints, 64 for builtin; Wan 480, 96 for builtin-wan)")
+	fs.IntVar(&o.Width, "width", o.Width, "video width; set with --height (0 and 0: the model's: SVD 1024 for the released checkpoints, 64 for builtin; Wan 832, 160 for builtin-wan)")
 	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "SVD: guidance weight of the first frame (-1: the model's vdpp_sampling.json: 2 for builtin; 1, as SVD, for a folder without one)")
 	fs.Float64Var(&o.MaxGuidance, "max-guidance", o.MaxGuidance, "SVD: guidance weight of the last frame, > 1 turns on CFG (-1: the model's vdpp_sampling.json: 4 for builtin; 3, as SVD, for a folder without one)")
 	fs.IntVar(&o.FPS, "fps", o.FPS, "frames per second of the videos, SVD also conditions on it (0: the model's: SVD 7, Wan 16 as diffusers' export)")
@@ -238,7 +238,7 @@ func (o Options) withModelDefaults(def family.Params) Options {
 func (o Options) Validate() error {
 	switch {
 	case o.Model == "":
-		return badOptions("--model is required: builtin, a model folder, or ORG/NAME from the Hugging Face cache")
+		return badOptions("--model is required: builtin, builtin-wan, a model folder, or ORG/NAME from the Hugging Face cache")
 	case o.Image == "" && o.PromptEmbeds == "" && o.Prompt == "":
 		return badOptions("--image FILE (image-to-video) or --prompt TEXT / --prompt-embeds FILE (text-to-video) is required")
 	case o.Prompt != "" && o.PromptEmbeds != "":
