@@ -85,6 +85,9 @@ type Params struct {
 	// SchedulerChoice is the sampler and the flow shift (the JSON parameters scheduler and
 	// flow_shift; Description.CheckScheduler checks them against the model).
 	SchedulerChoice
+	// LoRAs are the generation's LoRAs (the JSON parameters lora and lora_2). A Sampler
+	// applies those its Options named at Open; the others through LoRARunner.
+	LoRAs
 }
 
 // Guided reports whether classifier-free guidance is on (diffusers: max guidance > 1).
@@ -122,6 +125,10 @@ type Options struct {
 	// Progress, when not nil, is called as a large component loads (the text encoder):
 	// its name, the bytes read so far and the total.
 	Progress func(component string, loaded, total int64)
+	// LoRAs are merged into the denoisers' weights as they load (files relative to LoRADir
+	// when it is not ""); a family that takes no LoRA refuses them.
+	LoRAs   LoRAs
+	LoRADir string
 }
 
 // Input is what a generation starts from: an image for image-to-video families; for

@@ -36,6 +36,10 @@ type Weights struct {
 	ctx     *context.Context
 	shapes  map[string][]int
 	bytes   int64
+	// deltas, in a view (WithDeltas), are the kinds of each changed weight's deltas,
+	// applied in the graph; deltaBytes their memory.
+	deltas     map[string][]string
+	deltaBytes int64
 }
 
 // NewWeights copies every tensor of ts onto backend b, keeping its name. Names must be
@@ -133,7 +137,7 @@ func (w *Weights) param(g *graph.Graph, name string, dims []int) *graph.Node {
 	if v == nil {
 		panic(fmt.Errorf("%w %q (no variable)", ErrMissingTensor, name))
 	}
-	return v.ValueGraph(g)
+	return w.deltaParam(g, name, v.ValueGraph(g))
 }
 
 // paramSource is where a Scope's Param gets its nodes: loaded Weights or a declaration.

@@ -129,7 +129,15 @@ func (svdFamily) Open(dir string, o family.Options) (family.Sampler, error) {
 			return nil, err
 		}
 	}
-	p, err := Load(dir, o.Variant, b, partsOf(o.Roles))
+	var deltas map[string][]nn.Delta
+	if o.Roles.Denoise && len(o.LoRAs.For(1)) > 0 {
+		set, err := loraSet(dir, o.LoRAs, o.LoRADir)
+		if err != nil {
+			return nil, err
+		}
+		deltas = nnDeltas(set)
+	}
+	p, err := LoadWith(dir, o.Variant, b, partsOf(o.Roles), deltas)
 	if err != nil {
 		return nil, err
 	}

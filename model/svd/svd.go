@@ -22,6 +22,7 @@ import (
 	"github.com/gomlx/gomlx/backends"
 
 	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/model/svd/unet"
@@ -67,6 +68,12 @@ type Pipeline struct {
 // Load opens the diffusers folder dir and loads parts onto backend. variant is "" (fp32) or
 // "fp16"; fp16 weights are converted to float32.
 func Load(dir, variant string, backend backends.Backend, parts Parts) (*Pipeline, error) {
+	return LoadWith(dir, variant, backend, parts, nil)
+}
+
+// LoadWith is Load with unetDeltas (LoRAs' changes, by weight name) merged into the UNet's
+// weights as they load.
+func LoadWith(dir, variant string, backend backends.Backend, parts Parts, unetDeltas map[string][]nn.Delta) (*Pipeline, error) {
 	ck, err := checkpoint.Open(dir)
 	if err != nil {
 		return nil, err
@@ -92,7 +99,7 @@ func Load(dir, variant string, backend backends.Backend, parts Parts) (*Pipeline
 		return nil, err
 	}
 	if parts.Denoiser {
-		if p.UNet, err = unet.Load(ck, variant, backend); err != nil {
+		if p.UNet, err = unet.LoadMerged(ck, variant, backend, unetDeltas); err != nil {
 			return nil, err
 		}
 	}

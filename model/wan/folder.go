@@ -10,6 +10,7 @@ import (
 	"github.com/gomlx/gomlx/backends"
 
 	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/wan/transformer"
 )
 
@@ -164,9 +165,15 @@ func (f *Folder) TransformerConfig(expert int) (transformer.Config, error) {
 // LoadTransformer loads expert 1 or 2 with weights variant ("" for fp32, "fp16", "bf16")
 // onto backend.
 func (f *Folder) LoadTransformer(expert int, variant string, backend backends.Backend) (*transformer.Model, error) {
+	return f.LoadTransformerMerged(expert, variant, backend, nil)
+}
+
+// LoadTransformerMerged is LoadTransformer with deltas (LoRAs' changes, by weight name)
+// merged into the weights as they load.
+func (f *Folder) LoadTransformerMerged(expert int, variant string, backend backends.Backend, deltas map[string][]nn.Delta) (*transformer.Model, error) {
 	dir, err := f.TransformerDir(expert)
 	if err != nil {
 		return nil, err
 	}
-	return transformer.Load(dir, variant, backend)
+	return transformer.LoadMerged(dir, variant, backend, deltas)
 }

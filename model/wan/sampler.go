@@ -334,8 +334,15 @@ func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err e
 		if err != nil {
 			return nil, err
 		}
+		if len(o.LoRAs.LoRA2) > 0 && !f.HasBoundary {
+			return nil, fmt.Errorf("%w: lora_2 (--lora-2) needs a two-expert model (model_index.json boundary_ratio)", family.ErrParams)
+		}
 		for _, e := range experts {
-			if s.Experts[e-1], err = f.LoadTransformer(e, o.Variant, b); err != nil {
+			set, err := f.loraSet(e, o.LoRAs, o.LoRADir)
+			if err != nil {
+				return nil, err
+			}
+			if s.Experts[e-1], err = f.LoadTransformerMerged(e, o.Variant, b, nnDeltas(set)); err != nil {
 				return nil, err
 			}
 		}

@@ -33,6 +33,12 @@ type Model struct {
 // ErrShapeMismatch), converts the weights to float32 one tensor at a time as it copies them onto backend (the
 // stored dtype is kept until then, see checkpoint.Stored) and binds them.
 func Load(ck *checkpoint.Checkpoint, variant string, backend backends.Backend) (*Model, error) {
+	return LoadMerged(ck, variant, backend, nil)
+}
+
+// LoadMerged is Load with deltas (a LoRA's changes, by weight name) merged into the weights
+// as they are copied onto backend (nn.MergeStream).
+func LoadMerged(ck *checkpoint.Checkpoint, variant string, backend backends.Backend, deltas map[string][]nn.Delta) (*Model, error) {
 	cfg, err := ReadConfig(ck)
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
@@ -49,11 +55,21 @@ func Load(ck *checkpoint.Checkpoint, variant string, backend backends.Backend) (
 		return nil, fmt.Errorf("unet: %w", err)
 	}
 	defer st.Close()
-	w, err := nn.NewWeightsStream(backend, st.Each)
+	w, err := nn.NewWeightsStream(backend, nn.MergeStream(backend, st.Each, deltas))
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
 	return bind(cfg, w, backend)
+}
+
+// WithDeltas returns a model that applies deltas in every call over m's weights, which it
+// shares (see the Wan transformer's WithDeltas): outputs bit-identical to LoadMerged's.
+func (m *Model) WithDeltas(deltas map[string][]nn.Delta) (*Model, error) {
+	v, err := m.weights.WithDeltas(deltas)
+	if err != nil {
+		return nil, fmt.Errorf("unet: %w", err)
+	}
+	return bind(m.cfg, v, m.weights.Backend())
 }
 
 // New builds a Model from a config and float32 weights (diffusers names), checking that

@@ -91,6 +91,12 @@ func ReadConfig(dir string) (Config, error) {
 // backend, keeping them in their stored dtype until each tensor is converted to float32 as
 // it is copied onto backend (a bf16 expert never exists as a whole in float32 on the host).
 func Load(dir, variant string, backend backends.Backend) (*Model, error) {
+	return LoadMerged(dir, variant, backend, nil)
+}
+
+// LoadMerged is Load with deltas (a LoRA's changes, by weight name) merged into the weights
+// as they are copied onto backend (nn.MergeStream): the model runs at no extra cost per step.
+func LoadMerged(dir, variant string, backend backends.Backend, deltas map[string][]nn.Delta) (*Model, error) {
 	cfg, err := ReadConfig(dir)
 	if err != nil {
 		return nil, err
@@ -111,11 +117,23 @@ func Load(dir, variant string, backend backends.Backend) (*Model, error) {
 		return nil, fmt.Errorf("wan/transformer: %w", err)
 	}
 	defer st.Close()
-	w, err := nn.NewWeightsStream(backend, st.Each)
+	w, err := nn.NewWeightsStream(backend, nn.MergeStream(backend, st.Each, deltas))
 	if err != nil {
 		return nil, fmt.Errorf("wan/transformer: %w", err)
 	}
 	return bind(cfg, w, backend)
+}
+
+// WithDeltas returns a model that applies deltas (a LoRA's changes, by weight name) in every
+// call over m's weights, which it shares: its own compiled graphs, m's memory plus the
+// deltas'. Its outputs are those of a model loaded with the deltas merged (LoadMerged), bit
+// for bit. Close it before m.
+func (m *Model) WithDeltas(deltas map[string][]nn.Delta) (*Model, error) {
+	v, err := m.weights.WithDeltas(deltas)
+	if err != nil {
+		return nil, fmt.Errorf("wan/transformer: %w", err)
+	}
+	return bind(m.cfg, v, m.weights.Backend())
 }
 
 // New builds a Model from a config and float32 weights (diffusers names), checking that
