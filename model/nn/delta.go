@@ -153,7 +153,9 @@ func (m *Merger) Close() error {
 }
 
 // deltaVar names the variable of a view's delta tensor.
-func deltaVar(name string, i int, part string) string { return fmt.Sprintf("delta~%s~%d~%s", name, i, part) }
+func deltaVar(name string, i int, part string) string {
+	return fmt.Sprintf("delta~%s~%d~%s", name, i, part)
+}
 
 // WithDeltas returns a view of w whose graphs read each weight named in deltas with its
 // deltas applied in the graph at every call (applyDeltas); the other weights are w's, and
