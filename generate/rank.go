@@ -93,7 +93,7 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	roles := family.Roles{Condition: first, Denoise: true, Decode: decodes, Steps: plan[stage], TotalSteps: o.Steps, Schedule: pr.SchedulerChoice}
 	t0 := time.Now()
 	p, err := m.Open(family.Options{Variant: o.Variant, Backend: o.Backend, Roles: roles,
-		Prompts: o.Prompt != "", Progress: LoadProgress(log)})
+		Prompts: o.Prompt != "", Progress: LoadProgress(log), LoRAs: pr.LoRAs})
 	if err != nil {
 		return err
 	}
@@ -229,6 +229,7 @@ func params(o Options) family.Params {
 		GuidanceScale: max(o.GuidanceScale, 0), GuidanceScale2: o.GuidanceScale2, VAETile: o.VAETile,
 		Window: o.Window, Overlap: o.Overlap, Blend: o.Blend,
 		SchedulerChoice: family.SchedulerChoice{Scheduler: o.Scheduler, FlowShift: o.FlowShift},
+		LoRAs:           family.LoRAs{LoRA: o.LoRA, LoRA2: o.LoRA2},
 	}
 }
 
@@ -476,7 +477,7 @@ func (w *workload) writeSample(ctx context.Context, s int64, t0 time.Time, decod
 	rep := SampleReport{
 		Sample: s, Seed: w.pr.Seed, Model: w.o.Model, Image: w.o.Image, Frames: w.pr.NumFrames,
 		Prompt: w.o.Prompt, NegativePrompt: w.o.NegativePrompt, PromptEmbeds: w.o.PromptEmbeds, NegativePromptEmbeds: w.o.NegativePromptEmbeds,
-		GuidanceScale: w.pr.GuidanceScale, GuidanceScale2: w.pr.GuidanceScale2, Scheduler: w.pr.Scheduler, FlowShift: w.pr.FlowShift,
+		GuidanceScale: w.pr.GuidanceScale, GuidanceScale2: w.pr.GuidanceScale2, Scheduler: w.pr.Scheduler, FlowShift: w.pr.FlowShift, LoRA: w.pr.LoRA, LoRA2: w.pr.LoRA2,
 		Height: w.pr.Height, Width: w.pr.Width, Steps: w.pr.Steps, MinGuidance: w.pr.MinGuidance,
 		MaxGuidance: w.pr.MaxGuidance, FPS: w.pr.FPS, MotionID: w.pr.MotionBucketID, NoiseAug: w.pr.NoiseAugStrength,
 		DecodeChunk: w.pr.DecodeChunkSize, DecodeRanks: max(1, w.o.DecodeRanks), VAETile: w.pr.VAETile, Window: w.o.Window, Overlap: w.o.Overlap, Blend: w.o.Blend, NProc: w.o.NProc, PP: w.o.PP, CFG: w.o.CFG, CP: w.o.CP, DP: w.o.DP, Stages: w.stages,

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/vdpp/vdpp/comm"
 	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/video"
 )
 
@@ -148,6 +150,9 @@ func resolveInputs(o Options) (Options, error) {
 		return o, badOptions("--num-frames %d: the model's causal VAE takes 1 + %dk frames (e.g. %d or %d)", o.NumFrames, fm, (o.NumFrames-1)/fm*fm+1, ((o.NumFrames-1)/fm+1)*fm+1)
 	}
 	if err := checkScheduler(o, named, desc); err != nil {
+		return o, err
+	}
+	if o, err = resolveLoRAs(o, m); err != nil {
 		return o, err
 	}
 	if o.Scheduler == "" {
@@ -369,4 +374,28 @@ func checkScheduler(o Options, model string, desc family.Description) error {
 		return badOptions("--flow-shift %v: the shift must be a positive number (the folder's is %v)", o.FlowShift, desc.FlowShift)
 	}
 	return nil
+}
+
+// resolveLoRAs makes the LoRA paths absolute (every rank opens them) and checks each file
+// against the model's denoisers from its header, before any worker starts.
+func resolveLoRAs(o Options, m family.Resolved) (Options, error) {
+	for _, l := range []*[]lora.Spec{&o.LoRA, &o.LoRA2} {
+		specs := slices.Clone(*l)
+		for i, s := range specs {
+			abs, err := filepath.Abs(s.Path)
+			if err != nil {
+				return o, badOptions("--lora %s: %v", s.Path, err)
+			}
+			specs[i].Path = abs
+		}
+		*l = specs
+	}
+	if err := m.CheckLoRAs(family.LoRAs{LoRA: o.LoRA, LoRA2: o.LoRA2}, ""); err != nil {
+		flag := "--lora"
+		if len(o.LoRA2) > 0 && errors.Is(err, family.ErrParams) {
+			flag = "--lora-2"
+		}
+		return o, badOptions("%s: %s", flag, strings.TrimPrefix(strings.TrimPrefix(err.Error(), family.ErrParams.Error()+": "), lora.ErrLoRA.Error()+": "))
+	}
+	return o, nil
 }

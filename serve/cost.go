@@ -32,9 +32,13 @@ func (s *Server) modelLimits() job.ModelLimits {
 	if s.gen.TextConditioned() {
 		input = job.InputText
 	}
-	return job.ModelLimits{Input: input, NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
+	out := job.ModelLimits{Input: input, NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
 		MaxFrames: l.MaxFrames, MaxResolution: l.MaxResolution, MaxSteps: l.MaxSteps, CacheModes: s.gen.Description().Caching.Modes,
 		Schedulers: s.gen.Description().SchedulerNames(), FlowShift: s.gen.Description().FlowShift, CostLimits: s.cost}
+	if lm, ok := s.gen.(interface{ LoRAs() []string }); ok {
+		out.LoRAs = lm.LoRAs()
+	}
+	return out
 }
 
 // checkImage verifies that data is a decodable PNG or JPEG of at most maxPixels pixels

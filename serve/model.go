@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/plan"
 	"github.com/vdpp/vdpp/sched"
@@ -49,6 +52,9 @@ type ModelSpec struct {
 	Cost   string
 	// LoadProgress, when not nil, is told as a large component loads (the text encoder).
 	LoadProgress func(component string, loaded, total int64) `json:"-"`
+	// LoRADir is the folder of the LoRAs jobs may name (--lora-dir; "" takes none): a job's
+	// lora and lora_2 list files in it by name, applied per call over the shared weights.
+	LoRADir string
 }
 
 // resolve returns spec's family and folder.
@@ -122,11 +128,56 @@ type Model struct {
 	// channels are the latent channels of the model's native job.
 	channels int
 
+	// loraDir is --lora-dir; checkLoRAs maps a job's LoRAs onto the model (nil: none taken).
+	loraDir    string
+	checkLoRAs func(family.LoRAs) error
+
 	mu sync.Mutex
 	s  family.Sampler // nil once closed
 }
 
 var _ generator = (*Model)(nil)
+
+// LoRAs lists the LoRA files jobs may name (the *.safetensors files of --lora-dir, sorted);
+// nil when the server takes none.
+func (g *Model) LoRAs() []string {
+	if g.loraDir == "" {
+		return nil
+	}
+	names, _ := filepath.Glob(filepath.Join(g.loraDir, "*.safetensors"))
+	out := []string{}
+	for _, n := range names {
+		out = append(out, filepath.Base(n))
+	}
+	return out
+}
+
+// checkJobLoRAs refuses a job's LoRAs the server cannot apply: none taken (no --lora-dir),
+// a name that is not a plain file name of the folder, a file that does not map onto the
+// model (one line naming the key).
+func (g *Model) checkJobLoRAs(l family.LoRAs) error {
+	if l.Empty() {
+		return nil
+	}
+	if g.checkLoRAs == nil || g.loraDir == "" {
+		return fmt.Errorf("%w: lora: this server takes no LoRAs (start it with --lora-dir DIR)", job.ErrBadParams)
+	}
+	for _, s := range append(slices.Clone(l.LoRA), l.LoRA2...) {
+		if s.Path == "" || s.Path != filepath.Base(s.Path) || s.Path == "." || s.Path == ".." || strings.ContainsAny(s.Path, `/\`) {
+			return fmt.Errorf("%w: lora %q: name a file of the server's LoRA folder (GET /v1/limits lists them)", job.ErrBadParams, s.Path)
+		}
+	}
+	if err := g.checkLoRAs(l); err != nil {
+		// The file's name, not the server's path to it.
+		msg := strings.ReplaceAll(err.Error(), g.loraDir+string(filepath.Separator), "")
+		msg = strings.TrimPrefix(strings.TrimPrefix(msg, family.ErrParams.Error()+": "), lora.ErrLoRA.Error()+": ")
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w: lora: no such file in the server's LoRA folder: %s", job.ErrBadParams, msg)
+		}
+		return fmt.Errorf("%w: lora: %s", job.ErrBadParams, msg)
+	}
+	return nil
+}
 
 // OpenModel loads the conditioning and decoding roles of spec's family: for a
 // text-to-video family (its Description has a TextDim) the conditioner is the tokenizer
@@ -148,6 +199,8 @@ func OpenModel(spec ModelSpec) (*Model, error) {
 	}
 	g := NewModel(s, desc, spec)
 	g.switches = r.Switches
+	g.loraDir = spec.LoRADir
+	g.checkLoRAs = func(l family.LoRAs) error { return r.CheckLoRAs(l, spec.LoRADir) }
 	if g.weights, err = plan.FamilyWeights(r, spec.options(family.Roles{}), g.defaults.Steps, s); err != nil {
 		g.Close()
 		return nil, fmt.Errorf("serve: %w", err)
@@ -271,8 +324,14 @@ func (g *Model) Close() error {
 // them; a job of one window keeps them zero.
 func (g *Model) ParseParams(data []byte, lim job.Limits) (job.Params, error) {
 	p, err := job.ParseModelParams(data, g.defaults, g.desc, g.check, lim)
-	if err != nil || !p.Cache.On() {
+	if err != nil {
 		return p, err
+	}
+	if err := g.checkJobLoRAs(p.LoRAs); err != nil {
+		return job.Params{}, err
+	}
+	if !p.Cache.On() {
+		return p, nil
 	}
 	// The step cache (docs/caching.md): a mode the model offers, filled and checked
 	// against the job's steps.
@@ -380,10 +439,13 @@ func Reference(ctx context.Context, spec ModelSpec, g *Model, in family.Input, p
 }
 
 // runReference is Reference with the stepper factory of a worker.
-func runReference(ctx context.Context, g generator, steppers func(steps int, spec string) (*pipeline.Stepper, error), in family.Input, p job.Params) (*tensor.Dense, error) {
-	st, err := steppers(p.Steps, p.RunSpec())
+func runReference(ctx context.Context, g generator, steppers func(steps int, spec string) (*pipeline.Stepper, func(), error), in family.Input, p job.Params) (*tensor.Dense, error) {
+	st, release, err := steppers(p.Steps, p.RunSpec())
 	if err != nil {
 		return nil, err
+	}
+	if release != nil {
+		defer release()
 	}
 	s, err := g.Prepare(ctx, in, p, st.Sched)
 	if err != nil {

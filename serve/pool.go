@@ -52,7 +52,7 @@ type ExecLauncher struct {
 func WorkerArgs(spec ModelSpec, rank int, addr string) []string {
 	return []string{"worker", "serve", "--connect=" + addr, "--rank=" + strconv.Itoa(rank),
 		"--model=" + spec.Name, "--model-dir=" + spec.Dir, "--variant=" + spec.Variant, "--backend=" + spec.Backend,
-		"--step-ms=" + strconv.FormatFloat(spec.StepMS, 'g', -1, 64), "--cost=" + spec.Cost}
+		"--step-ms=" + strconv.FormatFloat(spec.StepMS, 'g', -1, 64), "--cost=" + spec.Cost, "--lora-dir=" + spec.LoRADir}
 }
 
 // Start implements Launcher.

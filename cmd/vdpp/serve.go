@@ -35,6 +35,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	spec.StepMS, spec.Cost, spec.Variant, spec.Backend = cfg.Spec.StepMS, cfg.Spec.Cost, cfg.Spec.Variant, cfg.Spec.Backend
+	if cfg.Spec.LoRADir != "" {
+		st, err := os.Stat(cfg.Spec.LoRADir)
+		if err != nil || !st.IsDir() {
+			return fmt.Errorf("%w: --lora-dir %s is not a folder", errUsage, cfg.Spec.LoRADir)
+		}
+		if spec.LoRADir, err = filepath.Abs(cfg.Spec.LoRADir); err != nil {
+			return fmt.Errorf("%w: --lora-dir: %v", errUsage, err)
+		}
+	}
 	log := newLogger(stderr)
 	spec.LoadProgress = generate.LoadProgress(log) // the text encoder's multi-GB load
 	cfg.Spec = spec
@@ -121,6 +130,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config,
 	fs.StringVar(&cfg.Spec.Backend, "backend", "", "GoMLX backend of the checkpoint model (default: GOMLX_BACKEND or go)")
 	fs.Float64Var(&cfg.Spec.StepMS, "step-ms", 1, "synthetic model: cost of one sample-step in ms")
 	fs.StringVar(&cfg.Spec.Cost, "cost", "sleep", "synthetic model: sleep or spin")
+	fs.StringVar(&cfg.Spec.LoRADir, "lora-dir", "", "`DIR` of LoRA files jobs may apply by name (a job's lora and lora_2 lists; applied per call over the shared weights, docs/lora.md)")
 	fs.IntVar(&cfg.NProc, "nproc", 0, "worker ranks: alone, a pipeline of that many stages; with --pp --cfg --cp --dp, their product (checked) (0: 2, or the mesh's)")
 	var pp, cfgDeg, cp, dp int
 	fs.IntVar(&pp, "pp", 0, "pipeline stages of each replica (mesh: pp x cfg x cp x dp worker ranks; unset: what --nproc leaves)")
@@ -305,6 +315,7 @@ func runServeWorker(ctx context.Context, args []string, stderr io.Writer, rank i
 	fs.StringVar(&cfg.Spec.Backend, "backend", "", "GoMLX backend")
 	fs.Float64Var(&cfg.Spec.StepMS, "step-ms", 1, "synthetic model: cost of one sample-step in ms")
 	fs.StringVar(&cfg.Spec.Cost, "cost", "sleep", "synthetic model: sleep or spin")
+	fs.StringVar(&cfg.Spec.LoRADir, "lora-dir", "", "the server's LoRA folder")
 	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", wire.DefaultHeartbeatTimeout, "give up on a silent server after this")
 	if err := parseFlags(fs, args); err != nil {
 		return err

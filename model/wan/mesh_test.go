@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/shared"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -57,7 +60,7 @@ func generateMeshLogs(t *testing.T, dir string, in family.Input, p family.Params
 				k := place.Stage
 				roles := family.Roles{Condition: k == 0, Denoise: true, Decode: k == pp-1 && place.Records,
 					Steps: plan[k], TotalSteps: p.Steps, Schedule: p.SchedulerChoice}
-				s, err := r.Open(family.Options{Roles: roles})
+				s, err := r.Open(family.Options{Roles: roles, LoRAs: p.LoRAs})
 				if err != nil {
 					return err
 				}
@@ -148,10 +151,16 @@ func TestMeshesMatchOneRank(t *testing.T) {
 func TestSchedulersMeshesMatchOneRank(t *testing.T) {
 	dir := shared.Require(t, "golden", "wan-dev")
 	in := devEmbeddings(t, dir)
-	for _, name := range []string{"unipc", "euler", "dpm++2m", "lcm"} {
+	loras := filepath.Join("..", "lora", "testdata")
+	for _, name := range []string{"unipc", "euler", "dpm++2m", "lcm", "lcm+lora"} {
 		t.Run(name, func(t *testing.T) {
 			p := family.Params{NumFrames: 5, Steps: 4, Height: 32, Width: 32, GuidanceScale: 4, Seed: 3,
-				SchedulerChoice: family.SchedulerChoice{Scheduler: name, FlowShift: 5}}
+				SchedulerChoice: family.SchedulerChoice{Scheduler: strings.TrimSuffix(name, "+lora"), FlowShift: 5}}
+			if strings.HasSuffix(name, "+lora") {
+				// A LoRA for each expert, merged as each stage loads its expert.
+				p.LoRAs = family.LoRAs{LoRA: []lora.Spec{{Path: filepath.Join(loras, "lora_wan_original", "lora0.safetensors"), Strength: 0.8}},
+					LoRA2: []lora.Spec{{Path: filepath.Join(loras, "lora_wan_expert2", "lora0.safetensors"), Strength: 1}}}
+			}
 			want := generateMesh(t, dir, in, p, 1, 1, 1, 1, 1)
 			other := p
 			other.Seed = 4

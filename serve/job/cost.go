@@ -249,6 +249,9 @@ type ModelLimits struct {
 	// takes no flow_shift).
 	Schedulers []string `json:"schedulers,omitempty"`
 	FlowShift  float64  `json:"flow_shift,omitempty"`
+	// LoRAs are the LoRA files a job may name in lora and lora_2 (the server's --lora-dir);
+	// nil when the server takes none.
+	LoRAs []string `json:"loras,omitempty"`
 	CostLimits
 }
 

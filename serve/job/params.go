@@ -24,17 +24,24 @@ var ErrTooLarge = errors.New("serve: request exceeds a server limit")
 type Params family.Params
 
 // RunSpec is the part of a job's parameters a worker builds its step runner from besides
-// the steps: the sampler choice, as canonical JSON ("" for the model's defaults). Jobs
+// the steps: the sampler choice and the LoRAs, as canonical JSON ("" for the model's defaults). Jobs
 // batch together only with the same run spec.
 func (p Params) RunSpec() string {
-	if p.SchedulerChoice == (family.SchedulerChoice{}) {
+	r := runSpec{p.SchedulerChoice, p.LoRAs}
+	if r.SchedulerChoice == (family.SchedulerChoice{}) && r.LoRAs.Empty() {
 		return ""
 	}
-	b, err := json.Marshal(p.SchedulerChoice)
+	b, err := json.Marshal(r)
 	if err != nil {
-		panic(err) // a string and a float64 always marshal
+		panic(err) // strings and finite float64s always marshal
 	}
 	return string(b)
+}
+
+// runSpec is what RunSpec encodes.
+type runSpec struct {
+	family.SchedulerChoice
+	family.LoRAs
 }
 
 // ParseRunSpec reads what RunSpec wrote into the parameters it sets.
@@ -45,9 +52,11 @@ func ParseRunSpec(spec string) (Params, error) {
 	}
 	dec := json.NewDecoder(strings.NewReader(spec))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p.SchedulerChoice); err != nil {
+	var r runSpec
+	if err := dec.Decode(&r); err != nil {
 		return Params{}, fmt.Errorf("%w: run spec %q: %v", ErrBadParams, spec, err)
 	}
+	p.SchedulerChoice, p.LoRAs = r.SchedulerChoice, r.LoRAs
 	return p, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/serve/httpapi"
 	"github.com/vdpp/vdpp/serve/job"
@@ -41,7 +42,7 @@ var openAIParamFields = map[string]bool{
 	"decode_chunk_size": true, "width": true, "height": true, "n": true,
 	"window": true, "overlap": true, "blend": true,
 	"cache": true, "cache_threshold": true, "cache_interval": true, "cache_branch": true, "cache_steps": true,
-	"scheduler": true, "flow_shift": true,
+	"scheduler": true, "flow_shift": true, "lora": true, "lora_2": true,
 }
 
 func badField(param, format string, args ...any) *openAIError {
@@ -255,6 +256,9 @@ var openAIFloatFields = []struct{ from, to string }{
 //	                      -> the native step cache fields (docs/caching.md)
 //	cache_steps "0-2,5"   -> cache_steps, a static schedule's steps
 //	scheduler, flow_shift -> the sampler (one the model offers) and a flow model's shift
+//	lora, lora_2 "a.safetensors:0.8,b.safetensors"
+//	                      -> the LoRAs (files of the server's --lora-dir, strength 1 unless
+//	                         given), lora_2 a two-expert model's second expert's
 //
 // The fields are checked one after another (size, fps, frames, then the rest), so an
 // error names the field that the model or the server's limits refuse: an *openAIError
@@ -406,6 +410,20 @@ func Params(m httpapi.Model, fields map[string]string, lim job.Limits) (job.Para
 	if b, ok := fields["blend"]; ok {
 		native["blend"] = strings.TrimSpace(b)
 		if _, err := check("blend"); err != nil {
+			return job.Params{}, err
+		}
+	}
+	for _, k := range []string{"lora", "lora_2"} {
+		v, ok := fields[k]
+		if !ok {
+			continue
+		}
+		var specs []lora.Spec
+		if err := (lora.Flag{Specs: &specs}).Set(strings.TrimSpace(v)); err != nil {
+			return job.Params{}, badField(k, "%s %q: want NAME[:STRENGTH] separated by commas", k, v)
+		}
+		native[k] = specs
+		if _, err := check(k); err != nil {
 			return job.Params{}, err
 		}
 	}

@@ -35,12 +35,12 @@ func TestCancelWithinStep(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- worker.Run(ctx, worker.Config{Conn: conn, Rank: 0, Stepper: func(steps int, _ string) (*pipeline.Stepper, error) {
+		done <- worker.Run(ctx, worker.Config{Conn: conn, Rank: 0, Stepper: func(steps int, _ string) (*pipeline.Stepper, func(), error) {
 			sc, err := sched.New(sched.DefaultSVDConfig(), steps)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return &pipeline.Stepper{Model: den, Sched: sc}, nil
+			return &pipeline.Stepper{Model: den, Sched: sc}, nil, nil
 		}})
 	}()
 	c := wire.NewConn(coord, 0)

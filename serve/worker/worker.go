@@ -47,9 +47,11 @@ import (
 type Config struct {
 	Conn net.Conn
 	Rank int
-	// Stepper builds the stepper of a schedule of the given total steps; it is called once
-	// per distinct schedule, from one goroutine.
-	Stepper func(steps int, spec string) (*pipeline.Stepper, error)
+	// Stepper builds the stepper of a schedule of the given total steps and run spec (the
+	// jobs' sampler and LoRAs, wire.SpecOf) and what releases it (nil: nothing); it is
+	// called from one goroutine, once per distinct schedule while at most MaxSteppers are
+	// kept (the least recently used is released first).
+	Stepper func(steps int, spec string) (*pipeline.Stepper, func(), error)
 	// Heartbeat is the ping interval; HeartbeatTimeout how long the coordinator may be
 	// silent before the worker gives up. Defaults wire.DefaultHeartbeat and
 	// wire.DefaultHeartbeatTimeout.
@@ -104,7 +106,7 @@ func Run(ctx context.Context, cfg Config) error {
 		<-ctx.Done()
 		c.Close()
 	}()
-	w := &worker{cfg: cfg, wc: wc, steppers: map[stepperKey]*pipeline.Stepper{}, cancels: map[int64]map[int]bool{}}
+	w := &worker{cfg: cfg, wc: wc, steppers: map[stepperKey]*keptStepper{}, cancels: map[int64]map[int]bool{}}
 	inbox := make(chan batch, 64)
 	errc := make(chan error, 3)
 	go func() { errc <- w.read(ctx, inbox) }()
@@ -122,7 +124,8 @@ func Run(ctx context.Context, cfg Config) error {
 type worker struct {
 	cfg      Config
 	wc       *wire.Conn
-	steppers map[stepperKey]*pipeline.Stepper // used by the compute goroutine only
+	steppers map[stepperKey]*keptStepper // used by the compute goroutine only
+	used     int64                       // the steppers' use clock
 	unit     *unit                            // the rank's unit (nil: none); compute goroutine only
 	inUnit   bool                             // a unit was joined; read goroutine only
 
@@ -311,16 +314,42 @@ func (w *worker) compute(ctx context.Context, inbox <-chan batch) error {
 	}
 }
 
+// MaxSteppers is how many step runners a worker keeps (a runner with LoRAs holds their
+// tensors and its own compiled graphs).
+const MaxSteppers = 8
+
+// keptStepper is a kept step runner, with what releases it and when it was last used.
+type keptStepper struct {
+	st      *pipeline.Stepper
+	release func()
+	used    int64
+}
+
 func (w *worker) stepper(steps int, spec string) (*pipeline.Stepper, error) {
 	k := stepperKey{steps, spec}
+	w.used++
 	if s, ok := w.steppers[k]; ok {
-		return s, nil
+		s.used = w.used
+		return s.st, nil
 	}
-	s, err := w.cfg.Stepper(steps, spec)
+	if len(w.steppers) >= MaxSteppers {
+		var oldest stepperKey
+		first := true
+		for key, s := range w.steppers {
+			if first || s.used < w.steppers[oldest].used {
+				oldest, first = key, false
+			}
+		}
+		if r := w.steppers[oldest].release; r != nil {
+			r()
+		}
+		delete(w.steppers, oldest)
+	}
+	s, release, err := w.cfg.Stepper(steps, spec)
 	if err != nil {
 		return nil, err
 	}
-	w.steppers[k] = s
+	w.steppers[k] = &keptStepper{st: s, release: release, used: w.used}
 	return s, nil
 }
 

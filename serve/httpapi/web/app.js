@@ -304,6 +304,17 @@ function fitModel(lim) {
     $('scheduler').append(o);
   }
   $('flow-shift-row').hidden = !lim.flow_shift;
+  // The LoRAs of the server's folder a job may apply (name[:strength], comma-separated).
+  const loras = lim.loras || [];
+  $('lora-row').hidden = loras.length === 0;
+  $('lora-note').hidden = loras.length === 0;
+  $('lora-note').textContent = 'LoRAs on this server: ' + loras.join(', ');
+  if (loras.length > 0) $('sampler-box').hidden = false;
+  for (const n of loras) {
+    const o = document.createElement('option');
+    o.value = n;
+    $('lora-names').append(o);
+  }
   if (lim.flow_shift) $('flow-shift').placeholder = `${lim.flow_shift} (default)`;
   // The step cache's modes the served model offers.
   const modes = lim.cache_modes || [];
