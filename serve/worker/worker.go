@@ -126,8 +126,8 @@ type worker struct {
 	wc       *wire.Conn
 	steppers map[stepperKey]*keptStepper // used by the compute goroutine only
 	used     int64                       // the steppers' use clock
-	unit     *unit                            // the rank's unit (nil: none); compute goroutine only
-	inUnit   bool                             // a unit was joined; read goroutine only
+	unit     *unit                       // the rank's unit (nil: none); compute goroutine only
+	inUnit   bool                        // a unit was joined; read goroutine only
 
 	mu      sync.Mutex
 	cancels map[int64]map[int]bool // batch -> rows to drop
