@@ -233,18 +233,27 @@ func params(o Options) family.Params {
 	}
 }
 
-// loadInput reads what the first stage conditions on: the image, or the prompt
-// embeddings of a text-to-video model.
+// loadInput reads what the first stage conditions on: the image (and last image), and the
+// prompt or prompt embeddings of a text-to-video model.
 func loadInput(m family.Resolved, o Options) (family.Input, error) {
 	var in family.Input
+	var err error
+	if o.Image != "" {
+		if in.Image, err = video.LoadImage(o.Image); err != nil {
+			return in, err
+		}
+	}
+	if o.LastImage != "" {
+		if in.LastImage, err = video.LoadImage(o.LastImage); err != nil {
+			return in, err
+		}
+	}
 	if o.Prompt != "" {
 		in.Prompt = &family.Prompt{Text: o.Prompt, Negative: o.NegativePrompt}
 		return in, nil
 	}
 	if o.PromptEmbeds == "" {
-		img, err := video.LoadImage(o.Image)
-		in.Image = img
-		return in, err
+		return in, nil
 	}
 	desc, err := m.Describe()
 	if err != nil {
@@ -475,7 +484,7 @@ func (w *workload) writeSample(ctx context.Context, s int64, t0 time.Time, decod
 		loadMS = max(loadMS, sw.LoadMS)
 	}
 	rep := SampleReport{
-		Sample: s, Seed: w.pr.Seed, Model: w.o.Model, Image: w.o.Image, Frames: w.pr.NumFrames,
+		Sample: s, Seed: w.pr.Seed, Model: w.o.Model, Image: w.o.Image, LastImage: w.o.LastImage, Frames: w.pr.NumFrames,
 		Prompt: w.o.Prompt, NegativePrompt: w.o.NegativePrompt, PromptEmbeds: w.o.PromptEmbeds, NegativePromptEmbeds: w.o.NegativePromptEmbeds,
 		GuidanceScale: w.pr.GuidanceScale, GuidanceScale2: w.pr.GuidanceScale2, Scheduler: w.pr.Scheduler, FlowShift: w.pr.FlowShift, LoRA: w.pr.LoRA, LoRA2: w.pr.LoRA2,
 		Height: w.pr.Height, Width: w.pr.Width, Steps: w.pr.Steps, MinGuidance: w.pr.MinGuidance,

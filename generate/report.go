@@ -28,6 +28,8 @@ type SampleReport struct {
 	Seed   int64  `json:"seed"`
 	Model  string `json:"model"`
 	Image  string `json:"image"`
+	// LastImage is the last frame's image of a first-last-frame model.
+	LastImage string `json:"last_image,omitempty"`
 	// Prompt, NegativePrompt (or PromptEmbeds, NegativePromptEmbeds) and the guidance
 	// scales are a text-to-video model's inputs (Wan).
 	Prompt               string  `json:"prompt,omitempty"`

@@ -169,13 +169,49 @@ func resolveInputs(o Options) (Options, error) {
 		return o, badOptions("%w", err)
 	}
 	if desc.TextDim > 0 {
-		return resolveText(o, m, desc)
+		if o, err = resolveText(o, m, desc); err != nil {
+			return o, err
+		}
 	}
-	if o.Image == "" {
-		return o, badOptions("--model %s is an image-to-video model: --image FILE is required", o.Model)
+	return resolveImages(o, desc)
+}
+
+// modelKind names what a model makes a video from, for messages: "a text-to-video", "an
+// image-to-video" (SVD), "an image-and-prompt-to-video" (Wan image-to-video), "a
+// text(-and-image)-to-video" (an image is optional).
+func modelKind(desc family.Description) string {
+	switch {
+	case desc.TextDim == 0:
+		return "an image-to-video"
+	case desc.Image == family.NeedRequired:
+		return "an image-and-prompt-to-video"
+	case desc.Image == family.NeedOptional:
+		return "a text(-and-image)-to-video"
 	}
-	if _, err := video.LoadImage(o.Image); err != nil {
-		return o, err
+	return "a text-to-video"
+}
+
+// resolveImages checks --image and --last-image against what the model takes
+// (family.Description's Image and LastImage) and that the files are images.
+func resolveImages(o Options, desc family.Description) (Options, error) {
+	kind := modelKind(desc)
+	switch {
+	case o.Image != "" && desc.Image == family.NeedNone:
+		return o, badOptions("--image: --model %s is %s model and takes no image", o.Model, kind)
+	case o.Image == "" && desc.Image == family.NeedRequired:
+		return o, badOptions("--model %s is %s model: --image FILE is required", o.Model, kind)
+	case o.LastImage != "" && desc.LastImage == family.NeedNone:
+		return o, badOptions("--last-image: --model %s takes no last image (a first-last-frame model does)", o.Model)
+	case o.LastImage == "" && desc.LastImage == family.NeedRequired:
+		return o, badOptions("--model %s is a first-last-frame model: --last-image FILE is required (with --image)", o.Model)
+	}
+	for _, f := range []string{o.Image, o.LastImage} {
+		if f == "" {
+			continue
+		}
+		if _, err := video.LoadImage(f); err != nil {
+			return o, err
+		}
 	}
 	return o, nil
 }
@@ -184,10 +220,7 @@ func resolveInputs(o Options) (Options, error) {
 // width, the guidance scales.
 func resolveText(o Options, m family.Resolved, desc family.Description) (Options, error) {
 	if o.PromptEmbeds == "" && o.Prompt == "" {
-		return o, badOptions("--model %s is a text-to-video model: --prompt TEXT (or --prompt-embeds FILE.safetensors) is required", o.Model)
-	}
-	if o.Image != "" {
-		return o, badOptions("--image: --model %s is a text-to-video model and takes no image", o.Model)
+		return o, badOptions("--model %s is %s model: --prompt TEXT (or --prompt-embeds FILE.safetensors) is required", o.Model, modelKind(desc))
 	}
 	if o.GuidanceScale < 0 {
 		o.GuidanceScale = desc.Defaults.GuidanceScale

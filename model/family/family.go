@@ -129,14 +129,20 @@ type Options struct {
 	// when it is not ""); a family that takes no LoRA refuses them.
 	LoRAs   LoRAs
 	LoRADir string
+	// Weights say where the denoiser's weights come from and the type weights are held in
+	// (--weights-dtype, --transformer, --transformer-2, --unet).
+	Weights WeightOptions
 }
 
-// Input is what a generation starts from: an image for image-to-video families; for
+// Input is what a generation starts from: an image for image-to-video families (and a last
+// image where the model takes one); for
 // text-to-video families a prompt (encoded by the family's text encoder, loaded with
 // Options.Prompts) or prompt embeddings (Wan: [L, text_dim] or [1, L, text_dim], the text
 // encoder's output; the negative ones are the unconditional half of CFG).
 type Input struct {
-	Image                image.Image
+	Image image.Image
+	// LastImage is the last frame's image of a first-last-frame model (Description.LastImage).
+	LastImage            image.Image
 	Prompt               *Prompt
 	PromptEmbeds         *tensor.Dense
 	NegativePromptEmbeds *tensor.Dense
@@ -224,6 +230,10 @@ type Description struct {
 	// config file that sets it, for messages.
 	TextDim     int
 	TextDimFile string
+	// Image and LastImage say whether a generation takes an image (the first frame's) and a
+	// last image (the last frame's, Input.LastImage): SVD needs an image, a Wan
+	// image-to-video model an image and, for a first-last-frame model, a last image.
+	Image, LastImage Need
 	// Windows are the family's defaults for a video longer than its native length (zero
 	// fields: the engine's; see ResolveWindows).
 	Windowing Windowing
@@ -242,6 +252,26 @@ type Description struct {
 	// (which takes no flow_shift).
 	Schedulers []SchedulerInfo
 	FlowShift  float64
+}
+
+// Need says whether a generation takes an input.
+type Need int
+
+const (
+	NeedNone     Need = iota // the model takes none
+	NeedOptional             // it takes one, and runs without
+	NeedRequired             // it cannot run without
+)
+
+// String is "none", "optional" or "required".
+func (n Need) String() string {
+	switch n {
+	case NeedOptional:
+		return "optional"
+	case NeedRequired:
+		return "required"
+	}
+	return "none"
 }
 
 // Family is a registered model family.

@@ -54,7 +54,7 @@ func (Denoisers) Preflight(string, Options) error { return nil }
 
 // Describe implements Family.
 func (d Denoisers) Describe(string) (Description, error) {
-	desc := Description{Defaults: (&denoiserSampler{}).DefaultParams(), SizeMultiple: simScale, IndependentRows: true,
+	desc := Description{Defaults: (&denoiserSampler{}).DefaultParams(), SizeMultiple: simScale, IndependentRows: true, Image: NeedRequired,
 		Schedulers: sched.KarrasSamplers}
 	if d.CacheReuse > 0 {
 		desc.Caching = Caching{Modes: []string{pipeline.CacheFB, pipeline.CacheStatic}}

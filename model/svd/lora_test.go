@@ -98,7 +98,7 @@ func TestLoRAGoldens(t *testing.T) {
 			}
 			in := readDense(t, filepath.Join(dir, "inputs.safetensors"))
 			want := readDense(t, filepath.Join(dir, "outputs.safetensors"))["output"]
-			merged, err := unet.LoadMerged(ck, "", b, deltas)
+			merged, err := unet.LoadWith(ck, unet.LoadOptions{Deltas: deltas}, b)
 			if err != nil {
 				t.Fatal(err)
 			}

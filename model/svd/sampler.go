@@ -54,8 +54,17 @@ func (svdFamily) ReadsParam(name string) bool {
 }
 
 func (svdFamily) Preflight(dir string, o family.Options) error {
-	_, err := Preflight(dir, o.Variant, partsOf(o.Roles))
+	if err := o.Weights.Check(FamilyName, unet.Component); err != nil {
+		return err
+	}
+	_, err := PreflightWith(dir, loadOptions(o), partsOf(o.Roles))
 	return err
+}
+
+// loadOptions are the load options of a family's options: the folder's variant, and the
+// file --unet names.
+func loadOptions(o family.Options) LoadOptions {
+	return LoadOptions{Variant: o.Variant, UNetFile: o.Weights.File(unet.Component)}
 }
 
 // Weights implements family.Weigher: the float32 bytes of the networks each role loads,
@@ -114,13 +123,16 @@ func (svdFamily) Describe(dir string) (family.Description, error) {
 	if err != nil {
 		return family.Description{}, err
 	}
-	return family.Description{Defaults: NewSampler(p, smp).DefaultParams(), SizeMultiple: p.VAEConfig.DownsampleFactor(), VAETiling: true,
+	return family.Description{Defaults: NewSampler(p, smp).DefaultParams(), SizeMultiple: p.VAEConfig.DownsampleFactor(), VAETiling: true, Image: family.NeedRequired,
 		Caching: Caching, Schedulers: sched.KarrasSamplers}, nil
 }
 
 func (svdFamily) Open(dir string, o family.Options) (family.Sampler, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("svd: a model folder is required")
+	}
+	if err := o.Weights.Check(FamilyName, unet.Component); err != nil {
+		return nil, err
 	}
 	var b backends.Backend
 	if parts := partsOf(o.Roles); parts != (Parts{}) {
@@ -129,15 +141,15 @@ func (svdFamily) Open(dir string, o family.Options) (family.Sampler, error) {
 			return nil, err
 		}
 	}
-	var deltas map[string][]nn.Delta
+	lo := loadOptions(o)
 	if o.Roles.Denoise && len(o.LoRAs.For(1)) > 0 {
 		set, err := loraSet(dir, o.LoRAs, o.LoRADir)
 		if err != nil {
 			return nil, err
 		}
-		deltas = nnDeltas(set)
+		lo.UNetDeltas = nnDeltas(set)
 	}
-	p, err := LoadWith(dir, o.Variant, b, partsOf(o.Roles), deltas)
+	p, err := LoadWith(dir, lo, b, partsOf(o.Roles))
 	if err != nil {
 		return nil, err
 	}

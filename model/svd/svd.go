@@ -68,12 +68,22 @@ type Pipeline struct {
 // Load opens the diffusers folder dir and loads parts onto backend. variant is "" (fp32) or
 // "fp16"; fp16 weights are converted to float32.
 func Load(dir, variant string, backend backends.Backend, parts Parts) (*Pipeline, error) {
-	return LoadWith(dir, variant, backend, parts, nil)
+	return LoadWith(dir, LoadOptions{Variant: variant}, backend, parts)
 }
 
-// LoadWith is Load with unetDeltas (LoRAs' changes, by weight name) merged into the UNet's
-// weights as they load.
-func LoadWith(dir, variant string, backend backends.Backend, parts Parts, unetDeltas map[string][]nn.Delta) (*Pipeline, error) {
+// LoadOptions say where the weights come from: the folder's variant, and a file replacing
+// the folder's UNet weights (--unet).
+type LoadOptions struct {
+	Variant  string
+	UNetFile string
+	// UNetDeltas (LoRAs' changes, by weight name) are merged into the UNet's weights as
+	// they load.
+	UNetDeltas map[string][]nn.Delta
+}
+
+// LoadWith is Load with the weights o names.
+func LoadWith(dir string, o LoadOptions, backend backends.Backend, parts Parts) (*Pipeline, error) {
+	variant := o.Variant
 	ck, err := checkpoint.Open(dir)
 	if err != nil {
 		return nil, err
@@ -99,7 +109,7 @@ func LoadWith(dir, variant string, backend backends.Backend, parts Parts, unetDe
 		return nil, err
 	}
 	if parts.Denoiser {
-		if p.UNet, err = unet.LoadMerged(ck, variant, backend, unetDeltas); err != nil {
+		if p.UNet, err = unet.LoadWith(ck, unet.LoadOptions{Variant: variant, File: o.UNetFile, Deltas: o.UNetDeltas}, backend); err != nil {
 			return nil, err
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/gomlx/gomlx/backends"
 
 	"github.com/vdpp/vdpp/model/checkpoint"
-	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/wan/transformer"
 )
 
@@ -165,15 +164,22 @@ func (f *Folder) TransformerConfig(expert int) (transformer.Config, error) {
 // LoadTransformer loads expert 1 or 2 with weights variant ("" for fp32, "fp16", "bf16")
 // onto backend.
 func (f *Folder) LoadTransformer(expert int, variant string, backend backends.Backend) (*transformer.Model, error) {
-	return f.LoadTransformerMerged(expert, variant, backend, nil)
+	return f.LoadTransformerWith(expert, transformer.LoadOptions{Variant: variant}, backend)
 }
 
-// LoadTransformerMerged is LoadTransformer with deltas (LoRAs' changes, by weight name)
-// merged into the weights as they load.
-func (f *Folder) LoadTransformerMerged(expert int, variant string, backend backends.Backend, deltas map[string][]nn.Delta) (*transformer.Model, error) {
+// LoadTransformerWith loads expert 1 or 2 with the weights o names onto backend.
+func (f *Folder) LoadTransformerWith(expert int, o transformer.LoadOptions, backend backends.Backend) (*transformer.Model, error) {
 	dir, err := f.TransformerDir(expert)
 	if err != nil {
 		return nil, err
 	}
-	return transformer.LoadMerged(dir, variant, backend, deltas)
+	return transformer.LoadWith(dir, o, backend)
+}
+
+// ExpertComponent is the component of expert 1 (`transformer`) or 2 (`transformer_2`).
+func ExpertComponent(expert int) string {
+	if expert == 2 {
+		return Transformer2
+	}
+	return Transformer
 }

@@ -104,7 +104,7 @@ func nnDeltas(s lora.Set) map[string][]nn.Delta {
 
 // CheckLoRAs implements family.LoRATaker: every LoRA of l maps onto the experts it applies to.
 func (wanFamily) CheckLoRAs(dir string, l family.LoRAs, loraDir string) error {
-	f, err := openT2V(dir)
+	f, err := Open(dir)
 	if err != nil {
 		return err
 	}

@@ -63,7 +63,7 @@ func readAll(t *testing.T, path string) map[string]*tensor.Dense {
 // call over shared weights gives the merged model's bits.
 func TestLoRAGoldens(t *testing.T) {
 	dev := shared.Require(t, "golden", "wan-dev")
-	f, err := openT2V(dev)
+	f, err := Open(dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestLoRAGoldens(t *testing.T) {
 			}
 			in := readAll(t, filepath.Join(dir, "inputs.safetensors"))
 			want := readAll(t, filepath.Join(dir, "outputs.safetensors"))["output"]
-			merged, err := f.LoadTransformerMerged(expert, "", b, deltas)
+			merged, err := f.LoadTransformerWith(expert, transformer.LoadOptions{Deltas: deltas}, b)
 			if err != nil {
 				t.Fatal(err)
 			}

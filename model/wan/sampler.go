@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -60,16 +61,28 @@ func (wanFamily) ReadsParam(name string) bool {
 // Preflight implements family.Family: the folder's structure, the configs of every
 // component o's roles load and their weights files, without reading weights.
 func (wanFamily) Preflight(dir string, o family.Options) error {
-	f, err := openT2V(dir)
+	f, err := Open(dir)
 	if err != nil {
+		return err
+	}
+	if err := checkWeightOptions(f, o); err != nil {
 		return err
 	}
 	sc, err := f.ReadSchedulerConfig()
 	if err != nil {
 		return err
 	}
+	spec, err := f.ImageSpec()
+	if err != nil {
+		return err
+	}
 	if o.Roles.Condition && o.Prompts {
 		if err := f.CheckText(); err != nil {
+			return err
+		}
+	}
+	if o.Roles.Condition && spec.Image != family.NeedNone {
+		if err := f.checkImageFiles(spec, o.Variant); err != nil {
 			return err
 		}
 	}
@@ -80,8 +93,19 @@ func (wanFamily) Preflight(dir string, o family.Options) error {
 		}
 		for _, e := range experts {
 			tdir, _ := f.TransformerDir(e)
-			if _, err := transformer.ReadConfig(tdir); err != nil {
+			cfg, err := transformer.ReadConfig(tdir)
+			if err != nil {
 				return err
+			}
+			if to := transformerOptions(e, o); to.File != "" {
+				// A file in another layout: check every tensor's name, shape and type now
+				// (headers only), so that a bad file fails before any process starts.
+				st, err := transformer.OpenWeights(tdir, cfg, to)
+				if err != nil {
+					return err
+				}
+				st.Close()
+				continue
 			}
 			stem := transformer.WeightsStem
 			if o.Variant != "" {
@@ -96,23 +120,24 @@ func (wanFamily) Preflight(dir string, o family.Options) error {
 		if _, err := f.VAEConfig(); err != nil {
 			return err
 		}
-		name, err := checkpoint.WeightsFileName(checkpoint.DiffusersStem, o.Variant)
-		if err != nil {
+		if err := f.checkVAEWeights(o.Variant); err != nil {
 			return err
-		}
-		path := filepath.Join(f.ComponentDir(VAE), name)
-		if _, err := os.Stat(path); err != nil {
-			return fmt.Errorf("%s: %w: the VAE weights: %w", path, ErrFolder, err)
 		}
 	}
 	return nil
 }
 
 // Describe implements family.Family: WanPipeline's defaults (81 frames at 832x480,
-// 50 steps, guidance 5) as the folder's vdpp_sampling.json amends them, and the size
-// multiple of VAE factor x patch size.
+// 50 steps, guidance 5) as the folder's vdpp_sampling.json amends them, the size multiple
+// of VAE factor x patch size, and the images a generation takes (ImageSpec: an
+// image-to-video folder needs one, a first-last-frame one also a last image;
+// expand_timesteps takes one optionally).
 func (wanFamily) Describe(dir string) (family.Description, error) {
-	f, err := openT2V(dir)
+	f, err := Open(dir)
+	if err != nil {
+		return family.Description{}, err
+	}
+	spec, err := f.ImageSpec()
 	if err != nil {
 		return family.Description{}, err
 	}
@@ -139,7 +164,7 @@ func (wanFamily) Describe(dir string) (family.Description, error) {
 	// A long video is cut into windows of the native 81 frames (21 latent frames) sharing
 	// 20 frames (5 latent frames, a quarter), blended with a cosine ramp.
 	return family.Description{Defaults: defaults, SizeMultiple: m, FrameMultiple: vc.TemporalFactor(),
-		TextDim: tc.TextDim, TextDimFile: tc.Path,
+		TextDim: tc.TextDim, TextDimFile: tc.Path, Image: spec.Image, LastImage: spec.LastImage,
 		Windowing: family.Windowing{Window: DefaultNumFrames, Overlap: DefaultWindowOverlap, Blend: "cosine"},
 		Caching:   Caching, Schedulers: sc.Samplers(), FlowShift: sc.FlowShift()}, nil
 }
@@ -166,19 +191,6 @@ func (wanFamily) Open(dir string, o family.Options) (family.Sampler, error) {
 		return nil, fmt.Errorf("wan: a model folder is required")
 	}
 	return Load(dir, o)
-}
-
-// openT2V opens a text-to-video folder (the image-to-video pipeline has no conditioner
-// here yet).
-func openT2V(dir string) (*Folder, error) {
-	f, err := Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	if f.Index.ClassName != T2VPipeline {
-		return nil, fmt.Errorf("%s: %w: %s is not supported yet (only %s)", filepath.Join(dir, checkpoint.IndexFile), ErrFolder, f.Index.ClassName, T2VPipeline)
-	}
-	return f, nil
 }
 
 // VAEConfig reads vae/config.json.
@@ -269,6 +281,10 @@ type Sampler struct {
 	// Text is the tokenizer and text encoder (first stage, with family.Options.Prompts);
 	// nil where this process encodes no prompt.
 	Text *PromptEncoder
+	// Spec is what the folder's image conditioning needs; Images is the image conditioner
+	// (first stage of a folder that takes an image), nil elsewhere.
+	Spec   ImageSpec
+	Images *ImageEncoding
 
 	// simpleGo says the networks run on the pure-Go backend (im2col convolutions, its
 	// attention score budget), for the memory estimate.
@@ -287,7 +303,7 @@ var (
 // conditioning on prompts (o.Prompts).
 func Load(dir string, o family.Options) (*Sampler, error) {
 	var b backends.Backend
-	if o.Roles.Denoise || o.Roles.Decode || (o.Roles.Condition && o.Prompts) {
+	if o.Roles.Denoise || o.Roles.Decode || (o.Roles.Condition && (o.Prompts || takesImage(dir))) {
 		var err error
 		if b, err = nn.NewBackend(o.Backend); err != nil {
 			return nil, err
@@ -296,14 +312,27 @@ func Load(dir string, o family.Options) (*Sampler, error) {
 	return LoadOn(dir, o, b)
 }
 
+// takesImage reports whether the folder dir takes an image (its conditioner loads networks
+// without prompts); a folder that cannot be read says no, and LoadOn reports why.
+func takesImage(dir string) bool {
+	f, err := Open(dir)
+	return err == nil && f.Variant() != TextToVideo
+}
+
 // LoadOn is Load onto backend b (o.Backend is ignored); b may be nil when o loads no
 // network.
 func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err error) {
-	f, err := openT2V(dir)
+	f, err := Open(dir)
 	if err != nil {
 		return nil, err
 	}
+	if err := checkWeightOptions(f, o); err != nil {
+		return nil, err
+	}
 	s = &Sampler{Folder: f, simpleGo: b != nil && nn.IsSimpleGo(b)}
+	if s.Spec, err = f.ImageSpec(); err != nil {
+		return nil, err
+	}
 	if s.defaults, err = f.DefaultParams(); err != nil {
 		return nil, err
 	}
@@ -317,7 +346,8 @@ func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err e
 		return nil, err
 	}
 	text := o.Roles.Condition && o.Prompts
-	if !o.Roles.Denoise && !o.Roles.Decode && !text {
+	images := o.Roles.Condition && s.Spec.Image != family.NeedNone
+	if !o.Roles.Denoise && !o.Roles.Decode && !text && !images {
 		return s, nil
 	}
 	if b == nil {
@@ -342,13 +372,20 @@ func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err e
 			if err != nil {
 				return nil, err
 			}
-			if s.Experts[e-1], err = f.LoadTransformerMerged(e, o.Variant, b, nnDeltas(set)); err != nil {
+			to := transformerOptions(e, o)
+			to.Deltas = nnDeltas(set)
+			if s.Experts[e-1], err = f.LoadTransformerWith(e, to, b); err != nil {
 				return nil, err
 			}
 		}
 	}
 	if o.Roles.Decode {
 		if s.VAE, err = vae.Load(f.ComponentDir(VAE), o.Variant, b); err != nil {
+			return nil, err
+		}
+	}
+	if images {
+		if s.Images, err = f.loadImageEncoding(s.Spec, o.Variant, b, s.VAE); err != nil {
 			return nil, err
 		}
 	}
@@ -472,6 +509,10 @@ func (s *Sampler) Conditioning(in family.Input, guided bool) (model.Conditioning
 		if w := sh[len(sh)-1]; w != s.TConfig.TextDim {
 			return fmt.Errorf("%w: %s %v are %d wide; the transformer's text_dim is %d (%s)", ErrInput, what, sh, w, s.TConfig.TextDim, s.TConfig.Path)
 		}
+		if l := sh[len(sh)-2]; s.TConfig.HasImage() && l != transformer.TextContextLen {
+			return fmt.Errorf("%w: %s %v have %d rows; a transformer with the image branch (%s) takes exactly %d (diffusers splits [image | text] at L − %d): pad them with zero rows as the text encoder's output is padded",
+				ErrInput, what, sh, l, s.TConfig.Path, transformer.TextContextLen, transformer.TextContextLen)
+		}
 		c[key] = &tensor.Dense{Shape: sh[len(sh)-2:], Data: e.Data}
 		return nil
 	}
@@ -484,6 +525,32 @@ func (s *Sampler) Conditioning(in family.Input, guided bool) (model.Conditioning
 		}
 	}
 	return c, nil
+}
+
+// ImageConditioning returns a sample's image conditioning (ImageEncoding.Encode) for in's
+// images at p's size and length, or nil when there is none: the folder takes no image (and
+// in has none), or takes one optionally and in has none. A missing or unwanted image is an
+// error wrapping ErrInput.
+func (s *Sampler) ImageConditioning(ctx context.Context, in family.Input, p family.Params) (*ImageConditioned, error) {
+	switch {
+	case s.Spec.Image == family.NeedNone && (in.Image != nil || in.LastImage != nil):
+		return nil, fmt.Errorf("%w: an image: %w", ErrInput, errNoImageModel)
+	case s.Spec.Image == family.NeedNone:
+		return nil, nil
+	case in.Image == nil && in.LastImage != nil:
+		return nil, fmt.Errorf("%w: a last image without the (first) image", ErrInput)
+	case in.Image == nil && s.Spec.Image == family.NeedOptional:
+		return nil, nil
+	case in.Image == nil:
+		return nil, fmt.Errorf("%w: no image: the model is image-to-video (%s)", ErrInput, filepath.Join(s.Folder.Dir, checkpoint.IndexFile))
+	case s.Images == nil:
+		return nil, fmt.Errorf("%w: an image, but this process did not load the image conditioner (the Condition role)", ErrInput)
+	}
+	c, err := s.Images.Encode(ctx, in.Image, in.LastImage, p.NumFrames, p.Height, p.Width)
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
 }
 
 // Noise returns sample's initial noise in the engine's layout [T, C, h, w]: N(0, 1) drawn
@@ -500,7 +567,8 @@ func (s *Sampler) Noise(p family.Params, sample int64) *tensor.Dense {
 }
 
 // Prepare implements family.Sampler: each sample's noise (Noise) times init_noise_sigma,
-// the prompt embeddings as conditioning and, when guided, the guidance weights.
+// the prompt embeddings and the image conditioning (ImageConditioning) as conditioning
+// and, when guided, the guidance weights.
 func (s *Sampler) Prepare(ctx context.Context, in family.Input, p family.Params, sc sched.Scheduler, samples []int64) (*pipeline.Item, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -514,6 +582,13 @@ func (s *Sampler) Prepare(ctx context.Context, in family.Input, p family.Params,
 	cond, err := s.Conditioning(in, Guided(p))
 	if err != nil {
 		return nil, err
+	}
+	ic, err := s.ImageConditioning(ctx, in, p)
+	if err != nil {
+		return nil, err
+	}
+	if ic != nil {
+		maps.Copy(cond, ic.Cond())
 	}
 	shape := s.LatentShape(p)
 	per := tensor.NumElements(shape)
@@ -643,6 +718,12 @@ func (s *Sampler) WeightBytes() map[string]int64 {
 	if s.Text != nil {
 		out[TextEncoder] = s.Text.WeightBytes()
 	}
+	if s.Images != nil {
+		if s.Images.CLIP != nil {
+			out[ImageEncoder] = s.Images.CLIP.WeightBytes()
+		}
+		out[VAE] = s.Images.VAE.WeightBytes()
+	}
 	return out
 }
 
@@ -655,13 +736,20 @@ func (s *Sampler) Close() error {
 			s.Experts[i] = nil
 		}
 	}
-	if s.VAE != nil {
-		errs = append(errs, s.VAE.Close())
-		s.VAE = nil
-	}
 	if s.Text != nil {
 		errs = append(errs, s.Text.Close())
 		s.Text = nil
+	}
+	if s.Images != nil {
+		errs = append(errs, s.Images.Close())
+		if s.Images.VAE != s.VAE {
+			errs = append(errs, s.Images.VAE.Close())
+		}
+		s.Images = nil
+	}
+	if s.VAE != nil {
+		errs = append(errs, s.VAE.Close())
+		s.VAE = nil
 	}
 	return errors.Join(errs...)
 }
@@ -683,7 +771,7 @@ func (s *Sampler) RandomConditioning(r *rand.Rand, latent []int) model.Condition
 // Switches implements family.Switcher: the first step of the low-noise expert when both
 // experts run steps of a run of steps steps.
 func (wanFamily) Switches(dir string, steps int) ([]int, error) {
-	f, err := openT2V(dir)
+	f, err := Open(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -703,3 +791,19 @@ func (wanFamily) Switches(dir string, steps int) ([]int, error) {
 }
 
 var _ family.Switcher = wanFamily{}
+
+// transformerOptions are the load options of expert from a family's options: the folder's
+// variant, or the file --transformer / --transformer-2 names.
+func transformerOptions(expert int, o family.Options) transformer.LoadOptions {
+	return transformer.LoadOptions{Variant: o.Variant, File: o.Weights.File(ExpertComponent(expert))}
+}
+
+// checkWeightOptions refuses weight options the folder cannot take: --transformer-2 for a
+// folder with one expert, --unet, a --weights-dtype that is not a weight type.
+func checkWeightOptions(f *Folder, o family.Options) error {
+	has := []string{Transformer}
+	if f.HasBoundary {
+		has = append(has, Transformer2)
+	}
+	return o.Weights.Check(FamilyName, has...)
+}

@@ -12,7 +12,7 @@ import (
 // configs: the text encoder conditions (only when o.Prompts: prompt embeddings need none),
 // each expert denoises its steps, the VAE decodes.
 func (wanFamily) Weights(dir string, o family.Options) (family.Weights, error) {
-	f, err := openT2V(dir)
+	f, err := Open(dir)
 	if err != nil {
 		return family.Weights{}, err
 	}

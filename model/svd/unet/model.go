@@ -33,37 +33,69 @@ type Model struct {
 // ErrShapeMismatch), converts the weights to float32 one tensor at a time as it copies them onto backend (the
 // stored dtype is kept until then, see checkpoint.Stored) and binds them.
 func Load(ck *checkpoint.Checkpoint, variant string, backend backends.Backend) (*Model, error) {
-	return LoadMerged(ck, variant, backend, nil)
+	return LoadWith(ck, LoadOptions{Variant: variant}, backend)
 }
 
-// LoadMerged is Load with deltas (a LoRA's changes, by weight name) merged into the weights
-// as they are copied onto backend (nn.MergeStream).
-func LoadMerged(ck *checkpoint.Checkpoint, variant string, backend backends.Backend, deltas map[string][]nn.Delta) (*Model, error) {
+// LoadOptions say where the UNet's weights come from.
+type LoadOptions struct {
+	// Variant is the folder's weights variant ("" for fp32, "fp16").
+	Variant string
+	// File, when set, replaces the folder's weights: one GGUF or safetensors file in
+	// diffusers' names (DiffusersKeys). The config stays the folder's.
+	File string
+	// Deltas (LoRAs' changes, by weight name) are merged into the weights as they are
+	// copied onto the backend (nn.MergeStream).
+	Deltas map[string][]nn.Delta
+}
+
+// DiffusersKeys is the one layout a single UNet file is read in: diffusers' names (a
+// "unet." prefix, as in a pipeline's state dict, is stripped). diffusers itself maps no
+// other layout onto UNetSpatioTemporalConditionModel (its single-file loader has no entry
+// for it), so Stability AI's original (generative-models) layout is not read.
+var DiffusersKeys = checkpoint.KeyMap{Layout: "diffusers' layout (the only one read for SVD's UNet)", Prefixes: []string{"unet."}}
+
+// LoadWith is Load with the weights o names.
+func LoadWith(ck *checkpoint.Checkpoint, o LoadOptions, backend backends.Backend) (*Model, error) {
 	cfg, err := ReadConfig(ck)
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
-	exp, err := ExpectedTensors(cfg)
-	if err != nil {
-		return nil, err
-	}
 	if backend == nil {
 		return nil, errors.New("unet: nil backend")
 	}
-	st, err := ck.OpenComponent(Component, variant, exp, checkpoint.LoadOptions{})
+	st, err := OpenWeights(ck, cfg, o)
 	if err != nil {
-		return nil, fmt.Errorf("unet: %w", err)
+		return nil, err
 	}
 	defer st.Close()
-	w, err := nn.NewWeightsStream(backend, nn.MergeStream(backend, st.Each, deltas))
+	w, err := nn.NewWeightsStream(backend, nn.MergeStream(backend, st.Each, o.Deltas))
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
 	return bind(cfg, w, backend)
 }
 
+// OpenWeights opens the weights o names for a UNet of config cfg and checks them against
+// the tensors the network reads, reading no tensor data.
+func OpenWeights(ck *checkpoint.Checkpoint, cfg Config, o LoadOptions) (*checkpoint.Stored, error) {
+	exp, err := ExpectedTensors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var st *checkpoint.Stored
+	if o.File != "" {
+		st, err = checkpoint.OpenSingleFile(o.File, exp, checkpoint.SingleFileOptions{Keys: &DiffusersKeys})
+	} else {
+		st, err = ck.OpenComponent(Component, o.Variant, exp, checkpoint.LoadOptions{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("unet: %w", err)
+	}
+	return st, nil
+}
+
 // WithDeltas returns a model that applies deltas in every call over m's weights, which it
-// shares (see the Wan transformer's WithDeltas): outputs bit-identical to LoadMerged's.
+// shares (see the Wan transformer's WithDeltas): outputs bit-identical to those of a model loaded with them merged (LoadOptions.Deltas).
 func (m *Model) WithDeltas(deltas map[string][]nn.Delta) (*Model, error) {
 	v, err := m.weights.WithDeltas(deltas)
 	if err != nil {

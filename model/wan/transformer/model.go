@@ -84,6 +84,19 @@ func ReadConfig(dir string) (Config, error) {
 	return ParseConfig(path, data)
 }
 
+// LoadOptions say where a transformer's weights come from.
+type LoadOptions struct {
+	// Variant is the folder's weights variant ("" for fp32, "fp16", "bf16").
+	Variant string
+	// File, when set, replaces the folder's weights: one GGUF or safetensors file, in Wan's
+	// original layout (OriginalKeys: the Wan-AI and Comfy-Org releases, city96's and
+	// stable-diffusion.cpp's GGUF files) or in diffusers'. The config stays the folder's.
+	File string
+	// Deltas (LoRAs' changes, by weight name) are merged into the weights as they are
+	// copied onto the backend (nn.MergeStream): the model runs at no extra cost per step.
+	Deltas map[string][]nn.Delta
+}
+
 // Load reads dir/config.json and the weights of variant ("" for fp32, "fp16", "bf16"):
 // diffusion_pytorch_model[.variant].safetensors, or the shards its .index.json names. It
 // checks them against ExpectedTensors (the error names the file and the tensors; it matches
@@ -91,42 +104,58 @@ func ReadConfig(dir string) (Config, error) {
 // backend, keeping them in their stored dtype until each tensor is converted to float32 as
 // it is copied onto backend (a bf16 expert never exists as a whole in float32 on the host).
 func Load(dir, variant string, backend backends.Backend) (*Model, error) {
-	return LoadMerged(dir, variant, backend, nil)
+	return LoadWith(dir, LoadOptions{Variant: variant}, backend)
 }
 
-// LoadMerged is Load with deltas (a LoRA's changes, by weight name) merged into the weights
-// as they are copied onto backend (nn.MergeStream): the model runs at no extra cost per step.
-func LoadMerged(dir, variant string, backend backends.Backend, deltas map[string][]nn.Delta) (*Model, error) {
+// LoadWith is Load with the weights o names.
+func LoadWith(dir string, o LoadOptions, backend backends.Backend) (*Model, error) {
 	cfg, err := ReadConfig(dir)
 	if err != nil {
 		return nil, err
 	}
-	exp, err := ExpectedTensors(cfg)
-	if err != nil {
-		return nil, err
-	}
-	stem := WeightsStem
-	if variant != "" {
-		stem += "." + variant
-	}
 	if backend == nil {
 		return nil, errors.New("wan/transformer: nil backend")
 	}
-	st, err := checkpoint.OpenDir(dir, stem, exp, checkpoint.LoadDirOptions{LoadOptions: checkpoint.LoadOptions{Ignore: IgnoredTensors(cfg)}})
+	st, err := OpenWeights(dir, cfg, o)
 	if err != nil {
-		return nil, fmt.Errorf("wan/transformer: %w", err)
+		return nil, err
 	}
 	defer st.Close()
-	w, err := nn.NewWeightsStream(backend, nn.MergeStream(backend, st.Each, deltas))
+	w, err := nn.NewWeightsStream(backend, nn.MergeStream(backend, st.Each, o.Deltas))
 	if err != nil {
 		return nil, fmt.Errorf("wan/transformer: %w", err)
 	}
 	return bind(cfg, w, backend)
 }
 
+// OpenWeights opens the weights o names for a transformer of config cfg in folder dir and
+// checks them against the tensors the network reads, reading no tensor data (a preflight,
+// and what Load reads from).
+func OpenWeights(dir string, cfg Config, o LoadOptions) (*checkpoint.Stored, error) {
+	exp, err := ExpectedTensors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts := checkpoint.LoadDirOptions{LoadOptions: checkpoint.LoadOptions{Ignore: IgnoredTensors(cfg)}}
+	var st *checkpoint.Stored
+	if o.File != "" {
+		st, err = checkpoint.OpenSingleFile(o.File, exp, checkpoint.SingleFileOptions{LoadDirOptions: opts, Keys: &OriginalKeys})
+	} else {
+		stem := WeightsStem
+		if o.Variant != "" {
+			stem += "." + o.Variant
+		}
+		st, err = checkpoint.OpenDir(dir, stem, exp, opts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wan/transformer: %w", err)
+	}
+	return st, nil
+}
+
 // WithDeltas returns a model that applies deltas (a LoRA's changes, by weight name) in every
 // call over m's weights, which it shares: its own compiled graphs, m's memory plus the
-// deltas'. Its outputs are those of a model loaded with the deltas merged (LoadMerged), bit
+// deltas'. Its outputs are those of a model loaded with the deltas merged (LoadOptions.Deltas), bit
 // for bit. Close it before m.
 func (m *Model) WithDeltas(deltas map[string][]nn.Delta) (*Model, error) {
 	v, err := m.weights.WithDeltas(deltas)
