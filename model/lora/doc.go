@@ -11,7 +11,8 @@
 //   - the original Wan / ComfyUI layout: "diffusion_model.<module>.lora_down.weight",
 //     ".lora_up.weight", ".alpha" (or lora_A / lora_B), ".diff" (a whole weight's change)
 //     and ".diff_b" (a bias's), the modules named as the model's original release names
-//     them ("blocks.N.self_attn.q"), renamed onto the network by the family's table;
+//     them ("blocks.N.self_attn.q"), renamed onto the network by the family's table (the
+//     checkpoint.KeyMap its single-file weights are read through);
 //   - kohya's: "lora_unet_<module with _ for .>.lora_down.weight", ".lora_up.weight",
 //     ".alpha", the module being the network's (SVD) or the original release's (Wan,
 //     musubi-tuner's files).

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
@@ -19,7 +20,7 @@ func target() lora.Target {
 		Weights: map[string][]int{
 			"lin.weight": {3, 4}, "lin.bias": {3}, "conv.weight": {2, 3, 2, 2}, "table": {2, 3},
 		},
-		Original: lora.Rules{{File: "old.**", Network: "lin.**"}, {File: "mod", Network: "table"}}, OriginalPrefix: "diffusion_model.",
+		Original: &checkpoint.KeyMap{Rules: []checkpoint.KeyRule{{File: "old.**", Network: "lin.**"}, {File: "mod", Network: "table"}}}, OriginalPrefix: "diffusion_model.",
 	}
 }
 
@@ -158,20 +159,5 @@ func TestParseSpec(t *testing.T) {
 		if _, err := lora.ParseSpec(bad); err == nil {
 			t.Errorf("ParseSpec(%q) accepted", bad)
 		}
-	}
-}
-
-func TestRules(t *testing.T) {
-	r := lora.Rules{{File: "blocks.*.self_attn.q.**", Network: "blocks.*.attn1.to_q.**"}, {File: "head.modulation", Network: "scale_shift_table"}}
-	for file, net := range map[string]string{
-		"blocks.12.self_attn.q.weight": "blocks.12.attn1.to_q.weight", "head.modulation": "scale_shift_table",
-		"blocks.1.self_attn.q": "blocks.1.self_attn.q", "other.weight": "other.weight",
-	} {
-		if got := r.ToNetwork(file); got != net {
-			t.Errorf("ToNetwork(%q) = %q, want %q", file, got, net)
-		}
-	}
-	if got := r.ToFile("blocks.3.attn1.to_q.bias"); got != "blocks.3.self_attn.q.bias" {
-		t.Errorf("ToFile = %q", got)
 	}
 }

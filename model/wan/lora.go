@@ -15,47 +15,11 @@ import (
 // lightx2v and CausVid releases').
 const LoRAOriginalPrefix = "diffusion_model."
 
-// OriginalNames are Wan's original parameter names mapped onto this transformer's (the
-// diffusers names): the mapping of diffusers' convert_wan_transformer_to_diffusers and of
-// _convert_non_diffusers_wan_lora_to_diffusers (v0.35.2), as one table. A LoRA in the
-// original layout (and musubi-tuner's kohya-style one, whose module names are these with
-// "_" for ".") is mapped through it.
-var OriginalNames = lora.Rules{
-	{File: "text_embedding.0.**", Network: "condition_embedder.text_embedder.linear_1.**"},
-	{File: "text_embedding.2.**", Network: "condition_embedder.text_embedder.linear_2.**"},
-	{File: "time_embedding.0.**", Network: "condition_embedder.time_embedder.linear_1.**"},
-	{File: "time_embedding.2.**", Network: "condition_embedder.time_embedder.linear_2.**"},
-	{File: "time_projection.1.**", Network: "condition_embedder.time_proj.**"},
-	{File: "head.head.**", Network: "proj_out.**"},
-	{File: "head.modulation", Network: "scale_shift_table"},
-	{File: "img_emb.proj.0.**", Network: "condition_embedder.image_embedder.norm1.**"},
-	{File: "img_emb.proj.1.**", Network: "condition_embedder.image_embedder.ff.net.0.proj.**"},
-	{File: "img_emb.proj.3.**", Network: "condition_embedder.image_embedder.ff.net.2.**"},
-	{File: "img_emb.proj.4.**", Network: "condition_embedder.image_embedder.norm2.**"},
-	{File: "blocks.*.self_attn.q.**", Network: "blocks.*.attn1.to_q.**"},
-	{File: "blocks.*.self_attn.k.**", Network: "blocks.*.attn1.to_k.**"},
-	{File: "blocks.*.self_attn.v.**", Network: "blocks.*.attn1.to_v.**"},
-	{File: "blocks.*.self_attn.o.**", Network: "blocks.*.attn1.to_out.0.**"},
-	{File: "blocks.*.self_attn.norm_q.**", Network: "blocks.*.attn1.norm_q.**"},
-	{File: "blocks.*.self_attn.norm_k.**", Network: "blocks.*.attn1.norm_k.**"},
-	{File: "blocks.*.cross_attn.q.**", Network: "blocks.*.attn2.to_q.**"},
-	{File: "blocks.*.cross_attn.k.**", Network: "blocks.*.attn2.to_k.**"},
-	{File: "blocks.*.cross_attn.v.**", Network: "blocks.*.attn2.to_v.**"},
-	{File: "blocks.*.cross_attn.o.**", Network: "blocks.*.attn2.to_out.0.**"},
-	{File: "blocks.*.cross_attn.norm_q.**", Network: "blocks.*.attn2.norm_q.**"},
-	{File: "blocks.*.cross_attn.norm_k.**", Network: "blocks.*.attn2.norm_k.**"},
-	{File: "blocks.*.cross_attn.k_img.**", Network: "blocks.*.attn2.add_k_proj.**"},
-	{File: "blocks.*.cross_attn.v_img.**", Network: "blocks.*.attn2.add_v_proj.**"},
-	{File: "blocks.*.cross_attn.norm_k_img.**", Network: "blocks.*.attn2.norm_added_k.**"},
-	// The original calls the cross-attention norm norm3; diffusers calls it norm2.
-	{File: "blocks.*.norm3.**", Network: "blocks.*.norm2.**"},
-	{File: "blocks.*.ffn.0.**", Network: "blocks.*.ffn.net.0.proj.**"},
-	{File: "blocks.*.ffn.2.**", Network: "blocks.*.ffn.net.2.**"},
-	{File: "blocks.*.modulation", Network: "blocks.*.scale_shift_table"},
-}
-
 // LoRATarget is expert's transformer as a LoRA target: its parameters, the "transformer"
-// prefix of diffusers' keys and Wan's original names.
+// prefix of diffusers' keys and Wan's original names (transformer.OriginalKeys, the table
+// single-file weights are read through: the mapping of diffusers'
+// convert_wan_transformer_to_diffusers, which _convert_non_diffusers_wan_lora_to_diffusers
+// follows for LoRAs).
 func (f *Folder) LoRATarget(expert int) (lora.Target, error) {
 	cfg, err := f.TransformerConfig(expert)
 	if err != nil {
@@ -71,7 +35,7 @@ func (f *Folder) LoRATarget(expert int) (lora.Target, error) {
 	}
 	return lora.Target{
 		Name:      fmt.Sprintf("the Wan %s (%d blocks, dim %d)", name, cfg.NumLayers, cfg.InnerDim()),
-		Component: "transformer", Weights: exp, Original: OriginalNames, OriginalPrefix: LoRAOriginalPrefix,
+		Component: "transformer", Weights: exp, Original: &transformer.OriginalKeys, OriginalPrefix: LoRAOriginalPrefix,
 	}, nil
 }
 
