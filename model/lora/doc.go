@@ -9,8 +9,9 @@
 //     the network's own name; the scale lora_alpha / r comes from the file's
 //     "lora_adapter_metadata" (1 without it), as diffusers loads it;
 //   - the original Wan / ComfyUI layout: "diffusion_model.<module>.lora_down.weight",
-//     ".lora_up.weight", ".alpha" (or lora_A / lora_B), ".diff" (a whole weight's change)
-//     and ".diff_b" (a bias's), the modules named as the model's original release names
+//     ".lora_up.weight", ".alpha" (or lora_A / lora_B), ".diff" (a whole weight's change),
+//     ".diff_b" (a bias's) and ".diff_m" (a block's modulation, lightx2v's), the modules
+//     named as the model's original release names
 //     them ("blocks.N.self_attn.q"), renamed onto the network by the family's table (the
 //     checkpoint.KeyMap its single-file weights are read through);
 //   - kohya's: "lora_unet_<module with _ for .>.lora_down.weight", ".lora_up.weight",
@@ -27,8 +28,9 @@
 // adapters by their strengths into the factors a network applies, W + Σ s·(α/r)·B·A, either
 // merged into the weights at load or in the graph at run time (model/nn).
 //
-// Two documented departures from diffusers: ".diff" tensors (whole-weight changes) are
-// applied, as ComfyUI applies them, where diffusers v0.35.2 logs and drops them (and drops
-// the norms' ".diff" tensors, which released LoRAs hold as zeros); DoRA ("dora_scale"),
+// Two documented departures from diffusers: ".diff" and ".diff_m" tensors (whole-weight and
+// modulation changes) are applied, as ComfyUI and lightx2v apply them, where diffusers
+// v0.35.2 logs and drops them (and drops the norms' ".diff" tensors, which released LoRAs
+// hold as zeros); DoRA ("dora_scale"),
 // LoHa and LoKr factors are refused rather than dropped.
 package lora

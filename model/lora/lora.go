@@ -208,6 +208,7 @@ const (
 	partAlpha
 	partDiff
 	partDiffB
+	partDiffM
 )
 
 // suffixes map a key's ending to its role, the longest first.
@@ -218,7 +219,7 @@ var suffixes = []struct {
 	{".lora_down.weight", partDown}, {".lora_A.weight", partDown},
 	{".lora_up.weight", partUp}, {".lora_B.weight", partUp},
 	{".lora_B.bias", partUpBias}, {".alpha", partAlpha},
-	{".diff_b", partDiffB}, {".diff", partDiff},
+	{".diff_b", partDiffB}, {".diff_m", partDiffM}, {".diff", partDiff},
 }
 
 // unsupported are parts of LoRA variants vdpp does not implement.
@@ -284,7 +285,7 @@ func Map(f *File, t Target) (*Adapter, error) {
 		firstKey := m.keys[minPart(m)]
 		// The network's names of the module's weight and bias (and of the module's own
 		// parameter, for a diff of a parameter that is not a layer's weight).
-		var weight, bias, param string
+		var weight, bias, param, modulation string
 		switch layout {
 		case LayoutDiffusers:
 			mod := strings.TrimPrefix(strings.TrimPrefix(base, t.Component+"."), "base_model.model.")
@@ -292,12 +293,28 @@ func Map(f *File, t Target) (*Adapter, error) {
 		case LayoutOriginal:
 			mod := strings.TrimPrefix(base, t.OriginalPrefix)
 			weight, bias, param = t.Original.ToNetwork(mod+".weight"), t.Original.ToNetwork(mod+".bias"), t.Original.ToNetwork(mod)
+			modulation = t.Original.ToNetwork(mod + ".modulation")
 		case LayoutKohya:
 			mod, ok := kohya[base]
 			if !ok {
 				return nil, bad("key %s names no layer of %s: a LoRA for another model?", firstKey, t.Name)
 			}
 			weight, bias, param = mod+".weight", mod+".bias", mod
+		}
+		if d := m.parts[partDiffM]; d != nil {
+			// A block's (or the head's) modulation change: lightx2v's diff_m.
+			if len(m.parts) != 1 {
+				return nil, bad("key %s: a modulation change with other parts", m.keys[partDiffM])
+			}
+			mshape, ok := t.Weights[modulation]
+			if !ok {
+				return nil, bad("key %s (modulation %s) matches no parameter of %s", m.keys[partDiffM], modulation, t.Name)
+			}
+			if !slices.Equal(d.Shape, mshape) {
+				return nil, bad("key %s is %v but %s of %s is %v: a LoRA for another model size", m.keys[partDiffM], d.Shape, modulation, t.Name, mshape)
+			}
+			a.Changes[modulation] = append(a.Changes[modulation], Change{Full: d, Scale: 1, Key: m.keys[partDiffM]})
+			continue
 		}
 		shape, ok := t.Weights[weight]
 		if !ok && m.parts[partDown] == nil && m.parts[partUp] == nil && m.parts[partUpBias] == nil && m.parts[partDiffB] == nil {
@@ -354,7 +371,7 @@ func Map(f *File, t Target) (*Adapter, error) {
 
 // minPart is the module's first part present, for messages.
 func minPart(m *module) part {
-	for p := partDown; p <= partDiffB; p++ {
+	for p := partDown; p <= partDiffM; p++ {
 		if _, ok := m.parts[p]; ok {
 			return p
 		}

@@ -18,9 +18,10 @@ func target() lora.Target {
 	return lora.Target{
 		Name: "the test network", Component: "transformer",
 		Weights: map[string][]int{
-			"lin.weight": {3, 4}, "lin.bias": {3}, "conv.weight": {2, 3, 2, 2}, "table": {2, 3},
+			"lin.weight": {3, 4}, "lin.bias": {3}, "conv.weight": {2, 3, 2, 2}, "table": {2, 3}, "b0.sst": {1, 2, 3},
 		},
-		Original: &checkpoint.KeyMap{Rules: []checkpoint.KeyRule{{File: "old.**", Network: "lin.**"}, {File: "mod", Network: "table"}}}, OriginalPrefix: "diffusion_model.",
+		Original: &checkpoint.KeyMap{Rules: []checkpoint.KeyRule{{File: "old.**", Network: "lin.**"}, {File: "mod", Network: "table"},
+			{File: "*.modulation", Network: "*.sst"}}}, OriginalPrefix: "diffusion_model.",
 	}
 }
 
@@ -61,7 +62,8 @@ func TestMapLayouts(t *testing.T) {
 		{"original", map[string]*tensor.Dense{
 			"diffusion_model.old.lora_down.weight": ones(2, 4), "diffusion_model.old.lora_up.weight": ones(3, 2),
 			"diffusion_model.old.alpha": scalar(1), "diffusion_model.old.diff_b": ones(3), "diffusion_model.mod.diff": ones(2, 3),
-		}, nil, lora.LayoutOriginal, map[string]float64{"lin.weight": 0.5, "lin.bias": 1, "table": 1}},
+			"diffusion_model.b0.diff_m": ones(1, 2, 3),
+		}, nil, lora.LayoutOriginal, map[string]float64{"lin.weight": 0.5, "lin.bias": 1, "table": 1, "b0.sst": 1}},
 		{"kohya on original names", map[string]*tensor.Dense{
 			"lora_unet_old.lora_down.weight": ones(2, 4), "lora_unet_old.lora_up.weight": ones(3, 2), "lora_unet_old.alpha": scalar(4),
 			"lora_unet_conv.lora_down.weight": ones(2, 3, 2, 2), "lora_unet_conv.lora_up.weight": ones(2, 2, 1, 1),

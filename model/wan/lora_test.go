@@ -12,6 +12,7 @@ import (
 	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/wan/transformer"
+	"github.com/vdpp/vdpp/model/wan/wantest"
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -163,5 +164,40 @@ func TestLoRAGoldens(t *testing.T) {
 				t.Errorf("the LoRA changes the output by only %.3g", tensor.RelL2(base0, got))
 			}
 		})
+	}
+}
+
+// A LoRA of the lightx2v releases' key set (wantest.DistillLoRAShapes: every block linear
+// with its bias change, the norms', the modulation's, the embeddings and the head) maps onto
+// both experts of the dev checkpoint, every key onto a parameter.
+func TestDistillLoRAKeySet(t *testing.T) {
+	dev := shared.Require(t, "golden", "wan-dev")
+	f, err := Open(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.TransformerConfig(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "distill.safetensors")
+	if err := wantest.WriteDistillLoRA(path, cfg, 8, 1); err != nil {
+		t.Fatal(err)
+	}
+	shapes, _ := wantest.DistillLoRAShapes(cfg, 8)
+	specs := []lora.Spec{{Path: path, Strength: 1}}
+	if err := (wanFamily{}).CheckLoRAs(dev, family.LoRAs{LoRA: specs}, ""); err != nil {
+		t.Fatal(err)
+	}
+	for e := 1; e <= 2; e++ {
+		set, err := f.loraSet(e, family.LoRAs{LoRA: specs}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Per block: 10 linears (weight and bias), norm2's weight and bias, 4 q/k norms, the
+		// modulation; and 6 top-level linears (weight and bias).
+		if n, want := len(set.Deltas()), 27*cfg.NumLayers+12; n != want || set[0].Adapter.Rank != 8 {
+			t.Fatalf("expert %d: %d weights change (rank %d), want %d from %d keys", e, n, set[0].Adapter.Rank, want, len(shapes))
+		}
 	}
 }
