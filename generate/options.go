@@ -40,6 +40,9 @@ func badOptions(format string, a ...any) error { return cli.Errorf(ErrOptions, f
 type Options struct {
 	Model   string // checkpoint folder
 	Variant string
+	// Weights say where the denoiser's weights come from (--transformer, --transformer-2,
+	// --unet).
+	Weights family.WeightOptions
 	// Image is the image of an image-to-video model (SVD; a Wan image-to-video folder, with
 	// its prompt); LastImage the last frame's image of a model that takes one (Wan
 	// first-last-frame).
@@ -138,6 +141,7 @@ func DefaultOptions() Options {
 func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.Model, "model", o.Model, "the model `NAME|DIR`: \"builtin\" (SVD), \"builtin-wan\" (Wan, --prompt), a diffusers folder (its model_index.json picks the family) or ORG/NAME[@REV] from the local Hugging Face cache")
 	fs.StringVar(&o.Variant, "variant", o.Variant, `weights variant, e.g. "fp16" (converted to float32)`)
+	o.Weights.RegisterFlags(fs.FlagSet)
 	fs.StringVar(&o.Image, "image", o.Image, "input `FILE` (PNG or JPEG) of an image-to-video model (SVD, Wan I2V; optional for Wan TI2V)")
 	fs.StringVar(&o.LastImage, "last-image", o.LastImage, "last frame's image `FILE` of a model that takes one (Wan first-last-frame; optional for Wan 2.2 I2V)")
 	fs.StringVar(&o.Prompt, "prompt", o.Prompt, "`TEXT` of a text-to-video model (Wan), encoded by the folder's text_encoder/ and tokenizer/")

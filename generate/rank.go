@@ -92,7 +92,7 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	decodes := records && (last || (o.DecodeRanks > 1 && slices.Contains(spreadRanks, env.Rank)))
 	roles := family.Roles{Condition: first, Denoise: true, Decode: decodes, Steps: plan[stage], TotalSteps: o.Steps, Schedule: pr.SchedulerChoice}
 	t0 := time.Now()
-	p, err := m.Open(family.Options{Variant: o.Variant, Backend: o.Backend, Roles: roles,
+	p, err := m.Open(family.Options{Variant: o.Variant, Weights: o.Weights, Backend: o.Backend, Roles: roles,
 		Prompts: o.Prompt != "", Progress: LoadProgress(log), LoRAs: pr.LoRAs})
 	if err != nil {
 		return err

@@ -108,7 +108,7 @@ func resolveInputs(o Options) (Options, error) {
 	}
 	named := o.Model // as given, for messages
 	o.Model = m.Dir
-	if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.AllRoles}); err != nil {
+	if err := m.Preflight(family.Options{Variant: o.Variant, Weights: o.Weights, Roles: family.AllRoles}); err != nil {
 		return o, err
 	}
 	desc, err := m.Describe()
@@ -183,9 +183,9 @@ func modelKind(desc family.Description) string {
 	switch {
 	case desc.TextDim == 0:
 		return "an image-to-video"
-	case desc.Image == family.NeedRequired:
+	case desc.ImageNeed() == family.NeedRequired:
 		return "an image-and-prompt-to-video"
-	case desc.Image == family.NeedOptional:
+	case desc.ImageNeed() == family.NeedOptional:
 		return "a text(-and-image)-to-video"
 	}
 	return "a text-to-video"
@@ -196,9 +196,9 @@ func modelKind(desc family.Description) string {
 func resolveImages(o Options, desc family.Description) (Options, error) {
 	kind := modelKind(desc)
 	switch {
-	case o.Image != "" && desc.Image == family.NeedNone:
+	case o.Image != "" && desc.ImageNeed() == family.NeedNone:
 		return o, badOptions("--image: --model %s is %s model and takes no image", o.Model, kind)
-	case o.Image == "" && desc.Image == family.NeedRequired:
+	case o.Image == "" && desc.ImageNeed() == family.NeedRequired:
 		return o, badOptions("--model %s is %s model: --image FILE is required", o.Model, kind)
 	case o.LastImage != "" && desc.LastImage == family.NeedNone:
 		return o, badOptions("--last-image: --model %s takes no last image (a first-last-frame model does)", o.Model)
@@ -230,7 +230,7 @@ func resolveText(o Options, m family.Resolved, desc family.Description) (Options
 	}
 	if o.Prompt != "" {
 		// The first stage loads the tokenizer and text encoder: check they are there.
-		if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.Roles{Condition: true}, Prompts: true}); err != nil {
+		if err := m.Preflight(family.Options{Variant: o.Variant, Weights: o.Weights, Roles: family.Roles{Condition: true}, Prompts: true}); err != nil {
 			return o, badOptions("--prompt: %w (give --prompt-embeds FILE instead)", err)
 		}
 		return o, nil // the negative prompt defaults to "", as in diffusers

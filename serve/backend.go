@@ -47,10 +47,7 @@ func (b backend) Submit(p job.Params, in job.Input) (job.Status, error) {
 	if err := b.s.diskOK(job.DiskBytes(p)); err != nil {
 		return job.Status{}, err
 	}
-	if in.Prompt != nil {
-		return b.s.coord.SubmitPrompt(p, *in.Prompt)
-	}
-	return b.s.coord.Submit(p, in.Image)
+	return b.s.coord.SubmitInput(p, in)
 }
 
 func (b backend) Status(id string) (job.Status, error) { return b.s.coord.Status(id) }
@@ -80,7 +77,7 @@ func (b backend) Output(ctx context.Context, id, name string) (string, error) {
 }
 
 func (b backend) JobFile(id, name string) ([]byte, error) {
-	if renderedFile(name) || name == inputFile || name == finalFile {
+	if renderedFile(name) || name == inputFile || name == lastInputFile || name == finalFile {
 		return nil, fmt.Errorf("serve: %s is not a job's extra file", name)
 	}
 	return b.s.store.ReadFile(id, name)
@@ -90,7 +87,7 @@ func (b backend) JobFile(id, name string) ([]byte, error) {
 // another client who found it in the list) has its folder, which the write may have made
 // again, removed.
 func (b backend) WriteJobFile(id, name string, data []byte) error {
-	if renderedFile(name) || name == inputFile || name == finalFile {
+	if renderedFile(name) || name == inputFile || name == lastInputFile || name == finalFile {
 		return fmt.Errorf("serve: %s is not a job's extra file", name)
 	}
 	err := b.s.store.WriteFile(id, name, data)

@@ -24,8 +24,9 @@ const (
 	// idLen is the length of the ids this server hands out (newID: 12 random bytes in hex).
 	idLen = 24
 
-	inputFile = "input.img"
-	finalFile = "final.f32"
+	inputFile     = "input.img"
+	lastInputFile = "last.img" // a first-last-frame job's last image
+	finalFile     = "final.f32"
 )
 
 // coordConfig configures a coordinator.
@@ -305,16 +306,23 @@ func newID() string {
 // Submit persists a new job (image bytes and parameters) and queues it. It fails with
 // ErrQueueFull when the queue is full.
 func (c *coordinator) Submit(p job.Params, img []byte) (job.Status, error) {
-	return c.submit(p, img, nil)
+	return c.submit(p, job.Input{Image: img})
 }
 
 // SubmitPrompt persists a new job of a text-to-video model (its prompt and parameters) and
 // queues it, as Submit.
 func (c *coordinator) SubmitPrompt(p job.Params, pr family.Prompt) (job.Status, error) {
-	return c.submit(p, nil, &pr)
+	return c.submit(p, job.Input{Prompt: &pr})
 }
 
-func (c *coordinator) submit(p job.Params, img []byte, pr *family.Prompt) (job.Status, error) {
+// SubmitInput persists a new job of any inputs (a prompt, an image, a last image: what the
+// model takes, checked by the caller) and queues it, as Submit.
+func (c *coordinator) SubmitInput(p job.Params, in job.Input) (job.Status, error) {
+	return c.submit(p, in)
+}
+
+func (c *coordinator) submit(p job.Params, in job.Input) (job.Status, error) {
+	img, pr := in.Image, in.Prompt
 	c.mu.Lock()
 	seq, err := c.d.Reserve(c.cfg.Now())
 	c.flushLocked()
@@ -327,9 +335,13 @@ func (c *coordinator) submit(p job.Params, img []byte, pr *family.Prompt) (job.S
 	defer c.wg.Done()
 
 	now := c.cfg.Now().UTC()
-	rec := job.Record{ID: newID(), Seq: seq, State: job.StateQueued, Params: p, Prompt: pr, CreatedAt: now, Rev: 1}
-	if pr == nil {
+	rec := job.Record{ID: newID(), Seq: seq, State: job.StateQueued, Params: p, Prompt: pr, CreatedAt: now, Rev: 1,
+		Image: pr != nil && img != nil, LastImage: in.LastImage != nil}
+	if rec.HasImage() {
 		err = c.retry("upload of job "+rec.ID, submitAttempts, func() error { return c.cfg.Store.WriteFile(rec.ID, inputFile, img) })
+	}
+	if err == nil && rec.LastImage {
+		err = c.retry("last image of job "+rec.ID, submitAttempts, func() error { return c.cfg.Store.WriteFile(rec.ID, lastInputFile, in.LastImage) })
 	}
 	if err == nil {
 		if err = c.retry("record of job "+rec.ID, submitAttempts, func() error { return c.cfg.Store.Put(rec) }); err != nil {
@@ -365,7 +377,7 @@ func (c *coordinator) prepare(a dispatch.Prepare) {
 
 func (c *coordinator) buildSample(a dispatch.Prepare) (*dispatch.Sample, error) {
 	in := family.Input{Prompt: a.Prompt}
-	if a.Prompt == nil {
+	if a.Prompt == nil || a.Image {
 		data := a.Img
 		if data == nil {
 			var err error
@@ -381,6 +393,19 @@ func (c *coordinator) buildSample(a dispatch.Prepare) (*dispatch.Sample, error) 
 		}
 		defer release()
 		in.Image = img
+	}
+	if a.LastImage {
+		data, err := c.cfg.Store.ReadFile(a.ID, lastInputFile)
+		if err != nil {
+			c.cfg.Log.Error("read upload", "id", a.ID, "err", err)
+			return nil, errors.New("reading the stored last image failed")
+		}
+		img, release, err := decodeImage(context.Background(), data, 0)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		in.LastImage = img
 	}
 	sc, err := c.cfg.Model.Scheduler(a.Params)
 	if err != nil {

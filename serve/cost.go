@@ -32,9 +32,10 @@ func (s *Server) modelLimits() job.ModelLimits {
 	if s.gen.TextConditioned() {
 		input = job.InputText
 	}
-	out := job.ModelLimits{Input: input, NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
-		MaxFrames: l.MaxFrames, MaxResolution: l.MaxResolution, MaxSteps: l.MaxSteps, CacheModes: s.gen.Description().Caching.Modes,
-		Schedulers: s.gen.Description().SchedulerNames(), FlowShift: s.gen.Description().FlowShift, CostLimits: s.cost}
+	d := s.gen.Description()
+	out := job.ModelLimits{Input: input, Image: d.ImageNeed().String(), LastImage: d.LastImage.String(), NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
+		MaxFrames: l.MaxFrames, MaxResolution: l.MaxResolution, MaxSteps: l.MaxSteps, CacheModes: d.Caching.Modes,
+		Schedulers: d.SchedulerNames(), FlowShift: d.FlowShift, CostLimits: s.cost}
 	if lm, ok := s.gen.(interface{ LoRAs() []string }); ok {
 		out.LoRAs = lm.LoRAs()
 	}

@@ -39,7 +39,7 @@ type planFlags struct {
 	prepareMS, finishMS                float64
 	decodeRanks, decodeParts, chunk    int
 	decodePartMS                       float64
-	measureDecode                      bool
+	measureDecode, measurePrepare      bool
 	cpAllToAlls                        int
 	frameScaling                       float64
 	weights                            [4]int64 // denoiser (-1: from the model), conditioner, VAE encoder, decoder
@@ -87,6 +87,7 @@ func (f *planFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.decodeParts, "decode-parts", 0, "decode parts (chunks) per sample (given: overrides the measured value)")
 	fs.Float64Var(&f.decodePartMS, "decode-part-ms", 0, "decode cost of one part of one sample, ms (given: overrides the measured value)")
 	fs.BoolVar(&f.measureDecode, "measure-decode", false, "time the model's VAE decode, part by part, on a latent of the workload's shape")
+	fs.BoolVar(&f.measurePrepare, "measure-prepare", false, "time the model's conditioning of one sample on stage 0 (an image-to-video model's image encoder and VAE encode) and plan with it")
 	fs.IntVar(&f.chunk, "decode-chunk-size", -1, "with --measure-decode: frames decoded together (0: all; -1: the model's)")
 	fs.IntVar(&f.cpAllToAlls, "cp-all-to-alls", -1, "all-to-alls per step inside the model in a cp group (-1: from the calibration, else 0 for synthetic, 1 for others)")
 	fs.Float64Var(&f.frameScaling, "frame-scaling", -1, "share of the row cost proportional to frames, in [0,1] (-1: measured; 1 for synthetic, whose cost is per frame under cp)")
@@ -388,6 +389,14 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 	if f.decodePartMS > 0 {
 		c.DecodePartMS = f.decodePartMS
 	}
+	if f.measurePrepare {
+		ms, err := measurePrepare(ctx, f)
+		if err != nil {
+			return plan.Costs{}, err
+		}
+		c.PrepareMS = ms
+		fmt.Fprintf(stderr, "vdpp plan: measured conditioning %.1f ms per sample\n", ms)
+	}
 	if f.prepareMS > 0 {
 		c.PrepareMS = f.prepareMS
 	}
@@ -438,8 +447,8 @@ func (f *planFlags) commands(best plan.Prediction) ([]string, error) {
 	var cmds []string
 	if m.Dir != "" {
 		input := "--image IMAGE.png"
-		if d, err := m.Describe(); err == nil && d.TextDim > 0 {
-			input = `--prompt "..."`
+		if d, err := m.Describe(); err == nil {
+			input = modelInputs(d)
 		}
 		cmds = append(cmds, fmt.Sprintf("vdpp generate --model %s %s %s %s %s", shellQuote(model), input, mesh, work, samples))
 	}
@@ -490,4 +499,20 @@ func shellQuote(s string) string {
 		}
 	}
 	return s
+}
+
+// modelInputs are the input flags of a generate command line for a model that takes what d
+// says: an image (and a last image) where it needs them, a prompt for a text model.
+func modelInputs(d family.Description) string {
+	var in []string
+	if d.ImageNeed() == family.NeedRequired {
+		in = append(in, "--image IMAGE.png")
+	}
+	if d.LastImage == family.NeedRequired {
+		in = append(in, "--last-image LAST.png")
+	}
+	if d.TextDim > 0 {
+		in = append(in, `--prompt "..."`)
+	}
+	return strings.Join(in, " ")
 }

@@ -52,6 +52,7 @@ var vocabulary = map[string]Group{
 	// model: which model and how it loads
 	"model": Model, "variant": Model, "backend": Model, "step-ms": Model, "cost": Model,
 	"hidden-channels": Model, "latent-channels": Model, "model-dir": Model,
+	"weights-dtype": Model, "transformer": Model, "transformer-2": Model, "unet": Model,
 	// sampling: the knobs of one generation
 	"steps": Sampling, "num-frames": Sampling, "height": Sampling, "width": Sampling,
 	"seed": Sampling, "fps": Sampling, "guidance-scale": Sampling, "guidance-scale-2": Sampling,

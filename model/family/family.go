@@ -129,8 +129,8 @@ type Options struct {
 	// when it is not ""); a family that takes no LoRA refuses them.
 	LoRAs   LoRAs
 	LoRADir string
-	// Weights say where the denoiser's weights come from and the type weights are held in
-	// (--weights-dtype, --transformer, --transformer-2, --unet).
+	// Weights say where the denoiser's weights come from (--transformer, --transformer-2,
+	// --unet).
 	Weights WeightOptions
 }
 
@@ -252,6 +252,16 @@ type Description struct {
 	// (which takes no flow_shift).
 	Schedulers []SchedulerInfo
 	FlowShift  float64
+}
+
+// ImageNeed is whether a generation takes an image: Image, except that a family that is not
+// text-conditioned (TextDim 0) and leaves Image unset is conditioned on its image, which it
+// then requires.
+func (d Description) ImageNeed() Need {
+	if d.TextDim == 0 && d.Image == NeedNone {
+		return NeedRequired
+	}
+	return d.Image
 }
 
 // Need says whether a generation takes an input.

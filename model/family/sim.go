@@ -49,8 +49,8 @@ func (Denoisers) ReadsParam(name string) bool {
 	return name == "min_guidance" || name == "max_guidance"
 }
 
-// Preflight implements Family.
-func (Denoisers) Preflight(string, Options) error { return nil }
+// Preflight implements Family: a simulator has no weights a file could replace.
+func (d Denoisers) Preflight(_ string, o Options) error { return o.Weights.Check(d.Model) }
 
 // Describe implements Family.
 func (d Denoisers) Describe(string) (Description, error) {
@@ -69,6 +69,9 @@ func (d Denoisers) CacheCost(_ string, _ pipeline.Cache, latent []int) (CacheCos
 
 // Open implements Family.
 func (d Denoisers) Open(dir string, o Options) (Sampler, error) {
+	if err := o.Weights.Check(d.Model); err != nil {
+		return nil, err
+	}
 	cfg := o.Sim
 	cfg.Name, cfg.Dir, cfg.Backend = d.Model, dir, o.Backend
 	var den model.Denoiser

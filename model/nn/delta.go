@@ -1,7 +1,9 @@
 package nn
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // Delta is a change to one weight (a LoRA's): W + Up·Down, with Up [out, r] and Down
@@ -160,10 +163,13 @@ func deltaVar(name string, i int, part string) string {
 // WithDeltas returns a view of w whose graphs read each weight named in deltas with its
 // deltas applied in the graph at every call (applyDeltas); the other weights are w's, and
 // every weight's memory is shared with w (the view holds only the deltas' tensors, uploaded
-// to w's backend). A weight the view does not hold, or a delta that does not fit it, is an
-// error. Programs built over the view (NewProgram) run with w's weights unchanged.
+// to w's backend). A weight w holds in a compact type is widened for the sum in every call
+// (the layer then reads it in float32). A weight the view does not hold, or a delta that
+// does not fit it, is an error. Programs built over the view (NewProgram) run with w's
+// weights unchanged.
 func (w *Weights) WithDeltas(deltas map[string][]Delta) (*Weights, error) {
-	v := &Weights{backend: w.backend, ctx: context.New(), shapes: map[string][]int{}, deltas: map[string][]string{}}
+	v := &Weights{backend: w.backend, ctx: context.New(), shapes: map[string][]int{}, deltas: map[string][]string{},
+		held: w.held, types: map[quant.Type]int64{}}
 	names := make([]string, 0, len(w.shapes))
 	for n := range w.shapes {
 		names = append(names, n)
@@ -252,13 +258,13 @@ func MergeStream(b backends.Backend, load func(add func(string, *tensor.Dense) e
 	return func(add func(string, *tensor.Dense) error) error {
 		m := NewMerger(b)
 		defer m.Close()
-		seen := 0
+		seen := map[string]bool{}
 		err := load(func(name string, d *tensor.Dense) error {
 			ds, ok := deltas[name]
 			if !ok {
 				return add(name, d)
 			}
-			seen++
+			seen[name] = true
 			merged, err := m.Merge(name, d, ds)
 			if err != nil {
 				return err
@@ -268,9 +274,77 @@ func MergeStream(b backends.Backend, load func(add func(string, *tensor.Dense) e
 		if err != nil {
 			return err
 		}
-		if seen != len(deltas) {
+		if len(seen) != len(deltas) {
 			for n := range deltas {
+				if seen[n] {
+					continue
+				}
 				return fmt.Errorf("%w %q: a delta for a weight the checkpoint does not hold", ErrMissingTensor, n)
+			}
+		}
+		return nil
+	}
+}
+
+// MergeStoredStream is MergeStream for tensors as stored (NewWeightsHeld's load, with the
+// same hold): a tensor named in deltas is widened to float32, merged (Merger) and handed on
+// converted to the type hold gives it, so NewWeightsHeld holds it as it would have held the
+// tensor without deltas: dequantize, merge, requantize, row by row in the type's blocks.
+// The other tensors pass as they are.
+func MergeStoredStream(b backends.Backend, hold HoldFunc, load func(add func(string, StoredTensor) error) error, deltas map[string][]Delta) func(add func(string, StoredTensor) error) error {
+	if len(deltas) == 0 {
+		return load
+	}
+	return func(add func(string, StoredTensor) error) error {
+		m := NewMerger(b)
+		defer m.Close()
+		seen := map[string]bool{}
+		err := load(func(name string, t StoredTensor) error {
+			ds, ok := deltas[name]
+			if !ok {
+				return add(name, t)
+			}
+			seen[name] = true
+			w := tensor.New(t.Shape...)
+			if len(w.Data) > 0 {
+				if err := convertRows(t.Type, t.Data, quant.F32, nil, w.Data, t.Shape); err != nil {
+					return fmt.Errorf("nn: tensor %q: %w", name, err)
+				}
+			}
+			merged, err := m.Merge(name, w, ds)
+			if err != nil {
+				return err
+			}
+			raw := make([]byte, 4*len(merged.Data))
+			for i, v := range merged.Data {
+				binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
+			}
+			st := StoredTensor{Shape: merged.Shape, Type: quant.F32, Data: raw}
+			ht := quant.F32
+			if hold != nil {
+				ht = hold(name, t.Shape, t.Type)
+			}
+			if ht != quant.F32 && len(merged.Data) > 0 {
+				rb, err := ht.RowBytes(t.Shape[len(t.Shape)-1])
+				if err != nil {
+					return fmt.Errorf("nn: tensor %q: %w", name, err)
+				}
+				dst := make([]byte, rb*(len(merged.Data)/t.Shape[len(t.Shape)-1]))
+				if err := convertRows(quant.F32, raw, ht, dst, nil, t.Shape); err != nil {
+					return fmt.Errorf("nn: tensor %q: %w", name, err)
+				}
+				st = StoredTensor{Shape: merged.Shape, Type: ht, Data: dst}
+			}
+			return add(name, st)
+		})
+		if err != nil {
+			return err
+		}
+		if len(seen) != len(deltas) {
+			for n := range deltas {
+				if !seen[n] {
+					return fmt.Errorf("%w %q: a delta for a weight the checkpoint does not hold", ErrMissingTensor, n)
+				}
 			}
 		}
 		return nil

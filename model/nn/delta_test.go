@@ -9,6 +9,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // A weight merged at load (Merger) and the same deltas applied in every call (a WithDeltas
@@ -97,5 +98,97 @@ func TestDeltasMergedEqualsView(t *testing.T) {
 	}
 	if _, err := base.WithDeltas(map[string][]Delta{"nope.weight": {{Full: randDense(r, 1)}}}); !errors.Is(err, ErrMissingTensor) {
 		t.Fatalf("delta of an unknown weight: %v", err)
+	}
+}
+
+// Deltas on weights held in a compact type: merged as they load (dequantize, merge,
+// requantize: the merged weight is held in the type again) they equal the float32 merge
+// rounded through the type; applied per call over the held weights (a view) they equal
+// the float32 merge of the widened weight.
+func TestDeltasHeld(t *testing.T) {
+	b := testBackend(t)
+	if !UsesKernels(b) {
+		t.Skip("no fused CPU kernels on this backend")
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	const out, in = 64, 256
+	w := randDense(r, out, in)
+	for i := range w.Data {
+		w.Data[i] *= 0.05
+	}
+	ds := []Delta{{Up: randDense(r, out, 4), Down: randDense(r, 4, in)}}
+	for i := range ds[0].Up.Data {
+		ds[0].Up.Data[i] *= 0.01
+	}
+	x := randDense(r, 3, in)
+	build := func(s Scope, in []*graph.Node) []*graph.Node {
+		return []*graph.Node{Linear(in[0], s.Param(in[0].Graph(), "l.weight", out, 256), nil)}
+	}
+	run := func(ws *Weights) *tensor.Dense {
+		p, err := NewProgram(b, ws, "held-delta", build)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		y, err := p.Run(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return y[0]
+	}
+	m := NewMerger(b)
+	defer m.Close()
+	for _, typ := range []quant.Type{quant.BF16, quant.Q8_0} {
+		t.Run(typ.String(), func(t *testing.T) {
+			stored := storedAs(t, w, typ)
+			load := func(add func(string, StoredTensor) error) error { return add("l.weight", stored) }
+			merged, err := NewWeightsHeld(b, HoldAsStored, MergeStoredStream(b, HoldAsStored, load, map[string][]Delta{"l.weight": ds}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ht, _ := merged.Held("l.weight"); ht != typ {
+				t.Fatalf("merged weight held as %v, want %v", ht, typ)
+			}
+			wide, err := m.Merge("l.weight", widened(t, w, typ), ds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, err := NewWeights(b, map[string]*tensor.Dense{"l.weight": widened(t, wide, typ)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rel := tensor.RelL2(run(merged), run(ref)); rel > 1e-2 {
+				t.Errorf("merged and requantized: rel L2 %.3g vs the float32 merge rounded through %v", rel, typ)
+			}
+			held, err := NewWeightsHeld(b, HoldAsStored, load)
+			if err != nil {
+				t.Fatal(err)
+			}
+			view, err := held.WithDeltas(map[string][]Delta{"l.weight": ds})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f32, err := NewWeights(b, map[string]*tensor.Dense{"l.weight": wide})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rel := tensor.RelL2(run(view), run(f32)); rel > 1e-5 {
+				t.Errorf("per call over held weights: rel L2 %.3g vs the float32 merge of the widened weight", rel)
+			}
+		})
+	}
+	// A float32 file held as q8_0 (HoldAs): the merged weight is requantized to q8_0.
+	f32 := storedAs(t, w, quant.F32)
+	load := func(add func(string, StoredTensor) error) error { return add("l.weight", f32) }
+	hold := HoldAs(quant.Q8_0)
+	merged, err := NewWeightsHeld(b, hold, MergeStoredStream(b, hold, load, map[string][]Delta{"l.weight": ds}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ht, _ := merged.Held("l.weight"); ht != quant.Q8_0 {
+		t.Fatalf("merged weight of a float32 file held as %v, want q8_0", ht)
+	}
+	if _, err := NewWeightsHeld(b, hold, MergeStoredStream(b, hold, load, map[string][]Delta{"other.weight": ds})); err == nil {
+		t.Fatal("a delta for a weight the stream lacks was accepted")
 	}
 }

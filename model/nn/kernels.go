@@ -264,8 +264,12 @@ func fusedChannelL2Norm(x, gamma *Node, eps float64, silu bool) (*Node, bool) {
 	return sghook.Emit(x.Graph(), x.Shape(), channelNormKernel{shape: sh}, x, Reshape(gamma, dims[1])), true
 }
 
-// convKernel is kernels.Conv: inputs x, w[, bias].
-type convKernel struct{ shape kernels.ConvShape }
+// convKernel is kernels.Conv: inputs x, w[, bias]; w float32, or the bytes of a weight
+// held compact (held set), which RunBytes widens a group of output channels at a time.
+type convKernel struct {
+	shape kernels.ConvShape
+	held  *heldWeight
+}
 
 func (convKernel) Name() string { return "convolution" }
 func (k convKernel) Run(out []float32, ins [][]float32) {
@@ -274,6 +278,13 @@ func (k convKernel) Run(out []float32, ins [][]float32) {
 		bias = ins[2]
 	}
 	kernels.Conv(out, ins[0], ins[1], bias, k.shape)
+}
+func (k convKernel) RunBytes(out []float32, ins [][]float32, raw [][]byte) {
+	var bias []float32
+	if len(ins) > 2 {
+		bias = ins[2]
+	}
+	kernels.ConvMatrix(out, ins[0], heldRows{k.held, raw[1]}, bias, k.shape)
 }
 
 // fusedConv emits the convolution of x [N, C, s...] (1 to 3 spatial axes) by w [O, C, k...]
@@ -296,15 +307,23 @@ func fusedConv(x, w, b *Node, stride int, pads [][2]int) (*Node, bool) {
 	}
 	o := sh.Out()
 	out := append([]int{sh.N, sh.O}, o[3-d:]...)
+	ck := convKernel{shape: sh}
+	if h, bytes, ok := heldOf(w); ok {
+		ck.held, w = h, bytes // read the weight as held, widening a group of channels at a time
+	}
 	ins := []*Node{x, w}
 	if b != nil {
 		ins = append(ins, b)
 	}
-	return sghook.Emit(x.Graph(), shapes.Make(dtypes.Float32, out...), convKernel{sh}, ins...), true
+	return sghook.Emit(x.Graph(), shapes.Make(dtypes.Float32, out...), ck, ins...), true
 }
 
-// linearKernel is kernels.Linear: inputs x, w[, bias].
-type linearKernel struct{ shape kernels.LinearShape }
+// linearKernel is kernels.Linear: inputs x, w[, bias]; w float32, or the bytes of a weight
+// held compact (held set), which RunBytes reads as held.
+type linearKernel struct {
+	shape kernels.LinearShape
+	held  *heldWeight
+}
 
 func (linearKernel) Name() string { return "linear" }
 func (k linearKernel) Run(out []float32, ins [][]float32) {
@@ -313,6 +332,13 @@ func (k linearKernel) Run(out []float32, ins [][]float32) {
 		bias = ins[2]
 	}
 	kernels.Linear(out, ins[0], ins[1], bias, k.shape)
+}
+func (k linearKernel) RunBytes(out []float32, ins [][]float32, raw [][]byte) {
+	var bias []float32
+	if len(ins) > 2 {
+		bias = ins[2]
+	}
+	kernels.LinearMatrix(out, ins[0], k.held.matrix(raw[1]), bias, k.shape)
 }
 
 // fusedLinear emits act(x·wᵀ + b) (or GEGLU's hidden·GELU(gate) of it) as one op.
@@ -326,9 +352,14 @@ func fusedLinear(x, w, b *Node, act Activation, geglu bool) (*Node, bool) {
 		Act: map[Activation]kernels.Activation{ActNone: kernels.NoActivation, ActGELU: kernels.GELU,
 			ActGELUTanh: kernels.GELUTanh, ActSiLU: kernels.SiLUAct}[act]}
 	out := append(slices.Clone(dims[:len(dims)-1]), sh.OutCols())
+	lk := linearKernel{shape: sh}
+	if h, bytes, ok := heldOf(w); ok {
+		// Read the weight as held: the widening op Param made is left unused.
+		lk.held, w = h, bytes
+	}
 	ins := []*Node{x, w}
 	if b != nil {
 		ins = append(ins, b)
 	}
-	return sghook.Emit(x.Graph(), shapes.Make(dtypes.Float32, out...), linearKernel{sh}, ins...), true
+	return sghook.Emit(x.Graph(), shapes.Make(dtypes.Float32, out...), lk, ins...), true
 }

@@ -755,17 +755,37 @@ func (s *Sampler) Close() error {
 }
 
 // RandomConditioning implements family.RandomConditioner: prompt and negative embeddings
-// of transformer.TextContextLen rows (the UMT5 length WanPipeline pads to), for
-// benchmarking the experts without a text encoder.
+// of transformer.TextContextLen rows (the UMT5 length WanPipeline pads to) and, for a
+// folder that takes an image, an image condition of the latent's shape (and image
+// embeddings of the image encoder's shape), for benchmarking the experts without the
+// conditioners.
 func (s *Sampler) RandomConditioning(r *rand.Rand, latent []int) model.Conditioning {
-	draw := func() *tensor.Dense {
-		t := tensor.New(transformer.TextContextLen, s.TConfig.TextDim)
+	draw := func(shape ...int) *tensor.Dense {
+		t := tensor.New(shape...)
 		for i := range t.Data {
 			t.Data[i] = float32(r.NormFloat64())
 		}
 		return t
 	}
-	return model.Conditioning{KeyPromptEmbeds: draw(), KeyNegativeEmbeds: draw()}
+	c := model.Conditioning{KeyPromptEmbeds: draw(transformer.TextContextLen, s.TConfig.TextDim),
+		KeyNegativeEmbeds: draw(transformer.TextContextLen, s.TConfig.TextDim)}
+	if len(latent) != 4 {
+		return c
+	}
+	switch s.Spec.Variant {
+	case ImageToVideo:
+		c[KeyCondition] = draw(s.Spec.TemporalFactor+s.Spec.ZDim, latent[0], latent[2], latent[3])
+		if s.Spec.Encoder {
+			k := 1
+			if s.Spec.LastImage == family.NeedRequired {
+				k = 2
+			}
+			c[KeyImageEmbeds] = draw(k, s.Spec.CLIP.NumPositions(), s.Spec.CLIP.HiddenSize)
+		}
+	case TextImageToVideo:
+		c[KeyCondition] = draw(s.Spec.ZDim, 1, latent[2], latent[3])
+	}
+	return c
 }
 
 // Switches implements family.Switcher: the first step of the low-noise expert when both

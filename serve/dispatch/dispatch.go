@@ -289,7 +289,8 @@ func (d *Dispatcher) admit(now time.Time) {
 		t := now.UTC()
 		j.rec.StartedAt = &t
 		d.touch(j)
-		d.emit(Prepare{Job: j, ID: j.rec.ID, Params: j.rec.Params, Prompt: j.rec.Prompt, Img: j.img})
+		d.emit(Prepare{Job: j, ID: j.rec.ID, Params: j.rec.Params, Prompt: j.rec.Prompt, Img: j.img,
+			Image: j.rec.HasImage(), LastImage: j.rec.LastImage})
 	}
 }
 

@@ -170,6 +170,12 @@ func (m *Model) WithDeltas(deltas map[string][]nn.Delta) (*Model, error) {
 // nn.ErrMissingTensor, nn.ErrUnexpectedTensor, nn.ErrShapeMismatch). The weights are
 // copied onto backend; the map may be dropped afterwards.
 func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend) (*Model, error) {
+	return NewHeld(cfg, weights, backend, nil)
+}
+
+// NewHeld is New keeping each weight in the type hold says (see LoadHeld); nil widens
+// nothing, as New.
+func NewHeld(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend, hold nn.HoldFunc) (*Model, error) {
 	if backend == nil {
 		return nil, errors.New("wan/transformer: nil backend")
 	}
@@ -180,12 +186,34 @@ func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend)
 	if _, err := nn.CheckWeights(exp, weights); err != nil {
 		return nil, fmt.Errorf("wan/transformer: weights for %s: %w", cfg, err)
 	}
-	w, err := nn.NewWeights(backend, weights)
+	var w *nn.Weights
+	if hold == nil {
+		w, err = nn.NewWeights(backend, weights)
+	} else {
+		w, err = nn.NewWeightsHeldDense(backend, hold, weights)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("wan/transformer: %w", err)
 	}
 	return bind(cfg, w, backend)
 }
+
+// NewFromWeights builds a Model over weights already loaded (nn.NewWeightsHeld with
+// tensors produced one at a time, e.g. random weights generated tensor by tensor), checking
+// that they hold exactly the tensors ExpectedTensors(cfg) lists.
+func NewFromWeights(cfg Config, w *nn.Weights) (*Model, error) {
+	exp, err := ExpectedTensors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := nn.CheckTensors(exp, w.Shapes()); err != nil {
+		return nil, fmt.Errorf("wan/transformer: weights for %s: %w", cfg, err)
+	}
+	return bind(cfg, w, w.Backend())
+}
+
+// Weights returns the model's weights (what they hold, in which types).
+func (m *Model) Weights() *nn.Weights { return m.weights }
 
 // bind builds the network's program over weights already on backend.
 func bind(cfg Config, w *nn.Weights, backend backends.Backend) (*Model, error) {
