@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/plan"
 )
 
 // ErrOptions marks options `vdpp bench` refuses before any process starts; it is a
@@ -70,6 +72,8 @@ type Options struct {
 	Trace            string
 	SVG              string
 	Backend          string
+	// Weights are the load options of the model's weights (--weights-dtype and the files).
+	Weights family.WeightOptions
 
 	// DecodeRanks > 0 decodes every finished latent with the model's VAE: on the last
 	// stage alone (1) or spread over the last N stages of each pipeline (N); 0 benchmarks
@@ -142,6 +146,7 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.Trace, "trace", o.Trace, "write a Chrome trace (Perfetto) to this `FILE`")
 	fs.StringVar(&o.SVG, "svg", o.SVG, "write a Gantt chart SVG to this `FILE`")
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend for dummy/svd (default: GOMLX_BACKEND or go)")
+	o.Weights.RegisterFlags(fs.FlagSet)
 	fs.IntVar(&o.DecodeRanks, "decode-ranks", o.DecodeRanks, "decode the videos with the model's VAE on the last N stages of each pipeline (0: no decode, the denoiser only; 1: the last stage alone)")
 	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "with --decode-ranks: frames decoded together, the parts spread over ranks (0: all; -1: the model's)")
 	fs.Float64Var(&o.DecodeSteps, "decode-steps", o.DecodeSteps, "with --decode-ranks: one sample's decode cost in denoising steps; the step cut moves steps off the decoding stages to balance it, as vdpp plan does (0: cut by steps alone)")
@@ -171,53 +176,15 @@ func (o Options) Resolve() (Options, error) {
 	if err != nil {
 		return o, err
 	}
-	desc, err := m.Describe()
-	if err != nil {
+	sh, err := plan.ResolveShape(m, o.simConfig(), plan.Shape{Steps: o.TotalSteps, NumFrames: o.NumFrames, Height: o.Height, Width: o.Width,
+		LatentFrames: o.LatentFrames, LatentChannels: o.LatentChannels, LatentHeight: o.LatentHeight, LatentWidth: o.LatentWidth})
+	if errors.Is(err, plan.ErrOptions) {
+		return o, badOptions("%w", err)
+	} else if err != nil {
 		return o, err
 	}
-	def := desc.Defaults
-	if o.TotalSteps == 0 {
-		o.TotalSteps = def.Steps
-	}
-	if o.LatentFrames > 0 && o.LatentHeight > 0 && o.LatentWidth > 0 && o.LatentChannels > 0 {
-		return o, nil // resolved already (a worker), or given as latents
-	}
-	p := def
-	latentGiven := o.LatentFrames > 0 || o.LatentHeight > 0 || o.LatentWidth > 0
-	if !latentGiven {
-		if o.NumFrames > 0 {
-			p.NumFrames = o.NumFrames
-		}
-		switch {
-		case o.Height > 0 && o.Width > 0:
-			p.Height, p.Width = o.Height, o.Width
-		case o.Height > 0 || o.Width > 0:
-			return o, badOptions("--height %d --width %d: set both (or neither, for the model's %dx%d)", o.Height, o.Width, def.Width, def.Height)
-		}
-		f := max(1, desc.SizeMultiple)
-		if p.Height%f != 0 || p.Width%f != 0 || p.Height < f || p.Width < f {
-			return o, badOptions("--width %d --height %d: both must be positive multiples of %d (the VAE's factor)", p.Width, p.Height, f)
-		}
-		if fm := desc.FrameMultiple; p.NumFrames < 1 || (fm > 0 && (p.NumFrames-1)%fm != 0) {
-			return o, badOptions("--num-frames %d: the model takes 1 + %dk frames", p.NumFrames, fm)
-		}
-	}
-	s, err := m.Open(family.Options{Sim: o.simConfig()})
-	if err != nil {
-		return o, err
-	}
-	defer s.Close()
-	shape := s.LatentShape(p)
-	if len(shape) != 4 {
-		return o, fmt.Errorf("bench: %s: latent shape %v is not [T, C, H, W]", s.Family(), shape)
-	}
-	if o.LatentChannels == 0 {
-		o.LatentChannels = shape[1]
-	}
-	if !latentGiven {
-		o.NumFrames, o.Height, o.Width = p.NumFrames, p.Height, p.Width
-		o.LatentFrames, o.LatentHeight, o.LatentWidth = shape[0], shape[2], shape[3]
-	}
+	o.TotalSteps, o.NumFrames, o.Height, o.Width = sh.Steps, sh.NumFrames, sh.Height, sh.Width
+	o.LatentFrames, o.LatentChannels, o.LatentHeight, o.LatentWidth = sh.LatentFrames, sh.LatentChannels, sh.LatentHeight, sh.LatentWidth
 	return o, nil
 }
 

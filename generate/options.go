@@ -40,8 +40,8 @@ func badOptions(format string, a ...any) error { return cli.Errorf(ErrOptions, f
 type Options struct {
 	Model   string // checkpoint folder
 	Variant string
-	// Weights say where the denoiser's weights come from (--transformer, --transformer-2,
-	// --unet).
+	// Weights say where the denoiser's weights come from and the type they are held in
+	// (--weights-dtype, --transformer, --transformer-2, --unet).
 	Weights family.WeightOptions
 	// Image is the image of an image-to-video model (SVD; a Wan image-to-video folder, with
 	// its prompt); LastImage the last frame's image of a model that takes one (Wan

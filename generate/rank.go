@@ -144,7 +144,10 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	} else {
 		store = newLocalKV()
 	}
-	sw := StageWeights{Rank: env.Rank, Steps: [2]int{plan[stage].Start, plan[stage].End}, Components: p.WeightBytes(), LoadMS: loadMS}
+	sw := StageWeights{Rank: env.Rank, Steps: [2]int{plan[stage].Start, plan[stage].End}, Components: p.WeightBytes(), Types: family.WeightTypesOf(p), LoadMS: loadMS}
+	if kr, ok := p.(family.KernelReporter); ok {
+		sw.Kernels = kr.Kernels()
+	}
 	if err := setJSON(ctx, store, "weights/"+strconv.Itoa(env.Rank), sw); err != nil {
 		return err
 	}

@@ -11,7 +11,13 @@ type StageWeights struct {
 	Rank       int              `json:"rank"`
 	Steps      [2]int           `json:"steps"`
 	Components map[string]int64 `json:"weight_bytes"`
-	LoadMS     float64          `json:"load_ms"`
+	// Types are the same bytes by the weight type they are held in ("f32", "q8_0", ...).
+	Types  map[string]int64 `json:"weight_bytes_by_type,omitempty"`
+	LoadMS float64          `json:"load_ms"`
+	// Kernels says which kernels the rank's networks ran with (family.KernelReporter:
+	// the backend and, on the pure-Go one, vdpp's CPU kernels); empty for a family that
+	// does not say.
+	Kernels string `json:"kernels,omitempty"`
 }
 
 // Timings are a sample's phases in milliseconds. Load is the slowest rank's model load.

@@ -16,12 +16,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vdpp/vdpp/bench"
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/model"
 	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/lora"
+	"github.com/vdpp/vdpp/plan"
 	"github.com/vdpp/vdpp/video"
 )
 
@@ -367,24 +368,37 @@ func finished(o Options) []string {
 	return out
 }
 
-// autoMesh asks the planner for the mesh of o's workload on --nproc devices (as `vdpp bench
-// --plan auto`: the model's step cost measured here, the hand-offs and collectives between
-// real processes), says what it chose, and returns o with that mesh.
+// autoMesh asks the planner for the mesh of o's workload on --nproc devices (plan.AutoMesh,
+// as `vdpp bench --plan auto`: the model's step cost measured here, the hand-offs and
+// collectives between real processes), says what it chose, and returns o with that mesh.
 func autoMesh(ctx context.Context, o Options, say io.Writer) (Options, error) {
-	b := bench.DefaultOptions()
-	b.Model, b.Backend, b.Seed = o.Model, o.Backend, o.Seed
-	b.TotalSteps, b.NumFrames, b.Height, b.Width = o.Steps, o.NumFrames, o.Height, o.Width
-	b.NumSamples, b.MicroBatch, b.NProc, b.Goal = o.NumSamples, o.MicroBatch, o.NProc, o.Goal
-	b.MinGuidance, b.MaxGuidance, b.GuidanceScale = max(o.MinGuidance, 1), max(o.MaxGuidance, 1), max(o.GuidanceScale, 1)
-	b, err := b.Resolve()
+	goal, err := plan.ParseGoal(o.Goal)
+	if err != nil {
+		return o, badOptions("--goal: %w", err)
+	}
+	m, err := family.Resolve(o.Model)
 	if err != nil {
 		return o, err
 	}
-	auto, best, err := bench.AutoMesh(ctx, b, nil)
+	sim := model.Config{StepMS: 1, Cost: "sleep", HiddenChannels: 32, Seed: o.Seed}
+	sh, err := plan.ResolveShape(m, sim, plan.Shape{Steps: o.Steps, NumFrames: o.NumFrames, Height: o.Height, Width: o.Width})
+	if err != nil {
+		return o, err
+	}
+	sim.LatentChannels = sh.LatentChannels
+	// The guidance left to the model (-1) plans as unguided, as bench's defaults (1) do.
+	guided := o.MaxGuidance > 1 || o.GuidanceScale > 1
+	best, err := plan.AutoMesh(ctx, plan.AutoRequest{Model: m, Backend: o.Backend, Sim: sim, Seed: o.Seed, Weights: o.Weights,
+		Workload: plan.Workload{Steps: sh.Steps, Samples: o.NumSamples, Frames: sh.LatentFrames, Height: sh.LatentHeight,
+			Width: sh.LatentWidth, Channels: sh.LatentChannels, Guided: guided, MicroBatch: o.MicroBatch, Warmup: max(0, min(4, o.NumSamples-2))},
+		Devices: o.NProc, Goal: goal})
 	if err != nil {
 		return o, fmt.Errorf("generate: --plan auto: %w", err)
 	}
-	o.PP, o.CFG, o.CP, o.DP, o.NProc, o.Plan = auto.PP, auto.CFG, auto.CP, auto.DP, auto.NProc, ""
+	if o.NProc == 0 {
+		o.NProc = 7
+	}
+	o.PP, o.CFG, o.CP, o.DP, o.Plan = best.PP, best.CFG, best.CP, best.DP, ""
 	fmt.Fprintf(say, "generate: --plan auto (%s) on %d devices chose %s: predicted first sample %.2f s, %.3g samples/s\n",
 		o.Goal, o.NProc, o.mesh(), best.FirstSampleMS/1000, best.ThroughputPerS)
 	return o.resolveMeshFor()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"runtime/debug"
 	"slices"
@@ -12,8 +13,10 @@ import (
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/nn/backendspec"
+	"github.com/vdpp/vdpp/plan"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -31,12 +34,49 @@ type doctorReport struct {
 	Tried            bool                    `json:"tried"`
 	Backend          string                  `json:"backend,omitempty"`
 	TryError         string                  `json:"try_error,omitempty"`
-	// CPUMatMul names the CPU kernels the pure-Go backend runs (nn.KernelsStatus).
-	CPUMatMul string `json:"cpu_matmul"`
+	// CPUKernels names the CPU kernels a pure-Go backend of the resolved spec runs (the
+	// spec's kernels= option, else $VDPP_KERNELS, else all; nn.DescribeKernels);
+	// KernelsRan counts the fused ops --try ran on it, by name.
+	CPUKernels string           `json:"cpu_kernels"`
+	KernelsRan map[string]int64 `json:"kernels_ran,omitempty"`
 	// Backends are the GoMLX backends built into this binary ("go", "xla"); Static says
 	// whether it was built without cgo (CGO_ENABLED=0).
 	Backends []string `json:"backends"`
 	Static   bool     `json:"static"`
+	// Weights, with --model, are the model's weight bytes by role and by the type they are
+	// held in (the family's sizes for --weights-dtype and the files, as vdpp plan counts).
+	Weights *doctorWeights `json:"weights,omitempty"`
+}
+
+// doctorWeights are a model's weights as the family sizes them.
+type doctorWeights struct {
+	Model     string           `json:"model"`
+	DType     string           `json:"weights_dtype"`
+	Condition int64            `json:"condition"`
+	Denoisers []int64          `json:"denoisers"`
+	Decode    int64            `json:"decode"`
+	Types     map[string]int64 `json:"types"`
+}
+
+// modelWeights sizes a model's weights for the load options w.
+func modelWeights(modelArg string, w family.WeightOptions) (*doctorWeights, error) {
+	m, err := family.Resolve(modelArg)
+	if err != nil {
+		return nil, err
+	}
+	wg, ok := m.Family.(family.Weigher)
+	if !ok {
+		return nil, fmt.Errorf("--model %s: a %s model has no weights to size", modelArg, m.Family.Name())
+	}
+	fw, err := wg.Weights(m.Dir, family.Options{Weights: w})
+	if err != nil {
+		return nil, err
+	}
+	dt := w.DType
+	if dt == "" {
+		dt = "auto"
+	}
+	return &doctorWeights{Model: modelArg, DType: dt, Condition: fw.Condition, Denoisers: fw.Denoisers, Decode: fw.Decode, Types: fw.Types}, nil
 }
 
 // buildStatic reports whether this binary was built with CGO_ENABLED=0.
@@ -61,23 +101,34 @@ func runDoctor(_ context.Context, args []string, stdout, stderr io.Writer) error
 	spec := fs.String("backend", "", "backend to resolve: go, xla:cuda, xla:/path/plugin.so (default: automatic)")
 	try := fs.Bool("try", false, "create the backend and run a small computation on it")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	modelArg := fs.String("model", "", "a model `NAME|DIR` whose weight bytes to size, by role and by held type (with --weights-dtype and the weights files as the commands take them)")
+	var wo family.WeightOptions
+	wo.RegisterFlags(fs.FlagSet)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	p := backendspec.OSProbe()
-	rep := doctorReport{GPU: backendspec.DetectGPU(p), Spec: *spec, CPUMatMul: cpuMatMul(), Backends: nn.CompiledBackends(), Static: buildStatic()}
+	rep := doctorReport{GPU: backendspec.DetectGPU(p), Spec: *spec, Backends: nn.CompiledBackends(), Static: buildStatic()}
 	rep.CUDAPlugin, rep.PluginSearched = backendspec.FindCUDAPlugin(p)
 	rep.CUDADataDir, rep.CUDADataDirTried = backendspec.FindCUDADataDir(p, rep.CUDAPlugin)
 	rep.MissingCUDALibs, _ = backendspec.MissingCUDALibs(p, rep.CUDAPlugin)
+	if *modelArg != "" {
+		w, err := modelWeights(*modelArg, wo)
+		if err != nil {
+			return err
+		}
+		rep.Weights = w
+	}
 	r, rerr := backendspec.Resolve(*spec, p)
+	rep.CPUKernels = cpuKernels(r, rerr, p)
 	if rerr != nil {
 		rep.ResolveError = rerr.Error()
 	} else {
 		rep.Resolution = &r
 		if *try {
 			rep.Tried = true
-			name, err := tryBackend(r)
-			rep.Backend = name
+			name, ran, err := tryBackend(r)
+			rep.Backend, rep.KernelsRan = name, ran
 			if err != nil {
 				rep.TryError = err.Error()
 			}
@@ -137,7 +188,16 @@ func writeDoctor(w io.Writer, rep doctorReport) error {
 	} else {
 		fmt.Fprintf(&b, "CUDA libraries:    driver, cuBLAS and cuDNN found\n")
 	}
-	fmt.Fprintf(&b, "CPU kernels: %s\n", rep.CPUMatMul)
+	fmt.Fprintf(&b, "CPU kernels: %s\n", rep.CPUKernels)
+	if w := rep.Weights; w != nil {
+		den := make([]string, len(w.Denoisers))
+		for i, d := range w.Denoisers {
+			den[i] = plan.Bytes(d)
+		}
+		fmt.Fprintf(&b, "weights of %s (--weights-dtype %s): condition %s, denoiser %s, decode %s\n", w.Model, w.DType,
+			plan.Bytes(w.Condition), strings.Join(den, " + "), plan.Bytes(w.Decode))
+		fmt.Fprintf(&b, "  held by type:    %s\n", plan.TypeBytes(w.Types))
+	}
 	spec := rep.Spec
 	if spec == "" {
 		spec = "(automatic)"
@@ -164,6 +224,10 @@ func writeDoctor(w io.Writer, rep doctorReport) error {
 	if rep.Tried {
 		if rep.TryError == "" {
 			fmt.Fprintf(&b, "  try:             ok on %s\n", rep.Backend)
+			if len(rep.KernelsRan) > 0 {
+				names := slices.Sorted(maps.Keys(rep.KernelsRan))
+				fmt.Fprintf(&b, "  fused ops ran:   %s\n", strings.Join(names, ", "))
+			}
 		} else {
 			fmt.Fprintf(&b, "  try:             FAILED: %s\n", rep.TryError)
 		}
@@ -173,19 +237,21 @@ func writeDoctor(w io.Writer, rep doctorReport) error {
 }
 
 // tryBackend creates r's backend and checks a 64x64 matrix product against Go (relative
-// L2 <= 1e-3, which TF32 matrix units meet). It returns the backend's description.
-func tryBackend(r backendspec.Resolution) (string, error) {
+// L2 <= 1e-3, which TF32 matrix units meet), then runs a layer norm, which is a fused op on
+// a pure-Go backend that runs them. It returns the backend's description and the fused
+// ops that ran (nn.KernelsRan).
+func tryBackend(r backendspec.Resolution) (string, map[string]int64, error) {
 	b, err := nn.NewResolvedBackend(r)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer b.Finalize()
 	name := b.Name() + ": " + b.Description()
 	prog, err := nn.NewProgram(b, nil, "doctor", func(_ nn.Scope, in []*Node) []*Node {
-		return []*Node{DotGeneral(in[0], []int{1}, nil, in[1], []int{0}, nil)}
+		return []*Node{DotGeneral(in[0], []int{1}, nil, in[1], []int{0}, nil), nn.LayerNorm(in[0], nil, nil, 1e-5)}
 	})
 	if err != nil {
-		return name, err
+		return name, nil, err
 	}
 	defer prog.Close()
 	const n = 64
@@ -197,7 +263,7 @@ func tryBackend(r backendspec.Resolution) (string, error) {
 	}
 	out, err := prog.Run(x, y)
 	if err != nil {
-		return name, err
+		return name, nil, err
 	}
 	var num, den float64
 	for i := range n {
@@ -212,10 +278,24 @@ func tryBackend(r backendspec.Resolution) (string, error) {
 		}
 	}
 	if rel := math.Sqrt(num / den); !(rel <= 1e-3) {
-		return name, fmt.Errorf("64x64 matrix product: relative L2 error %.3g > 1e-3", rel)
+		return name, nil, fmt.Errorf("64x64 matrix product: relative L2 error %.3g > 1e-3", rel)
 	}
-	return name, nil
+	return name, nn.KernelsRan(b), nil
 }
 
-// cpuMatMul describes the CPU kernels behind the pure-Go backend (--backend go).
-func cpuMatMul() string { return nn.KernelsStatus() }
+// cpuKernels describes the CPU kernels a pure-Go backend of the resolution r runs: r's
+// own for a go backend, else those of `--backend go` (its $VDPP_KERNELS default).
+func cpuKernels(r backendspec.Resolution, rerr error, p backendspec.Probe) string {
+	if rerr != nil || r.Kind != backendspec.KindGo {
+		var err error
+		if r, err = backendspec.Resolve("go", p); err != nil {
+			return err.Error()
+		}
+	}
+	b, err := nn.NewGoBackend(r.Kernels)
+	if err != nil {
+		return err.Error()
+	}
+	defer b.Finalize()
+	return nn.DescribeKernels(b) + " (kernels=" + r.Kernels.String() + ")"
+}

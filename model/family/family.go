@@ -129,8 +129,8 @@ type Options struct {
 	// when it is not ""); a family that takes no LoRA refuses them.
 	LoRAs   LoRAs
 	LoRADir string
-	// Weights say where the denoiser's weights come from (--transformer, --transformer-2,
-	// --unet).
+	// Weights say where the denoiser's weights come from and the type they are held in
+	// (--weights-dtype, --transformer, --transformer-2, --unet).
 	Weights WeightOptions
 }
 
@@ -185,6 +185,35 @@ type Sampler interface {
 	WeightBytes() map[string]int64
 	// Close releases what was loaded.
 	Close() error
+}
+
+// KernelReporter is implemented by Samplers whose networks run on a compute backend:
+// Kernels says in one line which kernels they run with (the backend, and on the pure-Go
+// backend which of vdpp's CPU kernels), for report.json; "" when nothing is loaded.
+type KernelReporter interface {
+	Kernels() string
+}
+
+// TypedWeights is implemented by samplers that say how many bytes their weights hold in each
+// weight type ("f32", "bf16", "q8_0", ... as tensor/quant names them): report.json's
+// weight_bytes_by_type. A sampler without it holds float32 only.
+type TypedWeights interface {
+	WeightTypes() map[string]int64
+}
+
+// WeightTypesOf is s's TypedWeights, or its WeightBytes as float32.
+func WeightTypesOf(s Sampler) map[string]int64 {
+	if t, ok := s.(TypedWeights); ok {
+		return t.WeightTypes()
+	}
+	var n int64
+	for _, b := range s.WeightBytes() {
+		n += b
+	}
+	if n == 0 {
+		return nil
+	}
+	return map[string]int64{"f32": n}
 }
 
 // ChunkDecoder is implemented by Samplers that can decode a final latent a few frames at a

@@ -5,12 +5,20 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
-// WeightOptions say where a model's denoiser weights come from: what --transformer,
-// --transformer-2 and --unet set on every command that loads a model. They are load options (one per process or server), not job
+// WeightOptions say where a model's denoiser weights come from and the type they are held
+// in: what --weights-dtype, --transformer, --transformer-2 and --unet set on every command
+// that loads a model. They are load options (one per process or server), not job
 // parameters.
 type WeightOptions struct {
+	// DType is --weights-dtype: "" or "auto" holds each tensor of the denoisers as stored; a
+	// weight type of tensor/quant's table ("bf16", "q8_0", "q4_k", ...) converts their weight
+	// matrices at load, as stable-diffusion.cpp's --type does (a matrix whose rows do not fit
+	// the type's blocks takes quant.Type.Fallback; norms and biases stay float32).
+	DType string
 	// Transformer, Transformer2 and UNet replace the folder's weights of that denoiser
 	// component (transformer, transformer_2, unet) with one GGUF or safetensors file in a
 	// layout the family reads; "" keeps the folder's. The rest (configs, VAE, encoders,
@@ -46,9 +54,15 @@ func (w WeightOptions) File(component string) string {
 	return ""
 }
 
-// Check refuses a file for a component a family does not have (has lists the family's, in
-// FileComponents' names); family names the family in the message.
+// Check refuses a --weights-dtype that is not a weight type and a file for a component a
+// family does not have (has lists the family's, in FileComponents' names); family names the
+// family in the message.
 func (w WeightOptions) Check(family string, has ...string) error {
+	if w.DType != "" && !strings.EqualFold(w.DType, "auto") {
+		if _, err := quant.Parse(w.DType); err != nil {
+			return fmt.Errorf("--weights-dtype: %w", err)
+		}
+	}
 	for _, c := range FileComponents {
 		if w.File(c) == "" || slices.Contains(has, c) {
 			continue
@@ -69,6 +83,9 @@ func (w WeightOptions) Check(family string, has ...string) error {
 // Args returns the options as command-line flags (for the processes a launcher starts).
 func (w WeightOptions) Args() []string {
 	var out []string
+	if w.DType != "" && !strings.EqualFold(w.DType, "auto") {
+		out = append(out, "--weights-dtype="+w.DType)
+	}
 	for _, c := range FileComponents {
 		if f := w.File(c); f != "" {
 			out = append(out, "--"+FileFlag(c)+"="+f)
@@ -77,10 +94,12 @@ func (w WeightOptions) Args() []string {
 	return out
 }
 
-// RegisterFlags binds the options to fs: a file flag per component of FileComponents
-// (--transformer, --transformer-2, --unet). Every command that loads a model registers them
-// through this one function, so their names and help are declared once.
+// RegisterFlags binds the options to fs: --weights-dtype and a file flag per component of
+// FileComponents (--transformer, --transformer-2, --unet). Every command that loads a model
+// registers them through this one function, so their names and help are declared once.
 func (w *WeightOptions) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&w.DType, "weights-dtype", w.DType, "the `TYPE` the denoiser's weights are held in: auto (as the files store them; the default) or "+
+		strings.Join(quant.Flags(), ", ")+", converted at load as stable-diffusion.cpp's --type does (a matrix whose rows do not fit a block type takes the nearest type that does; docs/weights.md)")
 	help := map[string]string{
 		"transformer":   "Wan: a GGUF or safetensors `FILE` replacing the folder's transformer (the high-noise expert of Wan 2.2) weights; Wan's original layout (Wan-AI, Comfy-Org, city96, stable-diffusion.cpp) or diffusers'",
 		"transformer_2": "Wan 2.2: a GGUF or safetensors `FILE` replacing the folder's transformer_2 (the low-noise expert) weights",

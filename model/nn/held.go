@@ -19,18 +19,15 @@ import (
 	"github.com/vdpp/vdpp/internal/parallel"
 	"github.com/vdpp/vdpp/internal/qgemm"
 	"github.com/vdpp/vdpp/internal/sghook"
+	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/tensor"
 	"github.com/vdpp/vdpp/tensor/quant"
 )
 
-// StoredTensor is one tensor as a file stores it: its shape, its weight type and its bytes
-// in that type's layout (little-endian values row-major, or for the block types the rows
-// along the last axis as consecutive blocks). Data is read, never kept.
-type StoredTensor struct {
-	Shape []int
-	Type  quant.Type
-	Data  []byte
-}
+// StoredTensor is one tensor as a file stores it (checkpoint.Stored.EachStored hands them
+// over): its shape, its weight type and its bytes in that type's layout. Data is read,
+// never kept.
+type StoredTensor = checkpoint.StoredTensor
 
 // HoldFunc returns the weight type nn holds a tensor in, given its name, shape and stored
 // type. Returning F32 widens it at load; any other type must fit the tensor's rows (the
@@ -202,7 +199,7 @@ var widenHook func()
 
 // heldParam returns the float32 node of a held tensor: its bytes widened by a fused op.
 func heldParam(g *graph.Graph, name string, h *heldWeight, bytes *graph.Node) *graph.Node {
-	if !sghook.Fusable(g) {
+	if !UsesKernels(g.Backend()) {
 		panic(fmt.Errorf("nn: %q is held as %v, which only vdpp's CPU kernels read", name, h.typ))
 	}
 	return sghook.Emit(g, shapes.Make(dtypes.Float32, h.shape...), widenKernel{h}, bytes)
@@ -234,7 +231,7 @@ func heldOf(w *graph.Node) (*heldWeight, *graph.Node, bool) {
 // in its stored type, and hold says the type to keep it in. On a backend that runs vdpp's
 // CPU kernels (UsesKernels) a tensor held in a compact type is kept in it, in the layout the
 // kernels read, and never exists in float32 as a whole (linear layers read it as held;
-// any other use widens it for that op only); elsewhere (XLA, VDPP_KERNELS=off) every
+// any other use widens it for that op only); elsewhere (XLA, kernels off) every
 // tensor is widened to float32 at load. A conversion goes one row at a time through
 // float32 (quant.Dequantize, then quant.Quantize: ggml's reference code), so besides the
 // held bytes only one tensor's bytes in the held type exist at once.

@@ -15,6 +15,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
+	"github.com/vdpp/vdpp/internal/sghook"
 	"github.com/vdpp/vdpp/tensor"
 	"github.com/vdpp/vdpp/tensor/quant"
 )
@@ -224,7 +225,7 @@ func Declare(b backends.Backend, build func(s Scope, g *graph.Graph) error) (map
 	g := graph.NewGraph(b, "nn.Declare")
 	defer g.Finalize()
 	var inner error
-	if err := catch(func() { inner = build(Scope{src: d}, g) }); err != nil {
+	if err := catch(func() { sghook.Inference(g, func() { inner = build(Scope{src: d}, g) }) }); err != nil {
 		return nil, fmt.Errorf("nn: declare: %w", err)
 	}
 	if inner != nil {

@@ -63,6 +63,9 @@ type Pipeline struct {
 	CLIP   *clip.Model // nil unless Parts.Conditioner
 	VAEEnc *vae.Model  // nil unless Parts.Conditioner
 	VAEDec *vae.Model  // nil unless Parts.Decoder
+
+	// Backend is what the networks run on (nil when no part is loaded).
+	Backend backends.Backend
 }
 
 // Load opens the diffusers folder dir and loads parts onto backend. variant is "" (fp32) or
@@ -79,6 +82,8 @@ type LoadOptions struct {
 	// UNetDeltas (LoRAs' changes, by weight name) are merged into the UNet's weights as
 	// they load.
 	UNetDeltas map[string][]nn.Delta
+	// Hold says the type the UNet's tensors are held in (nil: as stored).
+	Hold nn.HoldFunc
 }
 
 // LoadWith is Load with the weights o names.
@@ -88,7 +93,7 @@ func LoadWith(dir string, o LoadOptions, backend backends.Backend, parts Parts) 
 	if err != nil {
 		return nil, err
 	}
-	p := &Pipeline{Checkpoint: ck}
+	p := &Pipeline{Checkpoint: ck, Backend: backend}
 	if p.UNetConfig, err = unet.ReadConfig(ck); err != nil {
 		return nil, err
 	}
@@ -109,7 +114,7 @@ func LoadWith(dir string, o LoadOptions, backend backends.Backend, parts Parts) 
 		return nil, err
 	}
 	if parts.Denoiser {
-		if p.UNet, err = unet.LoadWith(ck, unet.LoadOptions{Variant: variant, File: o.UNetFile, Deltas: o.UNetDeltas}, backend); err != nil {
+		if p.UNet, err = unet.LoadWith(ck, unet.LoadOptions{Variant: variant, File: o.UNetFile, Deltas: o.UNetDeltas, Hold: o.Hold}, backend); err != nil {
 			return nil, err
 		}
 	}

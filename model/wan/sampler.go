@@ -291,6 +291,8 @@ type Sampler struct {
 	simpleGo bool
 	// defaults are the folder's DefaultParams.
 	defaults family.Params
+	// backend is what the networks run on (nil when none is loaded).
+	backend backends.Backend
 }
 
 var (
@@ -329,7 +331,7 @@ func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err e
 	if err := checkWeightOptions(f, o); err != nil {
 		return nil, err
 	}
-	s = &Sampler{Folder: f, simpleGo: b != nil && nn.IsSimpleGo(b)}
+	s = &Sampler{Folder: f, simpleGo: b != nil && nn.IsSimpleGo(b), backend: b}
 	if s.Spec, err = f.ImageSpec(); err != nil {
 		return nil, err
 	}
@@ -704,6 +706,14 @@ func toUnitFrames(v *tensor.Dense) *tensor.Dense {
 	return out
 }
 
+// Kernels implements family.KernelReporter: the kernels the networks run with.
+func (s *Sampler) Kernels() string {
+	if s.backend == nil {
+		return ""
+	}
+	return nn.DescribeKernels(s.backend)
+}
+
 // WeightBytes implements family.Sampler: per loaded component.
 func (s *Sampler) WeightBytes() map[string]int64 {
 	out := map[string]int64{}
@@ -723,6 +733,27 @@ func (s *Sampler) WeightBytes() map[string]int64 {
 			out[ImageEncoder] = s.Images.CLIP.WeightBytes()
 		}
 		out[VAE] = s.Images.VAE.WeightBytes()
+	}
+	return out
+}
+
+// WeightTypes implements family.TypedWeights: the experts as held (nn.NewWeightsHeld), the
+// other networks in float32.
+func (s *Sampler) WeightTypes() map[string]int64 {
+	out := map[string]int64{}
+	experts := map[string]bool{}
+	for i, m := range s.Experts {
+		if m != nil {
+			experts[[]string{Transformer, Transformer2}[i]] = true
+			for t, n := range m.HeldBytes() {
+				out[t.String()] += n
+			}
+		}
+	}
+	for c, n := range s.WeightBytes() {
+		if !experts[c] {
+			out["f32"] += n
+		}
 	}
 	return out
 }
@@ -815,7 +846,8 @@ var _ family.Switcher = wanFamily{}
 // transformerOptions are the load options of expert from a family's options: the folder's
 // variant, or the file --transformer / --transformer-2 names.
 func transformerOptions(expert int, o family.Options) transformer.LoadOptions {
-	return transformer.LoadOptions{Variant: o.Variant, File: o.Weights.File(ExpertComponent(expert))}
+	hold, _ := nn.HoldFor(o.Weights.DType) // checked by checkWeightOptions
+	return transformer.LoadOptions{Variant: o.Variant, File: o.Weights.File(ExpertComponent(expert)), Hold: hold}
 }
 
 // checkWeightOptions refuses weight options the folder cannot take: --transformer-2 for a

@@ -11,6 +11,7 @@ import (
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // Model is a loaded UNet ready to run: its weights live on one backend and a Program
@@ -44,8 +45,12 @@ type LoadOptions struct {
 	// diffusers' names (DiffusersKeys). The config stays the folder's.
 	File string
 	// Deltas (LoRAs' changes, by weight name) are merged into the weights as they are
-	// copied onto the backend (nn.MergeStream).
+	// copied onto the backend (nn.MergeStoredStream: dequantized, merged and held in the
+	// type Hold gives them again): the model runs at no extra cost per step.
 	Deltas map[string][]nn.Delta
+	// Hold says the type each tensor is held in (nn.HoldFor of --weights-dtype); nil holds
+	// them as stored (nn.HoldAsStored).
+	Hold nn.HoldFunc
 }
 
 // DiffusersKeys is the one layout a single UNet file is read in: diffusers' names (a
@@ -68,7 +73,13 @@ func LoadWith(ck *checkpoint.Checkpoint, o LoadOptions, backend backends.Backend
 		return nil, err
 	}
 	defer st.Close()
-	w, err := nn.NewWeightsStream(backend, nn.MergeStream(backend, st.Each, o.Deltas))
+	hold := o.Hold
+	if hold == nil {
+		hold = nn.HoldAsStored
+	}
+	w, err := nn.NewWeightsHeld(backend, hold, nn.MergeStoredStream(backend, hold, func(add func(string, nn.StoredTensor) error) error {
+		return st.EachStored(func(name string, t checkpoint.StoredTensor) error { return add(name, nn.StoredTensor(t)) })
+	}, o.Deltas))
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
@@ -109,6 +120,12 @@ func (m *Model) WithDeltas(deltas map[string][]nn.Delta) (*Model, error) {
 // nn.ErrMissingTensor, nn.ErrUnexpectedTensor, nn.ErrShapeMismatch). The weights are
 // copied onto backend; the map may be dropped afterwards.
 func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend) (*Model, error) {
+	return NewHeld(cfg, weights, backend, nil)
+}
+
+// NewHeld is New keeping each weight in the type hold says (nn.NewWeightsHeld); nil widens
+// nothing, as New.
+func NewHeld(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend, hold nn.HoldFunc) (*Model, error) {
 	if backend == nil {
 		return nil, errors.New("unet: nil backend")
 	}
@@ -119,12 +136,20 @@ func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend)
 	if _, err := nn.CheckWeights(exp, weights); err != nil {
 		return nil, fmt.Errorf("unet: weights for %s: %w", cfg, err)
 	}
-	w, err := nn.NewWeights(backend, weights)
+	var w *nn.Weights
+	if hold == nil {
+		w, err = nn.NewWeights(backend, weights)
+	} else {
+		w, err = nn.NewWeightsHeldDense(backend, hold, weights)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
 	return bind(cfg, w, backend)
 }
+
+// Weights returns the model's weights (what they hold, in which types).
+func (m *Model) Weights() *nn.Weights { return m.weights }
 
 // bind builds the network's program over weights already on backend.
 func bind(cfg Config, w *nn.Weights, backend backends.Backend) (*Model, error) {
@@ -213,6 +238,9 @@ func (m *Model) Config() Config { return m.cfg }
 
 // WeightBytes returns the memory held by the weights (float32).
 func (m *Model) WeightBytes() int64 { return m.weights.Bytes() }
+
+// HeldBytes returns the bytes the weights hold in each weight type.
+func (m *Model) HeldBytes() map[quant.Type]int64 { return m.weights.HeldBytes() }
 
 // Backend is the backend the weights are bound to.
 func (m *Model) Backend() backends.Backend { return m.prog.Backend() }

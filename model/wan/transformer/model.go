@@ -12,6 +12,7 @@ import (
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // ConfigFile and WeightsStem name the files of a transformer folder.
@@ -93,8 +94,12 @@ type LoadOptions struct {
 	// stable-diffusion.cpp's GGUF files) or in diffusers'. The config stays the folder's.
 	File string
 	// Deltas (LoRAs' changes, by weight name) are merged into the weights as they are
-	// copied onto the backend (nn.MergeStream): the model runs at no extra cost per step.
+	// copied onto the backend (nn.MergeStoredStream: dequantized, merged and held in the
+	// type Hold gives them again): the model runs at no extra cost per step.
 	Deltas map[string][]nn.Delta
+	// Hold says the type each tensor is held in (nn.HoldFor of --weights-dtype); nil holds
+	// them as stored (nn.HoldAsStored).
+	Hold nn.HoldFunc
 }
 
 // Load reads dir/config.json and the weights of variant ("" for fp32, "fp16", "bf16"):
@@ -121,7 +126,13 @@ func LoadWith(dir string, o LoadOptions, backend backends.Backend) (*Model, erro
 		return nil, err
 	}
 	defer st.Close()
-	w, err := nn.NewWeightsStream(backend, nn.MergeStream(backend, st.Each, o.Deltas))
+	hold := o.Hold
+	if hold == nil {
+		hold = nn.HoldAsStored
+	}
+	w, err := nn.NewWeightsHeld(backend, hold, nn.MergeStoredStream(backend, hold, func(add func(string, nn.StoredTensor) error) error {
+		return st.EachStored(func(name string, t checkpoint.StoredTensor) error { return add(name, nn.StoredTensor(t)) })
+	}, o.Deltas))
 	if err != nil {
 		return nil, fmt.Errorf("wan/transformer: %w", err)
 	}
@@ -294,6 +305,9 @@ func (m *Model) Config() Config { return m.cfg }
 
 // WeightBytes returns the memory held by the weights (float32).
 func (m *Model) WeightBytes() int64 { return m.weights.Bytes() }
+
+// HeldBytes returns the bytes the weights hold in each weight type.
+func (m *Model) HeldBytes() map[quant.Type]int64 { return m.weights.HeldBytes() }
 
 // Close releases the compiled graphs; the Model must not be used afterwards.
 func (m *Model) Close() error {

@@ -89,8 +89,8 @@ func TestOriginalKeys(t *testing.T) {
 
 // TestSingleFileExact: the dev transformer written as one f32 file in every layout (Wan's
 // original safetensors, stable-diffusion.cpp's GGUF, ComfyUI-GGUF's two ways) computes the
-// folder's output bit for bit; written in q8_0 and q4_K it computes what the folder's
-// network computes on the dequantized weights, bit for bit.
+// folder's output bit for bit; written in bf16, q8_0 and q4_K it loads held in that type
+// (no float32 copy of its matrices) and computes an output close to the folder's.
 func TestSingleFileExact(t *testing.T) {
 	dev := shared.Require(t, "golden", "wan-dev")
 	dir := filepath.Join(dev, "transformer")
@@ -100,7 +100,6 @@ func TestSingleFileExact(t *testing.T) {
 	b := goldentest.Backend(t)
 	forward := func(m *transformer.Model) *tensor.Dense {
 		t.Helper()
-		defer m.Close()
 		out, err := m.Forward(in["hidden_states"], in["timestep"], in["encoder_hidden_states"], nil)
 		if err != nil {
 			t.Fatal(err)
@@ -112,14 +111,20 @@ func TestSingleFileExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := forward(m)
+	m.Close()
 	tmp := t.TempDir()
 	cases := []struct {
 		layout wantest.Layout
 		typ    quant.Type
+		tol    float64    // relative L2 to the folder's output; 0: bit for bit
+		held   quant.Type // a type the model must hold some weights in
 	}{
-		{wantest.OriginalSafetensors, quant.F32}, {wantest.SDCppGGUF, quant.F32},
-		{wantest.ComfyGGUF, quant.F32}, {wantest.ComfyGGUF5D, quant.F32},
-		{wantest.SDCppGGUF, quant.Q8_0}, {wantest.ComfyGGUF, quant.Q4_K}, {wantest.OriginalSafetensors, quant.BF16},
+		{wantest.OriginalSafetensors, quant.F32, 0, quant.F32}, {wantest.SDCppGGUF, quant.F32, 0, quant.F32},
+		{wantest.ComfyGGUF, quant.F32, 0, quant.F32}, {wantest.ComfyGGUF5D, quant.F32, 0, quant.F32},
+		{wantest.OriginalSafetensors, quant.BF16, 1e-2, quant.BF16}, {wantest.SDCppGGUF, quant.Q8_0, 3e-2, quant.Q8_0},
+		// The dev config's rows (40, 64) are no multiple of 256: ComfyUI-GGUF's quantizer
+		// writes them in f16 instead of q4_K.
+		{wantest.ComfyGGUF, quant.Q4_K, 1e-2, quant.F16},
 	}
 	for _, tc := range cases {
 		path := filepath.Join(tmp, tc.layout.String()+"-"+tc.typ.String())
@@ -129,29 +134,21 @@ func TestSingleFileExact(t *testing.T) {
 			t.Fatalf("%v %v: %v", tc.layout, tc.typ, err)
 		}
 		got := forward(m)
-		ref := want
-		if tc.typ != quant.F32 {
-			// The folder's network on the values the file holds.
-			st, err := transformer.OpenWeights(dir, m.Config(), transformer.LoadOptions{File: path})
-			if err != nil {
-				t.Fatal(err)
+		held := m.HeldBytes()
+		m.Close()
+		if tc.tol == 0 {
+			if !slices.Equal(got.Data, want.Data) {
+				t.Errorf("%v %v: output differs", tc.layout, tc.typ)
 			}
-			held, err := st.Tensors()
-			st.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, err := transformer.New(m.Config(), held, b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ref = forward(n)
-			if slices.Equal(ref.Data, want.Data) {
-				t.Errorf("%v %v: the file's values are the folder's", tc.layout, tc.typ)
-			}
+			continue
 		}
-		if !slices.Equal(got.Data, ref.Data) {
-			t.Errorf("%v %v: output differs", tc.layout, tc.typ)
+		rel := tensor.RelL2(got, want)
+		t.Logf("%v %v: relative L2 %.3g, held %v", tc.layout, tc.typ, rel, held)
+		if rel == 0 || rel > tc.tol {
+			t.Errorf("%v %v: relative L2 %.3g, want in (0, %g]", tc.layout, tc.typ, rel, tc.tol)
+		}
+		if held[tc.held] == 0 {
+			t.Errorf("%v %v: held %v, nothing in %v", tc.layout, tc.typ, held, tc.held)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package plan
 
 import (
 	"bytes"
@@ -10,8 +10,23 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vdpp/vdpp/plan"
+	"github.com/vdpp/vdpp/internal/cli"
+	_ "github.com/vdpp/vdpp/model/families" // synthetic, builtin
 )
+
+// runPlan parses args as `vdpp plan` does and runs the command.
+func runPlan(args []string, stdout, stderr *bytes.Buffer) error {
+	c := DefaultCommand()
+	fs := cli.New("plan", nil, nil)
+	c.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.ErrUsage // vdpp refuses arguments after the flags
+	}
+	return c.Run(context.Background(), fs.Given, stdout, stderr)
+}
 
 type planDoc struct {
 	Goal    string `json:"goal"`
@@ -27,9 +42,9 @@ type planDoc struct {
 
 func runPlanJSON(t *testing.T, args ...string) (planDoc, string) {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "plan.json")
+	out := filepath.Join(t.TempDir(), "json")
 	var stdout, stderr bytes.Buffer
-	if err := runPlan(context.Background(), append(args, "--json", out), &stdout, &stderr); err != nil {
+	if err := runPlan(append(args, "--json", out), &stdout, &stderr); err != nil {
 		t.Fatalf("runPlan %v: %v\n%s", args, err, stderr.String())
 	}
 	b, err := os.ReadFile(out)
@@ -78,9 +93,9 @@ func TestRunPlan(t *testing.T) {
 
 func TestRunPlanCalibrationFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cal.json")
-	cal := plan.Calibration{Version: plan.CalibrationVersion, Model: "synthetic", LatentShape: []int{4, 4, 16, 16},
-		Costs: plan.SyntheticCosts(2, 4, plan.Link{LatencyMS: 0.5})}
-	if err := plan.SaveCalibration(path, cal); err != nil {
+	cal := Calibration{Version: CalibrationVersion, Model: "synthetic", LatentShape: []int{4, 4, 16, 16},
+		Costs: SyntheticCosts(2, 4, Link{LatencyMS: 0.5})}
+	if err := SaveCalibration(path, cal); err != nil {
 		t.Fatal(err)
 	}
 	doc, _ := runPlanJSON(t, "--model", "synthetic", "--num-frames", "4", "--height", "128", "--width", "128", "--calibration", path, "--devices", "2", "--steps", "10", "--num-samples", "8", "--goal", "latency")
@@ -94,7 +109,7 @@ func TestRunPlanCalibrationFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	if err := runPlan(context.Background(), []string{"--model", "synthetic", "--calibration", path}, &out, &errb); !errors.Is(err, plan.ErrBadInput) {
+	if err := runPlan([]string{"--model", "synthetic", "--calibration", path}, &out, &errb); !errors.Is(err, ErrBadInput) {
 		t.Errorf("bad calibration: %v", err)
 	}
 }
@@ -109,7 +124,7 @@ func TestRunPlanUsage(t *testing.T) {
 		{"--model", "synthetic", "--guidance-scale", "3"}, // a flag of text-to-video models
 	} {
 		var out, errb bytes.Buffer
-		if err := runPlan(context.Background(), args, &out, &errb); !errors.Is(err, errUsage) {
+		if err := runPlan(args, &out, &errb); !errors.Is(err, cli.ErrUsage) {
 			t.Errorf("%v: err %v, want usage error", args, err)
 		}
 	}
@@ -137,16 +152,16 @@ func TestRunPlanDecode(t *testing.T) {
 
 // --measure-decode times the built-in model's decode chunk by chunk.
 func TestMeasureDecode(t *testing.T) {
-	parts, ms, err := measureDecode(context.Background(), &planFlags{modelName: "builtin", frames: 4, channels: 4, height: 8, width: 8, chunk: 2})
+	c := Command{Model: "builtin", LatentFrames: 4, LatentChannels: 4, LatentHeight: 8, LatentWidth: 8, DecodeChunkSize: 2}
+	parts, ms, err := c.measureDecode(context.Background())
 	if err != nil || parts != 2 || ms <= 0 {
 		t.Fatalf("%d parts of %v ms, %v; want 2 parts", parts, ms, err)
 	}
-	if _, _, err := measureDecode(context.Background(), &planFlags{modelName: "builtin", frames: 4, channels: 3, height: 8, width: 8, chunk: 2}); err == nil {
+	c.LatentChannels = 3
+	if _, _, err := c.measureDecode(context.Background()); err == nil {
 		t.Fatal("3 latent channels: no error")
 	}
 }
-
-func near(a, b float64) bool { return a-b < 1e-9*b && b-a < 1e-9*b }
 
 // The plan ends with the commands that run its best mesh as printed: generate for a model
 // with a conditioner and decoder, bench for every model, every size given, and serve with
@@ -169,5 +184,25 @@ func TestPlanPrintsTheCommand(t *testing.T) {
 		"  vdpp serve --model synthetic --pp 1 --cp 2 --dp 1 --step-ms 1\n"
 	if !strings.HasSuffix(table, want) {
 		t.Fatalf("plan output (latency) ends\n%s\nwant\n%s", table[max(0, len(table)-400):], want)
+	}
+}
+
+// vdpp plan with a static cache cuts the pipeline by computed work and shows the predicted
+// speedup; an adaptive cache, whose computed steps the run decides, is refused in one line.
+func TestPlanCache(t *testing.T) {
+	base := []string{"--model", "synthetic", "--measure=false", "--step-ms", "5", "--handoff-ms", "0.1", "--steps", "12", "--num-samples", "8", "--devices", "2",
+		"--num-frames", "4", "--height", "128", "--width", "128"}
+	var stdout, stderr bytes.Buffer
+	if err := runPlan(append(base, "--cache", "static", "--cache-steps", "0-5"), &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "cache speedup") || !strings.Contains(out, "1.78×, 1.78×") || !strings.Contains(out, "steps cut 3+9 by computed work") {
+		t.Fatalf("no cut by computed work or predicted speedup:\n%s", out)
+	}
+	stdout.Reset()
+	err := runPlan(append(base, "--cache", "fbcache"), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "--cache static --cache-steps") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("fbcache: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package plan
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 // samples after one untimed one that compiles, each with a new random image (a family may
 // keep the last image's conditioning). Prompts are given as random embeddings, so a text
 // encoder's cost is not in it.
-func measurePrepare(ctx context.Context, f *planFlags) (float64, error) {
-	m, err := resolveModel(f.modelName, f.modelDir)
+func (c Command) measurePrepare(ctx context.Context) (float64, error) {
+	m, err := c.resolveModel()
 	if err != nil {
 		return 0, fmt.Errorf("plan: %w", err)
 	}
@@ -26,19 +26,20 @@ func measurePrepare(ctx context.Context, f *planFlags) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	s, err := m.Open(family.Options{Backend: f.backend, Roles: family.Roles{Condition: true}})
+	s, err := m.Open(family.Options{Backend: c.Backend, Roles: family.Roles{Condition: true}, Weights: c.Weights})
 	if err != nil {
 		return 0, fmt.Errorf("plan: --measure-prepare: %w", err)
 	}
 	defer s.Close()
 	p := s.DefaultParams()
-	p.Steps, p.NumFrames, p.Height, p.Width = 1, f.numFrames, f.videoHeight, f.videoWidth
-	p.GuidanceScale, p.MinGuidance, p.MaxGuidance = f.guidanceScale, f.minGuidance, f.maxGuidance
+	p.Steps, p.NumFrames, p.Height, p.Width = 1, c.NumFrames, c.Height, c.Width
+	p.GuidanceScale, p.MinGuidance, p.MaxGuidance = c.GuidanceScale, c.MinGuidance, c.MaxGuidance
+	p.SchedulerChoice = c.Schedule
 	sc, err := s.Scheduler(p)
 	if err != nil {
 		return 0, err
 	}
-	r := rand.New(rand.NewPCG(uint64(f.seed), 2))
+	r := rand.New(rand.NewPCG(uint64(c.Seed), 2))
 	var total time.Duration
 	const timed = 2
 	for pass := range 1 + timed {

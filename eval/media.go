@@ -1,4 +1,4 @@
-package main
+package eval
 
 import (
 	"fmt"
@@ -12,17 +12,17 @@ import (
 	"github.com/vdpp/vdpp/video"
 )
 
-// evalMedia collects the first clips of an eval run and writes a contact sheet (rows:
+// media collects the first clips of an eval run and writes a contact sheet (rows:
 // truth, generated and, when scored, the VAE round trip, per clip) and side-by-side GIFs
 // (truth | generated).
-type evalMedia struct {
+type media struct {
 	max     int
 	sheet   [][]image.Image
 	gifDir  string
 	written []string
 }
 
-func (m *evalMedia) keep(i int, truth, pred *tensor.Dense) {
+func (m *media) keep(i int, truth, pred *tensor.Dense) {
 	if i >= m.max {
 		return
 	}
@@ -53,7 +53,7 @@ func (m *evalMedia) keep(i int, truth, pred *tensor.Dense) {
 
 // keepReconstruction adds clip i's VAE round trip under its generated row: whatever the
 // VAE loses (colour, small objects) the model cannot produce either.
-func (m *evalMedia) keepReconstruction(i int, rc *tensor.Dense) {
+func (m *media) keepReconstruction(i int, rc *tensor.Dense) {
 	if i >= m.max {
 		return
 	}
@@ -66,7 +66,7 @@ func (m *evalMedia) keepReconstruction(i int, rc *tensor.Dense) {
 	}
 }
 
-func (m *evalMedia) writeSheet(path string) error {
+func (m *media) writeSheet(path string) error {
 	if path == "" || len(m.sheet) == 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package main
+package plan
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 // --measure-prepare times the built-in Wan image-to-video model's conditioning of one
 // sample (its CLIP image encoder and the VAE encode of the condition video).
 func TestMeasurePrepare(t *testing.T) {
-	ms, err := measurePrepare(context.Background(), &planFlags{modelName: "builtin-wan-i2v", numFrames: 9, videoHeight: 32,
-		videoWidth: 48, guidanceScale: 5})
+	c := Command{Model: "builtin-wan-i2v", NumFrames: 9, Height: 32, Width: 48, GuidanceScale: 5}
+	ms, err := c.measurePrepare(context.Background())
 	if err != nil || ms <= 0 {
 		t.Fatalf("%v ms, %v", ms, err)
 	}
