@@ -125,6 +125,16 @@ type Options struct {
 	ConditionSteps float64
 	// Cache is the step cache (--cache and its flags, docs/caching.md).
 	Cache cacheflag.Flags
+	// ModelName is --model as the user gave it ("builtin-wan"), kept when Resolve puts the
+	// model's folder in Model: the report names the model by it.
+	ModelName string
+	// FromReport is a report.json whose job this run repeats (ExpandFromReport puts its
+	// job's flags before the command line's).
+	FromReport string
+	// CacheCheck runs the same job again without the cache after a cached run and scores
+	// the cached videos against the uncached ones (PSNR, SSIM), with the time measured
+	// both ways, in the cache line and report.json.
+	CacheCheck bool
 }
 
 // DefaultOptions mirrors the pipeline's defaults; sizes, frames and steps left at 0 come from
@@ -191,6 +201,10 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.ProgressDir, "progress-dir", o.ProgressDir, "internal: where each rank writes its progress report")
 	fs.Hide("progress-dir")
 	o.Cache.Register(fs.FlagSet)
+	fs.StringVar(&o.FromReport, FromReportFlag, o.FromReport, "re-run the job a sample's report.json `FILE` describes (the same bits on the same mesh); flags given too change it (--out, --seed)")
+	fs.StringVar(&o.ModelName, "model-name", o.ModelName, "internal: --model as given")
+	fs.Hide("model-name")
+	fs.BoolVar(&o.CacheCheck, "cache-check", o.CacheCheck, "with --cache: run the job again without the cache and print the cached videos' PSNR/SSIM against the uncached ones and the time saved, measured (docs/caching.md)")
 }
 
 // WorkerArgs renders the options as the flags of `vdpp worker generate`: every flag of
@@ -295,8 +309,12 @@ func (o Options) Validate() error {
 	default:
 		return badOptions("--progress %q (want auto, bar or plain)", o.Progress)
 	}
-	if _, err := o.Cache.Rule(); err != nil {
+	rule, err := o.Cache.Rule()
+	if err != nil {
 		return badOptions("%w", err)
+	}
+	if o.CacheCheck && !rule.On() {
+		return badOptions("--cache-check compares a cached run with an uncached one: give --cache MODE")
 	}
 	return nil
 }

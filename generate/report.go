@@ -44,8 +44,9 @@ type SampleReport struct {
 	NegativePromptEmbeds string  `json:"negative_prompt_embeds,omitempty"`
 	GuidanceScale        float64 `json:"guidance_scale,omitempty"`
 	GuidanceScale2       float64 `json:"guidance_scale_2,omitempty"`
-	// Scheduler is the sampler that ran; FlowShift a flow model's shift.
-	Scheduler string  `json:"scheduler,omitempty"`
+	// Sampler is the scheduler that ran (--scheduler, or the folder's own); FlowShift a
+	// flow model's shift. Provenance's Scheduler is the folder's scheduler config.
+	Sampler   string  `json:"sampler,omitempty"`
 	FlowShift float64 `json:"flow_shift,omitempty"`
 	// LoRA and LoRA2 are the LoRAs merged into the denoisers (the second expert's apart).
 	LoRA        []lora.Spec `json:"lora,omitempty"`
@@ -78,4 +79,9 @@ type SampleReport struct {
 	MP4     string           `json:"mp4"`
 	// Cache is the step cache of a cached run (--cache): the rule, which calls computed.
 	Cache *pipeline.CacheSummary `json:"cache,omitempty"`
+	// NumSamples and MicroBatch are the run's (a sample's noise is keyed by (seed,
+	// sample), so the same job reproduces each sample).
+	NumSamples int `json:"num_samples,omitempty"`
+	MicroBatch int `json:"micro_batch,omitempty"`
+	Provenance
 }

@@ -19,8 +19,15 @@ const (
 	wireCacheSteps = "cache_steps"  // a static rule's steps
 	wireCacheSlot  = "cache_slot/"  // cache_slot/<window>/<branch>: [expert]
 	wireCacheState = "cache_state/" // cache_state/<window>/<branch>/<row>/<name>
-	wireCacheLog   = "cache_log/"   // cache_log/<row>: [calls, 6] step, expert, branch, window, computed, value
+	wireCacheLog   = "cache_log/"   // cache_log/<row>: [calls, 7] step, expert, branch, window, computed, value, change
 )
+
+// refState is the name under which a row's state keeps the denoiser input of the call that
+// computed it (the reference of CacheRecord.Change); it travels with the model's states.
+const refState = "pipeline.input"
+
+// logCols is the width of a hand-off's cache log: a record's fields.
+const logCols = 7
 
 // maxCacheIndex bounds the integers a hand-off's cache may name (windows, experts, steps).
 const maxCacheIndex = 1 << 20
@@ -46,13 +53,13 @@ func (c *ItemCache) appendWire(m *comm.Message) {
 		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireCacheSteps, Tensor: st})
 	}
 	for row, recs := range c.Log {
-		t := tensor.New(len(recs), 6)
+		t := tensor.New(len(recs), logCols)
 		for i, rec := range recs {
 			computed := float32(0)
 			if rec.Computed {
 				computed = 1
 			}
-			copy(t.Data[i*6:], []float32{float32(rec.Step), float32(rec.Expert), float32(branchCode(rec.Branch)), float32(rec.Window), computed, rec.Value})
+			copy(t.Data[i*logCols:], []float32{float32(rec.Step), float32(rec.Expert), float32(branchCode(rec.Branch)), float32(rec.Window), computed, rec.Value, rec.Change})
 		}
 		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireCacheLog + strconv.Itoa(row), Tensor: t})
 	}
@@ -126,16 +133,16 @@ func cacheFromMessage(m comm.Message, rows int) (*ItemCache, error) {
 		case strings.HasPrefix(nt.Name, wireCacheLog):
 			row, err := strconv.Atoi(strings.TrimPrefix(nt.Name, wireCacheLog))
 			t := nt.Tensor
-			if err != nil || row < 0 || row >= rows || len(t.Shape) != 2 || t.Shape[1] != 6 {
+			if err != nil || row < 0 || row >= rows || len(t.Shape) != 2 || t.Shape[1] != logCols {
 				return nil, fmt.Errorf("%w: hand-off cache log %q %v", ErrCache, nt.Name, t.Shape)
 			}
 			for i := range t.Shape[0] {
-				v := t.Data[i*6 : i*6+6]
+				v := t.Data[i*logCols : (i+1)*logCols]
 				if !wholeIn(v[0], 0, maxCacheIndex) || !wholeIn(v[1], 0, maxCacheIndex) || !wholeIn(v[2], 0, 1) || !wholeIn(v[3], 0, maxCacheIndex) || !wholeIn(v[4], 0, 1) {
 					return nil, fmt.Errorf("%w: hand-off cache log %q record %v", ErrCache, nt.Name, v)
 				}
 				c.Log[row] = append(c.Log[row], CacheRecord{Step: int(v[0]), Expert: int(v[1]), Branch: []string{BranchCond, BranchUncond}[int(v[2])],
-					Window: int(v[3]), Computed: v[4] == 1, Value: v[5]})
+					Window: int(v[3]), Computed: v[4] == 1, Value: v[5], Change: v[6]})
 			}
 		case strings.HasPrefix(nt.Name, wireCacheSlot):
 			key, err := parseSlotKey(strings.TrimPrefix(nt.Name, wireCacheSlot))
@@ -228,16 +235,30 @@ func (s *Stepper) cacheCall(it *Item, k, win, inRows int, guided bool) *cachedCa
 }
 
 // finish stores the call's new states and appends each sample's records of step k (cond,
-// then uncond, as diffusers calls them). Under CFG parallelism the pair exchanges its
-// halves' decisions first, so both ranks hold every record.
-func (cc *cachedCall) finish(ctx context.Context, s *Stepper, it *Item, k, win int, guided bool) error {
+// then uncond, as diffusers calls them). in is the call's input, a row per call row: a
+// computing row keeps its input in its state (refState), a reusing one measures its input's
+// change from it. Under CFG parallelism the pair exchanges its halves' decisions first, so
+// both ranks hold every record.
+func (cc *cachedCall) finish(ctx context.Context, s *Stepper, it *Item, k, win int, guided bool, in *tensor.Dense) error {
+	per := in.Len() / len(cc.call.Rows)
+	change := make([]float32, len(cc.call.Rows))
 	for i, r := range cc.call.Rows {
+		x := in.Data[i*per : (i+1)*per]
+		change[i] = float32(math.NaN())
+		switch {
+		case r.Computed && r.State != nil:
+			r.State[refState] = &tensor.Dense{Shape: []int{per}, Data: slices.Clone(x)}
+		case !r.Computed && r.State != nil:
+			if ref := r.State[refState]; ref != nil && ref.Len() == per {
+				change[i] = relChange(x, ref.Data)
+			}
+		}
 		cc.slots[i].Rows[cc.sample[i]] = r.State
 	}
 	rows := len(it.Samples)
 	type result struct {
-		computed bool
-		value    float32
+		computed      bool
+		value, change float32
 	}
 	res := map[string][]result{}
 	for i, r := range cc.call.Rows {
@@ -245,27 +266,28 @@ func (cc *cachedCall) finish(ctx context.Context, s *Stepper, it *Item, k, win i
 		if res[b] == nil {
 			res[b] = make([]result, rows)
 		}
-		res[b][cc.sample[i]] = result{r.Computed, float32(r.Value)}
+		res[b][cc.sample[i]] = result{r.Computed, float32(r.Value), change[i]}
 	}
 	if guided && s.CFG != nil {
-		mine := tensor.New(rows, 2)
+		mine := tensor.New(rows, 3)
 		for i, r := range cc.call.Rows {
 			if r.Computed {
-				mine.Data[2*i] = 1
+				mine.Data[3*i] = 1
 			}
-			mine.Data[2*i+1] = float32(r.Value)
+			mine.Data[3*i+1] = float32(r.Value)
+			mine.Data[3*i+2] = change[i]
 		}
 		u, c, err := s.CFG.Exchange(ctx, mine)
 		if err != nil {
 			return fmt.Errorf("cfg exchange of cache decisions: %w", err)
 		}
-		if u.Len() != 2*rows || c.Len() != 2*rows {
+		if u.Len() != 3*rows || c.Len() != 3*rows {
 			return fmt.Errorf("cfg exchange of cache decisions: %v and %v for %d rows", u.Shape, c.Shape, rows)
 		}
 		for b, t := range map[string]*tensor.Dense{BranchUncond: u, BranchCond: c} {
 			res[b] = make([]result, rows)
 			for r := range rows {
-				res[b][r] = result{t.Data[2*r] == 1, t.Data[2*r+1]}
+				res[b][r] = result{t.Data[3*r] == 1, t.Data[3*r+1], t.Data[3*r+2]}
 			}
 		}
 	}
@@ -273,11 +295,26 @@ func (cc *cachedCall) finish(ctx context.Context, s *Stepper, it *Item, k, win i
 		for _, b := range []string{BranchCond, BranchUncond} {
 			if rs := res[b]; rs != nil {
 				it.Cache.Log[row] = append(it.Cache.Log[row], CacheRecord{Step: k, Expert: cc.expert, Branch: b, Window: win,
-					Computed: rs[row].computed, Value: rs[row].value})
+					Computed: rs[row].computed, Value: rs[row].value, Change: rs[row].change})
 			}
 		}
 	}
 	return nil
+}
+
+// relChange is |x - ref| / |ref| (L2, summed in float64 in order: the same bits on every
+// rank), NaN when ref is zero.
+func relChange(x, ref []float32) float32 {
+	var diff, base float64
+	for i, r := range ref {
+		d := float64(x[i]) - float64(r)
+		diff += d * d
+		base += float64(r) * float64(r)
+	}
+	if base == 0 {
+		return float32(math.NaN())
+	}
+	return float32(math.Sqrt(diff / base))
 }
 
 // predictCached is predict for a cached call.

@@ -130,6 +130,8 @@ type Model struct {
 	weights plan.Weights
 	// channels are the latent channels of the model's native job.
 	channels int
+	// cacheCost is the family's cost of a step cache rule on a latent (nil: none known).
+	cacheCost func(rule pipeline.Cache, latent []int) (family.CacheCost, error)
 
 	// loraDir is --lora-dir; checkLoRAs maps a job's LoRAs onto the model (nil: none taken).
 	loraDir    string
@@ -201,7 +203,7 @@ func OpenModel(spec ModelSpec) (*Model, error) {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	g := NewModel(s, desc, spec)
-	g.switches = r.Switches
+	g.switches, g.cacheCost = r.Switches, r.CacheCost
 	g.loraDir = spec.LoRADir
 	g.checkLoRAs = func(l family.LoRAs) error { return r.CheckLoRAs(l, spec.LoRADir) }
 	if g.weights, err = plan.FamilyWeights(r, spec.options(family.Roles{}), g.defaults.Steps, s); err != nil {
@@ -379,8 +381,16 @@ func (g *Model) Prepare(ctx context.Context, in family.Input, p job.Params, sc s
 	if err != nil {
 		return nil, fmt.Errorf("serve: prepare: %w", err)
 	}
-	return &dispatch.Sample{Latent: it.Latent, Cond: it.Cond[0], Guidance: it.Guidance, Windows: g.desc.Windows(family.Params(p), g.s),
-		Cache: pipeline.NewItemCache(p.Cache, 1), Sched: it.SchedState}, nil
+	smp := &dispatch.Sample{Latent: it.Latent, Cond: it.Cond[0], Guidance: it.Guidance, Windows: g.desc.Windows(family.Params(p), g.s),
+		Cache: pipeline.NewItemCache(p.Cache, 1), Sched: it.SchedState}
+	if p.Cache.On() && g.cacheCost != nil {
+		cost, err := g.cacheCost(p.Cache, g.s.LatentShape(family.Params(p)))
+		if err != nil {
+			return nil, fmt.Errorf("serve: prepare: %w", err)
+		}
+		smp.CacheReuse = cost.ReuseFraction
+	}
+	return smp, nil
 }
 
 // Decode is the family's Decode of latent [1, T, C, h, w], through its family.ChunkDecoder
