@@ -140,7 +140,7 @@ func TestGenerateWeightOptionErrors(t *testing.T) {
 		{append(wan, "--transformer", bad), bad + ": gguf: truncated file: the tensor count"},
 		{[]string{"--model", "builtin", "--image", "x.png", "--transformer", bad}, "--transformer: a svd model has no transformer component (it takes --unet)"},
 	} {
-		cmd := exec.Command(vdppBin, append([]string{"generate", "--out", t.TempDir(), "--num-frames", "5", "--height", "32", "--width", "32", "--steps", "2"}, c.args...)...)
+		cmd := exec.Command(vdpp(t), append([]string{"generate", "--out", t.TempDir(), "--num-frames", "5", "--height", "32", "--width", "32", "--steps", "2"}, c.args...)...)
 		out, err := cmd.CombinedOutput()
 		msg := strings.TrimSpace(string(out))
 		if err == nil || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, c.want) {
@@ -168,7 +168,7 @@ func TestPlanA14B(t *testing.T) {
 	run := func(dtype string) (configs, infeasible []mesh, types map[string]int64, stdout string) {
 		t.Helper()
 		js := filepath.Join(dir, dtype+".json")
-		cmd := exec.Command(vdppBin, "plan", "--model", filepath.Join("..", "..", "model", "wan", "testdata", "a14b"), "--calibration", cal,
+		cmd := exec.Command(vdpp(t), "plan", "--model", filepath.Join("..", "..", "model", "wan", "testdata", "a14b"), "--calibration", cal,
 			"--weights-dtype", dtype, "--devices", "2", "--memory-per-device", "17179869184", "--num-samples", "4", "--json", js)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
