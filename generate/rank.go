@@ -85,7 +85,13 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	// member (the others compute the same steps, and on the last stage hold the same bits).
 	records := coord.CFG == 0 && coord.CP == 0
 	prog := newRankProgress(o.ProgressDir, env.Rank, stage, records)
-	defer prog.phase(progress.Done, -1)
+	defer func() {
+		if err != nil {
+			prog.phase(progress.Stopped, -1) // an interrupted rank is not "done"
+		} else {
+			prog.phase(progress.Done, -1)
+		}
+	}()
 	first, last := stage == 0, stage == o.PP-1
 	chain := mesh.PPGroup(env.Rank)
 	spreadRanks := chain[len(chain)-max(1, o.DecodeRanks):]
