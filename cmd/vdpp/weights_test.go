@@ -126,7 +126,10 @@ func TestGenerateUNetFile(t *testing.T) {
 	requireSameFrames(t, folder, file, "sample-000", 3, "--unet (GGUF)")
 }
 
-// Weight options a model cannot take are one line naming the flag, before anything loads.
+// Weight options a model cannot take are one line naming the flag, before anything loads;
+// a weights file with a tensor missing, one too many, one of the wrong shape or of a ggml
+// type vdpp does not read is one line naming the file and the tensor (its name in the
+// network and, where they differ, in the file).
 func TestGenerateWeightOptionErrors(t *testing.T) {
 	dev := shared.Require(t, "golden", "wan-dev")
 	embeds := filepath.Join(dev, "cases", "full_pipeline_moe", "inputs.safetensors")
@@ -135,6 +138,52 @@ func TestGenerateWeightOptionErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	wan := []string{"--model", dev, "--prompt-embeds", embeds, "--negative-prompt-embeds", embeds}
+	// The high-noise expert's weights as a GGUF (diffusers' names), each with one problem: a tensor missing,
+	// one the network does not have, one of the wrong shape, one of a ggml type vdpp does
+	// not read (IQ2_XXS).
+	expert := goldentest.ReadTensors(t, filepath.Join(dev, "transformer", "diffusion_pytorch_model.safetensors"))
+	broken := func(name string, change func(gw *gguf.Writer, n string, d *tensor.Dense) bool) string {
+		names := make([]string, 0, len(expert))
+		for n := range expert {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		gw := gguf.NewWriter()
+		for _, n := range names {
+			if change(gw, n, expert[n]) {
+				continue
+			}
+			if err := gw.AddFloat32(n, quant.F32, expert[n].Shape, expert[n].Data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		path := filepath.Join(t.TempDir(), name+".gguf")
+		if err := gw.WriteFile(path); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	missing := broken("missing", func(_ *gguf.Writer, n string, _ *tensor.Dense) bool { return n == "blocks.1.attn2.to_k.bias" })
+	extra := broken("extra", func(gw *gguf.Writer, n string, _ *tensor.Dense) bool {
+		if n == "proj_out.bias" {
+			gw.AddFloat32("extra.weight", quant.F32, []int{2}, make([]float32, 2))
+		}
+		return false
+	})
+	shape := broken("shape", func(gw *gguf.Writer, n string, d *tensor.Dense) bool {
+		if n != "blocks.0.ffn.net.2.weight" {
+			return false
+		}
+		gw.AddFloat32(n, quant.F32, []int{d.Shape[0], d.Shape[1] / 2}, d.Data[:len(d.Data)/2])
+		return true
+	})
+	iq := broken("iq", func(gw *gguf.Writer, n string, d *tensor.Dense) bool {
+		if n != "blocks.0.attn1.to_q.weight" {
+			return false
+		}
+		gw.Add(n, quant.Type(16), d.Shape, make([]byte, 66))
+		return true
+	})
 	for _, c := range []struct {
 		args []string
 		want string
@@ -142,7 +191,10 @@ func TestGenerateWeightOptionErrors(t *testing.T) {
 		{append(wan, "--weights-dtype", "q3"), `--weights-dtype: unknown weight type "q3" (one of f32, f16, bf16, q8_0`},
 		{append(wan, "--unet", bad), "--unet: a wan model has no unet component (it takes --transformer, --transformer-2)"},
 		{append(wan, "--transformer", bad), bad + ": gguf: truncated file: the tensor count"},
-		{[]string{"--model", "builtin", "--image", "x.png", "--transformer", bad}, "--transformer: a svd model has no transformer component (it takes --unet)"},
+		{append(wan, "--transformer", missing), missing + ` (read as Wan's original layout): tensor "blocks.1.attn2.to_k.bias" ("blocks.1.cross_attn.k.bias" in the file): missing from the file (expected shape [40])`},
+		{append(wan, "--transformer-2", extra), extra + ` (read as Wan's original layout): tensor "extra.weight": unexpected (shape [2], f32 in file)`},
+		{append(wan, "--transformer", shape), shape + ` (read as Wan's original layout): tensor "blocks.0.ffn.net.2.weight": shape [40 32] in file, expected [40 64]`},
+		{append(wan, "--transformer", iq), iq + ` (read as Wan's original layout): tensor "blocks.0.attn1.to_q.weight": type ggml type 16 in file is not one vdpp reads`},
 	} {
 		cmd := exec.Command(vdpp(t), append([]string{"generate", "--out", t.TempDir(), "--num-frames", "5", "--height", "32", "--width", "32", "--steps", "2"}, c.args...)...)
 		out, err := cmd.CombinedOutput()

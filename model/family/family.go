@@ -1,5 +1,5 @@
 // Package family is the seam between vdpp's engine and a model family (Stable Video
-// Diffusion, and next Wan): everything that differs between families sits behind one
+// Diffusion, Wan): everything that differs between families sits behind one
 // Sampler, so generate, serve, eval, parity and bench run any family with the same code.
 //
 // A Sampler is one process's share of a family's sampling sequence, loaded for its pipeline
