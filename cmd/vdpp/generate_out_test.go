@@ -64,9 +64,8 @@ func TestGenerateOutNeverMixesRuns(t *testing.T) {
 	}
 }
 
-// generate takes bench's mesh flags: pp x dp and cfg meshes give the one-process frames bit
-// for bit; a cp mesh runs (its split temporal attention sums in another order, so its
-// frames agree to float rounding, not bit for bit); report.json records the mesh.
+// generate takes bench's mesh flags: pp x dp, cfg and cp meshes give the one-process frames
+// bit for bit; report.json records the mesh.
 func TestGenerateMeshes(t *testing.T) {
 	dir := t.TempDir()
 	img := testImage(t)
@@ -82,9 +81,7 @@ func TestGenerateMeshes(t *testing.T) {
 	for name, mesh := range map[string][]string{"pp2dp2": {"--pp", "2", "--dp", "2"}, "cfg2": {"--cfg", "2"}, "cp2": {"--cp", "2", "--nproc", "2"}} {
 		run(name, mesh...)
 		for _, s := range []string{"sample-000", "sample-001"} {
-			if name != "cp2" {
-				requireSameFrames(t, filepath.Join(dir, "one"), filepath.Join(dir, name), s, 2, name)
-			}
+			requireSameFrames(t, filepath.Join(dir, "one"), filepath.Join(dir, name), s, 2, name)
 			rep, err := os.ReadFile(filepath.Join(dir, name, s, "report.json"))
 			if err != nil {
 				t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -93,9 +94,37 @@ type LoadOptions struct {
 	// original layout (OriginalKeys: the Wan-AI and Comfy-Org releases, city96's and
 	// stable-diffusion.cpp's GGUF files) or in diffusers'. The config stays the folder's.
 	File string
+	// Deltas (LoRAs' changes, by weight name) are merged into the weights as they are
+	// copied onto the backend (nn.MergeStoredStream: dequantized, merged and held in the
+	// type Hold gives them again): the model runs at no extra cost per step.
+	Deltas map[string][]nn.Delta
 	// Hold says the type each tensor is held in (nn.HoldFor of --weights-dtype); nil holds
 	// them as stored (nn.HoldAsStored).
 	Hold nn.HoldFunc
+}
+
+// keptAsStored are the weight matrices a conversion at load (--weights-dtype) leaves in their
+// stored type, besides the embeddings nn.HoldAs keeps: the output head (proj_out, Wan's
+// head.head), which the quantizer of city96's Wan GGUF releases (ComfyUI-GGUF's llama.cpp
+// patch) never quantizes either. It is 0.01% of a 1.3B model's weights and, at q4_K, half of
+// a call's error against float32 weights (its own error reaches the output unmixed).
+var keptAsStored = []string{"proj_out."}
+
+// Hold is hold with Wan's output head kept in its stored type (keptAsStored); nil stays nil
+// (as stored). Every load of a Wan transformer with converted weights, and every count of
+// its bytes, goes through it.
+func Hold(hold nn.HoldFunc) nn.HoldFunc {
+	if hold == nil {
+		return nil
+	}
+	return func(name string, shape []int, stored quant.Type) quant.Type {
+		for _, k := range keptAsStored {
+			if strings.HasPrefix(name, k) {
+				return nn.HoldAsStored(name, shape, stored)
+			}
+		}
+		return hold(name, shape, stored)
+	}
 }
 
 // Load reads dir/config.json and the weights of variant ("" for fp32, "fp16", "bf16"):
@@ -126,9 +155,9 @@ func LoadWith(dir string, o LoadOptions, backend backends.Backend) (*Model, erro
 	if hold == nil {
 		hold = nn.HoldAsStored
 	}
-	w, err := nn.NewWeightsHeld(backend, hold, func(add func(string, nn.StoredTensor) error) error {
+	w, err := nn.NewWeightsHeld(backend, hold, nn.MergeStoredStream(backend, hold, func(add func(string, nn.StoredTensor) error) error {
 		return st.EachStored(func(name string, t checkpoint.StoredTensor) error { return add(name, nn.StoredTensor(t)) })
-	})
+	}, o.Deltas))
 	if err != nil {
 		return nil, fmt.Errorf("wan/transformer: %w", err)
 	}
@@ -158,6 +187,18 @@ func OpenWeights(dir string, cfg Config, o LoadOptions) (*checkpoint.Stored, err
 		return nil, fmt.Errorf("wan/transformer: %w", err)
 	}
 	return st, nil
+}
+
+// WithDeltas returns a model that applies deltas (a LoRA's changes, by weight name) in every
+// call over m's weights, which it shares: its own compiled graphs, m's memory plus the
+// deltas'. Its outputs are those of a model loaded with the deltas merged (LoadOptions.Deltas), bit
+// for bit. Close it before m.
+func (m *Model) WithDeltas(deltas map[string][]nn.Delta) (*Model, error) {
+	v, err := m.weights.WithDeltas(deltas)
+	if err != nil {
+		return nil, fmt.Errorf("wan/transformer: %w", err)
+	}
+	return bind(m.cfg, v, m.weights.Backend())
 }
 
 // New builds a Model from a config and float32 weights (diffusers names), checking that
