@@ -24,6 +24,7 @@ import (
 	"github.com/vdpp/vdpp/internal/cacheflag"
 	"github.com/vdpp/vdpp/internal/cli"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
@@ -59,7 +60,15 @@ type Options struct {
 	// of text-to-video families; GuidanceScale2 is the low-noise expert's.
 	GuidanceScale  float64
 	GuidanceScale2 float64
-	NumFrames      int
+	// Scheduler is the sampler ("": the folder's own; Resolve fills it in) and FlowShift a
+	// flow model's shift (0: the folder's; Resolve fills it in).
+	Scheduler string
+	FlowShift float64
+	// LoRA and LoRA2 are LoRA files and strengths merged into the denoisers as they load:
+	// LoRA into every denoiser, or, with LoRA2, into the first expert and LoRA2 into the
+	// second (family.LoRAs). Resolve makes the paths absolute.
+	LoRA, LoRA2 []lora.Spec
+	NumFrames   int
 	// Window, Overlap and Blend cut a video longer than the model's native frame count
 	// into overlapping temporal windows denoised together, in video frames mapped to the
 	// latent frames they cut (Wan: a window of 1 + 4k frames, an overlap a multiple of 4;
@@ -151,6 +160,10 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.NegativePromptEmbeds, "negative-prompt-embeds", o.NegativePromptEmbeds, "safetensors `FILE` of negative prompt embeddings (needed when --guidance-scale > 1)")
 	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "CFG scale of a text-to-video model (Wan), > 1 turns on CFG (-1: the model's, 5 for Wan)")
 	fs.Float64Var(&o.GuidanceScale2, "guidance-scale-2", o.GuidanceScale2, "CFG scale of a two-expert model's low-noise expert (0: --guidance-scale)")
+	fs.StringVar(&o.Scheduler, "scheduler", o.Scheduler, "sampler `NAME`: flow models (Wan) unipc, euler, dpm++2m, lcm; SVD euler, euler-a, dpm++2m-karras (default: the folder's own; docs/schedulers.md)")
+	fs.Float64Var(&o.FlowShift, "flow-shift", o.FlowShift, "flow models (Wan): the schedule's shift (0: the folder's flow_shift)")
+	fs.Var(lora.Flag{Specs: &o.LoRA}, "lora", "LoRA `FILE[:STRENGTH]` merged into the denoiser(s) at load, repeatable (strength 1 by default; docs/lora.md)")
+	fs.Var(lora.Flag{Specs: &o.LoRA2}, "lora-2", "LoRA `FILE[:STRENGTH]` of a two-expert model's second (low-noise) expert, repeatable; given, --lora is the first expert's only")
 	fs.IntVar(&o.NumFrames, "num-frames", o.NumFrames, "frames (0: the model's: SVD the UNet config's num_frames, 14 for builtin; Wan 81, WanPipeline's default, very slow on a CPU, 17 for builtin-wan)")
 	fs.IntVar(&o.Window, "window", o.Window, "frames per temporal window when --num-frames exceeds it (0: the model's native frame count; Wan: 1 + 4k)")
 	fs.IntVar(&o.Overlap, "overlap", o.Overlap, "frames shared by neighbouring windows, blended at every step (-1: the family's, a quarter of the window; Wan: a multiple of 4)")

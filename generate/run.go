@@ -11,7 +11,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vdpp/vdpp/builtin"
@@ -19,6 +21,7 @@ import (
 	"github.com/vdpp/vdpp/model"
 	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/plan"
 	"github.com/vdpp/vdpp/video"
@@ -111,6 +114,7 @@ func resolveInputs(o Options) (Options, error) {
 	if o.ModelName == "" {
 		o.ModelName = o.Model
 	}
+	named := o.ModelName // as given, for messages
 	o.Model = m.Dir
 	if err := m.Preflight(family.Options{Variant: o.Variant, Weights: o.Weights, Roles: family.AllRoles}); err != nil {
 		return o, err
@@ -152,6 +156,18 @@ func resolveInputs(o Options) (Options, error) {
 	}
 	if fm := desc.FrameMultiple; fm > 0 && (o.NumFrames-1)%fm != 0 {
 		return o, badOptions("--num-frames %d: the model's causal VAE takes 1 + %dk frames (e.g. %d or %d)", o.NumFrames, fm, (o.NumFrames-1)/fm*fm+1, ((o.NumFrames-1)/fm+1)*fm+1)
+	}
+	if err := checkScheduler(o, named, desc); err != nil {
+		return o, err
+	}
+	if o, err = resolveLoRAs(o, m); err != nil {
+		return o, err
+	}
+	if o.Scheduler == "" {
+		o.Scheduler = desc.DefaultScheduler()
+	}
+	if o.FlowShift == 0 {
+		o.FlowShift = desc.FlowShift
 	}
 	rule, err := o.Cache.Rule()
 	if err == nil {
@@ -402,4 +418,47 @@ func autoMesh(ctx context.Context, o Options, say io.Writer) (Options, error) {
 	fmt.Fprintf(say, "generate: --plan auto (%s) on %d devices chose %s: predicted first sample %.2f s, %.3g samples/s\n",
 		o.Goal, o.NProc, o.mesh(), best.FirstSampleMS/1000, best.ThroughputPerS)
 	return o.resolveMeshFor()
+}
+
+// checkScheduler refuses a --scheduler the model does not offer and a --flow-shift it does
+// not take, in one line naming the flag and what the model offers.
+func checkScheduler(o Options, model string, desc family.Description) error {
+	c := family.SchedulerChoice{Scheduler: o.Scheduler, FlowShift: o.FlowShift}
+	if desc.CheckScheduler(family.SchedulerChoice{Scheduler: c.Scheduler}) != nil {
+		if len(desc.Schedulers) == 0 {
+			return badOptions("--scheduler %q: --model %s offers no scheduler choice", o.Scheduler, model)
+		}
+		return badOptions("--scheduler %q: --model %s offers %s", o.Scheduler, model, strings.Join(desc.SchedulerNames(), ", "))
+	}
+	if desc.CheckScheduler(family.SchedulerChoice{FlowShift: c.FlowShift}) != nil {
+		if desc.FlowShift == 0 {
+			return badOptions("--flow-shift %v: --model %s is not a flow-matching model", o.FlowShift, model)
+		}
+		return badOptions("--flow-shift %v: the shift must be a positive number (the folder's is %v)", o.FlowShift, desc.FlowShift)
+	}
+	return nil
+}
+
+// resolveLoRAs makes the LoRA paths absolute (every rank opens them) and checks each file
+// against the model's denoisers from its header, before any worker starts.
+func resolveLoRAs(o Options, m family.Resolved) (Options, error) {
+	for _, l := range []*[]lora.Spec{&o.LoRA, &o.LoRA2} {
+		specs := slices.Clone(*l)
+		for i, s := range specs {
+			abs, err := filepath.Abs(s.Path)
+			if err != nil {
+				return o, badOptions("--lora %s: %v", s.Path, err)
+			}
+			specs[i].Path = abs
+		}
+		*l = specs
+	}
+	if err := m.CheckLoRAs(family.LoRAs{LoRA: o.LoRA, LoRA2: o.LoRA2}, ""); err != nil {
+		flag := "--lora"
+		if len(o.LoRA2) > 0 && errors.Is(err, family.ErrParams) {
+			flag = "--lora-2"
+		}
+		return o, badOptions("%s: %s", flag, strings.TrimPrefix(strings.TrimPrefix(err.Error(), family.ErrParams.Error()+": "), lora.ErrLoRA.Error()+": "))
+	}
+	return o, nil
 }

@@ -33,8 +33,13 @@ func (s *Server) modelLimits() job.ModelLimits {
 		input = job.InputText
 	}
 	d := s.gen.Description()
-	return job.ModelLimits{Input: input, Image: d.ImageNeed().String(), LastImage: d.LastImage.String(), NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
-		MaxFrames: l.MaxFrames, MaxResolution: l.MaxResolution, MaxSteps: l.MaxSteps, CacheModes: s.gen.Description().Caching.Modes, CostLimits: s.cost}
+	out := job.ModelLimits{Input: input, Image: d.ImageNeed().String(), LastImage: d.LastImage.String(), NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
+		MaxFrames: l.MaxFrames, MaxResolution: l.MaxResolution, MaxSteps: l.MaxSteps, CacheModes: d.Caching.Modes,
+		Schedulers: d.SchedulerNames(), FlowShift: d.FlowShift, CostLimits: s.cost}
+	if lm, ok := s.gen.(interface{ LoRAs() []string }); ok {
+		out.LoRAs = lm.LoRAs()
+	}
+	return out
 }
 
 // checkImage verifies that data is a decodable PNG or JPEG of at most maxPixels pixels

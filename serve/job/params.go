@@ -23,6 +23,43 @@ var ErrTooLarge = errors.New("serve: request exceeds a server limit")
 // model's defaults (Model.DefaultParams).
 type Params family.Params
 
+// RunSpec is the part of a job's parameters a worker builds its step runner from besides
+// the steps: the sampler choice and the LoRAs, as canonical JSON ("" for the model's defaults). Jobs
+// batch together only with the same run spec.
+func (p Params) RunSpec() string {
+	r := runSpec{p.SchedulerChoice, p.LoRAs}
+	if r.SchedulerChoice == (family.SchedulerChoice{}) && r.LoRAs.Empty() {
+		return ""
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(err) // strings and finite float64s always marshal
+	}
+	return string(b)
+}
+
+// runSpec is what RunSpec encodes.
+type runSpec struct {
+	family.SchedulerChoice
+	family.LoRAs
+}
+
+// ParseRunSpec reads what RunSpec wrote into the parameters it sets.
+func ParseRunSpec(spec string) (Params, error) {
+	var p Params
+	if spec == "" {
+		return p, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(spec))
+	dec.DisallowUnknownFields()
+	var r runSpec
+	if err := dec.Decode(&r); err != nil {
+		return Params{}, fmt.Errorf("%w: run spec %q: %v", ErrBadParams, spec, err)
+	}
+	p.SchedulerChoice, p.LoRAs = r.SchedulerChoice, r.LoRAs
+	return p, nil
+}
+
 // Guided reports whether the job runs classifier-free guidance (max guidance > 1, as SVD).
 func (p Params) Guided() bool { return p.MaxGuidance > 1 }
 

@@ -213,7 +213,7 @@ var openAIFields = map[string]bool{
 	"guidance_scale": true, "negative_prompt": true, "seed": true, "num_frames": true, "fps": true,
 	"motion_bucket_id": true, "noise_aug_strength": true, "min_guidance": true, "max_guidance": true,
 	"decode_chunk_size": true, "width": true, "height": true, "n": true,
-	"window": true, "overlap": true, "blend": true,
+	"window": true, "overlap": true, "blend": true, "scheduler": true, "flow_shift": true, "lora": true, "lora_2": true,
 }
 
 // IsCreate reports whether a multipart body, or the start of one (a refusal before it was

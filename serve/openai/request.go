@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/serve/httpapi"
 	"github.com/vdpp/vdpp/serve/job"
@@ -41,6 +42,7 @@ var openAIParamFields = map[string]bool{
 	"decode_chunk_size": true, "width": true, "height": true, "n": true,
 	"window": true, "overlap": true, "blend": true,
 	"cache": true, "cache_threshold": true, "cache_interval": true, "cache_branch": true, "cache_steps": true,
+	"scheduler": true, "flow_shift": true, "lora": true, "lora_2": true,
 }
 
 func badField(param, format string, args ...any) *openAIError {
@@ -228,7 +230,7 @@ var openAIIntFields = []struct{ from, to string }{
 // openAIFloatFields map float fields to native ones (guidance_scale is special-cased).
 var openAIFloatFields = []struct{ from, to string }{
 	{"min_guidance", "min_guidance"}, {"max_guidance", "max_guidance"}, {"noise_aug_strength", "noise_aug_strength"},
-	{"cache_threshold", "cache_threshold"},
+	{"cache_threshold", "cache_threshold"}, {"flow_shift", "flow_shift"},
 }
 
 // Params maps the generation fields of an OpenAI create request to a job's Params
@@ -253,6 +255,10 @@ var openAIFloatFields = []struct{ from, to string }{
 //	cache, cache_threshold, cache_interval, cache_branch
 //	                      -> the native step cache fields (docs/caching.md)
 //	cache_steps "0-2,5"   -> cache_steps, a static schedule's steps
+//	scheduler, flow_shift -> the sampler (one the model offers) and a flow model's shift
+//	lora, lora_2 "a.safetensors:0.8,b.safetensors"
+//	                      -> the LoRAs (files of the server's --lora-dir, strength 1 unless
+//	                         given), lora_2 a two-expert model's second expert's
 //
 // The fields are checked one after another (size, fps, frames, then the rest), so an
 // error names the field that the model or the server's limits refuse: an *openAIError
@@ -404,6 +410,26 @@ func Params(m httpapi.Model, fields map[string]string, lim job.Limits) (job.Para
 	if b, ok := fields["blend"]; ok {
 		native["blend"] = strings.TrimSpace(b)
 		if _, err := check("blend"); err != nil {
+			return job.Params{}, err
+		}
+	}
+	for _, k := range []string{"lora", "lora_2"} {
+		v, ok := fields[k]
+		if !ok {
+			continue
+		}
+		var specs []lora.Spec
+		if err := (lora.Flag{Specs: &specs}).Set(strings.TrimSpace(v)); err != nil {
+			return job.Params{}, badField(k, "%s %q: want NAME[:STRENGTH] separated by commas", k, v)
+		}
+		native[k] = specs
+		if _, err := check(k); err != nil {
+			return job.Params{}, err
+		}
+	}
+	if sc, ok := fields["scheduler"]; ok {
+		native["scheduler"] = strings.TrimSpace(sc)
+		if _, err := check("scheduler"); err != nil {
 			return job.Params{}, err
 		}
 	}

@@ -309,6 +309,28 @@ function fitModel(lim) {
   if (lim.native_width && lim.native_height) $('size').placeholder = `${lim.native_width}x${lim.native_height} (default)`;
   if (lim.native_steps) $('steps').placeholder = `${lim.native_steps} (default)`;
   if (lim.native_frames) $('num-frames').placeholder = `native ${lim.native_frames}` + (lim.max_frames ? `, max ${lim.max_frames}` : '');
+  // The samplers the served model offers, and the flow shift of a flow model.
+  const scheds = lim.schedulers || [];
+  $('sampler-box').hidden = scheds.length === 0;
+  for (const s of scheds) {
+    const o = document.createElement('option');
+    o.value = s;
+    o.textContent = s;
+    $('scheduler').append(o);
+  }
+  $('flow-shift-row').hidden = !lim.flow_shift;
+  // The LoRAs of the server's folder a job may apply (name[:strength], comma-separated).
+  const loras = lim.loras || [];
+  $('lora-row').hidden = loras.length === 0;
+  $('lora-note').hidden = loras.length === 0;
+  $('lora-note').textContent = 'LoRAs on this server: ' + loras.join(', ');
+  if (loras.length > 0) $('sampler-box').hidden = false;
+  for (const n of loras) {
+    const o = document.createElement('option');
+    o.value = n;
+    $('lora-names').append(o);
+  }
+  if (lim.flow_shift) $('flow-shift').placeholder = `${lim.flow_shift} (default)`;
   // The step cache's modes the served model offers.
   const modes = lim.cache_modes || [];
   $('cache-box').hidden = modes.length === 0;
