@@ -13,7 +13,13 @@ import (
 // vdppIn runs the binary in dir and returns its exit status, stdout and stderr.
 func vdppIn(t *testing.T, dir string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(vdpp(t), args...)
+	return runIn(t, vdpp(t), dir, args...)
+}
+
+// runIn runs the binary bin in dir and returns its exit code, stdout and stderr.
+func runIn(t *testing.T, bin, dir string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
