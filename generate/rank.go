@@ -60,13 +60,10 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	if err != nil {
 		return err
 	}
-	o = o.withModelDefaults(desc.Defaults)
+	o = o.withModelDefaults(desc.Defaults, desc.Knobs)
 	pr := params(o)
-	if pr.Cache, err = o.Cache.Rule(); err != nil {
-		return err
-	}
 	if pr.Cache, err = m.ResolveCache(pr.Cache, o.Steps); err != nil {
-		return err
+		return flagError(err)
 	}
 	// A stage boundary at every denoiser switch (Wan 2.2's experts): each stage then loads
 	// only the expert its steps use. A static step cache cuts by computed work.
@@ -221,15 +218,7 @@ func dial(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (*comm
 	return comm.DialTCP(ctx, env, comm.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, HeartbeatTimeout: o.HeartbeatTimeout, Logger: log})
 }
 
-func params(o Options) family.Params {
-	return family.Params{
-		NumFrames: o.NumFrames, Steps: o.Steps, Height: o.Height, Width: o.Width,
-		MinGuidance: o.MinGuidance, MaxGuidance: o.MaxGuidance, FPS: o.FPS, MotionBucketID: o.MotionBucketID,
-		NoiseAugStrength: o.NoiseAugStrength, DecodeChunkSize: o.DecodeChunkSize, Seed: o.Seed,
-		GuidanceScale: max(o.GuidanceScale, 0), GuidanceScale2: o.GuidanceScale2, VAETile: o.VAETile,
-		Window: o.Window, Overlap: o.Overlap, Blend: o.Blend,
-	}
-}
+func params(o Options) family.Params { return cloneParams(o.Params) }
 
 // loadInput reads what the first stage conditions on: the image, or the prompt
 // embeddings of a text-to-video model.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,8 +16,10 @@ import (
 	"github.com/vdpp/vdpp/bench"
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/internal/cli"
 	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/video"
 )
 
@@ -100,7 +101,7 @@ func resolveInputs(o Options) (Options, error) {
 		return o, badOptions("--model %s has no conditioner or decoder: give a model folder or %q", o.Model, builtin.Name)
 	}
 	// A flag of another family is refused, not accepted and ignored.
-	if err := family.RefuseUnread(m.Family, o.Model, o.knobs()); err != nil {
+	if err := family.RefuseGiven(m.Family, o.Model, family.AllKnobs(), o.set()); err != nil {
 		return o, badOptions("%w", err)
 	}
 	o.Model = m.Dir
@@ -111,46 +112,26 @@ func resolveInputs(o Options) (Options, error) {
 	if err != nil {
 		return o, err
 	}
-	o = o.withModelDefaults(desc.Defaults)
-	if o, err = resolveWindows(o, desc); err != nil {
-		return o, err
-	}
-	switch {
-	case o.Height == 0 && o.Width == 0:
-		o.Height, o.Width = desc.Defaults.Height, desc.Defaults.Width
-	case o.Width == 0:
-		return o, badOptions("--height %d without --width: set both (or neither, for the model's %dx%d)", o.Height, desc.Defaults.Width, desc.Defaults.Height)
-	case o.Height == 0:
-		return o, badOptions("--width %d without --height: set both (or neither, for the model's %dx%d)", o.Width, desc.Defaults.Width, desc.Defaults.Height)
-	}
-	f := desc.SizeMultiple
-	if o.NumFrames < 1 {
-		return o, badOptions("--num-frames %d: a video needs at least 1 frame", o.NumFrames)
-	}
-	if o.Height < f || o.Width < f || o.Height%f != 0 || o.Width%f != 0 {
-		return o, badOptions("--width %d --height %d: both must be positive multiples of %d (the VAE's factor)", o.Width, o.Height, f)
-	}
-	switch {
-	case o.VAETile < -1:
-		return o, badOptions("--vae-tile %d (0: off, -1: the VAE's sample_size)", o.VAETile)
-	case o.VAETile != 0 && !desc.VAETiling:
-		return o, badOptions("--vae-tile: the %s family's VAE does not tile", m.Family.Name())
-	case o.VAETile > 0 && o.VAETile%(4*f) != 0:
-		// Tiles advance by three quarters of a tile, which must be whole latent pixels.
-		return o, badOptions("--vae-tile %d must be a multiple of %d (4 × the VAE's factor %d)", o.VAETile, 4*f, f)
-	}
-	if o.MinGuidance > o.MaxGuidance {
-		return o, badOptions("--min-guidance %v > --max-guidance %v", o.MinGuidance, o.MaxGuidance)
-	}
-	if fm := desc.FrameMultiple; fm > 0 && (o.NumFrames-1)%fm != 0 {
-		return o, badOptions("--num-frames %d: the model's causal VAE takes 1 + %dk frames (e.g. %d or %d)", o.NumFrames, fm, (o.NumFrames-1)/fm*fm+1, ((o.NumFrames-1)/fm+1)*fm+1)
-	}
-	rule, err := o.Cache.Rule()
+	// The knobs set, over the model's defaults, checked together and against the folder
+	// (the family's Validate), the temporal windows and the step cache resolved: every
+	// value is refused here, naming its flag, before anything runs.
+	set := o.set()
+	p, err := desc.ResolveJob(o.Params, set)
 	if err == nil {
-		_, err = m.ResolveCache(rule, o.Steps)
+		err = m.Validate(p)
+	}
+	if err == nil {
+		_, err = m.ResolveCache(p.Cache, p.Steps)
 	}
 	if err != nil {
-		return o, badOptions("%w", err)
+		return o, flagError(err)
+	}
+	// Every value now final is set: the workers get it as given.
+	o.Params, o.Given = p, knob.Given{}
+	for _, k := range desc.Knobs {
+		if set[k.Name] || !desc.Knobs.IsZero(&o.Params, k.Name) {
+			o.Given[k.Name] = true
+		}
 	}
 	if desc.TextDim > 0 {
 		return resolveText(o, m, desc)
@@ -164,6 +145,21 @@ func resolveInputs(o Options) (Options, error) {
 	return o, nil
 }
 
+// flagError is err in the command line's terms: a refused knob named by its flag, one line
+// (ErrOptions, and still the knob's error).
+func flagError(err error) error {
+	if ke, ok := knob.AsError(err); ok {
+		return cli.Errorf(ErrOptions, "%s%w", ke.In(knob.Flags), silent{ke})
+	}
+	return err
+}
+
+// silent wraps an error without adding to the message.
+type silent struct{ err error }
+
+func (s silent) Error() string { return "" }
+func (s silent) Unwrap() error { return s.err }
+
 // resolveText checks the inputs of a text-to-video model: the embeddings files and their
 // width, the guidance scales.
 func resolveText(o Options, m family.Resolved, desc family.Description) (Options, error) {
@@ -172,12 +168,6 @@ func resolveText(o Options, m family.Resolved, desc family.Description) (Options
 	}
 	if o.Image != "" {
 		return o, badOptions("--image: --model %s is a text-to-video model and takes no image", o.Model)
-	}
-	if o.GuidanceScale < 0 {
-		o.GuidanceScale = desc.Defaults.GuidanceScale
-	}
-	if math.IsNaN(o.GuidanceScale) || math.IsInf(o.GuidanceScale, 0) || math.IsNaN(o.GuidanceScale2) || math.IsInf(o.GuidanceScale2, 0) || o.GuidanceScale2 < 0 {
-		return o, badOptions("--guidance-scale %v --guidance-scale-2 %v", o.GuidanceScale, o.GuidanceScale2)
 	}
 	if o.Prompt != "" {
 		// The first stage loads the tokenizer and text encoder: check they are there.

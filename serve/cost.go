@@ -33,7 +33,8 @@ func (s *Server) modelLimits() job.ModelLimits {
 		input = job.InputText
 	}
 	return job.ModelLimits{Input: input, NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
-		MaxFrames: l.MaxFrames, MaxResolution: l.MaxResolution, MaxSteps: l.MaxSteps, CacheModes: s.gen.Description().Caching.Modes, CostLimits: s.cost}
+		MaxFrames: l.MaxFrames, MaxResolution: l.MaxResolution, MaxSteps: l.MaxSteps, CacheModes: s.gen.Description().Caching.Modes,
+		Knobs: job.Knobs(s.gen.Description().Knobs, s.gen.DefaultParams()), CostLimits: s.cost}
 }
 
 // checkImage verifies that data is a decodable PNG or JPEG of at most maxPixels pixels

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"net/http"
 	"reflect"
+	"slices"
 	"testing"
 
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/openai"
 )
@@ -49,6 +51,18 @@ func TestCostLimitsHTTP(t *testing.T) {
 	resp, b = ts.do("GET", "/v1/limits", nil, "")
 	mustJSON(t, b, &got)
 	got.Native = job.Params{}
+	// The knobs are the synthetic family's table, each with the default a job gets.
+	var names []string
+	for _, k := range got.Knobs {
+		names = append(names, k.Name)
+		if k.Name == "steps" && k.Default != float64(25) {
+			t.Errorf("steps' default %v, want 25", k.Default)
+		}
+	}
+	if f, _ := family.Lookup("synthetic"); len(names) != len(f.Knobs()) || !slices.Contains(names, "cache_threshold") {
+		t.Errorf("knobs %v, want the synthetic family's", names)
+	}
+	got.Knobs = nil
 	if resp.StatusCode != http.StatusOK || !reflect.DeepEqual(got, want) {
 		t.Fatalf("GET /v1/limits: %d %+v, want %+v", resp.StatusCode, got, want)
 	}

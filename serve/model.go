@@ -10,6 +10,7 @@ import (
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/plan"
 	"github.com/vdpp/vdpp/sched"
@@ -38,12 +39,6 @@ type ModelSpec struct {
 	// Variant is the checkpoint's weights variant ("" for fp32, "fp16"); Backend the GoMLX
 	// backend spec ("" for the default). Both only matter to checkpoint models.
 	Variant, Backend string
-	// DecodeChunkSize is the decode_chunk_size a job gets when its JSON leaves it out
-	// (0: all frames at once); the built-in model's decoder was trained on 7-frame chunks.
-	DecodeChunkSize int
-	// MinGuidance and MaxGuidance are the guidance weights of the first and last frame a
-	// job gets when its JSON leaves them out; both 0 means the checkpoint's.
-	MinGuidance, MaxGuidance float64
 	// StepMS and Cost are the simulator denoisers' knobs (model.Config).
 	StepMS float64
 	Cost   string
@@ -81,6 +76,11 @@ type generator interface {
 	TextConditioned() bool
 	// ParseParams parses a job's JSON parameters (see Model.ParseParams).
 	ParseParams(data []byte, lim job.Limits) (job.Params, error)
+	// ResolveParams resolves the knobs given of p over the model's defaults (see
+	// Model.ResolveParams).
+	ResolveParams(p job.Params, given knob.Given, lim job.Limits) (job.Params, error)
+	// Unknown says what a knob of another family is (see Model.Unknown).
+	Unknown(name string) string
 	// Activation estimates a job's step (and decode) working memory.
 	Activation() job.ActivationFunc
 	// MaxBatch is --max-batch's default.
@@ -114,8 +114,10 @@ type Model struct {
 	// switches are the steps where the model's denoiser changes in a run of steps steps
 	// (each expert's first call computes under a step cache); nil: none.
 	switches func(steps int) ([]int, error)
-	// family names the model's family, for messages.
-	family string
+	// family names the model's family, for messages; unknown says what a knob of another
+	// family's is (nil: nothing).
+	family  string
+	unknown knob.Unknown
 	// weights are the model's weight bytes by role (the family's sizes, from its configs).
 	weights plan.Weights
 	// channels are the latent channels of the model's native job.
@@ -158,33 +160,38 @@ func OpenModel(spec ModelSpec) (*Model, error) {
 }
 
 // NewModel wraps a loaded sampler (conditioning and decoding roles), which it owns from now
-// on, described by desc. A job's defaults are the sampler's, with spec's decode chunk and
-// spec's guidance where it sets one.
+// on, described by desc. A job's defaults are the sampler's (the folder's, for a checkpoint:
+// its vdpp_sampling.json's guidance and decode chunk); its knobs desc's, else those of the
+// sampler's registered family.
 func NewModel(s family.Sampler, desc family.Description, spec ModelSpec) *Model {
 	d := job.Params(s.DefaultParams())
-	d.DecodeChunkSize = max(spec.DecodeChunkSize, 0)
-	if spec.MinGuidance != 0 || spec.MaxGuidance != 0 {
-		d.MinGuidance, d.MaxGuidance = spec.MinGuidance, spec.MaxGuidance
-	}
 	desc.Defaults = family.Params(d)
+	if desc.Knobs == nil {
+		if f, ok := family.Lookup(s.Family()); ok {
+			desc.Knobs = f.Knobs()
+		}
+	}
 	g := &Model{defaults: d, desc: desc, check: s.Validate, s: s, family: s.Family(), channels: 1}
+	if f, ok := family.Lookup(s.Family()); ok {
+		g.unknown = family.Unknown(f)
+	}
 	if est, ok := s.(family.ActivationEstimator); ok {
 		g.act = func(p job.Params) int64 { return est.StepActivationBytes(family.Params(p)) }
 	} else {
-		g.act = latentActivation(s.LatentShape)
+		g.act = latentActivation(s.LatentShape, desc)
 	}
 	return g
 }
 
 // latentActivation is the ActivationFunc of a model without its own estimate: the float32
 // latent of p (one window's for a long video), once per classifier-free guidance row.
-func latentActivation(shape func(family.Params) []int) job.ActivationFunc {
+func latentActivation(shape func(family.Params) []int, desc family.Description) job.ActivationFunc {
 	return func(p job.Params) int64 {
 		n := int64(4)
 		for _, d := range shape(family.Params(p).StepParams()) {
 			n *= int64(max(d, 1))
 		}
-		if p.Guided() {
+		if desc.Guided(family.Params(p)) {
 			n *= 2
 		}
 		return n
@@ -261,14 +268,36 @@ func (g *Model) Close() error {
 	return err
 }
 
-// ParseParams parses a job's JSON parameters over the model's defaults, checks them
-// against lim (ErrTooLarge beyond, ErrBadParams for values out of range) and by the model
-// (sizes the VAE takes, frame counts, guidance). A video longer than the model's native
-// length is cut into temporal windows: window, overlap and blend are resolved against the
-// model's Description and refused with one ErrBadParams line when the model cannot run
-// them; a job of one window keeps them zero.
+// ParseParams parses a job's JSON parameters by the model's knob table (job.ParseJob: each
+// key a knob of the family's, of its kind, in its range, given once; a knob of another
+// family refused naming it), over the model's defaults, checked by the model (sizes the VAE
+// takes, frame counts) and against lim (ErrTooLarge beyond, ErrBadParams out of range),
+// with the step cache resolved (ResolveParams).
 func (g *Model) ParseParams(data []byte, lim job.Limits) (job.Params, error) {
-	p, err := job.ParseModelParams(data, g.defaults, g.desc, g.check, lim)
+	var p family.Params
+	given, err := g.desc.Knobs.DecodeJSON(data, &p, g.unknown)
+	if err != nil {
+		return job.Params{}, fmt.Errorf("%w: %w", job.ErrBadParams, err)
+	}
+	return g.ResolveParams(job.Params(p), given, lim)
+}
+
+// Unknown says what a knob name that the model's table lacks is: another family's knob
+// ("applies to svd models; ..."), or "" for none.
+func (g *Model) Unknown(name string) string {
+	if g.unknown == nil {
+		return ""
+	}
+	return g.unknown(name)
+}
+
+// ResolveParams returns the job whose knobs given are set as in p, the rest the model's
+// defaults (job.Resolve: checked together, by the model and against lim; a video longer
+// than the model's native length cut into temporal windows, a job of one window keeping
+// them zero), and its step cache filled and checked against its steps (a mode the model
+// offers). Every refusal names the knob (knob.AsError finds it).
+func (g *Model) ResolveParams(in job.Params, given knob.Given, lim job.Limits) (job.Params, error) {
+	p, err := job.Resolve(in, given, g.desc, g.check, lim)
 	if err != nil || !p.Cache.On() {
 		return p, err
 	}
@@ -281,9 +310,10 @@ func (g *Model) ParseParams(data []byte, lim job.Limits) (job.Params, error) {
 		}
 	}
 	if p.Cache, err = g.desc.ResolveCache(p.Cache, p.Steps, switches, g.family); err != nil {
-		// The job's field names, not the command line's flags.
-		msg := strings.NewReplacer("--cache-", "cache_", "--cache ", "cache ").Replace(strings.TrimPrefix(err.Error(), pipeline.ErrCache.Error()+": "))
-		return job.Params{}, fmt.Errorf("%w: %s", job.ErrBadParams, msg)
+		if ke, ok := knob.AsError(err); ok {
+			return job.Params{}, fmt.Errorf("%w: %w", job.ErrBadParams, ke.With(g.desc.Knobs))
+		}
+		return job.Params{}, fmt.Errorf("%w: %s", job.ErrBadParams, strings.TrimPrefix(err.Error(), pipeline.ErrCache.Error()+": "))
 	}
 	return p, nil
 }

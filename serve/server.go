@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"image"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve/httpapi"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/openai"
@@ -409,16 +409,18 @@ func (s *Server) diskOK(need int64) error {
 	return nil
 }
 
-// checkRecords checks every loaded record against its files and this server's limits and
-// model (job.CheckRecord): a record that cannot be served as it is ends failed, with its
-// reason, and is written back before anything runs.
+// checkRecords checks every loaded record against its files and this server's limits,
+// model and mesh (job.CheckRecord): a record that cannot be served as it is (a server
+// restarted with another mesh, other limits or another model) ends failed, with its reason,
+// and is written back before anything runs.
 func (s *Server) checkRecords(store *jobStore, recs []job.Record) ([]job.Record, error) {
 	admit := func(p job.Params) error {
-		data, err := json.Marshal(p)
-		if err != nil {
+		// The stored job is resolved: its knobs are given again as they stand.
+		t := s.gen.Description().Knobs
+		if _, err := s.gen.ResolveParams(p, t.NonZero((*family.Params)(&p)), s.cfg.Limits); err != nil {
 			return err
 		}
-		if _, err := s.gen.ParseParams(data, s.cfg.Limits); err != nil {
+		if err := s.checkJobMesh(p); err != nil {
 			return err
 		}
 		return s.checkCost(p)

@@ -268,11 +268,11 @@ func modelSpec(name string) (serve.ModelSpec, error) {
 }
 
 // folderSpec is the ModelSpec of the model folder dir (--model name), of the family its
-// model_index.json names: its sampling defaults are what a job gets when its JSON leaves
-// them out.
+// model_index.json names (its family's defaults, the folder's sampling defaults included,
+// are what a job gets when its JSON leaves them out).
 func folderSpec(name, dir string) (serve.ModelSpec, error) {
-	smp, err := builtin.Sampling(name)
-	if err != nil {
+	// A vdpp_sampling.json the family would refuse at load is refused now, named.
+	if _, err := builtin.Sampling(name); err != nil {
 		return serve.ModelSpec{}, fmt.Errorf("serve: %w", err)
 	}
 	// The folder's model_index.json names its family; a folder that does not is refused
@@ -289,8 +289,7 @@ func folderSpec(name, dir string) (serve.ModelSpec, error) {
 			return serve.ModelSpec{}, fmt.Errorf("%w: --model %s is a text-to-video model (%s): serving it needs its text encoder to encode the jobs' prompts: %w", errUsage, name, fam, err)
 		}
 	}
-	return serve.ModelSpec{Name: fam, Dir: dir, DecodeChunkSize: smp.DecodeChunkSize,
-		MinGuidance: smp.MinGuidance, MaxGuidance: smp.MaxGuidance}, nil
+	return serve.ModelSpec{Name: fam, Dir: dir}, nil
 }
 
 // runServeWorker is `vdpp worker serve`: one worker rank of a server (started by it).

@@ -69,8 +69,8 @@ func TestServeFaultProbeFindings(t *testing.T) {
 
 	// Window fields: a negative overlap is refused as a negative window is.
 	for params, want := range map[string]string{
-		`{"num_frames":20,"overlap":-1}`: "overlap -1 must not be negative",
-		`{"num_frames":20,"window":-2}`:  "window -2 must not be negative",
+		`{"num_frames":20,"overlap":-1}`: "overlap -1 must be in [0, 1048576]",
+		`{"num_frames":20,"window":-2}`:  "window -2 must be in [1, 1048576]",
 	} {
 		code, b := sp.submit(map[string][]byte{"params": []byte(params), "image": img})
 		if code != http.StatusBadRequest || !strings.Contains(string(b), want) {

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/video"
 )
@@ -46,6 +47,13 @@ type Model interface {
 	// ParseParams parses a job's JSON parameters over the model's defaults and checks them
 	// against lim and the model (job.ErrBadParams, job.ErrTooLarge).
 	ParseParams(data []byte, lim job.Limits) (job.Params, error)
+	// ResolveParams resolves a job whose knobs given are set in p over the model's
+	// defaults, checked as ParseParams checks (the OpenAI API sets the knobs from its
+	// fields).
+	ResolveParams(p job.Params, given knob.Given, lim job.Limits) (job.Params, error)
+	// Unknown says what a knob name of another family's table is ("applies to svd
+	// models; ..."), "" for a name no family has.
+	Unknown(name string) string
 	// Description is the family's description of the model (frame multiple, windows).
 	Description() family.Description
 	// TextConditioned reports whether jobs give a prompt rather than an image.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/video"
 )
@@ -20,10 +21,14 @@ var testDefaults = job.Params{NumFrames: 14, Steps: 25, Height: 64, Width: 64, M
 type testModel struct{ text bool }
 
 func (m testModel) ParseParams(data []byte, lim job.Limits) (job.Params, error) {
-	return job.ParseModelParams(data, testDefaults, m.Description(), nil, lim)
+	return job.ParseJob(data, m.Description(), nil, nil, lim)
 }
+func (m testModel) ResolveParams(p job.Params, given knob.Given, lim job.Limits) (job.Params, error) {
+	return job.Resolve(p, given, m.Description(), nil, lim)
+}
+func (m testModel) Unknown(string) string { return "" }
 func (m testModel) Description() family.Description {
-	return family.Description{Defaults: family.Params(testDefaults), SizeMultiple: 8}
+	return family.Description{Defaults: family.Params(testDefaults), SizeMultiple: 8, Knobs: knob.Common()}
 }
 func (m testModel) TextConditioned() bool { return m.text }
 
@@ -108,7 +113,7 @@ func FuzzReadUpload(f *testing.F) {
 			if (in.Prompt != nil) == (in.Image != nil) || (in.Prompt != nil) != text {
 				t.Fatalf("prompt %v and image %d bytes for a text model %v", in.Prompt, len(in.Image), text)
 			}
-			if verr := p.Validate(s.cfg.Limits); verr != nil {
+			if verr := p.CheckLimits(s.cfg.Limits, nil); verr != nil {
 				t.Fatalf("invalid params %+v: %v", p, verr)
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
@@ -244,7 +246,26 @@ type ModelLimits struct {
 	// CacheModes are the step cache modes the model offers besides none (a job's cache
 	// parameter, docs/caching.md).
 	CacheModes []string `json:"cache_modes,omitempty"`
+	// Knobs are the job parameters the model takes (its family's knob table), each with
+	// the value a job that leaves it out gets: the web page builds its form from them.
+	Knobs []KnobInfo `json:"knobs"`
 	CostLimits
+}
+
+// KnobInfo is a knob of the served model with its default value (GET /v1/limits).
+type KnobInfo struct {
+	knob.Knob
+	Default any `json:"default"`
+}
+
+// Knobs describes table t's knobs with their values in defaults.
+func Knobs(t knob.Table, defaults Params) []KnobInfo {
+	out := make([]KnobInfo, 0, len(t))
+	for _, k := range t.Sorted() {
+		v, _ := t.Get((*family.Params)(&defaults), k.Name)
+		out = append(out, KnobInfo{Knob: k, Default: v})
+	}
+	return out
 }
 
 // The values of ModelLimits.Input.

@@ -203,14 +203,14 @@ func (a *API) Owns(id string) bool { return strings.HasPrefix(id, IDPrefix) }
 // NativeID maps an OpenAI id (or a bare native one) to the native job id.
 func (a *API) NativeID(id string) string { return strings.TrimPrefix(id, IDPrefix) }
 
-// openAIFields are the multipart part names that make a POST /v1/videos an OpenAI create.
-var openAIFields = map[string]bool{
-	"model": true, "prompt": true, "input_reference": true, "input_reference[image_url]": true,
-	"input_reference[file_id]": true, "seconds": true, "size": true, "num_inference_steps": true,
-	"guidance_scale": true, "negative_prompt": true, "seed": true, "num_frames": true, "fps": true,
-	"motion_bucket_id": true, "noise_aug_strength": true, "min_guidance": true, "max_guidance": true,
-	"decode_chunk_size": true, "width": true, "height": true, "n": true,
-	"window": true, "overlap": true, "blend": true,
+// requestFields are the multipart part names of an OpenAI create besides its generation
+// fields (CreateFields of the served model's knobs).
+var requestFields = []string{"model", "prompt", "input_reference", "input_reference[image_url]", "input_reference[file_id]"}
+
+// isCreateField reports whether a multipart part name is an OpenAI create's, for the
+// served model.
+func (a *API) isCreateField(name string) bool {
+	return slices.Contains(requestFields, name) || slices.Contains(CreateFields(a.b.Model().Description().Knobs), name)
 }
 
 // IsCreate reports whether a multipart body, or the start of one (a refusal before it was
@@ -228,7 +228,7 @@ func (a *API) IsCreate(body []byte, boundary string) bool {
 		switch name := p.FormName(); {
 		case name == "image" || name == "params":
 			return false
-		case openAIFields[name]:
+		case a.isCreateField(name):
 			openAI = true
 		}
 	}
