@@ -56,7 +56,7 @@ func AutoMeshWhere(ctx context.Context, o Options, launch LaunchFunc, keep func(
 		if err != nil {
 			return o, plan.Prediction{}, err
 		}
-		weights, err := m.PlanWeights(family.Options{Backend: o.Backend}, o.TotalSteps, s)
+		weights, err := plan.FamilyWeights(m, family.Options{Backend: o.Backend}, o.TotalSteps, s)
 		if err != nil {
 			return o, plan.Prediction{}, err
 		}

@@ -108,7 +108,7 @@ func DefaultOptions() Options {
 
 // RegisterFlags binds the options to fs, with o's current values as defaults.
 func (o *Options) RegisterFlags(fs *cli.FlagSet) {
-	fs.StringVar(&o.Model, "model", o.Model, "the model `NAME|DIR`: \"builtin\", a diffusers folder (its model_index.json picks the family) or ORG/NAME[@REV] from the local Hugging Face cache")
+	fs.StringVar(&o.Model, "model", o.Model, "the model `NAME|DIR`: \"builtin\" (SVD), \"builtin-wan\" (Wan, --prompt), a diffusers folder (its model_index.json picks the family) or ORG/NAME[@REV] from the local Hugging Face cache")
 	fs.StringVar(&o.Variant, "variant", o.Variant, `weights variant, e.g. "fp16" (converted to float32)`)
 	fs.StringVar(&o.Image, "image", o.Image, "input `FILE` (PNG or JPEG) of an image-to-video model (SVD)")
 	fs.StringVar(&o.Prompt, "prompt", o.Prompt, "`TEXT` of a text-to-video model (Wan), encoded by the folder's text_encoder/ and tokenizer/")
@@ -261,7 +261,7 @@ func (o Options) withModelDefaults(def family.Params, t knob.Table) Options {
 func (o Options) Validate() error {
 	switch {
 	case o.Model == "":
-		return badOptions("--model is required: builtin, a model folder, or ORG/NAME from the Hugging Face cache")
+		return badOptions("--model is required: builtin, builtin-wan, a model folder, or ORG/NAME from the Hugging Face cache")
 	case o.Image == "" && o.PromptEmbeds == "" && o.Prompt == "":
 		return badOptions("--image FILE (image-to-video) or --prompt TEXT / --prompt-embeds FILE (text-to-video) is required")
 	case o.Prompt != "" && o.PromptEmbeds != "":

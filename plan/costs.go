@@ -38,7 +38,7 @@ type GroupCost struct {
 }
 
 // Weights are the weight bytes a device holds, by pipeline role, as the model's family
-// sizes them (family.Resolved.PlanWeights): the first stage holds the conditioner, every
+// sizes them (FamilyWeights): the first stage holds the conditioner, every
 // stage the denoiser (or the experts its steps use), the last stage the decoder.
 type Weights struct {
 	// Condition is the first stage's conditioner (SVD: image encoder and VAE encoder;

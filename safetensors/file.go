@@ -9,6 +9,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/vdpp/vdpp/internal/mmapfile"
+
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -35,7 +37,7 @@ type Opener struct {
 }
 
 // DefaultOpener memory-maps files where the platform allows it.
-var DefaultOpener = Opener{Map: mmapFile}
+var DefaultOpener = Opener{Map: mmapfile.Map}
 
 // Open opens and validates the safetensors file at path with DefaultOpener.
 func Open(path string) (*File, error) { return DefaultOpener.Open(path) }
@@ -189,7 +191,7 @@ func (f *File) Release(name string) {
 		return
 	}
 	if _, b, err := f.lookup(name); err == nil {
-		dropPages(f.mapped, b)
+		mmapfile.DropPages(f.mapped, b)
 	}
 }
 

@@ -149,7 +149,7 @@ func OpenModel(spec ModelSpec) (*Model, error) {
 	}
 	g := NewModel(s, desc, spec)
 	g.switches = r.Switches
-	if g.weights, err = r.PlanWeights(spec.options(family.Roles{}), g.defaults.Steps, s); err != nil {
+	if g.weights, err = plan.FamilyWeights(r, spec.options(family.Roles{}), g.defaults.Steps, s); err != nil {
 		g.Close()
 		return nil, fmt.Errorf("serve: %w", err)
 	}

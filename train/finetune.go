@@ -11,10 +11,11 @@ import (
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/train/finetune"
 )
 
 // PhaseFineTune fine-tunes the denoiser of a model folder (Options.Model) whose family can
-// (family.FineTuner), on the procedural clips of the run's rule.
+// (finetune.Tuner), on the procedural clips of the run's rule.
 const PhaseFineTune = "finetune"
 
 // Checkpoint metadata keys of a fine-tune.
@@ -26,24 +27,24 @@ const (
 // fineTunePhase is a family's fine-tune task under the training loop.
 type fineTunePhase struct {
 	o    Options
-	task family.FineTune
+	task finetune.Task
 	c    *context.Context
 	from int
 }
 
 // openFineTune resolves o.Model through the family seam and opens its fine-tune task on
 // the procedural clips of o's rule and dataset seed.
-func openFineTune(b backends.Backend, o Options) (family.FineTune, error) {
+func openFineTune(b backends.Backend, o Options) (finetune.Task, error) {
 	m, err := family.Resolve(o.Model)
 	if err != nil {
 		return nil, fmt.Errorf("%w: --model: %w", ErrOptions, err)
 	}
-	ft, ok := m.Family.(family.FineTuner)
+	ft, ok := m.Family.(finetune.Tuner)
 	if !ok {
 		return nil, fmt.Errorf("%w: --model %s: the %s family cannot be fine-tuned", ErrOptions, o.Model, m.Family.Name())
 	}
 	dc := procedural.ConfigFor(o.Rule)
-	clips := family.Clips{
+	clips := finetune.Clips{
 		Train: func(i int) *tensor.Dense {
 			return procedural.ToTensor(procedural.Video(dc, o.Data, procedural.Train, i))
 		},
@@ -52,7 +53,7 @@ func openFineTune(b backends.Backend, o Options) (family.FineTune, error) {
 		},
 		TrainCount: o.Train,
 	}
-	return ft.FineTune(m.Dir, family.FineTuneOptions{Expert: o.Expert, Seed: o.Seed, Clips: clips, Backend: b})
+	return ft.FineTune(m.Dir, finetune.Options{Expert: o.Expert, Seed: o.Seed, Clips: clips, Backend: b})
 }
 
 func newFineTunePhase(b backends.Backend, o Options) (*fineTunePhase, error) {

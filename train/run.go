@@ -91,7 +91,7 @@ type Options struct {
 	MaxDuration time.Duration
 
 	// Model is the folder PhaseFineTune fine-tunes (any family that implements
-	// family.FineTuner), Expert the denoiser of it (0: the family's choice).
+	// finetune.Tuner), Expert the denoiser of it (0: the family's choice).
 	Model  string
 	Expert int
 	// HeldOut is how many held-out clips give the held-out loss (phases that have one:

@@ -113,3 +113,25 @@ func TestGenerateWanPromptErrors(t *testing.T) {
 		}
 	}
 }
+
+// `vdpp generate --model builtin-wan --prompt TEXT` from nothing but the binary: the
+// built-in Wan's own defaults (17 frames at 160x96, 20 steps, guidance 5, from its
+// vdpp_sampling.json) and every frame written, with the prompt in report.json.
+func TestGenerateBuiltinWan(t *testing.T) {
+	const prompt = "A red fox runs through the snow at dawn"
+	out := runGenerateBin(t, "--model", "builtin-wan", "--prompt", prompt)
+	var rep generate.SampleReport
+	data, err := os.ReadFile(filepath.Join(out, "sample-000", "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Prompt != prompt || rep.Frames != 17 || rep.Height != 96 || rep.Width != 160 || rep.Steps != 20 || rep.GuidanceScale != 5 {
+		t.Fatalf("report: %q, %d frames %dx%d, %d steps, guidance %v; want the built-in Wan's defaults", rep.Prompt, rep.Frames, rep.Width, rep.Height, rep.Steps, rep.GuidanceScale)
+	}
+	if frames, _ := filepath.Glob(filepath.Join(out, "sample-000", "frames", "*.png")); len(frames) != 17 {
+		t.Fatalf("%d frames, want 17", len(frames))
+	}
+}

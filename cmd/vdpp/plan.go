@@ -309,7 +309,7 @@ func (f *planFlags) costs(ctx context.Context, stderr io.Writer) (plan.Costs, er
 		}
 		// The weights every stage holds, by role, as the family sizes them (a two-expert
 		// model: dp holds both experts per device, a pipeline cut at the switch one).
-		if weights, err = m.PlanWeights(o, f.steps, s); err != nil {
+		if weights, err = plan.FamilyWeights(m, o, f.steps, s); err != nil {
 			return plan.Costs{}, fmt.Errorf("plan: %w", err)
 		}
 		d := st.ModelAt(0)

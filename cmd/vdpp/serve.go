@@ -116,7 +116,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config,
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP listen address (port 0 picks a free one); without a token keep it on loopback")
 	fs.StringVar(&cfg.Token, "api-token", os.Getenv("VDPP_API_TOKEN"), "bearer token required on every API call (default $VDPP_API_TOKEN)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "vdpp-data", "folder of the job database and outputs")
-	fs.StringVar(&modelName, "model", "builtin", "the model `NAME|DIR`: builtin, a diffusers folder (its model_index.json picks the family), ORG/NAME[@REV] from the Hugging Face cache, or synthetic (the stand-in, for tests)")
+	fs.StringVar(&modelName, "model", "builtin", "the model `NAME|DIR`: builtin (SVD), builtin-wan (Wan, prompts), a diffusers folder (its model_index.json picks the family), ORG/NAME[@REV] from the Hugging Face cache, or synthetic (the stand-in, for tests)")
 	fs.StringVar(&cfg.Spec.Variant, "variant", "", `checkpoint weights variant, e.g. "fp16" (converted to float32)`)
 	fs.StringVar(&cfg.Spec.Backend, "backend", "", "GoMLX backend of the checkpoint model (default: GOMLX_BACKEND or go)")
 	fs.Float64Var(&cfg.Spec.StepMS, "step-ms", 1, "synthetic model: cost of one sample-step in ms")
@@ -227,14 +227,14 @@ func sharedSecret() ([]byte, error) {
 // trained model.
 var errBuiltinUnavailable = errors.New("serve: builtin model not available in this build")
 
-// resolveBuiltin maps "builtin" to the folder of the built-in trained checkpoint (a
-// variable so tests can swap it; nil means a build without one).
+// resolveBuiltin maps a built-in model's name ("builtin", "builtin-wan") to its folder (a
+// variable so tests can swap it; nil means a build without built-in models).
 var resolveBuiltin = builtin.Resolve
 
-// modelSpec maps --model to a ModelSpec: a folder, "builtin" or a Hugging Face model id in
+// modelSpec maps --model to a ModelSpec: a folder, a built-in model or a Hugging Face model id in
 // the local cache (a family's model with that folder), or a registered name ("synthetic").
 func modelSpec(name string) (serve.ModelSpec, error) {
-	if name == "builtin" {
+	if _, ok := builtin.Lookup(name); ok {
 		if resolveBuiltin == nil {
 			return serve.ModelSpec{}, errBuiltinUnavailable
 		}
@@ -243,7 +243,7 @@ func modelSpec(name string) (serve.ModelSpec, error) {
 			dir, err = filepath.Abs(dir)
 		}
 		if err != nil {
-			return serve.ModelSpec{}, fmt.Errorf("serve: builtin model: %w", err)
+			return serve.ModelSpec{}, fmt.Errorf("serve: built-in model %s: %w", name, err)
 		}
 		return folderSpec(name, dir)
 	}

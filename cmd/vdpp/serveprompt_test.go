@@ -9,17 +9,14 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/vdpp/vdpp/model/wan/wantest"
 )
 
-// TestServeBinaryWanPrompt: the real binary serves a Wan folder with a text encoder (the
+// TestServeBinaryWanPrompt: the real binary serves the built-in Wan (its text encoder: the
 // coordinator loads it, with its load progress on stderr): a native job with prompt and
 // negative_prompt parts and an OpenAI create with a prompt only (no input_reference)
 // complete; an image part, a missing prompt or an empty one is a 400 on both APIs.
 func TestServeBinaryWanPrompt(t *testing.T) {
-	model := wantest.PromptFolder(t)
-	sp := startServe(t, serveOptions{}, "--model", model, "--backend", "go", "--nproc", "2")
+	sp := startServe(t, serveOptions{}, "--model", "builtin-wan", "--backend", "go", "--nproc", "2")
 	url, stderr := sp.url, sp.stderr
 
 	type status struct {

@@ -329,9 +329,12 @@ type isa struct {
 	kernelPtr func(k int, a []float32, rows []*float32, c []float32, ldc int, acc bool)
 	// pack, when set, packs mr whole rows of A into a tile [k][mr] (faster than packATile).
 	pack func(dst []float32, k int, a []float32, lda int)
+	// half[h] is kernel with panel rows of nr half values of format h, HalfPanelWidth apart.
+	half [2]func(k int, a []float32, b []uint16, c []float32, ldc int, acc bool)
 }
 
-var goISA = isa{name: "go", mr: 4, nr: 16, kernel: kernel4x16Go, kernelPtr: kernel4x16GoPtr}
+var goISA = isa{name: "go", mr: 4, nr: 16, kernel: kernel4x16Go, kernelPtr: kernel4x16GoPtr,
+	half: [2]func(int, []float32, []uint16, []float32, int, bool){kernel4x16HalfGo(F16), kernel4x16HalfGo(BF16)}}
 
 // cur is the kernel in use, the best this CPU runs.
 var cur = bestISA()

@@ -71,9 +71,35 @@ func kernel4x16Ptr(k int, a []float32, rows []*float32, c []float32, ldc int, ac
 	kernel4x16AVX2Ptr(k, &a[0], &rows[0], &c[0], ldc, acc)
 }
 
+//go:noescape
+func kernel8x32F16AVX512(k int, a *float32, b *uint16, c *float32, ldc int, acc bool)
+
+//go:noescape
+func kernel8x32BF16AVX512(k int, a *float32, b *uint16, c *float32, ldc int, acc bool)
+
+//go:noescape
+func kernel4x16F16AVX2(k int, a *float32, b *uint16, c *float32, ldc int, acc bool)
+
+//go:noescape
+func kernel4x16BF16AVX2(k int, a *float32, b *uint16, c *float32, ldc int, acc bool)
+
+// halfKernel wraps a half-panel kernel of mr x nr with the bounds the assembly relies on.
+func halfKernel(mr, nr int, f func(int, *float32, *uint16, *float32, int, bool)) func(int, []float32, []uint16, []float32, int, bool) {
+	return func(k int, a []float32, b []uint16, c []float32, ldc int, acc bool) {
+		_ = a[mr*k-1]
+		_ = b[HalfPanelWidth*(k-1)+nr-1]
+		_ = c[(mr-1)*ldc+nr-1]
+		f(k, &a[0], &b[0], &c[0], ldc, acc)
+	}
+}
+
 var (
-	avx2ISA   = isa{name: "avx2", mr: 4, nr: 16, kernel: kernel4x16, kernelPtr: kernel4x16Ptr}
-	avx512ISA = isa{name: "avx512", mr: 8, nr: 32, kernel: kernel8x32, kernelPtr: kernel8x32Ptr, pack: pack8}
+	avx2ISA = isa{name: "avx2", mr: 4, nr: 16, kernel: kernel4x16, kernelPtr: kernel4x16Ptr,
+		half: [2]func(int, []float32, []uint16, []float32, int, bool){
+			halfKernel(4, 16, kernel4x16F16AVX2), halfKernel(4, 16, kernel4x16BF16AVX2)}}
+	avx512ISA = isa{name: "avx512", mr: 8, nr: 32, kernel: kernel8x32, kernelPtr: kernel8x32Ptr, pack: pack8,
+		half: [2]func(int, []float32, []uint16, []float32, int, bool){
+			halfKernel(8, 32, kernel8x32F16AVX512), halfKernel(8, 32, kernel8x32BF16AVX512)}}
 )
 
 // ISAEnv names the environment variable that caps the kernel ("avx2" or "go"), for
@@ -84,6 +110,8 @@ const ISAEnv = "VDPP_GEMM_ISA"
 // supports, capped by $VDPP_GEMM_ISA.
 func bestISA() isa {
 	want := os.Getenv(ISAEnv)
+	// Every CPU with AVX2 and FMA also has F16C (VCVTPH2PS: Intel from Ivy Bridge, AMD from
+	// Piledriver), which the half kernels use; golang.org/x/sys/cpu does not report it.
 	hasAVX2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA
 	switch {
 	case want == "go" || !hasAVX2:

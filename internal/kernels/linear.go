@@ -6,6 +6,7 @@ import (
 
 	"github.com/vdpp/vdpp/internal/gemm"
 	"github.com/vdpp/vdpp/internal/parallel"
+	"github.com/vdpp/vdpp/internal/qgemm"
 )
 
 // Activation is an elementwise function applied to a product's result in its epilogue.
@@ -41,24 +42,65 @@ func (s LinearShape) OutCols() int {
 // linearRows is the number of rows one unit of Linear's work covers.
 const linearRows = 128
 
+// Matrix is a linear layer's weight W [N, K] in one of the forms the products read without
+// widening it to float32 in memory: float32 rows (F32, [N][K]), half-precision panels
+// (Halfs in format Half, packed by gemm.PackHalfRows) or block-quantized panels (Quant,
+// packed by qgemm.Pack). Exactly one of F32, Halfs and Quant is set.
+type Matrix struct {
+	F32   []float32
+	Half  gemm.Half
+	Halfs []uint16
+	Quant *qgemm.Weights
+}
+
+// fits reports whether m holds W [n, k].
+func (m Matrix) fits(n, k int) bool {
+	switch {
+	case m.Quant != nil:
+		return m.F32 == nil && m.Halfs == nil && m.Quant.N == n && m.Quant.K == k
+	case m.Halfs != nil:
+		return m.F32 == nil && len(m.Halfs) >= gemm.HalfPackedLen(n, k)
+	}
+	return len(m.F32) >= n*k
+}
+
 // Linear sets out [M, OutCols] as s describes (bias may be nil). w is packed once for the
 // matrix kernel; rows are split over the cores in blocks of linearRows; each block's bias
 // and activation are applied while it is in cache. Each element is the kernel's sum over
 // k, then plus the bias, then the activation: the bits of the same steps as separate ops.
 func Linear(out, x, w, bias []float32, s LinearShape) {
-	if s.M <= 0 || s.N <= 0 || s.K <= 0 || (s.GEGLU && s.N%2 != 0) ||
-		len(x) < s.M*s.K || len(w) < s.N*s.K || len(out) < s.M*s.OutCols() || (bias != nil && len(bias) < s.N) {
-		panic(fmt.Sprintf("kernels: linear %+v with len(x)=%d len(w)=%d len(out)=%d", s, len(x), len(w), len(out)))
+	LinearMatrix(out, x, Matrix{F32: w}, bias, s)
+}
+
+// LinearMatrix is Linear with the weight in any Matrix form. Half-precision weights give
+// the bits of Linear on their float32 widening; quantized ones are multiplied with the
+// activations quantized per block of 32 (qgemm), within about 1% of the float product.
+// No float32 copy of a half or quantized weight is made.
+func LinearMatrix(out, x []float32, w Matrix, bias []float32, s LinearShape) {
+	if s.M <= 0 || s.N <= 0 || s.K <= 0 || (s.GEGLU && s.N%2 != 0) || !w.fits(s.N, s.K) ||
+		len(x) < s.M*s.K || len(out) < s.M*s.OutCols() || (bias != nil && len(bias) < s.N) {
+		panic(fmt.Sprintf("kernels: linear %+v with len(x)=%d len(out)=%d and a weight that does not fit", s, len(x), len(out)))
 	}
-	pw := gemm.PanelWidth()
-	packedBuf := getPanel(gemm.PackedLen(s.N, s.K))
-	defer panelPool.Put(packedBuf)
-	packed := *packedBuf
-	panels := (s.N + pw - 1) / pw
-	parallel.For(panels, max(1, 1<<16/(pw*s.K)), func(lo, hi int) {
-		n0, n1 := lo*pw, min(s.N, hi*pw)
-		gemm.PackRows(packed[lo*pw*s.K:], n1-n0, s.K, w[n0*s.K:], s.K)
-	})
+	var product func(rows int, x, dst []float32)
+	switch {
+	case w.Quant != nil:
+		product = func(rows int, x, dst []float32) { qgemm.MulSerial(rows, x, s.K, w.Quant, dst, s.N) }
+	case w.Halfs != nil:
+		product = func(rows int, x, dst []float32) {
+			gemm.MulHalfSerial(w.Half, rows, s.N, s.K, x, s.K, w.Halfs, dst, s.N)
+		}
+	default:
+		pw := gemm.PanelWidth()
+		packedBuf := getPanel(gemm.PackedLen(s.N, s.K))
+		defer panelPool.Put(packedBuf)
+		packed := *packedBuf
+		panels := (s.N + pw - 1) / pw
+		parallel.For(panels, max(1, 1<<16/(pw*s.K)), func(lo, hi int) {
+			n0, n1 := lo*pw, min(s.N, hi*pw)
+			gemm.PackRows(packed[lo*pw*s.K:], n1-n0, s.K, w.F32[n0*s.K:], s.K)
+		})
+		product = func(rows int, x, dst []float32) { gemm.MulPackedSerial(rows, s.N, s.K, x, s.K, packed, dst, s.N) }
+	}
 	blocks := (s.M + linearRows - 1) / linearRows
 	parallel.For(blocks, max(1, 1<<20/(linearRows*s.N*s.K)), func(lo, hi int) {
 		var scratch *[]float32
@@ -74,7 +116,7 @@ func Linear(out, x, w, bias []float32, s LinearShape) {
 			} else {
 				dst = out[r0*s.N:]
 			}
-			gemm.MulPackedSerial(r1-r0, s.N, s.K, x[r0*s.K:], s.K, packed, dst, s.N)
+			product(r1-r0, x[r0*s.K:], dst)
 			for i := range r1 - r0 {
 				row := dst[i*s.N : (i+1)*s.N]
 				if bias != nil {

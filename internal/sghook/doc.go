@@ -11,6 +11,9 @@
 //     a normalisation, a convolution) as one op. The node is created as an Iota of the
 //     output shape and then given the kernel's inputs and the kernel as its data; the Iota
 //     executor, wrapped here, runs the kernel for such nodes and simplego's Iota otherwise.
+//     A BytesKernel also takes uint8 inputs (a weight held compact, as its bytes); FusedOf
+//     finds the kernel and inputs of a fused node, so graph code can read through a
+//     widening op to the bytes it widens.
 //
 // Everything it touches is checked when Install runs: the layouts of simplego's Node and
 // Buffer and of graph.Node are compared field by field (name, type, offset) with the

@@ -3,6 +3,7 @@ package sghook
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	_ "unsafe" // go:linkname
@@ -113,6 +114,14 @@ type Kernel interface {
 	Run(out []float32, ins [][]float32)
 }
 
+// BytesKernel is a Kernel that also takes uint8 inputs (a weight held in a compact form,
+// carried as its bytes). Emit accepts uint8 input nodes for it, and the op runs RunBytes
+// with input i as float32 data (ins[i]) or as bytes (raw[i]), the other nil.
+type BytesKernel interface {
+	Kernel
+	RunBytes(out []float32, ins [][]float32, raw [][]byte)
+}
+
 // InPlace is implemented by kernels whose output may overwrite one input (of the
 // output's size) when the graph no longer needs it: InPlaceInput returns its index.
 type InPlace interface {
@@ -122,7 +131,30 @@ type InPlace interface {
 // fusedOp is the data of a fused node.
 type fusedOp struct {
 	kernel  Kernel
-	inPlace int // -1: none
+	inPlace int           // -1: none
+	inputs  []*graph.Node // the graph nodes given to Emit
+}
+
+// FusedOf returns the kernel and the input nodes of a node Emit made in a simplego graph;
+// ok is false for any other node. Graph code uses it to see through a node to what
+// computes it (a linear layer reading a weight's compact bytes rather than the float32
+// values a widening op would make of them).
+func FusedOf(n *graph.Node) (k Kernel, inputs []*graph.Node, ok bool) {
+	if !fusedOK.Load() {
+		return nil, nil, false
+	}
+	if _, sg := n.Graph().Backend().(*simplego.Backend); !sg {
+		return nil, nil, false
+	}
+	sn, err := backendOp(n)
+	if err != nil {
+		return nil, nil, false
+	}
+	f, ok := node(sn).data.(*fusedOp)
+	if !ok {
+		return nil, nil, false
+	}
+	return f.kernel, f.inputs, true
 }
 
 // Fusable reports whether Emit can be used in g: a simplego graph with fused ops
@@ -135,9 +167,9 @@ func Fusable(g *graph.Graph) bool {
 	return ok
 }
 
-// Emit adds to g a node of shape out (float32) computed by k from inputs (float32
-// graph nodes), as one op. It panics, as GoMLX's graph functions do, if g is not Fusable
-// or an input is not float32.
+// Emit adds to g a node of shape out (float32) computed by k from inputs (float32 graph
+// nodes, or uint8 ones when k is a BytesKernel), as one op. It panics, as GoMLX's graph
+// functions do, if g is not Fusable or an input has another dtype.
 func Emit(g *graph.Graph, out shapes.Shape, k Kernel, inputs ...*graph.Node) *graph.Node {
 	if !Fusable(g) {
 		panic(fmt.Errorf("sghook: %s: fused ops are not installed for this graph's backend", k.Name()))
@@ -146,8 +178,9 @@ func Emit(g *graph.Graph, out shapes.Shape, k Kernel, inputs ...*graph.Node) *gr
 		panic(fmt.Errorf("sghook: %s: output %v is not float32", k.Name(), out))
 	}
 	ins := make([]*simplego.Node, len(inputs))
+	_, bytesOK := k.(BytesKernel)
 	for i, in := range inputs {
-		if in.Graph() != g || in.DType() != dtypes.Float32 {
+		if in.Graph() != g || (in.DType() != dtypes.Float32 && !(bytesOK && in.DType() == dtypes.Uint8)) {
 			panic(fmt.Errorf("sghook: %s: input %d (%v) is not a float32 node of this graph", k.Name(), i, in.Shape()))
 		}
 		sn, err := backendOp(in)
@@ -161,7 +194,7 @@ func Emit(g *graph.Graph, out shapes.Shape, k Kernel, inputs ...*graph.Node) *gr
 	if err != nil {
 		panic(err)
 	}
-	f := &fusedOp{kernel: k, inPlace: -1}
+	f := &fusedOp{kernel: k, inPlace: -1, inputs: slices.Clone(inputs)}
 	if ip, ok := k.(InPlace); ok {
 		if i := ip.InPlaceInput(); i >= 0 && i < len(inputs) && inputs[i].Shape().Size() == out.Size() {
 			f.inPlace = i
@@ -176,12 +209,19 @@ func Emit(g *graph.Graph, out shapes.Shape, k Kernel, inputs ...*graph.Node) *gr
 // run executes a fused node.
 func (f *fusedOp) run(b *simplego.Backend, n *simplego.Node, in []*simplego.Buffer, owned []bool) (*simplego.Buffer, error) {
 	flats := make([][]float32, len(in))
+	var raw [][]byte
 	for i, buf := range in {
-		s, ok := f32(buf)
-		if !ok {
+		switch s := buffer(buf).flat.(type) {
+		case []float32:
+			flats[i] = s
+		case []uint8:
+			if raw == nil {
+				raw = make([][]byte, len(in))
+			}
+			raw[i] = s
+		default:
 			return nil, fmt.Errorf("sghook: %s: input %d is %v, not float32", f.kernel.Name(), i, buffer(buf).shape)
 		}
-		flats[i] = s
 	}
 	shape := node(n).shape
 	var out *simplego.Buffer
@@ -193,6 +233,13 @@ func (f *fusedOp) run(b *simplego.Backend, n *simplego.Node, in []*simplego.Buff
 		out = getBufferForShape(b, shape)
 	}
 	o, _ := f32(out)
+	if bk, ok := f.kernel.(BytesKernel); ok && raw != nil {
+		bk.RunBytes(o[:shape.Size()], flats, raw)
+		return out, nil
+	}
+	if raw != nil {
+		return nil, fmt.Errorf("sghook: %s: uint8 input for a float32 kernel", f.kernel.Name())
+	}
 	f.kernel.Run(o[:shape.Size()], flats)
 	return out, nil
 }

@@ -63,7 +63,7 @@ func ExampleReadSampling() {
 	dir, _ := os.MkdirTemp("", "sampling-example")
 	defer os.RemoveAll(dir)
 	s, _ := checkpoint.ReadSampling(dir) // no vdpp_sampling.json: SVD's defaults
-	fmt.Printf("%+v\n", s)
+	fmt.Println(s.MinGuidance, s.MaxGuidance, s.DecodeChunkSize)
 
 	os.WriteFile(filepath.Join(dir, checkpoint.SamplingFile), []byte(`{"min_guidance": 2, "max_guidance": 4, "decode_chunk_size": 7}`), 0o644)
 	s, err := checkpoint.ReadSampling(dir)
@@ -74,6 +74,6 @@ func ExampleReadSampling() {
 	minG, maxG, chunk := s.Resolve(-1, 6, -1) // --max-guidance 6, the rest left to the model
 	fmt.Println(minG, maxG, chunk)
 	// Output:
-	// {MinGuidance:1 MaxGuidance:3 DecodeChunkSize:0}
+	// 1 3 0
 	// 2 6 7
 }

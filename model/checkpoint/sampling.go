@@ -23,6 +23,15 @@ type Sampling struct {
 	MinGuidance     float64 `json:"min_guidance"`      // CFG weight of the first frame
 	MaxGuidance     float64 `json:"max_guidance"`      // CFG weight of the last frame
 	DecodeChunkSize int     `json:"decode_chunk_size"` // frames the VAE decodes together; 0: all
+	// NumFrames, Height, Width, Steps and GuidanceScale, when > 0, replace the family's
+	// defaults of a generation that sets none (a small model is tuned, and fast, at sizes
+	// far below the released checkpoints' 81 frames at 832x480); 0 keeps the family's.
+	// GuidanceScale is a text-to-video family's CFG scale (Wan's guidance_scale).
+	NumFrames     int     `json:"num_frames,omitempty"`
+	Height        int     `json:"height,omitempty"`
+	Width         int     `json:"width,omitempty"`
+	Steps         int     `json:"steps,omitempty"`
+	GuidanceScale float64 `json:"guidance_scale,omitempty"`
 }
 
 // DefaultSampling is SVD's (diffusers' StableVideoDiffusionPipeline): guidance 1 -> 3 and
@@ -45,8 +54,8 @@ func (s Sampling) Resolve(minGuidance, maxGuidance float64, decodeChunk int) (fl
 }
 
 // Validate checks that the settings can be used: finite, non-negative guidance with the
-// first frame's no larger than the last's, and a non-negative chunk size. Its errors wrap
-// ErrSampling.
+// first frame's no larger than the last's, and non-negative chunk size, sizes, steps and
+// guidance scale. Its errors wrap ErrSampling.
 func (s Sampling) Validate() error {
 	switch {
 	case math.IsNaN(s.MinGuidance) || math.IsInf(s.MinGuidance, 0) || math.IsNaN(s.MaxGuidance) || math.IsInf(s.MaxGuidance, 0):
@@ -57,6 +66,12 @@ func (s Sampling) Validate() error {
 		return fmt.Errorf("%w: min_guidance %v > max_guidance %v", ErrSampling, s.MinGuidance, s.MaxGuidance)
 	case s.DecodeChunkSize < 0:
 		return fmt.Errorf("%w: decode_chunk_size %d is negative", ErrSampling, s.DecodeChunkSize)
+	case s.NumFrames < 0 || s.Height < 0 || s.Width < 0 || s.Steps < 0:
+		return fmt.Errorf("%w: num_frames %d, height %d, width %d, steps %d: none may be negative", ErrSampling, s.NumFrames, s.Height, s.Width, s.Steps)
+	case (s.Height == 0) != (s.Width == 0):
+		return fmt.Errorf("%w: height %d, width %d: give both or neither", ErrSampling, s.Height, s.Width)
+	case math.IsNaN(s.GuidanceScale) || math.IsInf(s.GuidanceScale, 0) || s.GuidanceScale < 0:
+		return fmt.Errorf("%w: guidance_scale %v is not a finite scale >= 0", ErrSampling, s.GuidanceScale)
 	}
 	return nil
 }

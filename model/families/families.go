@@ -1,7 +1,7 @@
 // Package families registers every model family vdpp ships with model/family: a blank
-// import of this package makes `--model NAME|DIR` know them all. SVD (and the built-in
-// model, an SVD folder embedded in the binary, as the alias "builtin") and the simulator
-// denoisers "synthetic" and "dummy".
+// import of this package makes `--model NAME|DIR` know them all. SVD and Wan, the built-in
+// models (folders embedded in the binary, package builtin's table: "builtin",
+// "builtin-wan", ...) as aliases, and the simulator denoisers "synthetic" and "dummy".
 package families
 
 import (
@@ -15,7 +15,9 @@ import (
 )
 
 func init() {
-	family.RegisterAlias(builtin.Name, builtin.Dir)
+	for _, m := range builtin.Models {
+		family.RegisterAlias(m.Name, m.Dir)
+	}
 	family.Register(family.Denoisers{Model: "synthetic", CondKey: synthetic.CondKey, CacheReuse: synthetic.ReuseCost,
 		New: func(c model.Config) (model.Denoiser, error) { return synthetic.New(c) }})
 	family.Register(family.Denoisers{Model: "dummy", CondKey: dummy.CondKey,

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/knob"
 )
 
@@ -126,4 +127,23 @@ func joinOr(names []string) string {
 		return strings.Join(names, "")
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// WithSampling returns p with the generation defaults a folder's vdpp_sampling.json sets
+// (smp's non-zero NumFrames, Height and Width, Steps, GuidanceScale): a small model's
+// sizes in place of its family's.
+func WithSampling(p Params, smp checkpoint.Sampling) Params {
+	if smp.NumFrames > 0 {
+		p.NumFrames = smp.NumFrames
+	}
+	if smp.Height > 0 && smp.Width > 0 {
+		p.Height, p.Width = smp.Height, smp.Width
+	}
+	if smp.Steps > 0 {
+		p.Steps = smp.Steps
+	}
+	if smp.GuidanceScale > 0 {
+		p.GuidanceScale = smp.GuidanceScale
+	}
+	return p
 }

@@ -1,9 +1,6 @@
 package family
 
-import (
-	"github.com/vdpp/vdpp/pipeline"
-	"github.com/vdpp/vdpp/plan"
-)
+import "github.com/vdpp/vdpp/pipeline"
 
 // Switcher is implemented by families whose denoiser changes with the step (Wan 2.2's
 // high- and low-noise experts): Switches returns the steps of a run of steps steps at which
@@ -62,38 +59,4 @@ type Weights struct {
 // configs alone (the tensors each network declares), without loading them.
 type Weigher interface {
 	Weights(dir string, o Options) (Weights, error)
-}
-
-// PlanWeights are the planner's weights for the resolved model on a run of steps steps:
-// the family's sizes by role (Weigher), with the experts' switch steps (Switcher). A family
-// without a Weigher (the simulators) is costed by what loaded holds: its denoiser only.
-func (r Resolved) PlanWeights(o Options, steps int, loaded Sampler) (plan.Weights, error) {
-	wg, ok := r.Family.(Weigher)
-	if !ok {
-		var w plan.Weights
-		if loaded != nil {
-			for _, b := range loaded.WeightBytes() {
-				w.Denoiser += b
-			}
-		}
-		return w, nil
-	}
-	fw, err := wg.Weights(r.Dir, o)
-	if err != nil {
-		return plan.Weights{}, err
-	}
-	w := plan.Weights{Condition: fw.Condition, Decode: fw.Decode}
-	for _, b := range fw.Denoisers {
-		w.Denoiser += b
-	}
-	if len(fw.Denoisers) > 1 {
-		sw, err := r.Switches(steps)
-		if err != nil {
-			return plan.Weights{}, err
-		}
-		if len(sw) > 0 { // else one expert runs every step: stages hold the sum
-			w.Experts, w.ExpertSwitches = fw.Denoisers, sw
-		}
-	}
-	return w, nil
 }

@@ -170,11 +170,12 @@ func NewSampler(p *Pipeline, smp checkpoint.Sampling) *Sampler {
 func (s *Sampler) Family() string { return FamilyName }
 
 // DefaultParams implements family.Sampler: the pipeline's defaults (DefaultParams) with the
-// folder's guidance and decode chunk.
+// folder's guidance and decode chunk, and the frames, size and steps its vdpp_sampling.json
+// sets (family.WithSampling).
 func (s *Sampler) DefaultParams() family.Params {
 	p := s.P.DefaultParams()
 	p.MinGuidance, p.MaxGuidance, p.DecodeChunkSize = s.sampling.MinGuidance, s.sampling.MaxGuidance, s.sampling.DecodeChunkSize
-	return p
+	return family.WithSampling(p, s.sampling)
 }
 
 // Validate implements family.Sampler: Pipeline.Validate, whose ErrParams is

@@ -6,6 +6,7 @@ import (
 	"github.com/vdpp/vdpp/internal/shared"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/plan"
 )
 
 // TestWeightsMatchLoaded: the sizes by role the planner gets from the configs are the
@@ -31,7 +32,7 @@ func TestWeightsMatchLoaded(t *testing.T) {
 		w.Decode != got["vae_decoder"] || w.Decode == 0 {
 		t.Errorf("sized %+v, loaded %v", w, got)
 	}
-	pw, err := family.Resolved{Family: svdFamily{}, Dir: dir}.PlanWeights(family.Options{}, 4, nil)
+	pw, err := plan.FamilyWeights(family.Resolved{Family: svdFamily{}, Dir: dir}, family.Options{}, 4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,15 +10,15 @@ import (
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 
 	"github.com/vdpp/vdpp/model/checkpoint"
-	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/wan/transformer"
 	"github.com/vdpp/vdpp/model/wan/vae"
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/train/finetune"
 )
 
-var _ family.FineTuner = wanFamily{}
+var _ finetune.Tuner = wanFamily{}
 
 // FineTuneTextLen is the number of rows of the fixed prompt embedding a fine-tune
 // conditions every example on (the clips have no captions: the fine-tune learns the
@@ -32,7 +32,7 @@ const (
 	fineTuneTextTag    = 0x77616e70 // "wanp"
 )
 
-// FineTune implements family.FineTuner for a text-to-video Wan folder: one expert (o.Expert,
+// FineTune implements finetune.Tuner for a text-to-video Wan folder: one expert (o.Expert,
 // 1 = `transformer`, 2 = `transformer_2`; 0 picks the low-noise expert where there are two)
 // trained with the flow-matching loss Wan was trained with. A clip's latents are its
 // first 1 + 4k frames encoded by the folder's VAE (the posterior mean), normalised as
@@ -43,7 +43,7 @@ const (
 // (shift − 1)·u), as the sampler spaces its steps), u uniform over the values whose σ
 // falls in the expert's range of timesteps (t ≥ boundary for `transformer`, t < boundary
 // for `transformer_2`). The network is transformer.Build, the code inference runs.
-func (wanFamily) FineTune(dir string, o family.FineTuneOptions) (family.FineTune, error) {
+func (wanFamily) FineTune(dir string, o finetune.Options) (finetune.Task, error) {
 	f, err := openT2V(dir)
 	if err != nil {
 		return nil, err
@@ -108,7 +108,7 @@ func (wanFamily) FineTune(dir string, o family.FineTuneOptions) (family.FineTune
 	return t, nil
 }
 
-// fineTune is Wan's family.FineTune.
+// fineTune is Wan's finetune.Task.
 type fineTune struct {
 	f        *Folder
 	expert   int
@@ -117,7 +117,7 @@ type fineTune struct {
 	vae      *vae.VAE
 	vcfg     vae.Config
 	seed     uint64
-	clips    family.Clips
+	clips    finetune.Clips
 	shift    float64
 	numTrain int
 	// sigmaLo, sigmaHi bound the noise levels of the expert's timesteps.

@@ -7,10 +7,10 @@ import (
 	"testing"
 
 	"github.com/vdpp/vdpp/internal/shared"
-	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/wan/transformer"
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/train/finetune"
 )
 
 // testClip is a deterministic clip of 6 frames of 64x64 in [-1, 1].
@@ -31,8 +31,8 @@ func openTestFineTune(t *testing.T, expert int) *fineTune {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ft, err := wanFamily{}.FineTune(shared.Require(t, "golden", "wan-dev"), family.FineTuneOptions{Expert: expert, Seed: 5, Backend: b,
-		Clips: family.Clips{Train: testClip(1), HeldOut: testClip(2), TrainCount: 2}})
+	ft, err := wanFamily{}.FineTune(shared.Require(t, "golden", "wan-dev"), finetune.Options{Expert: expert, Seed: 5, Backend: b,
+		Clips: finetune.Clips{Train: testClip(1), HeldOut: testClip(2), TrainCount: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

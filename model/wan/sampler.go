@@ -103,9 +103,14 @@ func (wanFamily) Preflight(dir string, o family.Options) error {
 }
 
 // Describe implements family.Family: WanPipeline's defaults (81 frames at 832x480,
-// guidance 5) and the size multiple of VAE factor x patch size.
+// 50 steps, guidance 5) as the folder's vdpp_sampling.json amends them, and the size
+// multiple of VAE factor x patch size.
 func (wanFamily) Describe(dir string) (family.Description, error) {
 	f, err := openT2V(dir)
+	if err != nil {
+		return family.Description{}, err
+	}
+	defaults, err := f.DefaultParams()
 	if err != nil {
 		return family.Description{}, err
 	}
@@ -123,7 +128,7 @@ func (wanFamily) Describe(dir string) (family.Description, error) {
 	}
 	// A long video is cut into windows of the native 81 frames (21 latent frames) sharing
 	// 20 frames (5 latent frames, a quarter), blended with a cosine ramp.
-	return family.Description{Defaults: defaultParams(), SizeMultiple: m, FrameMultiple: vc.TemporalFactor(),
+	return family.Description{Defaults: defaults, SizeMultiple: m, FrameMultiple: vc.TemporalFactor(),
 		TextDim: tc.TextDim, TextDimFile: tc.Path,
 		Windowing: family.Windowing{Window: DefaultNumFrames, Overlap: DefaultWindowOverlap, Blend: "cosine"},
 		Caching:   Caching}, nil
@@ -132,6 +137,17 @@ func (wanFamily) Describe(dir string) (family.Description, error) {
 func defaultParams() family.Params {
 	return family.Params{NumFrames: DefaultNumFrames, Steps: 50, Height: DefaultHeight, Width: DefaultWidth,
 		GuidanceScale: DefaultGuidanceScale, FPS: DefaultFPS}
+}
+
+// DefaultParams returns WanPipeline's defaults with the sizes, frames, steps and guidance
+// scale the folder's vdpp_sampling.json sets (checkpoint.Sampling; a small model's, such as
+// the built-in Wan's) in place of the released checkpoints'.
+func (f *Folder) DefaultParams() (family.Params, error) {
+	smp, err := checkpoint.ReadSampling(f.Dir)
+	if err != nil {
+		return family.Params{}, err
+	}
+	return family.WithSampling(defaultParams(), smp), nil
 }
 
 // Open implements family.Family: the experts o's steps use, the VAE on the last stage.
@@ -247,6 +263,8 @@ type Sampler struct {
 	// simpleGo says the networks run on the pure-Go backend (im2col convolutions, its
 	// attention score budget), for the memory estimate.
 	simpleGo bool
+	// defaults are the folder's DefaultParams.
+	defaults family.Params
 }
 
 var (
@@ -276,6 +294,9 @@ func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err e
 		return nil, err
 	}
 	s = &Sampler{Folder: f, simpleGo: b != nil && nn.IsSimpleGo(b)}
+	if s.defaults, err = f.DefaultParams(); err != nil {
+		return nil, err
+	}
 	if s.Sched, err = f.ReadSchedulerConfig(); err != nil {
 		return nil, err
 	}
@@ -332,8 +353,9 @@ func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err e
 // Family implements family.Sampler.
 func (s *Sampler) Family() string { return FamilyName }
 
-// DefaultParams implements family.Sampler: WanPipeline's defaults.
-func (s *Sampler) DefaultParams() family.Params { return defaultParams() }
+// DefaultParams implements family.Sampler: WanPipeline's defaults as the folder's
+// vdpp_sampling.json amends them (Folder.DefaultParams).
+func (s *Sampler) DefaultParams() family.Params { return s.defaults }
 
 // Validate implements family.Sampler: frames 1 + 4k (the causal VAE's temporal factor),
 // height and width positive multiples of VAE factor x patch, finite guidance >= 0.

@@ -7,6 +7,7 @@ import (
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/wan"
 	"github.com/vdpp/vdpp/model/wan/wantest"
+	"github.com/vdpp/vdpp/plan"
 )
 
 // TestWeightsMatchLoaded: the sizes by role the planner gets from the configs are the
@@ -33,7 +34,7 @@ func TestWeightsMatchLoaded(t *testing.T) {
 		w.Decode != got[wan.VAE] || w.Condition != 0 {
 		t.Errorf("sized %+v, loaded %v", w, got)
 	}
-	pw, err := r.PlanWeights(o, 8, s)
+	pw, err := plan.FamilyWeights(r, o, 8, s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,16 @@
-package family
+// Package finetune is the seam between `vdpp train`'s fine-tuning phase and a model family
+// whose denoiser can be fine-tuned: a family implements Tuner next to its Family (the
+// train package finds it by a type assertion on the family.Family a --model value
+// resolves to), and the training loop drives the Task it opens.
+//
+// It is a package of its own, imported only by train and by the families, because a Task
+// states its loss as a GoMLX graph: the family seam (model/family), which serve's pure core
+// compiles against, stays free of GoMLX (model/family's TestDeps checks it).
+//
+// Contract: a Task's draws are pure functions of (Options.Seed, step, example), so any
+// number of data-parallel ranks give the same bits; Loss is built from the same network
+// code the family's Sampler runs.
+package finetune
 
 import (
 	"github.com/gomlx/gomlx/backends"
@@ -8,12 +20,13 @@ import (
 	"github.com/vdpp/vdpp/tensor"
 )
 
-// FineTuner is implemented by Families whose denoiser `vdpp train` can fine-tune on video
-// clips: the family turns clips into its latents, draws the noise and the noise levels, and
-// states its training loss through the same network code its Sampler runs. The training
-// loop (data parallelism, the optimizer, checkpoints) is the train package's.
-type FineTuner interface {
-	FineTune(dir string, o FineTuneOptions) (FineTune, error)
+// Tuner is implemented by families (family.Family values) whose denoiser `vdpp train` can
+// fine-tune on video clips: the family turns clips into its latents, draws the noise and
+// the noise levels, and states its training loss through the same network code its Sampler
+// runs. The training loop (data parallelism, the optimizer, checkpoints) is the train
+// package's.
+type Tuner interface {
+	FineTune(dir string, o Options) (Task, error)
 }
 
 // Clips are the videos a fine-tune learns from: Train(i) and HeldOut(i) return clip i of
@@ -24,8 +37,8 @@ type Clips struct {
 	TrainCount     int
 }
 
-// FineTuneOptions configure a fine-tune.
-type FineTuneOptions struct {
+// Options configure a fine-tune.
+type Options struct {
 	// Expert picks the denoiser of a family that has several (1-based, as the family numbers
 	// them); 0 is the family's choice.
 	Expert int
@@ -37,8 +50,8 @@ type FineTuneOptions struct {
 	Backend backends.Backend
 }
 
-// FineTune is one denoiser's fine-tuning task.
-type FineTune interface {
+// Task is one denoiser's fine-tuning task.
+type Task interface {
 	// Describe says what is trained, for logs and checkpoint metadata ("transformer_2 of
 	// DIR, t < 875").
 	Describe() string

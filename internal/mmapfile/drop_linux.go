@@ -1,4 +1,4 @@
-package safetensors
+package mmapfile
 
 import (
 	"os"
@@ -6,11 +6,11 @@ import (
 	"unsafe"
 )
 
-// dropPages advises the kernel that the mapped pages covering b will not be needed
+// DropPages advises the kernel that the mapped pages covering b will not be needed
 // (MADV_DONTNEED): they leave the process's resident set, and a later read of a shared
 // read-only file mapping faults them in again from the file. Errors are ignored: the
 // advice only saves memory.
-func dropPages(mapping, b []byte) {
+func DropPages(mapping, b []byte) {
 	if len(b) == 0 || len(mapping) == 0 {
 		return
 	}
