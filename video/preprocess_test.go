@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -265,5 +266,69 @@ func TestCLIPInput(t *testing.T) {
 	}
 	if _, err := CLIPInput(src, 0, CLIPMean, CLIPStd); err == nil {
 		t.Error("size 0: no error")
+	}
+}
+
+// wholeBlurResize is ResizeWithAntialiasing as diffusers writes it: both blur passes over
+// every pixel, then the bicubic resample (the reference the restricted blur must equal).
+func wholeBlurResize(t *tensor.Dense, outH, outW int) []float32 {
+	planes, h, w := t.Shape[0]*t.Shape[1], t.Shape[2], t.Shape[3]
+	sy, ky := antialiasKernelSize(h, outH)
+	sx, kx := antialiasKernelSize(w, outW)
+	data := blur1D(t.Data, planes, h, w, gaussianKernel(kx, float32(sx)), true)
+	data = blur1D(data, planes, h, w, gaussianKernel(ky, float32(sy)), false)
+	return bicubicAlignCorners(data, planes, h, w, outH, outW)
+}
+
+// Blurring only where the resample reads gives the whole blur's bits, for down- and
+// upscales, odd sizes and extreme aspect ratios.
+func TestResizeWithAntialiasingMatchesWholeBlur(t *testing.T) {
+	for _, c := range []struct{ h, w, oh, ow int }{
+		{40, 30, 7, 9}, {224, 224, 224, 224}, {300, 500, 224, 224}, {5, 7, 64, 64}, {1, 2000, 16, 16}, {3000, 1, 8, 8}, {17, 1, 1, 1}, {64, 48, 1, 3},
+	} {
+		x := tensor.New(1, 3, c.h, c.w)
+		for i := range x.Data {
+			x.Data[i] = float32(math.Sin(float64(i) * 0.37))
+		}
+		got, err := ResizeWithAntialiasing(x, c.oh, c.ow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := wholeBlurResize(x, c.oh, c.ow)
+		for i := range want {
+			if math.Float32bits(got.Data[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%dx%d -> %dx%d: value %d is %v, the whole blur's %v", c.w, c.h, c.ow, c.oh, i, got.Data[i], want[i])
+			}
+		}
+	}
+}
+
+// An image of extreme aspect ratio costs its pixels, not pixels times the downscale factor:
+// a 1048576x1 image (3 KB as a PNG, within a megapixel) goes through the CLIP and VAE
+// resizes in well under a second; blurring every column with a kernel 9361 taps wide took
+// minutes.
+func TestExtremeAspectResizeIsBounded(t *testing.T) {
+	for _, size := range [][2]int{{1 << 20, 1}, {1, 1 << 20}} {
+		img := image.NewNRGBA(image.Rect(0, 0, size[0], size[1]))
+		for i := range img.Pix {
+			img.Pix[i] = uint8(i * 7)
+		}
+		done := make(chan error, 1)
+		go func() {
+			if _, err := CLIPInput(img, 224, CLIPMean, CLIPStd); err != nil {
+				done <- err
+				return
+			}
+			_, err := VAEInput(img, 64, 64)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%dx%d: the resizes took over 20 s", size[0], size[1])
+		}
 	}
 }
