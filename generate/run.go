@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vdpp/vdpp/bench"
@@ -139,8 +140,15 @@ func resolveInputs(o Options) (Options, error) {
 	if o.Image == "" {
 		return o, badOptions("--model %s is an image-to-video model: --image FILE is required", o.Model)
 	}
-	if _, err := video.LoadImage(o.Image); err != nil {
+	img, err := video.LoadImage(o.Image)
+	if err != nil {
 		return o, err
+	}
+	// An image the video cannot use (stretched far out of shape) is refused before any
+	// work, as the server refuses it.
+	b := img.Bounds()
+	if err := video.CheckAspect(b.Dx(), b.Dy(), o.Width, o.Height); err != nil {
+		return o, badOptions("--image %s: %s", o.Image, strings.TrimPrefix(err.Error(), video.ErrAspect.Error()+": "))
 	}
 	return o, nil
 }

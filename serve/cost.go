@@ -2,8 +2,10 @@ package serve
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/vdpp/vdpp/serve/job"
+	"github.com/vdpp/vdpp/video"
 )
 
 // modelCostLimits returns gen's limits: DeriveCostLimits of gen's defaults and step
@@ -38,13 +40,17 @@ func (s *Server) modelLimits() job.ModelLimits {
 }
 
 // checkImage verifies that data is a decodable PNG or JPEG of at most maxPixels pixels
-// whose decoded memory (Cost.InputBytes) is within l (both checked from the header before
-// decoding, so a decompression bomb costs nothing; the pixels are decoded within the
+// whose decoded memory (Cost.InputBytes) is within l and whose aspect ratio the job p's
+// video can use (video.CheckAspect; all checked from the header before decoding, so a
+// decompression bomb or a 1048576x1 strip costs nothing; the pixels are decoded within the
 // process's decode memory budget).
-func checkImage(data []byte, maxPixels int, l job.CostLimits) error {
+func checkImage(data []byte, maxPixels int, l job.CostLimits, p job.Params) error {
 	cfg, err := imageConfig(data, maxPixels)
 	if err != nil {
 		return err
+	}
+	if err := video.CheckAspect(cfg.Width, cfg.Height, p.Width, p.Height); err != nil {
+		return fmt.Errorf("%w: %w", job.ErrBadParams, err)
 	}
 	if err := l.Check(job.Cost{InputBytes: decodedBytes(cfg)}); err != nil {
 		return err

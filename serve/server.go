@@ -17,6 +17,7 @@ import (
 
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/serve/httpapi"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/openai"
@@ -417,13 +418,17 @@ func (s *Server) checkRecords(store *jobStore, recs []job.Record) ([]job.Record,
 	admit := func(p job.Params) error {
 		// The stored job is resolved: its knobs are given again as they stand.
 		t := s.gen.Description().Knobs
-		if _, err := s.gen.ResolveParams(p, t.NonZero((*family.Params)(&p)), s.cfg.Limits); err != nil {
-			return err
+		_, err := s.gen.ResolveParams(p, t.NonZero((*family.Params)(&p)), s.cfg.Limits)
+		if err == nil {
+			err = s.checkJobMesh(p)
 		}
-		if err := s.checkJobMesh(p); err != nil {
-			return err
+		if err == nil {
+			err = s.checkCost(p)
 		}
-		return s.checkCost(p)
+		if ke, ok := knob.AsError(err); ok {
+			return ke // the one line a client reads, naming the knob
+		}
+		return err
 	}
 	for i, r := range recs {
 		fixed, err := job.CheckRecord(r, store.files(r.ID), admit)

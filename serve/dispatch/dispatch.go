@@ -32,7 +32,15 @@ type Dispatcher struct {
 	rate stepRate
 	// out collects the actions of the events since the last take.
 	out []Action
+	// gone remembers the places (seq) of the last jobs forgotten (deleted or expired), in
+	// the order they left, so a list that continues after one of them continues from where
+	// it stood (Page); at most goneKeep of them.
+	gone      map[string]uint64
+	goneOrder []string
 }
+
+// goneKeep bounds how many forgotten jobs' places Page remembers.
+const goneKeep = 4096
 
 // Limits are what the dispatcher decides with: batch size, queue and slot bounds, how many
 // batches a worker may hold, re-runs before a job fails, the stall watchdog's base time.
@@ -552,9 +560,18 @@ func (d *Dispatcher) Remove(id string) (rec job.Record, done bool, err error) {
 	return j.rec, true, nil
 }
 
-// forget drops j from memory: from then on it is unknown.
+// forget drops j from memory: from then on it is unknown (but for its place in the list).
 func (d *Dispatcher) forget(j *Job) {
 	delete(d.jobs, j.rec.ID)
+	if d.gone == nil {
+		d.gone = map[string]uint64{}
+	}
+	if len(d.goneOrder) >= goneKeep {
+		delete(d.gone, d.goneOrder[0])
+		d.goneOrder = d.goneOrder[1:]
+	}
+	d.gone[j.rec.ID] = j.rec.Seq
+	d.goneOrder = append(d.goneOrder, j.rec.ID)
 	d.counts[j.rec.State]--
 	d.touch(j) // event streams wake up, find no job and end
 	d.emit(Forget{j})
@@ -759,15 +776,22 @@ func (d *Dispatcher) Connected(rank int) bool { return d.workers[rank] != nil }
 
 // Page returns the status at now of up to limit jobs in submission order (newest first
 // when desc) that come after the job with id after ("" starts at the beginning), and
-// whether more follow. An after id the dispatcher does not hold is job.ErrNotFound.
+// whether more follow. An after id of a job deleted or expired since (one of the last
+// goneKeep) continues from where that job stood; an id the dispatcher never held (or
+// forgot before a restart) is job.ErrNotFound.
 func (d *Dispatcher) Page(after string, limit int, desc bool, now time.Time) ([]job.Status, bool, error) {
 	var from uint64
 	if after != "" {
 		j, ok := d.Lookup(after)
-		if !ok {
+		switch {
+		case ok:
+			from = j.rec.Seq
+		case d.gone[after] != 0:
+			// A job deleted since the client read it: the list goes on from its place.
+			from = d.gone[after]
+		default:
 			return nil, false, job.NotFound(after)
 		}
-		from = j.rec.Seq
 	}
 	all := make([]*Job, 0, len(d.jobs))
 	for _, j := range d.jobs {

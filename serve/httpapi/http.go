@@ -78,9 +78,10 @@ type WorkerInfo struct {
 // Backend is the server's core as the HTTP layer (and the OpenAI adapter) asks it.
 type Backend interface {
 	Model() Model
-	// CheckImage checks an upload before it is queued: a PNG or JPEG whose size and
-	// decoding cost the server accepts (video.ErrNotImage, job.ErrTooLarge).
-	CheckImage(data []byte) error
+	// CheckImage checks an upload for job p before it is queued: a PNG or JPEG whose size,
+	// decoding cost and aspect ratio (for p's video) the server accepts (video.ErrNotImage,
+	// job.ErrTooLarge, job.ErrBadParams).
+	CheckImage(data []byte, p job.Params) error
 	// CheckCost refuses (a *job.CostError) a job the served model cannot run within its
 	// cost limits.
 	CheckCost(p job.Params) error
@@ -206,8 +207,12 @@ func ErrorStatus(err error) (int, string) {
 	switch {
 	case IsMaxBytes(err):
 		return http.StatusRequestEntityTooLarge, "body_too_large"
-	case errors.Is(err, job.ErrNotFound):
+	case errors.Is(err, job.ErrNotFound), errors.Is(err, job.ErrNoWorker):
 		return http.StatusNotFound, "not_found"
+	case errors.Is(err, ErrNoRoute):
+		return http.StatusNotFound, "no_route"
+	case errors.Is(err, ErrMethod):
+		return http.StatusMethodNotAllowed, "method_not_allowed"
 	case errors.Is(err, job.ErrQueueFull):
 		return http.StatusTooManyRequests, "queue_full"
 	case errors.Is(err, job.ErrCostLimit):
@@ -297,10 +302,13 @@ func (a *API) Handler() http.Handler {
 		oa.Register(mux)
 	}
 	a.registerWeb(mux)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	health := func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Connection", "close") // a health probe never holds a connection open
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	}
+	mux.HandleFunc("GET /healthz", health)
+	mux.HandleFunc("GET /health", health) // the spelling other servers (vLLM, SGLang) answer
+
 	mux.HandleFunc("GET /readyz", a.handleReady)
 	mux.HandleFunc("GET /v1/limits", func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusOK, a.cfg.Backend.Limits())
@@ -310,7 +318,7 @@ func (a *API) Handler() http.Handler {
 	}
 	mux.HandleFunc("GET /v1/admin/workers", a.admin(a.handleWorkers))
 	mux.HandleFunc("POST /v1/admin/workers/{rank}/kill", a.admin(a.handleKill))
-	return a.recoverer(a.auth(jsonRouteErrors(mux)))
+	return a.recoverer(a.auth(jsonRouteErrors(mux, oa)))
 }
 
 // byID sends a request whose {id} the OpenAI adapter owns to it, others to native.
@@ -340,7 +348,7 @@ func (a *API) recoverer(h http.Handler) http.Handler {
 	})
 }
 
-// auth requires "Authorization: Bearer TOKEN" on everything but /healthz, /readyz and the
+// auth requires "Authorization: Bearer TOKEN" on everything but /healthz (/health), /readyz and the
 // web page's files when a token is configured.
 func (a *API) auth(h http.Handler) http.Handler {
 	if a.cfg.Token == "" {
@@ -366,7 +374,7 @@ var ErrUnauthorized = errors.New("missing or wrong bearer token")
 // publicPath reports whether p is served without the token: probes and the web page's own
 // files (the page asks for the token and sends it on its API calls).
 func publicPath(p string) bool {
-	return p == "/healthz" || p == "/readyz" || p == "/" || strings.HasPrefix(p, "/web/")
+	return p == "/healthz" || p == "/health" || p == "/readyz" || p == "/" || strings.HasPrefix(p, "/web/")
 }
 
 // admin restricts a handler to loopback clients (on top of the token, when one is set).
@@ -528,14 +536,16 @@ func (a *API) readUpload(r *http.Request) (job.Params, job.Input, error) {
 		case img == nil:
 			return job.Params{}, job.Input{}, fmt.Errorf("%w: no image part", job.ErrBadParams)
 		}
-		if err := a.cfg.Backend.CheckImage(img); err != nil {
-			return job.Params{}, job.Input{}, err
-		}
 		in.Image = img
 	}
 	p, err := m.ParseParams(params, a.cfg.Limits)
 	if err != nil {
 		return job.Params{}, job.Input{}, err
+	}
+	if in.Image != nil {
+		if err := a.cfg.Backend.CheckImage(in.Image, p); err != nil {
+			return job.Params{}, job.Input{}, err
+		}
 	}
 	if err := a.cfg.Backend.CheckCost(p); err != nil {
 		return job.Params{}, job.Input{}, err

@@ -39,7 +39,7 @@ type testBackend struct {
 }
 
 func (b testBackend) Model() Model { return b.m }
-func (b testBackend) CheckImage(data []byte) error {
+func (b testBackend) CheckImage(data []byte, _ job.Params) error {
 	if !bytes.HasPrefix(data, []byte("\x89PNG")) {
 		return video.ErrNotImage
 	}

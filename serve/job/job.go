@@ -13,6 +13,10 @@ import (
 // ErrNotFound is returned for a job id the server does not know.
 var ErrNotFound = errors.New("serve: no such job")
 
+// ErrNoWorker is returned for a worker rank the server does not have (404, as an unknown
+// job).
+var ErrNoWorker = errors.New("serve: no such worker rank")
+
 // idPattern is what a job id looks like; anything else never reaches the file system.
 var idPattern = regexp.MustCompile(`^[0-9a-f]{16,64}$`)
 

@@ -180,7 +180,7 @@ func (a *API) Fail(w http.ResponseWriter, err error, param string) {
 func (a *API) Route(r *http.Request) bool {
 	p := r.URL.Path
 	switch {
-	case p == "/v1/videos" && r.Method == http.MethodGet, strings.HasPrefix(p, "/v1/models"):
+	case p == "/v1/videos" && r.Method == http.MethodGet, strings.HasPrefix(p, "/v1/models"), strings.HasSuffix(p, "/remix"), strings.HasSuffix(p, "/cancel"):
 		return true
 	case p == "/v1/videos" && r.Method == http.MethodPost:
 		mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -193,6 +193,7 @@ func (a *API) Route(r *http.Request) bool {
 func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/videos", a.list)
 	mux.HandleFunc("POST /v1/videos/{id}/cancel", a.cancel)
+	mux.HandleFunc("POST /v1/videos/{id}/remix", a.remix)
 	mux.HandleFunc("GET /v1/models", a.models)
 	mux.HandleFunc("GET /v1/models/{model...}", a.model)
 }
@@ -260,7 +261,7 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request, mediaType string, b
 		a.Fail(w, err, "")
 		return
 	}
-	if req.Model != "" && !slices.Contains(a.cfg.Names, req.Model) {
+	if req.ModelGiven && !slices.Contains(a.cfg.Names, req.Model) {
 		a.writeError(w, oaErr(http.StatusNotFound, "model_not_found", "model",
 			"the model %q does not exist: this server serves %s", req.Model, strings.Join(a.cfg.Names, ", ")))
 		return
@@ -281,16 +282,16 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request, mediaType string, b
 			"input_reference is required: the served model makes a video from an image (a file part, or {\"image_url\": \"data:image/png;base64,...\"})"))
 		return
 	}
-	if !text {
-		if err := a.b.CheckImage(req.Image); err != nil {
-			a.Fail(w, err, "input_reference")
-			return
-		}
-	}
 	p, err := Params(m, req.Fields, a.cfg.Limits)
 	if err != nil {
 		a.Fail(w, err, "")
 		return
+	}
+	if !text {
+		if err := a.b.CheckImage(req.Image, p); err != nil {
+			a.Fail(w, err, "input_reference")
+			return
+		}
 	}
 	var ce *job.CostError
 	if err := a.b.CheckCost(p); errors.As(err, &ce) {
@@ -378,6 +379,13 @@ func (a *API) Retrieve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpapi.WriteJSON(w, http.StatusOK, a.video(st))
+}
+
+// remix is POST /v1/videos/{id}/remix (OpenAI's edit of a finished video with a new prompt),
+// which this server does not do: a 400 in OpenAI's shape saying so, as for every
+// /v1/videos route.
+func (a *API) remix(w http.ResponseWriter, r *http.Request) {
+	a.writeError(w, oaErr(http.StatusBadRequest, "unsupported", "", "remix is not supported by this server: create a new video with the prompt instead"))
 }
 
 // cancel is POST /v1/videos/{id}/cancel (either id form): the native cancel, answered

@@ -27,6 +27,8 @@ const maxFieldBytes = httpapi.MaxFieldBytes
 // openAIRequest is an OpenAI create request, from a JSON or a multipart body.
 type openAIRequest struct {
 	Model, Prompt string
+	// ModelGiven says the request named a model ("" included, which no model is).
+	ModelGiven bool
 	// Image is input_reference: a file part, or the bytes of an image_url data: URL.
 	Image []byte
 	// Fields are the generation fields (seconds, size, num_inference_steps, ...) as text,
@@ -142,7 +144,10 @@ func (req *openAIRequest) set(k, v string) error {
 	}
 	switch k {
 	case "model":
-		req.Model = v
+		if req.ModelGiven {
+			return badField(k, "%s is given twice", k)
+		}
+		req.Model, req.ModelGiven = v, true
 	case "prompt":
 		req.Prompt = v
 	default:

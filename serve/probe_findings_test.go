@@ -1,0 +1,286 @@
+package serve
+
+import (
+	"bytes"
+	"errors"
+	"image"
+	"image/png"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/serve/job"
+)
+
+// The third hostile probe's findings (F1-F11), each reproduced from its one-line
+// description against an in-process server on the synthetic model, and answered as a
+// careful client expects.
+
+// stripPNG is a w x h PNG of one grey level (a 1048576x1 strip is a few KB).
+func stripPNG(t testing.TB, w, h int) []byte {
+	t.Helper()
+	img := image.NewGray(image.Rect(0, 0, w, h))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(i)
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// F1: a 3 KB PNG of 1048576x1 pixels is within the megapixel image limit; its prepare took
+// 20 minutes of coordinator time, so every later job waited. It is refused up front (a
+// 400 naming the aspect ratio), in both APIs, in well under a second, and queues nothing.
+func TestProbeF1ExtremeAspectRefused(t *testing.T) {
+	ts := startServer(t, Config{NProc: 1, MaxQueue: 4})
+	img := stripPNG(t, 1<<20, 1)
+	t0 := time.Now()
+	body, ct := multipartBody(t, img, `{"steps":2}`)
+	resp, b := ts.do("POST", "/v1/videos", body, ct)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "1048576x1") {
+		t.Fatalf("native: %d %s", resp.StatusCode, b)
+	}
+	obody, oct := oaMultipart(t, img, "prompt", "p", "num_inference_steps", "2")
+	resp, b = ts.do("POST", "/v1/videos", obody, oct)
+	checkOAError(t, resp, b, http.StatusBadRequest, "bad_params", "input_reference")
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Errorf("refusing two 1048576x1 uploads took %v", d)
+	}
+	if _, b := ts.do("GET", "/v1/videos", nil, ""); !bytes.Contains(b, []byte(`"data": []`)) {
+		t.Errorf("a refused upload left a job: %s", b)
+	}
+	// A job of an ordinary image still runs.
+	st := ts.submit(testPNG(t, 1), `{"steps":2}`)
+	if got := ts.wait(st.ID, 30*time.Second); got.State != "succeeded" {
+		t.Fatalf("an ordinary job after the refusals: %+v", got)
+	}
+}
+
+// F2: {"cache":"deepcache","cache_interval":16777217} (native or OpenAI) was accepted, the
+// hand-off carried the rule as float32, the next stage refused it and both ranks died. It
+// is refused (400 naming cache_interval) in both APIs before anything is queued, and the
+// workers are the ones that joined.
+func TestProbeF2CacheIntervalRefused(t *testing.T) {
+	ts := startServer(t, Config{NProc: 2, MaxQueue: 4})
+	img := testPNG(t, 2)
+	body, ct := multipartBody(t, img, `{"steps":4,"cache":"static","cache_interval":16777217}`)
+	resp, b := ts.do("POST", "/v1/videos", body, ct)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "cache_interval 16777217 must be in [2, 10000]") {
+		t.Fatalf("native: %d %s", resp.StatusCode, b)
+	}
+	obody, oct := oaMultipart(t, img, "prompt", "p", "num_inference_steps", "4", "cache", "static", "cache_interval", "16777217")
+	resp, b = ts.do("POST", "/v1/videos", obody, oct)
+	checkOAError(t, resp, b, http.StatusBadRequest, "invalid_value", "cache_interval")
+	pids := ts.pool.Workers()
+	st := ts.submit(img, `{"steps":4,"cache":"static","cache_interval":3}`)
+	if got := ts.wait(st.ID, 30*time.Second); got.State != "succeeded" {
+		t.Fatalf("a cached job: %+v", got)
+	}
+	for i, w := range ts.pool.Workers() {
+		if w.Pid != pids[i].Pid || w.Restarts != 0 {
+			t.Fatalf("worker %d restarted: %+v then %+v", i, pids[i], w)
+		}
+	}
+}
+
+// F9: cache_threshold 0 and cache_interval 0 silently became the defaults while -1 and 1
+// were refused, and the fields of another cache mode were accepted and stored. Each is a
+// 400 naming the field.
+func TestProbeF9CacheFieldsExact(t *testing.T) {
+	ts := startServer(t, Config{NProc: 1, MaxQueue: 4})
+	img := testPNG(t, 3)
+	for params, want := range map[string]string{
+		`{"cache":"fbcache","cache_threshold":0}`:                     "cache_threshold 0 must be in (0, 1000]",
+		`{"cache":"static","cache_interval":0}`:                       "cache_interval 0 must be in [2, 10000]",
+		`{"cache":"fbcache","cache_interval":3}`:                      "cache_interval applies to cache static, not fbcache",
+		`{"cache":"static","cache_interval":3,"cache_threshold":0.1}`: "cache_threshold applies to cache fbcache, not static",
+		`{"cache_threshold":0.1}`:                                     "cache_threshold applies to cache fbcache only, and no cache is set",
+	} {
+		body, ct := multipartBody(t, img, params)
+		resp, b := ts.do("POST", "/v1/videos", body, ct)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), want) {
+			t.Errorf("%s: %d %s, want 400 with %q", params, resp.StatusCode, b, want)
+		}
+	}
+}
+
+// F10: the OpenAI API refused cache_drop in every spelling, and an OpenAI error for
+// cache_threshold named param "cache". cache_drop is an OpenAI field like the native one,
+// and each error names the field at fault.
+func TestProbeF10OpenAICacheFields(t *testing.T) {
+	ts := startServer(t, Config{NProc: 2, MaxQueue: 4})
+	img := testPNG(t, 4)
+	v := ts.oaCreate(img, "prompt", "p", "num_inference_steps", "4", "cache", "fbcache", "cache_threshold", "0.2", "cache_drop", "true")
+	st := ts.status(strings.TrimPrefix(v.ID, "video_"))
+	if !st.Params.Cache.Drop || st.Params.Cache.Threshold != 0.2 {
+		t.Fatalf("cache_drop and cache_threshold over the OpenAI API: %+v", st.Params.Cache)
+	}
+	body, ct := oaMultipart(t, img, "prompt", "p", "cache", "fbcache", "cache_threshold", "-1")
+	resp, b := ts.do("POST", "/v1/videos", body, ct)
+	checkOAError(t, resp, b, http.StatusBadRequest, "invalid_value", "cache_threshold")
+	body, ct = oaMultipart(t, img, "prompt", "p", "cache_drop", "yes")
+	resp, b = ts.do("POST", "/v1/videos", body, ct)
+	checkOAError(t, resp, b, http.StatusBadRequest, "invalid_value", "cache_drop")
+}
+
+// F11 (the parameters): size " 64x64 " was accepted, duplicate JSON keys were taken (the last
+// won), window 0 became 14. Each is a 400 naming the field.
+func TestProbeF11StrictParameters(t *testing.T) {
+	ts := startServer(t, Config{NProc: 1, MaxQueue: 4})
+	img := testPNG(t, 5)
+	body, ct := oaMultipart(t, img, "prompt", "p", "size", " 64x64 ")
+	resp, b := ts.do("POST", "/v1/videos", body, ct)
+	checkOAError(t, resp, b, http.StatusBadRequest, "invalid_value", "size")
+	resp, b = ts.do("POST", "/v1/videos", strings.NewReader(`{"prompt":"p","seconds":"1","seconds":"2"}`), "application/json")
+	checkOAError(t, resp, b, http.StatusBadRequest, "invalid_json", "")
+	for params, want := range map[string]string{
+		`{"steps":2,"steps":3}`:          `is given twice`,
+		`{"num_frames":20,"window":0}`:   "window 0 must be in [1, 1048576]",
+		`{"steps":2,"guidance_scale":3}`: "guidance_scale applies to wan models",
+	} {
+		body, ct := multipartBody(t, img, params)
+		resp, b := ts.do("POST", "/v1/videos", body, ct)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), want) {
+			t.Errorf("%s: %d %s, want 400 with %q", params, resp.StatusCode, b, want)
+		}
+	}
+}
+
+// F11 (the routes): model "" was accepted, POST /v1/admin/workers/99/kill said "no such
+// job", and the official POST /v1/videos/{id}/remix got a native-shaped error. And the first
+// day: no /health. Each is answered as its API documents.
+func TestProbeF11Routes(t *testing.T) {
+	ts := startServer(t, Config{NProc: 1, MaxQueue: 4})
+	img := testPNG(t, 6)
+	body, ct := oaMultipart(t, img, "prompt", "p", "model", "")
+	resp, b := ts.do("POST", "/v1/videos", body, ct)
+	checkOAError(t, resp, b, http.StatusNotFound, "model_not_found", "model")
+	resp, b = ts.do("POST", "/v1/admin/workers/99/kill", nil, "")
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "no such worker rank 99") {
+		t.Errorf("kill rank 99: %d %s", resp.StatusCode, b)
+	}
+	v := ts.oaCreate(img, "prompt", "p", "num_inference_steps", "2")
+	resp, b = ts.do("POST", "/v1/videos/"+v.ID+"/remix", strings.NewReader(`{"prompt":"q"}`), "application/json")
+	checkOAError(t, resp, b, http.StatusBadRequest, "unsupported", "")
+	resp, b = ts.do("PUT", "/v1/videos/"+v.ID, nil, "")
+	checkOAError(t, resp, b, http.StatusMethodNotAllowed, "method_not_allowed", "")
+	resp, b = ts.do("GET", "/v1/videos/"+v.ID+"/frames", nil, "")
+	checkOAError(t, resp, b, http.StatusNotFound, "no_route", "")
+	resp, b = ts.do("GET", "/health", nil, "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"ok"`) {
+		t.Errorf("/health: %d %s", resp.StatusCode, b)
+	}
+}
+
+// F5: GET /v1/videos?after=ID answered 404 once ID was deleted, which broke the SDK's
+// list-and-delete loop after one page. A page after a deleted job continues from where it
+// stood: the loop deletes every job.
+func TestProbeF5ListAfterDeleted(t *testing.T) {
+	ts := startServer(t, Config{NProc: 1, MaxQueue: 16})
+	img := testPNG(t, 7)
+	for range 5 {
+		v := ts.oaCreate(img, "prompt", "p", "num_inference_steps", "1")
+		ts.oaWait(v.ID)
+	}
+	deleted, after := 0, ""
+	for page := 0; page < 10; page++ {
+		q := "/v1/videos?limit=2&order=asc"
+		if after != "" {
+			q += "&after=" + after
+		}
+		resp, b := ts.do("GET", q, nil, "")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("page %d after %s: %d %s", page, after, resp.StatusCode, b)
+		}
+		var list struct {
+			Data []struct {
+				ID string `json:"id"`
+			} `json:"data"`
+			HasMore bool `json:"has_more"`
+		}
+		mustJSON(t, b, &list)
+		for _, v := range list.Data {
+			if resp, b := ts.do("DELETE", "/v1/videos/"+v.ID, nil, ""); resp.StatusCode != http.StatusOK {
+				t.Fatalf("delete %s: %d %s", v.ID, resp.StatusCode, b)
+			}
+			deleted++
+			after = v.ID
+		}
+		if !list.HasMore {
+			break
+		}
+	}
+	if deleted != 5 {
+		t.Fatalf("the list-and-delete loop deleted %d of 5 jobs", deleted)
+	}
+	resp, b := ts.do("GET", "/v1/videos?after=video_0123456789abcdef01234567", nil, "")
+	checkOAError(t, resp, b, http.StatusNotFound, "not_found", "")
+}
+
+// F6: after a restart with another mesh, queued jobs the new mesh cannot run were dispatched
+// and failed with internal text. They are caught at load: failed before anything runs,
+// with a reason a client can act on; the jobs the mesh can run run.
+func TestProbeF6RemeshValidatesQueuedJobs(t *testing.T) {
+	dir := t.TempDir()
+	st, _, err := openStore(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := testPNG(t, 8)
+	now := time.Now().UTC()
+	unguided := mustParams(t, `{"num_frames":2,"steps":2,"height":8,"width":8,"max_guidance":1}`)
+	guided := mustParams(t, `{"num_frames":2,"steps":2,"height":8,"width":8,"max_guidance":3}`)
+	recs := []job.Record{
+		{ID: "00000000000000000000000a", Seq: 1, State: job.StateQueued, Params: unguided, CreatedAt: now},
+		{ID: "00000000000000000000000b", Seq: 2, State: job.StateRunning, Params: guided, CreatedAt: now},
+	}
+	for _, r := range recs {
+		if err := st.WriteFile(r.ID, inputFile, img); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Put(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	// The server comes back with its workers as cfg pairs: the unguided job has no halves.
+	ts := startServer(t, Config{DataDir: dir, NProc: 2, Mesh: comm.Mesh{PP: 1, CFG: 2, CP: 1, DP: 1}})
+	bad := ts.wait(recs[0].ID, 30*time.Second)
+	if bad.State != job.StateFailed || !strings.Contains(bad.Error, "cfg 2") || !strings.Contains(bad.Error, "unguided") ||
+		strings.Contains(bad.Error, "serve:") || bad.Progress.Stages != 0 {
+		t.Fatalf("the unguided job after the remesh: %+v", bad)
+	}
+	if ok := ts.wait(recs[1].ID, 30*time.Second); ok.State != job.StateSucceeded {
+		t.Fatalf("the guided job after the remesh: %+v", ok)
+	}
+}
+
+// F8: with the free-space floor off (--min-free-space -1), a full disk gave 500 on downloads
+// where serve.md promises 507: ffmpeg's failure wraps no errno. A render that fails on a full
+// disk is a 507 whatever the floor and whoever writes the file.
+func TestProbeF8FullDiskDownloadIs507(t *testing.T) {
+	var free atomic.Int64
+	free.Store(1 << 40)
+	ts := startServer(t, Config{NProc: 1, MinFreeBytes: -1, freeBytes: func() (int64, error) { return free.Load(), nil }},
+		func(s *Server) {
+			s.mp4 = func(string, []image.Image, float64) error {
+				if free.Load() == 0 {
+					return errors.New("video: ffmpeg: exit status 1: [out#0/mp4] Error writing trailer: No space left on device")
+				}
+				return nil
+			}
+		})
+	st := ts.wait(ts.submit(testPNG(t, 9), `{"num_frames":2,"steps":2,"height":8,"width":8}`).ID, 30*time.Second)
+	free.Store(0)
+	for _, path := range []string{"/v1/videos/" + st.ID + "/content", "/v1/videos/video_" + st.ID + "/content"} {
+		resp, b := ts.do("GET", path, nil, "")
+		if resp.StatusCode != http.StatusInsufficientStorage || resp.Header.Get("Retry-After") == "" || strings.Contains(string(b), "/") {
+			t.Errorf("%s on a full disk: %d %s", path, resp.StatusCode, b)
+		}
+	}
+}
