@@ -21,8 +21,8 @@ var _ httpapi.Backend = backend{}
 
 func (b backend) Model() httpapi.Model { return b.s.gen }
 
-func (b backend) CheckImage(data []byte, p job.Params) error {
-	return checkImage(data, b.s.cfg.Limits.MaxImagePixels, b.s.cost, p)
+func (b backend) CheckImage(data []byte) (int, int, error) {
+	return checkImage(data, b.s.cfg.Limits.MaxImagePixels, b.s.cost)
 }
 
 func (b backend) CheckCost(p job.Params) error { return b.s.checkCost(p) }
@@ -47,10 +47,7 @@ func (b backend) Submit(p job.Params, in job.Input) (job.Status, error) {
 	if err := b.s.diskOK(job.DiskBytes(p)); err != nil {
 		return job.Status{}, err
 	}
-	if in.Prompt != nil {
-		return b.s.coord.SubmitPrompt(p, *in.Prompt)
-	}
-	return b.s.coord.Submit(p, in.Image)
+	return b.s.coord.SubmitInput(p, in)
 }
 
 func (b backend) Status(id string) (job.Status, error) { return b.s.coord.Status(id) }

@@ -2,10 +2,8 @@ package serve
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/vdpp/vdpp/serve/job"
-	"github.com/vdpp/vdpp/video"
 )
 
 // modelCostLimits returns gen's limits: DeriveCostLimits of gen's defaults and step
@@ -34,30 +32,33 @@ func (s *Server) modelLimits() job.ModelLimits {
 	if s.gen.TextConditioned() {
 		input = job.InputText
 	}
+	queue, prepares := s.cfg.MaxQueue, s.cfg.MaxPrepares
+	if s.coord != nil { // the coordinator's, defaults filled
+		queue, prepares = s.coord.cfg.MaxQueue, s.coord.cfg.MaxPrepares
+	}
 	return job.ModelLimits{Input: input, NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
 		MaxFrames: l.MaxFrames, MaxResolution: l.MaxResolution, MaxSteps: l.MaxSteps, CacheModes: s.gen.Description().Caching.Modes,
-		Knobs: job.Knobs(s.gen.Description().Knobs, s.gen.DefaultParams()), CostLimits: s.cost}
+		Knobs: job.Knobs(s.gen.Description().Knobs, s.gen.DefaultParams()), CostLimits: s.cost,
+		MaxQueue: queue, MaxPrepares: prepares}
 }
 
 // checkImage verifies that data is a decodable PNG or JPEG of at most maxPixels pixels
-// whose decoded memory (Cost.InputBytes) is within l and whose aspect ratio the job p's
-// video can use (video.CheckAspect; all checked from the header before decoding, so a
-// decompression bomb or a 1048576x1 strip costs nothing; the pixels are decoded within the
-// process's decode memory budget).
-func checkImage(data []byte, maxPixels int, l job.CostLimits, p job.Params) error {
+// whose decoded memory (Cost.InputBytes) is within l (both checked from the header before
+// decoding, so a decompression bomb costs nothing; the pixels are decoded within the
+// process's decode memory budget), and returns its width and height (the job's video must
+// be able to use its shape: video.CheckAspect, once the job's size is known).
+func checkImage(data []byte, maxPixels int, l job.CostLimits) (w, h int, err error) {
 	cfg, err := imageConfig(data, maxPixels)
 	if err != nil {
-		return err
-	}
-	if err := video.CheckAspect(cfg.Width, cfg.Height, p.Width, p.Height); err != nil {
-		return fmt.Errorf("%w: %w", job.ErrBadParams, err)
+		return 0, 0, err
 	}
 	if err := l.Check(job.Cost{InputBytes: decodedBytes(cfg)}); err != nil {
-		return err
+		return 0, 0, err
 	}
 	_, release, err := decodeImage(context.Background(), data, maxPixels)
-	if err == nil {
-		release()
+	if err != nil {
+		return 0, 0, err
 	}
-	return err
+	release()
+	return cfg.Width, cfg.Height, nil
 }

@@ -47,6 +47,7 @@ func TestCostLimitsHTTP(t *testing.T) {
 	want.Multiple, want.MaxPixels, want.MaxWork = 1, 64*64, 64*64*14*25
 	want.MaxActivationBytes = 2 * 4 * 14 * 4 * 8 * 8 // the guided float32 latent [14, 4, 8, 8]
 	want.Machine = job.Machine{MemoryBytes: 8 << 30, Ranks: 2}
+	want.MaxQueue, want.MaxPrepares = 64, DefaultMaxPrepares()
 	var got job.ModelLimits
 	resp, b = ts.do("GET", "/v1/limits", nil, "")
 	mustJSON(t, b, &got)

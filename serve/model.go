@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
@@ -123,9 +122,24 @@ type Model struct {
 	// channels are the latent channels of the model's native job.
 	channels int
 
-	mu sync.Mutex
+	// mu holds one network call at a time: a token taken by lock, which gives up when the
+	// caller's context ends (a cancelled prepare does not wait for a long decode).
+	mu chan struct{}
 	s  family.Sampler // nil once closed
 }
+
+// lock takes the model for one call, or returns ctx's error first.
+func (g *Model) lock(ctx context.Context) error {
+	select {
+	case g.mu <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// unlock gives the model back.
+func (g *Model) unlock() { <-g.mu }
 
 var _ generator = (*Model)(nil)
 
@@ -171,7 +185,7 @@ func NewModel(s family.Sampler, desc family.Description, spec ModelSpec) *Model 
 			desc.Knobs = f.Knobs()
 		}
 	}
-	g := &Model{defaults: d, desc: desc, check: s.Validate, s: s, family: s.Family(), channels: 1}
+	g := &Model{defaults: d, desc: desc, check: s.Validate, s: s, family: s.Family(), channels: 1, mu: make(chan struct{}, 1)}
 	if f, ok := family.Lookup(s.Family()); ok {
 		g.unknown = family.Unknown(f)
 	}
@@ -244,8 +258,8 @@ func (g *Model) MaxBatch() int {
 
 // Scheduler is the family's scheduler for steps steps (the workers build the same).
 func (g *Model) Scheduler(steps int) (sched.Scheduler, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.lock(context.Background())
+	defer g.unlock()
 	if g.s == nil {
 		return nil, ErrModelClosed
 	}
@@ -258,8 +272,8 @@ func (g *Model) Scheduler(steps int) (sched.Scheduler, error) {
 
 // Close releases the loaded networks; it waits for a call in progress.
 func (g *Model) Close() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.lock(context.Background())
+	defer g.unlock()
 	if g.s == nil {
 		return nil
 	}
@@ -331,8 +345,10 @@ func (g *Model) Prepare(ctx context.Context, in family.Input, p job.Params, sc s
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	if err := g.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer g.unlock()
 	if g.s == nil {
 		return nil, ErrModelClosed
 	}
@@ -354,8 +370,10 @@ func (g *Model) Decode(ctx context.Context, latent *tensor.Dense, p job.Params) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	if err := g.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer g.unlock()
 	if g.s == nil {
 		return nil, ErrModelClosed
 	}

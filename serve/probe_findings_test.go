@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"image"
 	"image/png"
@@ -12,6 +13,9 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/sched"
+	"github.com/vdpp/vdpp/serve/dispatch"
 	"github.com/vdpp/vdpp/serve/job"
 )
 
@@ -282,5 +286,122 @@ func TestProbeF8FullDiskDownloadIs507(t *testing.T) {
 		if resp.StatusCode != http.StatusInsufficientStorage || resp.Header.Get("Retry-After") == "" || strings.Contains(string(b), "/") {
 			t.Errorf("%s on a full disk: %d %s", path, resp.StatusCode, b)
 		}
+	}
+}
+
+// slowPrepModel is the synthetic model whose prepares cost as a real image-to-video
+// model's do: time in proportion to the input's pixels (perMP a megapixel), one network
+// call at a time.
+type slowPrepModel struct {
+	*Model
+	perMP time.Duration
+	one   chan struct{}
+}
+
+func (m slowPrepModel) Prepare(ctx context.Context, in family.Input, p job.Params, sc sched.Scheduler) (*dispatch.Sample, error) {
+	select {
+	case m.one <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-m.one }()
+	if in.Image != nil {
+		b := in.Image.Bounds()
+		d := time.Duration(float64(m.perMP) * float64(b.Dx()*b.Dy()) / (1 << 20))
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return m.Model.Prepare(ctx, in, p, sc)
+}
+
+// started waits until job id has run a step (or ended) and returns how long after t0.
+func (ts *testServer) started(id string, t0 time.Time, limit time.Duration) time.Duration {
+	ts.t.Helper()
+	for deadline := time.Now().Add(limit); ; time.Sleep(5 * time.Millisecond) {
+		st := ts.status(id)
+		if st.Progress.Step >= 1 || st.State.Final() {
+			return time.Since(t0)
+		}
+		if time.Now().After(deadline) {
+			ts.t.Fatalf("job %s did not start within %v: %+v", id, limit, st)
+		}
+	}
+}
+
+// F4: prepares were not scheduled: a 64x64 job waited 17.9 s behind twelve 1 MP uploads
+// (each prepare a second and more, one after another, first come first served). Prepares
+// are scheduled work: a bounded pool picks the cheapest (within a client, and round robin
+// between clients), so the small job starts within two seconds.
+func TestProbeF4PreparesScheduled(t *testing.T) {
+	ts := startServer(t, Config{NProc: 1, MaxQueue: 64, MaxRunning: 64, MaxPrepares: 2,
+		model: slowPrepModel{syntheticModel(t), 500 * time.Millisecond, make(chan struct{}, 1)}})
+	big := stripPNG(t, 1024, 1024)
+	for range 12 {
+		ts.submit(big, `{"num_frames":1,"steps":1,"height":64,"width":64}`)
+	}
+	t0 := time.Now()
+	small := ts.submit(stripPNG(t, 64, 64), `{"num_frames":1,"steps":1,"height":64,"width":64}`)
+	if d := ts.started(small.ID, t0, 20*time.Second); d > 2500*time.Millisecond {
+		t.Fatalf("the 64x64 job started %v after its submission, behind twelve 1 MP prepares of 0.5 s", d)
+	}
+	if got := ts.modelLimits(); got.MaxPrepares != 2 {
+		t.Errorf("/v1/limits max_prepares %d, want 2", got.MaxPrepares)
+	}
+}
+
+// F3: no per-client share: one client's 80 quick submissions filled the queue and another
+// client's single job got 429 (or waited 30 s behind 60 of them). A client's burst is
+// refused beyond its share, for itself only; the other client's job is admitted and, round
+// robin between clients, finishes in seconds while the first keeps flooding.
+func TestProbeF3FairShare(t *testing.T) {
+	ts := startServer(t, Config{NProc: 1, MaxQueue: 16, MaxRunning: 1, MaxBatch: 1, Spec: ModelSpec{Name: "synthetic", StepMS: 20}})
+	img := testPNG(t, 10)
+	submitAs := func(key string) (int, job.Status) {
+		body, ct := multipartBody(t, img, `{"num_frames":1,"steps":5,"height":8,"width":8}`)
+		resp, b := ts.do("POST", "/v1/videos", body, ct, "Authorization", "Bearer "+key)
+		var st job.Status
+		if resp.StatusCode == http.StatusAccepted {
+			mustJSON(t, b, &st)
+		}
+		return resp.StatusCode, st
+	}
+	refused := 0
+	for range 80 {
+		if code, _ := submitAs("flooder"); code == http.StatusTooManyRequests {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatal("80 submissions of one client were all queued")
+	}
+	stop := make(chan struct{})
+	flood := make(chan struct{})
+	go func() { // the first client keeps flooding
+		defer close(flood)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				submitAs("flooder")
+			}
+		}
+	}()
+	t0 := time.Now()
+	code, st := submitAs("other")
+	if code != http.StatusAccepted {
+		close(stop)
+		<-flood
+		t.Fatalf("the second client's only job: %d, want 202", code)
+	}
+	done := ts.wait(st.ID, 30*time.Second)
+	took := time.Since(t0)
+	close(stop)
+	<-flood
+	if done.State != job.StateSucceeded || took > 5*time.Second {
+		t.Fatalf("the second client's job: %s after %v (a flood of 5-step jobs of 0.1 s each ahead of it)", done.State, took)
 	}
 }

@@ -44,9 +44,9 @@ type Config struct {
 	// 2 is refused. Zero: one pipeline of NProc stages.
 	Mesh   comm.Mesh
 	Limits job.Limits
-	// MaxBatch, MaxQueue, MaxRunning: see coordConfig. MaxBatch 0 means the model's
-	// default (Model.MaxBatch: 1 for checkpoint models).
-	MaxBatch, MaxQueue, MaxRunning int
+	// MaxBatch, MaxQueue, MaxRunning, MaxPrepares: see coordConfig. MaxBatch 0 means the
+	// model's default (Model.MaxBatch: 1 for checkpoint models).
+	MaxBatch, MaxQueue, MaxRunning, MaxPrepares int
 	// MaxRestarts bounds the restarts of each worker rank.
 	MaxRestarts int
 	// StallTimeout: see coordConfig (default 60 s; negative disables).
@@ -235,7 +235,7 @@ func New(cfg Config) (*Server, error) {
 	// The replicas are the mesh's pipeline chains of cfg 0 and cp 0: each chain is one replica's
 	// stages in order, and each of its ranks leads its stage's unit (unit.go).
 	coord, err := newCoordinator(coordConfig{Model: gen, Store: store, Records: recs, NProc: cfg.NProc, Replicas: meshReplicas(cfg.Mesh), Mesh: cfg.Mesh,
-		MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, Metrics: m, Log: cfg.Log,
+		MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, MaxPrepares: cfg.MaxPrepares, Metrics: m, Log: cfg.Log,
 		StallTimeout: stall, StepRatePrior: gen.StepSecondsPerUnit(), HoldFile: cfg.HoldFile, Now: cfg.Now})
 	if err != nil {
 		store.Close()

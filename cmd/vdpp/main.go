@@ -40,6 +40,7 @@ import (
 
 	"github.com/vdpp/vdpp/internal/cli"
 	_ "github.com/vdpp/vdpp/model/families" // every model family and simulator
+	"github.com/vdpp/vdpp/model/knob"
 )
 
 // command is one subcommand: its name, a one-line summary (the command list), its usage
@@ -191,6 +192,10 @@ func isUsage(err error) bool {
 // a usage mistake: "vdpp generate: " is printed before it once.
 func errorLine(name string, err error) string {
 	msg := err.Error()
+	if ke, ok := knob.AsError(err); ok {
+		// A refused job parameter, named as the command line spells it (--cache-branch).
+		msg = strings.Replace(msg, ke.Error(), ke.In(knob.Flags), 1)
+	}
 	for {
 		trimmed := strings.TrimPrefix(msg, name+": ")
 		trimmed = strings.TrimPrefix(trimmed, errUsage.Error()+": ")

@@ -131,7 +131,8 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config,
 	fs.StringVar(&planName, "plan", "", `"auto": the planner picks the pp x dp mesh for --nproc devices (default 2) and the model's native job, as vdpp plan does`)
 	fs.StringVar(&mf.goal, "goal", "throughput", "planner goal for --plan auto: throughput or latency")
 	fs.IntVar(&cfg.MaxBatch, "max-batch", 0, "samples per denoiser call (0: 4 for synthetic, 1 for a checkpoint, whose rows are not guaranteed bit-independent)")
-	fs.IntVar(&cfg.MaxQueue, "max-queue", 64, "jobs that may wait for a slot; more get 429")
+	fs.IntVar(&cfg.MaxQueue, "max-queue", 64, "places of the queue of jobs waiting for a slot, shared between clients (an API key, else an address): each may hold its share, one at least; beyond it a client gets 429 (at most twice this many wait in all)")
+	fs.IntVar(&cfg.MaxPrepares, "max-prepares", 0, "jobs prepared at once (image decode and resize, conditioning) beside the denoising (0: half the cores, 1 to 4)")
 	fs.IntVar(&cfg.MaxRunning, "max-running", 0, "jobs in the pipelines at once (default 2*max-batch per stage of every replica)")
 	fs.IntVar(&cfg.MaxRestarts, "max-restarts", 100, "restarts allowed per worker rank")
 	lim.MaxFrames = 0

@@ -27,6 +27,10 @@ type Prepare struct {
 	Img    []byte // the upload (nil after a restart: read it from the store)
 }
 
+// CancelPrepare: stop building job Job's initial sample (it was cancelled); Prepared
+// follows with the prepare's error.
+type CancelPrepare struct{ Job *Job }
+
 // Run: send a batch of Rows samples to Worker: run Item from its step to End of a
 // Steps-step schedule.
 type Run struct {
@@ -95,6 +99,8 @@ const (
 	MetricStepLatency
 	MetricWorkerLost
 	MetricExpired
+	// MetricPreparing sets the gauge of prepares in flight to V.
+	MetricPreparing
 )
 
 // Metric: observe V (or count once) in metric Kind; Stage labels step latencies, At dates
@@ -106,7 +112,8 @@ type Metric struct {
 	At    time.Time
 }
 
-func (a Prepare) String() string { return "prepare " + a.Job.rec.ID }
+func (a Prepare) String() string       { return "prepare " + a.Job.rec.ID }
+func (a CancelPrepare) String() string { return "cancel-prepare " + a.Job.rec.ID }
 func (a Run) String() string {
 	s := fmt.Sprintf("run r%d b%d [%d,%d)", a.Worker.rank, a.b.id, a.b.start, a.End)
 	for _, it := range a.b.items {

@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 )
@@ -23,6 +26,21 @@ func bearerToken(header string) (string, bool) {
 func tokenMatches(header, want string) bool {
 	got, ok := bearerToken(header)
 	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// ClientOf names a request's client for the queue's fair share: the digest of its API key
+// when it presents one (clients that share a server through keys of their own are told
+// apart), else the host of its remote address. ClientOf is pure.
+func ClientOf(r *http.Request) string {
+	if key, ok := bearerToken(r.Header.Get("Authorization")); ok {
+		sum := sha256.Sum256([]byte(key))
+		return "key:" + hex.EncodeToString(sum[:8])
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "addr:" + host
 }
 
 // ErrNoRoute is a request for a path the server has no route for (404 no_route);

@@ -39,11 +39,11 @@ type testBackend struct {
 }
 
 func (b testBackend) Model() Model { return b.m }
-func (b testBackend) CheckImage(data []byte, _ job.Params) error {
+func (b testBackend) CheckImage(data []byte) (int, int, error) {
 	if !bytes.HasPrefix(data, []byte("\x89PNG")) {
-		return video.ErrNotImage
+		return 0, 0, video.ErrNotImage
 	}
-	return nil
+	return 64, 64, nil
 }
 func (b testBackend) CheckCost(job.Params) error { return nil }
 

@@ -249,6 +249,11 @@ type ModelLimits struct {
 	// Knobs are the job parameters the model takes (its family's knob table), each with
 	// the value a job that leaves it out gets: the web page builds its form from them.
 	Knobs []KnobInfo `json:"knobs"`
+	// MaxQueue is the queue's places, shared between clients (each its share, one at
+	// least); MaxPrepares the jobs prepared at once (image decode and resize,
+	// conditioning), beside the denoising.
+	MaxQueue    int `json:"max_queue"`
+	MaxPrepares int `json:"max_prepares"`
 	CostLimits
 }
 

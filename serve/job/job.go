@@ -60,6 +60,12 @@ type Record struct {
 	Rev uint64 `json:"rev,omitempty"`
 	// Cache is a cached job's step cache (params cache): which denoiser calls computed.
 	Cache *pipeline.CacheSummary `json:"cache,omitempty"`
+	// Client is who submitted the job (httpapi.ClientOf: an API key's digest, else an address):
+	// the queue's share and round robin are per client.
+	Client string `json:"client,omitempty"`
+	// InputPixels is the uploaded image's width x height (0 for a prompt): the prepare's
+	// cost, which the scheduler orders prepares by.
+	InputPixels int64 `json:"input_pixels,omitempty"`
 }
 
 // Coordinator errors.
@@ -171,4 +177,7 @@ func ExpiredJobs(recs []Record, now time.Time, keep time.Duration) []Record {
 type Input struct {
 	Image  []byte
 	Prompt *family.Prompt
+	// Client is who submits the job (httpapi.ClientOf); Pixels the image's width x height.
+	Client string
+	Pixels int64
 }

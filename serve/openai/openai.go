@@ -282,13 +282,21 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request, mediaType string, b
 			"input_reference is required: the served model makes a video from an image (a file part, or {\"image_url\": \"data:image/png;base64,...\"})"))
 		return
 	}
+	var iw, ih int
+	if !text {
+		if iw, ih, err = a.b.CheckImage(req.Image); err != nil {
+			a.Fail(w, err, "input_reference")
+			return
+		}
+	}
 	p, err := Params(m, req.Fields, a.cfg.Limits)
 	if err != nil {
 		a.Fail(w, err, "")
 		return
 	}
+	pixels := int64(iw) * int64(ih)
 	if !text {
-		if err := a.b.CheckImage(req.Image, p); err != nil {
+		if err := httpapi.CheckShape(iw, ih, p); err != nil {
 			a.Fail(w, err, "input_reference")
 			return
 		}
@@ -302,9 +310,9 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request, mediaType string, b
 		a.Fail(w, err, "")
 		return
 	}
-	in := job.Input{Image: req.Image}
+	in := job.Input{Image: req.Image, Pixels: pixels, Client: httpapi.ClientOf(r)}
 	if text {
-		in = job.Input{Prompt: &family.Prompt{Text: req.Prompt, Negative: req.Fields["negative_prompt"]}}
+		in = job.Input{Prompt: &family.Prompt{Text: req.Prompt, Negative: req.Fields["negative_prompt"]}, Client: httpapi.ClientOf(r)}
 	}
 	st, err := a.b.Submit(p, in)
 	if err != nil {
