@@ -90,7 +90,7 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	roles := family.Roles{Condition: first, Denoise: true, Decode: decodes, Steps: plan[stage], TotalSteps: o.Steps}
 	t0 := time.Now()
 	p, err := m.Open(family.Options{Variant: o.Variant, Backend: o.Backend, Roles: roles,
-		Prompts: o.Prompt != "", Progress: LoadProgress(log)})
+		Prompts: o.Prompt != "" && o.Image == "", Progress: LoadProgress(log)})
 	if err != nil {
 		return err
 	}
@@ -220,18 +220,19 @@ func dial(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (*comm
 
 func params(o Options) family.Params { return cloneParams(o.Params) }
 
-// loadInput reads what the first stage conditions on: the image, or the prompt
-// embeddings of a text-to-video model.
+// loadInput reads what the first stage conditions on: the image of an image-to-video
+// model (a prompt given with it is only recorded), or the prompt or prompt embeddings of a
+// text-to-video model.
 func loadInput(m family.Resolved, o Options) (family.Input, error) {
 	var in family.Input
-	if o.Prompt != "" {
-		in.Prompt = &family.Prompt{Text: o.Prompt, Negative: o.NegativePrompt}
-		return in, nil
-	}
-	if o.PromptEmbeds == "" {
+	if o.Image != "" {
 		img, err := video.LoadImage(o.Image)
 		in.Image = img
 		return in, err
+	}
+	if o.Prompt != "" {
+		in.Prompt = &family.Prompt{Text: o.Prompt, Negative: o.NegativePrompt}
+		return in, nil
 	}
 	desc, err := m.Describe()
 	if err != nil {
@@ -250,6 +251,9 @@ func loadInput(m family.Resolved, o Options) (family.Input, error) {
 
 // input names the generation's input file, for messages.
 func (o Options) input() string {
+	if o.Image != "" {
+		return o.Image
+	}
 	if o.Prompt != "" {
 		return "--prompt"
 	}

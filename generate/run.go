@@ -127,6 +127,9 @@ func resolveInputs(o Options) (Options, error) {
 	if err != nil {
 		return o, flagError(err)
 	}
+	if p.Seed == knob.RandomSeed {
+		p.Seed = knob.DrawSeed() // recorded in every sample's report.json; Run says it
+	}
 	// Every value now final is set: the workers get it as given.
 	o.Params, o.Given = p, knob.Given{}
 	for _, k := range desc.Knobs {
@@ -137,8 +140,11 @@ func resolveInputs(o Options) (Options, error) {
 	if desc.TextDim > 0 {
 		return resolveText(o, m, desc)
 	}
-	if o.Image == "" {
+	switch {
+	case o.Image == "":
 		return o, badOptions("--model %s is an image-to-video model: --image FILE is required", o.Model)
+	case o.PromptEmbeds != "" || o.NegativePromptEmbeds != "":
+		return o, badOptions("--prompt-embeds: --model %s is an image-to-video model and takes no prompt embeddings (a --prompt is recorded, as the server records one)", o.Model)
 	}
 	img, err := video.LoadImage(o.Image)
 	if err != nil {
@@ -211,6 +217,12 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 	}
 	if w := CPUDefaultsWarning(given, o, OnCPU); w != "" {
 		fmt.Fprintln(say, w)
+	}
+	if o.Prompt != "" && o.Image != "" {
+		fmt.Fprintf(say, "generate: --prompt: --model %s is image-to-video: the prompt is recorded in report.json, not used (as the server records one)\n", given.Model)
+	}
+	if given.Seed == knob.RandomSeed {
+		fmt.Fprintf(say, "generate: --seed -1: drew seed %d (in each report.json)\n", o.Seed)
 	}
 	o, where, err := PrepareOut(o)
 	if err != nil {

@@ -306,14 +306,22 @@ func (g *Model) Unknown(name string) string {
 }
 
 // ResolveParams returns the job whose knobs given are set as in p, the rest the model's
-// defaults (job.Resolve: checked together, by the model and against lim; a video longer
+// defaults (but the seed: left out, or -1, it is drawn at random) (job.Resolve: checked together, by the model and against lim; a video longer
 // than the model's native length cut into temporal windows, a job of one window keeping
 // them zero), and its step cache filled and checked against its steps (a mode the model
 // offers). Every refusal names the knob (knob.AsError finds it).
 func (g *Model) ResolveParams(in job.Params, given knob.Given, lim job.Limits) (job.Params, error) {
 	p, err := job.Resolve(in, given, g.desc, g.check, lim)
-	if err != nil || !p.Cache.On() {
+	if err != nil {
 		return p, err
+	}
+	if !given["seed"] || p.Seed == knob.RandomSeed {
+		// A job that leaves its seed out (or asks -1) gets a random one, recorded in its
+		// params: the same params give the same video again.
+		p.Seed = knob.DrawSeed()
+	}
+	if !p.Cache.On() {
+		return p, nil
 	}
 	// The step cache (docs/caching.md): a mode the model offers, filled and checked
 	// against the job's steps.

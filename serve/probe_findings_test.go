@@ -17,6 +17,7 @@ import (
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/serve/dispatch"
 	"github.com/vdpp/vdpp/serve/job"
+	"github.com/vdpp/vdpp/tensor"
 )
 
 // The third hostile probe's findings (F1-F11), each reproduced from its one-line
@@ -403,5 +404,27 @@ func TestProbeF3FairShare(t *testing.T) {
 	<-flood
 	if done.State != job.StateSucceeded || took > 5*time.Second {
 		t.Fatalf("the second client's job: %s after %v (a flood of 5-step jobs of 0.1 s each ahead of it)", done.State, took)
+	}
+}
+
+// A job that leaves its seed out, or asks -1, gets a random seed, recorded in its params: the
+// same params run again give the same video.
+func TestRandomSeedRecorded(t *testing.T) {
+	ts := startServer(t, Config{NProc: 1, MaxQueue: 8})
+	img := testPNG(t, 11)
+	seeds := map[int64]bool{}
+	for _, params := range []string{`{"num_frames":1,"steps":2,"height":8,"width":8}`, `{"num_frames":1,"steps":2,"height":8,"width":8,"seed":-1}`,
+		`{"num_frames":1,"steps":2,"height":8,"width":8}`} {
+		st := ts.wait(ts.submit(img, params).ID, 30*time.Second)
+		if st.State != job.StateSucceeded || st.Params.Seed < 0 {
+			t.Fatalf("%s: %+v", params, st)
+		}
+		seeds[st.Params.Seed] = true
+		if !tensor.BitEqual(ts.latent(st.ID), reference(t, img, st.Params)) {
+			t.Fatalf("%s: the recorded seed %d does not give the video", params, st.Params.Seed)
+		}
+	}
+	if len(seeds) < 2 {
+		t.Fatalf("three random seeds were %v", seeds)
 	}
 }

@@ -1,6 +1,9 @@
 package knob
 
-import "math"
+import (
+	"math"
+	"math/rand/v2"
+)
 
 // The knobs every family shares (a family's table lists them with its own): the video's
 // size, length and frame rate, the steps, the seed, the temporal windows of a long video,
@@ -15,6 +18,12 @@ const MaxSteps = 10000
 
 // MaxSize bounds a video's height and width in pixels.
 const MaxSize = 1 << 14
+
+// RandomSeed is the seed that asks for a random one (as sd.cpp and ComfyUI take -1).
+const RandomSeed = -1
+
+// DrawSeed draws a random seed in [0, 2^32): what RandomSeed gives, recorded by the job.
+func DrawSeed() int64 { return int64(rand.Uint32()) }
 
 // The cache modes (pipeline's CacheNone, CacheFB, CacheDeep, CacheStatic).
 const (
@@ -39,9 +48,10 @@ var (
 	// FPS is the video's frame rate (SVD also conditions on it).
 	FPS = Knob{Name: "fps", Kind: Int, Min: 1, Max: 240, Group: Basic,
 		Help: "frames per second of the video (an SVD model also conditions on it)"}
-	// Seed is the noise seed.
-	Seed = Knob{Name: "seed", Kind: Int, Min: 0, Max: math.MaxInt64, Default: "0", Group: Basic,
-		Help: "seed of the initial noise: the same seed gives the same video"}
+	// Seed is the noise seed; -1 (and, on the server, a job that leaves it out) draws one at
+	// random, which the job records.
+	Seed = Knob{Name: "seed", Kind: Int, Min: RandomSeed, Max: math.MaxInt64, Default: "0 on the command line, random on the server", Group: Basic,
+		Help: "seed of the initial noise: the same seed gives the same video; -1 draws one at random, recorded with the video"}
 	// Window, Overlap and Blend cut a long video into temporal windows.
 	Window = Knob{Name: "window", Kind: Int, Min: 1, Max: MaxFrames, Mesh: Windows, Group: Long,
 		Help: "frames per temporal window when the video is longer (the model's native length by default)"}

@@ -78,10 +78,13 @@ type WorkerInfo struct {
 // Backend is the server's core as the HTTP layer (and the OpenAI adapter) asks it.
 type Backend interface {
 	Model() Model
-	// CheckImage checks an upload before it is queued: a PNG or JPEG whose size and
-	// decoding cost the server accepts (video.ErrNotImage, job.ErrTooLarge); it returns
-	// the image's width and height (CheckShape checks them against the job).
-	CheckImage(data []byte) (w, h int, err error)
+	// ImageSize reads an upload's header: a PNG or JPEG of a size the server accepts
+	// (video.ErrNotImage, job.ErrTooLarge), its width and height; nothing is decoded.
+	ImageSize(data []byte) (w, h int, err error)
+	// CheckImage checks an upload for job p before it is queued: a shape p's video can
+	// use (job.ErrBadParams), a decoding cost the server accepts (job.ErrTooLarge), pixels
+	// that decode; it returns the image's pixels.
+	CheckImage(data []byte, p job.Params) (int64, error)
 	// CheckCost refuses (a *job.CostError) a job the served model cannot run within its
 	// cost limits.
 	CheckCost(p job.Params) error
@@ -251,16 +254,6 @@ func PublicMessage(code string) string {
 		return "this server cannot encode that format"
 	}
 	return "internal error"
-}
-
-// CheckShape refuses (job.ErrBadParams, 400) an input image of w x h that job p's video
-// cannot use: more than video.MaxAspectSkew times off its shape (preparing it would
-// stretch one axis that much; its resize cost would no longer be bounded by its pixels).
-func CheckShape(w, h int, p job.Params) error {
-	if err := video.CheckAspect(w, h, p.Width, p.Height); err != nil {
-		return fmt.Errorf("%w: %w", job.ErrBadParams, err)
-	}
-	return nil
 }
 
 // ReadError wraps a failed read of a request body: a body over its limit stays itself
@@ -474,7 +467,6 @@ func (a *API) readUpload(r *http.Request) (job.Params, job.Input, error) {
 		return job.Params{}, job.Input{}, fmt.Errorf("%w: %v", job.ErrBadParams, err)
 	}
 	var img, params []byte
-	var w, h int // the image's
 	var prompt, negative *string
 	seenParams := false
 	for {
@@ -547,7 +539,7 @@ func (a *API) readUpload(r *http.Request) (job.Params, job.Input, error) {
 		case img == nil:
 			return job.Params{}, job.Input{}, fmt.Errorf("%w: no image part", job.ErrBadParams)
 		}
-		if w, h, err = a.cfg.Backend.CheckImage(img); err != nil {
+		if _, _, err = a.cfg.Backend.ImageSize(img); err != nil {
 			return job.Params{}, job.Input{}, err
 		}
 		in.Image = img
@@ -557,10 +549,9 @@ func (a *API) readUpload(r *http.Request) (job.Params, job.Input, error) {
 		return job.Params{}, job.Input{}, err
 	}
 	if in.Image != nil {
-		if err := CheckShape(w, h, p); err != nil {
+		if in.Pixels, err = a.cfg.Backend.CheckImage(in.Image, p); err != nil {
 			return job.Params{}, job.Input{}, err
 		}
-		in.Pixels = int64(w) * int64(h)
 	}
 	in.Client = ClientOf(r)
 	if err := a.cfg.Backend.CheckCost(p); err != nil {

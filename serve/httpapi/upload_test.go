@@ -39,11 +39,15 @@ type testBackend struct {
 }
 
 func (b testBackend) Model() Model { return b.m }
-func (b testBackend) CheckImage(data []byte) (int, int, error) {
+func (b testBackend) ImageSize(data []byte) (int, int, error) {
 	if !bytes.HasPrefix(data, []byte("\x89PNG")) {
 		return 0, 0, video.ErrNotImage
 	}
 	return 64, 64, nil
+}
+func (b testBackend) CheckImage(data []byte, _ job.Params) (int64, error) {
+	_, _, err := b.ImageSize(data)
+	return 64 * 64, err
 }
 func (b testBackend) CheckCost(job.Params) error { return nil }
 

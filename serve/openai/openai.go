@@ -282,9 +282,8 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request, mediaType string, b
 			"input_reference is required: the served model makes a video from an image (a file part, or {\"image_url\": \"data:image/png;base64,...\"})"))
 		return
 	}
-	var iw, ih int
 	if !text {
-		if iw, ih, err = a.b.CheckImage(req.Image); err != nil {
+		if _, _, err := a.b.ImageSize(req.Image); err != nil {
 			a.Fail(w, err, "input_reference")
 			return
 		}
@@ -294,9 +293,9 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request, mediaType string, b
 		a.Fail(w, err, "")
 		return
 	}
-	pixels := int64(iw) * int64(ih)
+	var pixels int64
 	if !text {
-		if err := httpapi.CheckShape(iw, ih, p); err != nil {
+		if pixels, err = a.b.CheckImage(req.Image, p); err != nil {
 			a.Fail(w, err, "input_reference")
 			return
 		}
