@@ -34,14 +34,15 @@ func (s *Server) modelLimits() job.ModelLimits {
 	if s.gen.TextConditioned() {
 		input = job.InputText
 	}
-	queue, prepares := s.cfg.MaxQueue, s.cfg.MaxPrepares
+	queue, prepares, d := s.cfg.MaxQueue, s.cfg.MaxPrepares, s.gen.ServedDefaults()
 	if s.coord != nil { // the coordinator's, defaults filled
 		queue, prepares = s.coord.cfg.MaxQueue, s.coord.cfg.MaxPrepares
 	}
 	return job.ModelLimits{Input: input, NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
 		MaxFrames: l.MaxFrames, MaxResolution: l.MaxResolution, MaxSteps: l.MaxSteps, CacheModes: s.gen.Description().Caching.Modes,
-		Knobs: job.Knobs(s.gen.Description().Knobs, s.gen.DefaultParams()), CostLimits: s.cost,
-		MaxQueue: queue, MaxPrepares: prepares}
+		Knobs: job.Knobs(s.gen.Description().Knobs, s.gen.ServedDefaults()), CostLimits: s.cost,
+		MaxQueue: queue, MaxPrepares: prepares, Defaults: job.DefaultJob{Width: d.Width, Height: d.Height, NumFrames: d.NumFrames, Steps: d.Steps},
+		DefaultsWhy: s.defaultsWhy}
 }
 
 // imageSize reads an upload's header: a PNG or JPEG of at most maxPixels pixels (a

@@ -48,6 +48,7 @@ func TestCostLimitsHTTP(t *testing.T) {
 	want.MaxActivationBytes = 2 * 4 * 14 * 4 * 8 * 8 // the guided float32 latent [14, 4, 8, 8]
 	want.Machine = job.Machine{MemoryBytes: 8 << 30, Ranks: 2}
 	want.MaxQueue, want.MaxPrepares = 64, DefaultMaxPrepares()
+	want.Defaults = job.DefaultJob{Width: 64, Height: 64, NumFrames: 14, Steps: 25} // the native job fits
 	var got job.ModelLimits
 	resp, b = ts.do("GET", "/v1/limits", nil, "")
 	mustJSON(t, b, &got)

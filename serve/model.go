@@ -80,6 +80,13 @@ type generator interface {
 	ResolveParams(p job.Params, given knob.Given, lim job.Limits) (job.Params, error)
 	// Unknown says what a knob of another family is (see Model.Unknown).
 	Unknown(name string) string
+	// StepWork is the work of one denoising step of p (see Model.StepWork).
+	StepWork(p job.Params) float64
+	// ServedDefaults are what a job that leaves its knobs out gets (the model's defaults,
+	// or those SetServedDefaults fitted to the server); SetServedDefaults sets them before
+	// the server serves.
+	ServedDefaults() job.Params
+	SetServedDefaults(p job.Params)
 	// Activation estimates a job's step (and decode) working memory.
 	Activation() job.ActivationFunc
 	// MaxBatch is --max-batch's default.
@@ -212,8 +219,33 @@ func latentActivation(shape func(family.Params) []int, desc family.Description) 
 	}
 }
 
-// DefaultParams are the parameters of a job whose JSON leaves them out.
+// DefaultParams are the model's own defaults (its native job: the cost limits derive from
+// it); a job that leaves its knobs out gets ServedDefaults.
 func (g *Model) DefaultParams() job.Params { return g.defaults }
+
+// ServedDefaults are the parameters of a job whose JSON leaves them out: the model's own,
+// or those the server fitted to itself (SetServedDefaults).
+func (g *Model) ServedDefaults() job.Params { return job.Params(g.desc.Defaults) }
+
+// SetServedDefaults makes p the defaults of a job that leaves its knobs out (before the
+// server serves: the model is not locked).
+func (g *Model) SetServedDefaults(p job.Params) { g.desc.Defaults = family.Params(p) }
+
+// StepWork is the work of one denoising step of p, as the stall watchdog counts it: the
+// elements of one step's latent (one window's, for a long video), twice under guidance.
+func (g *Model) StepWork(p job.Params) float64 {
+	if g.s == nil {
+		return 0
+	}
+	n := 1.0
+	for _, d := range g.s.LatentShape(family.Params(p).StepParams()) {
+		n *= float64(max(d, 1))
+	}
+	if g.desc.Guided(family.Params(p)) {
+		n *= 2
+	}
+	return n
+}
 
 // Description is the family's description of the model.
 func (g *Model) Description() family.Description { return g.desc }

@@ -94,6 +94,10 @@ type Config struct {
 	MaxMemory int64
 	// Memory, when set, replaces hostMemory (tests).
 	hostMemory func() int64
+	// DefaultBudget is the predicted time a job that leaves its size, length and steps
+	// out may take on a CPU backend: the served defaults are fitted to it and to the
+	// machine's memory (servedDefaults; 0: DefaultBudget; negative: memory only).
+	DefaultBudget time.Duration
 	// MinFreeBytes is the free disk space the data dir keeps: a submission that would
 	// leave less (its outputs estimated by job.DiskBytes) is refused 507 up front, and
 	// /readyz answers 503 below it. 0: job.DeriveMinFreeBytes of the model's native job;
@@ -117,19 +121,21 @@ const shutdownGrace = 2 * time.Second
 
 // Server is a running `vdpp serve`.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	store   *jobStore
-	gen     generator
-	coord   *coordinator
-	pool    *pool
-	metrics *metricSet
-	http    *http.Server
-	ln, wln net.Listener
-	done    chan struct{}
-	once    sync.Once
-	mp4     func(path string, frames []image.Image, fps float64) error
-	errc    chan error
+	cfg   Config
+	log   *slog.Logger
+	store *jobStore
+	gen   generator
+	// defaultsWhy says why the served defaults are not the model's own ("" when they are).
+	defaultsWhy string
+	coord       *coordinator
+	pool        *pool
+	metrics     *metricSet
+	http        *http.Server
+	ln, wln     net.Listener
+	done        chan struct{}
+	once        sync.Once
+	mp4         func(path string, frames []image.Image, fps float64) error
+	errc        chan error
 	// swept is closed when the sweep loop has ended (nil when none was started).
 	swept chan struct{}
 	hooks serverHooks
@@ -211,6 +217,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.cfg.Limits.MaxImagePixels == 0 {
 		s.cfg.Limits.MaxImagePixels = job.DeriveMaxImagePixels(gen.DefaultParams())
+	}
+	if served, why := s.servedDefaults(cfg.DefaultBudget); why != "" {
+		gen.SetServedDefaults(served)
+		s.defaultsWhy = why
+		cfg.Log.Info("default job fitted to this server", "width", served.Width, "height", served.Height,
+			"frames", served.NumFrames, "steps", served.Steps, "why", why)
 	}
 	cfg.Log.Info("cost limits", "multiple", s.cost.Multiple, "max_pixels", s.cost.MaxPixels,
 		"max_work", s.cost.MaxWork, "max_activation_bytes", s.cost.MaxActivationBytes,

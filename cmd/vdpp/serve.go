@@ -132,6 +132,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (cfg serve.Config,
 	fs.StringVar(&mf.goal, "goal", "throughput", "planner goal for --plan auto: throughput or latency")
 	fs.IntVar(&cfg.MaxBatch, "max-batch", 0, "samples per denoiser call (0: 4 for synthetic, 1 for a checkpoint, whose rows are not guaranteed bit-independent)")
 	fs.IntVar(&cfg.MaxQueue, "max-queue", 64, "places of the queue of jobs waiting for a slot, shared between clients (an API key, else an address): each may hold its share, one at least; beyond it a client gets 429 (at most twice this many wait in all)")
+	fs.DurationVar(&cfg.DefaultBudget, "default-budget", serve.DefaultBudget, "on a CPU backend, the predicted time a job that leaves its size, length and steps out may take: the web page's and a bare OpenAI create's defaults are the largest that fit it and the memory (negative: memory only)")
 	fs.IntVar(&cfg.MaxPrepares, "max-prepares", 0, "jobs prepared at once (image decode and resize, conditioning) beside the denoising (0: half the cores, 1 to 4)")
 	fs.IntVar(&cfg.MaxRunning, "max-running", 0, "jobs in the pipelines at once (default 2*max-batch per stage of every replica)")
 	fs.IntVar(&cfg.MaxRestarts, "max-restarts", 100, "restarts allowed per worker rank")

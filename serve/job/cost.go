@@ -254,7 +254,20 @@ type ModelLimits struct {
 	// conditioning), beside the denoising.
 	MaxQueue    int `json:"max_queue"`
 	MaxPrepares int `json:"max_prepares"`
+	// Defaults are what a job that leaves its size, length and steps out gets: the
+	// model's native job, or the largest this server fitted to its memory and its time
+	// budget, DefaultsWhy saying why ("" when they are the model's own).
+	Defaults    DefaultJob `json:"defaults"`
+	DefaultsWhy string     `json:"defaults_why,omitempty"`
 	CostLimits
+}
+
+// DefaultJob is a job's size, length and steps.
+type DefaultJob struct {
+	Width     int `json:"width"`
+	Height    int `json:"height"`
+	NumFrames int `json:"num_frames"`
+	Steps     int `json:"steps"`
 }
 
 // KnobInfo is a knob of the served model with its default value (GET /v1/limits).

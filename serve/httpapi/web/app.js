@@ -331,14 +331,19 @@ function fitModel(lim) {
   $('prompt-note').textContent = text ? '(required: the served model makes the video from it)'
     : '(recorded; the served model is image-conditioned)';
   $('prompt').placeholder = text ? 'what the video shows' : 'a short description';
-  if (lim.native_width && lim.native_height) $('size').placeholder = `${lim.native_width}x${lim.native_height} (default)`;
+  const d = lim.defaults || {};
+  if (d.width && d.height) $('size').placeholder = `${d.width}x${d.height} (default)`;
+  else if (lim.native_width && lim.native_height) $('size').placeholder = `${lim.native_width}x${lim.native_height} (default)`;
+  // Defaults fitted to this server (its memory, its time budget) say so.
+  $('defaults-note').textContent = lim.defaults_why
+    ? `Defaults fit this server: ${d.width}x${d.height}, ${d.num_frames} frames, ${d.steps} steps (${lim.defaults_why}).` : '';
   for (const k of lim.knobs || []) {
     if (k.name === 'width' || k.name === 'height') continue; // Size sets them
     const box = $(groupBox[k.group] || 'advanced');
     (box.querySelector('.grid') || box).append(knobField(k));
     box.hidden = false;
   }
-  if ($('num-frames') && lim.native_frames) $('num-frames').placeholder = `native ${lim.native_frames}` + (lim.max_frames ? `, max ${lim.max_frames}` : '');
+  if ($('num-frames') && (d.num_frames || lim.native_frames)) $('num-frames').placeholder = `${d.num_frames || lim.native_frames}` + (lim.max_frames ? `, max ${lim.max_frames}` : '');
   // The step cache: only the chosen mode's fields.
   const cache = $('cache');
   const showModes = () => {
