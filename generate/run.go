@@ -58,15 +58,13 @@ func Resolve(o Options) (Options, error) {
 	return o.resolveMeshFor()
 }
 
-// resolveMeshFor resolves the mesh (ResolveMesh) and checks it against the video: a cp
-// rank per latent frame at least, and no cp split of temporal windows.
+// resolveMeshFor resolves the mesh (ResolveMesh) and checks it against the video as the
+// server checks a job against its workers' mesh (family.Description.CheckMesh): a latent
+// frame per cp rank at least, temporal windows on pp x dp meshes only.
 func (o Options) resolveMeshFor() (Options, error) {
 	o, err := o.ResolveMesh()
-	if err != nil || o.CP == 1 {
+	if err != nil || (o.CP == 1 && o.CFG == 1) {
 		return o, err
-	}
-	if o.Window > 0 && o.Window < o.NumFrames {
-		return o, badOptions("--cp %d with temporal windows (--num-frames %d over --window %d): context parallelism splits one clip's frames; use --pp or --dp", o.CP, o.NumFrames, o.Window)
 	}
 	m, err := family.Resolve(o.Model)
 	if err != nil {
@@ -76,12 +74,8 @@ func (o Options) resolveMeshFor() (Options, error) {
 	if err != nil {
 		return o, err
 	}
-	frames := o.NumFrames
-	if fm := desc.FrameMultiple; fm > 0 {
-		frames = (o.NumFrames-1)/fm + 1
-	}
-	if o.CP > frames {
-		return o, badOptions("--cp %d > the latent's %d frames: every cp rank needs a frame", o.CP, frames)
+	if err := desc.CheckMesh(o.Params, o.CFG, o.CP); err != nil {
+		return o, flagError(err)
 	}
 	return o, nil
 }

@@ -248,7 +248,7 @@ func ParseSteps(s string) ([]int, error) {
 		if err == nil && isRange {
 			b, err = strconv.Atoi(hi)
 		}
-		if err != nil || a < 0 || b < a || b-a > 1<<20 {
+		if err != nil || a < 0 || b < a || b >= 1<<20 || len(out)+b-a > 1<<20 {
 			return nil, fmt.Errorf("%w: --cache-steps %q: %q is not a step or a range a-b", ErrCache, s, f)
 		}
 		for k := a; k <= b; k++ {

@@ -328,3 +328,13 @@ func TestCacheWindows(t *testing.T) {
 	assertSameFinals(t, got, want)
 	sameLogs(t, logs, wantLogs)
 }
+
+// A step of the largest int, or a range up to it, is refused (the loop once wrapped around
+// and never ended: an OpenAI create of cache_steps "9223372036854775807" hung its handler).
+func TestParseStepsBounded(t *testing.T) {
+	for _, s := range []string{"9223372036854775807", "0-9223372036854775807", "0-1048576"} {
+		if steps, err := pipeline.ParseSteps(s); err == nil {
+			t.Errorf("%q: %d steps, want a refusal", s, len(steps))
+		}
+	}
+}

@@ -230,8 +230,9 @@ func (t Table) Guided(params any) bool {
 
 // CheckMesh refuses a job *params that a mesh of cfg x cp ranks per stage cannot run: an
 // unguided job on cfg 2 (no halves to split; the Guides knobs named), a job cut into
-// temporal windows on cp > 1, fewer latent frames than cp ranks (latentFrames maps a
-// frame count to the latent's). The knobs are named in the message.
+// temporal windows on cfg or cp above 1 (windows run on pp x dp meshes only), fewer latent
+// frames than cp ranks (latentFrames maps a frame count to the latent's). The knobs are
+// named in the message.
 func (t Table) CheckMesh(params any, cfg, cp int, latentFrames func(frames int) int) error {
 	var guides []string
 	for _, k := range t {
@@ -242,22 +243,24 @@ func (t Table) CheckMesh(params any, cfg, cp int, latentFrames func(frames int) 
 	if cfg == 2 && !t.Guided(params) && len(guides) > 0 {
 		return t.Errorf(guides[0][1:len(guides[0])-1], "the mesh runs --cfg 2, the two halves of classifier-free guidance on two ranks; an unguided job (%s at most 1) has none", joinOr(guides))
 	}
-	if cp <= 1 {
-		return nil
-	}
 	frames := 0
 	for _, k := range t {
 		if k.Mesh == Frames {
 			frames = int(t.Float(params, k.Name))
 		}
 	}
-	for _, k := range t {
-		if k.Mesh != Windows {
-			continue
+	if cfg > 1 || cp > 1 {
+		for _, k := range t {
+			if k.Mesh != Windows {
+				continue
+			}
+			if w := int(t.Float(params, k.Name)); w > 0 && w < frames {
+				return t.Errorf(k.Name, "the mesh runs --cfg %d --cp %d, and temporal windows run on pp x dp meshes only: a job cut into windows (%d frames over {%s} %d) cannot run there", cfg, cp, frames, k.Name, w)
+			}
 		}
-		if w := int(t.Float(params, k.Name)); w > 0 && w < frames {
-			return t.Errorf(k.Name, "the mesh runs --cp %d, which splits one clip's frames; a job cut into temporal windows (%d frames over {%s} %d) cannot be split", cp, frames, k.Name, w)
-		}
+	}
+	if cp <= 1 {
+		return nil
 	}
 	for _, k := range t {
 		if k.Mesh != Frames {

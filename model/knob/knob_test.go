@@ -192,7 +192,9 @@ func TestCheckMesh(t *testing.T) {
 		{p: params{Max: 3, NumFrames: 17}, cfg: 2, cp: 1},
 		{p: params{Max: 1, NumFrames: 17}, cfg: 2, cp: 1, err: "an unguided job (--max-guidance at most 1) has none"},
 		{p: params{Max: 1, NumFrames: 17}, cfg: 1, cp: 2},
-		{p: params{NumFrames: 17, Window: 9}, cfg: 1, cp: 2, err: "a job cut into temporal windows (17 frames over --window 9)"},
+		{p: params{NumFrames: 17, Window: 9}, cfg: 1, cp: 2, err: "a job cut into windows (17 frames over --window 9)"},
+		{p: params{NumFrames: 17, Window: 9, Max: 3}, cfg: 2, cp: 1, err: "temporal windows run on pp x dp meshes only"},
+		{p: params{NumFrames: 17, Window: 17, Max: 3}, cfg: 2, cp: 1},
 		{p: params{NumFrames: 5}, cfg: 1, cp: 3, err: "--cp 3, but --num-frames 5 gives a latent of 2 frames"},
 	} {
 		err := table.CheckMesh(&c.p, c.cfg, c.cp, latent)
@@ -260,4 +262,14 @@ func FuzzDecodeJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A range up to the largest int ends (the loop once wrapped around forever) and a list is
+// bounded: both are refused.
+func TestParseStepsBounded(t *testing.T) {
+	for _, s := range []string{"9223372036854775807", "0-9223372036854775807", "9223372036854775806-9223372036854775807", "0-1048576,5"} {
+		if steps, err := ParseSteps(s); err == nil {
+			t.Errorf("%q: %d steps, want a refusal", s, len(steps))
+		}
+	}
 }

@@ -419,6 +419,9 @@ func (t Table) Merge(dst, defaults, set any, given Given) error {
 	return nil
 }
 
+// maxStepIndex bounds the steps a list names (and its length).
+const maxStepIndex = 1 << 20
+
 // ParseSteps reads a list of steps and ranges ("0-2,5,9") into ascending, distinct steps.
 // Entries are separated by commas and may not be empty; a range a-b has a <= b.
 func ParseSteps(s string) ([]int, error) {
@@ -434,8 +437,9 @@ func ParseSteps(s string) ([]int, error) {
 		if err == nil && isRange {
 			b, err = strconv.Atoi(hi)
 		}
-		if err != nil || a < 0 || b < a || b-a > 1<<20 || len(out)+b-a > 1<<20 {
-			return nil, fmt.Errorf("%q is not a step or a range a-b", f)
+		// Steps are below maxStepIndex, so the loop below ends and the list stays small.
+		if err != nil || a < 0 || b < a || b >= maxStepIndex || len(out)+b-a > maxStepIndex {
+			return nil, fmt.Errorf("%q is not a step or a range a-b of steps below %d", f, maxStepIndex)
 		}
 		for k := a; k <= b; k++ {
 			out = append(out, k)
