@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/plan"
 )
 
 // ErrOptions marks options `vdpp bench` refuses before any process starts; it is a
@@ -166,53 +168,15 @@ func (o Options) Resolve() (Options, error) {
 	if err != nil {
 		return o, err
 	}
-	desc, err := m.Describe()
-	if err != nil {
+	sh, err := plan.ResolveShape(m, o.simConfig(), plan.Shape{Steps: o.TotalSteps, NumFrames: o.NumFrames, Height: o.Height, Width: o.Width,
+		LatentFrames: o.LatentFrames, LatentChannels: o.LatentChannels, LatentHeight: o.LatentHeight, LatentWidth: o.LatentWidth})
+	if errors.Is(err, plan.ErrOptions) {
+		return o, badOptions("%w", err)
+	} else if err != nil {
 		return o, err
 	}
-	def := desc.Defaults
-	if o.TotalSteps == 0 {
-		o.TotalSteps = def.Steps
-	}
-	if o.LatentFrames > 0 && o.LatentHeight > 0 && o.LatentWidth > 0 && o.LatentChannels > 0 {
-		return o, nil // resolved already (a worker), or given as latents
-	}
-	p := def
-	latentGiven := o.LatentFrames > 0 || o.LatentHeight > 0 || o.LatentWidth > 0
-	if !latentGiven {
-		if o.NumFrames > 0 {
-			p.NumFrames = o.NumFrames
-		}
-		switch {
-		case o.Height > 0 && o.Width > 0:
-			p.Height, p.Width = o.Height, o.Width
-		case o.Height > 0 || o.Width > 0:
-			return o, badOptions("--height %d --width %d: set both (or neither, for the model's %dx%d)", o.Height, o.Width, def.Width, def.Height)
-		}
-		f := max(1, desc.SizeMultiple)
-		if p.Height%f != 0 || p.Width%f != 0 || p.Height < f || p.Width < f {
-			return o, badOptions("--width %d --height %d: both must be positive multiples of %d (the VAE's factor)", p.Width, p.Height, f)
-		}
-		if fm := desc.FrameMultiple; p.NumFrames < 1 || (fm > 0 && (p.NumFrames-1)%fm != 0) {
-			return o, badOptions("--num-frames %d: the model takes 1 + %dk frames", p.NumFrames, fm)
-		}
-	}
-	s, err := m.Open(family.Options{Sim: o.simConfig()})
-	if err != nil {
-		return o, err
-	}
-	defer s.Close()
-	shape := s.LatentShape(p)
-	if len(shape) != 4 {
-		return o, fmt.Errorf("bench: %s: latent shape %v is not [T, C, H, W]", s.Family(), shape)
-	}
-	if o.LatentChannels == 0 {
-		o.LatentChannels = shape[1]
-	}
-	if !latentGiven {
-		o.NumFrames, o.Height, o.Width = p.NumFrames, p.Height, p.Width
-		o.LatentFrames, o.LatentHeight, o.LatentWidth = shape[0], shape[2], shape[3]
-	}
+	o.TotalSteps, o.NumFrames, o.Height, o.Width = sh.Steps, sh.NumFrames, sh.Height, sh.Width
+	o.LatentFrames, o.LatentChannels, o.LatentHeight, o.LatentWidth = sh.LatentFrames, sh.LatentChannels, sh.LatentHeight, sh.LatentWidth
 	return o, nil
 }
 

@@ -1,9 +1,11 @@
 // Package builtin ships vdpp's own small models inside the binary, so `--model NAME` works
 // from a fresh clone with nothing downloaded: "builtin", a Stable Video Diffusion of the
 // same architecture as the real one (same Go code, smaller configs) trained by `vdpp train`
-// on the procedural dataset (docs/builtin-model.md), and "builtin-wan", a tiny Wan
+// on the procedural dataset (docs/builtin-model.md); "builtin-wan", a tiny Wan
 // text-to-video folder with a umT5 text encoder and tokenizer and random weights, which
-// takes --prompt end to end in about a second on a CPU (docs/wan.md).
+// takes --prompt end to end in about a second on a CPU (docs/wan.md); and
+// "builtin-wan-i2v", the same for Wan 2.1 image-to-video (a CLIP image encoder too), which
+// takes --image and --prompt.
 //
 // Contract: Models is the one table of built-in models; each is a diffusers folder embedded
 // with go:embed. Model.Dir materialises it once per content hash under the user cache
@@ -38,6 +40,9 @@ const Name = "builtin"
 // WanName is the --model value that selects the built-in Wan text-to-video model.
 const WanName = "builtin-wan"
 
+// WanI2VName is the --model value that selects the built-in Wan image-to-video model.
+const WanI2VName = "builtin-wan-i2v"
+
 // Model is one built-in model: the --model value and the embedded folder it names.
 type Model struct {
 	// Name is the --model value ("builtin").
@@ -53,9 +58,10 @@ type Model struct {
 var Models = []Model{
 	{Name: Name, Folder: "model", About: "Stable Video Diffusion image-to-video, 64x64, 14 frames, trained on flying arrows (docs/builtin-model.md)"},
 	{Name: WanName, Folder: "wan", About: "Wan text-to-video with a umT5 text encoder, random weights, 17 frames at 160x96 (docs/wan.md)"},
+	{Name: WanI2VName, Folder: "wan-i2v", About: "Wan 2.1 image-to-video (CLIP image encoder, umT5 text encoder), random weights, 17 frames at 160x96 (docs/wan.md)"},
 }
 
-//go:embed all:model all:wan
+//go:embed all:model all:wan all:wan-i2v
 var files embed.FS
 
 // Lookup returns the built-in model named name.

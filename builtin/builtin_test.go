@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,29 +127,47 @@ func TestModelsTable(t *testing.T) {
 	}
 }
 
-// TestBuiltinWanSources checks that builtin/wan holds exactly the reference components it
-// says it does (wan/README.md): wan-dev's transformer, VAE and scheduler and the prompts'
-// text encoder and tokenizer. VDPP_WRITE_BUILTIN_WAN=1 copies them in again.
-func TestBuiltinWanSources(t *testing.T) {
+// TestBuiltinSources checks that builtin/wan and builtin/wan-i2v hold exactly the reference
+// components they say they do (their README.md): wan-dev's transformer, VAE and scheduler,
+// model/wan/testdata/i2v/wan21-i2v's components, and the prompts' text encoder and
+// tokenizer. VDPP_WRITE_BUILTIN_WAN=1 copies them in again.
+func TestBuiltinSources(t *testing.T) {
 	dev := shared.Require(t, "golden", "wan-dev")
 	prompts := filepath.Join("..", "model", "wan", "testdata", "prompts")
-	sources := map[string]string{
-		"transformer/config.json":                         filepath.Join(dev, "transformer", "config.json"),
-		"transformer/diffusion_pytorch_model.safetensors": filepath.Join(dev, "transformer", "diffusion_pytorch_model.safetensors"),
-		"vae/config.json":                                 filepath.Join(dev, "vae", "config.json"),
-		"vae/diffusion_pytorch_model.safetensors":         filepath.Join(dev, "vae", "diffusion_pytorch_model.safetensors"),
-		"scheduler/scheduler_config.json":                 filepath.Join(dev, "scheduler", "scheduler_config.json"),
-		"text_encoder/config.json":                        filepath.Join(prompts, "text_encoder", "config.json"),
-		"text_encoder/model.safetensors":                  filepath.Join(prompts, "text_encoder", "model.safetensors"),
-		"tokenizer/spiece.model":                          filepath.Join(prompts, "tokenizer", "spiece.model"),
+	i2v := filepath.Join("..", "model", "wan", "testdata", "i2v", "wan21-i2v")
+	text := map[string]string{
+		"text_encoder/config.json":       filepath.Join(prompts, "text_encoder", "config.json"),
+		"text_encoder/model.safetensors": filepath.Join(prompts, "text_encoder", "model.safetensors"),
+		"tokenizer/spiece.model":         filepath.Join(prompts, "tokenizer", "spiece.model"),
 	}
+	from := func(dir string, names ...string) map[string]string {
+		out := maps.Clone(text)
+		for _, n := range names {
+			out[n] = filepath.Join(dir, filepath.FromSlash(n))
+		}
+		return out
+	}
+	for folder, sources := range map[string]map[string]string{
+		"wan": from(dev, "transformer/config.json", "transformer/diffusion_pytorch_model.safetensors", "vae/config.json",
+			"vae/diffusion_pytorch_model.safetensors", "scheduler/scheduler_config.json"),
+		"wan-i2v": from(i2v, "transformer/config.json", "transformer/diffusion_pytorch_model.safetensors", "vae/config.json",
+			"vae/diffusion_pytorch_model.safetensors", "scheduler/scheduler_config.json", "image_encoder/config.json",
+			"image_encoder/model.safetensors", "image_processor/preprocessor_config.json"),
+	} {
+		t.Run(folder, func(t *testing.T) { checkSources(t, folder, sources) })
+	}
+}
+
+// checkSources checks that builtin/folder holds the files of sources (its path -> the
+// reference file) byte for byte and nothing else besides its own files.
+func checkSources(t *testing.T, folder string, sources map[string]string) {
 	write := os.Getenv("VDPP_WRITE_BUILTIN_WAN") != ""
 	for name, src := range sources {
 		want, err := os.ReadFile(src)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dst := filepath.Join("wan", filepath.FromSlash(name))
+		dst := filepath.Join(folder, filepath.FromSlash(name))
 		if write {
 			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 				t.Fatal(err)
@@ -163,14 +182,14 @@ func TestBuiltinWanSources(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("builtin/wan/%s differs from %s (VDPP_WRITE_BUILTIN_WAN=1 copies it)", name, src)
+			t.Errorf("builtin/%s/%s differs from %s (VDPP_WRITE_BUILTIN_WAN=1 copies it)", folder, name, src)
 		}
 	}
 	// Nothing else but the folder's own files.
 	own := map[string]bool{"model_index.json": true, "vdpp_sampling.json": true, "README.md": true}
-	err := fs.WalkDir(os.DirFS("wan"), ".", func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(os.DirFS(folder), ".", func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && sources[p] == "" && !own[p] {
-			t.Errorf("builtin/wan/%s is neither a reference component nor the folder's own file", p)
+			t.Errorf("builtin/%s/%s is neither a reference component nor the folder's own file", folder, p)
 		}
 		return err
 	})

@@ -13,6 +13,10 @@
 // from the dataset seed, noise from the generation seed. Metrics are pure functions
 // (PSNR, SSIM), and so is Compare; Run does no I/O besides what its Generator does; the
 // JSON report is written by Report.WriteJSON and read by ReadReport.
+//
+// Command is `vdpp eval`: its flags (RegisterFlags) and the run around Run: the model opened
+// through the family seam, the baselines, the step cache, the contact sheet and GIFs, the
+// report file. Options the model cannot take are refused (ErrOptions) before any clip runs.
 package eval
 
 import (

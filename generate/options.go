@@ -43,7 +43,14 @@ func badOptions(format string, a ...any) error { return cli.Errorf(ErrOptions, f
 type Options struct {
 	Model   string // checkpoint folder
 	Variant string
-	Image   string
+	// Weights say where the denoiser's weights come from and the type they are held in
+	// (--weights-dtype, --transformer, --transformer-2, --unet).
+	Weights family.WeightOptions
+	// Image is the image of an image-to-video model (SVD; a Wan image-to-video folder, with
+	// its prompt); LastImage the last frame's image of a model that takes one (Wan
+	// first-last-frame).
+	Image     string
+	LastImage string
 	// Prompt and NegativePrompt are the text of a text-to-video model (Wan), encoded by
 	// its text encoder on the first stage.
 	Prompt         string
@@ -110,7 +117,9 @@ func DefaultOptions() Options {
 func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.Model, "model", o.Model, "the model `NAME|DIR`: \"builtin\" (SVD), \"builtin-wan\" (Wan, --prompt), a diffusers folder (its model_index.json picks the family) or ORG/NAME[@REV] from the local Hugging Face cache")
 	fs.StringVar(&o.Variant, "variant", o.Variant, `weights variant, e.g. "fp16" (converted to float32)`)
-	fs.StringVar(&o.Image, "image", o.Image, "input `FILE` (PNG or JPEG) of an image-to-video model (SVD)")
+	o.Weights.RegisterFlags(fs.FlagSet)
+	fs.StringVar(&o.Image, "image", o.Image, "input `FILE` (PNG or JPEG) of an image-to-video model (SVD, Wan I2V; optional for Wan TI2V)")
+	fs.StringVar(&o.LastImage, "last-image", o.LastImage, "last frame's image `FILE` of a model that takes one (Wan first-last-frame; optional for Wan 2.2 I2V)")
 	fs.StringVar(&o.Prompt, "prompt", o.Prompt, "`TEXT` of a text-to-video model (Wan), encoded by the folder's text_encoder/ and tokenizer/")
 	fs.StringVar(&o.NegativePrompt, "negative-prompt", o.NegativePrompt, "negative prompt `TEXT`, the unconditional half of CFG (default \"\")")
 	fs.StringVar(&o.PromptEmbeds, "prompt-embeds", o.PromptEmbeds, "safetensors `FILE` of prompt embeddings [L, text_dim] or [1, L, text_dim] for a text-to-video model (Wan)")
@@ -264,6 +273,8 @@ func (o Options) Validate() error {
 		return badOptions("--model is required: builtin, builtin-wan, a model folder, or ORG/NAME from the Hugging Face cache")
 	case o.Image == "" && o.PromptEmbeds == "" && o.Prompt == "":
 		return badOptions("--image FILE (image-to-video) or --prompt TEXT / --prompt-embeds FILE (text-to-video) is required")
+	case o.LastImage != "" && o.Image == "":
+		return badOptions("--last-image needs --image (the first frame's image)")
 	case o.Prompt != "" && o.PromptEmbeds != "":
 		return badOptions("--prompt and --prompt-embeds both given: give one")
 	case o.NegativePrompt != "" && o.NegativePromptEmbeds != "":

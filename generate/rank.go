@@ -89,8 +89,8 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	decodes := records && (last || (o.DecodeRanks > 1 && slices.Contains(spreadRanks, env.Rank)))
 	roles := family.Roles{Condition: first, Denoise: true, Decode: decodes, Steps: plan[stage], TotalSteps: o.Steps}
 	t0 := time.Now()
-	p, err := m.Open(family.Options{Variant: o.Variant, Backend: o.Backend, Roles: roles,
-		Prompts: o.Prompt != "" && o.Image == "", Progress: LoadProgress(log)})
+	p, err := m.Open(family.Options{Variant: o.Variant, Weights: o.Weights, Backend: o.Backend, Roles: roles,
+		Prompts: o.Prompt != "" && desc.TextDim > 0, Progress: LoadProgress(log)})
 	if err != nil {
 		return err
 	}
@@ -141,7 +141,10 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	} else {
 		store = newLocalKV()
 	}
-	sw := StageWeights{Rank: env.Rank, Steps: [2]int{plan[stage].Start, plan[stage].End}, Components: p.WeightBytes(), LoadMS: loadMS}
+	sw := StageWeights{Rank: env.Rank, Steps: [2]int{plan[stage].Start, plan[stage].End}, Components: p.WeightBytes(), Types: family.WeightTypesOf(p), LoadMS: loadMS}
+	if kr, ok := p.(family.KernelReporter); ok {
+		sw.Kernels = kr.Kernels()
+	}
 	if err := setJSON(ctx, store, "weights/"+strconv.Itoa(env.Rank), sw); err != nil {
 		return err
 	}
@@ -220,23 +223,34 @@ func dial(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (*comm
 
 func params(o Options) family.Params { return cloneParams(o.Params) }
 
-// loadInput reads what the first stage conditions on: the image of an image-to-video
-// model (a prompt given with it is only recorded), or the prompt or prompt embeddings of a
-// text-to-video model.
+// loadInput reads what the first stage conditions on: the image (and last image), and the
+// prompt or prompt embeddings of a text-conditioned model (an image-to-video model's
+// prompt is only recorded).
 func loadInput(m family.Resolved, o Options) (family.Input, error) {
 	var in family.Input
-	if o.Image != "" {
-		img, err := video.LoadImage(o.Image)
-		in.Image = img
+	desc, err := m.Describe()
+	if err != nil {
 		return in, err
+	}
+	if o.Image != "" {
+		if in.Image, err = video.LoadImage(o.Image); err != nil {
+			return in, err
+		}
+	}
+	if o.LastImage != "" {
+		if in.LastImage, err = video.LoadImage(o.LastImage); err != nil {
+			return in, err
+		}
+	}
+	if desc.TextDim == 0 {
+		return in, nil
 	}
 	if o.Prompt != "" {
 		in.Prompt = &family.Prompt{Text: o.Prompt, Negative: o.NegativePrompt}
 		return in, nil
 	}
-	desc, err := m.Describe()
-	if err != nil {
-		return in, err
+	if o.PromptEmbeds == "" {
+		return in, nil
 	}
 	if in.PromptEmbeds, err = LoadEmbeddings(o.PromptEmbeds, "--prompt-embeds", desc); err != nil {
 		return in, err
@@ -460,7 +474,7 @@ func (w *workload) writeSample(ctx context.Context, s int64, t0 time.Time, decod
 		loadMS = max(loadMS, sw.LoadMS)
 	}
 	rep := SampleReport{
-		Sample: s, Seed: w.pr.Seed, Model: w.o.Model, Image: w.o.Image, Frames: w.pr.NumFrames,
+		Sample: s, Seed: w.pr.Seed, Model: w.o.Model, Image: w.o.Image, LastImage: w.o.LastImage, Frames: w.pr.NumFrames,
 		Prompt: w.o.Prompt, NegativePrompt: w.o.NegativePrompt, PromptEmbeds: w.o.PromptEmbeds, NegativePromptEmbeds: w.o.NegativePromptEmbeds,
 		GuidanceScale: w.pr.GuidanceScale, GuidanceScale2: w.pr.GuidanceScale2,
 		Height: w.pr.Height, Width: w.pr.Width, Steps: w.pr.Steps, MinGuidance: w.pr.MinGuidance,

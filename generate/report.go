@@ -10,7 +10,13 @@ type StageWeights struct {
 	Rank       int              `json:"rank"`
 	Steps      [2]int           `json:"steps"`
 	Components map[string]int64 `json:"weight_bytes"`
-	LoadMS     float64          `json:"load_ms"`
+	// Types are the same bytes by the weight type they are held in ("f32", "q8_0", ...).
+	Types  map[string]int64 `json:"weight_bytes_by_type,omitempty"`
+	LoadMS float64          `json:"load_ms"`
+	// Kernels says which kernels the rank's networks ran with (family.KernelReporter:
+	// the backend and, on the pure-Go one, vdpp's CPU kernels); empty for a family that
+	// does not say.
+	Kernels string `json:"kernels,omitempty"`
 }
 
 // Timings are a sample's phases in milliseconds. Load is the slowest rank's model load.
@@ -27,6 +33,8 @@ type SampleReport struct {
 	Seed   int64  `json:"seed"`
 	Model  string `json:"model"`
 	Image  string `json:"image"`
+	// LastImage is the last frame's image of a first-last-frame model.
+	LastImage string `json:"last_image,omitempty"`
 	// Prompt, NegativePrompt (or PromptEmbeds, NegativePromptEmbeds) and the guidance
 	// scales are a text-to-video model's inputs (Wan).
 	Prompt               string  `json:"prompt,omitempty"`

@@ -14,13 +14,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vdpp/vdpp/bench"
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/cli"
+	"github.com/vdpp/vdpp/model"
 	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/knob"
+	"github.com/vdpp/vdpp/plan"
 	"github.com/vdpp/vdpp/video"
 )
 
@@ -100,7 +101,7 @@ func resolveInputs(o Options) (Options, error) {
 		return o, badOptions("%w", err)
 	}
 	o.Model = m.Dir
-	if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.AllRoles}); err != nil {
+	if err := m.Preflight(family.Options{Variant: o.Variant, Weights: o.Weights, Roles: family.AllRoles}); err != nil {
 		return o, err
 	}
 	desc, err := m.Describe()
@@ -132,23 +133,59 @@ func resolveInputs(o Options) (Options, error) {
 		}
 	}
 	if desc.TextDim > 0 {
-		return resolveText(o, m, desc)
+		if o, err = resolveText(o, m, desc); err != nil {
+			return o, err
+		}
 	}
-	switch {
-	case o.Image == "":
-		return o, badOptions("--model %s is an image-to-video model: --image FILE is required", o.Model)
-	case o.PromptEmbeds != "" || o.NegativePromptEmbeds != "":
+	if desc.TextDim == 0 && (o.PromptEmbeds != "" || o.NegativePromptEmbeds != "") {
 		return o, badOptions("--prompt-embeds: --model %s is an image-to-video model and takes no prompt embeddings (a --prompt is recorded, as the server records one)", o.Model)
 	}
-	img, err := video.LoadImage(o.Image)
-	if err != nil {
-		return o, err
+	return resolveImages(o, desc)
+}
+
+// modelKind names what a model makes a video from, for messages: "a text-to-video", "an
+// image-to-video" (SVD), "an image-and-prompt-to-video" (Wan image-to-video), "a
+// text(-and-image)-to-video" (an image is optional).
+func modelKind(desc family.Description) string {
+	switch {
+	case desc.TextDim == 0:
+		return "an image-to-video"
+	case desc.ImageNeed() == family.NeedRequired:
+		return "an image-and-prompt-to-video"
+	case desc.ImageNeed() == family.NeedOptional:
+		return "a text(-and-image)-to-video"
 	}
-	// An image the video cannot use (stretched far out of shape) is refused before any
-	// work, as the server refuses it.
-	b := img.Bounds()
-	if err := video.CheckAspect(b.Dx(), b.Dy(), o.Width, o.Height); err != nil {
-		return o, badOptions("--image %s: %s", o.Image, strings.TrimPrefix(err.Error(), video.ErrAspect.Error()+": "))
+	return "a text-to-video"
+}
+
+// resolveImages checks --image and --last-image against what the model takes
+// (family.Description's Image and LastImage) and that the files are images.
+func resolveImages(o Options, desc family.Description) (Options, error) {
+	kind := modelKind(desc)
+	switch {
+	case o.Image != "" && desc.ImageNeed() == family.NeedNone:
+		return o, badOptions("--image: --model %s is %s model and takes no image", o.Model, kind)
+	case o.Image == "" && desc.ImageNeed() == family.NeedRequired:
+		return o, badOptions("--model %s is %s model: --image FILE is required", o.Model, kind)
+	case o.LastImage != "" && desc.LastImage == family.NeedNone:
+		return o, badOptions("--last-image: --model %s takes no last image (a first-last-frame model does)", o.Model)
+	case o.LastImage == "" && desc.LastImage == family.NeedRequired:
+		return o, badOptions("--model %s is a first-last-frame model: --last-image FILE is required (with --image)", o.Model)
+	}
+	for _, f := range []struct{ flag, path string }{{"--image", o.Image}, {"--last-image", o.LastImage}} {
+		if f.path == "" {
+			continue
+		}
+		img, err := video.LoadImage(f.path)
+		if err != nil {
+			return o, err
+		}
+		// An image the video cannot use (stretched far out of shape) is refused before
+		// any work, as the server refuses it.
+		b := img.Bounds()
+		if err := video.CheckAspect(b.Dx(), b.Dy(), o.Width, o.Height); err != nil {
+			return o, badOptions("%s %s: %s", f.flag, f.path, strings.TrimPrefix(err.Error(), video.ErrAspect.Error()+": "))
+		}
 	}
 	return o, nil
 }
@@ -172,14 +209,11 @@ func (s silent) Unwrap() error { return s.err }
 // width, the guidance scales.
 func resolveText(o Options, m family.Resolved, desc family.Description) (Options, error) {
 	if o.PromptEmbeds == "" && o.Prompt == "" {
-		return o, badOptions("--model %s is a text-to-video model: --prompt TEXT (or --prompt-embeds FILE.safetensors) is required", o.Model)
-	}
-	if o.Image != "" {
-		return o, badOptions("--image: --model %s is a text-to-video model and takes no image", o.Model)
+		return o, badOptions("--model %s is %s model: --prompt TEXT (or --prompt-embeds FILE.safetensors) is required", o.Model, modelKind(desc))
 	}
 	if o.Prompt != "" {
 		// The first stage loads the tokenizer and text encoder: check they are there.
-		if err := m.Preflight(family.Options{Variant: o.Variant, Roles: family.Roles{Condition: true}, Prompts: true}); err != nil {
+		if err := m.Preflight(family.Options{Variant: o.Variant, Weights: o.Weights, Roles: family.Roles{Condition: true}, Prompts: true}); err != nil {
 			return o, badOptions("--prompt: %w (give --prompt-embeds FILE instead)", err)
 		}
 		return o, nil // the negative prompt defaults to "", as in diffusers
@@ -322,24 +356,37 @@ func finished(o Options) []string {
 	return out
 }
 
-// autoMesh asks the planner for the mesh of o's workload on --nproc devices (as `vdpp bench
-// --plan auto`: the model's step cost measured here, the hand-offs and collectives between
-// real processes), says what it chose, and returns o with that mesh.
+// autoMesh asks the planner for the mesh of o's workload on --nproc devices (plan.AutoMesh,
+// as `vdpp bench --plan auto`: the model's step cost measured here, the hand-offs and
+// collectives between real processes), says what it chose, and returns o with that mesh.
 func autoMesh(ctx context.Context, o Options, say io.Writer) (Options, error) {
-	b := bench.DefaultOptions()
-	b.Model, b.Backend, b.Seed = o.Model, o.Backend, o.Seed
-	b.TotalSteps, b.NumFrames, b.Height, b.Width = o.Steps, o.NumFrames, o.Height, o.Width
-	b.NumSamples, b.MicroBatch, b.NProc, b.Goal = o.NumSamples, o.MicroBatch, o.NProc, o.Goal
-	b.MinGuidance, b.MaxGuidance, b.GuidanceScale = max(o.MinGuidance, 1), max(o.MaxGuidance, 1), max(o.GuidanceScale, 1)
-	b, err := b.Resolve()
+	goal, err := plan.ParseGoal(o.Goal)
+	if err != nil {
+		return o, badOptions("--goal: %w", err)
+	}
+	m, err := family.Resolve(o.Model)
 	if err != nil {
 		return o, err
 	}
-	auto, best, err := bench.AutoMesh(ctx, b, nil)
+	sim := model.Config{StepMS: 1, Cost: "sleep", HiddenChannels: 32, Seed: o.Seed}
+	sh, err := plan.ResolveShape(m, sim, plan.Shape{Steps: o.Steps, NumFrames: o.NumFrames, Height: o.Height, Width: o.Width})
+	if err != nil {
+		return o, err
+	}
+	sim.LatentChannels = sh.LatentChannels
+	// The guidance left to the model (-1) plans as unguided, as bench's defaults (1) do.
+	guided := o.MaxGuidance > 1 || o.GuidanceScale > 1
+	best, err := plan.AutoMesh(ctx, plan.AutoRequest{Model: m, Backend: o.Backend, Sim: sim, Seed: o.Seed,
+		Workload: plan.Workload{Steps: sh.Steps, Samples: o.NumSamples, Frames: sh.LatentFrames, Height: sh.LatentHeight,
+			Width: sh.LatentWidth, Channels: sh.LatentChannels, Guided: guided, MicroBatch: o.MicroBatch, Warmup: max(0, min(4, o.NumSamples-2))},
+		Devices: o.NProc, Goal: goal})
 	if err != nil {
 		return o, fmt.Errorf("generate: --plan auto: %w", err)
 	}
-	o.PP, o.CFG, o.CP, o.DP, o.NProc, o.Plan = auto.PP, auto.CFG, auto.CP, auto.DP, auto.NProc, ""
+	if o.NProc == 0 {
+		o.NProc = 7
+	}
+	o.PP, o.CFG, o.CP, o.DP, o.Plan = best.PP, best.CFG, best.CP, best.DP, ""
 	fmt.Fprintf(say, "generate: --plan auto (%s) on %d devices chose %s: predicted first sample %.2f s, %.3g samples/s\n",
 		o.Goal, o.NProc, o.mesh(), best.FirstSampleMS/1000, best.ThroughputPerS)
 	return o.resolveMeshFor()

@@ -34,6 +34,11 @@ type Input struct {
 	Sigma, Timestep float32
 	// Step is the global step index (0-based), for models whose cost or output depends on it.
 	Step int
+	// FirstFrame is the index, in the whole sample, of Latents' first frame: 0 unless the
+	// engine runs the sample as overlapping temporal windows (then the window's first
+	// frame). A model whose conditioning is per frame (Wan's image-to-video condition
+	// latents) reads its frames from there.
+	FirstFrame int
 	// Cond has one entry per row.
 	Cond []Conditioning
 	// Uncond marks rows to be evaluated unconditionally (classifier-free guidance); the model
@@ -133,4 +138,13 @@ type Config struct {
 	LatentChannels int     // dummy
 	Seed           int64   // weights seed (dummy)
 	Backend        string  // GoMLX backend spec; "" means the default
+}
+
+// LatentFinisher is implemented by denoisers that condition a sample by standing in some of
+// its latent's values at every call (Wan 2.2 TI2V's image latents in frame 0): after a
+// sample's last step the engine calls FinishLatent with the sample's conditioning and its
+// final latent [T, C, H, W], which it changes in place, so the final latent carries those
+// values as the reference pipeline's does.
+type LatentFinisher interface {
+	FinishLatent(cond Conditioning, latent *tensor.Dense) error
 }

@@ -42,6 +42,10 @@ type Item struct {
 	// of which calls computed. It travels with the latent (the states unless the rule
 	// drops them at stage boundaries), so a stage cut never changes a cached run's bits.
 	Cache *ItemCache
+
+	// firstFrame is the first frame, in the whole sample, of a temporal window's item
+	// (stepWindows); the model sees it as model.Input.FirstFrame.
+	firstFrame int
 }
 
 // Groups returns the sample ids of every micro-batch for n samples of batch size b.

@@ -58,6 +58,9 @@ type Stepper struct {
 	// Observe, when set, sees every step's raw model output (both CFG halves) and the
 	// guided output before the Euler step; parity checks use it. It must not keep the slices.
 	Observe func(it *Item, step int, modelOut *tensor.Dense, guided []float32)
+	// Updated, when set, sees the item after each step's scheduler update, before the last
+	// step's model.LatentFinisher changes it; parity checks use it.
+	Updated func(it *Item, step int)
 
 	in *tensor.Dense // model input buffer
 	v  []float32     // guided model output buffer
@@ -114,15 +117,50 @@ func (s *Stepper) guidanceAt(it *Item, k int) []float32 {
 }
 
 // Step advances it by one step in place (it.Step is not changed; the Stage does that).
+// After the schedule's last step, a denoiser of that step that is a model.LatentFinisher
+// finishes each sample's latent.
 func (s *Stepper) Step(ctx context.Context, it *Item) error {
 	w := it.Windows
 	if w == nil {
 		w = s.Windows
 	}
+	var err error
 	if w != nil && it.Latent != nil && len(it.Latent.Shape) == 5 && it.Latent.Shape[1] > w.Size {
-		return s.stepWindows(ctx, it, w)
+		err = s.stepWindows(ctx, it, w)
+	} else {
+		err = s.stepOne(ctx, it)
 	}
-	return s.stepOne(ctx, it)
+	if err != nil {
+		return err
+	}
+	if s.Updated != nil {
+		s.Updated(it, it.Step)
+	}
+	if it.Step == s.Sched.NumSteps()-1 {
+		return s.finish(it)
+	}
+	return nil
+}
+
+// finish lets the last step's denoiser finish each sample's latent (model.LatentFinisher).
+func (s *Stepper) finish(it *Item) error {
+	f, ok := s.ModelAt(it.Step).(model.LatentFinisher)
+	if !ok {
+		return nil
+	}
+	rows := len(it.Samples)
+	per := it.Latent.Len() / rows
+	for r := range rows {
+		var c model.Conditioning
+		if r < len(it.Cond) {
+			c = it.Cond[r]
+		}
+		lat := &tensor.Dense{Shape: it.Latent.Shape[1:], Data: it.Latent.Data[r*per : (r+1)*per]}
+		if err := f.FinishLatent(c, lat); err != nil {
+			return fmt.Errorf("pipeline: group %d: finishing sample %d: %w", it.Group, it.Samples[r], err)
+		}
+	}
+	return nil
 }
 
 // stepOne advances it by one step over all its frames at once.
@@ -190,7 +228,7 @@ func (s *Stepper) guidedOutput(ctx context.Context, it *Item, win int) ([]float3
 			uncond[r] = s.CFG.Index() == 0
 		}
 	}
-	in := model.Input{Latents: s.in, Sigma: s.Sched.Sigma(k), Timestep: s.Sched.Timestep(k), Step: k, Cond: conds, Uncond: uncond}
+	in := model.Input{Latents: s.in, Sigma: s.Sched.Sigma(k), Timestep: s.Sched.Timestep(k), Step: k, FirstFrame: it.firstFrame, Cond: conds, Uncond: uncond}
 	cc := s.cacheCall(it, k, win, inRows, guided)
 	var call *model.CacheCall
 	if cc != nil {

@@ -107,7 +107,7 @@ func (s *Stepper) stepWindows(ctx context.Context, it *Item, w *Windows) error {
 	wsum := make([]float32, frames)
 	for i, a := range starts {
 		sub := &Item{Group: it.Group, Samples: it.Samples, Step: it.Step, Cond: it.Cond, Cache: it.Cache,
-			Guidance: w.guidanceOf(it.Guidance, frames, a), Latent: sliceFrames(x, a, a+w.Size)}
+			Guidance: w.guidanceOf(it.Guidance, frames, a), Latent: sliceFrames(x, a, a+w.Size), firstFrame: a}
 		v, err := s.guidedOutput(ctx, sub, i)
 		if err != nil {
 			return fmt.Errorf("window %d (frames %d..%d): %w", i, a, a+w.Size-1, err)

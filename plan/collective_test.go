@@ -6,13 +6,12 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
-	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/internal/cli"
 )
 
 // The per-step collective cost with all-gathers measured per group size injected.
@@ -100,15 +99,13 @@ func TestCalibrationRoundTripAllGathers(t *testing.T) {
 // `vdpp worker calibrate` does in nproc processes, and writes rank 0's result.
 func localLaunch(t *testing.T, clk *tickClock) LaunchFunc {
 	return func(ctx context.Context, nproc int, args []string) error {
-		i := slices.Index(args, "--bytes")
-		o := slices.Index(args, "--out")
-		if args[0] != "worker" || args[1] != "calibrate" || i < 0 || o < 0 {
+		w := DefaultCalibrateWorker()
+		fs := cli.New("worker calibrate", nil, nil)
+		w.RegisterFlags(fs)
+		if len(args) < 2 || args[0] != "worker" || args[1] != "calibrate" || fs.Parse(args[2:]) != nil || w.Out == "" {
 			t.Fatalf("worker args %v", args)
 		}
-		n, err := strconv.ParseInt(args[i+1], 10, 64)
-		if err != nil {
-			return err
-		}
+		n := w.Bytes
 		trs := comm.NewLocal(nproc, comm.Options{RecvTimeout: 5 * time.Second})
 		res := make([]GroupResult, nproc)
 		errs := make([]error, nproc)
@@ -126,7 +123,7 @@ func localLaunch(t *testing.T, clk *tickClock) LaunchFunc {
 		if err := errors.Join(errs...); err != nil {
 			return err
 		}
-		return WriteGroupResult(args[o+1], res[0])
+		return WriteGroupResult(w.Out, res[0])
 	}
 }
 

@@ -10,4 +10,11 @@
 // and the same notes. Every formula lives in formulas.go. Clocks and sockets live only in
 // the calibration code (Calibrator), whose clock and transports are struct fields so tests
 // can swap them. Calibration files are JSON, read with ReadCalibration (validated).
+//
+// The commands' side: ResolveShape turns a workload's video size into its latent through
+// the model's family; AutoMesh is every command's --plan auto (the step measured here, the
+// collectives between real processes); Command is `vdpp plan` (its flags, the costs
+// measured, read from a calibration file or given, the table and the command lines that run
+// the best mesh); CalibrateWorker is the `vdpp worker calibrate` job those measurements
+// launch, its arguments rendered from its flag set.
 package plan

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 )
 
@@ -55,14 +54,15 @@ func StepGap(w Workload, c StepCost, devices int) time.Duration {
 	return max(500*time.Microsecond, time.Duration(ms*float64(time.Millisecond)))
 }
 
-// WorkerArgs are the arguments of one `vdpp worker calibrate` job writing its result to out.
+// WorkerArgs are the arguments of one `vdpp worker calibrate` job (CalibrateWorker)
+// writing its result to out.
 func (p *ProcessCalibrator) WorkerArgs(bytes int64, out string) []string {
-	gap := p.Gap
-	if gap == 0 {
-		gap = 2 * time.Millisecond
+	o := DefaultCalibrateWorker()
+	o.Bytes, o.Repeats, o.Out = bytes, cmpDefault(p.Repeats, 50), out
+	if p.Gap != 0 {
+		o.Gap = p.Gap
 	}
-	return []string{"worker", "calibrate", "--bytes", strconv.FormatInt(bytes, 10),
-		"--repeats", strconv.Itoa(cmpDefault(p.Repeats, 50)), "--gap", gap.String(), "--out", out}
+	return o.Args()
 }
 
 // Measure launches one job of devices processes that times, with all of them busy as in a

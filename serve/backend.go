@@ -81,7 +81,7 @@ func (b backend) Output(ctx context.Context, id, name string) (string, error) {
 }
 
 func (b backend) JobFile(id, name string) ([]byte, error) {
-	if renderedFile(name) || name == inputFile || name == finalFile {
+	if renderedFile(name) || name == inputFile || name == lastInputFile || name == finalFile {
 		return nil, fmt.Errorf("serve: %s is not a job's extra file", name)
 	}
 	return b.s.store.ReadFile(id, name)
@@ -91,7 +91,7 @@ func (b backend) JobFile(id, name string) ([]byte, error) {
 // another client who found it in the list) has its folder, which the write may have made
 // again, removed.
 func (b backend) WriteJobFile(id, name string, data []byte) error {
-	if renderedFile(name) || name == inputFile || name == finalFile {
+	if renderedFile(name) || name == inputFile || name == lastInputFile || name == finalFile {
 		return fmt.Errorf("serve: %s is not a job's extra file", name)
 	}
 	err := b.s.store.WriteFile(id, name, data)

@@ -25,8 +25,9 @@ const (
 	// idLen is the length of the ids this server hands out (newID: 12 random bytes in hex).
 	idLen = 24
 
-	inputFile = "input.img"
-	finalFile = "final.f32"
+	inputFile     = "input.img"
+	lastInputFile = "last.img" // a first-last-frame job's last image
+	finalFile     = "final.f32"
 )
 
 // coordConfig configures a coordinator.
@@ -332,18 +333,23 @@ func newID() string {
 // Submit persists a new job (image bytes and parameters) and queues it. It fails with
 // ErrQueueFull when the queue is full.
 func (c *coordinator) Submit(p job.Params, img []byte) (job.Status, error) {
-	return c.SubmitInput(p, job.Input{Image: img})
+	return c.submit(p, job.Input{Image: img})
 }
 
 // SubmitPrompt persists a new job of a text-to-video model (its prompt and parameters) and
 // queues it, as Submit.
 func (c *coordinator) SubmitPrompt(p job.Params, pr family.Prompt) (job.Status, error) {
-	return c.SubmitInput(p, job.Input{Prompt: &pr})
+	return c.submit(p, job.Input{Prompt: &pr})
 }
 
-// SubmitInput persists and queues a job of in's image or prompt for in's client (the
-// queue's fair share is per client).
+// SubmitInput persists a new job of any inputs (a prompt, an image, a last image: what the
+// model takes, checked by the caller) and queues it for in's client (the queue's fair
+// share is per client), as Submit.
 func (c *coordinator) SubmitInput(p job.Params, in job.Input) (job.Status, error) {
+	return c.submit(p, in)
+}
+
+func (c *coordinator) submit(p job.Params, in job.Input) (job.Status, error) {
 	img, pr := in.Image, in.Prompt
 	c.mu.Lock()
 	seq, err := c.d.Reserve(in.Client, c.cfg.Now())
@@ -358,9 +364,12 @@ func (c *coordinator) SubmitInput(p job.Params, in job.Input) (job.Status, error
 
 	now := c.cfg.Now().UTC()
 	rec := job.Record{ID: newID(), Seq: seq, State: job.StateQueued, Params: p, Prompt: pr, CreatedAt: now, Rev: 1,
-		Client: in.Client, InputPixels: in.Pixels}
-	if pr == nil {
+		Image: pr != nil && img != nil, LastImage: in.LastImage != nil, Client: in.Client, InputPixels: in.Pixels}
+	if rec.HasImage() {
 		err = c.retry("upload of job "+rec.ID, submitAttempts, func() error { return c.cfg.Store.WriteFile(rec.ID, inputFile, img) })
+	}
+	if err == nil && rec.LastImage {
+		err = c.retry("last image of job "+rec.ID, submitAttempts, func() error { return c.cfg.Store.WriteFile(rec.ID, lastInputFile, in.LastImage) })
 	}
 	if err == nil {
 		if err = c.retry("record of job "+rec.ID, submitAttempts, func() error { return c.cfg.Store.Put(rec) }); err != nil {
@@ -405,7 +414,7 @@ func (c *coordinator) prepare(ctx context.Context, cancel context.CancelFunc, a 
 
 func (c *coordinator) buildSample(ctx context.Context, a dispatch.Prepare) (*dispatch.Sample, error) {
 	in := family.Input{Prompt: a.Prompt}
-	if a.Prompt == nil {
+	if a.Prompt == nil || a.Image {
 		data := a.Img
 		if data == nil {
 			var err error
@@ -421,6 +430,19 @@ func (c *coordinator) buildSample(ctx context.Context, a dispatch.Prepare) (*dis
 		}
 		defer release()
 		in.Image = img
+	}
+	if a.LastImage {
+		data, err := c.cfg.Store.ReadFile(a.ID, lastInputFile)
+		if err != nil {
+			c.cfg.Log.Error("read upload", "id", a.ID, "err", err)
+			return nil, errors.New("reading the stored last image failed")
+		}
+		img, release, err := decodeImage(context.Background(), data, 0)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		in.LastImage = img
 	}
 	sc, err := c.cfg.Model.Scheduler(a.Params.Steps)
 	if err != nil {

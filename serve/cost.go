@@ -38,9 +38,10 @@ func (s *Server) modelLimits() job.ModelLimits {
 	if s.coord != nil { // the coordinator's, defaults filled
 		queue, prepares = s.coord.cfg.MaxQueue, s.coord.cfg.MaxPrepares
 	}
-	return job.ModelLimits{Input: input, NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
-		MaxFrames: l.MaxFrames, MaxResolution: l.MaxResolution, MaxSteps: l.MaxSteps, CacheModes: s.gen.Description().Caching.Modes,
-		Knobs: job.Knobs(s.gen.Description().Knobs, s.gen.ServedDefaults()), CostLimits: s.cost,
+	desc := s.gen.Description()
+	return job.ModelLimits{Input: input, Image: desc.ImageNeed().String(), LastImage: desc.LastImage.String(), NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
+		MaxFrames: l.MaxFrames, MaxResolution: l.MaxResolution, MaxSteps: l.MaxSteps, CacheModes: desc.Caching.Modes,
+		Knobs: job.Knobs(desc.Knobs, s.gen.ServedDefaults()), CostLimits: s.cost,
 		MaxQueue: queue, MaxPrepares: prepares, Defaults: job.DefaultJob{Width: d.Width, Height: d.Height, NumFrames: d.NumFrames, Steps: d.Steps},
 		DefaultsWhy: s.defaultsWhy}
 }

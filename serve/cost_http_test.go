@@ -42,7 +42,7 @@ func TestCostLimitsHTTP(t *testing.T) {
 		t.Fatalf("native job refused: %+v", st)
 	}
 
-	want := job.ModelLimits{Input: job.InputImage, NativeWidth: 64, NativeHeight: 64, NativeFrames: 14, NativeSteps: 25,
+	want := job.ModelLimits{Input: job.InputImage, Image: "required", LastImage: "none", NativeWidth: 64, NativeHeight: 64, NativeFrames: 14, NativeSteps: 25,
 		MaxFrames: 25, MaxResolution: 1024, MaxSteps: 50, CacheModes: []string{"fbcache", "static"}}
 	want.Multiple, want.MaxPixels, want.MaxWork = 1, 64*64, 64*64*14*25
 	want.MaxActivationBytes = 2 * 4 * 14 * 4 * 8 * 8 // the guided float32 latent [14, 4, 8, 8]

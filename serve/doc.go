@@ -16,7 +16,10 @@
 //     sockets, clocks or files: events in, actions out;
 //   - serve (this package): the driver that feeds the dispatcher under one lock and
 //     performs its actions (the coordinator), the store, the worker pool, the model's
-//     conditioning and decoding, renders, and Server, which puts them together;
+//     conditioning and decoding, renders, and Server, which puts them together; Options,
+//     the flags of `vdpp serve` (Config checks them and builds a Config), and
+//     WorkerOptions, those of the worker ranks it starts (WorkerArgs renders them from
+//     their flag set, so a flag is declared once);
 //   - serve/httpapi: the HTTP layer (native API, probes, limits, metrics, admin, web
 //     page, connection bounds); serve/openai: the OpenAI Videos API beside it;
 //   - serve/worker and serve/wire: the worker rank's loop and the protocol between them.

@@ -379,8 +379,10 @@ func (g *Model) Prepare(ctx context.Context, in family.Input, p job.Params, sc s
 	switch {
 	case g.TextConditioned() && in.Prompt == nil:
 		return nil, fmt.Errorf("%w: the model is text-to-video and needs a prompt", job.ErrBadParams)
-	case !g.TextConditioned() && in.Image == nil:
+	case g.desc.ImageNeed() == family.NeedRequired && in.Image == nil:
 		return nil, fmt.Errorf("%w: the model is image-conditioned and needs an image", job.ErrBadParams)
+	case g.desc.LastImage == family.NeedRequired && in.LastImage == nil:
+		return nil, fmt.Errorf("%w: the model is first-last-frame and needs a last image", job.ErrBadParams)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -48,13 +48,6 @@ type ExecLauncher struct {
 	Stdout, Stderr io.Writer
 }
 
-// WorkerArgs are the arguments of `vdpp worker serve` for one rank.
-func WorkerArgs(spec ModelSpec, rank int, addr string) []string {
-	return []string{"worker", "serve", "--connect=" + addr, "--rank=" + strconv.Itoa(rank),
-		"--model=" + spec.Name, "--model-dir=" + spec.Dir, "--variant=" + spec.Variant, "--backend=" + spec.Backend,
-		"--step-ms=" + strconv.FormatFloat(spec.StepMS, 'g', -1, 64), "--cost=" + spec.Cost}
-}
-
 // Start implements Launcher.
 func (l ExecLauncher) Start(rank int, addr string, secret []byte) (Proc, error) {
 	exe := l.Executable

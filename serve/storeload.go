@@ -233,6 +233,9 @@ func (s *jobStore) files(id string) job.Files {
 	if st, err := os.Stat(filepath.Join(dir, inputFile)); err == nil && st.Mode().IsRegular() {
 		f.Input = true
 	}
+	if st, err := os.Stat(filepath.Join(dir, lastInputFile)); err == nil && st.Mode().IsRegular() {
+		f.LastInput = true
+	}
 	if st, err := os.Stat(filepath.Join(dir, finalFile)); err == nil && st.Mode().IsRegular() {
 		f.LatentBytes = st.Size()
 	}

@@ -39,4 +39,12 @@
 // no other random state to save), and its recorded state hash is checked on load. The
 // learning rate of step k is LRAt(o, k). I/O (checkpoints, the loss log, progress) lives
 // in RunRank's loop; the step functions are deterministic given their inputs.
+//
+// # The command
+//
+// Command is `vdpp train`'s flags (RegisterFlags, and Args, which renders them from the
+// flag set for the training benchmark's runs, bench.Train): the run's Options and what the
+// command does around it. Resolve refuses a mistake before anything is written; Launch
+// starts the local data-parallel processes and RunLaunched is one rank of them; Report and
+// WriteSummary are what the command prints and writes.
 package train

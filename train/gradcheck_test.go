@@ -41,7 +41,6 @@ func newGradChecker(t *testing.T, weights map[string]*tensor.Dense, loss func(nn
 	}
 	gc.grad, err = context.NewExec(b, gc.ctx, func(ctx *context.Context, in []*graph.Node) []*graph.Node {
 		g := in[0].Graph()
-		nn.MarkTraining(g)
 		l := loss(nn.ContextScope(ctx), in)
 		vars := make([]*graph.Node, len(gc.names))
 		for i, n := range gc.names {
@@ -53,7 +52,6 @@ func newGradChecker(t *testing.T, weights map[string]*tensor.Dense, loss func(nn
 		t.Fatal(err)
 	}
 	gc.loss, err = context.NewExec(b, gc.ctx, func(ctx *context.Context, in []*graph.Node) *graph.Node {
-		nn.MarkTraining(in[0].Graph())
 		return loss(nn.ContextScope(ctx), in)
 	})
 	if err != nil {

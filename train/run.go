@@ -33,7 +33,9 @@ const (
 // ErrOptions is returned for invalid options.
 var ErrOptions = errors.New("train: bad options")
 
-// Options configure a run.
+// Options configure a run; RegisterFlags binds them to `vdpp train`'s flags. A field tagged
+// `flag:"-"` is not drawn at random by the flags' round-trip test (internal/cli/clitest):
+// it has no flag (the command sets it), or its flag takes a few named values.
 type Options struct {
 	Dir   string // run folder: checkpoints, loss log
 	Phase string // PhaseVAE, PhaseUNet or PhaseFineTune
@@ -57,7 +59,7 @@ type Options struct {
 	LRDecayStart int
 	Seed         uint64          // weights init, batch sampling, noise
 	Data         uint64          // dataset seed
-	Rule         procedural.Rule // dataset rule (procedural.ConfigFor)
+	Rule         procedural.Rule `flag:"-"` // dataset rule (procedural.ConfigFor); its flag's values are few: not drawn at random
 	Train        int             // number of distinct training clips (indices 0..Train-1)
 	Resume       bool            // continue from Dir's checkpoint of the phase
 	// VAEFrames is the clip length the VAE phase trains on (the first frames of a clip);
@@ -100,16 +102,16 @@ type Options struct {
 	HeldOut, EvalEvery int
 
 	// Configs replaces TinyConfigs (tests use smaller networks); nil means TinyConfigs.
-	Configs *Configs
+	Configs *Configs `flag:"-"`
 
 	// Diffusion objective.
-	PMean, PStd  float64 // ln σ ~ N(PMean, PStd²)
-	CondDropout  float64 // probability of zeroing image embedding and image latents
-	NoiseAug     float64 // noise_aug_strength of the conditioning image
-	FPS, Motion  int     // added_time_ids: fps (the UNet gets fps-1) and motion bucket
-	Progress     io.Writer
-	Terminal     bool // Progress is a terminal: draw a bar instead of log lines
-	ProgressEach int  // plain log line every N steps (default 10)
+	PMean, PStd  float64   // ln σ ~ N(PMean, PStd²)
+	CondDropout  float64   // probability of zeroing image embedding and image latents
+	NoiseAug     float64   `flag:"-"` // noise_aug_strength of the conditioning image
+	FPS, Motion  int       `flag:"-"` // added_time_ids: fps (the UNet gets fps-1) and motion bucket
+	Progress     io.Writer `flag:"-"`
+	Terminal     bool      `flag:"-"` // Progress is a terminal: draw a bar instead of log lines
+	ProgressEach int       `flag:"-"` // plain log line every N steps (default 10)
 }
 
 // DefaultOptions returns the settings used for the built-in model.

@@ -70,7 +70,6 @@ func newStepper(b backends.Backend, ctx *context.Context, lr, emaDecay float64, 
 	s := &stepper{backend: b, ctx: ctx, lr: lrVar}
 	gradFn := func(ctx *context.Context, inputs []*graph.Node) *graph.Node {
 		g := inputs[0].Graph()
-		nn.MarkTraining(g)
 		outs := loss(nn.ContextScope(ctx), inputs)
 		grads := ctx.BuildTrainableVariablesGradientsGraph(outs[0])
 		var used []*context.Variable

@@ -24,6 +24,55 @@ func lanczos(x float64) float64 {
 	return 0
 }
 
+// pilFilter is one of PIL's resampling filters: its kernel and support.
+type pilFilter struct {
+	support float64
+	kernel  func(float64) float64
+}
+
+// PIL's filters by their Image.Resampling id (Pillow's Resample.c).
+var (
+	pilLanczos  = pilFilter{lanczosSupport, lanczos}
+	pilBilinear = pilFilter{1, func(x float64) float64 {
+		x = math.Abs(x)
+		if x < 1 {
+			return 1 - x
+		}
+		return 0
+	}}
+	pilBicubic = pilFilter{2, func(x float64) float64 {
+		const a = -0.5
+		x = math.Abs(x)
+		if x < 1 {
+			return ((a+2)*x-(a+3))*x*x + 1
+		}
+		if x < 2 {
+			return (((x-5)*x+8)*x - 4) * a
+		}
+		return 0
+	}}
+)
+
+// PIL resampling filter ids (PIL.Image.Resampling), as image processor configs name them.
+const (
+	PILLanczos  = 1
+	PILBilinear = 2
+	PILBicubic  = 3
+)
+
+// pilFilterByID returns PIL's filter id (1 LANCZOS, 2 BILINEAR, 3 BICUBIC).
+func pilFilterByID(id int) (pilFilter, bool) {
+	switch id {
+	case PILLanczos:
+		return pilLanczos, true
+	case PILBilinear:
+		return pilBilinear, true
+	case PILBicubic:
+		return pilBicubic, true
+	}
+	return pilFilter{}, false
+}
+
 // pilCoeffs is PIL's precompute_coeffs + normalize_coeffs_8bpc for resampling inSize
 // samples to outSize with box [0, inSize): per output sample the first input index,
 // the tap count and the fixed-point weights.
@@ -32,10 +81,10 @@ type pilCoeffs struct {
 	k      [][]int32
 }
 
-func newPILCoeffs(inSize, outSize int) pilCoeffs {
+func newPILCoeffs(inSize, outSize int, f pilFilter) pilCoeffs {
 	scale := float64(float32(inSize)) / float64(outSize)
 	filterscale := max(scale, 1.0)
-	support := lanczosSupport * filterscale
+	support := f.support * filterscale
 	c := pilCoeffs{bounds: make([][2]int, outSize), k: make([][]int32, outSize)}
 	w := make([]float64, int(math.Ceil(support))*2+1)
 	for xx := 0; xx < outSize; xx++ {
@@ -45,7 +94,7 @@ func newPILCoeffs(inSize, outSize int) pilCoeffs {
 		xmax := min(int(center+support+0.5), inSize) - xmin
 		ww := 0.0
 		for x := 0; x < xmax; x++ {
-			w[x] = lanczos((float64(x+xmin) - center + 0.5) * ss)
+			w[x] = f.kernel((float64(x+xmin) - center + 0.5) * ss)
 			ww += w[x]
 		}
 		k := make([]int32, xmax)
@@ -77,14 +126,19 @@ func clip8(v int32) uint8 {
 }
 
 // resizeLanczosRGB8 resizes packed RGB8 pixels from w×h to ow×oh like PIL's
-// Image.resize(..., Image.LANCZOS): horizontal pass first (only the rows the vertical
-// pass needs), 8-bit intermediate, then the vertical pass; a pass whose size does not
-// change is skipped.
+// Image.resize(..., Image.LANCZOS) (resizeRGB8).
 func resizeLanczosRGB8(pix []uint8, w, h, ow, oh int) []uint8 {
+	return resizeRGB8(pix, w, h, ow, oh, pilLanczos)
+}
+
+// resizeRGB8 resizes packed RGB8 pixels from w×h to ow×oh like PIL's Image.resize with
+// filter f: horizontal pass first (only the rows the vertical pass needs), 8-bit
+// intermediate, then the vertical pass; a pass whose size does not change is skipped.
+func resizeRGB8(pix []uint8, w, h, ow, oh int, f pilFilter) []uint8 {
 	if w == ow && h == oh {
 		return append([]uint8(nil), pix...)
 	}
-	vert := newPILCoeffs(h, oh)
+	vert := newPILCoeffs(h, oh, f)
 	first, last := 0, h
 	if oh != h {
 		first = vert.bounds[0][0]
@@ -92,7 +146,7 @@ func resizeLanczosRGB8(pix []uint8, w, h, ow, oh int) []uint8 {
 	}
 	src, sw := pix[first*w*3:last*w*3], w
 	if ow != w {
-		hc := newPILCoeffs(w, ow)
+		hc := newPILCoeffs(w, ow, f)
 		rows := last - first
 		tmp := make([]uint8, rows*ow*3)
 		for y := 0; y < rows; y++ {

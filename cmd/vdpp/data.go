@@ -18,7 +18,7 @@ func runData(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Alias("n", "num-samples")
 	seed := fs.Uint64("seed", 1, "dataset seed")
 	rule := procedural.DefaultRule
-	ruleFlag(fs.FlagSet, &rule)
+	fs.Var(&rule, "rule", procedural.RuleUsage)
 	format := fs.String("format", "png", "png (a folder of frames per sample) or safetensors (one [N,T,3,H,W] tensor in [-1,1])")
 	if err := parseFlags(fs, args); err != nil {
 		return err

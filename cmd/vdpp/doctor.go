@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"runtime/debug"
 	"slices"
@@ -31,8 +32,11 @@ type doctorReport struct {
 	Tried            bool                    `json:"tried"`
 	Backend          string                  `json:"backend,omitempty"`
 	TryError         string                  `json:"try_error,omitempty"`
-	// CPUMatMul names the CPU kernels the pure-Go backend runs (nn.KernelsStatus).
-	CPUMatMul string `json:"cpu_matmul"`
+	// CPUKernels names the CPU kernels a pure-Go backend of the resolved spec runs (the
+	// spec's kernels= option, else $VDPP_KERNELS, else all; nn.DescribeKernels);
+	// KernelsRan counts the fused ops --try ran on it, by name.
+	CPUKernels string           `json:"cpu_kernels"`
+	KernelsRan map[string]int64 `json:"kernels_ran,omitempty"`
 	// Backends are the GoMLX backends built into this binary ("go", "xla"); Static says
 	// whether it was built without cgo (CGO_ENABLED=0).
 	Backends []string `json:"backends"`
@@ -65,19 +69,20 @@ func runDoctor(_ context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	p := backendspec.OSProbe()
-	rep := doctorReport{GPU: backendspec.DetectGPU(p), Spec: *spec, CPUMatMul: cpuMatMul(), Backends: nn.CompiledBackends(), Static: buildStatic()}
+	rep := doctorReport{GPU: backendspec.DetectGPU(p), Spec: *spec, Backends: nn.CompiledBackends(), Static: buildStatic()}
 	rep.CUDAPlugin, rep.PluginSearched = backendspec.FindCUDAPlugin(p)
 	rep.CUDADataDir, rep.CUDADataDirTried = backendspec.FindCUDADataDir(p, rep.CUDAPlugin)
 	rep.MissingCUDALibs, _ = backendspec.MissingCUDALibs(p, rep.CUDAPlugin)
 	r, rerr := backendspec.Resolve(*spec, p)
+	rep.CPUKernels = cpuKernels(r, rerr, p)
 	if rerr != nil {
 		rep.ResolveError = rerr.Error()
 	} else {
 		rep.Resolution = &r
 		if *try {
 			rep.Tried = true
-			name, err := tryBackend(r)
-			rep.Backend = name
+			name, ran, err := tryBackend(r)
+			rep.Backend, rep.KernelsRan = name, ran
 			if err != nil {
 				rep.TryError = err.Error()
 			}
@@ -137,7 +142,7 @@ func writeDoctor(w io.Writer, rep doctorReport) error {
 	} else {
 		fmt.Fprintf(&b, "CUDA libraries:    driver, cuBLAS and cuDNN found\n")
 	}
-	fmt.Fprintf(&b, "CPU kernels: %s\n", rep.CPUMatMul)
+	fmt.Fprintf(&b, "CPU kernels: %s\n", rep.CPUKernels)
 	spec := rep.Spec
 	if spec == "" {
 		spec = "(automatic)"
@@ -164,6 +169,10 @@ func writeDoctor(w io.Writer, rep doctorReport) error {
 	if rep.Tried {
 		if rep.TryError == "" {
 			fmt.Fprintf(&b, "  try:             ok on %s\n", rep.Backend)
+			if len(rep.KernelsRan) > 0 {
+				names := slices.Sorted(maps.Keys(rep.KernelsRan))
+				fmt.Fprintf(&b, "  fused ops ran:   %s\n", strings.Join(names, ", "))
+			}
 		} else {
 			fmt.Fprintf(&b, "  try:             FAILED: %s\n", rep.TryError)
 		}
@@ -173,19 +182,21 @@ func writeDoctor(w io.Writer, rep doctorReport) error {
 }
 
 // tryBackend creates r's backend and checks a 64x64 matrix product against Go (relative
-// L2 <= 1e-3, which TF32 matrix units meet). It returns the backend's description.
-func tryBackend(r backendspec.Resolution) (string, error) {
+// L2 <= 1e-3, which TF32 matrix units meet), then runs a layer norm, which is a fused op on
+// a pure-Go backend that runs them. It returns the backend's description and the fused
+// ops that ran (nn.KernelsRan).
+func tryBackend(r backendspec.Resolution) (string, map[string]int64, error) {
 	b, err := nn.NewResolvedBackend(r)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer b.Finalize()
 	name := b.Name() + ": " + b.Description()
 	prog, err := nn.NewProgram(b, nil, "doctor", func(_ nn.Scope, in []*Node) []*Node {
-		return []*Node{DotGeneral(in[0], []int{1}, nil, in[1], []int{0}, nil)}
+		return []*Node{DotGeneral(in[0], []int{1}, nil, in[1], []int{0}, nil), nn.LayerNorm(in[0], nil, nil, 1e-5)}
 	})
 	if err != nil {
-		return name, err
+		return name, nil, err
 	}
 	defer prog.Close()
 	const n = 64
@@ -197,7 +208,7 @@ func tryBackend(r backendspec.Resolution) (string, error) {
 	}
 	out, err := prog.Run(x, y)
 	if err != nil {
-		return name, err
+		return name, nil, err
 	}
 	var num, den float64
 	for i := range n {
@@ -212,10 +223,24 @@ func tryBackend(r backendspec.Resolution) (string, error) {
 		}
 	}
 	if rel := math.Sqrt(num / den); !(rel <= 1e-3) {
-		return name, fmt.Errorf("64x64 matrix product: relative L2 error %.3g > 1e-3", rel)
+		return name, nil, fmt.Errorf("64x64 matrix product: relative L2 error %.3g > 1e-3", rel)
 	}
-	return name, nil
+	return name, nn.KernelsRan(b), nil
 }
 
-// cpuMatMul describes the CPU kernels behind the pure-Go backend (--backend go).
-func cpuMatMul() string { return nn.KernelsStatus() }
+// cpuKernels describes the CPU kernels a pure-Go backend of the resolution r runs: r's
+// own for a go backend, else those of `--backend go` (its $VDPP_KERNELS default).
+func cpuKernels(r backendspec.Resolution, rerr error, p backendspec.Probe) string {
+	if rerr != nil || r.Kind != backendspec.KindGo {
+		var err error
+		if r, err = backendspec.Resolve("go", p); err != nil {
+			return err.Error()
+		}
+	}
+	b, err := nn.NewGoBackend(r.Kernels)
+	if err != nil {
+		return err.Error()
+	}
+	defer b.Finalize()
+	return nn.DescribeKernels(b) + " (kernels=" + r.Kernels.String() + ")"
+}

@@ -17,6 +17,8 @@ func TestDoctor(t *testing.T) {
 		want     string // substring of stdout
 	}{
 		{"go backend runs", []string{"doctor", "--backend", "go", "--try"}, 0, "try:             ok on SimpleGo"},
+		{"fused ops ran", []string{"doctor", "--backend", "go:kernels=on", "--try"}, 0, "fused ops ran:   row norm\n"},
+		{"kernels off", []string{"doctor", "--backend", "go:kernels=off"}, 0, "CPU kernels: go: simplego's matrix kernel (kernels=off)\n"},
 		{"names the built-in backends", []string{"doctor", "--backend", "go"}, 0, "backends built in: " + strings.Join(nn.CompiledBackends(), ", ") + "; "},
 		{"unknown backend fails", []string{"doctor", "--backend", "tpu"}, 1, "error: backendspec: unknown backend"},
 		{"missing plugin file fails", []string{"doctor", "--backend", "xla:/no/such/xla_cuda_plugin.so"}, 1, "/no/such/xla_cuda_plugin.so is not a file"},
@@ -38,7 +40,7 @@ func TestDoctor(t *testing.T) {
 
 func TestDoctorJSON(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"doctor", "--backend", "go", "--try", "--json"}, &stdout, &stderr); code != 0 {
+	if code := run([]string{"doctor", "--backend", "go:kernels=on", "--try", "--json"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	var rep struct {
@@ -46,14 +48,15 @@ func TestDoctorJSON(t *testing.T) {
 		Resolution struct{ Config string }
 		Tried      bool
 		Backend    string
-		TryError   string `json:"try_error"`
-		CPUMatMul  string `json:"cpu_matmul"`
+		TryError   string           `json:"try_error"`
+		CPUKernels string           `json:"cpu_kernels"`
+		KernelsRan map[string]int64 `json:"kernels_ran"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
 	}
 	if rep.Resolution.Config != "go" || !rep.Tried || rep.TryError != "" || rep.GPU.Evidence == "" || !strings.HasPrefix(rep.Backend, "SimpleGo") ||
-		rep.CPUMatMul != cpuMatMul() || rep.CPUMatMul == "" {
+		!strings.HasPrefix(rep.CPUKernels, "go: ") || rep.KernelsRan["row norm"] != 1 {
 		t.Errorf("report %+v", rep)
 	}
 }

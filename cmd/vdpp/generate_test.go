@@ -135,7 +135,8 @@ func TestGenerateDecodeAwareCutBitIdentical(t *testing.T) {
 	rep, _ := os.ReadFile(filepath.Join(cut, "sample-000", "report.json"))
 	var r struct {
 		Stages []struct {
-			Steps [2]int `json:"steps"`
+			Steps   [2]int `json:"steps"`
+			Kernels string `json:"kernels"`
 		} `json:"stages"`
 	}
 	if err := json.Unmarshal(rep, &r); err != nil {
@@ -143,6 +144,11 @@ func TestGenerateDecodeAwareCutBitIdentical(t *testing.T) {
 	}
 	if len(r.Stages) != 2 || r.Stages[0].Steps != [2]int{0, 2} || r.Stages[1].Steps != [2]int{2, 3} {
 		t.Fatalf("stages %+v, want steps [0,2) and [2,3)", r.Stages)
+	}
+	for _, s := range r.Stages {
+		if !strings.HasPrefix(s.Kernels, "go: ") && !strings.HasPrefix(s.Kernels, "xla") {
+			t.Errorf("stage %v: kernels %q, want the backend's kernels", s.Steps, s.Kernels)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/vdpp/vdpp/serve"
 	"github.com/vdpp/vdpp/serve/loadtest"
 )
 
@@ -33,7 +34,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	spec, err := modelSpec(modelName)
+	spec, err := serve.ResolveModelSpec(modelName)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/bench"
 	"github.com/vdpp/vdpp/internal/netns"
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/serve/loadtest"
@@ -246,7 +247,7 @@ func TestMultiNodeTrain(t *testing.T) {
 	// trainArgs resumes a copy of the start in dir: 4 steps of 4 clips, the ranks' state
 	// compared after every 2, one checkpoint at the end, exported to dir/model.
 	trainArgs := func(dir string, extra ...string) []string {
-		if err := copyTree(start, dir); err != nil {
+		if err := bench.CopyTree(start, dir); err != nil {
 			t.Fatal(err)
 		}
 		return append([]string{"train", "--dir", dir, "--phase", "unet", "--resume", "--train-clips", "4", "--batch", "4", "--steps", "4",
@@ -278,7 +279,7 @@ func TestMultiNodeTrain(t *testing.T) {
 			}
 		}
 
-		var rep trainReport
+		var rep train.Report
 		if b, err := os.ReadFile(report); err != nil {
 			t.Fatal(err)
 		} else if err := json.Unmarshal(b, &rep); err != nil {

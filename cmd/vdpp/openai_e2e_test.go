@@ -172,3 +172,35 @@ func TestWebPagePrompt(t *testing.T) {
 	}
 	runNode(t, 3*time.Minute, "browser_prompt.mjs", args...)
 }
+
+// TestOpenAISDKWanI2V drives the real binary serving the built-in Wan image-to-video model
+// with the official openai SDK (sdk_i2v.mjs): videos.create with a prompt and an
+// input_reference returns a completed video, and a create without either is a 400 naming
+// the field.
+func TestOpenAISDKWanI2V(t *testing.T) {
+	needE2E(t, "openai")
+	url := startServe(t, serveOptions{clean: true}, "--model", "builtin-wan-i2v", "--backend", "go", "--nproc", "1",
+		"--served-model-name", "wan-i2v").url
+	img, err := filepath.Abs("../../builtin/example.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runNode(t, 3*time.Minute, "sdk_i2v.mjs", url, img, "wan-i2v")
+}
+
+// TestWebPageWanI2V drives the web page (browser_i2v.mjs) against the real binary serving
+// the built-in Wan image-to-video model: the page shows the image and the prompt, refuses a
+// job without the image, and makes a video from an image and a prompt.
+func TestWebPageWanI2V(t *testing.T) {
+	chromium := "/usr/bin/chromium"
+	if c := os.Getenv("CHROMIUM"); c != "" {
+		chromium = c
+	}
+	needE2E(t, "playwright-core", chromium)
+	url := startServe(t, serveOptions{clean: true}, "--model", "builtin-wan-i2v", "--backend", "go", "--nproc", "1").url
+	img, err := filepath.Abs("../../builtin/example.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runNode(t, 3*time.Minute, "browser_i2v.mjs", url, img)
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -16,9 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/comm"
-	"github.com/vdpp/vdpp/model/family"
-	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/loadtest"
 )
 
@@ -120,101 +116,4 @@ func readPids(t *testing.T, path string) []int {
 		}
 	}
 	return out
-}
-
-// TestServeKeepJobsFlag: --keep-jobs defaults to job.DefaultKeepJobs, 0 keeps jobs
-// forever, and a negative value is a usage error.
-func TestServeKeepJobsFlag(t *testing.T) {
-	cases := []struct {
-		name    string
-		args    []string
-		want    time.Duration
-		wantErr error
-	}{
-		{"default", nil, job.DefaultKeepJobs, nil},
-		{"forever", []string{"--keep-jobs", "0"}, 0, nil},
-		{"a day and a half", []string{"--keep-jobs=36h"}, 36 * time.Hour, nil},
-		{"negative", []string{"--keep-jobs", "-1h"}, 0, errUsage},
-		{"not a duration", []string{"--keep-jobs", "7d"}, 0, errUsage},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			var stderr bytes.Buffer
-			cfg, _, _, _, err := parseServeFlags(c.args, &stderr, &stderr)
-			if c.wantErr != nil {
-				if !errors.Is(err, c.wantErr) {
-					t.Fatalf("parseServeFlags(%q): %v, want %v", c.args, err, c.wantErr)
-				}
-				return
-			}
-			if err != nil || cfg.KeepJobs != c.want {
-				t.Fatalf("parseServeFlags(%q): keep %v, %v; want %v", c.args, cfg.KeepJobs, err, c.want)
-			}
-		})
-	}
-}
-
-// serve defaults to the built-in model (not the synthetic stand-in), takes the mesh flags
-// as generate and bench do (--nproc alone: a pipeline; --pp --dp: replicas of pipelines;
-// --cfg 2, --cp C: a unit of ranks per stage)
-// and refuses mesh mistakes in one line each; --model ORG/NAME is found in the Hugging Face
-// cache or refused saying where it looked.
-func TestServeModelAndMeshFlags(t *testing.T) {
-	var stderr bytes.Buffer
-	cfg, model, _, mf, err := parseServeFlags(nil, &stderr, &stderr)
-	if err != nil || model != "builtin" || cfg.NProc != 2 || cfg.Mesh != (comm.Mesh{PP: 2, CFG: 1, CP: 1, DP: 1}) || mf.given || mf.plan {
-		t.Fatalf("defaults: model %q, nproc %d, mesh %v, flags %+v, %v", model, cfg.NProc, cfg.Mesh, mf, err)
-	}
-	for args, want := range map[string]comm.Mesh{
-		"--pp 3":           {PP: 3, CFG: 1, CP: 1, DP: 1},
-		"--nproc 3":        {PP: 3, CFG: 1, CP: 1, DP: 1},
-		"--dp 2":           {PP: 1, CFG: 1, CP: 1, DP: 2},
-		"--nproc 4 --dp 2": {PP: 2, CFG: 1, CP: 1, DP: 2},
-		"--pp 2 --dp 2":    {PP: 2, CFG: 1, CP: 1, DP: 2},
-		"--cfg 2":          {PP: 1, CFG: 2, CP: 1, DP: 1},
-		"--pp 2 --cfg 2":   {PP: 2, CFG: 2, CP: 1, DP: 1},
-		"--cp 2 --dp 2":    {PP: 1, CFG: 1, CP: 2, DP: 2},
-		"--cfg 2 --cp 2":   {PP: 1, CFG: 2, CP: 2, DP: 1},
-	} {
-		cfg, _, _, mf, err := parseServeFlags(strings.Fields(args), &stderr, &stderr)
-		if err != nil || cfg.Mesh != want || cfg.NProc != want.Size() || !mf.given || mf.plan {
-			t.Errorf("%s: mesh %v, nproc %d, flags %+v, %v; want %v", args, cfg.Mesh, cfg.NProc, mf, err, want)
-		}
-	}
-	// --plan auto: the mesh is chosen at start (serveAutoMesh) for --nproc devices.
-	for _, c := range []struct {
-		args    string
-		want    serveMeshFlags
-		devices int
-	}{
-		{"--plan auto", serveMeshFlags{plan: true, goal: "throughput"}, 2},
-		{"--plan auto --nproc 4 --goal latency", serveMeshFlags{given: true, plan: true, goal: "latency"}, 4},
-	} {
-		cfg, _, _, mf, err := parseServeFlags(strings.Fields(c.args), &stderr, &stderr)
-		if err != nil || mf != c.want || cfg.NProc != c.devices || cfg.Mesh != (comm.Mesh{}) {
-			t.Errorf("%s: flags %+v, nproc %d, mesh %v, %v; want %+v on %d devices", c.args, mf, cfg.NProc, cfg.Mesh, err, c.want, c.devices)
-		}
-	}
-	for args, want := range map[string]string{
-		"--nproc 2 --pp 3":        "--nproc 2 but --pp 3",
-		"--dp 0 --pp -1":          "--pp -1: every degree must be at least 1",
-		"--cfg 3":                 "--cfg 3: classifier-free guidance has two halves (use 1 or 2)",
-		"--plan manual":           `--plan "manual": only "auto" is known`,
-		"--plan auto --dp 2":      "--plan auto chooses --pp and --dp itself; give only --nproc",
-		"--plan auto --goal fast": "--goal: ",
-	} {
-		_, _, _, _, err := parseServeFlags(strings.Fields(args), &stderr, &stderr)
-		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%s: %v, want a usage error with %q", args, err, want)
-		}
-	}
-	t.Setenv("HF_HOME", t.TempDir())
-	t.Setenv("HF_HUB_CACHE", "")
-	_, err = modelSpec("stabilityai/stable-video-diffusion-img2vid-xt")
-	if !errors.Is(err, family.ErrNotCached) || !strings.Contains(err.Error(), "models--stabilityai--stable-video-diffusion-img2vid-xt") {
-		t.Fatalf("a model not in the cache: %v", err)
-	}
-	if got := servedModelNames(nil, "stabilityai/stable-video-diffusion-img2vid-xt"); got[0] != "stabilityai/stable-video-diffusion-img2vid-xt" {
-		t.Fatalf("served name of a Hugging Face id: %v", got)
-	}
 }

@@ -93,16 +93,3 @@ func TestServeMemoryLimit(t *testing.T) {
 		t.Fatalf("a job that fits: %+v", st)
 	}
 }
-
-func TestParseBytes(t *testing.T) {
-	for in, want := range map[string]int64{"1000": 1000, "64GiB": 64 << 30, "512 MiB": 512 << 20, "2GB": 2e9, "-1": -1, "7B": 7} {
-		if got, err := parseBytes(in); err != nil || got != want {
-			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "lots", "1.5GiB", "99999999999TiB"} {
-		if _, err := parseBytes(in); err == nil {
-			t.Errorf("parseBytes(%q): no error", in)
-		}
-	}
-}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -50,20 +49,6 @@ func TestTrainInitFromBuiltinRoundTrip(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Errorf("%s: the export of the seeded run differs from the shipped file", f)
 		}
-	}
-}
-
-// TestTrainLRDecayFlags: a decay that would start at or after --steps is refused with a
-// message naming it, before anything is written.
-func TestTrainLRDecayFlags(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "run")
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"train", "--dir", dir, "--steps", "10", "--lr-final", "1e-5", "--lr-decay-start", "10"}, &stdout, &stderr)
-	if code == 0 || !strings.Contains(stderr.String(), "lr decay starts at step 10") {
-		t.Fatalf("exit %d, stderr %q: want a failure naming the decay start", code, stderr.String())
-	}
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Fatalf("the refused run left %s behind (%v)", dir, err)
 	}
 }
 
@@ -225,29 +210,5 @@ func TestTrainStoppedRankIsNamed(t *testing.T) {
 	t.Logf("ended %v after the stop", took.Round(time.Millisecond))
 	if !eventually(10*time.Second, func() bool { return !anyAlive(all) }) {
 		t.Fatalf("processes left behind: %v", all)
-	}
-}
-
-// TestBenchArgs: the benchmark passes the training flags on and drops the ones it sets,
-// in every spelling, including values that follow their flag.
-func TestBenchArgs(t *testing.T) {
-	fs := flag.NewFlagSet("train", flag.ContinueOnError)
-	fs.String("dir", "", "")
-	fs.String("configs", "", "")
-	fs.Bool("bench", false, "")
-	fs.Bool("resume", false, "")
-	fs.Int("rounds", 1, "")
-	fs.Int("steps", 1, "")
-	fs.Int("nproc", 1, "")
-	for _, tc := range []struct{ in, want string }{
-		{"--bench --rounds 2 --dir d --steps 6", "--steps 6"},
-		{"--configs c.json --dir d -steps=6 --nproc=2 -bench", "--configs c.json -steps=6"},
-		{"--resume --configs dir --bench=true --steps 3", "--configs dir --steps 3"},
-		{"--steps 3 --dir", "--steps 3"},
-	} {
-		got := strings.Join(benchArgs(fs, strings.Fields(tc.in)), " ")
-		if got != tc.want {
-			t.Errorf("%q: %q, want %q", tc.in, got, tc.want)
-		}
 	}
 }

@@ -88,6 +88,19 @@ func (r Rule) String() string {
 	return fmt.Sprintf("Rule(%d)", int(r))
 }
 
+// RuleUsage is the help of a --rule flag (a *Rule is its flag.Value).
+const RuleUsage = "dataset rule: colour (colour sets direction, shape speed) or heading (arrows move where they point)"
+
+// Set implements flag.Value (ParseRule): a *Rule is a command-line flag.
+func (r *Rule) Set(s string) error {
+	v, err := ParseRule(s)
+	if err != nil {
+		return err
+	}
+	*r = v
+	return nil
+}
+
 // ParseRule parses "colour" or "heading".
 func ParseRule(s string) (Rule, error) {
 	switch s {

@@ -9,6 +9,7 @@
 package atomicfile
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -93,4 +94,13 @@ func WriteNamed(path string, o Options, produce func(tmp string) error) (err err
 		return fmt.Errorf("atomicfile: rename into %s: %w", path, err)
 	}
 	return nil
+}
+
+// WriteJSON writes v as indented JSON (and a newline) to path, atomically.
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFile(path, append(b, '\n'), Options{})
 }

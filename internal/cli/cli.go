@@ -18,8 +18,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -52,6 +54,7 @@ var vocabulary = map[string]Group{
 	// model: which model and how it loads
 	"model": Model, "variant": Model, "backend": Model, "step-ms": Model, "cost": Model,
 	"hidden-channels": Model, "latent-channels": Model, "model-dir": Model,
+	"weights-dtype": Model, "transformer": Model, "transformer-2": Model, "unet": Model,
 	// sampling: the knobs of one generation
 	"steps": Sampling, "num-frames": Sampling, "height": Sampling, "width": Sampling,
 	"seed": Sampling, "fps": Sampling, "guidance-scale": Sampling, "guidance-scale-2": Sampling,
@@ -388,4 +391,48 @@ func (e optionError) Unwrap() []error { return []error{e.sentinel, e.err} }
 // sentinel (a package's ErrOptions) without the sentinel's text in its message.
 func Errorf(sentinel error, format string, a ...any) error {
 	return optionError{sentinel: sentinel, err: fmt.Errorf(format, a...)}
+}
+
+// Bytes is the flag.Value of a byte count (ParseBytes): `fs.Var((*cli.Bytes)(&n), ...)`
+// binds an int64.
+type Bytes int64
+
+// Set implements flag.Value.
+func (b *Bytes) Set(s string) error {
+	n, err := ParseBytes(s)
+	if err != nil {
+		return err
+	}
+	*b = Bytes(n)
+	return nil
+}
+
+// String implements flag.Value: the count in bytes, which Set reads back.
+func (b *Bytes) String() string {
+	if b == nil {
+		return "0"
+	}
+	return strconv.FormatInt(int64(*b), 10)
+}
+
+// ParseBytes reads a byte count: digits with an optional unit (B, KiB, MiB, GiB, TiB, or
+// KB, MB, GB, TB in powers of 1000); a negative count is kept (it switches a limit off).
+func ParseBytes(v string) (int64, error) {
+	s := strings.TrimSpace(v)
+	units := []struct {
+		suffix string
+		mul    int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}}
+	mul := int64(1)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mul = strings.TrimSpace(rest), u.mul
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || (n > 0 && n > math.MaxInt64/mul) {
+		return 0, fmt.Errorf("%q is not a byte count (e.g. 64GiB, 512MiB, 1000000)", v)
+	}
+	return n * mul, nil
 }

@@ -166,3 +166,26 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"1000": 1000, "64GiB": 64 << 30, "512 MiB": 512 << 20, "2GB": 2e9, "-1": -1, "7B": 7} {
+		if got, err := ParseBytes(in); err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "lots", "1.5GiB", "99999999999TiB"} {
+		if _, err := ParseBytes(in); err == nil {
+			t.Errorf("ParseBytes(%q): no error", in)
+		}
+	}
+	// A Bytes flag prints what it reads back, in bytes.
+	var n int64
+	fs := New("x", nil, nil)
+	fs.Var((*Bytes)(&n), "mem", "memory")
+	if err := fs.Parse([]string{"--mem", "2KiB"}); err != nil || n != 2048 {
+		t.Fatalf("--mem 2KiB: %d, %v", n, err)
+	}
+	if args := fs.AsArgs(); len(args) != 1 || args[0] != "--mem=2048" {
+		t.Fatalf("AsArgs %q", args)
+	}
+}

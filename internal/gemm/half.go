@@ -2,9 +2,9 @@ package gemm
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/vdpp/vdpp/internal/parallel"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // Half is a 16-bit float format of packed B: IEEE binary16 or bfloat16.
@@ -52,28 +52,12 @@ func PackHalfRows(dst []uint16, n, k int, b []uint16, ldb int) {
 	}
 }
 
-// ToFloat32 widens one value of format h to float32 (exactly).
+// ToFloat32 widens one value of format h to float32 (exactly, as tensor/quant does).
 func (h Half) ToFloat32(v uint16) float32 {
 	if h == BF16 {
-		return math.Float32frombits(uint32(v) << 16)
+		return quant.BFloat16ToFloat32(v)
 	}
-	sign := uint32(v>>15) << 31
-	exp := uint32(v>>10) & 0x1f
-	man := uint32(v) & 0x3ff
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0xff<<23 | man<<13)
-	case exp == 0:
-		if man == 0 {
-			return math.Float32frombits(sign)
-		}
-		f := float32(man) * (1.0 / (1 << 24))
-		if sign != 0 {
-			f = -f
-		}
-		return f
-	}
-	return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
+	return quant.HalfToFloat32(v)
 }
 
 // MulHalf sets c[i*ldc+j] = Σ_p a[i*lda+p]·B[p, j] for i < m, j < n, B packed by

@@ -50,26 +50,72 @@ func (s ConvShape) Validate() error {
 // that order, then plus the bias, so the result does not depend on how the positions
 // are split over the cores.
 func Conv(out, x, w, bias []float32, s ConvShape) {
+	k := s.C * s.K[0] * s.K[1] * s.K[2]
+	if len(w) < s.O*k {
+		panic(fmt.Sprintf("kernels: conv %+v: weight too short", s))
+	}
+	conv(out, x, bias, s, s.O, func(o0, o1 int) *[]float32 { return packWeights(w[o0*k:], o1-o0, k) })
+}
+
+// convGroupBytes bounds the float32 weights ConvMatrix widens at a time.
+const convGroupBytes = 512 << 10
+
+// ConvMatrix is Conv with the weight [O, C·K0·K1·K2] read through w (a weight held in a
+// compact form): a group of output channels at a time is widened into a cache-sized buffer
+// and convolved, so the weight never exists in float32 as a whole. The results are the
+// bits of Conv on the widened weight.
+func ConvMatrix(out, x []float32, w RowDecoder, bias []float32, s ConvShape) {
+	k := s.C * s.K[0] * s.K[1] * s.K[2]
+	group := max(8, convGroupBytes/(4*k)/8*8)
+	wide := getPanel(min(group, s.O) * k)
+	defer panelPool.Put(wide)
+	conv(out, x, bias, s, group, func(o0, o1 int) *[]float32 {
+		n := o1 - o0
+		parallel.For(n, max(1, 1<<14/k), func(lo, hi int) {
+			w.DecodeRows(o0+lo, o0+hi, (*wide)[lo*k:hi*k])
+		})
+		return packWeights(*wide, n, k)
+	})
+}
+
+// conv runs the convolution for the output channels in groups of group channels, pack
+// returning the packed weights of channels o0..o1−1 (given back to panelPool after use).
+func conv(out, x, bias []float32, s ConvShape, group int, pack func(o0, o1 int) *[]float32) {
 	if err := s.Validate(); err != nil {
 		panic(err)
 	}
 	o := s.Out()
 	p := o[0] * o[1] * o[2]
-	k := s.C * s.K[0] * s.K[1] * s.K[2]
-	if len(x) < s.N*s.C*s.In[0]*s.In[1]*s.In[2] || len(w) < s.O*k || len(out) < s.N*s.O*p ||
-		(bias != nil && len(bias) < s.O) {
+	if len(x) < s.N*s.C*s.In[0]*s.In[1]*s.In[2] || len(out) < s.N*s.O*p || (bias != nil && len(bias) < s.O) {
 		panic(fmt.Sprintf("kernels: conv %+v: slices too short", s))
 	}
+	var run func(wp []float32, o0, o1 int)
 	if s.Stride == 1 {
-		convShifted(out, x, w, bias, s)
-		return
+		var done func()
+		run, done = convShifted(out, x, bias, s)
+		defer done()
+	} else {
+		run = func(wp []float32, o0, o1 int) { convGathered(out, x, wp, bias, s, o0, o1) }
 	}
+	for o0 := 0; o0 < s.O; o0 += group {
+		o1 := min(s.O, o0+group)
+		wp := pack(o0, o1)
+		run(*wp, o0, o1)
+		panelPool.Put(wp)
+	}
+}
+
+// convGathered computes output channels o0..o1−1 (wp their packed weights) of a strided
+// convolution, gathering each panel's patch values.
+func convGathered(out, x, wp, bias []float32, s ConvShape, o0, o1 int) {
+	o := s.Out()
+	p := o[0] * o[1] * o[2]
+	k := s.C * s.K[0] * s.K[1] * s.K[2]
+	og := o1 - o0
 	pw := gemm.PanelWidth()
 	panels := (p + pw - 1) / pw
-	wp := packWeights(w, s.O, k)
-	defer panelPool.Put(wp)
 	// Grain: a unit is one panel; give each goroutine at least ~200k multiply-adds.
-	work := s.O * k * pw
+	work := og * k * pw
 	parallel.For(s.N*panels, max(1, 200_000/work), func(lo, hi int) {
 		buf := getPanel(k * pw)
 		defer panelPool.Put(buf)
@@ -79,12 +125,12 @@ func Conv(out, x, w, bias []float32, s ConvShape) {
 			p0 := q * pw
 			cols := min(pw, p-p0)
 			segs = s.pack(*buf, x[n*s.C*s.In[0]*s.In[1]*s.In[2]:], p0, cols, o, segs)
-			dst := out[n*s.O*p+p0:]
-			gemm.MulPackedAPanel(s.O, k, *wp, *buf, cols, dst, p)
+			dst := out[(n*s.O+o0)*p+p0:]
+			gemm.MulPackedAPanel(og, k, wp, *buf, cols, dst, p)
 			if bias != nil {
-				for oc := range s.O {
+				for oc := range og {
 					row := dst[oc*p : oc*p+cols]
-					b := bias[oc]
+					b := bias[o0+oc]
 					for i := range row {
 						row[i] += b
 					}
@@ -181,7 +227,9 @@ func (s ConvShape) pack(panel, x []float32, p0, cols int, o [3]int, segs []segme
 	return segs
 }
 
-// convShifted is Conv for stride 1 without gathering patches: x is copied once, zero
+// convShifted prepares Conv for stride 1 without gathering patches and returns run, which
+// computes output channels o0..o1−1 from their packed weights wp, and done, which frees
+// the padded input: x is copied once, zero
 // padded, into xp [N, C, P0, P1, P2] (P = In + pads), and the output is computed on the
 // grid of xp's positions, where the input a kernel entry meets at position v is
 // xp[c, v + offset(entry)] for every v: a panel of w consecutive positions reads w
@@ -189,14 +237,12 @@ func (s ConvShape) pack(panel, x []float32, p0, cols int, o [3]int, segs []segme
 // table of row pointers. Positions outside the output (the columns and rows beyond it
 // in each padded row and plane) are computed and dropped. Results are the bits of the
 // gathering form: the same sums in the same order.
-func convShifted(out, x, w, bias []float32, s ConvShape) {
+func convShifted(out, x, bias []float32, s ConvShape) (run func(wp []float32, o0, o1 int), done func()) {
 	o := s.Out()
 	p := o[0] * o[1] * o[2]
 	taps := s.K[0] * s.K[1] * s.K[2]
 	k := s.C * taps
 	pw := gemm.PanelWidth()
-	wp := packWeights(w, s.O, k)
-	defer panelPool.Put(wp)
 	var dp [3]int
 	for i := range dp {
 		dp[i] = s.In[i] + s.Pads[i][0] + s.Pads[i][1]
@@ -204,7 +250,6 @@ func convShifted(out, x, w, bias []float32, s ConvShape) {
 	plane, planeP := s.In[0]*s.In[1]*s.In[2], dp[0]*dp[1]*dp[2]
 	// The last panel of the last channel reads up to w values past the end.
 	xpBuf := getPanel(s.N*s.C*planeP + pw)
-	defer panelPool.Put(xpBuf)
 	xp := *xpBuf
 	clear(xp[s.N*s.C*planeP:])
 	parallel.For(s.N*s.C, max(1, elementGrain/planeP), func(lo, hi int) {
@@ -236,54 +281,62 @@ func convShifted(out, x, w, bias []float32, s ConvShape) {
 	// while it is in cache.
 	const group = 4
 	units := (s.N*panels + group - 1) / group
-	work := group * s.O * k * pw
-	parallel.For(units, max(1, 200_000/work), func(lo, hi int) {
-		tables := make([][]*float32, group)
-		for g := range tables {
-			tables[g] = make([]*float32, k)
-		}
-		var offs [group]int
-		tileBuf := getPanel(s.O * group * pw)
-		defer panelPool.Put(tileBuf)
-		tile := *tileBuf
-		ld := group * pw
-		for u := lo; u < hi; u++ {
-			first, last := u*group, min(s.N*panels, (u+1)*group)
-			for g := range last - first {
-				n, q := (first+g)/panels, (first+g)%panels
-				v0 := q * pw
-				offs[g] = g * pw
-				if aligned {
-					row, j0 := q/(o[2]/pw), q%(o[2]/pw)*pw // row = i0·o1 + i1
-					v0 = ((row/o[1])*dp[1]+row%o[1])*dp[2] + j0
-					offs[g] = n*s.O*p + row*o[2] + j0
-				}
-				base := n*s.C*planeP + v0
-				rows := tables[g]
-				for c := range s.C {
-					for t, off := range offsets {
-						rows[c*taps+t] = &xp[base+c*planeP+off]
-					}
-				}
+	run = func(wp []float32, o0, o1 int) {
+		og := o1 - o0
+		work := group * og * k * pw
+		parallel.For(units, max(1, 200_000/work), func(lo, hi int) {
+			tables := make([][]*float32, group)
+			for g := range tables {
+				tables[g] = make([]*float32, k)
 			}
-			if aligned {
-				gemm.MulPackedARowPtrGroup(s.O, k, *wp, tables[:last-first], out, offs[:last-first], p)
-				if bias != nil {
-					for g := range last - first {
-						for oc, b := range bias[:s.O] {
-							addScalar(out[offs[g]+oc*p:offs[g]+oc*p+pw], b)
+			var offs [group]int
+			tileBuf := getPanel(og * group * pw)
+			defer panelPool.Put(tileBuf)
+			tile := *tileBuf
+			ld := group * pw
+			for u := lo; u < hi; u++ {
+				first, last := u*group, min(s.N*panels, (u+1)*group)
+				for g := range last - first {
+					n, q := (first+g)/panels, (first+g)%panels
+					v0 := q * pw
+					offs[g] = g * pw
+					if aligned {
+						row, j0 := q/(o[2]/pw), q%(o[2]/pw)*pw // row = i0·o1 + i1
+						v0 = ((row/o[1])*dp[1]+row%o[1])*dp[2] + j0
+						offs[g] = (n*s.O+o0)*p + row*o[2] + j0
+					}
+					base := n*s.C*planeP + v0
+					rows := tables[g]
+					for c := range s.C {
+						for t, off := range offsets {
+							rows[c*taps+t] = &xp[base+c*planeP+off]
 						}
 					}
 				}
-				continue
+				if aligned {
+					gemm.MulPackedARowPtrGroup(og, k, wp, tables[:last-first], out, offs[:last-first], p)
+					if bias != nil {
+						for g := range last - first {
+							for oc, b := range bias[o0:o1] {
+								addScalar(out[offs[g]+oc*p:offs[g]+oc*p+pw], b)
+							}
+						}
+					}
+					continue
+				}
+				gemm.MulPackedARowPtrGroup(og, k, wp, tables[:last-first], tile, offs[:last-first], ld)
+				var gb []float32
+				if bias != nil {
+					gb = bias[o0:o1]
+				}
+				for g := range last - first {
+					n, q := (first+g)/panels, (first+g)%panels
+					scatterPanel(out[(n*s.O+o0)*p:], tile[g*pw:], ld, gb, og, q*pw, pw, pv, p, dp, o)
+				}
 			}
-			gemm.MulPackedARowPtrGroup(s.O, k, *wp, tables[:last-first], tile, offs[:last-first], ld)
-			for g := range last - first {
-				n, q := (first+g)/panels, (first+g)%panels
-				scatterPanel(out[n*s.O*p:], tile[g*pw:], ld, bias, s.O, q*pw, pw, pv, p, dp, o)
-			}
-		}
-	})
+		})
+	}
+	return run, func() { panelPool.Put(xpBuf) }
 }
 
 // scatterPanel copies the output positions among one panel's columns (virtual positions

@@ -128,3 +128,30 @@ func BenchmarkConv(b *testing.B) {
 		})
 	}
 }
+
+// TestConvMatrix checks that a convolution whose weight is widened a group of output
+// channels at a time gives the bits of Conv, with several groups, for the stride-1 and the
+// gathering paths.
+func TestConvMatrix(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, s := range []ConvShape{
+		{N: 2, C: 64, O: 230, In: [3]int{1, 6, 7}, K: [3]int{1, 3, 3}, Stride: 1, Pads: [3][2]int{{}, {1, 1}, {1, 1}}},
+		{N: 1, C: 64, O: 230, In: [3]int{1, 8, 8}, K: [3]int{1, 3, 3}, Stride: 2, Pads: [3][2]int{{}, {0, 1}, {0, 1}}},
+		{N: 1, C: 3, O: 5, In: [3]int{2, 4, 32}, K: [3]int{1, 3, 3}, Stride: 1, Pads: [3][2]int{{}, {1, 1}, {1, 1}}},
+	} {
+		k := s.C * s.K[0] * s.K[1] * s.K[2]
+		o := s.Out()
+		x := randSlice(r, s.N*s.C*s.In[0]*s.In[1]*s.In[2], 1)
+		w := randSlice(r, s.O*k, 1)
+		bias := randSlice(r, s.O, 1)
+		want := make([]float32, s.N*s.O*o[0]*o[1]*o[2])
+		Conv(want, x, w, bias, s)
+		got := make([]float32, len(want))
+		ConvMatrix(got, x, f32Rows{w, k}, bias, s)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%+v: element %d = %g, Conv %g", s, i, got[i], want[i])
+			}
+		}
+	}
+}

@@ -14,7 +14,7 @@ import (
 // randomQuant returns W [n, k] of type t with random quants and weight-sized scales, packed.
 func randomQuant(t *testing.T, r *rand.Rand, typ qgemm.Type, n, k int) *qgemm.Weights {
 	t.Helper()
-	blockBytes := map[qgemm.Type]int{qgemm.Q8_0: 34, qgemm.Q4_K: 144}[typ]
+	blockBytes := typ.BlockBytes()
 	src := make([]byte, n*k/qgemm.BlockK(typ)*blockBytes)
 	for i := range src {
 		src[i] = byte(r.Uint32())
@@ -33,7 +33,7 @@ func randomQuant(t *testing.T, r *rand.Rand, typ qgemm.Type, n, k int) *qgemm.We
 }
 
 // TestLinearMatrix checks LinearMatrix on every weight form against Linear on the float32
-// widening of the same weights: half precision bit for bit, quantized within the
+// widening of the same weights: half precision and widened rows bit for bit, quantized within the
 // activation quantization's error (relative L2 below 1%); and that one goroutine gives
 // the bits of several.
 func TestLinearMatrix(t *testing.T) {
@@ -68,6 +68,10 @@ func TestLinearMatrix(t *testing.T) {
 				return Matrix{Quant: w}, wide
 			}
 		}
+		forms["rows"] = func() (Matrix, []float32) {
+			wide := randSlice(r, s.N*s.K, 0.1)
+			return Matrix{Rows: f32Rows{wide, s.K}}, wide
+		}
 		for name, form := range forms {
 			t.Run(fmt.Sprintf("%s/%+v", name, s), func(t *testing.T) {
 				m, wide := form()
@@ -97,6 +101,15 @@ func TestLinearMatrix(t *testing.T) {
 		}
 	}
 }
+
+// f32Rows is a RowDecoder of float32 rows; with it LinearMatrix takes the row-group path,
+// which must give the float32 path's bits (the same sums; only the columns are grouped).
+type f32Rows struct {
+	w []float32
+	k int
+}
+
+func (f f32Rows) DecodeRows(j0, j1 int, dst []float32) { copy(dst, f.w[j0*f.k:j1*f.k]) }
 
 func relL2(got, want []float32) float64 {
 	var num, den float64

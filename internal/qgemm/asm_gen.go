@@ -13,16 +13,21 @@ import (
 
 // The layout constants of quantize.go and layout.go.
 const (
-	mr          = 6
-	aQuants     = 8 * mr * 4
-	aScale      = aQuants
-	aCorr       = aScale + 4*mr
-	aBlockBytes = aCorr + 4*mr
-	q8Panel     = 64 + 8*32*4
-	q4kSc       = 128
-	q4kM        = 384
-	q4kQ        = 640
-	q4kPanel    = 640 + 8*4*32*4
+	mr       = 6
+	aQuants  = 8 * mr * 4
+	nScale   = aQuants
+	nCorr    = nScale + 4*mr
+	nBlock   = nCorr + 4*mr
+	wLo      = aQuants
+	wScale   = wLo + aQuants
+	wCorr1   = wScale + 4*mr
+	wCorr2   = wCorr1 + 4*mr
+	wBlock   = wCorr2 + 4*mr
+	q8Panel  = 64 + 8*32*4
+	q4kSc    = 128
+	q4kM     = 384
+	q4kQ     = 640
+	q4kPanel = 640 + 8*4*32*4
 )
 
 var out bytes.Buffer
@@ -34,6 +39,26 @@ func label(l string)               { fmt.Fprintf(&out, "%s:\n", l) }
 // current block; F(r, h) the float32 results.
 func I(r, h int) string { return fmt.Sprintf("Z%d", 2*r+h) }
 func F(r, h int) string { return fmt.Sprintf("Z%d", 12+2*r+h) }
+
+// initF zeroes the results, or with acc (a bool argument at accOff) loads them from C.
+func initF(name string, accOff int) {
+	for r := range mr {
+		p("VPXORD %s, %s, %s", F(r, 0), F(r, 0), F(r, 0))
+		p("VPXORD %s, %s, %s", F(r, 1), F(r, 1), F(r, 1))
+	}
+	p("MOVBQZX acc+%d(FP), AX", accOff)
+	p("TESTQ AX, AX")
+	p("JEQ %szeroed", name)
+	p("MOVQ DX, R13")
+	for r := range mr {
+		p("VMOVUPS (R13), %s", F(r, 0))
+		p("VMOVUPS 64(R13), %s", F(r, 1))
+		if r < mr-1 {
+			p("ADDQ R12, R13")
+		}
+	}
+	label(name + "zeroed")
+}
 
 func storeF() {
 	for r := range mr {
@@ -50,12 +75,14 @@ func header(name, sig, frame string) {
 }
 
 func q8_0() {
-	header("kernelQ8_0AVX512", "kernelQ8_0AVX512(nb int, a *byte, w *byte, c *float32, ldc int)", "$0-40")
+	header("kernelQ8_0AVX512", "kernelQ8_0AVX512(nb int, a *byte, w *byte, c *float32, ldc int, acc bool)", "$0-41")
 	out.WriteString(`//
-// c[r*ldc+j] = Σ over nb blocks of float(Σ_p u[p, j]·qa[r, p] − 128·Σ_p qa[r, p])·(da[r]·d[j])
-// for r < 6, j < 32: a is a quantized activation tile (quantize.go), w a Q8_0 panel
-// (layout.go). Z0-Z11 hold the block's int32 sums, Z12-Z23 the results, Z24-Z25 a quad of
-// the panel, Z26-Z27 the block's weight scales.
+// c[r*ldc+j] (+)= Σ over nb blocks of float(Σ_p w[p, j]·Q[r, p])·(e[r]·d[j]) for r < 6,
+// j < 32 (with acc continuing from c's values): a is a wide activation tile (quantize.go: Q = 254·hi + lo), w a Q8_0 panel
+// (layout.go, the quants stored as w+128). Per block the int32 sums start at −128·Σhi,
+// take the hi bytes, are multiplied by 254, take −128·Σlo and the lo bytes: Σ w·Q exactly.
+// Z0-Z11 hold the block's int32 sums, Z12-Z23 the results, Z24-Z25 a quad of the panel,
+// Z26-Z27 the block's weight scales, Z29 254.
 `)
 	p("MOVQ nb+0(FP), CX")
 	p("MOVQ a+8(FP), SI")
@@ -63,23 +90,32 @@ func q8_0() {
 	p("MOVQ c+24(FP), DX")
 	p("MOVQ ldc+32(FP), R12")
 	p("SHLQ $2, R12")
-	for r := range mr {
-		p("VPXORD %s, %s, %s", F(r, 0), F(r, 0), F(r, 0))
-		p("VPXORD %s, %s, %s", F(r, 1), F(r, 1), F(r, 1))
-	}
+	p("MOVL $254, AX")
+	p("VPBROADCASTD AX, Z29")
+	initF("q8", 40)
 	p("TESTQ CX, CX")
 	p("JEQ q8store")
 	label("q8loop")
 	for r := range mr {
-		p("VPBROADCASTD %d(SI), %s", aCorr+4*r, I(r, 0))
+		p("VPBROADCASTD %d(SI), %s", wCorr1+4*r, I(r, 0))
 		p("VMOVDQA32 %s, %s", I(r, 0), I(r, 1))
 	}
-	for t := range 8 {
-		p("VMOVDQU32 %d(DI), Z24", 64+t*128)
-		p("VMOVDQU32 %d(DI), Z25", 64+t*128+64)
-		for r := range mr {
-			p("VPDPBUSD.BCST %d(SI), Z24, %s", t*mr*4+4*r, I(r, 0))
-			p("VPDPBUSD.BCST %d(SI), Z25, %s", t*mr*4+4*r, I(r, 1))
+	for pass, base := range []int{0, wLo} {
+		if pass == 1 {
+			for r := range mr {
+				for h := range 2 {
+					p("VPMULLD Z29, %s, %s", I(r, h), I(r, h))
+					p("VPADDD.BCST %d(SI), %s, %s", wCorr2+4*r, I(r, h), I(r, h))
+				}
+			}
+		}
+		for t := range 8 {
+			p("VMOVDQU32 %d(DI), Z24", 64+t*128)
+			p("VMOVDQU32 %d(DI), Z25", 64+t*128+64)
+			for r := range mr {
+				p("VPDPBUSD.BCST %d(SI), Z24, %s", base+t*mr*4+4*r, I(r, 0))
+				p("VPDPBUSD.BCST %d(SI), Z25, %s", base+t*mr*4+4*r, I(r, 1))
+			}
 		}
 	}
 	p("VCVTPH2PS 0(DI), Z26")
@@ -87,11 +123,11 @@ func q8_0() {
 	for r := range mr {
 		for h := range 2 {
 			p("VCVTDQ2PS %s, %s", I(r, h), I(r, h))
-			p("VMULPS.BCST %d(SI), Z%d, Z28", aScale+4*r, 26+h)
+			p("VMULPS.BCST %d(SI), Z%d, Z28", wScale+4*r, 26+h)
 			p("VFMADD231PS %s, Z28, %s", I(r, h), F(r, h))
 		}
 	}
-	p("ADDQ $%d, SI", aBlockBytes)
+	p("ADDQ $%d, SI", wBlock)
 	p("ADDQ $%d, DI", q8Panel)
 	p("DECQ CX")
 	p("JNE q8loop")
@@ -102,9 +138,9 @@ func q8_0() {
 }
 
 func q4_K() {
-	header("kernelQ4_KAVX512", "kernelQ4_KAVX512(nb int, a *byte, w *byte, c *float32, ldc int)", "$0-40")
+	header("kernelQ4_KAVX512", "kernelQ4_KAVX512(nb int, a *byte, w *byte, c *float32, ldc int, acc bool)", "$0-41")
 	out.WriteString(`//
-// c[r*ldc+j] = Σ over nb/8 super-blocks and their 8 sub-blocks s of
+// c[r*ldc+j] (+)= Σ over nb/8 super-blocks and their 8 sub-blocks s of
 // float(Σ_p u[p, j]·qa[r, p])·(da[r]·D[s, j]) − (da[r]·Σ_p qa[r, p])·M[s, j], with
 // D = d·sc_s and M = dmin·m_s: a is a quantized activation tile (quantize.go), w a Q4_K
 // panel (layout.go). Z0-Z11 hold the sub-block's int32 sums, Z12-Z23 the results; in the
@@ -117,12 +153,9 @@ func q4_K() {
 	p("MOVQ c+24(FP), DX")
 	p("MOVQ ldc+32(FP), R12")
 	p("SHLQ $2, R12")
+	initF("q4k", 40)
 	p("MOVL $0x0f0f0f0f, AX")
 	p("VPBROADCASTD AX, Z28")
-	for r := range mr {
-		p("VPXORD %s, %s, %s", F(r, 0), F(r, 0), F(r, 0))
-		p("VPXORD %s, %s, %s", F(r, 1), F(r, 1), F(r, 1))
-	}
 	p("TESTQ BX, BX")
 	p("JEQ q4kstore")
 	label("q4ksuper")
@@ -164,12 +197,12 @@ func q4_K() {
 	for r := range mr {
 		for h := range 2 {
 			p("VCVTDQ2PS %s, %s", I(r, h), I(r, h))
-			p("VMULPS.BCST %d(SI), Z%d, Z29", aScale+4*r, 24+h)
+			p("VMULPS.BCST %d(SI), Z%d, Z29", nScale+4*r, 24+h)
 			p("VFMADD231PS %s, Z29, %s", I(r, h), F(r, h))
-			p("VFNMADD231PS.BCST %d(SI), Z%d, %s", aCorr+4*r, 26+h, F(r, h))
+			p("VFNMADD231PS.BCST %d(SI), Z%d, %s", nCorr+4*r, 26+h, F(r, h))
 		}
 	}
-	p("ADDQ $%d, SI", aBlockBytes)
+	p("ADDQ $%d, SI", nBlock)
 	p("ADDQ $512, R8")
 	p("ADDQ $32, R9")
 	p("ADDQ $32, R10")
@@ -184,18 +217,8 @@ func q4_K() {
 	p("RET")
 }
 
-func quantize() {
-	header("quantizeRowAVX512", "quantizeRowAVX512(nb int, x *float32, dst *byte, intCorr bool)", "$0-25")
-	out.WriteString(`//
-// Quantizes nb blocks of 32 values of one row (x) into a tile, dst pointing at the row's
-// first quad of block 0 (tile + 4·row): per block d = amax/127, q = x·(1/d) rounded to
-// nearest even (0 when d is 0), stored as quads at 24-byte strides, d at aScale and the
-// correction (−128·Σq, or d·Σq as float32) at aCorr from dst; blocks aBlockBytes apart.
-`)
-	p("MOVQ nb+0(FP), CX")
-	p("MOVQ x+8(FP), SI")
-	p("MOVQ dst+16(FP), DI")
-	p("MOVBQZX intCorr+24(FP), R8")
+// quantPrologue loads the constants of the quantizers: Z31 |x|'s mask, X13 127, X14 1, X15 0.
+func quantPrologue() {
 	p("VPTERNLOGD $0xff, Z31, Z31, Z31")
 	p("VPSRLD $1, Z31, Z31") // 0x7fffffff: |x|
 	p("MOVL $0x42fe0000, AX")
@@ -203,9 +226,10 @@ func quantize() {
 	p("MOVL $0x3f800000, AX")
 	p("VMOVD AX, X14") // 1
 	p("VXORPS X15, X15, X15")
-	p("TESTQ CX, CX")
-	p("JEQ qdone")
-	label("qloop")
+}
+
+// absMax loads the block at SI into Z0, Z1 and leaves its amax in every lane of X2.
+func absMax() {
 	p("VMOVUPS (SI), Z0")
 	p("VMOVUPS 64(SI), Z1")
 	p("VPANDD Z31, Z0, Z2")
@@ -218,49 +242,139 @@ func quantize() {
 	p("VPERMILPS $0x4e, X2, X3")
 	p("VMAXPS X3, X2, X2")
 	p("VPERMILPS $0xb1, X2, X3")
-	p("VMAXPS X3, X2, X2")      // every lane: amax
-	p("VDIVSS X13, X2, X4")     // d = amax/127
-	p("VDIVSS X4, X14, X5")     // 1/d
-	p("VCMPSS $4, X15, X4, X6") // d != 0
+	p("VMAXPS X3, X2, X2")
+}
+
+// scaleBy multiplies Z0, Z1 by 1/X4 (0 when X4 is 0) and rounds them to int32.
+func scaleBy() {
+	p("VDIVSS X4, X14, X5")     // 1/scale
+	p("VCMPSS $4, X15, X4, X6") // scale != 0
 	p("VANDPS X6, X5, X5")
 	p("VBROADCASTSS X5, Z5")
 	p("VMULPS Z5, Z0, Z0")
 	p("VMULPS Z5, Z1, Z1")
 	p("VCVTPS2DQ Z0, Z0")
 	p("VCVTPS2DQ Z1, Z1")
-	p("VPADDD Z1, Z0, Z6")
-	p("VEXTRACTI32X8 $1, Z6, Y7")
-	p("VPADDD Y7, Y6, Y6")
-	p("VEXTRACTI128 $1, Y6, X7")
-	p("VPADDD X7, X6, X6")
-	p("VPSHUFD $0x4e, X6, X7")
-	p("VPADDD X7, X6, X6")
-	p("VPSHUFD $0xb1, X6, X7")
-	p("VPADDD X7, X6, X6") // lane 0: Σq
+}
+
+// sumTo adds the int32 lanes of Z(a) and Z(b) into lane 0 of X(dst) (tmp a scratch register).
+func sumTo(a, b, dst, tmp int) {
+	p("VPADDD Z%d, Z%d, Z%d", b, a, dst)
+	p("VEXTRACTI32X8 $1, Z%d, Y%d", dst, tmp)
+	p("VPADDD Y%d, Y%d, Y%d", tmp, dst, dst)
+	p("VEXTRACTI128 $1, Y%d, X%d", dst, tmp)
+	p("VPADDD X%d, X%d, X%d", tmp, dst, dst)
+	p("VPSHUFD $0x4e, X%d, X%d", dst, tmp)
+	p("VPADDD X%d, X%d, X%d", tmp, dst, dst)
+	p("VPSHUFD $0xb1, X%d, X%d", dst, tmp)
+	p("VPADDD X%d, X%d, X%d", tmp, dst, dst)
+}
+
+// storeQuads stores the 8 quads of the int8 values in X(lo16), X(hi16) at off + 24·t(DI).
+func storeQuads(x0, x1, off int) {
+	for t := range 8 {
+		x := x0
+		if t >= 4 {
+			x = x1
+		}
+		p("VPEXTRD $%d, X%d, %d(DI)", t%4, x, off+t*mr*4)
+	}
+}
+
+// negShift7 stores −128 times lane 0 of X(src) at off(DI) (X1 scratch).
+func negShift7(src, off int) {
+	p("VPXOR X1, X1, X1")
+	p("VPSUBD X%d, X1, X1", src)
+	p("VPSLLD $7, X1, X1")
+	p("VMOVD X1, %d(DI)", off)
+}
+
+func quantize() {
+	header("quantizeRowNarrowAVX512", "quantizeRowNarrowAVX512(nb int, x *float32, dst *byte)", "$0-24")
+	out.WriteString(`//
+// Quantizes nb blocks of 32 values of one row (x) into a narrow tile, dst pointing at the
+// row's first quad of block 0 (tile + 4·row): per block d = amax/127, q = x·(1/d) rounded to
+// nearest even (0 when d is 0), stored as quads at 24-byte strides, d at nScale and d·Σq
+// (float32) at nCorr from dst; blocks nBlock apart.
+`)
+	p("MOVQ nb+0(FP), CX")
+	p("MOVQ x+8(FP), SI")
+	p("MOVQ dst+16(FP), DI")
+	quantPrologue()
+	p("TESTQ CX, CX")
+	p("JEQ qndone")
+	label("qnloop")
+	absMax()
+	p("VDIVSS X13, X2, X4") // d = amax/127
+	scaleBy()
+	sumTo(0, 1, 6, 7) // Σq
 	p("VPMOVSDB Z0, X8")
 	p("VPMOVSDB Z1, X9")
-	for t := range 8 {
-		x := 8 + t/4
-		p("VPEXTRD $%d, X%d, %d(DI)", t%4, x, t*mr*4)
-	}
-	p("VMOVSS X4, %d(DI)", aScale)
-	p("TESTQ R8, R8")
-	p("JEQ qfloat")
-	p("VPXOR X7, X7, X7")
-	p("VPSUBD X6, X7, X7")
-	p("VPSLLD $7, X7, X7")
-	p("VMOVD X7, %d(DI)", aCorr)
-	p("JMP qnext")
-	label("qfloat")
+	storeQuads(8, 9, 0)
+	p("VMOVSS X4, %d(DI)", nScale)
 	p("VCVTDQ2PS X6, X6")
 	p("VMULSS X6, X4, X6")
-	p("VMOVSS X6, %d(DI)", aCorr)
-	label("qnext")
+	p("VMOVSS X6, %d(DI)", nCorr)
 	p("ADDQ $128, SI")
-	p("ADDQ $%d, DI", aBlockBytes)
+	p("ADDQ $%d, DI", nBlock)
 	p("DECQ CX")
-	p("JNE qloop")
-	label("qdone")
+	p("JNE qnloop")
+	label("qndone")
+	p("VZEROUPPER")
+	p("RET")
+
+	header("quantizeRowWideAVX512", "quantizeRowWideAVX512(nb int, x *float32, dst *byte)", "$0-24")
+	out.WriteString(`//
+// Quantizes nb blocks of 32 values of one row (x) into a wide tile, dst pointing at the
+// row's first quad of block 0: per block e = (amax/127)/254, Q = x·(1/e) rounded to nearest
+// even (0 when e is 0), hi = ⌊(Q+127)/254⌋ (a float division, exact for these integers, and
+// a floor), lo = Q − 254·hi; the hi quads at 0, the lo quads at wLo, e at wScale, −128·Σhi at
+// wCorr1 and −128·Σlo at wCorr2 from dst; blocks wBlock apart.
+`)
+	p("MOVQ nb+0(FP), CX")
+	p("MOVQ x+8(FP), SI")
+	p("MOVQ dst+16(FP), DI")
+	quantPrologue()
+	p("MOVL $0x437e0000, AX")
+	p("VMOVD AX, X12")         // 254
+	p("VBROADCASTSS X12, Z30") // 254.0 in every lane
+	p("MOVL $254, AX")
+	p("VPBROADCASTD AX, Z29")
+	p("MOVL $127, AX")
+	p("VPBROADCASTD AX, Z28")
+	p("TESTQ CX, CX")
+	p("JEQ qwdone")
+	label("qwloop")
+	absMax()
+	p("VDIVSS X13, X2, X4") // d = amax/127
+	p("VDIVSS X12, X4, X4") // e = d/254
+	scaleBy()               // Z0, Z1: Q
+	for i, q := range []int{0, 1} {
+		h, l := 6+i, 8+i
+		p("VPADDD Z28, Z%d, Z%d", q, h)
+		p("VCVTDQ2PS Z%d, Z%d", h, h)
+		p("VDIVPS Z30, Z%d, Z%d", h, h)
+		p("VRNDSCALEPS $9, Z%d, Z%d", h, h) // floor
+		p("VCVTPS2DQ Z%d, Z%d", h, h)       // hi
+		p("VPMULLD Z29, Z%d, Z%d", h, l)
+		p("VPSUBD Z%d, Z%d, Z%d", l, q, l) // lo = Q − 254·hi
+	}
+	sumTo(6, 7, 2, 10) // Σhi
+	sumTo(8, 9, 3, 11) // Σlo
+	p("VPMOVSDB Z6, X10")
+	p("VPMOVSDB Z7, X11")
+	p("VPMOVSDB Z8, X6")
+	p("VPMOVSDB Z9, X7")
+	storeQuads(10, 11, 0)
+	storeQuads(6, 7, wLo)
+	p("VMOVSS X4, %d(DI)", wScale)
+	negShift7(2, wCorr1)
+	negShift7(3, wCorr2)
+	p("ADDQ $128, SI")
+	p("ADDQ $%d, DI", wBlock)
+	p("DECQ CX")
+	p("JNE qwloop")
+	label("qwdone")
 	p("VZEROUPPER")
 	p("RET")
 }

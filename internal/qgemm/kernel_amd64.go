@@ -9,39 +9,46 @@ import (
 //go:generate go run asm_gen.go
 
 //go:noescape
-func kernelQ8_0AVX512(nb int, a *byte, w *byte, c *float32, ldc int)
+func kernelQ8_0AVX512(nb int, a *byte, w *byte, c *float32, ldc int, acc bool)
 
 //go:noescape
-func kernelQ4_KAVX512(nb int, a *byte, w *byte, c *float32, ldc int)
+func kernelQ4_KAVX512(nb int, a *byte, w *byte, c *float32, ldc int, acc bool)
 
 //go:noescape
-func quantizeRowAVX512(nb int, x *float32, dst *byte, intCorr bool)
+func quantizeRowNarrowAVX512(nb int, x *float32, dst *byte)
+
+//go:noescape
+func quantizeRowWideAVX512(nb int, x *float32, dst *byte)
 
 // The bounds the assembly relies on, checked once per call.
 
-func kernelQ8_0(nb int, a, w []byte, c []float32, ldc int) {
-	_ = a[nb*aBlockBytes-1]
+func kernelQ8_0(nb int, a, w []byte, c []float32, ldc int, acc bool) {
+	_ = a[nb*wBlock-1]
 	_ = w[nb*layouts[Q8_0].panelBytes-1]
 	_ = c[(mr-1)*ldc+PanelCols-1]
-	kernelQ8_0AVX512(nb, &a[0], &w[0], &c[0], ldc)
+	kernelQ8_0AVX512(nb, &a[0], &w[0], &c[0], ldc, acc)
 }
 
-func kernelQ4_K(nb int, a, w []byte, c []float32, ldc int) {
-	_ = a[nb*aBlockBytes-1]
+func kernelQ4_K(nb int, a, w []byte, c []float32, ldc int, acc bool) {
+	_ = a[nb*nBlock-1]
 	_ = w[nb/8*layouts[Q4_K].panelBytes-1]
 	_ = c[(mr-1)*ldc+PanelCols-1]
-	kernelQ4_KAVX512(nb, &a[0], &w[0], &c[0], ldc)
+	kernelQ4_KAVX512(nb, &a[0], &w[0], &c[0], ldc, acc)
 }
 
-func quantizeAVX512(dst []byte, rows, k int, a []float32, lda int, intCorr bool) {
-	nb := k / 32
-	_ = dst[nb*aBlockBytes-1]
+func quantizeAVX512(dst []byte, rows, k int, a []float32, lda int, wide bool) {
+	nb, bb := k/32, blockBytes(wide)
+	_ = dst[nb*bb-1]
 	if rows < mr {
-		clear(dst[:nb*aBlockBytes])
+		clear(dst[:nb*bb])
 	}
 	for r := range rows {
 		_ = a[r*lda+k-1]
-		quantizeRowAVX512(nb, &a[r*lda], &dst[4*r], intCorr)
+		if wide {
+			quantizeRowWideAVX512(nb, &a[r*lda], &dst[4*r])
+		} else {
+			quantizeRowNarrowAVX512(nb, &a[r*lda], &dst[4*r])
+		}
 	}
 }
 

@@ -1,50 +1,51 @@
 package qgemm
 
 import (
+	"encoding/binary"
 	"fmt"
-	"math"
+
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
-// Type is a block-quantized weight type the kernels read, numbered as ggml numbers it.
-type Type int
+// Type is a weight type (tensor/quant's table). The types with a kernel are Q8_0 and Q4_K.
+type Type = quant.Type
 
 // The types with a kernel.
 const (
-	Q8_0 Type = 8  // blocks of 32: an f16 scale d and 32 int8, w = d·q
-	Q4_K Type = 12 // super-blocks of 256: f16 d and dmin, 8 6-bit scales and mins, 4-bit quants
+	Q8_0 = quant.Q8_0 // blocks of 32: an f16 scale d and 32 int8, w = d·q
+	Q4_K = quant.Q4_K // super-blocks of 256: f16 d and dmin, 8 6-bit scales and mins, 4-bit quants
 )
-
-func (t Type) String() string {
-	switch t {
-	case Q8_0:
-		return "q8_0"
-	case Q4_K:
-		return "q4_K"
-	}
-	return fmt.Sprintf("ggml type %d", int(t))
-}
 
 // PanelCols is the number of weight rows (output columns) one packed panel holds; a panel
 // of a tensor whose row count is not a multiple of it is padded with zero weights.
 const PanelCols = 32
 
-// layout describes a type's ggml block and its packed form.
+// layout describes a type's ggml block (from tensor/quant's table) and its packed form.
 type layout struct {
 	blockK     int // weights along a row per ggml block
 	blockBytes int // bytes of one ggml block
 	panelBytes int // bytes of one block of PanelCols rows in the packed panel
 }
 
-var layouts = map[Type]layout{
+// panelBytes is the size of one block of PanelCols rows in each type's panels.
+var panelBytes = map[Type]int{
 	// Q8_0 panel block: the 32 rows' f16 scales, then for each quad t of contracting
 	// positions (4t..4t+3) and each row j the 4 quants as unsigned bytes (q+128).
-	Q8_0: {blockK: 32, blockBytes: 34, panelBytes: 64 + 8*PanelCols*4},
+	Q8_0: 64 + 8*PanelCols*4,
 	// Q4_K panel super-block: the rows' f16 d, their f16 dmin, the 8 sub-blocks' 6-bit
 	// scales [8][32] and mins [8][32] as bytes, then for each sub-block s, pair t (0..3) and
 	// row j 4 bytes whose low nibbles are the quants of positions 32s+8t+i and high nibbles
 	// those of 32s+8t+4+i (i < 4).
-	Q4_K: {blockK: 256, blockBytes: 144, panelBytes: 640 + 8*4*PanelCols*4},
+	Q4_K: 640 + 8*4*PanelCols*4,
 }
+
+var layouts = func() map[Type]layout {
+	m := map[Type]layout{}
+	for t, pb := range panelBytes {
+		m[t] = layout{blockK: t.BlockSize(), blockBytes: t.BlockBytes(), panelBytes: pb}
+	}
+	return m
+}()
 
 func lookup(t Type) (layout, error) {
 	l, ok := layouts[t]
@@ -102,12 +103,24 @@ func Pack(t Type, n, k int, src []byte) (*Weights, error) {
 	if err != nil {
 		return nil, err
 	}
+	return PackInto(make([]byte, size), t, n, k, src)
+}
+
+// PackInto is Pack writing the panels into dst (PackedLen bytes; every byte is written),
+// for a caller that owns the memory the weights are held in.
+func PackInto(dst []byte, t Type, n, k int, src []byte) (*Weights, error) {
+	size, err := PackedLen(t, n, k)
+	if err != nil {
+		return nil, err
+	}
 	l := layouts[t]
 	nb := k / l.blockK
-	if len(src) != n*nb*l.blockBytes {
-		return nil, fmt.Errorf("qgemm: %v weights [%d, %d] take %d bytes in ggml's layout, got %d", t, n, k, n*nb*l.blockBytes, len(src))
+	if len(src) != n*nb*l.blockBytes || len(dst) != size {
+		return nil, fmt.Errorf("qgemm: %v weights [%d, %d] take %d bytes in ggml's layout and %d packed, got %d and %d",
+			t, n, k, n*nb*l.blockBytes, size, len(src), len(dst))
 	}
-	w := &Weights{Type: t, N: n, K: k, Data: make([]byte, size)}
+	clear(dst)
+	w := &Weights{Type: t, N: n, K: k, Data: dst}
 	for j := range n {
 		for b := range nb {
 			blk := src[(j*nb+b)*l.blockBytes : (j*nb+b+1)*l.blockBytes]
@@ -271,28 +284,7 @@ func unpackQ4_K(blk []byte, j int, pb []byte) {
 	}
 }
 
-// halfToFloat converts IEEE binary16 bits to float32 (exact).
-func halfToFloat(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	man := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0xff<<23 | man<<13)
-	case exp == 0:
-		if man == 0 {
-			return math.Float32frombits(sign)
-		}
-		f := float32(man) * (1.0 / (1 << 24))
-		if sign != 0 {
-			f = -f
-		}
-		return f
-	}
-	return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
-}
-
-func half(b []byte) float32 { return halfToFloat(uint16(b[0]) | uint16(b[1])<<8) }
+func half(b []byte) float32 { return quant.HalfToFloat32(binary.LittleEndian.Uint16(b)) }
 
 // DequantizeRows writes weight rows j0..j1−1 of W widened to float32 into dst
 // ([j1−j0][K]), each value as ggml's dequantize_row_* computes it (Q8_0: q·d; Q4_K:

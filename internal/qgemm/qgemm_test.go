@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vdpp/vdpp/internal/gemm"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // randomBlocks returns n rows of k weights of type t in ggml's layout with random quants
@@ -32,36 +33,15 @@ func randomBlocks(r *rand.Rand, t Type, n, k int) []byte {
 	return out
 }
 
-// putHalf stores v (a value binary16 represents closely) as binary16, truncating.
-func putHalf(b []byte, v float32) {
-	bits := math.Float32bits(v)
-	exp := int(bits>>23&0xff) - 127 + 15
-	h := uint16(bits>>16)&0x8000 | uint16(exp)<<10 | uint16(bits>>13&0x3ff)
-	binary.LittleEndian.PutUint16(b, h)
-}
+// putHalf stores v as binary16.
+func putHalf(b []byte, v float32) { binary.LittleEndian.PutUint16(b, quant.Float32ToHalf(v)) }
 
-// dequantize is ggml's dequantize_row_q8_0 / dequantize_row_q4_K for the test's reference.
+// dequantize is ggml's dequantization (tensor/quant, checked against ggml's own code): the
+// reference the kernels are compared with.
 func dequantize(t Type, n, k int, src []byte) []float32 {
-	l := layouts[t]
 	out := make([]float32, n*k)
-	for b := 0; b*l.blockK < n*k; b++ {
-		blk, y := src[b*l.blockBytes:(b+1)*l.blockBytes], out[b*l.blockK:(b+1)*l.blockK]
-		switch t {
-		case Q8_0:
-			d := half(blk)
-			for i := range 32 {
-				y[i] = float32(int8(blk[2+i])) * d
-			}
-		case Q4_K:
-			d, dmin := half(blk), half(blk[2:])
-			for s := range 8 {
-				sc, m := q4KScaleMin(s, blk[4:16])
-				d1, m1 := d*float32(sc), dmin*float32(m)
-				for i := range 32 {
-					y[32*s+i] = float32(d1*float32(q4KQuant(blk[16:], 32*s+i))) - m1
-				}
-			}
-		}
+	if err := quant.Dequantize(t, src, out); err != nil {
+		panic(err)
 	}
 	return out
 }
@@ -127,30 +107,38 @@ func TestPackRefusesBadShapes(t *testing.T) {
 }
 
 // reference returns the product of a with the dequantized weights in float64, the
-// activations quantized as the kernels quantize them (so that the only difference left
-// is the float32 rounding of the block sums), and the plain float64 product.
-func reference(m, k int, a []float32, n int, wf []float32) (quant, plain []float64) {
-	quant, plain = make([]float64, m*n), make([]float64, m*n)
-	tile := make([]byte, k/32*aBlockBytes)
+// activations quantized as the kernels quantize them for type t (so that the only
+// difference left is the float32 rounding of the block sums), and the plain float64 product.
+func reference(t Type, m, k int, a []float32, n int, wf []float32) (quantized, plain []float64) {
+	wide := t == Q8_0
+	bb := blockBytes(wide)
+	quantized, plain = make([]float64, m*n), make([]float64, m*n)
+	tile := make([]byte, k/32*bb)
 	for i := range m {
-		quantizeTile(tile, 1, k, a[i*k:], k, true)
+		quantizeTile(tile, 1, k, a[i*k:], k, wide)
 		for j := range n {
 			var sq, sp float64
 			for b := range k / 32 {
-				blk := tile[b*aBlockBytes:]
-				da := float64(f32at(blk[aScale:]))
+				blk := tile[b*bb:]
 				var s float64
 				for p := range 32 {
-					qa := int8(blk[(p/4)*mr*4+p%4])
-					s += float64(qa) * float64(wf[j*k+b*32+p])
+					q := float64(int8(blk[(p/4)*mr*4+p%4]))
+					if wide {
+						q = 254*q + float64(int8(blk[wLo+(p/4)*mr*4+p%4]))
+					}
+					s += q * float64(wf[j*k+b*32+p])
 					sp += float64(a[i*k+b*32+p]) * float64(wf[j*k+b*32+p])
 				}
-				sq += da * s
+				scale := nScale
+				if wide {
+					scale = wScale
+				}
+				sq += float64(f32at(blk[scale:])) * s
 			}
-			quant[i*n+j], plain[i*n+j] = sq, sp
+			quantized[i*n+j], plain[i*n+j] = sq, sp
 		}
 	}
-	return quant, plain
+	return quantized, plain
 }
 
 // TestMulMatchesDequantized checks every kernel against the float64 product of the
@@ -168,7 +156,7 @@ func TestMulMatchesDequantized(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			quant, plain := reference(m, k, a, n, dequantize(typ, n, k, src))
+			want, plain := reference(typ, m, k, a, n, dequantize(typ, n, k, src))
 			for _, kern := range isas() {
 				t.Run(fmt.Sprintf("%v/%s/%dx%dx%d", typ, kern.name, m, n, k), func(t *testing.T) {
 					c := make([]float32, m*n)
@@ -179,14 +167,19 @@ func TestMulMatchesDequantized(t *testing.T) {
 					var num, den float64
 					for i := range c {
 						scale := math.Sqrt(float64(k)) * 0.05
-						if d := math.Abs(float64(c[i]) - quant[i]); !(d <= 2e-5*scale) {
-							t.Fatalf("c[%d] = %g, quantized reference %g", i, c[i], quant[i])
+						if d := math.Abs(float64(c[i]) - want[i]); !(d <= 2e-5*scale) {
+							t.Fatalf("c[%d] = %g, quantized reference %g", i, c[i], want[i])
 						}
 						num += (float64(c[i]) - plain[i]) * (float64(c[i]) - plain[i])
 						den += plain[i] * plain[i]
 					}
-					if rel := math.Sqrt(num / den); m*n >= 64 && rel > 1e-2 {
-						t.Fatalf("relative L2 error against the float product %.3g > 1e-2", rel)
+					// Q8_0's activations have 16 bits, Q4_K's 8.
+					bound := 1e-2
+					if typ == Q8_0 {
+						bound = 1e-4
+					}
+					if rel := math.Sqrt(num / den); m*n >= 64 && rel > bound {
+						t.Fatalf("relative L2 error against the float product %.3g > %g", rel, bound)
 					}
 				})
 			}
@@ -286,18 +279,18 @@ func TestQuantizeKernelsAgree(t *testing.T) {
 		a[i] = float32(i%7) + 0.5
 	}
 	a[lda] = 127
-	for _, intCorr := range []bool{true, false} {
+	for _, wide := range []bool{true, false} {
 		for rows := 1; rows <= mr; rows += mr - 1 {
-			want := make([]byte, k/32*aBlockBytes)
-			quantizeTile(want, rows, k, a, lda, intCorr)
+			want := make([]byte, k/32*blockBytes(wide))
+			quantizeTile(want, rows, k, a, lda, wide)
 			for _, kern := range isas() {
 				got := make([]byte, len(want))
 				for i := range got {
 					got[i] = 0xAA
 				}
-				kern.quantize(got, rows, k, a, lda, intCorr)
+				kern.quantize(got, rows, k, a, lda, wide)
 				if !bytes.Equal(got, want) {
-					t.Fatalf("%s (rows %d, intCorr %v): quantized tile differs from the portable quantizer's", kern.name, rows, intCorr)
+					t.Fatalf("%s (rows %d, wide %v): quantized tile differs from the portable quantizer's", kern.name, rows, wide)
 				}
 			}
 		}
@@ -305,13 +298,20 @@ func TestQuantizeKernelsAgree(t *testing.T) {
 }
 
 // TestDequantizeRows checks the packed weights' widening against ggml's dequantization of
-// the blocks they were packed from, bit for bit.
+// the blocks they were packed from (random blocks, and blocks ggml's quantizer made of
+// normal weights), bit for bit.
 func TestDequantizeRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	for _, typ := range types {
+	for i, typ := range append(types, types...) {
 		const n = 45
 		k := 2 * layouts[typ].blockK
 		src := randomBlocks(r, typ, n, k)
+		if i >= len(types) {
+			var err error
+			if src, err = quant.Quantize(typ, randSlice(r, n*k)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		w, err := Pack(typ, n, k, src)
 		if err != nil {
 			t.Fatal(err)
@@ -323,6 +323,38 @@ func TestDequantizeRows(t *testing.T) {
 			if math.Float32bits(v) != math.Float32bits(want[3*k+i]) {
 				t.Fatalf("%v: value %d of rows 3..%d: %g, ggml %g", typ, i, n, v, want[3*k+i])
 			}
+		}
+	}
+}
+
+// TestKChunksKeepBits checks that cutting the contraction into passes gives the bits of
+// one pass (the kernels continue each sum from C), with ragged rows and columns.
+func TestKChunksKeepBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, typ := range types {
+		const m, n, k = 13, 45, 2048
+		a := randSlice(r, m*k)
+		w, err := Pack(typ, n, k, randomBlocks(r, typ, n, k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kern := range isas() {
+			withISA(kern, func() {
+				run := func(blocks int) []float32 {
+					old := kcBlocks
+					kcBlocks = blocks
+					defer func() { kcBlocks = old }()
+					c := make([]float32, m*n)
+					MulSerial(m, a, k, w, c, n)
+					return c
+				}
+				whole, cut := run(k/32), run(16)
+				for i := range whole {
+					if math.Float32bits(whole[i]) != math.Float32bits(cut[i]) {
+						t.Fatalf("%v %s: element %d: %g in one pass, %g in passes of 16 blocks", typ, kern.name, i, whole[i], cut[i])
+					}
+				}
+			})
 		}
 	}
 }

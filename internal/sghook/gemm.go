@@ -1,77 +1,93 @@
 package sghook
 
 import (
-	"fmt"
-	"reflect"
-	"unsafe"
+	"slices"
 
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/simplego"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 
 	"github.com/vdpp/vdpp/internal/gemm"
+	"github.com/vdpp/vdpp/internal/kernels"
+	"github.com/vdpp/vdpp/internal/parallel"
 )
 
-// simpleGoNormalizedDot is simplego's table of "normalised" DotGeneral kernels, one per
-// dtype: the function that multiplies lhs [batch, m, k] by rhs [batch, n, k] into
-// [batch, m, n] for a range of the batch.
-//
-//go:linkname simpleGoNormalizedDot github.com/gomlx/gomlx/backends/simplego.dotGeneralNormalizedDTypeMap
-var simpleGoNormalizedDot *simplego.DTypeMap
+// minBatchWork is the least work (multiply-adds) a range of a batched product's items
+// gets when the items run on several cores; internal/gemm splits one product's rows
+// itself once it is large.
+const minBatchWork = 1 << 16
 
-// installGEMM replaces simplego's float32 normalised DotGeneral kernel with internal/gemm.
-func installGEMM() error {
-	fn, err := gemmKernelFor(simpleGoNormalizedDot.Map[dtypes.Float32])
-	if err != nil {
-		return fmt.Errorf("sghook: keeping simplego's matrix product: %w", err)
+// installDot replaces simplego's DotGeneral executor: on a backend that runs GEMM a float32
+// product runs on internal/gemm, elsewhere simplego's own.
+func installDot() {
+	orig := nodeExecutors[backends.OpTypeDotGeneral]
+	nodeExecutors[backends.OpTypeDotGeneral] = func(b *simplego.Backend, n *simplego.Node, in []*simplego.Buffer, owned []bool) (*simplego.Buffer, error) {
+		p, ok := dotParams(n)
+		if !ok || node(n).shape.DType != dtypes.Float32 || !runs(b, GEMM) {
+			return orig(b, n, in, owned)
+		}
+		return dot(b, node(n).shape, p, in[0], in[1]), nil
 	}
-	simpleGoNormalizedDot.Map[dtypes.Float32] = fn
-	return nil
 }
 
-// gemmKernelFor returns a function of the same type as simplego's kernel orig,
-// func(lhs, rhs, output *Buffer, params *dotGeneralNodeData, batchStart, batchEnd int),
-// that runs gemm.MulNT over the batch range. The parameter struct is unexported, so the
-// function is made by reflection and reads the sizes by field name.
-func gemmKernelFor(orig any) (any, error) {
-	ft := reflect.TypeOf(orig)
-	if ft == nil || ft.Kind() != reflect.Func || ft.NumIn() != 6 || ft.NumOut() != 0 {
-		return nil, fmt.Errorf("unexpected kernel type %v", ft)
-	}
-	bufType := reflect.TypeFor[*simplego.Buffer]()
-	for i := range 3 {
-		if ft.In(i) != bufType {
-			return nil, fmt.Errorf("kernel argument %d is %v, not %v", i, ft.In(i), bufType)
+// dot computes a float32 DotGeneral: each operand is brought to [batch, cross, contraction]
+// (batch and contracting axes in the order given, the other axes in order), which is
+// simplego's own normalised layout, then every batch item is gemm.MulNT of the two. The
+// output, [batch..., lhs cross..., rhs cross...], is that [batch, M, N] as it is.
+func dot(b *simplego.Backend, out shapes.Shape, p *sgDotParams, lhs, rhs *simplego.Buffer) *simplego.Buffer {
+	bs, m, n, k := p.batchSize, p.lhsCrossSize, p.rhsCrossSize, p.contractingSize
+	a, freeA := normalized(b, lhs, p.lhsContractingAxes, p.lhsBatchAxes)
+	w, freeW := normalized(b, rhs, p.rhsContractingAxes, p.rhsBatchAxes)
+	res := getBufferForShape(b, out)
+	c, _ := f32(res)
+	work := max(m*n*k, 1)
+	parallel.For(bs, (minBatchWork+work-1)/work, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			gemm.MulNT(m, n, k, a[i*m*k:(i+1)*m*k], w[i*n*k:(i+1)*n*k], c[i*m*n:(i+1)*m*n])
+		}
+	})
+	freeA()
+	freeW()
+	return res
+}
+
+// normalized returns x's values in the layout [batch axes, cross axes, contracting axes]
+// and a function that releases them: x's own data when that is already the layout, else a
+// transposed copy in a buffer of simplego's pool.
+func normalized(b *simplego.Backend, x *simplego.Buffer, contracting, batch []int) ([]float32, func()) {
+	src, _ := f32(x)
+	dims := buffer(x).shape.Dimensions
+	perm := make([]int, 0, len(dims))
+	perm = append(perm, batch...)
+	for a := range dims {
+		if !slices.Contains(batch, a) && !slices.Contains(contracting, a) {
+			perm = append(perm, a)
 		}
 	}
-	if ft.In(4).Kind() != reflect.Int || ft.In(5).Kind() != reflect.Int ||
-		ft.In(3).Kind() != reflect.Pointer || ft.In(3).Elem().Kind() != reflect.Struct {
-		return nil, fmt.Errorf("unexpected kernel type %v", ft)
+	perm = append(perm, contracting...)
+	if inOrder(perm, dims) {
+		return src, func() {}
 	}
-	sizes := map[string]uintptr{}
-	for _, name := range []string{"lhsCrossSize", "rhsCrossSize", "contractingSize"} {
-		f, ok := ft.In(3).Elem().FieldByName(name)
-		if !ok || f.Type.Kind() != reflect.Int || len(f.Index) != 1 {
-			return nil, fmt.Errorf("kernel parameters have no int field %s", name)
+	size := buffer(x).shape.Size()
+	tmp := getBufferForShape(b, shapes.Make(dtypes.Float32, size))
+	t, _ := f32(tmp)
+	kernels.Transpose(t[:size], src[:size], dims, perm)
+	return t, func() { putBuffer(b, tmp) }
+}
+
+// inOrder reports whether permuting axes of dims by perm keeps the data in place: the axes
+// that are not 1 keep their order.
+func inOrder(perm, dims []int) bool {
+	last := -1
+	for _, a := range perm {
+		if dims[a] == 1 {
+			continue
 		}
-		sizes[name] = f.Offset
+		if a < last {
+			return false
+		}
+		last = a
 	}
-	mOff, nOff, kOff := sizes["lhsCrossSize"], sizes["rhsCrossSize"], sizes["contractingSize"]
-	data := func(v reflect.Value) []float32 {
-		s, ok := f32((*simplego.Buffer)(v.UnsafePointer()))
-		if !ok {
-			panic(fmt.Sprintf("sghook: float32 DotGeneral got %T data", buffer((*simplego.Buffer)(v.UnsafePointer())).flat))
-		}
-		return s
-	}
-	return reflect.MakeFunc(ft, func(args []reflect.Value) []reflect.Value {
-		lhs, rhs, out := data(args[0]), data(args[1]), data(args[2])
-		p := args[3].UnsafePointer()
-		m := *(*int)(unsafe.Add(p, mOff))
-		n := *(*int)(unsafe.Add(p, nOff))
-		k := *(*int)(unsafe.Add(p, kOff))
-		for b := int(args[4].Int()); b < int(args[5].Int()); b++ {
-			gemm.MulNT(m, n, k, lhs[b*m*k:(b+1)*m*k], rhs[b*n*k:(b+1)*n*k], out[b*m*n:(b+1)*m*n])
-		}
-		return nil
-	}).Interface(), nil
+	return true
 }

@@ -11,8 +11,8 @@ import (
 
 // installOps replaces simplego's executors of the float32 elementwise ops and transposes
 // that networks run outside the fused ops (residual and embedding adds, activations,
-// layout changes) with kernels that use every core and no per-element index iterator.
-// Other dtypes go to simplego's own executors.
+// layout changes) with kernels that use every core and no per-element index iterator, on
+// backends that run Ops. Other dtypes and other backends go to simplego's own executors.
 func installOps() {
 	binary := map[backends.OpType]kernels.BinaryOp{
 		backends.OpTypeAdd: kernels.Add, backends.OpTypeSub: kernels.Sub,
@@ -23,7 +23,7 @@ func installOps() {
 		orig := nodeExecutors[op]
 		nodeExecutors[op] = func(b *simplego.Backend, n *simplego.Node, in []*simplego.Buffer, owned []bool) (*simplego.Buffer, error) {
 			shape := node(n).shape
-			if shape.DType != dtypes.Float32 {
+			if shape.DType != dtypes.Float32 || !runs(b, Ops) {
 				return orig(b, n, in, owned)
 			}
 			ls, rs := buffer(in[0]).shape, buffer(in[1]).shape
@@ -43,7 +43,7 @@ func installOps() {
 		orig := nodeExecutors[op]
 		nodeExecutors[op] = func(b *simplego.Backend, n *simplego.Node, in []*simplego.Buffer, owned []bool) (*simplego.Buffer, error) {
 			shape := node(n).shape
-			if shape.DType != dtypes.Float32 {
+			if shape.DType != dtypes.Float32 || !runs(b, Ops) {
 				return orig(b, n, in, owned)
 			}
 			src, _ := f32(in[0])
@@ -57,7 +57,7 @@ func installOps() {
 	nodeExecutors[backends.OpTypeTranspose] = func(b *simplego.Backend, n *simplego.Node, in []*simplego.Buffer, owned []bool) (*simplego.Buffer, error) {
 		nd := node(n)
 		perm, ok := nd.data.([]int)
-		if nd.shape.DType != dtypes.Float32 || !ok {
+		if nd.shape.DType != dtypes.Float32 || !ok || !runs(b, Ops) {
 			return origT(b, n, in, owned)
 		}
 		src, _ := f32(in[0])

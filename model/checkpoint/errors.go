@@ -16,8 +16,10 @@ var (
 	ErrUnexpectedTensor = errors.New("checkpoint: unexpected tensor")
 	// ErrShapeMismatch: a tensor's shape in the file differs from the expected one.
 	ErrShapeMismatch = errors.New("checkpoint: tensor shape mismatch")
-	// ErrTensorDType: a tensor's dtype cannot be converted to float32.
-	ErrTensorDType = errors.New("checkpoint: tensor dtype not convertible to float32")
+	// ErrTensorDType: a tensor's type is not one vdpp reads (tensor/quant's table).
+	ErrTensorDType = errors.New("checkpoint: tensor type not supported")
+	// ErrDuplicateTensor: two tensors of a file rename to the same network tensor.
+	ErrDuplicateTensor = errors.New("checkpoint: tensor given twice")
 	// ErrKeyList: a key list text (name<TAB>[shape] lines) is malformed.
 	ErrKeyList = errors.New("checkpoint: bad key list")
 	// ErrSampling: the sampling settings file (SamplingFile) is malformed or unusable.

@@ -38,7 +38,8 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(st.DType("conv_in.weight"), st.StoredBytes(), st.Float32Bytes())
+	typ, _ := st.Type("conv_in.weight")
+	fmt.Println(typ, st.StoredBytes(), st.Float32Bytes())
 	st.Each(func(name string, t *tensor.Dense) error {
 		fmt.Println(name, t)
 		return nil
@@ -51,7 +52,7 @@ func Example() {
 	fmt.Println(err != nil)
 	// Output:
 	// [unet] config.json <nil>
-	// BF16 4672 9344
+	// bf16 4672 9344
 	// conv_in.bias Dense[32]
 	// conv_in.weight Dense[32 8 3 3]
 	// true

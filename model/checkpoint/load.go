@@ -6,6 +6,7 @@ import (
 
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // DefaultMaxProblems is how many tensor problems one LoadError message lists.
@@ -30,29 +31,43 @@ const (
 	Missing       ProblemKind = iota // expected, not in the file
 	Unexpected                       // in the file, not expected
 	ShapeMismatch                    // in both, shapes differ
-	BadDType                         // in both, dtype not convertible to float32
+	BadDType                         // in both, a type vdpp does not read
+	Duplicate                        // two tensors of the file rename to the same name
 )
 
 // Problem is one mismatch between a weights file and the expected tensors.
 type Problem struct {
-	Name      string
+	// Name is the network's name of the tensor (the file's, for an unexpected tensor).
+	Name string
+	// FileName is the tensor's name in the file when it differs from Name (a file in
+	// another layout, see KeyMap); for a Duplicate, one of the two file names.
+	FileName  string
 	Kind      ProblemKind
 	FileShape []int // the shape in the file (nil when Missing)
 	Expected  []int // the expected shape (nil when Unexpected)
-	DType     safetensors.DType
+	// DType is the type as the file spells it ("BF16" in safetensors, "q4_K" in GGUF).
+	DType safetensors.DType
+	// Other is the other file name of a Duplicate.
+	Other string
 }
 
 // String formats the problem as `tensor "name": ...`.
 func (p Problem) String() string {
+	name := fmt.Sprintf("tensor %q", p.Name)
+	if p.FileName != "" && p.Kind != Duplicate {
+		name += fmt.Sprintf(" (%q in the file)", p.FileName)
+	}
 	switch p.Kind {
 	case Missing:
-		return fmt.Sprintf("tensor %q: missing from the file (expected shape %v)", p.Name, p.Expected)
+		return fmt.Sprintf("%s: missing from the file (expected shape %v)", name, p.Expected)
 	case Unexpected:
-		return fmt.Sprintf("tensor %q: unexpected (shape %v, %s in file)", p.Name, p.FileShape, p.DType)
+		return fmt.Sprintf("%s: unexpected (shape %v, %s in file)", name, p.FileShape, p.DType)
 	case ShapeMismatch:
-		return fmt.Sprintf("tensor %q: shape %v in file, expected %v", p.Name, p.FileShape, p.Expected)
+		return fmt.Sprintf("%s: shape %v in file, expected %v", name, p.FileShape, p.Expected)
+	case Duplicate:
+		return fmt.Sprintf("%s: both %q and %q in the file are this tensor", name, p.FileName, p.Other)
 	default:
-		return fmt.Sprintf("tensor %q: dtype %s in file does not convert to float32", p.Name, p.DType)
+		return fmt.Sprintf("%s: type %s in file is not one vdpp reads (%s)", name, p.DType, strings.Join(quant.Flags(), ", "))
 	}
 }
 
@@ -64,6 +79,8 @@ func (k ProblemKind) sentinel() error {
 		return ErrUnexpectedTensor
 	case ShapeMismatch:
 		return ErrShapeMismatch
+	case Duplicate:
+		return ErrDuplicateTensor
 	default:
 		return ErrTensorDType
 	}
@@ -75,13 +92,20 @@ type LoadError struct {
 	Path     string
 	Problems []Problem // sorted by name, then kind
 	Max      int       // how many the message lists
+	// Layout names the file's key layout when a KeyMap renamed its tensors ("Wan's
+	// original layout"); the message says it.
+	Layout string
 }
 
 // Error lists the first Max problems: with one problem,
 // `path: tensor "conv_in.weight": shape [32 8 3 3] in file, expected [32 4 3 3]`.
 func (e *LoadError) Error() string {
+	path := e.Path
+	if e.Layout != "" {
+		path += " (read as " + e.Layout + ")"
+	}
 	if len(e.Problems) == 1 {
-		return e.Path + ": " + e.Problems[0].String()
+		return path + ": " + e.Problems[0].String()
 	}
 	maxN := e.Max
 	if maxN <= 0 {
@@ -95,7 +119,7 @@ func (e *LoadError) Error() string {
 		}
 		parts = append(parts, p.String())
 	}
-	return fmt.Sprintf("%s: %d tensor problems: %s", e.Path, len(e.Problems), strings.Join(parts, "; "))
+	return fmt.Sprintf("%s: %d tensor problems: %s", path, len(e.Problems), strings.Join(parts, "; "))
 }
 
 // Unwrap returns the distinct sentinels of the problems, for errors.Is.
@@ -114,9 +138,9 @@ func (e *LoadError) Unwrap() []error {
 // CheckTensors compares the tensors of f with expected (name -> shape) and returns every
 // problem, sorted by name then kind; nil means the file holds exactly the expected tensors.
 func CheckTensors(f *safetensors.File, expected map[string][]int, opts LoadOptions) []Problem {
-	infos := make(map[string]safetensors.TensorInfo, f.Len())
+	infos := make(map[string]fileTensor, f.Len())
 	for _, name := range f.Names() {
-		infos[name], _ = f.Info(name)
+		infos[name], _ = describe(f, name)
 	}
 	return checkInfos(infos, expected, opts)
 }

@@ -155,8 +155,9 @@ func checkShards(path string, idx *ShardIndex, files map[string]*safetensors.Fil
 	return nil
 }
 
-// checkInfos is CheckTensors over tensor descriptions gathered from any number of files.
-func checkInfos(infos map[string]safetensors.TensorInfo, expected map[string][]int, opts LoadOptions) []Problem {
+// checkInfos compares tensor descriptions (keyed by the network's names) gathered from
+// any number of files with the expected tensors.
+func checkInfos(infos map[string]fileTensor, expected map[string][]int, opts LoadOptions) []Problem {
 	ignore := map[string]bool{}
 	for _, n := range opts.Ignore {
 		ignore[n] = true
@@ -164,28 +165,50 @@ func checkInfos(infos map[string]safetensors.TensorInfo, expected map[string][]i
 	var probs []Problem
 	for name, want := range expected {
 		info, ok := infos[name]
+		p := Problem{Name: name, FileShape: info.shape, Expected: want, DType: safetensors.DType(info.label)}
+		if info.file != name {
+			p.FileName = info.file
+		}
 		switch {
 		case !ok:
-			probs = append(probs, Problem{Name: name, Kind: Missing, Expected: want})
-		case !slices.Equal(info.Shape, want):
-			probs = append(probs, Problem{Name: name, Kind: ShapeMismatch, FileShape: info.Shape, Expected: want, DType: info.DType})
-		case !info.DType.IsFloat():
-			probs = append(probs, Problem{Name: name, Kind: BadDType, FileShape: info.Shape, Expected: want, DType: info.DType})
-		}
-	}
-	for name, info := range infos {
-		if _, ok := expected[name]; ok || ignore[name] {
+			p.Kind, p.FileShape = Missing, nil
+		case !SameLayout(info.shape, want):
+			p.Kind = ShapeMismatch
+		case !info.known:
+			p.Kind = BadDType
+		default:
 			continue
 		}
-		probs = append(probs, Problem{Name: name, Kind: Unexpected, FileShape: info.Shape, DType: info.DType})
+		probs = append(probs, p)
 	}
+	for name, info := range infos {
+		if _, ok := expected[name]; ok || ignore[name] || ignore[info.file] {
+			continue
+		}
+		probs = append(probs, Problem{Name: info.file, Kind: Unexpected, FileShape: info.shape, DType: safetensors.DType(info.label)})
+	}
+	sortProblems(probs)
+	return probs
+}
+
+// SameLayout reports whether a tensor stored with shape file holds the elements of a
+// tensor of shape want in the same row-major order: the same shape, or want with its two
+// leading dimensions merged (stable-diffusion.cpp stores 5-dimensional convolution weights
+// [out, in, t, h, w] as [out·in, t, h, w], ggml having 4 dimensions).
+func SameLayout(file, want []int) bool {
+	if slices.Equal(file, want) {
+		return true
+	}
+	return len(want) == 5 && len(file) == 4 && file[0] == want[0]*want[1] && slices.Equal(file[1:], want[2:])
+}
+
+func sortProblems(probs []Problem) {
 	sort.Slice(probs, func(i, j int) bool {
 		if probs[i].Name != probs[j].Name {
 			return probs[i].Name < probs[j].Name
 		}
 		return probs[i].Kind < probs[j].Kind
 	})
-	return probs
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // TestStoredKeepsDType: a bf16 file opens without converting anything, reports its stored
@@ -32,9 +33,12 @@ func TestStoredKeepsDType(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.DType("a") != safetensors.BF16 || st.DType("zz") != "" || st.StoredBytes() != 24 || st.Float32Bytes() != 48 ||
+	ta, oka := st.Type("a")
+	_, okz := st.Type("zz")
+	if ta != quant.BF16 || !oka || okz || st.StoredBytes() != 24 || st.Float32Bytes() != 48 ||
+		st.TypeBytes()[quant.BF16] != 24 || len(st.TypeBytes()) != 1 ||
 		strings.Join(st.Names(), ",") != "a,b" || st.Path() != filepath.Join(dir, "w.safetensors") {
-		t.Errorf("dtype %s, stored %d, float32 %d, names %v, path %s", st.DType("a"), st.StoredBytes(), st.Float32Bytes(), st.Names(), st.Path())
+		t.Errorf("type %v, stored %d, float32 %d, by type %v, names %v, path %s", ta, st.StoredBytes(), st.Float32Bytes(), st.TypeBytes(), st.Names(), st.Path())
 	}
 	want, err := safetensors.ToFloat32(safetensors.BF16, raw)
 	if err != nil {

@@ -120,14 +120,20 @@ type Options struct {
 	// Progress, when not nil, is called as a large component loads (the text encoder):
 	// its name, the bytes read so far and the total.
 	Progress func(component string, loaded, total int64)
+	// Weights say where the denoiser's weights come from and the type they are held in
+	// (--weights-dtype, --transformer, --transformer-2, --unet).
+	Weights WeightOptions
 }
 
-// Input is what a generation starts from: an image for image-to-video families; for
+// Input is what a generation starts from: an image for image-to-video families (and a last
+// image where the model takes one); for
 // text-to-video families a prompt (encoded by the family's text encoder, loaded with
 // Options.Prompts) or prompt embeddings (Wan: [L, text_dim] or [1, L, text_dim], the text
 // encoder's output; the negative ones are the unconditional half of CFG).
 type Input struct {
-	Image                image.Image
+	Image image.Image
+	// LastImage is the last frame's image of a first-last-frame model (Description.LastImage).
+	LastImage            image.Image
 	Prompt               *Prompt
 	PromptEmbeds         *tensor.Dense
 	NegativePromptEmbeds *tensor.Dense
@@ -169,6 +175,35 @@ type Sampler interface {
 	WeightBytes() map[string]int64
 	// Close releases what was loaded.
 	Close() error
+}
+
+// KernelReporter is implemented by Samplers whose networks run on a compute backend:
+// Kernels says in one line which kernels they run with (the backend, and on the pure-Go
+// backend which of vdpp's CPU kernels), for report.json; "" when nothing is loaded.
+type KernelReporter interface {
+	Kernels() string
+}
+
+// TypedWeights is implemented by samplers that say how many bytes their weights hold in each
+// weight type ("f32", "bf16", "q8_0", ... as tensor/quant names them): report.json's
+// weight_bytes_by_type. A sampler without it holds float32 only.
+type TypedWeights interface {
+	WeightTypes() map[string]int64
+}
+
+// WeightTypesOf is s's TypedWeights, or its WeightBytes as float32.
+func WeightTypesOf(s Sampler) map[string]int64 {
+	if t, ok := s.(TypedWeights); ok {
+		return t.WeightTypes()
+	}
+	var n int64
+	for _, b := range s.WeightBytes() {
+		n += b
+	}
+	if n == 0 {
+		return nil
+	}
+	return map[string]int64{"f32": n}
 }
 
 // ChunkDecoder is implemented by Samplers that can decode a final latent a few frames at a
@@ -214,6 +249,10 @@ type Description struct {
 	// config file that sets it, for messages.
 	TextDim     int
 	TextDimFile string
+	// Image and LastImage say whether a generation takes an image (the first frame's) and a
+	// last image (the last frame's, Input.LastImage): SVD needs an image, a Wan
+	// image-to-video model an image and, for a first-last-frame model, a last image.
+	Image, LastImage Need
 	// Windows are the family's defaults for a video longer than its native length (zero
 	// fields: the engine's; see ResolveWindows).
 	Windowing Windowing
@@ -230,6 +269,36 @@ type Description struct {
 	// Knobs are the family's job parameters (Family.Knobs; Resolved.Describe fills them):
 	// what a job may set, their ranges, and how every surface spells them.
 	Knobs knob.Table
+}
+
+// ImageNeed is whether a generation takes an image: Image, except that a family that is not
+// text-conditioned (TextDim 0) and leaves Image unset is conditioned on its image, which it
+// then requires.
+func (d Description) ImageNeed() Need {
+	if d.TextDim == 0 && d.Image == NeedNone {
+		return NeedRequired
+	}
+	return d.Image
+}
+
+// Need says whether a generation takes an input.
+type Need int
+
+const (
+	NeedNone     Need = iota // the model takes none
+	NeedOptional             // it takes one, and runs without
+	NeedRequired             // it cannot run without
+)
+
+// String is "none", "optional" or "required".
+func (n Need) String() string {
+	switch n {
+	case NeedOptional:
+		return "optional"
+	case NeedRequired:
+		return "required"
+	}
+	return "none"
 }
 
 // Family is a registered model family.

@@ -59,12 +59,12 @@ func (d Denoisers) Knobs() knob.Table {
 			Help: "guidance weight of the last frame; above 1 turns classifier-free guidance on"})
 }
 
-// Preflight implements Family.
-func (Denoisers) Preflight(string, Options) error { return nil }
+// Preflight implements Family: a simulator has no weights a file could replace.
+func (d Denoisers) Preflight(_ string, o Options) error { return o.Weights.Check(d.Model) }
 
 // Describe implements Family.
 func (d Denoisers) Describe(string) (Description, error) {
-	desc := Description{Defaults: (&denoiserSampler{}).DefaultParams(), SizeMultiple: simScale, IndependentRows: true}
+	desc := Description{Defaults: (&denoiserSampler{}).DefaultParams(), SizeMultiple: simScale, IndependentRows: true, Image: NeedRequired}
 	if d.CacheReuse > 0 {
 		desc.Caching = Caching{Modes: []string{pipeline.CacheFB, pipeline.CacheStatic}}
 	}
@@ -78,6 +78,9 @@ func (d Denoisers) CacheCost(_ string, _ pipeline.Cache, latent []int) (CacheCos
 
 // Open implements Family.
 func (d Denoisers) Open(dir string, o Options) (Sampler, error) {
+	if err := o.Weights.Check(d.Model); err != nil {
+		return nil, err
+	}
 	cfg := o.Sim
 	cfg.Name, cfg.Dir, cfg.Backend = d.Model, dir, o.Backend
 	var den model.Denoiser

@@ -11,8 +11,8 @@ import (
 // it through torch's scaled_dot_product_attention (no mask, no dropout): q [B, Sq, H·d],
 // k and v [B, Sk, H·d] are split into heads (head h owns features h·d..h·d+d−1),
 // softmax(q·kᵀ/√d)·v is computed per head (max-subtracted softmax over the keys), and the
-// heads are merged back to [B, Sq, H·d]. Where vdpp's CPU kernels run (UsesKernels) it is
-// one fused op (FusedAttention).
+// heads are merged back to [B, Sq, H·d]. In an inference graph on a backend that runs
+// vdpp's fused CPU ops (UsesKernels) it is one fused op (FusedAttention).
 func Attention(q, k, v *Node, heads int) *Node {
 	if q.Rank() != 3 || k.Rank() != 3 || v.Rank() != 3 {
 		panic(fmt.Errorf("nn: Attention: q %v, k %v, v %v must be [B, S, H·d]", q.Shape(), k.Shape(), v.Shape()))

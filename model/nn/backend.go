@@ -16,7 +16,7 @@ import (
 // NewBackend returns a GoMLX backend for spec, resolved by backendspec.Resolve: "" means
 // automatic ($GOMLX_BACKEND if set; otherwise the XLA backend on the CUDA PJRT plugin when
 // an NVIDIA GPU and a plugin are both found; otherwise "go"), "go" the pure-Go simplego
-// backend, "xla:cuda" the XLA backend on the CUDA plugin found on the host, and
+// backend with vdpp's CPU kernels ("go:kernels=off" without them, see Kernels), "xla:cuda" the XLA backend on the CUDA plugin found on the host, and
 // "xla:/abs/path/plugin.so" the XLA backend on that plugin. vdpp never auto-installs XLA
 // plugins. Before creating an XLA backend it sets the environment the plugin needs
 // (GOMLX_NO_AUTO_INSTALL, XLA_FLAGS with the CUDA data folder; see backendspec); a failure
@@ -38,35 +38,32 @@ func NewBackend(spec string) (backends.Backend, error) {
 const SimpleGoConfig = "go:ops_sequential"
 
 // simpleGoConfig returns SimpleGoConfig plus the options of a "go:OPTS" config (e.g.
-// "go:dotgeneral_large"); "ops_parallel" among them replaces "ops_sequential". With
-// fastGEMM (internal/gemm installed as the product kernel, see CPUKernels) every
-// DotGeneral takes simplego's "small" path, the one that calls that kernel, unless OPTS
-// chooses a path itself (options are applied in order, so the caller's come last).
-func simpleGoConfig(config string, fastGEMM bool) string {
-	base := SimpleGoConfig
-	if fastGEMM {
-		base += ",dotgeneral_small"
-	}
+// "go:dotgeneral_large"); "ops_parallel" among them replaces "ops_sequential". Options
+// are applied in order, so the caller's come last.
+func simpleGoConfig(config string) string {
 	opts, ok := strings.CutPrefix(config, "go:")
 	if !ok || opts == "" {
-		return base
+		return SimpleGoConfig
 	}
 	if strings.Contains(opts, "ops_parallel") {
 		return "go:" + opts
 	}
-	return base + "," + opts
+	return SimpleGoConfig + "," + opts
 }
 
 // envMu serialises the environment changes of concurrent NewResolvedBackend calls.
 var envMu sync.Mutex
 
 // NewResolvedBackend creates the backend r describes, after applying r.Env to the process
-// environment.
+// environment. A simplego backend runs the CPU kernels r.Kernels selects (see Kernels).
 func NewResolvedBackend(r backendspec.Resolution) (b backends.Backend, err error) {
+	installGradients()
 	var inner error
 	err = catch(func() {
 		if r.Kind != backendspec.KindXLA {
-			b, inner = backends.NewWithConfig(simpleGoConfig(r.Config, fusedGEMM()))
+			if b, inner = backends.NewWithConfig(simpleGoConfig(r.Config)); inner == nil {
+				enableKernels(b, r.Kernels)
+			}
 			return
 		}
 		envMu.Lock()

@@ -36,20 +36,14 @@ func TestNewBackendSpecs(t *testing.T) {
 }
 
 func TestSimpleGoConfig(t *testing.T) {
-	for _, tc := range []struct {
-		in       string
-		fastGEMM bool
-		want     string
-	}{
-		{"go", false, SimpleGoConfig},
-		{"go:", false, SimpleGoConfig},
-		{"go:dotgeneral_large", false, SimpleGoConfig + ",dotgeneral_large"},
-		{"go:ops_parallel,parallelism=4", false, "go:ops_parallel,parallelism=4"},
-		{"go", true, SimpleGoConfig + ",dotgeneral_small"},
-		{"go:dotgeneral_large", true, SimpleGoConfig + ",dotgeneral_small,dotgeneral_large"},
+	for _, tc := range []struct{ in, want string }{
+		{"go", SimpleGoConfig},
+		{"go:", SimpleGoConfig},
+		{"go:dotgeneral_large", SimpleGoConfig + ",dotgeneral_large"},
+		{"go:ops_parallel,parallelism=4", "go:ops_parallel,parallelism=4"},
 	} {
-		if got := simpleGoConfig(tc.in, tc.fastGEMM); got != tc.want {
-			t.Errorf("simpleGoConfig(%q, %v) = %q, want %q", tc.in, tc.fastGEMM, got, tc.want)
+		if got := simpleGoConfig(tc.in); got != tc.want {
+			t.Errorf("simpleGoConfig(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

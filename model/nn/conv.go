@@ -25,7 +25,8 @@ const (
 	// ConvFused is vdpp's fused CPU convolution (one op, bias included): an implicit
 	// matrix product that gathers the patches block by block into the matrix kernel's
 	// layout, never as a whole (see UsesKernels). Where fused ops are not used (float64,
-	// training) it falls back to ConvIm2Col.
+	// graphs outside a Program, backends without Kernels.Fused) it falls back to
+	// ConvIm2Col.
 	ConvFused
 )
 
@@ -46,8 +47,8 @@ func (f ConvForm) String() string {
 	return fmt.Sprintf("ConvForm(%d)", int(f))
 }
 
-// ConvFormFor is the one place that decides how convolutions run on a backend: vdpp's
-// fused CPU convolution where its kernels are installed (UsesKernels), else im2col +
+// ConvFormFor is the one place that decides how convolutions run on a backend in inference
+// graphs: vdpp's fused CPU convolution where the backend runs fused ops (UsesKernels), else im2col +
 // DotGeneral on simplego (its ConvGeneral is a naive single-threaded loop, about 10x
 // slower, and it has no Pad op), the native ConvGeneral everywhere else (XLA).
 func ConvFormFor(b backends.Backend) ConvForm {
@@ -60,8 +61,8 @@ func ConvFormFor(b backends.Backend) ConvForm {
 	return ConvNative
 }
 
-// ConvFormForGraph is ConvFormFor for a graph: ConvGather in a GradientSafe (training on
-// simplego) graph, ConvFormFor(its backend) otherwise.
+// ConvFormForGraph is ConvFormFor for a graph: ConvGather in a GradientSafe graph (on
+// simplego, any graph not built by a Program), ConvFormFor(its backend) otherwise.
 func ConvFormForGraph(g *Graph) ConvForm {
 	if GradientSafe(g) {
 		return ConvGather

@@ -41,7 +41,8 @@ func BenchmarkConv2D(b *testing.B) {
 }
 
 // BenchmarkMatMulNT times the products of Linear and the im2col convolutions through the
-// backend; run it with VDPP_KERNELS=off to compare with simplego's own kernels.
+// backend; run it with VDPP_KERNELS=off (the default of --backend go's kernels=) to compare
+// with simplego's own kernels.
 func BenchmarkMatMulNT(b *testing.B) {
 	r := rand.New(rand.NewPCG(2, 2))
 	for _, sz := range []struct{ m, k, n int }{{896, 288, 32}, {448, 576, 64}, {3584, 1152, 128}} {

@@ -59,21 +59,36 @@
 //
 // # Matrix products
 //
-// Linear and the im2col convolutions multiply through MatMulNT. On simplego, vdpp replaces
-// the backend's float32 matrix kernel with internal/gemm (AVX-512 or AVX2/FMA assembly)
-// when the CPU has one (see CPU kernels below). Without it, MatMulNT cuts the rows into
-// batch slices that simplego's small DotGeneral kernel runs in parallel (see
-// docs/measurements/cpu-plain-simplego-2026-11-22.md). Elsewhere it is one DotGeneral.
+// Linear and the im2col convolutions multiply through MatMulNT. On a simplego backend that
+// runs vdpp's matrix kernel (Kernels.GEMM), float32 DotGenerals run on internal/gemm
+// (AVX-512 or AVX2/FMA assembly) when the CPU has one (see CPU kernels below). Without it,
+// MatMulNT cuts the rows into batch slices that simplego's small DotGeneral kernel runs in
+// parallel (see docs/measurements/cpu-plain-simplego-2026-11-22.md). Elsewhere it is one
+// DotGeneral.
 //
 // # CPU kernels
 //
-// CPUKernels installs vdpp's CPU kernels into simplego (internal/sghook, the one place that
-// touches simplego's internals) when the first simplego backend is created: the matrix
-// kernel, float32 executors for elementwise ops, and fused ops. The building blocks here
-// (Attention, FusedAttention, ...) emit one fused op instead of their graph of small ops
-// when useKernels says so: a float32 simplego graph that is not a training graph. On XLA
-// and with VDPP_KERNELS=off the same functions build the plain graph. KernelsStatus says
-// what runs ("vdpp doctor" prints it).
+// Which of vdpp's CPU kernels run is a value carried by the backend: Kernels (the
+// kernels= option of `--backend go`, parsed with the spec by backendspec; $VDPP_KERNELS is
+// its environment default there), given to NewBackend through the spec, to
+// NewResolvedBackend in the Resolution, or to NewGoBackend directly; KernelsOf reads it
+// back and DescribeKernels says it in one line ("vdpp doctor" and report.json print it).
+// internal/sghook, the one place that touches simplego's internals, runs the matrix kernel
+// and the float32 elementwise executors for the backends that select them, and adds fused
+// ops to a graph only while a Program builds it (an inference graph). The building blocks
+// here (Attention, FusedAttention, GroupNorm, LayerNorm, RMSNorm, Conv2D, Linear, ...)
+// emit one fused op instead of their graph of small ops when useKernels says so: a float32
+// inference graph on a backend with Kernels.Fused. Everywhere else (XLA, kernels off, and
+// any graph not built by a Program, such as a training step) they build the plain graph,
+// whose gradient GoMLX knows, so a training graph needs no marking to be correct.
+// KernelsRan counts the fused ops that ran on a backend.
+//
+// Adding a fused op: write the kernel on flat slices (internal/kernels, or a package of
+// its own such as internal/qgemm), give it an sghook.Kernel adapter in kernels.go (Name,
+// Run; a BytesKernel's RunBytes for uint8 inputs such as compact weights), and in the
+// building block call it behind `if useKernels(g, dtype)` with sghook.Emit, keeping the
+// plain graph as the fallback; add the name to FusedOps and a case to
+// TestFusedMatchesPlain (docs/design.md, CPU kernels).
 //
 // # Attention form
 //
@@ -91,7 +106,10 @@
 //
 // Program compiles a graph-building function once per set of input shapes (a cache keyed by
 // shapes) and runs it on []*tensor.Dense inputs, returning []*tensor.Dense outputs.
-// A Program is safe for concurrent use; graph building and compilation are serialised.
+// A Program is safe for concurrent use; graph building and compilation are serialised. Its
+// graphs are inference graphs (fused ops, the fastest forms); a graph whose gradient is
+// taken is built with GoMLX's own Exec (package train) and gets the differentiable forms
+// (GradientSafe).
 //
 // Float16 is not a simplego dtype: loaders convert fp16 checkpoints to float32 before
 // NewWeights. Rsqrt has no gradient in GoMLX v0.26; the ops here use x / Sqrt(v).

@@ -19,7 +19,7 @@ var (
 // broadcast product lhs ⊗ rhs (an [M, N, K] tensor for an [M, K]·[K, N] product) and
 // reduces it, with the textbook form: two DotGenerals (dY·B and Aᵀ·dY) and a transpose. The
 // values are the same sums; memory and time drop from O(M·N·K) elementwise work to two
-// matrix products. It runs once, from MarkTraining; gradients are only taken in training.
+// matrix products. It runs once, when this package makes its first backend.
 func installGradients() {
 	gradOnce.Do(func() {
 		origDotGeneralV = graph.VJPRegistration[graph.NodeTypeDotGeneral]

@@ -2,10 +2,8 @@ package nn
 
 import (
 	"fmt"
-	"os"
 	"slices"
-	"sync"
-	"sync/atomic"
+	"strings"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -15,93 +13,105 @@ import (
 	"github.com/vdpp/vdpp/internal/gemm"
 	"github.com/vdpp/vdpp/internal/kernels"
 	"github.com/vdpp/vdpp/internal/sghook"
+	"github.com/vdpp/vdpp/model/nn/backendspec"
 )
 
-// KernelsEnv names the environment variable that selects vdpp's CPU kernels on the pure-Go
-// backend: unset (or "on") installs all of them, "gemm" only the matrix-product kernel,
-// "off" none (GoMLX's plain simplego, for comparisons).
-const KernelsEnv = "VDPP_KERNELS"
+// Kernels selects vdpp's CPU kernels on the pure-Go backend: the kernels= option of
+// `--backend go` (backendspec.Kernels). A backend carries its selection (NewBackend,
+// NewGoBackend); every graph built on it runs the matrix kernel (GEMM) and the elementwise
+// executors (Ops) it selects, and fused ops (Fused) run only in the graphs of inference
+// Programs (NewProgram), never in a graph whose gradient may be taken.
+type Kernels = backendspec.Kernels
 
-var (
-	kernelsOnce  sync.Once
-	kernelsParts sghook.Parts
-	kernelsErr   error
-)
+// AllKernels is every CPU kernel: the default.
+var AllKernels = backendspec.KernelsOn
 
-// CPUKernels installs vdpp's CPU kernels into simplego, once per process (the first
-// simplego backend does it), as KernelsEnv selects, and reports what is installed and,
-// if something could not be, why (nil when it was turned off on purpose). The matrix
-// kernel is installed only where internal/gemm has an assembly kernel.
-func CPUKernels() (sghook.Parts, error) {
-	kernelsOnce.Do(func() {
-		var want sghook.Parts
-		switch v := os.Getenv(KernelsEnv); v {
-		case "", "on":
-			want = sghook.All
-		case "gemm":
-			want = sghook.GEMM
-		case "off":
-		default:
-			kernelsErr = fmt.Errorf("nn: %s=%q: want on, gemm or off", KernelsEnv, v)
-			return
-		}
-		if !gemm.Accelerated() {
-			want &^= sghook.GEMM
-		}
-		if want == 0 {
-			return
-		}
-		kernelsErr = sghook.Install(want)
-		kernelsParts = sghook.Installed()
-	})
-	return kernelsParts, kernelsErr
+// NewGoBackend returns a pure-Go (simplego) backend that runs the CPU kernels k.
+func NewGoBackend(k Kernels) (backends.Backend, error) {
+	return NewResolvedBackend(backendspec.Resolution{Spec: "go", Source: "flag", Kind: backendspec.KindGo, Config: "go", Kernels: k})
 }
 
-// KernelsStatus describes the CPU kernels in use, for `vdpp doctor`.
-func KernelsStatus() string {
-	parts, err := CPUKernels()
-	var s string
-	switch {
-	case parts&sghook.Fused != 0:
-		s = "vdpp kernels (fused " + fusedOps + "; matrix kernel " + gemm.Kernel() + ")"
-	case parts&sghook.GEMM != 0:
-		s = "simplego with vdpp's matrix kernel (" + gemm.Kernel() + ")"
-	default:
-		s = "simplego's own (scalar Go)"
+// kernelParts turns a selection into what internal/sghook installs: the matrix kernel only
+// where internal/gemm has an assembly kernel.
+func kernelParts(k Kernels) sghook.Parts {
+	var p sghook.Parts
+	if k.GEMM && gemm.Accelerated() {
+		p |= sghook.GEMM
 	}
-	if err != nil {
-		s += ": " + err.Error()
-	} else if v := os.Getenv(KernelsEnv); v != "" && v != "on" {
-		s += " (" + KernelsEnv + "=" + v + ")"
+	if k.Ops {
+		p |= sghook.Ops
+	}
+	if k.Fused {
+		p |= sghook.Fused
+	}
+	return p
+}
+
+// enableKernels makes the simplego backend b run the kernels k. When they cannot be
+// installed (sghook's checks failed: GoMLX is not the version go.mod pins) b keeps
+// simplego's own code and DescribeKernels says why.
+func enableKernels(b backends.Backend, k Kernels) {
+	if err := sghook.Enable(b, kernelParts(k)); err != nil {
+		_ = sghook.Enable(b, 0)
+	}
+}
+
+// KernelsOf reports the CPU kernels backend b runs: none on XLA, on a simplego backend
+// not made by this package, or where they could not be installed; no GEMM where
+// internal/gemm has no assembly kernel.
+func KernelsOf(b backends.Backend) Kernels {
+	p := sghook.Enabled(b)
+	return Kernels{GEMM: p&sghook.GEMM != 0, Ops: p&sghook.Ops != 0, Fused: p&sghook.Fused != 0}
+}
+
+// FusedOps names the fused ops of this package (the Kernel names KernelsRan counts).
+var FusedOps = []string{attentionKernel{}.Name(), groupNormKernel{}.Name(), rowNormKernel{}.Name(),
+	channelNormKernel{}.Name(), convKernel{}.Name(), linearKernel{}.Name(), widenKernel{}.Name()}
+
+// DescribeKernels says in one line which kernels graph code on backend b runs, for
+// `vdpp doctor`, logs and report.json: "xla" off simplego, else the matrix kernel, the
+// elementwise executors and the fused ops, and why the CPU kernels are missing when they
+// could not be installed.
+func DescribeKernels(b backends.Backend) string {
+	if !IsSimpleGo(b) {
+		return "xla (no vdpp CPU kernels)"
+	}
+	k := KernelsOf(b)
+	var parts []string
+	if k.GEMM {
+		parts = append(parts, "matrix kernel internal/gemm "+gemm.Kernel())
+	} else {
+		parts = append(parts, "simplego's matrix kernel")
+	}
+	if k.Ops {
+		parts = append(parts, "vdpp's elementwise executors")
+	}
+	if k.Fused {
+		parts = append(parts, "fused ops in inference programs ("+strings.Join(FusedOps, ", ")+")")
+	}
+	s := "go: " + strings.Join(parts, "; ")
+	if err := sghook.Install(); err != nil {
+		s += " (vdpp's CPU kernels are not installed: " + err.Error() + ")"
 	}
 	return s
 }
 
-// fusedOps lists the building blocks that run as fused ops.
-const fusedOps = "attention, norms, convolutions, linear layers"
+// KernelsRan returns how many times each fused op ran on backend b (by name, see
+// FusedOps).
+func KernelsRan(b backends.Backend) map[string]int64 { return sghook.Ran(b) }
 
-// fusedGEMM reports whether simplego's products run on internal/gemm.
-func fusedGEMM() bool {
-	parts, _ := CPUKernels()
-	return parts&sghook.GEMM != 0
-}
-
-// useKernels reports whether the graph code of this package emits vdpp's fused CPU ops in
-// g: a simplego graph, kernels installed, not a training graph (fused ops have no
-// gradient), float32 values.
+// useKernels reports whether the graph code of this package emits fused CPU ops in g: an
+// inference graph (built by a Program) on a backend that runs them, float32 values.
 func useKernels(g *Graph, dt dtypes.DType) bool {
-	return dt == dtypes.Float32 && !plainGraphs.Load() && sghook.Fusable(g) && !IsTraining(g)
+	return dt == dtypes.Float32 && sghook.Fusable(g)
 }
 
-// plainGraphs makes useKernels false: tests build the plain graphs with it to compare.
-var plainGraphs atomic.Bool
+// UsesKernels reports whether inference graphs on backend b run vdpp's fused CPU ops (for
+// float32 values).
+func UsesKernels(b backends.Backend) bool { return KernelsOf(b).Fused }
 
-// UsesKernels reports whether graph code on backend b runs vdpp's fused CPU ops (for
-// float32 values outside training).
-func UsesKernels(b backends.Backend) bool {
-	parts, _ := CPUKernels()
-	return parts&sghook.Fused != 0 && IsSimpleGo(b)
-}
+// gemmBackend reports whether float32 products on backend b run on internal/gemm.
+func gemmBackend(b backends.Backend) bool { return KernelsOf(b).GEMM }
 
 // attentionKernel is kernels.Attention as a fused op: inputs q, k, v[, bias].
 type attentionKernel struct{ shape kernels.AttentionShape }
@@ -200,8 +210,7 @@ type rowNormKernel struct {
 
 func (k rowNormKernel) Name() string { return "row norm" }
 func (k rowNormKernel) Run(out []float32, ins [][]float32) {
-	rest := ins[1:]
-	gamma, beta := optionalInputs(rest, k.hasGamma, k.hasBeta)
+	gamma, beta := optionalInputs(ins[1:], k.hasGamma, k.hasBeta)
 	var scale, shift []float32
 	if k.shape.ModRows > 0 {
 		scale, shift = ins[len(ins)-2], ins[len(ins)-1]
@@ -264,8 +273,12 @@ func fusedChannelL2Norm(x, gamma *Node, eps float64, silu bool) (*Node, bool) {
 	return sghook.Emit(x.Graph(), x.Shape(), channelNormKernel{shape: sh}, x, Reshape(gamma, dims[1])), true
 }
 
-// convKernel is kernels.Conv: inputs x, w[, bias].
-type convKernel struct{ shape kernels.ConvShape }
+// convKernel is kernels.Conv: inputs x, w[, bias]; w float32, or the bytes of a weight
+// held compact (held set), which RunBytes widens a group of output channels at a time.
+type convKernel struct {
+	shape kernels.ConvShape
+	held  *heldWeight
+}
 
 func (convKernel) Name() string { return "convolution" }
 func (k convKernel) Run(out []float32, ins [][]float32) {
@@ -274,6 +287,13 @@ func (k convKernel) Run(out []float32, ins [][]float32) {
 		bias = ins[2]
 	}
 	kernels.Conv(out, ins[0], ins[1], bias, k.shape)
+}
+func (k convKernel) RunBytes(out []float32, ins [][]float32, raw [][]byte) {
+	var bias []float32
+	if len(ins) > 2 {
+		bias = ins[2]
+	}
+	kernels.ConvMatrix(out, ins[0], heldRows{k.held, raw[1]}, bias, k.shape)
 }
 
 // fusedConv emits the convolution of x [N, C, s...] (1 to 3 spatial axes) by w [O, C, k...]
@@ -296,15 +316,23 @@ func fusedConv(x, w, b *Node, stride int, pads [][2]int) (*Node, bool) {
 	}
 	o := sh.Out()
 	out := append([]int{sh.N, sh.O}, o[3-d:]...)
+	ck := convKernel{shape: sh}
+	if h, bytes, ok := heldOf(w); ok {
+		ck.held, w = h, bytes // read the weight as held, widening a group of channels at a time
+	}
 	ins := []*Node{x, w}
 	if b != nil {
 		ins = append(ins, b)
 	}
-	return sghook.Emit(x.Graph(), shapes.Make(dtypes.Float32, out...), convKernel{sh}, ins...), true
+	return sghook.Emit(x.Graph(), shapes.Make(dtypes.Float32, out...), ck, ins...), true
 }
 
-// linearKernel is kernels.Linear: inputs x, w[, bias].
-type linearKernel struct{ shape kernels.LinearShape }
+// linearKernel is kernels.Linear: inputs x, w[, bias]; w float32, or the bytes of a weight
+// held compact (held set), which RunBytes reads as held.
+type linearKernel struct {
+	shape kernels.LinearShape
+	held  *heldWeight
+}
 
 func (linearKernel) Name() string { return "linear" }
 func (k linearKernel) Run(out []float32, ins [][]float32) {
@@ -313,6 +341,13 @@ func (k linearKernel) Run(out []float32, ins [][]float32) {
 		bias = ins[2]
 	}
 	kernels.Linear(out, ins[0], ins[1], bias, k.shape)
+}
+func (k linearKernel) RunBytes(out []float32, ins [][]float32, raw [][]byte) {
+	var bias []float32
+	if len(ins) > 2 {
+		bias = ins[2]
+	}
+	kernels.LinearMatrix(out, ins[0], k.held.matrix(raw[1]), bias, k.shape)
 }
 
 // fusedLinear emits act(x·wᵀ + b) (or GEGLU's hidden·GELU(gate) of it) as one op.
@@ -326,9 +361,14 @@ func fusedLinear(x, w, b *Node, act Activation, geglu bool) (*Node, bool) {
 		Act: map[Activation]kernels.Activation{ActNone: kernels.NoActivation, ActGELU: kernels.GELU,
 			ActGELUTanh: kernels.GELUTanh, ActSiLU: kernels.SiLUAct}[act]}
 	out := append(slices.Clone(dims[:len(dims)-1]), sh.OutCols())
+	lk := linearKernel{shape: sh}
+	if h, bytes, ok := heldOf(w); ok {
+		// Read the weight as held: the widening op Param made is left unused.
+		lk.held, w = h, bytes
+	}
 	ins := []*Node{x, w}
 	if b != nil {
 		ins = append(ins, b)
 	}
-	return sghook.Emit(x.Graph(), shapes.Make(dtypes.Float32, out...), linearKernel{sh}, ins...), true
+	return sghook.Emit(x.Graph(), shapes.Make(dtypes.Float32, out...), lk, ins...), true
 }

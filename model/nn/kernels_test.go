@@ -2,64 +2,107 @@ package nn
 
 import (
 	"math/rand/v2"
-	"os"
+	"strings"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/backends"
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
-	"github.com/gomlx/gomlx/pkg/core/shapes"
 
 	"github.com/vdpp/vdpp/internal/gemm"
 	"github.com/vdpp/vdpp/internal/sghook"
 	"github.com/vdpp/vdpp/tensor"
 )
 
-// TestCPUKernelsInstalled fails when vdpp could not install its CPU kernels into simplego:
-// the sign that a GoMLX upgrade changed what internal/sghook relies on.
+// goBackend returns a simplego backend with kernels k for the test.
+func goBackend(t testing.TB, k Kernels) backends.Backend {
+	t.Helper()
+	b, err := NewGoBackend(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Finalize)
+	return b
+}
+
+// TestCPUKernelsInstalled fails when vdpp could not install its CPU kernels into simplego
+// (the sign that a GoMLX upgrade changed what internal/sghook relies on), and checks that
+// each backend runs the kernels its spec selects.
 func TestCPUKernelsInstalled(t *testing.T) {
-	parts, err := CPUKernels()
-	want := sghook.All
-	switch os.Getenv(KernelsEnv) {
-	case "off":
-		want = 0
-	case "gemm":
-		want = sghook.GEMM
+	if err := sghook.Install(); err != nil {
+		t.Fatal(err)
 	}
-	if !gemm.Accelerated() {
-		want &^= sghook.GEMM
-	}
-	if err != nil || parts != want {
-		t.Fatalf("CPUKernels() = %b, %v; want %b installed", parts, err, want)
-	}
-	if got := UsesKernels(testBackend(t)); got != (want&sghook.Fused != 0 && IsSimpleGo(testBackend(t))) {
-		t.Errorf("UsesKernels = %v with %b installed", got, parts)
+	acc := gemm.Accelerated()
+	for _, tc := range []struct {
+		spec string
+		want Kernels
+	}{
+		{"go:kernels=on", Kernels{GEMM: acc, Ops: true, Fused: true}},
+		{"go:kernels=gemm", Kernels{GEMM: acc}},
+		{"go:kernels=ops+fused", Kernels{Ops: true, Fused: true}},
+		{"go:kernels=off", Kernels{}},
+	} {
+		b, err := NewBackend(tc.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := KernelsOf(b); got != tc.want || UsesKernels(b) != tc.want.Fused {
+			t.Errorf("%s: KernelsOf = %+v, UsesKernels = %v; want %+v", tc.spec, got, UsesKernels(b), tc.want)
+		}
+		b.Finalize()
 	}
 }
 
-// TestAttentionIsOneOp checks that with the kernels installed Attention adds one fused op
-// to a graph (instead of the dozen ops of its plain form).
-func TestAttentionIsOneOp(t *testing.T) {
-	b := testBackend(t)
-	if !UsesKernels(b) {
-		t.Skip("no fused CPU kernels on this backend")
+// TestKernelsPerBackend: two backends of one process run what each selects: the same
+// program runs the fused row norm on one and the plain graph on the other, to within
+// float32 rounding of each other.
+func TestKernelsPerBackend(t *testing.T) {
+	fused, plain := goBackend(t, AllKernels), goBackend(t, Kernels{GEMM: true, Ops: true})
+	x := randDense(rand.New(rand.NewPCG(1, 2)), 3, 5, 16)
+	norm := func(in []*Node) *Node { return LayerNorm(in[0], nil, nil, 1e-5) }
+	a, b := runOpOn(t, fused, norm, x), runOpOn(t, plain, norm, x)
+	checkClose(t, "layer norm", a, b, 2e-6)
+	if n := KernelsRan(fused)[rowNormKernel{}.Name()]; n != 1 {
+		t.Errorf("fused backend ran the row norm %d times, want 1", n)
 	}
-	g := NewGraph(b, t.Name())
-	defer g.Finalize()
-	sh := shapes.Make(dtypes.Float32, 2, 5, 8)
-	q, k, v := Parameter(g, "q", sh), Parameter(g, "k", sh), Parameter(g, "v", sh)
-	before := len(g.Nodes())
-	Attention(q, k, v, 2)
-	if added := len(g.Nodes()) - before; added != 1 {
+	if ran := KernelsRan(plain); len(ran) != 0 {
+		t.Errorf("plain backend ran fused ops %v", ran)
+	}
+	if !strings.Contains(DescribeKernels(fused), "fused ops") || strings.Contains(DescribeKernels(plain), "fused ops") {
+		t.Errorf("DescribeKernels: fused %q, plain %q", DescribeKernels(fused), DescribeKernels(plain))
+	}
+}
+
+// TestAttentionIsOneOp checks that in an inference program on a backend with fused
+// kernels Attention adds one fused op to a graph (instead of the dozen ops of its plain
+// form).
+func TestAttentionIsOneOp(t *testing.T) {
+	b := goBackend(t, AllKernels)
+	added := 0
+	p, err := NewProgram(b, nil, t.Name(), func(_ Scope, in []*Node) []*Node {
+		g := in[0].Graph()
+		before := len(g.Nodes())
+		out := Attention(in[0], in[1], in[2], 2)
+		added = len(g.Nodes()) - before
+		return []*Node{out}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	x := tensor.New(2, 5, 8)
+	if _, err := p.Run(x, x, x); err != nil {
+		t.Fatal(err)
+	}
+	if added != 1 {
 		t.Fatalf("Attention added %d nodes, want 1 fused op", added)
 	}
 }
 
 // TestFusedMatchesPlain compares every fused building block with its plain graph (the
-// form XLA runs) on the same inputs.
+// form XLA runs) on the same inputs: the same program on a backend with the fused kernels
+// and on one without.
 func TestFusedMatchesPlain(t *testing.T) {
-	if !UsesKernels(testBackend(t)) {
-		t.Skip("no fused CPU kernels on this backend")
-	}
+	fusedB, plainB := goBackend(t, AllKernels), goBackend(t, Kernels{GEMM: true, Ops: true})
 	r := rand.New(rand.NewPCG(21, 22))
 	x5, x3 := randDense(r, 2, 8, 3, 4, 5), randDense(r, 2, 6, 16)
 	gamma8, beta8, gamma16, beta16 := randDense(r, 8), randDense(r, 8), randDense(r, 16), randDense(r, 16)
@@ -103,10 +146,8 @@ func TestFusedMatchesPlain(t *testing.T) {
 		}, []*tensor.Dense{q, k, v, bias}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fused := runOp(t, tc.fn, tc.ins...)
-			plainGraphs.Store(true)
-			defer plainGraphs.Store(false)
-			plain := runOp(t, tc.fn, tc.ins...)
+			fused := runOpOn(t, fusedB, tc.fn, tc.ins...)
+			plain := runOpOn(t, plainB, tc.fn, tc.ins...)
 			checkClose(t, tc.name, fused, plain, 2e-6)
 		})
 	}

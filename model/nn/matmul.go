@@ -24,8 +24,8 @@ const minRowsPerSplit = 32
 // that would run the large kernel skips its re-blocking copies and 64-padding. In the small
 // kernel each output element is the same dot product in the same order however the rows are
 // sliced, so a split of a small product is bit-identical to the single DotGeneral. Elsewhere
-// (XLA), and on simplego when vdpp's own kernel is installed (CPUKernels: it splits the
-// rows over the cores itself, without copies of w), it is one DotGeneral.
+// (XLA), and on a simplego backend that runs vdpp's matrix kernel (Kernels.GEMM: it splits
+// the rows over the cores itself, without copies of w), it is one DotGeneral.
 func MatMulNT(x, w *Node) *Node {
 	m, k, n := x.Shape().Dim(0), x.Shape().Dim(1), w.Shape().Dim(0)
 	if p := rowSplits(x.Graph(), m, n); p > 1 {
@@ -49,7 +49,7 @@ func rowSplits(g *Graph, m, n int) int {
 	if !IsSimpleGo(g.Backend()) {
 		return 1
 	}
-	if fusedGEMM() {
+	if gemmBackend(g.Backend()) {
 		return 1 // internal/gemm splits the rows itself, without copies of w
 	}
 	return simpleGoRowSplits(runtime.NumCPU(), m, n)

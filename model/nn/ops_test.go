@@ -30,10 +30,17 @@ func testBackend(t testing.TB) backends.Backend {
 	return testBackendVal
 }
 
-// runOp compiles fn (inputs are graph parameters with the shapes of ins) and runs it once.
+// runOp compiles fn (inputs are graph parameters with the shapes of ins) as a Program on
+// the test backend and runs it once.
 func runOp(t testing.TB, fn func(in []*Node) *Node, ins ...*tensor.Dense) *tensor.Dense {
 	t.Helper()
-	p, err := NewProgram(testBackend(t), nil, t.Name(), func(_ Scope, in []*Node) []*Node {
+	return runOpOn(t, testBackend(t), fn, ins...)
+}
+
+// runOpOn is runOp on backend b.
+func runOpOn(t testing.TB, b backends.Backend, fn func(in []*Node) *Node, ins ...*tensor.Dense) *tensor.Dense {
+	t.Helper()
+	p, err := NewProgram(b, nil, t.Name(), func(_ Scope, in []*Node) []*Node {
 		return []*Node{fn(in)}
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
+	"github.com/vdpp/vdpp/internal/sghook"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -25,9 +26,14 @@ var ErrNoInputs = errors.New("nn: program needs at least one input")
 // Program.Run returns them as errors.
 type BuildFunc func(s Scope, inputs []*graph.Node) []*graph.Node
 
-// Program is a compiled network: a BuildFunc bound to Weights and their backend. Graphs
-// are built and compiled lazily, one per distinct set of input shapes, and cached
-// (without limit; a model normally sees a handful of shapes). Program is safe for
+// Program is a compiled network for inference: a BuildFunc bound to Weights and their
+// backend. Graphs are built and compiled lazily, one per distinct set of input shapes, and
+// cached (without limit; a model normally sees a handful of shapes). Its graphs are
+// inference graphs: the building blocks of this package emit vdpp's fused CPU ops in them
+// where the backend runs those (Kernels.Fused) and take their fastest forms, which have no
+// gradient on simplego. A graph whose gradient is taken is built without a Program (as
+// package train builds its steps) and gets the plain, differentiable forms: nothing has to
+// be marked. Program is safe for
 // concurrent use: Run may be called from several goroutines; building and compiling are
 // serialised, execution is not.
 type Program struct {
@@ -49,8 +55,9 @@ func NewProgram(b backends.Backend, w *Weights, name string, build BuildFunc) (*
 	} else {
 		ctx, src = context.New(), noWeights{}
 	}
-	fn := func(_ *context.Context, inputs []*graph.Node) []*graph.Node {
-		return build(Scope{src: src}, inputs)
+	fn := func(_ *context.Context, inputs []*graph.Node) (outs []*graph.Node) {
+		sghook.Inference(inputs[0].Graph(), func() { outs = build(Scope{src: src}, inputs) })
+		return outs
 	}
 	exec, err := context.NewExec(b, ctx, fn)
 	if err != nil {

@@ -3,39 +3,20 @@ package nn
 import (
 	"fmt"
 	"slices"
-	"sync"
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/vdpp/vdpp/internal/sghook"
 )
 
-// trainingGraphs holds the graphs marked by MarkTraining.
-var trainingGraphs sync.Map // *Graph -> struct{}
-
-// MarkTraining marks g as a graph whose gradient will be taken. On a backend that lacks the
-// ops some gradients need (simplego has no Pad, which the gradient of Slice uses), the ops
-// of this package then pick gradient-safe forms (GradientSafe); the values they compute
-// are the same. Call it at the start of a training graph's build function; UnmarkTraining
-// forgets the graph.
-func MarkTraining(g *Graph) {
-	installGradients()
-	trainingGraphs.Store(g, struct{}{})
-}
-
-// UnmarkTraining forgets a graph marked by MarkTraining.
-func UnmarkTraining(g *Graph) { trainingGraphs.Delete(g) }
-
-// IsTraining reports whether g was marked by MarkTraining.
-func IsTraining(g *Graph) bool {
-	_, ok := trainingGraphs.Load(g)
-	return ok
-}
-
-// GradientSafe reports whether the ops must avoid forward Slice nodes in g: g is a
-// training graph on simplego (whose missing Pad op the gradient of Slice needs). Then
-// convolutions use ConvGather, GEGLU splits with a mask instead of SliceAxis and attention
-// is never chunked.
-func GradientSafe(g *Graph) bool { return IsTraining(g) && IsSimpleGo(g.Backend()) }
+// GradientSafe reports whether the ops must avoid forward Slice nodes in g, whose gradient
+// needs the Pad op simplego lacks: g is a simplego graph that is not an inference graph
+// (one a Program builds), so its gradient may be taken. Then convolutions use ConvGather,
+// GEGLU splits with a mask instead of SliceAxis and attention is never chunked; the values
+// are the same. A training graph needs no marking for this: it is simply not built by a
+// Program.
+func GradientSafe(g *Graph) bool { return IsSimpleGo(g.Backend()) && !sghook.IsInference(g) }
 
 // SplitHalves splits x along its last axis into its first and second halves, as two
 // SliceAxis would; in a GradientSafe graph it multiplies by 0/1 masks and sums instead

@@ -15,7 +15,9 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
+	"github.com/vdpp/vdpp/internal/sghook"
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // Sentinel errors of the weights API, matched with errors.Is.
@@ -28,15 +30,20 @@ var (
 	ErrShapeMismatch = errors.New("nn: shape mismatch")
 )
 
-// Weights holds named float32 tensors materialised on one backend (one backend buffer per
-// tensor; the caller's tensor.Dense data may be dropped after NewWeights returns). It is
-// safe for concurrent reads; it is never modified after construction.
+// Weights holds named tensors materialised on one backend (one backend buffer per tensor;
+// the caller's data may be dropped after NewWeights returns): float32, or held in a compact
+// weight type (NewWeightsHeld). It is safe for concurrent reads; it is never modified after
+// construction.
 type Weights struct {
 	backend backends.Backend
 	ctx     *context.Context
 	shapes  map[string][]int
+	held    map[string]*heldWeight // the tensors held in a compact type
+	types   map[quant.Type]int64   // bytes held in each type
 	bytes   int64
 }
+
+func newContext() *context.Context { return context.New() }
 
 // NewWeights copies every tensor of ts onto backend b, keeping its name. Names must be
 // non-empty and must not contain '/', the separator of GoMLX's context scopes.
@@ -62,20 +69,28 @@ func NewWeights(b backends.Backend, ts map[string]*tensor.Dense) (*Weights, erro
 // one tensor at a time besides the backend's copies). Names follow NewWeights' rules and
 // must not repeat. The first error of add or load is returned.
 func NewWeightsStream(b backends.Backend, load func(add func(name string, d *tensor.Dense) error) error) (*Weights, error) {
-	w := &Weights{backend: b, ctx: context.New(), shapes: map[string][]int{}}
+	w := &Weights{backend: b, ctx: newContext(), shapes: map[string][]int{}, held: map[string]*heldWeight{}, types: map[quant.Type]int64{}}
 	if err := load(w.add); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
-// add uploads one tensor.
-func (w *Weights) add(name string, d *tensor.Dense) error {
+// checkName reports a name NewWeights refuses: empty, with a '/', or added before.
+func (w *Weights) checkName(name string) error {
 	if name == "" || strings.Contains(name, "/") {
 		return fmt.Errorf("nn: invalid tensor name %q", name)
 	}
 	if _, dup := w.shapes[name]; dup {
 		return fmt.Errorf("nn: tensor %q added twice", name)
+	}
+	return nil
+}
+
+// add uploads one float32 tensor.
+func (w *Weights) add(name string, d *tensor.Dense) error {
+	if err := w.checkName(name); err != nil {
+		return err
 	}
 	if d == nil || len(d.Data) != tensor.NumElements(d.Shape) {
 		return fmt.Errorf("nn: tensor %q: data does not match its shape", name)
@@ -89,6 +104,7 @@ func (w *Weights) add(name string, d *tensor.Dense) error {
 	}
 	w.shapes[name] = slices.Clone(d.Shape)
 	w.bytes += int64(4 * len(d.Data))
+	w.types[quant.F32] += int64(4 * len(d.Data))
 	return nil
 }
 
@@ -105,7 +121,8 @@ func deviceTensor(b backends.Backend, d *tensor.Dense) (*tensors.Tensor, error) 
 // Backend returns the backend the weights live on.
 func (w *Weights) Backend() backends.Backend { return w.backend }
 
-// Bytes returns the memory held by the weights (4 bytes per element).
+// Bytes returns the memory held by the weights (4 bytes per float32 element, the held
+// bytes of a tensor held compact).
 func (w *Weights) Bytes() int64 { return w.bytes }
 
 // Shapes returns a copy of the name -> shape map of the held tensors.
@@ -132,6 +149,9 @@ func (w *Weights) param(g *graph.Graph, name string, dims []int) *graph.Node {
 	v := w.ctx.GetVariableByScopeAndName(w.ctx.Scope(), name)
 	if v == nil {
 		panic(fmt.Errorf("%w %q (no variable)", ErrMissingTensor, name))
+	}
+	if h := w.held[name]; h != nil {
+		return heldParam(g, name, h, v.ValueGraph(g))
 	}
 	return v.ValueGraph(g)
 }
@@ -201,7 +221,7 @@ func Declare(b backends.Backend, build func(s Scope, g *graph.Graph) error) (map
 	g := graph.NewGraph(b, "nn.Declare")
 	defer g.Finalize()
 	var inner error
-	if err := catch(func() { inner = build(Scope{src: d}, g) }); err != nil {
+	if err := catch(func() { sghook.Inference(g, func() { inner = build(Scope{src: d}, g) }) }); err != nil {
 		return nil, fmt.Errorf("nn: declare: %w", err)
 	}
 	if inner != nil {

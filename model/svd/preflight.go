@@ -11,6 +11,12 @@ import (
 // config, and the header of every weights file a run with parts would read, against the
 // tensors the networks expect (names and shapes). Errors name the file and the tensor.
 func Preflight(dir, variant string, parts Parts) (*checkpoint.Checkpoint, error) {
+	return PreflightWith(dir, LoadOptions{Variant: variant}, parts)
+}
+
+// PreflightWith is Preflight for the weights o names.
+func PreflightWith(dir string, o LoadOptions, parts Parts) (*checkpoint.Checkpoint, error) {
+	variant := o.Variant
 	ck, err := checkpoint.Open(dir)
 	if err != nil {
 		return nil, err
@@ -40,7 +46,15 @@ func Preflight(dir, variant string, parts Parts) (*checkpoint.Checkpoint, error)
 	}
 	var checks []check
 	if parts.Denoiser {
-		checks = append(checks, check{unet.Component, variant, func() (map[string][]int, error) { return unet.ExpectedTensors(ucfg) }, checkpoint.LoadOptions{}})
+		if o.UNetFile != "" {
+			st, err := unet.OpenWeights(ck, ucfg, unet.LoadOptions{File: o.UNetFile}) // headers only
+			if err != nil {
+				return nil, err
+			}
+			st.Close()
+		} else {
+			checks = append(checks, check{unet.Component, variant, func() (map[string][]int, error) { return unet.ExpectedTensors(ucfg) }, checkpoint.LoadOptions{}})
+		}
 	}
 	if parts.Conditioner {
 		checks = append(checks, check{clip.Component, clipVariant(ck, variant), func() (map[string][]int, error) { return clip.ExpectedTensors(ccfg) },

@@ -44,8 +44,18 @@ func (svdFamily) NeedsDir() bool           { return true }
 func (svdFamily) Claims(class string) bool { return class == PipelineClass || class == "" }
 
 func (svdFamily) Preflight(dir string, o family.Options) error {
-	_, err := Preflight(dir, o.Variant, partsOf(o.Roles))
+	if err := o.Weights.Check(FamilyName, unet.Component); err != nil {
+		return err
+	}
+	_, err := PreflightWith(dir, loadOptions(o), partsOf(o.Roles))
 	return err
+}
+
+// loadOptions are the load options of a family's options: the folder's variant, and the
+// file --unet names.
+func loadOptions(o family.Options) LoadOptions {
+	hold, _ := nn.HoldFor(o.Weights.DType) // checked by WeightOptions.Check
+	return LoadOptions{Variant: o.Variant, UNetFile: o.Weights.File(unet.Component), Hold: hold}
 }
 
 // Weights implements family.Weigher: the float32 bytes of the networks each role loads,
@@ -104,13 +114,16 @@ func (svdFamily) Describe(dir string) (family.Description, error) {
 	if err != nil {
 		return family.Description{}, err
 	}
-	return family.Description{Defaults: NewSampler(p, smp).DefaultParams(), SizeMultiple: p.VAEConfig.DownsampleFactor(), VAETiling: true,
+	return family.Description{Defaults: NewSampler(p, smp).DefaultParams(), SizeMultiple: p.VAEConfig.DownsampleFactor(), VAETiling: true, Image: family.NeedRequired,
 		Caching: Caching}, nil
 }
 
 func (svdFamily) Open(dir string, o family.Options) (family.Sampler, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("svd: a model folder is required")
+	}
+	if err := o.Weights.Check(FamilyName, unet.Component); err != nil {
+		return nil, err
 	}
 	var b backends.Backend
 	if parts := partsOf(o.Roles); parts != (Parts{}) {
@@ -119,7 +132,7 @@ func (svdFamily) Open(dir string, o family.Options) (family.Sampler, error) {
 			return nil, err
 		}
 	}
-	p, err := Load(dir, o.Variant, b, partsOf(o.Roles))
+	p, err := LoadWith(dir, loadOptions(o), b, partsOf(o.Roles))
 	if err != nil {
 		return nil, err
 	}
@@ -401,6 +414,31 @@ func (s *Sampler) StepActivationBytes(p family.Params) int64 {
 
 // WeightBytes implements family.Sampler.
 func (s *Sampler) WeightBytes() map[string]int64 { return s.P.WeightBytes() }
+
+// Kernels implements family.KernelReporter: the kernels the networks run with.
+func (s *Sampler) Kernels() string {
+	if s.P.Backend == nil {
+		return ""
+	}
+	return nn.DescribeKernels(s.P.Backend)
+}
+
+// WeightTypes implements family.TypedWeights: the UNet as held, the other networks in
+// float32.
+func (s *Sampler) WeightTypes() map[string]int64 {
+	out := map[string]int64{}
+	for c, n := range s.P.WeightBytes() {
+		if c != unet.Component {
+			out["f32"] += n
+		}
+	}
+	if s.P.UNet != nil {
+		for t, n := range s.P.UNet.HeldBytes() {
+			out[t.String()] += n
+		}
+	}
+	return out
+}
 
 // Close implements family.Sampler.
 func (s *Sampler) Close() error {

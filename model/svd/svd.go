@@ -23,6 +23,7 @@ import (
 
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/vae"
@@ -57,16 +58,34 @@ type Pipeline struct {
 	CLIP   *clip.Model // nil unless Parts.Conditioner
 	VAEEnc *vae.Model  // nil unless Parts.Conditioner
 	VAEDec *vae.Model  // nil unless Parts.Decoder
+
+	// Backend is what the networks run on (nil when no part is loaded).
+	Backend backends.Backend
 }
 
 // Load opens the diffusers folder dir and loads parts onto backend. variant is "" (fp32) or
 // "fp16"; fp16 weights are converted to float32.
 func Load(dir, variant string, backend backends.Backend, parts Parts) (*Pipeline, error) {
+	return LoadWith(dir, LoadOptions{Variant: variant}, backend, parts)
+}
+
+// LoadOptions say where the weights come from: the folder's variant, and a file replacing
+// the folder's UNet weights (--unet).
+type LoadOptions struct {
+	Variant  string
+	UNetFile string
+	// Hold says the type the UNet's tensors are held in (nil: as stored).
+	Hold nn.HoldFunc
+}
+
+// LoadWith is Load with the weights o names.
+func LoadWith(dir string, o LoadOptions, backend backends.Backend, parts Parts) (*Pipeline, error) {
+	variant := o.Variant
 	ck, err := checkpoint.Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	p := &Pipeline{Checkpoint: ck}
+	p := &Pipeline{Checkpoint: ck, Backend: backend}
 	if p.UNetConfig, err = unet.ReadConfig(ck); err != nil {
 		return nil, err
 	}
@@ -87,7 +106,7 @@ func Load(dir, variant string, backend backends.Backend, parts Parts) (*Pipeline
 		return nil, err
 	}
 	if parts.Denoiser {
-		if p.UNet, err = unet.Load(ck, variant, backend); err != nil {
+		if p.UNet, err = unet.LoadWith(ck, unet.LoadOptions{Variant: variant, File: o.UNetFile, Hold: o.Hold}, backend); err != nil {
 			return nil, err
 		}
 	}

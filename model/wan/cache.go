@@ -60,9 +60,12 @@ func (d *Denoiser) predictCached(ctx context.Context, in model.Input, cp *cpCall
 	if len(c.Rows) != in.Rows() {
 		return nil, fmt.Errorf("wan: %d cache rows for %d input rows", len(c.Rows), in.Rows())
 	}
-	return d.predict(ctx, in, func(latents *tensor.Dense, t float32, ehs []*tensor.Dense, rows []int) (*tensor.Dense, error) {
-		fc := &firstBlockCall{ctx: ctx, c: c, rows: rows, cp: cp, frameTokens: d.frameTokens(latents)}
-		return d.run(latents, t, ehs, cp, &transformer.FirstBlockCache{Decide: fc.decide, Ran: fc.ran})
+	return d.predict(ctx, in, func(cl call) (*tensor.Dense, error) {
+		if cp != nil {
+			cl.first += cp.part.Lo
+		}
+		fc := &firstBlockCall{ctx: ctx, c: c, rows: cl.rows, cp: cp, frameTokens: d.frameTokens(cl.latents)}
+		return d.run(cl, cp, &transformer.FirstBlockCache{Decide: fc.decide, Ran: fc.ran})
 	})
 }
 
@@ -146,7 +149,7 @@ var Caching = family.Caching{Modes: []string{pipeline.CacheFB, pipeline.CacheSta
 // the output head (transformer.CallFLOPs), and a row's state is two residuals of the
 // hidden states, [tokens, inner_dim] each.
 func (wanFamily) CacheCost(dir string, _ pipeline.Cache, latent []int) (family.CacheCost, error) {
-	f, err := openT2V(dir)
+	f, err := Open(dir)
 	if err != nil {
 		return family.CacheCost{}, err
 	}

@@ -44,9 +44,12 @@ const (
 // falls in the expert's range of timesteps (t ≥ boundary for `transformer`, t < boundary
 // for `transformer_2`). The network is transformer.Build, the code inference runs.
 func (wanFamily) FineTune(dir string, o finetune.Options) (finetune.Task, error) {
-	f, err := openT2V(dir)
+	f, err := Open(dir)
 	if err != nil {
 		return nil, err
+	}
+	if f.Variant() == ImageToVideo {
+		return nil, fmt.Errorf("%w: %s: fine-tuning an image-to-video transformer (%s) is not supported", ErrFolder, f.Dir, f.Index.ClassName)
 	}
 	if f.ExpandTimesteps {
 		return nil, fmt.Errorf("%w: %s: fine-tuning a transformer with expand_timesteps (per-token timesteps) is not supported", ErrFolder, f.Dir)

@@ -164,9 +164,22 @@ func (f *Folder) TransformerConfig(expert int) (transformer.Config, error) {
 // LoadTransformer loads expert 1 or 2 with weights variant ("" for fp32, "fp16", "bf16")
 // onto backend.
 func (f *Folder) LoadTransformer(expert int, variant string, backend backends.Backend) (*transformer.Model, error) {
+	return f.LoadTransformerWith(expert, transformer.LoadOptions{Variant: variant}, backend)
+}
+
+// LoadTransformerWith loads expert 1 or 2 with the weights o names onto backend.
+func (f *Folder) LoadTransformerWith(expert int, o transformer.LoadOptions, backend backends.Backend) (*transformer.Model, error) {
 	dir, err := f.TransformerDir(expert)
 	if err != nil {
 		return nil, err
 	}
-	return transformer.Load(dir, variant, backend)
+	return transformer.LoadWith(dir, o, backend)
+}
+
+// ExpertComponent is the component of expert 1 (`transformer`) or 2 (`transformer_2`).
+func ExpertComponent(expert int) string {
+	if expert == 2 {
+		return Transformer2
+	}
+	return Transformer
 }

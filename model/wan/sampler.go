@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -54,16 +55,28 @@ func (wanFamily) Claims(class string) bool { return isWanClass(class) }
 // Preflight implements family.Family: the folder's structure, the configs of every
 // component o's roles load and their weights files, without reading weights.
 func (wanFamily) Preflight(dir string, o family.Options) error {
-	f, err := openT2V(dir)
+	f, err := Open(dir)
 	if err != nil {
+		return err
+	}
+	if err := checkWeightOptions(f, o); err != nil {
 		return err
 	}
 	sc, err := f.ReadSchedulerConfig()
 	if err != nil {
 		return err
 	}
+	spec, err := f.ImageSpec()
+	if err != nil {
+		return err
+	}
 	if o.Roles.Condition && o.Prompts {
 		if err := f.CheckText(); err != nil {
+			return err
+		}
+	}
+	if o.Roles.Condition && spec.Image != family.NeedNone {
+		if err := f.checkImageFiles(spec, o.Variant); err != nil {
 			return err
 		}
 	}
@@ -74,8 +87,19 @@ func (wanFamily) Preflight(dir string, o family.Options) error {
 		}
 		for _, e := range experts {
 			tdir, _ := f.TransformerDir(e)
-			if _, err := transformer.ReadConfig(tdir); err != nil {
+			cfg, err := transformer.ReadConfig(tdir)
+			if err != nil {
 				return err
+			}
+			if to := transformerOptions(e, o); to.File != "" {
+				// A file in another layout: check every tensor's name, shape and type now
+				// (headers only), so that a bad file fails before any process starts.
+				st, err := transformer.OpenWeights(tdir, cfg, to)
+				if err != nil {
+					return err
+				}
+				st.Close()
+				continue
 			}
 			stem := transformer.WeightsStem
 			if o.Variant != "" {
@@ -90,23 +114,24 @@ func (wanFamily) Preflight(dir string, o family.Options) error {
 		if _, err := f.VAEConfig(); err != nil {
 			return err
 		}
-		name, err := checkpoint.WeightsFileName(checkpoint.DiffusersStem, o.Variant)
-		if err != nil {
+		if err := f.checkVAEWeights(o.Variant); err != nil {
 			return err
-		}
-		path := filepath.Join(f.ComponentDir(VAE), name)
-		if _, err := os.Stat(path); err != nil {
-			return fmt.Errorf("%s: %w: the VAE weights: %w", path, ErrFolder, err)
 		}
 	}
 	return nil
 }
 
 // Describe implements family.Family: WanPipeline's defaults (81 frames at 832x480,
-// 50 steps, guidance 5) as the folder's vdpp_sampling.json amends them, and the size
-// multiple of VAE factor x patch size.
+// 50 steps, guidance 5) as the folder's vdpp_sampling.json amends them, the size multiple
+// of VAE factor x patch size, and the images a generation takes (ImageSpec: an
+// image-to-video folder needs one, a first-last-frame one also a last image;
+// expand_timesteps takes one optionally).
 func (wanFamily) Describe(dir string) (family.Description, error) {
-	f, err := openT2V(dir)
+	f, err := Open(dir)
+	if err != nil {
+		return family.Description{}, err
+	}
+	spec, err := f.ImageSpec()
 	if err != nil {
 		return family.Description{}, err
 	}
@@ -129,7 +154,7 @@ func (wanFamily) Describe(dir string) (family.Description, error) {
 	// A long video is cut into windows of the native 81 frames (21 latent frames) sharing
 	// 20 frames (5 latent frames, a quarter), blended with a cosine ramp.
 	return family.Description{Defaults: defaults, SizeMultiple: m, FrameMultiple: vc.TemporalFactor(),
-		TextDim: tc.TextDim, TextDimFile: tc.Path,
+		TextDim: tc.TextDim, TextDimFile: tc.Path, Image: spec.Image, LastImage: spec.LastImage,
 		Windowing: family.Windowing{Window: DefaultNumFrames, Overlap: DefaultWindowOverlap, Blend: "cosine"},
 		Caching:   Caching}, nil
 }
@@ -156,19 +181,6 @@ func (wanFamily) Open(dir string, o family.Options) (family.Sampler, error) {
 		return nil, fmt.Errorf("wan: a model folder is required")
 	}
 	return Load(dir, o)
-}
-
-// openT2V opens a text-to-video folder (the image-to-video pipeline has no conditioner
-// here yet).
-func openT2V(dir string) (*Folder, error) {
-	f, err := Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	if f.Index.ClassName != T2VPipeline {
-		return nil, fmt.Errorf("%s: %w: %s is not supported yet (only %s)", filepath.Join(dir, checkpoint.IndexFile), ErrFolder, f.Index.ClassName, T2VPipeline)
-	}
-	return f, nil
 }
 
 // VAEConfig reads vae/config.json.
@@ -259,12 +271,18 @@ type Sampler struct {
 	// Text is the tokenizer and text encoder (first stage, with family.Options.Prompts);
 	// nil where this process encodes no prompt.
 	Text *PromptEncoder
+	// Spec is what the folder's image conditioning needs; Images is the image conditioner
+	// (first stage of a folder that takes an image), nil elsewhere.
+	Spec   ImageSpec
+	Images *ImageEncoding
 
 	// simpleGo says the networks run on the pure-Go backend (im2col convolutions, its
 	// attention score budget), for the memory estimate.
 	simpleGo bool
 	// defaults are the folder's DefaultParams.
 	defaults family.Params
+	// backend is what the networks run on (nil when none is loaded).
+	backend backends.Backend
 }
 
 var (
@@ -277,7 +295,7 @@ var (
 // conditioning on prompts (o.Prompts).
 func Load(dir string, o family.Options) (*Sampler, error) {
 	var b backends.Backend
-	if o.Roles.Denoise || o.Roles.Decode || (o.Roles.Condition && o.Prompts) {
+	if o.Roles.Denoise || o.Roles.Decode || (o.Roles.Condition && (o.Prompts || takesImage(dir))) {
 		var err error
 		if b, err = nn.NewBackend(o.Backend); err != nil {
 			return nil, err
@@ -286,14 +304,27 @@ func Load(dir string, o family.Options) (*Sampler, error) {
 	return LoadOn(dir, o, b)
 }
 
+// takesImage reports whether the folder dir takes an image (its conditioner loads networks
+// without prompts); a folder that cannot be read says no, and LoadOn reports why.
+func takesImage(dir string) bool {
+	f, err := Open(dir)
+	return err == nil && f.Variant() != TextToVideo
+}
+
 // LoadOn is Load onto backend b (o.Backend is ignored); b may be nil when o loads no
 // network.
 func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err error) {
-	f, err := openT2V(dir)
+	f, err := Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	s = &Sampler{Folder: f, simpleGo: b != nil && nn.IsSimpleGo(b)}
+	if err := checkWeightOptions(f, o); err != nil {
+		return nil, err
+	}
+	s = &Sampler{Folder: f, simpleGo: b != nil && nn.IsSimpleGo(b), backend: b}
+	if s.Spec, err = f.ImageSpec(); err != nil {
+		return nil, err
+	}
 	if s.defaults, err = f.DefaultParams(); err != nil {
 		return nil, err
 	}
@@ -307,7 +338,8 @@ func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err e
 		return nil, err
 	}
 	text := o.Roles.Condition && o.Prompts
-	if !o.Roles.Denoise && !o.Roles.Decode && !text {
+	images := o.Roles.Condition && s.Spec.Image != family.NeedNone
+	if !o.Roles.Denoise && !o.Roles.Decode && !text && !images {
 		return s, nil
 	}
 	if b == nil {
@@ -325,13 +357,18 @@ func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err e
 			return nil, err
 		}
 		for _, e := range experts {
-			if s.Experts[e-1], err = f.LoadTransformer(e, o.Variant, b); err != nil {
+			if s.Experts[e-1], err = f.LoadTransformerWith(e, transformerOptions(e, o), b); err != nil {
 				return nil, err
 			}
 		}
 	}
 	if o.Roles.Decode {
 		if s.VAE, err = vae.Load(f.ComponentDir(VAE), o.Variant, b); err != nil {
+			return nil, err
+		}
+	}
+	if images {
+		if s.Images, err = f.loadImageEncoding(s.Spec, o.Variant, b, s.VAE); err != nil {
 			return nil, err
 		}
 	}
@@ -449,6 +486,10 @@ func (s *Sampler) Conditioning(in family.Input, guided bool) (model.Conditioning
 		if w := sh[len(sh)-1]; w != s.TConfig.TextDim {
 			return fmt.Errorf("%w: %s %v are %d wide; the transformer's text_dim is %d (%s)", ErrInput, what, sh, w, s.TConfig.TextDim, s.TConfig.Path)
 		}
+		if l := sh[len(sh)-2]; s.TConfig.HasImage() && l != transformer.TextContextLen {
+			return fmt.Errorf("%w: %s %v have %d rows; a transformer with the image branch (%s) takes exactly %d (diffusers splits [image | text] at L − %d): pad them with zero rows as the text encoder's output is padded",
+				ErrInput, what, sh, l, s.TConfig.Path, transformer.TextContextLen, transformer.TextContextLen)
+		}
 		c[key] = &tensor.Dense{Shape: sh[len(sh)-2:], Data: e.Data}
 		return nil
 	}
@@ -461,6 +502,32 @@ func (s *Sampler) Conditioning(in family.Input, guided bool) (model.Conditioning
 		}
 	}
 	return c, nil
+}
+
+// ImageConditioning returns a sample's image conditioning (ImageEncoding.Encode) for in's
+// images at p's size and length, or nil when there is none: the folder takes no image (and
+// in has none), or takes one optionally and in has none. A missing or unwanted image is an
+// error wrapping ErrInput.
+func (s *Sampler) ImageConditioning(ctx context.Context, in family.Input, p family.Params) (*ImageConditioned, error) {
+	switch {
+	case s.Spec.Image == family.NeedNone && (in.Image != nil || in.LastImage != nil):
+		return nil, fmt.Errorf("%w: an image: %w", ErrInput, errNoImageModel)
+	case s.Spec.Image == family.NeedNone:
+		return nil, nil
+	case in.Image == nil && in.LastImage != nil:
+		return nil, fmt.Errorf("%w: a last image without the (first) image", ErrInput)
+	case in.Image == nil && s.Spec.Image == family.NeedOptional:
+		return nil, nil
+	case in.Image == nil:
+		return nil, fmt.Errorf("%w: no image: the model is image-to-video (%s)", ErrInput, filepath.Join(s.Folder.Dir, checkpoint.IndexFile))
+	case s.Images == nil:
+		return nil, fmt.Errorf("%w: an image, but this process did not load the image conditioner (the Condition role)", ErrInput)
+	}
+	c, err := s.Images.Encode(ctx, in.Image, in.LastImage, p.NumFrames, p.Height, p.Width)
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
 }
 
 // Noise returns sample's initial noise in the engine's layout [T, C, h, w]: N(0, 1) drawn
@@ -477,7 +544,8 @@ func (s *Sampler) Noise(p family.Params, sample int64) *tensor.Dense {
 }
 
 // Prepare implements family.Sampler: each sample's noise (Noise) times init_noise_sigma,
-// the prompt embeddings as conditioning and, when guided, the guidance weights.
+// the prompt embeddings and the image conditioning (ImageConditioning) as conditioning
+// and, when guided, the guidance weights.
 func (s *Sampler) Prepare(ctx context.Context, in family.Input, p family.Params, sc sched.Scheduler, samples []int64) (*pipeline.Item, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -491,6 +559,13 @@ func (s *Sampler) Prepare(ctx context.Context, in family.Input, p family.Params,
 	cond, err := s.Conditioning(in, Guided(p))
 	if err != nil {
 		return nil, err
+	}
+	ic, err := s.ImageConditioning(ctx, in, p)
+	if err != nil {
+		return nil, err
+	}
+	if ic != nil {
+		maps.Copy(cond, ic.Cond())
 	}
 	shape := s.LatentShape(p)
 	per := tensor.NumElements(shape)
@@ -606,6 +681,14 @@ func toUnitFrames(v *tensor.Dense) *tensor.Dense {
 	return out
 }
 
+// Kernels implements family.KernelReporter: the kernels the networks run with.
+func (s *Sampler) Kernels() string {
+	if s.backend == nil {
+		return ""
+	}
+	return nn.DescribeKernels(s.backend)
+}
+
 // WeightBytes implements family.Sampler: per loaded component.
 func (s *Sampler) WeightBytes() map[string]int64 {
 	out := map[string]int64{}
@@ -620,6 +703,33 @@ func (s *Sampler) WeightBytes() map[string]int64 {
 	if s.Text != nil {
 		out[TextEncoder] = s.Text.WeightBytes()
 	}
+	if s.Images != nil {
+		if s.Images.CLIP != nil {
+			out[ImageEncoder] = s.Images.CLIP.WeightBytes()
+		}
+		out[VAE] = s.Images.VAE.WeightBytes()
+	}
+	return out
+}
+
+// WeightTypes implements family.TypedWeights: the experts as held (nn.NewWeightsHeld), the
+// other networks in float32.
+func (s *Sampler) WeightTypes() map[string]int64 {
+	out := map[string]int64{}
+	experts := map[string]bool{}
+	for i, m := range s.Experts {
+		if m != nil {
+			experts[[]string{Transformer, Transformer2}[i]] = true
+			for t, n := range m.HeldBytes() {
+				out[t.String()] += n
+			}
+		}
+	}
+	for c, n := range s.WeightBytes() {
+		if !experts[c] {
+			out["f32"] += n
+		}
+	}
 	return out
 }
 
@@ -632,35 +742,62 @@ func (s *Sampler) Close() error {
 			s.Experts[i] = nil
 		}
 	}
-	if s.VAE != nil {
-		errs = append(errs, s.VAE.Close())
-		s.VAE = nil
-	}
 	if s.Text != nil {
 		errs = append(errs, s.Text.Close())
 		s.Text = nil
+	}
+	if s.Images != nil {
+		errs = append(errs, s.Images.Close())
+		if s.Images.VAE != s.VAE {
+			errs = append(errs, s.Images.VAE.Close())
+		}
+		s.Images = nil
+	}
+	if s.VAE != nil {
+		errs = append(errs, s.VAE.Close())
+		s.VAE = nil
 	}
 	return errors.Join(errs...)
 }
 
 // RandomConditioning implements family.RandomConditioner: prompt and negative embeddings
-// of transformer.TextContextLen rows (the UMT5 length WanPipeline pads to), for
-// benchmarking the experts without a text encoder.
+// of transformer.TextContextLen rows (the UMT5 length WanPipeline pads to) and, for a
+// folder that takes an image, an image condition of the latent's shape (and image
+// embeddings of the image encoder's shape), for benchmarking the experts without the
+// conditioners.
 func (s *Sampler) RandomConditioning(r *rand.Rand, latent []int) model.Conditioning {
-	draw := func() *tensor.Dense {
-		t := tensor.New(transformer.TextContextLen, s.TConfig.TextDim)
+	draw := func(shape ...int) *tensor.Dense {
+		t := tensor.New(shape...)
 		for i := range t.Data {
 			t.Data[i] = float32(r.NormFloat64())
 		}
 		return t
 	}
-	return model.Conditioning{KeyPromptEmbeds: draw(), KeyNegativeEmbeds: draw()}
+	c := model.Conditioning{KeyPromptEmbeds: draw(transformer.TextContextLen, s.TConfig.TextDim),
+		KeyNegativeEmbeds: draw(transformer.TextContextLen, s.TConfig.TextDim)}
+	if len(latent) != 4 {
+		return c
+	}
+	switch s.Spec.Variant {
+	case ImageToVideo:
+		c[KeyCondition] = draw(s.Spec.TemporalFactor+s.Spec.ZDim, latent[0], latent[2], latent[3])
+		if s.Spec.Encoder {
+			k := 1
+			if s.Spec.LastImage == family.NeedRequired {
+				k = 2
+			}
+			c[KeyImageEmbeds] = draw(k, s.Spec.CLIP.NumPositions(), s.Spec.CLIP.HiddenSize)
+		}
+	case TextImageToVideo:
+		c[KeyCondition] = draw(s.Spec.ZDim, 1, latent[2], latent[3])
+	}
+	return c
 }
 
 // Switches implements family.Switcher: the first step of the low-noise expert when both
 // experts run steps of a run of steps steps.
 func (wanFamily) Switches(dir string, steps int) ([]int, error) {
-	f, err := openT2V(dir)
+	f, err := Open(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -680,3 +817,20 @@ func (wanFamily) Switches(dir string, steps int) ([]int, error) {
 }
 
 var _ family.Switcher = wanFamily{}
+
+// transformerOptions are the load options of expert from a family's options: the folder's
+// variant, or the file --transformer / --transformer-2 names.
+func transformerOptions(expert int, o family.Options) transformer.LoadOptions {
+	hold, _ := nn.HoldFor(o.Weights.DType) // checked by checkWeightOptions
+	return transformer.LoadOptions{Variant: o.Variant, File: o.Weights.File(ExpertComponent(expert)), Hold: hold}
+}
+
+// checkWeightOptions refuses weight options the folder cannot take: --transformer-2 for a
+// folder with one expert, --unet, a --weights-dtype that is not a weight type.
+func checkWeightOptions(f *Folder, o family.Options) error {
+	has := []string{Transformer}
+	if f.HasBoundary {
+		has = append(has, Transformer2)
+	}
+	return o.Weights.Check(FamilyName, has...)
+}

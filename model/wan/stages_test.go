@@ -30,6 +30,8 @@ type frameWorkload struct {
 	frames map[int64]*tensor.Dense
 	// logs, when set, receives each finished sample's cache records (p.Cache).
 	logs map[int64][]pipeline.CacheRecord
+	// windows, when set, runs the samples as temporal windows.
+	windows *pipeline.Windows
 }
 
 func (w *frameWorkload) Prepare(ctx context.Context, group int64, samples []int64) (*pipeline.Item, error) {
@@ -39,6 +41,7 @@ func (w *frameWorkload) Prepare(ctx context.Context, group int64, samples []int6
 	}
 	it.Group = group
 	it.Cache = pipeline.NewItemCache(w.p.Cache, len(samples))
+	it.Windows = w.windows
 	return it, nil
 }
 
@@ -63,6 +66,17 @@ func (w *frameWorkload) Finish(ctx context.Context, it *pipeline.Item) error {
 // planned by the family (a cut at the expert switch) and returns each sample's frames and
 // the components each stage loaded.
 func generate(t *testing.T, dir string, in family.Input, p family.Params, stages, samples int) (map[int64]*tensor.Dense, [][]string) {
+	t.Helper()
+	return generateW(t, dir, in, p, stages, samples, false)
+}
+
+// generateWindows is generate with p's temporal windows (family.Description.Windows).
+func generateWindows(t *testing.T, dir string, in family.Input, p family.Params, stages int) (map[int64]*tensor.Dense, [][]string) {
+	t.Helper()
+	return generateW(t, dir, in, p, stages, 1, true)
+}
+
+func generateW(t *testing.T, dir string, in family.Input, p family.Params, stages, samples int, windowed bool) (map[int64]*tensor.Dense, [][]string) {
 	t.Helper()
 	r, err := family.ResolveDir(dir)
 	if err != nil {
@@ -104,6 +118,19 @@ func generate(t *testing.T, dir string, in family.Input, p family.Params, stages
 			tr = trs[k]
 		}
 		wl := &frameWorkload{s: s, in: in, p: p, sc: sc, mu: mu, frames: frames}
+		if windowed {
+			desc, err := r.Describe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p, err = desc.ResolveWindows(p); err != nil {
+				t.Fatal(err)
+			}
+			if wl.windows = desc.Windows(p, s); wl.windows == nil {
+				t.Fatalf("%d frames in windows of %d: no windows", p.NumFrames, p.Window)
+			}
+			wl.p = p
+		}
 		wg.Add(1)
 		go func(k int, wl pipeline.Workload, st *pipeline.Stepper, tr comm.Transport) {
 			defer wg.Done()

@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gomlx/gomlx/backends"
+
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	svdvae "github.com/vdpp/vdpp/model/svd/vae"
@@ -84,12 +86,8 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// load builds the network of kind from dir and returns one call of it on the inputs.
-func load(kind, dir string, chunk int) (call func() (*tensor.Dense, error), closer func() error, err error) {
-	b, err := nn.NewBackend("go")
-	if err != nil {
-		return nil, nil, err
-	}
+// load builds the network of kind from dir on b and returns one call of it on the inputs.
+func load(b backends.Backend, kind, dir string, chunk int) (call func() (*tensor.Dense, error), closer func() error, err error) {
 	in, err := readAll(filepath.Join(dir, "inputs.safetensors"))
 	if err != nil {
 		return nil, nil, err
@@ -152,7 +150,11 @@ func load(kind, dir string, chunk int) (call func() (*tensor.Dense, error), clos
 }
 
 func run(kind, dir string, chunk int, stdin io.Reader, stdout io.Writer) error {
-	call, closer, err := load(kind, dir, chunk)
+	b, err := nn.NewBackend("go")
+	if err != nil {
+		return err
+	}
+	call, closer, err := load(b, kind, dir, chunk)
 	if err != nil {
 		return err
 	}
@@ -172,7 +174,7 @@ func run(kind, dir string, chunk int, stdin io.Reader, stdout io.Writer) error {
 		return fmt.Errorf("output %v, PyTorch's %v", out.Shape, want)
 	}
 	if err := enc.Encode(map[string]any{"ready": true, "first_call_ms": time.Since(t0).Seconds() * 1000,
-		"rel_l2_vs_torch": tensor.RelL2(out, want), "kernels": nn.KernelsStatus()}); err != nil {
+		"rel_l2_vs_torch": tensor.RelL2(out, want), "kernels": nn.DescribeKernels(b)}); err != nil {
 		return err
 	}
 	sc := bufio.NewScanner(stdin)

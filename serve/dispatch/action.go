@@ -25,6 +25,8 @@ type Prepare struct {
 	Params job.Params
 	Prompt *family.Prompt
 	Img    []byte // the upload (nil after a restart: read it from the store)
+	// Image and LastImage say the job has an uploaded image and last image in the store.
+	Image, LastImage bool
 }
 
 // CancelPrepare: stop building job Job's initial sample (it was cancelled); Prepared

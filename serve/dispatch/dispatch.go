@@ -357,7 +357,8 @@ func (d *Dispatcher) admit(now time.Time) {
 		j.rec.StartedAt = &t
 		d.touch(j)
 		d.metric(MetricPreparing, 0, float64(d.preparing), now)
-		d.emit(Prepare{Job: j, ID: j.rec.ID, Params: j.rec.Params, Prompt: j.rec.Prompt, Img: j.img})
+		d.emit(Prepare{Job: j, ID: j.rec.ID, Params: j.rec.Params, Prompt: j.rec.Prompt, Img: j.img,
+			Image: j.rec.HasImage(), LastImage: j.rec.LastImage})
 	}
 }
 

@@ -466,7 +466,7 @@ func (a *API) readUpload(r *http.Request) (job.Params, job.Input, error) {
 	if err != nil {
 		return job.Params{}, job.Input{}, fmt.Errorf("%w: %v", job.ErrBadParams, err)
 	}
-	var img, params []byte
+	var img, last, params []byte
 	var prompt, negative *string
 	seenParams := false
 	for {
@@ -495,11 +495,15 @@ func (a *API) readUpload(r *http.Request) (job.Params, job.Input, error) {
 			}
 			v := string(b)
 			*dst = &v
-		case "image":
-			if img != nil {
-				return job.Params{}, job.Input{}, fmt.Errorf("%w: two image parts", job.ErrBadParams)
+		case "image", "last_image":
+			dst := &img
+			if part.FormName() == "last_image" {
+				dst = &last
 			}
-			if img, err = io.ReadAll(part); err != nil {
+			if *dst != nil {
+				return job.Params{}, job.Input{}, fmt.Errorf("%w: two %s parts", job.ErrBadParams, part.FormName())
+			}
+			if *dst, err = io.ReadAll(part); err != nil {
 				return job.Params{}, job.Input{}, ReadError(err)
 			}
 		case "params":
@@ -514,15 +518,16 @@ func (a *API) readUpload(r *http.Request) (job.Params, job.Input, error) {
 				return job.Params{}, job.Input{}, fmt.Errorf("%w: params part over %d bytes", job.ErrTooLarge, maxParamsBytes)
 			}
 		default:
-			return job.Params{}, job.Input{}, fmt.Errorf("%w: unknown form part %q (want image or prompt, negative_prompt, and params)", job.ErrBadParams, part.FormName())
+			return job.Params{}, job.Input{}, fmt.Errorf("%w: unknown form part %q (want image, last_image, prompt, negative_prompt and params)", job.ErrBadParams, part.FormName())
 		}
 	}
 	var in job.Input
 	m := a.cfg.Backend.Model()
+	if err := a.readImages(m.Description(), img, last, &in); err != nil {
+		return job.Params{}, job.Input{}, err
+	}
 	if m.TextConditioned() {
 		switch {
-		case img != nil:
-			return job.Params{}, job.Input{}, fmt.Errorf("%w: an image part: the model is text-to-video (give a prompt part)", job.ErrBadParams)
 		case prompt == nil:
 			return job.Params{}, job.Input{}, fmt.Errorf("%w: no prompt part: the model is text-to-video", job.ErrBadParams)
 		case strings.TrimSpace(*prompt) == "":
@@ -532,32 +537,73 @@ func (a *API) readUpload(r *http.Request) (job.Params, job.Input, error) {
 		if negative != nil {
 			in.Prompt.Negative = *negative
 		}
-	} else {
-		switch {
-		case prompt != nil || negative != nil:
-			return job.Params{}, job.Input{}, fmt.Errorf("%w: a prompt part: the model is image-conditioned (give an image part)", job.ErrBadParams)
-		case img == nil:
-			return job.Params{}, job.Input{}, fmt.Errorf("%w: no image part", job.ErrBadParams)
-		}
-		if _, _, err = a.cfg.Backend.ImageSize(img); err != nil {
-			return job.Params{}, job.Input{}, err
-		}
-		in.Image = img
+	} else if prompt != nil || negative != nil {
+		return job.Params{}, job.Input{}, fmt.Errorf("%w: a prompt part: the model is image-conditioned (give an image part)", job.ErrBadParams)
 	}
 	p, err := m.ParseParams(params, a.cfg.Limits)
 	if err != nil {
 		return job.Params{}, job.Input{}, err
 	}
-	if in.Image != nil {
-		if in.Pixels, err = a.cfg.Backend.CheckImage(in.Image, p); err != nil {
+	// The images' shapes against the job's video, then their pixels (the prepare's cost).
+	for i, data := range [][]byte{in.Image, in.LastImage} {
+		if data == nil {
+			continue
+		}
+		px, err := a.cfg.Backend.CheckImage(data, p)
+		if err != nil {
+			if i == 1 {
+				return job.Params{}, job.Input{}, fmt.Errorf("last_image part: %w", err)
+			}
 			return job.Params{}, job.Input{}, err
 		}
+		in.Pixels += px
 	}
 	in.Client = ClientOf(r)
 	if err := a.cfg.Backend.CheckCost(p); err != nil {
 		return job.Params{}, job.Input{}, err
 	}
 	return p, in, nil
+}
+
+// readImages checks a job's image and last image parts against what the model takes (d's
+// Image and LastImage: a part the model needs is required, one it takes none of refused)
+// and puts them in in.
+func (a *API) readImages(d family.Description, img, last []byte, in *job.Input) error {
+	kind := "image-conditioned"
+	if d.TextDim > 0 {
+		kind = "text-to-video"
+		if d.ImageNeed() != family.NeedNone {
+			kind = "image-to-video with a prompt"
+		}
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		need family.Need
+		dst  *[]byte
+	}{{"image", img, d.ImageNeed(), &in.Image}, {"last_image", last, d.LastImage, &in.LastImage}} {
+		switch {
+		case c.data != nil && c.need == family.NeedNone && c.name == "image" && d.TextDim > 0:
+			return fmt.Errorf("%w: an image part: the model is text-to-video (give a prompt part)", job.ErrBadParams)
+		case c.data != nil && c.need == family.NeedNone:
+			return fmt.Errorf("%w: a %s part: the model takes none", job.ErrBadParams, c.name)
+		case c.data == nil && c.need == family.NeedRequired:
+			return fmt.Errorf("%w: no %s part: the model is %s", job.ErrBadParams, c.name, kind)
+		case c.data == nil:
+			continue
+		}
+		if _, _, err := a.cfg.Backend.ImageSize(c.data); err != nil {
+			if c.name == "image" {
+				return err
+			}
+			return fmt.Errorf("%s part: %w", c.name, err)
+		}
+		*c.dst = c.data
+	}
+	if in.LastImage != nil && in.Image == nil {
+		return fmt.Errorf("%w: a last_image part without an image part", job.ErrBadParams)
+	}
+	return nil
 }
 
 func (a *API) handleStatus(w http.ResponseWriter, r *http.Request) {

@@ -6,6 +6,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/vdpp/vdpp/model/family"
@@ -17,8 +18,12 @@ import (
 // testDefaults are the defaults of testModel's jobs.
 var testDefaults = job.Params{NumFrames: 14, Steps: 25, Height: 64, Width: 64, MinGuidance: 1, MaxGuidance: 3, FPS: 7}
 
-// testModel parses parameters over testDefaults; text says it is text-to-video.
-type testModel struct{ text bool }
+// testModel parses parameters over testDefaults; text says it is text-to-video, image and
+// last what images it takes (a Wan image-to-video model takes text and images).
+type testModel struct {
+	text        bool
+	image, last family.Need
+}
 
 func (m testModel) ParseParams(data []byte, lim job.Limits) (job.Params, error) {
 	return job.ParseJob(data, m.Description(), nil, nil, lim)
@@ -28,7 +33,11 @@ func (m testModel) ResolveParams(p job.Params, given knob.Given, lim job.Limits)
 }
 func (m testModel) Unknown(string) string { return "" }
 func (m testModel) Description() family.Description {
-	return family.Description{Defaults: family.Params(testDefaults), SizeMultiple: 8, Knobs: knob.Common()}
+	d := family.Description{Defaults: family.Params(testDefaults), SizeMultiple: 8, Image: m.image, LastImage: m.last, Knobs: knob.Common()}
+	if m.text {
+		d.TextDim = 32
+	}
+	return d
 }
 func (m testModel) TextConditioned() bool { return m.text }
 
@@ -122,4 +131,34 @@ func FuzzReadUpload(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A model that takes a prompt and images (Wan image-to-video) takes image, last_image and
+// prompt parts; a part it needs is required and one it takes none of refused, each a 400
+// naming the part.
+func TestReadUploadImageAndPrompt(t *testing.T) {
+	png := "\x89PNG fake"
+	i2v := New(Config{Backend: testBackend{m: testModel{text: true, image: family.NeedRequired}}, Limits: job.DefaultLimits()})
+	flf := New(Config{Backend: testBackend{m: testModel{text: true, image: family.NeedRequired, last: family.NeedRequired}}, Limits: job.DefaultLimits()})
+	_, in, err := flf.readUpload(uploadRequest(t, map[string]string{"prompt": "a door opens", "image": png, "last_image": png}))
+	if err != nil || in.Prompt == nil || string(in.Image) != png || string(in.LastImage) != png {
+		t.Fatalf("image, last image and prompt: %+v, %v", in, err)
+	}
+	for _, c := range []struct {
+		s     *API
+		parts map[string]string
+		want  string
+	}{
+		{i2v, map[string]string{"prompt": "x"}, "no image part: the model is image-to-video with a prompt"},
+		{i2v, map[string]string{"prompt": "x", "image": png, "last_image": png}, "a last_image part: the model takes none"},
+		{flf, map[string]string{"prompt": "x", "image": png}, "no last_image part"},
+		{i2v, map[string]string{"image": png}, "no prompt part"},
+		{flf, map[string]string{"prompt": "x", "image": png, "last_image": "not an image"}, "last_image part"},
+		{testAPI(true), map[string]string{"prompt": "x", "image": png}, "an image part: the model is text-to-video"},
+	} {
+		_, _, err := c.s.readUpload(uploadRequest(t, c.parts))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.parts, err, c.want)
+		}
+	}
 }

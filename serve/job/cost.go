@@ -234,8 +234,12 @@ func DeriveMaxFrames(l CostLimits) int {
 // job they derive from (GET /v1/limits, and "vdpp_limits" in GET /v1/models), and what a
 // job conditions the model on (the web page shows the fields that fit).
 type ModelLimits struct {
-	// Input is what a job gives the model: InputImage or InputText.
+	// Input is what a job gives the model: InputImage or InputText. Image and LastImage
+	// say whether it takes an image and a last image: "required", "optional" or "none"
+	// (a Wan image-to-video model's Input is InputText, its Image "required").
 	Input         string `json:"input"`
+	Image         string `json:"image"`
+	LastImage     string `json:"last_image"`
 	NativeWidth   int    `json:"native_width"`
 	NativeHeight  int    `json:"native_height"`
 	NativeFrames  int    `json:"native_frames"`

@@ -42,8 +42,12 @@ type Record struct {
 	State  State  `json:"state"`
 	Params Params `json:"params"`
 	// Prompt is a text-to-video job's input (its prompt and negative prompt); an
-	// image-conditioned job's input is its uploaded image (input.img).
+	// image-conditioned job's input is its uploaded image (input.img). A job of a model
+	// that takes both (Wan image-to-video) has a Prompt and Image set, and LastImage when
+	// it uploaded a last image too (last.img).
 	Prompt      *family.Prompt `json:"prompt,omitempty"`
+	Image       bool           `json:"image,omitempty"`
+	LastImage   bool           `json:"last_image,omitempty"`
 	CreatedAt   time.Time      `json:"created_at"`
 	StartedAt   *time.Time     `json:"started_at,omitempty"`
 	FinishedAt  *time.Time     `json:"finished_at,omitempty"`
@@ -175,9 +179,15 @@ func ExpiredJobs(recs []Record, now time.Time, keep time.Duration) []Record {
 // Input is what a submitted job starts from: an uploaded image (PNG or JPEG bytes) for an
 // image-conditioned model, or a prompt for a text-to-video model.
 type Input struct {
-	Image  []byte
-	Prompt *family.Prompt
-	// Client is who submits the job (httpapi.ClientOf); Pixels the image's width x height.
+	Image []byte
+	// LastImage is the last frame's image of a first-last-frame model.
+	LastImage []byte
+	Prompt    *family.Prompt
+	// Client is who submits the job (httpapi.ClientOf); Pixels the images' width x height.
 	Client string
 	Pixels int64
 }
+
+// HasImage reports whether the job has an uploaded image (input.img): every job without a
+// prompt, and a prompt job that gave one.
+func (r Record) HasImage() bool { return r.Prompt == nil || r.Image }

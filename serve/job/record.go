@@ -53,8 +53,8 @@ func (s State) Known() bool {
 
 // Files is what a job's folder holds, as CheckRecord needs it.
 type Files struct {
-	// Input says the uploaded image is there.
-	Input bool
+	// Input says the uploaded image is there; LastInput the uploaded last image.
+	Input, LastInput bool
 	// LatentBytes is the size of the final latent, -1 when it is missing.
 	LatentBytes int64
 }
@@ -90,8 +90,10 @@ func CheckRecord(r Record, f Files, admit func(Params) error) (Record, error) {
 			return fail("its output is missing from the data dir (latent of %d bytes for shape %v)", f.LatentBytes, r.LatentShape)
 		}
 	case r.State.Final():
-	case r.Prompt == nil && !f.Input:
+	case r.HasImage() && !f.Input:
 		return fail("its upload is missing from the data dir")
+	case r.LastImage && !f.LastInput:
+		return fail("its last image's upload is missing from the data dir")
 	case admit != nil:
 		if err := admit(r.Params); err != nil {
 			return fail("this server no longer admits its parameters: %v", err)

@@ -227,7 +227,7 @@ func (a *API) IsCreate(body []byte, boundary string) bool {
 			return openAI
 		}
 		switch name := p.FormName(); {
-		case name == "image" || name == "params":
+		case name == "image" || name == "last_image" || name == "params":
 			return false
 		case a.isCreateField(name):
 			openAI = true
@@ -268,8 +268,10 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request, mediaType string, b
 	}
 	m := a.b.Model()
 	text := m.TextConditioned()
+	d := m.Description()
+	takesImage := !text || d.ImageNeed() != family.NeedNone
 	switch {
-	case text && req.Image != nil:
+	case !takesImage && req.Image != nil:
 		a.writeError(w, oaErr(http.StatusBadRequest, "invalid_value", "input_reference",
 			"input_reference: the served model makes a video from the prompt alone (text-to-video) and takes no image"))
 		return
@@ -277,12 +279,16 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request, mediaType string, b
 		a.writeError(w, oaErr(http.StatusBadRequest, "missing_required_parameter", "prompt",
 			"prompt is required: the served model makes a video from a prompt"))
 		return
-	case !text && req.Image == nil:
+	case req.Image == nil && (!text || d.ImageNeed() == family.NeedRequired):
 		a.writeError(w, oaErr(http.StatusBadRequest, "missing_required_parameter", "input_reference",
 			"input_reference is required: the served model makes a video from an image (a file part, or {\"image_url\": \"data:image/png;base64,...\"})"))
 		return
+	case d.LastImage == family.NeedRequired:
+		a.writeError(w, oaErr(http.StatusBadRequest, "invalid_value", "input_reference",
+			"the served model is first-last-frame and needs a last image besides input_reference, which the OpenAI create cannot carry: send vdpp's native multipart create instead (POST /v1/videos with image, last_image and prompt parts)"))
+		return
 	}
-	if !text {
+	if req.Image != nil {
 		if _, _, err := a.b.ImageSize(req.Image); err != nil {
 			a.Fail(w, err, "input_reference")
 			return
@@ -294,7 +300,7 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request, mediaType string, b
 		return
 	}
 	var pixels int64
-	if !text {
+	if req.Image != nil {
 		if pixels, err = a.b.CheckImage(req.Image, p); err != nil {
 			a.Fail(w, err, "input_reference")
 			return
@@ -311,7 +317,7 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request, mediaType string, b
 	}
 	in := job.Input{Image: req.Image, Pixels: pixels, Client: httpapi.ClientOf(r)}
 	if text {
-		in = job.Input{Prompt: &family.Prompt{Text: req.Prompt, Negative: req.Fields["negative_prompt"]}, Client: httpapi.ClientOf(r)}
+		in.Prompt = &family.Prompt{Text: req.Prompt, Negative: req.Fields["negative_prompt"]}
 	}
 	st, err := a.b.Submit(p, in)
 	if err != nil {

@@ -16,8 +16,11 @@ import (
 
 // Fill sets every exported field of the struct p points to to a random value of its type:
 // strings with spaces, '=' and quotes, signed integers, floats with fractions, booleans,
-// durations to the nanosecond, and the fields of a struct field the same way. It panics on a field type it does not know, so a new kind
-// of option is noticed by its test.
+// durations to the nanosecond, unsigned 64-bit integers, and the fields of a struct field
+// the same way. A field tagged `flag:"-"` is left as it is: it has no flag of its own (the
+// command sets it), or its flag takes a few named values, which the test's explicit
+// arguments cover. Fill panics on a field type it does not know, so a new kind of option is
+// noticed by its test.
 func Fill(p any, r *rand.Rand) {
 	fill(reflect.ValueOf(p).Elem(), r)
 }
@@ -26,7 +29,7 @@ func Fill(p any, r *rand.Rand) {
 func fill(v reflect.Value, r *rand.Rand) {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
-		if !t.Field(i).IsExported() {
+		if !t.Field(i).IsExported() || t.Field(i).Tag.Get("flag") == "-" {
 			continue
 		}
 		f := v.Field(i)
@@ -37,6 +40,8 @@ func fill(v reflect.Value, r *rand.Rand) {
 			f.SetString(fmt.Sprintf("v %d=\"x\"", r.IntN(1000)))
 		case f.Kind() == reflect.Int || f.Kind() == reflect.Int64:
 			f.SetInt(r.Int64N(2000) - 1000)
+		case f.Kind() == reflect.Uint64:
+			f.SetUint(r.Uint64())
 		case f.Kind() == reflect.Float64:
 			f.SetFloat(r.NormFloat64() * 100)
 		case f.Kind() == reflect.Bool:
@@ -60,8 +65,8 @@ func fill(v reflect.Value, r *rand.Rand) {
 
 // RoundTrip checks that options survive the trip to a worker: args parsed into options
 // (def's values, register's flags), rendered by workerArgs and parsed again give the same
-// options; so do 50 options filled at random (Fill, then each of fills: the fields whose
-// values a flag checks, drawn in range), which catches a field without a flag.
+// options; so do 50 options filled at random (Fill, over def's, then each of fills: the
+// fields whose values a flag checks, drawn in range), which catches a field without a flag.
 func RoundTrip[T any](t testing.TB, def func() T, register func(*T, *cli.FlagSet), workerArgs func(T) []string, args []string, fills ...func(*T, *rand.Rand)) {
 	t.Helper()
 	parse := func(args []string) T {
@@ -80,7 +85,7 @@ func RoundTrip[T any](t testing.TB, def func() T, register func(*T, *cli.FlagSet
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 50 {
-		var o T
+		o := def() // the fields Fill leaves keep def's values
 		Fill(&o, r)
 		for _, f := range fills {
 			f(&o, r)

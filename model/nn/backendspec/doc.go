@@ -17,6 +17,12 @@
 //
 // GoMLX plugin options after a comma ("xla:cuda,tf32") are kept.
 //
+// A go backend's options may include vdpp's own kernels=K (Kernels, ParseKernels): which of
+// vdpp's CPU kernels it runs, "on" (every one: the default), "gemm" (the matrix kernel
+// only), "off" (GoMLX's own simplego), or the parts joined by "+" ("gemm+ops"):
+// "go:kernels=off", "go:parallelism=2,kernels=gemm". Without it, $VDPP_KERNELS gives the
+// value, as $GOMLX_BACKEND gives the spec; Resolution.Kernels is the result (none for XLA).
+//
 // For every XLA configuration the Resolution carries, in Env, the settings an offline
 // machine needs (GOMLX_NO_AUTO_INSTALL=1, so GoMLX never tries to download plugins;
 // GOMLX_BACKEND=the resolved configuration, for child processes); for a CUDA plugin also

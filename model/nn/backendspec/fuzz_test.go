@@ -8,7 +8,7 @@ import (
 // FuzzResolve checks that any spec either resolves to a configuration GoMLX can parse
 // (a registered backend name, then an optional ":config") or fails with an error.
 func FuzzResolve(f *testing.F) {
-	for _, s := range []string{"", "go", "xla:cuda", "xla:cuda,tf32", "xla:/a/b.so", "xla:cpu", "xla", ",", "xla:,", "cuda,,x"} {
+	for _, s := range []string{"", "go", "go:kernels=gemm", "go,kernels=off", "xla:cuda", "xla:cuda,tf32", "xla:/a/b.so", "xla:cpu", "xla", ",", "xla:,", "cuda,,x"} {
 		f.Add(s)
 	}
 	h := fakeHost{files: files(gpuFiles, []string{jaxPlugin, libdevPip}, pipLibs)}

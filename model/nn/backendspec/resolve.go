@@ -50,6 +50,9 @@ type Resolution struct {
 	// Config is what GoMLX's backends.NewWithConfig understands: "go", "xla:/abs/plugin.so",
 	// "xla:cpu", possibly followed by ",options".
 	Config string
+	// Kernels are vdpp's CPU kernels a go backend runs: the spec's kernels= option, else
+	// $VDPP_KERNELS, else all of them (zero for XLA).
+	Kernels Kernels
 	// Plugin is the plugin's absolute path (or the name GoMLX searches for) for XLA.
 	Plugin string
 	// PluginOptions are GoMLX's options after the comma in the spec ("tf32", ...).
@@ -92,12 +95,17 @@ func Resolve(spec string, p Probe) (Resolution, error) {
 	}
 	switch {
 	case base == "go" || base == "simplego" || strings.HasPrefix(base, "go:"):
-		// simplego's own options (go:parallelism=N,dotgeneral_large, ...) pass through.
-		goOpts := r.PluginOptions
+		// simplego's own options (go:parallelism=N,dotgeneral_large, ...) pass through;
+		// kernels=K is vdpp's.
+		all := r.PluginOptions
 		if o, ok := strings.CutPrefix(base, "go:"); ok && o != "" {
-			goOpts = append([]string{o}, goOpts...)
+			all = append([]string{o}, all...)
 		}
-		r.Kind, r.Config, r.PluginOptions = KindGo, "go", nil
+		k, goOpts, err := goKernels(p, all)
+		if err != nil {
+			return r, err
+		}
+		r.Kind, r.Config, r.PluginOptions, r.Kernels = KindGo, "go", nil, k
 		if len(goOpts) > 0 {
 			r.Config = "go:" + strings.Join(goOpts, ",")
 		}
@@ -116,18 +124,41 @@ func Resolve(spec string, p Probe) (Resolution, error) {
 	return r, fmt.Errorf("%w %q from %s: want go, xla:cuda, xla:/path/to/plugin.so or xla:NAME", ErrUnknownBackend, eff, r.Source)
 }
 
+// goKernels splits the kernels= option off a go backend's options and parses it, or
+// $VDPP_KERNELS when the options have none.
+func goKernels(p Probe, opts []string) (Kernels, []string, error) {
+	v, from := p.getenv(KernelsEnv), KernelsEnv
+	var rest []string
+	for _, o := range opts {
+		if k, ok := strings.CutPrefix(o, "kernels="); ok {
+			v, from = k, "--backend"
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	k, err := ParseKernels(v)
+	if err != nil {
+		return k, nil, fmt.Errorf("%s: %w", from, err)
+	}
+	return k, rest, nil
+}
+
 // resolveAuto picks xla:cuda when both a GPU and a CUDA plugin are present, else go.
 func resolveAuto(r Resolution, p Probe) (Resolution, error) {
 	r.Source = "auto"
 	r.GPU = DetectGPU(p)
+	k, _, err := goKernels(p, nil)
+	if err != nil {
+		return r, err
+	}
 	if !r.GPU.Found {
-		r.Kind, r.Config = KindGo, "go"
+		r.Kind, r.Config, r.Kernels = KindGo, "go", k
 		r.Reason = "no NVIDIA GPU (" + r.GPU.Evidence + ")"
 		return r, nil
 	}
 	plugin, searched := FindCUDAPlugin(p)
 	if plugin == "" {
-		r.Kind, r.Config, r.Searched = KindGo, "go", searched
+		r.Kind, r.Config, r.Searched, r.Kernels = KindGo, "go", searched, k
 		r.Reason = "NVIDIA GPU found (" + r.GPU.Evidence + ") but no CUDA PJRT plugin; " + installHint
 		return r, nil
 	}

@@ -252,3 +252,52 @@ func TestDetectGPU(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveKernels: the kernels= option of a go backend, its $VDPP_KERNELS default and
+// the default of all kernels; XLA gets none.
+func TestResolveKernels(t *testing.T) {
+	gemmOps := Kernels{GEMM: true, Ops: true}
+	for _, tc := range []struct {
+		name, spec string
+		env        map[string]string
+		want       Kernels
+		wantConfig string
+		wantErr    string
+	}{
+		{name: "default", spec: "go", want: KernelsOn, wantConfig: "go"},
+		{name: "auto", want: KernelsOn, wantConfig: "go"},
+		{name: "option", spec: "go:kernels=gemm", want: KernelsGEMM, wantConfig: "go"},
+		{name: "option among simplego's", spec: "go:parallelism=2,kernels=off,dotgeneral_large", want: KernelsOff, wantConfig: "go:parallelism=2,dotgeneral_large"},
+		{name: "parts", spec: "go,kernels=gemm+ops", want: gemmOps, wantConfig: "go"},
+		{name: "environment", spec: "go", env: map[string]string{KernelsEnv: "off"}, want: KernelsOff, wantConfig: "go"},
+		{name: "environment on auto", env: map[string]string{KernelsEnv: "gemm"}, want: KernelsGEMM, wantConfig: "go"},
+		{name: "environment through GOMLX_BACKEND", env: map[string]string{"GOMLX_BACKEND": "go:kernels=gemm+ops"}, want: gemmOps, wantConfig: "go"},
+		{name: "option over environment", spec: "go:kernels=on", env: map[string]string{KernelsEnv: "off"}, want: KernelsOn, wantConfig: "go"},
+		{name: "xla has none", spec: "xla:cpu", env: map[string]string{KernelsEnv: "on"}, want: KernelsOff, wantConfig: "xla:cpu"},
+		{name: "bad option", spec: "go:kernels=fast", wantErr: `--backend: backendspec: bad setting: kernels "fast"`},
+		{name: "bad environment", spec: "go", env: map[string]string{KernelsEnv: "yes"}, wantErr: `VDPP_KERNELS: backendspec: bad setting: kernels "yes"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Resolve(tc.spec, fakeHost{env: tc.env, smiErr: errNoSMI}.probe())
+			if tc.wantErr != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) || !errors.Is(err, ErrBadSetting) {
+					t.Fatalf("err = %v, want %q...", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || r.Kernels != tc.want || r.Config != tc.wantConfig {
+				t.Fatalf("Resolve(%q) = kernels %+v config %q, %v; want %+v, %q", tc.spec, r.Kernels, r.Config, err, tc.want, tc.wantConfig)
+			}
+		})
+	}
+}
+
+// TestKernelsString: String gives back the value ParseKernels reads.
+func TestKernelsString(t *testing.T) {
+	for _, k := range []Kernels{KernelsOn, KernelsOff, KernelsGEMM, {Ops: true}, {GEMM: true, Fused: true}, {Ops: true, Fused: true}} {
+		got, err := ParseKernels(k.String())
+		if err != nil || got != k {
+			t.Errorf("ParseKernels(%q) = %+v, %v; want %+v", k.String(), got, err, k)
+		}
+	}
+}

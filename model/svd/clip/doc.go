@@ -1,5 +1,7 @@
 // Package clip is the image encoder of Stable Video Diffusion, transformers'
-// CLIPVisionModelWithProjection (OpenCLIP ViT-H/14 in the release), in GoMLX.
+// CLIPVisionModelWithProjection (OpenCLIP ViT-H/14 in the release), in GoMLX; and, as
+// HiddenModel, the CLIPVisionModel of Wan 2.1 image-to-video, run to one of its hidden
+// states (Wan takes hidden_states[-2]).
 //
 // # Contract
 //
@@ -16,5 +18,10 @@
 //     ExpectedTensors lists exactly the
 //     tensors the network reads (transformers state_dict names), derived from the same
 //     graph-building code; Load ignores a stray "vision_model.embeddings.position_ids".
-//   - A Model is safe for concurrent use.
+//   - HiddenModel.Forward returns transformers' hidden_states[i] of output_hidden_states:
+//     i = 0 is the embeddings after pre_layrnorm, i = k the output of encoder layer k−1
+//     (Config.HiddenLayers takes Python's negative indices); only those layers' tensors
+//     are read (HiddenTensors), the rest of the file (later layers, post_layernorm, a
+//     projection) is skipped.
+//   - A Model and a HiddenModel are safe for concurrent use.
 package clip

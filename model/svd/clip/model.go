@@ -124,7 +124,7 @@ func (m *Model) Close() error {
 // (S = image_size) and returns image_embeds [N, projection_dim] and last_hidden_state
 // [N, 1 + (S/patch_size)², hidden_size].
 func (m *Model) Forward(pixelValues *tensor.Dense) (imageEmbeds, lastHidden *tensor.Dense, err error) {
-	if err := m.checkInput(pixelValues); err != nil {
+	if err := checkPixels(m.cfg, pixelValues); err != nil {
 		return nil, nil, err
 	}
 	out, err := m.prog.Run(pixelValues)
@@ -134,10 +134,9 @@ func (m *Model) Forward(pixelValues *tensor.Dense) (imageEmbeds, lastHidden *ten
 	return out[0], out[1], nil
 }
 
-// checkInput checks pixel values against the config: the position embedding fixes the
+// checkPixels checks pixel values against the config: the position embedding fixes the
 // image size (transformers' CLIP of this vintage does not interpolate it).
-func (m *Model) checkInput(t *tensor.Dense) error {
-	c := m.cfg
+func checkPixels(c Config, t *tensor.Dense) error {
 	if t == nil {
 		return fmt.Errorf("%w: pixel values are nil", ErrInput)
 	}

@@ -87,11 +87,27 @@ func encoderLayer(s nn.Scope, g *Graph, x *Node, cfg Config, act func(*Node) *No
 // buildVision is CLIPVisionModelWithProjection.forward on pixels [N, C, S, S]; with pixels
 // nil it only declares the tensors.
 func buildVision(root nn.Scope, g *Graph, pixels *Node, cfg Config) visionOutputs {
+	vm := root.In("vision_model")
+	x := buildHidden(vm, g, pixels, cfg, cfg.NumHiddenLayers)
+	d := cfg.HiddenSize
+	var pooled *Node
+	if x != nil {
+		pooled = Reshape(SliceAxis(x, 1, AxisRange(0, 1)), -1, d) // [N, D]
+	}
+	pooled = layerNorm(vm, g, pooled, "post_layernorm", d, cfg.LayerNormEps)
+	embeds := linear(root, g, pooled, "visual_projection", d, cfg.ProjectionDim, false)
+	return visionOutputs{imageEmbeds: embeds, lastHidden: x}
+}
+
+// buildHidden is CLIPVisionTransformer up to transformers' hidden_states[layers] on pixels
+// [N, C, S, S] (vm is the vision_model scope): the patch and position embeddings, the
+// class token, pre_layrnorm (hidden_states[0]), then the first layers encoder layers. With
+// pixels nil it only declares the tensors it reads.
+func buildHidden(vm nn.Scope, g *Graph, pixels *Node, cfg Config, layers int) *Node {
 	act, err := activation(cfg.HiddenAct)
 	if err != nil {
 		panic(err)
 	}
-	vm := root.In("vision_model")
 	emb := vm.In("embeddings")
 	d, p, npos := cfg.HiddenSize, cfg.PatchSize, cfg.NumPositions()
 	cls := emb.Param(g, "class_embedding", d)
@@ -108,14 +124,8 @@ func buildVision(root nn.Scope, g *Graph, pixels *Node, cfg Config) visionOutput
 		x = Add(x, Reshape(pos, 1, npos, d))
 	}
 	x = layerNorm(vm, g, x, "pre_layrnorm", d, cfg.LayerNormEps)
-	for i := range cfg.NumHiddenLayers {
+	for i := range layers {
 		x = encoderLayer(vm.Inf("encoder.layers.%d", i), g, x, cfg, act)
 	}
-	var pooled *Node
-	if x != nil {
-		pooled = Reshape(SliceAxis(x, 1, AxisRange(0, 1)), -1, d) // [N, D]
-	}
-	pooled = layerNorm(vm, g, pooled, "post_layernorm", d, cfg.LayerNormEps)
-	embeds := linear(root, g, pooled, "visual_projection", d, cfg.ProjectionDim, false)
-	return visionOutputs{imageEmbeds: embeds, lastHidden: x}
+	return x
 }

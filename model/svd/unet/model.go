@@ -11,6 +11,7 @@ import (
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // Model is a loaded UNet ready to run: its weights live on one backend and a Program
@@ -33,27 +34,71 @@ type Model struct {
 // ErrShapeMismatch), converts the weights to float32 one tensor at a time as it copies them onto backend (the
 // stored dtype is kept until then, see checkpoint.Stored) and binds them.
 func Load(ck *checkpoint.Checkpoint, variant string, backend backends.Backend) (*Model, error) {
+	return LoadWith(ck, LoadOptions{Variant: variant}, backend)
+}
+
+// LoadOptions say where the UNet's weights come from.
+type LoadOptions struct {
+	// Variant is the folder's weights variant ("" for fp32, "fp16").
+	Variant string
+	// File, when set, replaces the folder's weights: one GGUF or safetensors file in
+	// diffusers' names (DiffusersKeys). The config stays the folder's.
+	File string
+	// Hold says the type each tensor is held in (nn.HoldFor of --weights-dtype); nil holds
+	// them as stored (nn.HoldAsStored).
+	Hold nn.HoldFunc
+}
+
+// DiffusersKeys is the one layout a single UNet file is read in: diffusers' names (a
+// "unet." prefix, as in a pipeline's state dict, is stripped). diffusers itself maps no
+// other layout onto UNetSpatioTemporalConditionModel (its single-file loader has no entry
+// for it), so Stability AI's original (generative-models) layout is not read.
+var DiffusersKeys = checkpoint.KeyMap{Layout: "diffusers' layout (the only one read for SVD's UNet)", Prefixes: []string{"unet."}}
+
+// LoadWith is Load with the weights o names.
+func LoadWith(ck *checkpoint.Checkpoint, o LoadOptions, backend backends.Backend) (*Model, error) {
 	cfg, err := ReadConfig(ck)
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
-	exp, err := ExpectedTensors(cfg)
-	if err != nil {
-		return nil, err
-	}
 	if backend == nil {
 		return nil, errors.New("unet: nil backend")
 	}
-	st, err := ck.OpenComponent(Component, variant, exp, checkpoint.LoadOptions{})
+	st, err := OpenWeights(ck, cfg, o)
 	if err != nil {
-		return nil, fmt.Errorf("unet: %w", err)
+		return nil, err
 	}
 	defer st.Close()
-	w, err := nn.NewWeightsStream(backend, st.Each)
+	hold := o.Hold
+	if hold == nil {
+		hold = nn.HoldAsStored
+	}
+	w, err := nn.NewWeightsHeld(backend, hold, func(add func(string, nn.StoredTensor) error) error {
+		return st.EachStored(func(name string, t checkpoint.StoredTensor) error { return add(name, nn.StoredTensor(t)) })
+	})
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
 	return bind(cfg, w, backend)
+}
+
+// OpenWeights opens the weights o names for a UNet of config cfg and checks them against
+// the tensors the network reads, reading no tensor data.
+func OpenWeights(ck *checkpoint.Checkpoint, cfg Config, o LoadOptions) (*checkpoint.Stored, error) {
+	exp, err := ExpectedTensors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var st *checkpoint.Stored
+	if o.File != "" {
+		st, err = checkpoint.OpenSingleFile(o.File, exp, checkpoint.SingleFileOptions{Keys: &DiffusersKeys})
+	} else {
+		st, err = ck.OpenComponent(Component, o.Variant, exp, checkpoint.LoadOptions{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("unet: %w", err)
+	}
+	return st, nil
 }
 
 // New builds a Model from a config and float32 weights (diffusers names), checking that
@@ -61,6 +106,12 @@ func Load(ck *checkpoint.Checkpoint, variant string, backend backends.Backend) (
 // nn.ErrMissingTensor, nn.ErrUnexpectedTensor, nn.ErrShapeMismatch). The weights are
 // copied onto backend; the map may be dropped afterwards.
 func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend) (*Model, error) {
+	return NewHeld(cfg, weights, backend, nil)
+}
+
+// NewHeld is New keeping each weight in the type hold says (nn.NewWeightsHeld); nil widens
+// nothing, as New.
+func NewHeld(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend, hold nn.HoldFunc) (*Model, error) {
 	if backend == nil {
 		return nil, errors.New("unet: nil backend")
 	}
@@ -71,12 +122,20 @@ func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend)
 	if _, err := nn.CheckWeights(exp, weights); err != nil {
 		return nil, fmt.Errorf("unet: weights for %s: %w", cfg, err)
 	}
-	w, err := nn.NewWeights(backend, weights)
+	var w *nn.Weights
+	if hold == nil {
+		w, err = nn.NewWeights(backend, weights)
+	} else {
+		w, err = nn.NewWeightsHeldDense(backend, hold, weights)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
 	return bind(cfg, w, backend)
 }
+
+// Weights returns the model's weights (what they hold, in which types).
+func (m *Model) Weights() *nn.Weights { return m.weights }
 
 // bind builds the network's program over weights already on backend.
 func bind(cfg Config, w *nn.Weights, backend backends.Backend) (*Model, error) {
@@ -165,6 +224,9 @@ func (m *Model) Config() Config { return m.cfg }
 
 // WeightBytes returns the memory held by the weights (float32).
 func (m *Model) WeightBytes() int64 { return m.weights.Bytes() }
+
+// HeldBytes returns the bytes the weights hold in each weight type.
+func (m *Model) HeldBytes() map[quant.Type]int64 { return m.weights.HeldBytes() }
 
 // Backend is the backend the weights are bound to.
 func (m *Model) Backend() backends.Backend { return m.prog.Backend() }

@@ -30,7 +30,7 @@ func fbcachePipeline(ctx context.Context, env *Env, c *Case) (map[string]*tensor
 	if th <= 0 {
 		return nil, fmt.Errorf("case %s: args.threshold %v", c.Name, th)
 	}
-	out, logs, err := runPipeline(ctx, env, c, pipeline.Cache{Mode: pipeline.CacheFB, Threshold: th})
+	out, logs, err := runPipeline(ctx, env, c, pipeline.Cache{Mode: pipeline.CacheFB, Threshold: th}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +53,7 @@ func fbcachePipeline(ctx context.Context, env *Env, c *Case) (map[string]*tensor
 			res[name] = t
 		}
 	}
-	plain, _, err := runPipeline(ctx, env, c, pipeline.Cache{})
+	plain, _, err := runPipeline(ctx, env, c, pipeline.Cache{}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -3,8 +3,10 @@ package parity
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 
+	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/wan"
 	"github.com/vdpp/vdpp/pipeline"
@@ -26,13 +28,12 @@ func init() {
 // uncond and guided predictions and latents, the schedule and the expert of each step,
 // the final latents, their denormalisation and the frames [B, F, H, W, 3].
 func fullPipeline(ctx context.Context, env *Env, c *Case) (map[string]*tensor.Dense, error) {
-	out, _, err := runPipeline(ctx, env, c, pipeline.Cache{})
+	out, _, err := runPipeline(ctx, env, c, pipeline.Cache{}, nil)
 	return out, err
 }
 
-// runPipeline runs a pipeline case (fullPipeline) with the step cache rule (none when off)
-// and also returns the cache's records of each sample's calls.
-func runPipeline(ctx context.Context, env *Env, c *Case, rule pipeline.Cache) (map[string]*tensor.Dense, [][]pipeline.CacheRecord, error) {
+// sampler returns the folder's Wan sampler with every role, loaded once per run.
+func sampler(env *Env) (*wan.Sampler, error) {
 	v, err := env.Cached("wan-sampler", func() (any, func() error, error) {
 		s, err := wan.LoadOn(env.Folder.Dir, family.Options{Roles: family.AllRoles}, env.Backend)
 		if err != nil {
@@ -41,12 +42,27 @@ func runPipeline(ctx context.Context, env *Env, c *Case, rule pipeline.Cache) (m
 		return s, s.Close, nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	s := v.(*wan.Sampler)
-	p := family.Params{NumFrames: c.IntArg("num_frames", 0), Steps: c.IntArg("num_inference_steps", 0),
+	return v.(*wan.Sampler), nil
+}
+
+// caseParams are a pipeline case's generation parameters.
+func caseParams(c *Case) family.Params {
+	return family.Params{NumFrames: c.IntArg("num_frames", 0), Steps: c.IntArg("num_inference_steps", 0),
 		Height: c.IntArg("height", 0), Width: c.IntArg("width", 0),
 		GuidanceScale: c.FloatArg("guidance_scale", 0), GuidanceScale2: c.FloatArg("guidance_scale_2", 0)}
+}
+
+// runPipeline runs a pipeline case (fullPipeline) with the step cache rule (none when off)
+// and the conditioning extra adds to every sample's (the image conditioning), and also
+// returns the cache's records of each sample's calls.
+func runPipeline(ctx context.Context, env *Env, c *Case, rule pipeline.Cache, extra model.Conditioning) (map[string]*tensor.Dense, [][]pipeline.CacheRecord, error) {
+	s, err := sampler(env)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := caseParams(c)
 	if err := s.Validate(p); err != nil {
 		return nil, nil, fmt.Errorf("case %s: %w", c.Name, err)
 	}
@@ -72,6 +88,7 @@ func runPipeline(ctx context.Context, env *Env, c *Case, rule pipeline.Cache) (m
 		if err != nil {
 			return nil, nil, err
 		}
+		maps.Copy(cond, extra)
 		it.Samples = append(it.Samples, int64(b))
 		it.Cond = append(it.Cond, cond)
 	}
@@ -98,13 +115,13 @@ func runPipeline(ctx context.Context, env *Env, c *Case, rule pipeline.Cache) (m
 		}
 		out["noise_pred_step"+key] = wan.SwapTC(&tensor.Dense{Shape: shape, Data: guided})
 	}
+	st.Updated = func(it *pipeline.Item, k int) { out["latents_step"+strconv.Itoa(k)] = wan.SwapTC(it.Latent) }
 	ts, sig, experts := tensor.New(p.Steps), tensor.New(p.Steps+1), tensor.New(p.Steps)
 	for k := range p.Steps {
 		it.Step = k
 		if err := st.Step(ctx, it); err != nil {
 			return nil, nil, err
 		}
-		out["latents_step"+strconv.Itoa(k)] = wan.SwapTC(it.Latent)
 		ts.Data[k], sig.Data[k] = sc.Timestep(k), sc.Sigma(k)
 		experts.Data[k] = 1
 		if k >= ranges[1].Start && k < ranges[1].End {

@@ -12,6 +12,7 @@ import (
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // ConfigFile and WeightsStem name the files of a transformer folder.
@@ -84,6 +85,19 @@ func ReadConfig(dir string) (Config, error) {
 	return ParseConfig(path, data)
 }
 
+// LoadOptions say where a transformer's weights come from.
+type LoadOptions struct {
+	// Variant is the folder's weights variant ("" for fp32, "fp16", "bf16").
+	Variant string
+	// File, when set, replaces the folder's weights: one GGUF or safetensors file, in Wan's
+	// original layout (OriginalKeys: the Wan-AI and Comfy-Org releases, city96's and
+	// stable-diffusion.cpp's GGUF files) or in diffusers'. The config stays the folder's.
+	File string
+	// Hold says the type each tensor is held in (nn.HoldFor of --weights-dtype); nil holds
+	// them as stored (nn.HoldAsStored).
+	Hold nn.HoldFunc
+}
+
 // Load reads dir/config.json and the weights of variant ("" for fp32, "fp16", "bf16"):
 // diffusion_pytorch_model[.variant].safetensors, or the shards its .index.json names. It
 // checks them against ExpectedTensors (the error names the file and the tensors; it matches
@@ -91,31 +105,59 @@ func ReadConfig(dir string) (Config, error) {
 // backend, keeping them in their stored dtype until each tensor is converted to float32 as
 // it is copied onto backend (a bf16 expert never exists as a whole in float32 on the host).
 func Load(dir, variant string, backend backends.Backend) (*Model, error) {
+	return LoadWith(dir, LoadOptions{Variant: variant}, backend)
+}
+
+// LoadWith is Load with the weights o names.
+func LoadWith(dir string, o LoadOptions, backend backends.Backend) (*Model, error) {
 	cfg, err := ReadConfig(dir)
 	if err != nil {
 		return nil, err
 	}
-	exp, err := ExpectedTensors(cfg)
-	if err != nil {
-		return nil, err
-	}
-	stem := WeightsStem
-	if variant != "" {
-		stem += "." + variant
-	}
 	if backend == nil {
 		return nil, errors.New("wan/transformer: nil backend")
 	}
-	st, err := checkpoint.OpenDir(dir, stem, exp, checkpoint.LoadDirOptions{LoadOptions: checkpoint.LoadOptions{Ignore: IgnoredTensors(cfg)}})
+	st, err := OpenWeights(dir, cfg, o)
 	if err != nil {
-		return nil, fmt.Errorf("wan/transformer: %w", err)
+		return nil, err
 	}
 	defer st.Close()
-	w, err := nn.NewWeightsStream(backend, st.Each)
+	hold := o.Hold
+	if hold == nil {
+		hold = nn.HoldAsStored
+	}
+	w, err := nn.NewWeightsHeld(backend, hold, func(add func(string, nn.StoredTensor) error) error {
+		return st.EachStored(func(name string, t checkpoint.StoredTensor) error { return add(name, nn.StoredTensor(t)) })
+	})
 	if err != nil {
 		return nil, fmt.Errorf("wan/transformer: %w", err)
 	}
 	return bind(cfg, w, backend)
+}
+
+// OpenWeights opens the weights o names for a transformer of config cfg in folder dir and
+// checks them against the tensors the network reads, reading no tensor data (a preflight,
+// and what Load reads from).
+func OpenWeights(dir string, cfg Config, o LoadOptions) (*checkpoint.Stored, error) {
+	exp, err := ExpectedTensors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts := checkpoint.LoadDirOptions{LoadOptions: checkpoint.LoadOptions{Ignore: IgnoredTensors(cfg)}}
+	var st *checkpoint.Stored
+	if o.File != "" {
+		st, err = checkpoint.OpenSingleFile(o.File, exp, checkpoint.SingleFileOptions{LoadDirOptions: opts, Keys: &OriginalKeys})
+	} else {
+		stem := WeightsStem
+		if o.Variant != "" {
+			stem += "." + o.Variant
+		}
+		st, err = checkpoint.OpenDir(dir, stem, exp, opts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wan/transformer: %w", err)
+	}
+	return st, nil
 }
 
 // New builds a Model from a config and float32 weights (diffusers names), checking that
@@ -123,6 +165,12 @@ func Load(dir, variant string, backend backends.Backend) (*Model, error) {
 // nn.ErrMissingTensor, nn.ErrUnexpectedTensor, nn.ErrShapeMismatch). The weights are
 // copied onto backend; the map may be dropped afterwards.
 func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend) (*Model, error) {
+	return NewHeld(cfg, weights, backend, nil)
+}
+
+// NewHeld is New keeping each weight in the type hold says (see LoadHeld); nil widens
+// nothing, as New.
+func NewHeld(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend, hold nn.HoldFunc) (*Model, error) {
 	if backend == nil {
 		return nil, errors.New("wan/transformer: nil backend")
 	}
@@ -133,12 +181,34 @@ func New(cfg Config, weights map[string]*tensor.Dense, backend backends.Backend)
 	if _, err := nn.CheckWeights(exp, weights); err != nil {
 		return nil, fmt.Errorf("wan/transformer: weights for %s: %w", cfg, err)
 	}
-	w, err := nn.NewWeights(backend, weights)
+	var w *nn.Weights
+	if hold == nil {
+		w, err = nn.NewWeights(backend, weights)
+	} else {
+		w, err = nn.NewWeightsHeldDense(backend, hold, weights)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("wan/transformer: %w", err)
 	}
 	return bind(cfg, w, backend)
 }
+
+// NewFromWeights builds a Model over weights already loaded (nn.NewWeightsHeld with
+// tensors produced one at a time, e.g. random weights generated tensor by tensor), checking
+// that they hold exactly the tensors ExpectedTensors(cfg) lists.
+func NewFromWeights(cfg Config, w *nn.Weights) (*Model, error) {
+	exp, err := ExpectedTensors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := nn.CheckTensors(exp, w.Shapes()); err != nil {
+		return nil, fmt.Errorf("wan/transformer: weights for %s: %w", cfg, err)
+	}
+	return bind(cfg, w, w.Backend())
+}
+
+// Weights returns the model's weights (what they hold, in which types).
+func (m *Model) Weights() *nn.Weights { return m.weights }
 
 // bind builds the network's program over weights already on backend.
 func bind(cfg Config, w *nn.Weights, backend backends.Backend) (*Model, error) {
@@ -219,6 +289,9 @@ func (m *Model) Config() Config { return m.cfg }
 
 // WeightBytes returns the memory held by the weights (float32).
 func (m *Model) WeightBytes() int64 { return m.weights.Bytes() }
+
+// HeldBytes returns the bytes the weights hold in each weight type.
+func (m *Model) HeldBytes() map[quant.Type]int64 { return m.weights.HeldBytes() }
 
 // Close releases the compiled graphs; the Model must not be used afterwards.
 func (m *Model) Close() error {

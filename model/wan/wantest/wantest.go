@@ -64,3 +64,60 @@ func PromptFolder(t testing.TB) string {
 	}
 	return dir
 }
+
+// I2VFolder returns model/wan/testdata/i2v/NAME, a committed image-to-video reference
+// folder.
+func I2VFolder(name string) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "testdata", "i2v", name)
+}
+
+// I2VPromptFolder returns a new folder of the image-to-video reference folder NAME (its
+// components linked) with the tiny text encoder and tokenizer of PromptsDir, so prompts
+// run end to end on it (the reference transformers' text_dim is the encoder's 32).
+func I2VPromptFolder(t testing.TB, name string) string {
+	t.Helper()
+	src, err := filepath.Abs(I2VFolder(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join(src, "model_index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var index map[string]any
+	if err := json.Unmarshal(data, &index); err != nil {
+		t.Fatal(err)
+	}
+	index["text_encoder"] = []string{"transformers", "UMT5EncoderModel"}
+	index["tokenizer"] = []string{"transformers", "T5TokenizerFast"}
+	out, err := json.MarshalIndent(index, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "model_index.json"), out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() && e.Name() != "cases" {
+			if err := os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	prompts, err := filepath.Abs(PromptsDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"text_encoder", "tokenizer"} {
+		if err := os.Symlink(filepath.Join(prompts, c), filepath.Join(dir, c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}

@@ -121,6 +121,6 @@ func run(dir string, iters int, prof string) error {
 		"load_ms": float64(load.Microseconds()) / 1000, "warmup_ms": float64(warm.Microseconds()) / 1000,
 		"ms": ms, "median_ms": sorted[len(sorted)/2], "min_ms": sorted[0],
 		"cpu_ms": cpu, "min_cpu_ms": cpuSorted[0], "rel_l2_vs_torch": tensor.RelL2(out, ref["output"]),
-		"vdpp_kernels": nn.KernelsStatus(),
+		"vdpp_kernels": nn.DescribeKernels(b),
 	})
 }

@@ -7,6 +7,8 @@ const state = {
   token: localStorage.getItem('vdpp-token') || '',
   model: '',
   input: 'image',       // what a job gives the served model: 'image' or 'text' (its vdpp_limits.input)
+  image: 'required',    // whether it takes an image: 'required', 'optional' or 'none' (vdpp_limits.image)
+  lastImage: 'none',    // whether it takes a last image (vdpp_limits.last_image)
   jobs: new Map(),      // id -> OpenAI video object
   following: new Set(), // ids with an open event stream
   media: new Map(),     // id -> object URL of the MP4
@@ -88,7 +90,11 @@ function initForm() {
     const text = state.input === 'text';
     const file = $('image').files[0];
     const prompt = $('prompt').value.trim();
-    if (!text && !file) { $('form-error').textContent = 'Pick an image first.'; return; }
+    if (state.lastImage === 'required') {
+      $('form-error').textContent = 'The served model needs a last image too, which this page cannot send: use the API.';
+      return;
+    }
+    if (state.image === 'required' && !file) { $('form-error').textContent = 'Pick an image first.'; return; }
     if (text && !prompt) { $('form-error').textContent = 'Type a prompt first.'; return; }
     const fd = new FormData();
     if (state.model) fd.append('model', state.model);
@@ -96,9 +102,8 @@ function initForm() {
     if (text) {
       const neg = $('negative-prompt').value.trim();
       if (neg) fd.append('negative_prompt', neg);
-    } else {
-      fd.append('input_reference', file, file.name);
     }
+    if (file && state.image !== 'none') fd.append('input_reference', file, file.name);
     const frames = $('num-frames');
     for (const el of $('create').querySelectorAll('.grid input, .grid select')) {
       if (el.closest('[hidden]')) continue; // a field that does not apply (another cache mode's)
@@ -318,17 +323,26 @@ function knobField(k) {
 
 // fitModel shows the fields the served model takes (its limits from GET /v1/models): the
 // image for an image-to-video model, a required prompt and a negative prompt for a
-// text-to-video one, and one field per knob of its table, by group; the defaults as the
+// text-to-video one, both for a model that makes the video from an image and a prompt
+// (Wan image-to-video), and one field per knob of its table, by group; the defaults as the
 // placeholders. Size and Seconds are the OpenAI API's spellings of width x height and of
 // the frames at the model's frame rate.
 function fitModel(lim) {
   state.input = lim.input === 'text' ? 'text' : 'image';
   const text = state.input === 'text';
-  $('drop').hidden = text;
-  $('image').disabled = text;
+  state.image = lim.image || (text ? 'none' : 'required');
+  state.lastImage = lim.last_image || 'none';
+  const image = state.image !== 'none';
+  $('drop').hidden = !image;
+  $('image').disabled = !image;
+  if (image && text) {
+    $('drop-text').textContent = state.image === 'required'
+      ? 'Drop the first frame\'s image here or click to pick one (PNG or JPEG): required'
+      : 'Drop an image here or click to pick one (PNG or JPEG): optional, the first frame';
+  }
   $('negative-row').hidden = !text;
   $('prompt').setAttribute('aria-required', String(text)); // the page's own message, not the browser's
-  $('prompt-note').textContent = text ? '(required: the served model makes the video from it)'
+  $('prompt-note').textContent = text ? '(required: the served model makes the video from it' + (image ? ' and the image)' : ')')
     : '(recorded; the served model is image-conditioned)';
   $('prompt').placeholder = text ? 'what the video shows' : 'a short description';
   const d = lim.defaults || {};

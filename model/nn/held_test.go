@@ -1,0 +1,221 @@
+package nn
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+
+	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
+)
+
+// storedF32 returns d as a stored float32 tensor.
+func storedF32(d *tensor.Dense) StoredTensor {
+	b := make([]byte, 4*len(d.Data))
+	for i, v := range d.Data {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return StoredTensor{Shape: d.Shape, Type: quant.F32, Data: b}
+}
+
+// storedAs returns d converted to type t (what a file storing t would hold).
+func storedAs(t *testing.T, d *tensor.Dense, typ quant.Type) StoredTensor {
+	t.Helper()
+	b, err := quant.Quantize(typ, d.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return StoredTensor{Shape: d.Shape, Type: typ, Data: b}
+}
+
+// widened returns what type t makes of d: d quantized to t and back.
+func widened(t *testing.T, d *tensor.Dense, typ quant.Type) *tensor.Dense {
+	t.Helper()
+	s := storedAs(t, d, typ)
+	out := tensor.New(d.Shape...)
+	if err := quant.Dequantize(typ, s.Data, out.Data); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestHeldLinear runs a linear layer (and GEGLU) on weights held in each compact type
+// against the same layer on the float32 widening of those weights: the half types give
+// the same bits, as does q5_0 (no kernel of its own: the product widens a group of rows at
+// a time), q8_0 and q4_K agree within their activation quantization (relative L2 below 1%).
+// A held weight used by another op (here an add) is widened for it, and only for it.
+func TestHeldLinear(t *testing.T) {
+	b := testBackend(t)
+	if !UsesKernels(b) {
+		t.Skip("no fused CPU kernels on this backend")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	const rows, in, out = 37, 256, 96
+	x := randDense(r, 2, rows, in)
+	w, bias := randDense(r, out, in), randDense(r, out)
+	for i := range w.Data {
+		w.Data[i] *= 0.05
+	}
+	for _, typ := range []quant.Type{quant.F16, quant.BF16, quant.Q8_0, quant.Q4_K, quant.Q5_0} {
+		t.Run(typ.String(), func(t *testing.T) {
+			held, err := NewWeightsHeld(b, HoldAs(typ), func(add func(string, StoredTensor) error) error {
+				if err := add("l.weight", storedF32(w)); err != nil {
+					return err
+				}
+				return add("l.bias", storedF32(bias))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ht, _ := held.Held("l.weight"); ht != typ {
+				t.Fatalf("weight held as %v, want %v", ht, typ)
+			}
+			if ht, _ := held.Held("l.bias"); ht != quant.F32 {
+				t.Fatalf("bias held as %v, want f32", ht)
+			}
+			wide, err := NewWeights(b, map[string]*tensor.Dense{"l.weight": widened(t, w, typ), "l.bias": bias})
+			if err != nil {
+				t.Fatal(err)
+			}
+			build := func(s Scope, in []*graph.Node) []*graph.Node {
+				g := in[0].Graph()
+				wn, bn := s.Param(g, "l.weight", out, in[0].Shape().Dim(-1)), s.Param(g, "l.bias", out)
+				return []*graph.Node{LinearAct(in[0], wn, bn, ActGELUTanh), GEGLU(in[0], wn, bn), graph.AddScalar(wn, 1)}
+			}
+			before := widenRuns.Load()
+			got := runProgram(t, held, build, x)
+			if n := widenRuns.Load() - before; n != 1 {
+				t.Errorf("the held weight was widened %d times, want once (for the add only)", n)
+			}
+			want := runProgram(t, wide, build, x)
+			for i := range got {
+				rel := relL2(got[i].Data, want[i].Data)
+				// Only the integer kernels (q8_0, q4_K) quantize the activations; the
+				// other types are multiplied as their float32 widening.
+				exact := typ != quant.Q8_0 && typ != quant.Q4_K || i == 2
+				if exact && rel != 0 || rel > 1e-2 {
+					t.Errorf("output %d: relative L2 %.3g against float32 weights (exact: %v)", i, rel, exact)
+				}
+			}
+			n, _ := typ.Bytes(out*in, in)
+			if typ == quant.Q5_0 && held.HeldBytes()[typ] != n {
+				t.Errorf("%d bytes held as %v, want %d", held.HeldBytes()[typ], typ, n)
+			}
+			if held.HeldBytes()[quant.F32] != 4*out || held.Bytes() < n+4*out || held.Bytes() > n+4*out+int64(2*32*in) {
+				t.Errorf("held bytes %v, total %d, for %d of %v plus a float32 bias", held.HeldBytes(), held.Bytes(), n, typ)
+			}
+		})
+	}
+}
+
+// widenRuns counts the widening ops run (a test's check that linear layers read their
+// weights as held).
+var widenRuns atomic.Int64
+
+func init() { widenHook = func() { widenRuns.Add(1) } }
+
+func runProgram(t *testing.T, w *Weights, build BuildFunc, in ...*tensor.Dense) []*tensor.Dense {
+	t.Helper()
+	p, err := NewProgram(w.Backend(), w, t.Name(), build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	out, err := p.Run(in...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func relL2(got, want []float32) float64 {
+	var num, den float64
+	for i := range got {
+		d := float64(got[i]) - float64(want[i])
+		num += d * d
+		den += float64(want[i]) * float64(want[i])
+	}
+	return math.Sqrt(num / den)
+}
+
+// TestHeldPolicies checks which type each HoldFunc holds a tensor in.
+func TestHeldPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		shape []int
+		hold  HoldFunc
+		want  quant.Type
+	}{
+		{"a.weight", []int{64, 256}, HoldAs(quant.Q4_K), quant.Q4_K},
+		{"a.weight", []int{64, 96}, HoldAs(quant.Q4_K), quant.Q5_0}, // rows of 96: q4_K's fallback
+		{"a.weight", []int{64, 48}, HoldAs(quant.Q4_K), quant.F32},  // no block fits: as stored
+		{"a.bias", []int{64}, HoldAs(quant.Q8_0), quant.F32},
+		{"norm.weight", []int{64}, HoldAs(quant.Q8_0), quant.F32},
+		{"table", []int{6, 64}, HoldAs(quant.Q8_0), quant.F32},
+		{"conv.weight", []int{8, 4, 3, 3}, HoldAs(quant.Q8_0), quant.F32},
+		{"a.weight", []int{64, 256}, HoldAsStored, quant.BF16},
+		{"condition_embedder.time_proj.weight", []int{64, 256}, HoldAs(quant.Q8_0), quant.BF16},
+		{"patch_embedding.weight", []int{64, 4, 1, 2, 2}, HoldAs(quant.Q8_0), quant.BF16},
+	} {
+		stored := quant.F32
+		if tc.want == quant.BF16 {
+			stored = quant.BF16
+		}
+		if got := tc.hold(tc.name, tc.shape, stored); got != tc.want {
+			t.Errorf("%s %v: held as %v, want %v", tc.name, tc.shape, got, tc.want)
+		}
+	}
+}
+
+// TestHeldConv runs a convolution and a linear layer on a reshaped convolution kernel (as
+// Wan's patch embedding does) with the kernel held in f16 and bf16: the bits of the same
+// network on the float32 widening, and the kernel never widened as a whole.
+func TestHeldConv(t *testing.T) {
+	b := testBackend(t)
+	if !UsesKernels(b) {
+		t.Skip("no fused CPU kernels on this backend")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	x := randDense(r, 2, 4, 9, 10)
+	w, bias := randDense(r, 6, 4, 3, 3), randDense(r, 6)
+	patches := randDense(r, 2, 11, 36)
+	for _, typ := range []quant.Type{quant.F16, quant.BF16} {
+		held, err := NewWeightsHeld(b, HoldAs(typ), func(add func(string, StoredTensor) error) error {
+			if err := add("c.weight", storedF32(w)); err != nil {
+				return err
+			}
+			return add("c.bias", storedF32(bias))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wide, err := NewWeights(b, map[string]*tensor.Dense{"c.weight": widened(t, w, typ), "c.bias": bias})
+		if err != nil {
+			t.Fatal(err)
+		}
+		build := func(s Scope, in []*graph.Node) []*graph.Node {
+			g := in[0].Graph()
+			wn, bn := s.Param(g, "c.weight", 6, 4, 3, 3), s.Param(g, "c.bias", 6)
+			return []*graph.Node{
+				Conv2D(in[0], wn, bn, ConvOpts{Padding: 1}),
+				Conv2D(in[0], wn, bn, ConvOpts{Stride: 2}),
+				Linear(in[1], graph.Reshape(wn, 6, 36), bn),
+			}
+		}
+		before := widenRuns.Load()
+		got := runProgram(t, held, build, x, patches)
+		if n := widenRuns.Load() - before; n != 0 {
+			t.Errorf("%v: the held kernel was widened %d times", typ, n)
+		}
+		want := runProgram(t, wide, build, x, patches)
+		for i := range got {
+			if rel := relL2(got[i].Data, want[i].Data); rel != 0 {
+				t.Errorf("%v output %d: relative L2 %.3g against float32 weights", typ, i, rel)
+			}
+		}
+	}
+}

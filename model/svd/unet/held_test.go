@@ -1,0 +1,115 @@
+package unet
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
+)
+
+// TestHeldAccuracy runs the dev checkpoint's UNet with its weights held in bf16, Q8_0 and
+// Q4_K (nn.HoldAs: with the block types its linear layers, whose rows fit, while the
+// convolutions' rows of 3 fit no block and stay float32, as stable-diffusion.cpp keeps
+// them; Q4_K's rows of 32 and 64 take its fallback q5_0) and runs the unet_forward case
+// against the float32 weights' call: bf16 and Q8_0 within 1e-2 relative L2, and every type
+// within its kernels' error of the float32 call on the weights it holds, widened (bit for
+// bit for bf16, 1e-4 for Q8_0, 1e-2 for Q4_K's 8-bit activations). Q4_K's own error
+// against float32 is logged.
+func TestHeldAccuracy(t *testing.T) {
+	b := backend(t)
+	if !nn.UsesKernels(b) {
+		t.Skip("weights are held compact only where vdpp's CPU kernels run")
+	}
+	ck := devCheckpoint(t)
+	in := readCase(t, ck, "unet_forward", "inputs")
+	forward := func(t *testing.T, m *Model) *tensor.Dense {
+		t.Helper()
+		defer m.Close()
+		out, err := m.Forward(in["sample"], in["timestep"], in["encoder_hidden_states"], in["added_time_ids"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	m, err := LoadWith(ck, LoadOptions{}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := m.cfg
+	w := map[string]*tensor.Dense{}
+	st, err := OpenWeights(ck, cfg, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, err = st.Tensors(); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	want := forward(t, m)
+	for _, tc := range []struct {
+		typ           quant.Type
+		tol, tolWiden float64
+	}{{quant.BF16, 1e-2, 0}, {quant.Q8_0, 1e-2, 1e-4}, {quant.Q4_K, 0, 1e-2}} {
+		t.Run(tc.typ.String(), func(t *testing.T) {
+			m, err := NewHeld(cfg, w, b, nn.HoldAs(tc.typ))
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := heldSummary(m.Weights())
+			if m.Weights().HeldBytes()[tc.typ] == 0 {
+				t.Fatalf("no weight held as %v", tc.typ)
+			}
+			got := forward(t, m)
+			widened := map[string]*tensor.Dense{}
+			for name, d := range w {
+				widened[name] = d
+				if ht := nn.HoldAs(tc.typ)(name, d.Shape, quant.F32); ht != quant.F32 {
+					raw, err := quant.Quantize(ht, d.Data)
+					if err != nil {
+						t.Fatal(err)
+					}
+					widened[name] = tensor.New(d.Shape...)
+					if err := quant.Dequantize(ht, raw, widened[name].Data); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			mw, err := New(cfg, widened, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := forward(t, mw)
+			rel, relWiden := relL2(got.Data, want.Data), relL2(got.Data, ref.Data)
+			t.Logf("%v: relative L2 %.3g against float32 weights, %.3g against the widened weights; held %s",
+				tc.typ, rel, relWiden, held)
+			if tc.tol > 0 && rel > tc.tol {
+				t.Errorf("%v: relative L2 %.3g > %g against float32 weights", tc.typ, rel, tc.tol)
+			}
+			if relWiden > tc.tolWiden {
+				t.Errorf("%v: relative L2 %.3g > %g against the call on its widened weights", tc.typ, relWiden, tc.tolWiden)
+			}
+		})
+	}
+}
+
+func heldSummary(w *nn.Weights) string {
+	var parts []string
+	for t, n := range w.HeldBytes() {
+		parts = append(parts, fmt.Sprintf("%v %d", t, n))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func relL2(got, want []float32) float64 {
+	var num, den float64
+	for i := range got {
+		d := float64(got[i]) - float64(want[i])
+		num += d * d
+		den += float64(want[i]) * float64(want[i])
+	}
+	return math.Sqrt(num / den)
+}

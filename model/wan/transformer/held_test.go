@@ -1,0 +1,151 @@
+package transformer
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vdpp/vdpp/internal/goldentest"
+	"github.com/vdpp/vdpp/model/nn"
+	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
+)
+
+// heldConfig is a small Wan transformer whose weight rows fit every block type (widths of
+// 256): 2 heads of 128, ffn 512, text and frequency embeddings of 256.
+var heldConfig = Config{PatchSize: [3]int{1, 2, 2}, NumAttentionHeads: 2, AttentionHeadDim: 128, InChannels: 16,
+	OutChannels: 16, TextDim: 256, FreqDim: 256, FFNDim: 512, NumLayers: 2, CrossAttnNorm: true,
+	QKNorm: "rms_norm_across_heads", Eps: 1e-6, RopeMaxSeqLen: 64}
+
+// initWeights returns weights as a trained network's are scaled: matrices N(0, 1/fan_in),
+// norms 1, biases and tables small.
+func initWeights(cfg Config, seed uint64) (map[string]*tensor.Dense, error) {
+	exp, err := ExpectedTensors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r := rand.New(rand.NewPCG(seed, 7))
+	w := map[string]*tensor.Dense{}
+	names := make([]string, 0, len(exp))
+	for name := range exp {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the same weights in every run
+	for _, name := range names {
+		shape := exp[name]
+		d := tensor.New(shape...)
+		std := 0.02
+		switch {
+		case strings.Contains(name, "norm") && len(shape) == 1:
+			std = 0
+			for i := range d.Data {
+				d.Data[i] = 1
+			}
+		case strings.HasSuffix(name, ".weight") && len(shape) >= 2:
+			std = 1 / math.Sqrt(float64(tensor.NumElements(shape[1:])))
+		}
+		if std > 0 {
+			for i := range d.Data {
+				d.Data[i] = float32(r.NormFloat64() * std)
+			}
+		}
+		w[name] = d
+	}
+	return w, nil
+}
+
+// TestHeldAccuracy runs one transformer call with its weights held in bf16, f16, Q8_0 and
+// Q4_K against the same call with the float32 weights they were converted from, and
+// against the float32 call on the weights the type makes of them (quantized, widened):
+//
+//   - bf16, f16 and Q8_0 within 1e-2 relative L2 of the float32 weights' call;
+//   - the call on its own widened weights: bit for bit for bf16 and f16 (the half kernels
+//     widen as they load), within 1e-4 for Q8_0 (its products are the float products of
+//     its weights) and 1e-2 for Q4_K (8-bit activations). Q4_K's weights alone are 8.5e-2
+//     from the float32 weights on this network (logged): the type's own error, which no
+//     kernel removes.
+func TestHeldAccuracy(t *testing.T) {
+	cfg := heldConfig
+	w, err := initWeights(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := goldentest.Backend(t)
+	if !nn.UsesKernels(b) {
+		t.Skip("weights are held compact only where vdpp's CPU kernels run")
+	}
+	r := rand.New(rand.NewPCG(2, 3))
+	hidden := randDense(r, 2, 16, 2, 8, 8)
+	ts := &tensor.Dense{Shape: []int{2}, Data: []float32{700, 700}}
+	ehs := randDense(r, 2, 12, 256)
+	forward := func(t *testing.T, w map[string]*tensor.Dense, hold nn.HoldFunc) (*tensor.Dense, *nn.Weights) {
+		t.Helper()
+		m, err := NewHeld(cfg, w, b, hold)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		out, err := m.Forward(hidden, ts, ehs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, m.Weights()
+	}
+	want, _ := forward(t, w, nil)
+	for _, tc := range []struct {
+		typ           quant.Type
+		tol, tolWiden float64
+	}{{quant.BF16, 1e-2, 0}, {quant.F16, 1e-2, 0}, {quant.Q8_0, 1e-2, 1e-4}, {quant.Q4_K, 0, 1e-2}} {
+		t.Run(tc.typ.String(), func(t *testing.T) {
+			got, held := forward(t, w, nn.HoldAs(tc.typ))
+			if held.HeldBytes()[tc.typ] == 0 {
+				t.Fatalf("no weight held as %v", tc.typ)
+			}
+			widened := map[string]*tensor.Dense{}
+			for name, d := range w {
+				widened[name] = d
+				if ht := nn.HoldAs(tc.typ)(name, d.Shape, quant.F32); ht != quant.F32 {
+					raw, err := quant.Quantize(ht, d.Data)
+					if err != nil {
+						t.Fatal(err)
+					}
+					widened[name] = tensor.New(d.Shape...)
+					if err := quant.Dequantize(ht, raw, widened[name].Data); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			ref, _ := forward(t, widened, nil)
+			rel, relWiden := relL2(got.Data, want.Data), relL2(got.Data, ref.Data)
+			t.Logf("%v: relative L2 %.3g against float32 weights, %.3g against the widened %v weights; held %s",
+				tc.typ, rel, relWiden, tc.typ, heldSummary(held))
+			if tc.tol > 0 && rel > tc.tol {
+				t.Errorf("%v: relative L2 %.3g > %g against float32 weights", tc.typ, rel, tc.tol)
+			}
+			if relWiden > tc.tolWiden {
+				t.Errorf("%v: relative L2 %.3g > %g against the call on its widened weights", tc.typ, relWiden, tc.tolWiden)
+			}
+		})
+	}
+}
+
+func heldSummary(w *nn.Weights) string {
+	var parts []string
+	for t, n := range w.HeldBytes() {
+		parts = append(parts, fmt.Sprintf("%v %d", t, n))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func relL2(got, want []float32) float64 {
+	var num, den float64
+	for i := range got {
+		d := float64(got[i]) - float64(want[i])
+		num += d * d
+		den += float64(want[i]) * float64(want[i])
+	}
+	return math.Sqrt(num / den)
+}
