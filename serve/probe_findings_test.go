@@ -7,6 +7,8 @@ import (
 	"image"
 	"image/png"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -426,5 +428,58 @@ func TestRandomSeedRecorded(t *testing.T) {
 	}
 	if len(seeds) < 2 {
 		t.Fatalf("three random seeds were %v", seeds)
+	}
+}
+
+// blockPrepModel is the synthetic model whose prepares of an image over 64x64 pixels say
+// so on entered and then last until their context ends.
+type blockPrepModel struct {
+	*Model
+	entered chan struct{}
+}
+
+func (m blockPrepModel) Prepare(ctx context.Context, in family.Input, p job.Params, sc sched.Scheduler) (*dispatch.Sample, error) {
+	if b := in.Image.Bounds(); b.Dx()*b.Dy() > 64*64 {
+		m.entered <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return m.Model.Prepare(ctx, in, p, sc)
+}
+
+// A server told to stop (SIGTERM's path: Server.Close) while jobs are prepared and while one
+// runs stops within 5 s, and loses nothing it accepted: the server started again on the
+// same data dir finishes every job.
+func TestCloseDuringPrepareAndRun(t *testing.T) {
+	dir := t.TempDir()
+	hold := filepath.Join(t.TempDir(), "hold")
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := blockPrepModel{syntheticModel(t), make(chan struct{}, 8)}
+	ts := startServer(t, Config{DataDir: dir, NProc: 1, MaxPrepares: 2, MaxRunning: 4, HoldFile: hold, model: m})
+	small, big := testPNG(t, 12), stripPNG(t, 256, 256)
+	const params = `{"num_frames":1,"steps":3,"height":8,"width":8}`
+	running := ts.submit(small, params).ID
+	ts.waitStep(running, 1) // held at its first step
+	ids := []string{running}
+	for range 2 {
+		ids = append(ids, ts.submit(big, params).ID)
+	}
+	<-m.entered // both prepares in flight
+	<-m.entered
+	ids = append(ids, ts.submit(small, params).ID) // queued behind them
+	t0 := time.Now()
+	if err := ts.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if took := time.Since(t0); took > 5*time.Second {
+		t.Fatalf("Close took %v with two prepares and a running job", took)
+	}
+	ts2 := startServer(t, Config{DataDir: dir, NProc: 1, Spec: ModelSpec{Name: "synthetic"}})
+	for _, id := range ids {
+		if st := ts2.wait(id, 30*time.Second); st.State != job.StateSucceeded {
+			t.Fatalf("job %s after the restart: %+v", id, st)
+		}
 	}
 }
