@@ -337,18 +337,28 @@ func (ts *testServer) started(id string, t0 time.Time, limit time.Duration) time
 // F4: prepares were not scheduled: a 64x64 job waited 17.9 s behind twelve 1 MP uploads
 // (each prepare a second and more, one after another, first come first served). Prepares
 // are scheduled work: a bounded pool picks the cheapest (within a client, and round robin
-// between clients), so the small job starts within two seconds.
+// between clients), so the small job starts as soon as a prepare ends, while most of the
+// 1 MP jobs still wait (first come first served, all twelve went before it); on an idle
+// machine that is within a second (the measurement page has the real binary's).
 func TestProbeF4PreparesScheduled(t *testing.T) {
 	ts := startServer(t, Config{NProc: 1, MaxQueue: 64, MaxRunning: 64, MaxPrepares: 2,
 		model: slowPrepModel{syntheticModel(t), 500 * time.Millisecond, make(chan struct{}, 1)}})
 	big := stripPNG(t, 1024, 1024)
+	var bigIDs []string
 	for range 12 {
-		ts.submit(big, `{"num_frames":1,"steps":1,"height":64,"width":64}`)
+		bigIDs = append(bigIDs, ts.submit(big, `{"num_frames":1,"steps":1,"height":64,"width":64}`).ID)
 	}
 	t0 := time.Now()
 	small := ts.submit(stripPNG(t, 64, 64), `{"num_frames":1,"steps":1,"height":64,"width":64}`)
-	if d := ts.started(small.ID, t0, 20*time.Second); d > 2500*time.Millisecond {
-		t.Fatalf("the 64x64 job started %v after its submission, behind twelve 1 MP prepares of 0.5 s", d)
+	d := ts.started(small.ID, t0, 60*time.Second)
+	waiting := 0
+	for _, id := range bigIDs {
+		if ts.status(id).State == job.StateQueued {
+			waiting++
+		}
+	}
+	if waiting < 6 {
+		t.Fatalf("the 64x64 job started %v after its submission, when only %d of twelve 1 MP jobs (prepares of 0.5 s) still waited", d, waiting)
 	}
 	if got := ts.modelLimits(); got.MaxPrepares != 2 {
 		t.Errorf("/v1/limits max_prepares %d, want 2", got.MaxPrepares)
