@@ -32,7 +32,7 @@ func AutoMeshWhere(ctx context.Context, o Options, launch LaunchFunc, keep func(
 	if devices == 0 {
 		devices = 7
 	}
-	best, err := plan.AutoMesh(ctx, plan.AutoRequest{Model: m, Backend: o.Backend, Sim: o.simConfig(), Seed: o.Seed,
+	best, err := plan.AutoMesh(ctx, plan.AutoRequest{Model: m, Backend: o.Backend, Sim: o.simConfig(), Seed: o.Seed, Weights: o.Weights,
 		Workload: plan.Workload{Steps: o.TotalSteps, Samples: o.NumSamples, Frames: o.LatentFrames, Height: o.LatentHeight,
 			Width: o.LatentWidth, Channels: o.LatentChannels, Guided: o.Guided(), MicroBatch: o.MicroBatch, Warmup: o.Warmup()},
 		Devices: devices, Goal: goal, Launch: plan.LaunchFunc(launch), Keep: keep})

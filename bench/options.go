@@ -69,6 +69,8 @@ type Options struct {
 	Trace            string
 	SVG              string
 	Backend          string
+	// Weights are the load options of the model's weights (--weights-dtype and the files).
+	Weights family.WeightOptions
 
 	// DecodeRanks > 0 decodes every finished latent with the model's VAE: on the last
 	// stage alone (1) or spread over the last N stages of each pipeline (N); 0 benchmarks
@@ -139,6 +141,7 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.Trace, "trace", o.Trace, "write a Chrome trace (Perfetto) to this `FILE`")
 	fs.StringVar(&o.SVG, "svg", o.SVG, "write a Gantt chart SVG to this `FILE`")
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend for dummy/svd (default: GOMLX_BACKEND or go)")
+	o.Weights.RegisterFlags(fs.FlagSet)
 	fs.IntVar(&o.DecodeRanks, "decode-ranks", o.DecodeRanks, "decode the videos with the model's VAE on the last N stages of each pipeline (0: no decode, the denoiser only; 1: the last stage alone)")
 	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "with --decode-ranks: frames decoded together, the parts spread over ranks (0: all; -1: the model's)")
 	fs.Float64Var(&o.DecodeSteps, "decode-steps", o.DecodeSteps, "with --decode-ranks: one sample's decode cost in denoising steps; the step cut moves steps off the decoding stages to balance it, as vdpp plan does (0: cut by steps alone)")

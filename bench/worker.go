@@ -107,7 +107,7 @@ func openDenoiserSteps(o Options, roles family.Roles) (family.Sampler, *pipeline
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := m.Open(family.Options{Backend: o.Backend, Roles: roles, Sim: o.simConfig()})
+	s, err := m.Open(family.Options{Backend: o.Backend, Roles: roles, Sim: o.simConfig(), Weights: o.Weights})
 	if err != nil {
 		return nil, nil, err
 	}

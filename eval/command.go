@@ -29,6 +29,8 @@ type Command struct {
 	Model   string
 	JSON    string
 	Backend string
+	// Weights are the load options of the model's weights (--weights-dtype and the files).
+	Weights family.WeightOptions
 	// Split is "heldout" or "train" (procedural.ParseSplit).
 	Split string
 	// InitSeed seeds the untrained baseline's denoiser.
@@ -60,6 +62,7 @@ func (c *Command) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&c.Model, "model", c.Model, "diffusers folder, or builtin")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the report as JSON to this file")
 	fs.StringVar(&c.Backend, "backend", c.Backend, "GoMLX backend (default: automatic)")
+	c.Weights.RegisterFlags(fs.FlagSet)
 	fs.IntVar(&c.Samples, "num-samples", c.Samples, "clips to evaluate")
 	fs.Alias("samples", "num-samples")
 	fs.StringVar(&c.Split, "split", c.Split, "dataset split to score: heldout, or train (the first clips the model was trained on: the gap between the two measures memorisation)")
@@ -111,7 +114,7 @@ func (c Command) Run(ctx context.Context, stdout, progress io.Writer) (Report, e
 	} else if desc.TextDim > 0 {
 		return Report{}, badOptions("--model %s is a text-to-video model; eval scores image-to-video models on the procedural clips", c.Model)
 	}
-	s, err := resolved.Open(family.Options{Backend: c.Backend, Roles: family.AllRoles})
+	s, err := resolved.Open(family.Options{Backend: c.Backend, Roles: family.AllRoles, Weights: c.Weights})
 	if err != nil {
 		return Report{}, err
 	}

@@ -376,7 +376,7 @@ func autoMesh(ctx context.Context, o Options, say io.Writer) (Options, error) {
 	sim.LatentChannels = sh.LatentChannels
 	// The guidance left to the model (-1) plans as unguided, as bench's defaults (1) do.
 	guided := o.MaxGuidance > 1 || o.GuidanceScale > 1
-	best, err := plan.AutoMesh(ctx, plan.AutoRequest{Model: m, Backend: o.Backend, Sim: sim, Seed: o.Seed,
+	best, err := plan.AutoMesh(ctx, plan.AutoRequest{Model: m, Backend: o.Backend, Sim: sim, Seed: o.Seed, Weights: o.Weights,
 		Workload: plan.Workload{Steps: sh.Steps, Samples: o.NumSamples, Frames: sh.LatentFrames, Height: sh.LatentHeight,
 			Width: sh.LatentWidth, Channels: sh.LatentChannels, Guided: guided, MicroBatch: o.MicroBatch, Warmup: max(0, min(4, o.NumSamples-2))},
 		Devices: o.NProc, Goal: goal})

@@ -275,3 +275,31 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+// TestAddFunc: a tensor whose data is written at WriteTo reads back as filled.
+func TestAddFunc(t *testing.T) {
+	w := NewWriter()
+	if err := w.AddFunc("q", quant.Q8_0, []int{2, 32}, func(dst []byte) error {
+		for i := range dst {
+			dst[i] = byte(i)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AddFunc("bad", quant.Q8_0, []int{2, 31}, nil); !errors.Is(err, ErrWrite) {
+		t.Errorf("rows of 31 as q8_0: %v", err)
+	}
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	f, err := OpenBytes("x.gguf", buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := f.Bytes("q")
+	if len(b) != 68 || b[0] != 0 || b[67] != 67 {
+		t.Errorf("q: %d bytes %v", len(b), b[:4])
+	}
+}

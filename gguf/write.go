@@ -27,6 +27,7 @@ type Writer struct {
 type wtensor struct {
 	info TensorInfo
 	data []byte
+	fill func(dst []byte) error // AddFunc's: writes data at WriteTo
 }
 
 // NewWriter returns an empty Writer.
@@ -49,16 +50,48 @@ func (w *Writer) Set(key string, v Value) error {
 // with data already in that type's layout. A ggml type tensor/quant does not know is
 // written as given, its size unchecked (for tests of readers).
 func (w *Writer) Add(name string, t quant.Type, shape []int, data []byte) error {
+	info, err := w.info(name, t, shape, int64(len(data)))
+	if err != nil {
+		return err
+	}
+	w.names[name] = true
+	w.tensors = append(w.tensors, wtensor{info: info, data: data})
+	return nil
+}
+
+// AddFunc adds a tensor of shape in type t whose data fill writes into a buffer of the
+// tensor's size when the file is written: a writer of large files then holds one tensor's
+// data at a time.
+func (w *Writer) AddFunc(name string, t quant.Type, shape []int, fill func(dst []byte) error) error {
+	row := 1
+	if len(shape) > 0 {
+		row = shape[len(shape)-1]
+	}
+	size, err := t.Bytes(tensor.NumElements(shape), max(row, 1))
+	if err != nil {
+		return fmt.Errorf("%w: tensor %q %v %v: %w", ErrWrite, name, t, shape, err)
+	}
+	info, err := w.info(name, t, shape, size)
+	if err != nil {
+		return err
+	}
+	w.names[name] = true
+	w.tensors = append(w.tensors, wtensor{info: info, fill: fill})
+	return nil
+}
+
+// info checks a tensor to add, of size bytes of data, and describes it.
+func (w *Writer) info(name string, t quant.Type, shape []int, size int64) (TensorInfo, error) {
 	if name == "" || w.names[name] {
-		return fmt.Errorf("%w: tensor %q empty or added twice", ErrWrite, name)
+		return TensorInfo{}, fmt.Errorf("%w: tensor %q empty or added twice", ErrWrite, name)
 	}
 	if len(shape) > MaxDims {
-		return fmt.Errorf("%w: tensor %q has %d dimensions", ErrWrite, name, len(shape))
+		return TensorInfo{}, fmt.Errorf("%w: tensor %q has %d dimensions", ErrWrite, name, len(shape))
 	}
 	dims := make([]int64, len(shape))
 	for i, d := range shape {
 		if d < 0 {
-			return fmt.Errorf("%w: tensor %q shape %v", ErrWrite, name, shape)
+			return TensorInfo{}, fmt.Errorf("%w: tensor %q shape %v", ErrWrite, name, shape)
 		}
 		dims[len(shape)-1-i] = int64(d)
 	}
@@ -68,14 +101,12 @@ func (w *Writer) Add(name string, t quant.Type, shape []int, data []byte) error 
 	}
 	want, err := t.Bytes(tensor.NumElements(shape), max(row, 1))
 	if !t.Known() {
-		want, err = int64(len(data)), nil
+		want, err = size, nil
 	}
-	if err != nil || (row > 0 && want != int64(len(data))) || (row == 0 && len(data) != 0) {
-		return fmt.Errorf("%w: tensor %q %v %v: %d bytes (%v)", ErrWrite, name, t, shape, len(data), err)
+	if err != nil || (row > 0 && want != size) || (row == 0 && size != 0) {
+		return TensorInfo{}, fmt.Errorf("%w: tensor %q %v %v: %d bytes (%v)", ErrWrite, name, t, shape, size, err)
 	}
-	w.names[name] = true
-	w.tensors = append(w.tensors, wtensor{TensorInfo{Name: name, Type: t, Dims: dims, Size: int64(len(data))}, data})
-	return nil
+	return TensorInfo{Name: name, Type: t, Dims: dims, Size: size}, nil
 }
 
 // AddFloat32 quantizes x (shape in PyTorch's order, rows along the last axis) to type t
@@ -151,8 +182,19 @@ func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 	if err := write(zeros[:pad(int64(len(h)), align)-int64(len(h))]); err != nil {
 		return n, err
 	}
+	var buf []byte
 	for _, t := range w.tensors {
-		if err := write(t.data); err != nil {
+		data := t.data
+		if t.fill != nil {
+			if int64(cap(buf)) < t.info.Size {
+				buf = make([]byte, t.info.Size)
+			}
+			data = buf[:t.info.Size]
+			if err := t.fill(data); err != nil {
+				return n, fmt.Errorf("gguf: tensor %q: %w", t.info.Name, err)
+			}
+		}
+		if err := write(data); err != nil {
 			return n, err
 		}
 		if err := write(zeros[:pad(t.info.Size, align)-t.info.Size]); err != nil {

@@ -26,6 +26,8 @@ type AutoRequest struct {
 	Backend string
 	Sim     model.Config
 	Seed    int64
+	// Weights are the load options of the model's weights (--weights-dtype and the files).
+	Weights family.WeightOptions
 	// Workload is the planned workload (Steps, Frames, Height, Width, Channels: the latent's).
 	Workload Workload
 	// Devices is the number of processes to plan for (0: 7).
@@ -57,7 +59,7 @@ func AutoMesh(ctx context.Context, r AutoRequest) (Prediction, error) {
 	cal := &Calibrator{}
 	latent := int64(4 * max(1, w.MicroBatch) * w.Frames * w.Channels * w.Height * w.Width)
 	var costs Costs
-	o := family.Options{Backend: r.Backend, Roles: family.Roles{Denoise: true}, Sim: r.Sim}
+	o := family.Options{Backend: r.Backend, Roles: family.Roles{Denoise: true}, Sim: r.Sim, Weights: r.Weights}
 	s, err := r.Model.Open(o)
 	if err != nil {
 		return Prediction{}, err
@@ -79,7 +81,7 @@ func AutoMesh(ctx context.Context, r AutoRequest) (Prediction, error) {
 		}
 		costs = SyntheticCosts(r.Sim.StepMS, w.Frames, link)
 	} else {
-		weights, err := FamilyWeights(r.Model, family.Options{Backend: r.Backend}, w.Steps, s)
+		weights, err := FamilyWeights(r.Model, family.Options{Backend: r.Backend, Weights: r.Weights}, w.Steps, s)
 		if err != nil {
 			return Prediction{}, err
 		}

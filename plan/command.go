@@ -66,6 +66,9 @@ type Command struct {
 	DecodeBytes      int64
 	JSON             string
 	Cache            cacheflag.Flags
+	// Weights are the load options of the model's weights (--weights-dtype and the files):
+	// what a measured model loads and what the family's sizes count.
+	Weights family.WeightOptions
 	// Launch starts the processes the collectives are measured between (nil: DefaultLaunch).
 	Launch LaunchFunc
 }
@@ -84,6 +87,7 @@ func (c *Command) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&c.ModelDir, "model-dir", c.ModelDir, "deprecated: --model svd --model-dir DIR is --model DIR")
 	fs.StringVar(&c.Cost, "cost", c.Cost, "synthetic model: sleep or spin")
 	fs.StringVar(&c.Backend, "backend", c.Backend, "GoMLX backend for dummy/svd")
+	c.Weights.RegisterFlags(fs.FlagSet)
 	fs.IntVar(&c.HiddenChannels, "hidden-channels", c.HiddenChannels, "dummy model hidden channels")
 	fs.Int64Var(&c.Seed, "seed", c.Seed, "dummy model weights seed")
 	fs.Float64Var(&c.StepMS, "step-ms", c.StepMS, "synthetic model: cost of one sample-step in ms")
@@ -284,7 +288,7 @@ func (c Command) cacheCosts(ctx context.Context, stderr io.Writer) (*CacheCosts,
 	}
 	cc := &CacheCosts{Rule: rule, ReuseFraction: cost.ReuseFraction, CutFraction: cost.ReuseFraction, StateBytes: cost.StateBytes}
 	if c.Measure && c.Calibration == "" {
-		s, err := m.Open(family.Options{Backend: c.Backend, Roles: family.Roles{Denoise: true}, Sim: c.simConfig()})
+		s, err := m.Open(family.Options{Backend: c.Backend, Roles: family.Roles{Denoise: true}, Sim: c.simConfig(), Weights: c.Weights})
 		if err != nil {
 			return nil, fmt.Errorf("plan: %w", err)
 		}
@@ -322,6 +326,15 @@ func (c Command) costs(ctx context.Context, given func(string) bool, stderr io.W
 				c.Calibration, cal.Model, cal.LatentShape, c.Model, shape)
 		}
 		weights = costs.Weights
+		// A model folder's weights are the family's sizes for these load options (the
+		// calibration may have been measured with others: another --weights-dtype).
+		if m, err := c.resolveModel(); err == nil {
+			if _, ok := m.Family.(family.Weigher); ok {
+				if weights, err = FamilyWeights(m, family.Options{Backend: c.Backend, Weights: c.Weights}, c.Steps, nil); err != nil {
+					return Costs{}, fmt.Errorf("plan: %w", err)
+				}
+			}
+		}
 	case c.Calibration != "" && !errors.Is(err, fs.ErrNotExist):
 		return Costs{}, err
 	case c.Measure:
@@ -329,7 +342,7 @@ func (c Command) costs(ctx context.Context, given func(string) bool, stderr io.W
 		if err != nil {
 			return Costs{}, fmt.Errorf("plan: %w", err)
 		}
-		o := family.Options{Backend: c.Backend, Roles: family.Roles{Denoise: true}, Sim: c.simConfig()}
+		o := family.Options{Backend: c.Backend, Roles: family.Roles{Denoise: true}, Sim: c.simConfig(), Weights: c.Weights}
 		s, err := m.Open(o)
 		if err != nil {
 			return Costs{}, fmt.Errorf("plan: %w", err)
@@ -452,7 +465,7 @@ func (c Command) measureDecode(ctx context.Context) (int, float64, error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("plan: %w", err)
 	}
-	s, err := m.Open(family.Options{Backend: c.Backend, Roles: family.Roles{Decode: true}})
+	s, err := m.Open(family.Options{Backend: c.Backend, Roles: family.Roles{Decode: true}, Weights: c.Weights})
 	if err != nil {
 		return 0, 0, fmt.Errorf("plan: --measure-decode: %w", err)
 	}
@@ -510,6 +523,10 @@ func (c Command) Commands(best Prediction) ([]string, error) {
 		return nil, err
 	}
 	name := shellQuote(c.modelArg())
+	for _, a := range c.Weights.Args() { // the load options each command takes the same way
+		k, v, _ := strings.Cut(a, "=")
+		name += " " + k + " " + shellQuote(v)
+	}
 	mesh := fmt.Sprintf("--pp %d --cfg %d --cp %d --dp %d", best.PP, best.CFG, best.CP, best.DP)
 	work := fmt.Sprintf("--steps %d --num-frames %d --height %d --width %d", c.Steps, c.NumFrames, c.Height, c.Width)
 	if family.Reads(m.Family, "max_guidance") {

@@ -54,6 +54,9 @@ type Weights struct {
 	// while a pipeline cut at the switches holds one.
 	Experts        []int64 `json:"experts,omitempty"`
 	ExpertSwitches []int   `json:"expert_switches,omitempty"`
+	// Types are the bytes of every network, by the weight type they are held in ("f32",
+	// "q8_0", ...; --weights-dtype and the stored types decide); the family's sizes.
+	Types map[string]int64 `json:"types,omitempty"`
 }
 
 // StageDenoiser is the denoiser weight memory of a stage running steps [start, end): the

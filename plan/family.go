@@ -21,7 +21,7 @@ func FamilyWeights(r family.Resolved, o family.Options, steps int, loaded family
 	if err != nil {
 		return Weights{}, err
 	}
-	w := Weights{Condition: fw.Condition, Decode: fw.Decode}
+	w := Weights{Condition: fw.Condition, Decode: fw.Decode, Types: fw.Types}
 	for _, b := range fw.Denoisers {
 		w.Denoiser += b
 	}

@@ -26,7 +26,7 @@ func (c Command) measurePrepare(ctx context.Context) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	s, err := m.Open(family.Options{Backend: c.Backend, Roles: family.Roles{Condition: true}})
+	s, err := m.Open(family.Options{Backend: c.Backend, Roles: family.Roles{Condition: true}, Weights: c.Weights})
 	if err != nil {
 		return 0, fmt.Errorf("plan: --measure-prepare: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 )
 
@@ -35,6 +36,9 @@ func WriteTable(w io.Writer, r Result) error {
 	fmt.Fprintf(&b, "## vdpp plan: %d devices, goal %s\n\n", r.Devices, r.Goal)
 	fmt.Fprintf(&b, "**Workload:** %d samples x %d steps, latent [%d,%d,%d,%d], guided %v, micro-batch %d, %d warm-up, memory per device %s\n\n",
 		wl.Samples, wl.Steps, wl.Frames, wl.Channels, wl.Height, wl.Width, wl.Guided, wl.Batch(), wl.Warmup, limit(r.MemoryPerDevice))
+	if t := r.Costs.Weights.Types; len(t) > 0 {
+		fmt.Fprintf(&b, "**Weights by type:** %s\n\n", TypeBytes(t))
+	}
 	cache := r.Costs.Cache != nil
 	if cache {
 		fmt.Fprintf(&b, "**Step cache:** %s; a reusing step computes %.3g of a full one; predicted speedup against the same mesh uncached\n\n", r.Costs.Cache.Rule, r.Costs.Cache.ReuseFraction)
@@ -73,4 +77,25 @@ func WriteTable(w io.Writer, r Result) error {
 		return fmt.Errorf("plan: write table: %w", err)
 	}
 	return nil
+}
+
+// TypeBytes formats bytes by weight type, largest first: "14.5 GB q8_0, 0.3 GB f32".
+func TypeBytes(t map[string]int64) string {
+	names := make([]string, 0, len(t))
+	for n := range t {
+		if t[n] > 0 {
+			names = append(names, n)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if t[names[i]] != t[names[j]] {
+			return t[names[i]] > t[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = Bytes(t[n]) + " " + n
+	}
+	return strings.Join(parts, ", ")
 }

@@ -42,7 +42,7 @@ func AutoMesh(ctx context.Context, modelName string, cfg Config, goal string, lo
 	// A job leaves its guidance at the model's default unless it sets it.
 	def := desc.Defaults
 	const samples = 60
-	best, err := plan.AutoMesh(ctx, plan.AutoRequest{Model: m, Backend: cfg.Spec.Backend, Sim: sim,
+	best, err := plan.AutoMesh(ctx, plan.AutoRequest{Model: m, Backend: cfg.Spec.Backend, Sim: sim, Weights: cfg.Spec.Weights,
 		Workload: plan.Workload{Steps: sh.Steps, Samples: samples, Frames: sh.LatentFrames, Height: sh.LatentHeight, Width: sh.LatentWidth,
 			Channels: sh.LatentChannels, Guided: def.MaxGuidance > 1 || def.GuidanceScale > 1, MicroBatch: 1, Warmup: 4},
 		Devices: cfg.NProc, Goal: g, Keep: autoServed})

@@ -38,6 +38,9 @@ type ModelSpec struct {
 	// Variant is the checkpoint's weights variant ("" for fp32, "fp16"); Backend the GoMLX
 	// backend spec ("" for the default). Both only matter to checkpoint models.
 	Variant, Backend string
+	// Weights say where the denoiser's weights come from and the type they are held in
+	// (--weights-dtype, --transformer, --transformer-2, --unet).
+	Weights family.WeightOptions
 	// StepMS and Cost are the simulator denoisers' knobs (model.Config).
 	StepMS float64
 	Cost   string
@@ -59,7 +62,7 @@ func (m ModelSpec) resolve() (family.Resolved, error) {
 
 // options are the family options of a process loading roles.
 func (m ModelSpec) options(roles family.Roles) family.Options {
-	return family.Options{Variant: m.Variant, Backend: m.Backend, Roles: roles,
+	return family.Options{Variant: m.Variant, Backend: m.Backend, Roles: roles, Weights: m.Weights,
 		Sim: model.Config{Name: m.Name, Dir: m.Dir, Variant: m.Variant, Backend: m.Backend, StepMS: m.StepMS, Cost: m.Cost}}
 }
 

@@ -40,6 +40,8 @@ type Options struct {
 	Backend string
 	StepMS  float64
 	Cost    string
+	// Weights are the load options of the model's weights (--weights-dtype and the files).
+	Weights family.WeightOptions
 	// NProc and the mesh degrees lay out the worker ranks as generate's flags do (0: a
 	// pipeline of 2, or the mesh's product); Plan "auto" leaves the pp x dp mesh of NProc
 	// devices (default 2) to the planner, for Goal.
@@ -97,6 +99,7 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "folder of the job database and outputs")
 	fs.StringVar(&o.Model, "model", o.Model, "the model `NAME|DIR`: builtin (SVD), builtin-wan (Wan, prompts), a diffusers folder (its model_index.json picks the family), ORG/NAME[@REV] from the Hugging Face cache, or synthetic (the stand-in, for tests)")
 	fs.StringVar(&o.Variant, "variant", o.Variant, `checkpoint weights variant, e.g. "fp16" (converted to float32)`)
+	o.Weights.RegisterFlags(fs.FlagSet)
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend of the checkpoint model (default: GOMLX_BACKEND or go)")
 	fs.Float64Var(&o.StepMS, "step-ms", o.StepMS, "synthetic model: cost of one sample-step in ms")
 	fs.StringVar(&o.Cost, "cost", o.Cost, "synthetic model: sleep or spin")
@@ -171,7 +174,7 @@ func (o Options) AutoMesh() bool { return o.Plan != "" }
 // StepMS and Cost only: the model is ResolveModelSpec's.
 func (o Options) Config(getenv func(string) string) (Config, error) {
 	cfg := Config{Listen: o.Listen, Token: o.Token, DataDir: o.DataDir,
-		Spec:     ModelSpec{Variant: o.Variant, Backend: o.Backend, StepMS: o.StepMS, Cost: o.Cost},
+		Spec:     ModelSpec{Variant: o.Variant, Backend: o.Backend, StepMS: o.StepMS, Cost: o.Cost, Weights: o.Weights},
 		MaxBatch: o.MaxBatch, MaxQueue: o.MaxQueue, MaxPrepares: o.MaxPrepares, DefaultBudget: o.DefaultBudget, MaxRunning: o.MaxRunning, MaxRestarts: o.MaxRestarts,
 		Limits: o.Limits, CostMultiple: o.CostMultiple, MaxMemory: o.MaxMemory, MinFreeBytes: o.MinFreeBytes,
 		MaxPixels: o.MaxPixels, PidFile: o.PidFile, HoldFile: o.HoldFile, HeartbeatTimeout: o.HeartbeatTimeout,
@@ -313,6 +316,7 @@ type WorkerOptions struct {
 	ModelDir         string
 	Variant          string
 	Backend          string
+	Weights          family.WeightOptions
 	StepMS           float64
 	Cost             string
 	HeartbeatTimeout time.Duration
@@ -331,6 +335,7 @@ func (o *WorkerOptions) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.Model, "model", o.Model, "model name")
 	fs.StringVar(&o.ModelDir, "model-dir", o.ModelDir, "checkpoint folder")
 	fs.StringVar(&o.Variant, "variant", o.Variant, "checkpoint weights variant")
+	o.Weights.RegisterFlags(fs.FlagSet)
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend")
 	fs.Float64Var(&o.StepMS, "step-ms", o.StepMS, "synthetic model: cost of one sample-step in ms")
 	fs.StringVar(&o.Cost, "cost", o.Cost, "synthetic model: sleep or spin")
@@ -339,7 +344,7 @@ func (o *WorkerOptions) RegisterFlags(fs *cli.FlagSet) {
 
 // Spec is the worker's model.
 func (o WorkerOptions) Spec() ModelSpec {
-	return ModelSpec{Name: o.Model, Dir: o.ModelDir, Variant: o.Variant, Backend: o.Backend, StepMS: o.StepMS, Cost: o.Cost}
+	return ModelSpec{Name: o.Model, Dir: o.ModelDir, Variant: o.Variant, Backend: o.Backend, Weights: o.Weights, StepMS: o.StepMS, Cost: o.Cost}
 }
 
 // WorkerArgs are the arguments of `vdpp worker serve` for one rank: every flag of
@@ -348,6 +353,7 @@ func WorkerArgs(spec ModelSpec, rank int, addr string) []string {
 	o := DefaultWorkerOptions()
 	o.Connect, o.Rank = addr, rank
 	o.Model, o.ModelDir, o.Variant, o.Backend, o.StepMS, o.Cost = spec.Name, spec.Dir, spec.Variant, spec.Backend, spec.StepMS, spec.Cost
+	o.Weights = spec.Weights
 	return append([]string{"worker", "serve"}, o.Args()...)
 }
 

@@ -13,8 +13,10 @@ import (
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/nn/backendspec"
+	"github.com/vdpp/vdpp/plan"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -41,6 +43,40 @@ type doctorReport struct {
 	// whether it was built without cgo (CGO_ENABLED=0).
 	Backends []string `json:"backends"`
 	Static   bool     `json:"static"`
+	// Weights, with --model, are the model's weight bytes by role and by the type they are
+	// held in (the family's sizes for --weights-dtype and the files, as vdpp plan counts).
+	Weights *doctorWeights `json:"weights,omitempty"`
+}
+
+// doctorWeights are a model's weights as the family sizes them.
+type doctorWeights struct {
+	Model     string           `json:"model"`
+	DType     string           `json:"weights_dtype"`
+	Condition int64            `json:"condition"`
+	Denoisers []int64          `json:"denoisers"`
+	Decode    int64            `json:"decode"`
+	Types     map[string]int64 `json:"types"`
+}
+
+// modelWeights sizes a model's weights for the load options w.
+func modelWeights(modelArg string, w family.WeightOptions) (*doctorWeights, error) {
+	m, err := family.Resolve(modelArg)
+	if err != nil {
+		return nil, err
+	}
+	wg, ok := m.Family.(family.Weigher)
+	if !ok {
+		return nil, fmt.Errorf("--model %s: a %s model has no weights to size", modelArg, m.Family.Name())
+	}
+	fw, err := wg.Weights(m.Dir, family.Options{Weights: w})
+	if err != nil {
+		return nil, err
+	}
+	dt := w.DType
+	if dt == "" {
+		dt = "auto"
+	}
+	return &doctorWeights{Model: modelArg, DType: dt, Condition: fw.Condition, Denoisers: fw.Denoisers, Decode: fw.Decode, Types: fw.Types}, nil
 }
 
 // buildStatic reports whether this binary was built with CGO_ENABLED=0.
@@ -65,6 +101,9 @@ func runDoctor(_ context.Context, args []string, stdout, stderr io.Writer) error
 	spec := fs.String("backend", "", "backend to resolve: go, xla:cuda, xla:/path/plugin.so (default: automatic)")
 	try := fs.Bool("try", false, "create the backend and run a small computation on it")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	modelArg := fs.String("model", "", "a model `NAME|DIR` whose weight bytes to size, by role and by held type (with --weights-dtype and the weights files as the commands take them)")
+	var wo family.WeightOptions
+	wo.RegisterFlags(fs.FlagSet)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -73,6 +112,13 @@ func runDoctor(_ context.Context, args []string, stdout, stderr io.Writer) error
 	rep.CUDAPlugin, rep.PluginSearched = backendspec.FindCUDAPlugin(p)
 	rep.CUDADataDir, rep.CUDADataDirTried = backendspec.FindCUDADataDir(p, rep.CUDAPlugin)
 	rep.MissingCUDALibs, _ = backendspec.MissingCUDALibs(p, rep.CUDAPlugin)
+	if *modelArg != "" {
+		w, err := modelWeights(*modelArg, wo)
+		if err != nil {
+			return err
+		}
+		rep.Weights = w
+	}
 	r, rerr := backendspec.Resolve(*spec, p)
 	rep.CPUKernels = cpuKernels(r, rerr, p)
 	if rerr != nil {
@@ -143,6 +189,15 @@ func writeDoctor(w io.Writer, rep doctorReport) error {
 		fmt.Fprintf(&b, "CUDA libraries:    driver, cuBLAS and cuDNN found\n")
 	}
 	fmt.Fprintf(&b, "CPU kernels: %s\n", rep.CPUKernels)
+	if w := rep.Weights; w != nil {
+		den := make([]string, len(w.Denoisers))
+		for i, d := range w.Denoisers {
+			den[i] = plan.Bytes(d)
+		}
+		fmt.Fprintf(&b, "weights of %s (--weights-dtype %s): condition %s, denoiser %s, decode %s\n", w.Model, w.DType,
+			plan.Bytes(w.Condition), strings.Join(den, " + "), plan.Bytes(w.Decode))
+		fmt.Fprintf(&b, "  held by type:    %s\n", plan.TypeBytes(w.Types))
+	}
 	spec := rep.Spec
 	if spec == "" {
 		spec = "(automatic)"

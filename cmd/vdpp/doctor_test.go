@@ -23,6 +23,8 @@ func TestDoctor(t *testing.T) {
 		{"unknown backend fails", []string{"doctor", "--backend", "tpu"}, 1, "error: backendspec: unknown backend"},
 		{"missing plugin file fails", []string{"doctor", "--backend", "xla:/no/such/xla_cuda_plugin.so"}, 1, "/no/such/xla_cuda_plugin.so is not a file"},
 		{"bad flag", []string{"doctor", "--nope"}, 2, ""},
+		{"a model's weights by held type", []string{"doctor", "--backend", "go", "--model", "../../model/wan/testdata/a14b", "--weights-dtype", "q8_0"}, 0,
+			"weights of ../../model/wan/testdata/a14b (--weights-dtype q8_0): condition 0 B, denoiser 14.79 GiB + 14.79 GiB, decode 484.06 MiB\n  held by type:    27.81 GiB q8_0, 2.24 GiB f32\n"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

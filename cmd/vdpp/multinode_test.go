@@ -32,6 +32,7 @@ const masterPort = 29500
 // node is `vdpp launch` running on one host of a multi-host test.
 type node struct {
 	host   *netns.Host
+	cmd    *exec.Cmd // its ProcessState is set once done has been received
 	stdout *syncBuffer
 	stderr *syncBuffer
 	done   chan error // the launcher's exit
@@ -47,7 +48,7 @@ func startNode(t *testing.T, hosts []*netns.Host, r, nproc int, args ...string) 
 		"--master-addr", hosts[0].Addr, "--master-port", strconv.Itoa(masterPort), "--nproc-per-node", strconv.Itoa(nproc),
 		"--grace", "1s", "--"}, args...)
 	cmd := h.Command(t.Context(), vdppBin, argv...)
-	n := &node{host: h, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	n := &node{host: h, cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = n.stdout, n.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

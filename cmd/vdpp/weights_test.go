@@ -148,3 +148,68 @@ func TestGenerateWeightOptionErrors(t *testing.T) {
 		}
 	}
 }
+
+// vdpp plan sizes Wan 2.2 A14B (the released configs, model/wan/testdata/a14b) by weight
+// type: with --weights-dtype q8_0 and 16 GiB devices it places the two experts as pp2,
+// one per device with the decoder on the second, and says dp2 does not fit; in float32
+// nothing fits.
+func TestPlanA14B(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal.json")
+	if err := os.WriteFile(cal, []byte(`{"version": 1, "model": "a14b", "latent_shape": [21, 16, 60, 104], "costs": {"step": {"row_ms": 60000, "ref_frames": 21, "frame_scaling": 1},
+		"hand_off": {"latency_ms": 1, "bytes_per_s": 1e9}, "collective": {"latency_ms": 1, "bytes_per_s": 1e9}, "activation_bytes_per_row_frame": 1000000}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type mesh struct {
+		PP, CFG, CP, DP int
+		Feasible        bool
+		Weight          int64 `json:"weight_bytes_per_device"`
+	}
+	run := func(dtype string) (configs, infeasible []mesh, types map[string]int64, stdout string) {
+		t.Helper()
+		js := filepath.Join(dir, dtype+".json")
+		cmd := exec.Command(vdppBin, "plan", "--model", filepath.Join("..", "..", "model", "wan", "testdata", "a14b"), "--calibration", cal,
+			"--weights-dtype", dtype, "--devices", "2", "--memory-per-device", "17179869184", "--num-samples", "4", "--json", js)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("vdpp plan: %v\n%s", err, out)
+		}
+		var r struct {
+			Configs, Infeasible []mesh
+			Costs               struct {
+				Weights struct {
+					Types map[string]int64 `json:"types"`
+				} `json:"weights"`
+			} `json:"costs"`
+		}
+		data, _ := os.ReadFile(js)
+		if err := json.Unmarshal(data, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Configs, r.Infeasible, r.Costs.Weights.Types, string(out)
+	}
+	configs, infeasible, types, out := run("q8_0")
+	if len(configs) != 1 || configs[0].PP != 2 || configs[0].DP != 1 || configs[0].Weight > 16<<30 {
+		t.Errorf("q8_0: feasible %+v, want pp2 alone under 16 GiB\n%s", configs, out)
+	}
+	dp2 := false
+	for _, m := range infeasible {
+		dp2 = dp2 || (m.DP == 2 && m.PP == 1)
+	}
+	if !dp2 {
+		t.Errorf("q8_0: dp2 is not among the meshes that do not fit: %+v", infeasible)
+	}
+	// 2 x 14.06e9 matrix weights at 34 bytes per 32; the embedders, norms, biases and the VAE
+	// in float32.
+	if q := types["q8_0"]; q < 29.5e9 || q > 30.2e9 || types["f32"] == 0 || len(types) != 2 {
+		t.Errorf("q8_0: bytes by type %v", types)
+	}
+	for _, want := range []string{"**Weights by type:** 27.81 GiB q8_0, 2.24 GiB f32", "vdpp generate --model ", "--weights-dtype q8_0 "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if configs, _, types, _ := run("auto"); len(configs) != 0 || len(types) != 1 || types["f32"] < 114e9 {
+		t.Errorf("float32: feasible %+v, types %v", configs, types)
+	}
+}

@@ -192,14 +192,25 @@ func checkInfos(infos map[string]fileTensor, expected map[string][]int, opts Loa
 }
 
 // SameLayout reports whether a tensor stored with shape file holds the elements of a
-// tensor of shape want in the same row-major order: the same shape, or want with its two
+// tensor of shape want in the same row-major order: the same shape up to leading
+// dimensions of 1 (ggml counts a tensor's dimensions without its outer 1s, so
+// stable-diffusion.cpp writes a [1, 6, 5120] modulation as [6, 5120]), or want with its two
 // leading dimensions merged (stable-diffusion.cpp stores 5-dimensional convolution weights
 // [out, in, t, h, w] as [out·in, t, h, w], ggml having 4 dimensions).
 func SameLayout(file, want []int) bool {
+	file, want = trimOnes(file), trimOnes(want)
 	if slices.Equal(file, want) {
 		return true
 	}
 	return len(want) == 5 && len(file) == 4 && file[0] == want[0]*want[1] && slices.Equal(file[1:], want[2:])
+}
+
+// trimOnes drops a shape's leading dimensions of 1 (keeping at least one dimension).
+func trimOnes(s []int) []int {
+	for len(s) > 1 && s[0] == 1 {
+		s = s[1:]
+	}
+	return s
 }
 
 func sortProblems(probs []Problem) {

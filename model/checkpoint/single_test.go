@@ -57,6 +57,9 @@ func TestSameLayout(t *testing.T) {
 		{[]int{3, 2}, []int{2, 3}, false},
 		{[]int{40, 4 * 1, 2, 2}, []int{40, 4, 1, 2, 2}, false},
 		{[]int{6}, []int{2, 3}, false},
+		{[]int{6, 40}, []int{1, 6, 40}, true}, // ggml drops outer 1s
+		{[]int{1, 1, 40}, []int{40}, true},
+		{[]int{6, 1}, []int{6}, false},
 	} {
 		if got := SameLayout(tc.file, tc.want); got != tc.ok {
 			t.Errorf("SameLayout(%v, %v) = %v", tc.file, tc.want, got)

@@ -53,6 +53,10 @@ type Weights struct {
 	Denoisers []int64
 	// Decode is what the last stage loads to decode (the VAE decoder).
 	Decode int64
+	// Types are the bytes of every network sized, by the weight type they are held in
+	// ("f32", "q8_0", ...: tensor/quant's names; Options.Weights.DType and the stored types
+	// decide); nil from a family that holds float32 only.
+	Types map[string]int64
 }
 
 // Weigher is implemented by families that size a folder's weights by role from its

@@ -39,3 +39,22 @@ func HeldSize(shape []int, t quant.Type) (int64, error) {
 	}
 	return int64(h.size), nil
 }
+
+// HeldTypes returns the bytes NewWeightsHeld keeps, by weight type, for a network's tensors
+// (name -> shape) stored in the types stored gives and held as hold says, on a backend
+// that runs vdpp's kernels: what a planner counts before anything loads.
+func HeldTypes(expected map[string][]int, stored func(name string) quant.Type, hold HoldFunc) (map[quant.Type]int64, error) {
+	out := map[quant.Type]int64{}
+	for name, shape := range expected {
+		t := quant.F32
+		if n := tensor.NumElements(shape); len(shape) > 0 && n > 0 {
+			t = hold(name, shape, stored(name))
+		}
+		size, err := HeldSize(shape, t)
+		if err != nil {
+			return nil, fmt.Errorf("nn: tensor %q %v held as %v: %w", name, shape, t, err)
+		}
+		out[t] += size
+	}
+	return out, nil
+}

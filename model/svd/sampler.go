@@ -2,6 +2,7 @@ package svd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"image"
 	"math/rand/v2"
@@ -21,6 +22,7 @@ import (
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // FamilyName is the name SVD registers under in model/family.
@@ -58,10 +60,14 @@ func loadOptions(o family.Options) LoadOptions {
 	return LoadOptions{Variant: o.Variant, UNetFile: o.Weights.File(unet.Component), Hold: hold}
 }
 
-// Weights implements family.Weigher: the float32 bytes of the networks each role loads,
-// from the configs (the image encoder and the VAE encoder condition, the UNet denoises,
-// the VAE decoder decodes).
-func (svdFamily) Weights(dir string, _ family.Options) (family.Weights, error) {
+// Weights implements family.Weigher: the bytes of the networks each role loads, from the
+// configs (the image encoder and the VAE encoder condition, the UNet denoises, the VAE
+// decoder decodes): the UNet as nn.NewWeightsHeld holds it on the CPU kernels (its stored
+// types, the folder's or --unet's, held as o.Weights.DType says), the others in float32.
+func (svdFamily) Weights(dir string, o family.Options) (family.Weights, error) {
+	if err := o.Weights.Check(FamilyName, unet.Component); err != nil {
+		return family.Weights{}, err
+	}
 	ck, err := checkpoint.Open(dir)
 	if err != nil {
 		return family.Weights{}, err
@@ -90,8 +96,38 @@ func (svdFamily) Weights(dir string, _ family.Options) (family.Weights, error) {
 	if err != nil {
 		return family.Weights{}, err
 	}
-	return family.Weights{Condition: nn.Float32Bytes(c) + nn.Float32Bytes(enc), Denoisers: []int64{nn.Float32Bytes(u)},
-		Decode: nn.Float32Bytes(dec)}, nil
+	lo := loadOptions(o)
+	uo := unet.LoadOptions{Variant: lo.Variant, File: lo.UNetFile, Hold: lo.Hold}
+	types := map[string]quant.Type{}
+	st, err := unet.OpenWeights(ck, ucfg, uo)
+	switch {
+	case err == nil:
+		for _, n := range st.Names() {
+			types[n], _ = st.Type(n)
+		}
+		st.Close()
+	case uo.File == "" && errors.Is(err, checkpoint.ErrWeights): // a folder of configs: float32
+	default:
+		return family.Weights{}, err
+	}
+	held, err := nn.HeldTypes(u, func(n string) quant.Type {
+		if t, ok := types[n]; ok {
+			return t
+		}
+		return quant.F32
+	}, uo.Hold)
+	if err != nil {
+		return family.Weights{}, err
+	}
+	w := family.Weights{Condition: nn.Float32Bytes(c) + nn.Float32Bytes(enc), Decode: nn.Float32Bytes(dec), Types: map[string]int64{}}
+	var denoiser int64
+	for t, n := range held {
+		denoiser += n
+		w.Types[t.String()] += n
+	}
+	w.Denoisers = []int64{denoiser}
+	w.Types["f32"] += w.Condition + w.Decode
+	return w, nil
 }
 
 var _ family.Weigher = svdFamily{}

@@ -3,8 +3,11 @@ package wan_test
 import (
 	"context"
 	"math/rand/v2"
+	"path/filepath"
+	"reflect"
 	"testing"
 
+	"github.com/vdpp/vdpp/internal/goldentest"
 	"github.com/vdpp/vdpp/internal/shared"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
@@ -12,6 +15,7 @@ import (
 	"github.com/vdpp/vdpp/model/wan/wantest"
 	"github.com/vdpp/vdpp/plan"
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // TestWeightsMatchLoaded: the sizes by role the planner gets from the configs are the
@@ -103,4 +107,54 @@ func TestI2VWeightsAndRandomConditioning(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWeightTypesMatchLoaded: with --weights-dtype q8_0, with a q8_0 GGUF as the low-noise
+// expert, and with that file converted to bf16, the planner's bytes by type are what the
+// loaded experts hold.
+func TestWeightTypesMatchLoaded(t *testing.T) {
+	dir := shared.Require(t, "golden", "wan-dev")
+	gg := filepath.Join(t.TempDir(), "low.gguf")
+	wantest.WriteTransformerFile(t, goldentest.ReadTensors(t, filepath.Join(dir, "transformer_2", "diffusion_pytorch_model.safetensors")), gg, wantest.SDCppGGUF, quant.Q8_0)
+	r, err := family.ResolveDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		wo   family.WeightOptions
+		want string // a type some weights are held in
+	}{{family.WeightOptions{DType: "q8_0"}, "q8_0"}, {family.WeightOptions{Transformer2: gg}, "q8_0"}, {family.WeightOptions{DType: "bf16", Transformer2: gg}, "bf16"}} {
+		wo := tc.wo
+		o := family.Options{Roles: family.Roles{Denoise: true}, Weights: wo}
+		w, err := r.Family.(family.Weigher).Weights(dir, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := wan.Load(dir, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := s.WeightTypes()
+		s.Close()
+		if !reflect.DeepEqual(got, w.Types) && !reflect.DeepEqual(withoutDecode(w), got) {
+			t.Errorf("%+v: sized %v, loaded %v", wo, w.Types, got)
+		}
+		if got[tc.want] == 0 {
+			t.Errorf("%+v: nothing held in %s: %v", wo, tc.want, got)
+		}
+	}
+}
+
+// withoutDecode is w's bytes by type without the VAE (float32), which a denoise-only
+// process does not load.
+func withoutDecode(w family.Weights) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range w.Types {
+		out[k] = v
+	}
+	out["f32"] -= w.Decode + w.Condition
+	if out["f32"] == 0 {
+		delete(out, "f32")
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package wantest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
@@ -24,9 +25,12 @@ const (
 	OriginalSafetensors Layout = iota
 	// SDCppGGUF: stable-diffusion.cpp's convert (`sd-cli -M convert --diffusion-model F
 	// --type T`): the original names under "model.diffusion_model.", no metadata, a 5-dim
-	// convolution [o, i, t, h, w] stored as 4 dims [o·i, t, h, w], and a tensor converted to
-	// T unless its rows do not fit T's blocks, or its name ends in ".bias" or contains
-	// "embedding" (model_loader.cpp's tensor_should_be_converted).
+	// convolution [o, i, t, h, w] stored as 4 dims [o·i, t, h, w], outer dimensions of 1
+	// dropped (ggml's n_dims), and a tensor converted to T unless its rows do not fit T's
+	// blocks, or its name ends in ".bias" or contains "embedding" (model_loader.cpp's
+	// tensor_should_be_converted). For f32, f16 and q8_0 the file is the one sd-cli writes
+	// (TestSDCppConvert); its other block types quantize with a unit importance matrix,
+	// which this writer does not (it writes ggml's reference quantization).
 	SDCppGGUF
 	// ComfyGGUF: ComfyUI-GGUF's convert.py then its patched llama-quantize: the original
 	// names, general.architecture "wan", 1-dim tensors, tensors of at most 1024 weights and
@@ -79,6 +83,10 @@ func writeTransformerFile(weights map[string]*tensor.Dense, path string, layout 
 		gw.Set("general.architecture", gguf.String("wan"))
 		gw.Set("general.quantization_version", gguf.Uint32(2))
 	}
+	// The tools write the tensors in the order of their names in the file.
+	sort.Slice(names, func(i, j int) bool {
+		return transformer.OriginalKeys.ToFile(names[i]) < transformer.OriginalKeys.ToFile(names[j])
+	})
 	for _, n := range names {
 		w := weights[n]
 		name := transformer.OriginalKeys.ToFile(n)
@@ -89,6 +97,9 @@ func writeTransformerFile(weights map[string]*tensor.Dense, path string, layout 
 			name = "model.diffusion_model." + name
 			if len(shape) == 5 {
 				shape = append([]int{shape[0] * shape[1]}, shape[2:]...)
+			}
+			for len(shape) > 1 && shape[0] == 1 {
+				shape = shape[1:]
 			}
 			if (t.Quantized() && !t.Fits(shape[len(shape)-1])) || strings.HasSuffix(name, ".bias") || strings.Contains(name, "embedding") {
 				t = quant.F32
@@ -118,4 +129,30 @@ func writeTransformerFile(weights map[string]*tensor.Dense, path string, layout 
 		}
 	}
 	return gw.WriteFile(path)
+}
+
+// RandomWeights returns random weights for a transformer of config cfg: every tensor
+// ExpectedTensors lists, 0.05·N(0,1) drawn in name order from a PCG stream of seed (the
+// same bits on every machine).
+func RandomWeights(t testing.TB, cfg transformer.Config, seed uint64) map[string]*tensor.Dense {
+	t.Helper()
+	exp, err := transformer.ExpectedTensors(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(exp))
+	for n := range exp {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	out := make(map[string]*tensor.Dense, len(exp))
+	for _, n := range names {
+		d := tensor.New(exp[n]...)
+		for i := range d.Data {
+			d.Data[i] = float32(0.05 * r.NormFloat64())
+		}
+		out[n] = d
+	}
+	return out
 }
