@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -217,5 +218,54 @@ func TestHeldConv(t *testing.T) {
 				t.Errorf("%v output %d: relative L2 %.3g against float32 weights", typ, i, rel)
 			}
 		}
+	}
+}
+
+// TestRunState runs a program with a recurrent state (a running sum over chunks, kept on
+// the backend) and checks the outputs, that a state passed to a run is consumed, and that
+// a closed state is refused.
+func TestRunState(t *testing.T) {
+	b := testBackend(t)
+	p, err := NewProgram(b, nil, t.Name(), func(_ Scope, in []*graph.Node) []*graph.Node {
+		sum := in[0]
+		if len(in) > 1 {
+			sum = graph.Add(in[0], in[1])
+		}
+		return []*graph.Node{graph.MulScalar(sum, 2), sum}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var states []*State
+	total := []float32{0, 0, 0}
+	for chunk := range 3 {
+		x := &tensor.Dense{Shape: []int{3}, Data: []float32{1, float32(chunk), -2}}
+		for i, v := range x.Data {
+			total[i] += v
+		}
+		prev := states
+		out, next, err := p.RunState(1, []*tensor.Dense{x}, states)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range prev {
+			if s.t != nil {
+				t.Fatalf("chunk %d: a state passed to the run was not consumed", chunk)
+			}
+		}
+		if len(out) != 1 || len(next) != 1 || !slices.Equal(next[0].Shape(), []int{3}) {
+			t.Fatalf("chunk %d: %d outputs and %d states", chunk, len(out), len(next))
+		}
+		for i, v := range out[0].Data {
+			if v != 2*total[i] {
+				t.Fatalf("chunk %d: output %v, want twice %v", chunk, out[0].Data, total)
+			}
+		}
+		states = next
+	}
+	states[0].Close()
+	if _, _, err := p.RunState(1, []*tensor.Dense{tensor.New(3)}, states); err == nil {
+		t.Fatal("RunState took a closed state")
 	}
 }

@@ -135,3 +135,93 @@ func (p *Program) Close() error {
 
 // F32 returns a float32 shape, a shorthand for graph building code.
 func F32(dims ...int) shapes.Shape { return shapes.Make(dtypes.Float32, dims...) }
+
+// State is a tensor kept on a Program's backend between runs, never copied to the host: the
+// recurrent state of a streamed computation (a causal VAE's caches, handed from one chunk's
+// run to the next). RunState consumes the States it is given (their buffers are donated to
+// the run, which may reuse them as soon as they are read); Close frees one that will not be
+// passed on. A State belongs to one Program's backend.
+type State struct {
+	t *tensors.Tensor
+}
+
+// Shape returns the state's dimensions.
+func (s *State) Shape() []int { return slices.Clone(s.t.Shape().Dimensions) }
+
+// Close frees the state's buffer. Closing a nil or closed State does nothing.
+func (s *State) Close() {
+	if s != nil && s.t != nil {
+		s.t.FinalizeAll()
+		s.t = nil
+	}
+}
+
+// RunState runs the program on inputs followed by states, as Run does, and returns its
+// first outputs as tensor.Dense (dense of them) and the others as States for the next run.
+// The states are consumed whether the run succeeds or not: their buffers are donated to the
+// run (freed as soon as the graph has read them), so a chunked computation holds one set of
+// states, not the previous chunk's beside the new, and no host copies of them.
+func (p *Program) RunState(dense int, inputs []*tensor.Dense, states []*State) ([]*tensor.Dense, []*State, error) {
+	defer func() {
+		for _, s := range states {
+			s.Close()
+		}
+	}()
+	if len(inputs)+len(states) == 0 {
+		return nil, nil, ErrNoInputs
+	}
+	args := make([]any, 0, len(inputs)+len(states))
+	for i, in := range inputs {
+		if in == nil || len(in.Data) != tensor.NumElements(in.Shape) {
+			return nil, nil, fmt.Errorf("nn: input %d: data does not match its shape", i)
+		}
+		t, err := deviceTensor(p.backend, in)
+		if err != nil {
+			return nil, nil, fmt.Errorf("nn: input %d: %w", i, err)
+		}
+		defer t.FinalizeAll()
+		args = append(args, t)
+	}
+	for i, s := range states {
+		if s == nil || s.t == nil {
+			return nil, nil, fmt.Errorf("nn: state %d is closed", i)
+		}
+		d, err := graph.DonateTensorBuffer(s.t, p.backend, 0)
+		if err != nil {
+			return nil, nil, fmt.Errorf("nn: state %d: %w", i, err)
+		}
+		args = append(args, d)
+		s.t = nil // donated: its buffer belongs to the run now
+	}
+	var outs []*tensors.Tensor
+	var execErr error
+	if err := catch(func() { outs, execErr = p.exec.Exec(args...) }); err != nil {
+		return nil, nil, fmt.Errorf("nn: run: %w", err)
+	}
+	if execErr != nil {
+		return nil, nil, fmt.Errorf("nn: run: %w", execErr)
+	}
+	if dense > len(outs) {
+		for _, o := range outs {
+			o.FinalizeAll()
+		}
+		return nil, nil, fmt.Errorf("nn: run: %d outputs, %d asked as tensors", len(outs), dense)
+	}
+	res := make([]*tensor.Dense, dense)
+	for i, o := range outs[:dense] {
+		d, err := toDense(o)
+		o.FinalizeAll()
+		if err != nil {
+			for _, o := range outs[i+1:] {
+				o.FinalizeAll()
+			}
+			return nil, nil, fmt.Errorf("nn: output %d: %w", i, err)
+		}
+		res[i] = d
+	}
+	next := make([]*State, 0, len(outs)-dense)
+	for _, o := range outs[dense:] {
+		next = append(next, &State{t: o})
+	}
+	return res, next, nil
+}

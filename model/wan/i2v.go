@@ -462,6 +462,7 @@ func lastImageWhy(s ImageSpec) string {
 func (e *ImageEncoding) encodeVideo(ctx context.Context, first, last *tensor.Dense, frames int) (*tensor.Dense, error) {
 	v := e.VAE
 	cache := v.NewEncodeCache()
+	defer cache.Close()
 	z := v.Config().ZDim
 	hw := first.Len() / 3
 	var means []*tensor.Dense

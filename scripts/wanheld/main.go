@@ -8,6 +8,7 @@
 //
 //	go run ./scripts/wanheld -dtype q8_0
 //	go run ./scripts/wanheld -dtype f32 -layers 4 -steps 2 -width 320 -height 192 -frames 9
+//	go run ./scripts/wanheld -write DIR     # the same model as files (scripts/weights-vs-sdcpp.sh)
 //
 // The weights are the same for every type and process: each tensor is drawn from a
 // generator seeded by its name (matrices N(0, 1/fan_in), norms 1, the rest N(0, 0.02²)),
@@ -53,8 +54,16 @@ func main() {
 	steps := flag.Int("steps", 1, "denoising steps to time (0: load only)")
 	textLen := flag.Int("text", 512, "prompt embedding rows")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the steps to this file")
+	write := flag.String("write", "", "write the model's files for the comparison with stable-diffusion.cpp into this folder instead (see write.go)")
 	flag.Parse()
 	profileFile = *profile
+	if *write != "" {
+		if err := writeAll(*write, *layers); err != nil {
+			fmt.Fprintln(os.Stderr, "wanheld:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*dtype, *layers, *w, *h, *frames, *steps, *textLen); err != nil {
 		fmt.Fprintln(os.Stderr, "wanheld:", err)
 		os.Exit(1)

@@ -32,6 +32,13 @@ func causalConv(s nn.Scope, g *Graph, x *Node, c *stepCache, name string, cin, c
 	if k == 1 {
 		return nn.Conv3D(x, w, b, nn.ConvOpts{})
 	}
+	if c.first {
+		// The context is zeros: pad the time axis in the convolution (the same sums) rather
+		// than materialise zero frames, and keep [0, x] or x's last frames for the next chunk.
+		c.keepFirst(x)
+		p := k / 2
+		return nn.Conv3D(x, w, b, nn.ConvOpts{Pads: [][2]int{{cacheFrames, 0}, {p, p}, {p, p}}})
+	}
 	return conv3DCausal(c.withContext(x), w, b, k/2)
 }
 

@@ -42,6 +42,19 @@ func (c *stepCache) prev(g *Graph, dims ...int) *Node {
 // keep records the slot the next chunk reads.
 func (c *stepCache) keep(n *Node) { c.out = append(c.out, n) }
 
+// keepFirst keeps, on the first chunk, the last cacheFrames frames of [zeros, x] (x's
+// context being cacheFrames zero frames) for the next chunk, materialising as few zeros as
+// that takes.
+func (c *stepCache) keepFirst(x *Node) {
+	d := x.Shape().Dimensions
+	if t := d[2]; t >= cacheFrames {
+		c.keep(SliceAxis(x, 2, AxisRange(t-cacheFrames, t)))
+		return
+	}
+	z := Zeros(x.Graph(), shapes.Make(dtypeF32, d[0], d[1], cacheFrames-d[2], d[3], d[4]))
+	c.keep(Concatenate([]*Node{z, x}, 2))
+}
+
 // withContext prepends the cached left context to x [B, C, T, H, W] and keeps the last
 // cacheFrames frames of the result for the next chunk: over chunks this is one causal
 // sequence with two zero frames before its start.

@@ -193,6 +193,7 @@ func (v *VAE) Encode(video *tensor.Dense) (Posterior, error) {
 		return Posterior{}, err
 	}
 	cache := v.NewEncodeCache()
+	defer cache.Close()
 	var parts []*tensor.Dense
 	for _, r := range EncodeChunks(video.Shape[2]) {
 		m, err := v.EncodeChunk(cache, sliceTime(video, r[0], r[1]))
@@ -263,6 +264,7 @@ func (v *VAE) DecodeStream(latents *tensor.Dense, yield func(frames *tensor.Dens
 		return err
 	}
 	cache := v.NewDecodeCache()
+	defer cache.Close()
 	for k := range latents.Shape[2] {
 		frames, err := v.DecodeFrame(cache, sliceTime(latents, k, k+1))
 		if err != nil {

@@ -9,29 +9,46 @@ import (
 )
 
 // EncodeCache is the state of one streamed encode: the causal caches of every layer (one
-// set per tile when tiled) and the chunks seen. The zero value is not usable; get one from
-// NewEncodeCache. It belongs to one stream and is not safe for concurrent use.
+// set per tile when tiled), kept on the backend between chunks (nn.State: never copied to
+// the host, each chunk's handed to the next's run), and the chunks seen. The zero value is
+// not usable; get one from NewEncodeCache, and Close it when the stream is done. It belongs
+// to one stream and is not safe for concurrent use.
 type EncodeCache struct {
 	chunks int
-	shape  []int                      // [B, C, H, W] of the first chunk
-	slots  map[[2]int][]*tensor.Dense // per tile origin ({0, 0} untiled)
+	shape  []int                  // [B, C, H, W] of the first chunk
+	slots  map[[2]int][]*nn.State // per tile origin ({0, 0} untiled)
 }
 
 // DecodeCache is the state of one streamed decode, as EncodeCache.
 type DecodeCache struct {
 	frames int
 	shape  []int
-	slots  map[[2]int][]*tensor.Dense
+	slots  map[[2]int][]*nn.State
 }
 
 // NewEncodeCache returns the empty cache a streamed encode starts from.
 func (v *VAE) NewEncodeCache() *EncodeCache {
-	return &EncodeCache{slots: map[[2]int][]*tensor.Dense{}}
+	return &EncodeCache{slots: map[[2]int][]*nn.State{}}
 }
 
 // NewDecodeCache returns the empty cache a streamed decode starts from.
 func (v *VAE) NewDecodeCache() *DecodeCache {
-	return &DecodeCache{slots: map[[2]int][]*tensor.Dense{}}
+	return &DecodeCache{slots: map[[2]int][]*nn.State{}}
+}
+
+// Close frees the caches' buffers; the cache must not be used afterwards.
+func (c *EncodeCache) Close() { closeSlots(c.slots) }
+
+// Close frees the caches' buffers; the cache must not be used afterwards.
+func (c *DecodeCache) Close() { closeSlots(c.slots) }
+
+func closeSlots(slots map[[2]int][]*nn.State) {
+	for k, ss := range slots {
+		for _, s := range ss {
+			s.Close()
+		}
+		delete(slots, k)
+	}
 }
 
 // Chunks returns how many chunks the cache has seen.
@@ -157,11 +174,11 @@ func (v *VAE) DecodeFrame(cache *DecodeCache, latent *tensor.Dense) (*tensor.Den
 
 // runStep runs one chunk through p with the caches of tile key and stores the caches it
 // leaves for the next chunk.
-func (v *VAE) runStep(p *nn.Program, slots map[[2]int][]*tensor.Dense, key [2]int, x *tensor.Dense) (*tensor.Dense, error) {
-	out, err := p.Run(append([]*tensor.Dense{x}, slots[key]...)...)
+func (v *VAE) runStep(p *nn.Program, slots map[[2]int][]*nn.State, key [2]int, x *tensor.Dense) (*tensor.Dense, error) {
+	out, next, err := p.RunState(1, []*tensor.Dense{x}, slots[key])
+	slots[key] = next // the previous caches were consumed by the run
 	if err != nil {
 		return nil, fmt.Errorf("wan/vae: %v of %v: %w", key, x.Shape, err)
 	}
-	slots[key] = out[1:]
 	return out[0], nil
 }
