@@ -60,6 +60,9 @@ func WriteMarkdown(w io.Writer, r Report) error {
 		if r.MaxRelL2VsUncached != nil {
 			p("| max rel. L2 vs uncached | %s | |\n", strconv.FormatFloat(*r.MaxRelL2VsUncached, 'g', 3, 64))
 		}
+		if r.CacheLine != "" {
+			p("\n%s\n", mdEscape(r.CacheLine))
+		}
 	}
 
 	nrows := len(r.StageSteps)

@@ -139,6 +139,10 @@ type Report struct {
 	CacheSpeedup                  float64  `json:"cache_speedup,omitempty"`
 	CacheFirstSampleSpeedup       float64  `json:"cache_first_sample_speedup,omitempty"`
 	MaxRelL2VsUncached            *float64 `json:"max_rel_l2_vs_uncached,omitempty"`
+	// CacheLine is the cache's one line (pipeline.CacheOutcome.Line): the calls and steps
+	// computed, the denoising time saved over all samples at the steady rates measured
+	// both ways, the latent change at the reuses.
+	CacheLine string `json:"cache_summary,omitempty"`
 }
 
 // SampleCache is one sample's step cache in a report.

@@ -281,6 +281,12 @@ func (rep *Report) addUncached(o Options, cached, plain meshRun) error {
 		maxRel = max(maxRel, tensor.RelL2(cached.finals[s], f))
 	}
 	rep.MaxRelL2VsUncached = &maxRel
+	line := pipeline.CacheOutcome{Steps: o.TotalSteps, DenoiseMS: rep.SteadySampleMS * float64(o.NumSamples),
+		UncachedMS: t.SteadySampleMS * float64(o.NumSamples)}
+	for _, s := range rep.CacheSamples {
+		line.Samples = append(line.Samples, s.CacheSummary)
+	}
+	rep.CacheLine = line.Line()
 	return nil
 }
 

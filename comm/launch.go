@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -16,6 +17,26 @@ import (
 
 // ErrLaunch: the launcher's options are unusable.
 var ErrLaunch = errors.New("comm: launch")
+
+// ErrInterrupted: the job was stopped by SIGINT or SIGTERM (Ctrl-C), not by a failure.
+var ErrInterrupted = errors.New("interrupted")
+
+// InterruptedStatus is the exit status of a vdpp process that was interrupted (128 +
+// SIGINT, as a shell reports it).
+const InterruptedStatus = 130
+
+// stoppedBySignal reports whether a child's exit (Process.Wait's error) is what stopping
+// it does: the interrupted status, or death by SIGINT, SIGTERM or SIGKILL.
+func stoppedBySignal(err error) bool {
+	if err == nil {
+		return true
+	}
+	switch err.Error() {
+	case "exit status " + strconv.Itoa(InterruptedStatus), "signal: interrupt", "signal: terminated", "signal: killed":
+		return true
+	}
+	return false
+}
 
 // DefaultGracePeriod is how long stopped children get between SIGTERM and SIGKILL.
 const DefaultGracePeriod = 3 * time.Second
@@ -145,6 +166,12 @@ func pickPort(host string) (int, error) {
 // non-zero or by a signal (or ctx ends), the others get SIGTERM, then SIGKILL after the
 // grace period, and Launch returns an error naming the first failing rank ("rank 3
 // exited: signal: killed"). It returns nil only when every child exits 0.
+//
+// After SIGINT or SIGTERM the children's output is held: what they print while stopping
+// (each rank's own "interrupted", the links it saw close) is dropped for every child that
+// stops as asked (InterruptedStatus, or a stopping signal) and shown for one that fails
+// otherwise; Launch then returns ErrInterrupted naming how many ranks it stopped, one line
+// for the whole node.
 func Launch(ctx context.Context, o LaunchOptions) error {
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
@@ -226,7 +253,8 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 
 	var first error
 	var killTimer <-chan time.Time
-	stopping := false
+	stopping, interrupted := false, false
+	exitErrs := make([]error, len(children))
 	signalLive := func(sig os.Signal) {
 		for _, c := range children {
 			if !c.exited {
@@ -251,11 +279,19 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 			c.exited = true
 			c.stdout.Flush()
 			c.stderr.Flush()
-			if e.err != nil && first == nil {
+			exitErrs[e.i] = e.err
+			if e.err != nil && first == nil && !interrupted {
 				first = fmt.Errorf("rank %d exited: %w", c.env.Rank, e.err)
 				stop()
 			}
 		case sig := <-sigs:
+			if !interrupted {
+				interrupted = true
+				for _, c := range children {
+					c.stdout.Hold()
+					c.stderr.Hold()
+				}
+			}
 			signalLive(sig)
 			if killTimer == nil {
 				killTimer = time.After(o.GracePeriod)
@@ -271,5 +307,27 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 			signalLive(syscall.SIGKILL)
 		}
 	}
-	return first
+	if !interrupted {
+		return first
+	}
+	var failed []string
+	var stopped []int
+	for i, c := range children {
+		show := !stoppedBySignal(exitErrs[i])
+		c.stdout.Release(show)
+		c.stderr.Release(show)
+		switch {
+		case show:
+			failed = append(failed, fmt.Sprintf("rank %d exited: %v", c.env.Rank, exitErrs[i]))
+		case exitErrs[i] != nil:
+			stopped = append(stopped, c.env.Rank)
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		return fmt.Errorf("%w; %s", ErrInterrupted, strings.Join(failed, "; "))
+	case len(stopped) == 0:
+		return nil // every child finished cleanly on the signal (a server shutting down)
+	}
+	return fmt.Errorf("%w: stopped %s", ErrInterrupted, FormatRanks(stopped))
 }

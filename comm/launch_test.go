@@ -206,7 +206,7 @@ func TestLaunchForwardsSignals(t *testing.T) {
 	sigs := make(chan os.Signal, 1)
 	o := LaunchOptions{NProcPerNode: 2, Start: fs.start, Executable: "/bin/w", Signals: sigs, Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}
 	sigs <- syscall.SIGINT
-	if err := Launch(context.Background(), o); err != nil {
+	if err := Launch(context.Background(), o); err != nil { // both end cleanly on it
 		t.Fatal(err)
 	}
 	for r := range 2 {
@@ -387,4 +387,84 @@ func TestLaunchRealKillOneWorker(t *testing.T) {
 			t.Errorf("rank %d (pid %d) still exists: kill(0) = %v", rank, pid, err)
 		}
 	}
+}
+
+// After SIGINT the children's output while they stop is held: the ranks that stop as asked
+// (interrupted status, or a stopping signal) print nothing more, and Launch ends with one
+// ErrInterrupted line naming them; a rank that fails otherwise keeps its lines and is
+// named; children that all finish cleanly on the signal (a server) end it without error.
+func TestLaunchInterruptSummary(t *testing.T) {
+	noisy := func(status string) script {
+		return func(spec ProcSpec, s <-chan os.Signal) error {
+			fmt.Fprintf(spec.Stderr, "working\n")
+			<-s
+			fmt.Fprintf(spec.Stderr, "vdpp bench: interrupted\ncomm: peer link failed\n")
+			if status == "" {
+				return nil
+			}
+			return errors.New(status)
+		}
+	}
+	for _, c := range []struct {
+		name     string
+		scripts  map[int]script
+		wantErr  string // "" = nil
+		wantOut  []string
+		notInOut []string
+	}{
+		{"all stop", map[int]script{0: noisy("exit status 130"), 1: noisy("signal: interrupt")},
+			"interrupted: stopped ranks 0-1", []string{"[rank 0] working", "[rank 1] working"}, []string{"peer link failed", "vdpp bench: interrupted"}},
+		{"one fails otherwise", map[int]script{0: noisy("exit status 130"), 1: noisy("exit status 1")},
+			"interrupted; rank 1 exited: exit status 1", []string{"[rank 1] comm: peer link failed"}, []string{"[rank 0] comm: peer link failed"}},
+		{"clean stop", map[int]script{0: noisy(""), 1: noisy("")}, "", nil, []string{"peer link failed"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs := newFakeStarter(c.scripts)
+			sigs := make(chan os.Signal, 1)
+			var stderr syncBuf
+			o := LaunchOptions{NProcPerNode: 2, Start: fs.start, Executable: "/bin/w", Signals: sigs, Stdout: &bytes.Buffer{}, Stderr: &stderr}
+			// The signal goes out once both children have said they work.
+			go func() {
+				for !strings.Contains(stderr.String(), "[rank 0] working") || !strings.Contains(stderr.String(), "[rank 1] working") {
+					time.Sleep(time.Millisecond)
+				}
+				sigs <- syscall.SIGINT
+			}()
+			err := Launch(context.Background(), o)
+			switch {
+			case c.wantErr == "" && err != nil:
+				t.Fatalf("err %v, want nil", err)
+			case c.wantErr != "" && (!errors.Is(err, ErrInterrupted) || err.Error() != c.wantErr):
+				t.Fatalf("err %v, want ErrInterrupted %q", err, c.wantErr)
+			}
+			for _, w := range c.wantOut {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
+				}
+			}
+			for _, w := range c.notInOut {
+				if strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr has %q:\n%s", w, stderr.String())
+				}
+			}
+		})
+	}
+}
+
+// syncBuf is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -43,7 +43,14 @@ type Options struct {
 	// outside the world (a server's coordinator hosting its workers' cfg units), so rank 0
 	// joins it like every other rank instead of listening there itself.
 	ExternalStore bool
+	// WaitReport is how often a rank waiting to join says what it waits for (rank 0, which
+	// hosts the rendezvous: the ranks and nodes not arrived; another rank: rank 0's
+	// rendezvous), on Logger. Default DefaultWaitReport; negative says nothing.
+	WaitReport time.Duration
 }
+
+// DefaultWaitReport is Options.WaitReport's default.
+const DefaultWaitReport = 5 * time.Second
 
 // heartbeatInterval is how often a heartbeat goes out (and the watchdog looks).
 func (o Options) heartbeatInterval() time.Duration {
@@ -56,6 +63,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.WaitReport == 0 {
+		o.WaitReport = DefaultWaitReport
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

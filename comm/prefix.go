@@ -19,6 +19,28 @@ type linePrefixer struct {
 	prefix []byte
 	buf    []byte // held partial line
 	out    []byte // scratch for prefix+line
+	// hold (under mu) keeps the lines in kept instead of writing them (Hold).
+	hold bool
+	kept [][]byte
+}
+
+// Hold keeps the lines written from now on instead of writing them, until Release.
+func (p *linePrefixer) Hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hold = true
+}
+
+// Release writes the kept lines (show) or drops them, and writes lines again.
+func (p *linePrefixer) Release(show bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if show {
+		for _, l := range p.kept {
+			p.w.Write(l)
+		}
+	}
+	p.kept, p.hold = nil, false
 }
 
 func newLinePrefixer(mu *sync.Mutex, w io.Writer, prefix string) *linePrefixer {
@@ -62,5 +84,9 @@ func (p *linePrefixer) emit(line []byte) {
 	p.out = append(append(p.out[:0], p.prefix...), line...)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.hold {
+		p.kept = append(p.kept, append([]byte(nil), p.out...))
+		return
+	}
 	p.w.Write(p.out)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"time"
 )
 
 // Dial joins the world described by env and returns its TCP transport: rank 0 hosts the
@@ -49,8 +50,21 @@ func (t *TCPTransport) connect(ctx context.Context, env Env) error {
 		if t.server, err = ListenStore(env.ListenAddr(), t.world, t.opts.Logger); err != nil {
 			return err
 		}
+		// Every few seconds until the world is complete: which ranks (and nodes) it waits
+		// for, so a node that never comes is named while it is awaited.
+		stopReport := t.reportWaiting(func() string { return t.server.Waiting(env.LocalWorldSize) })
+		defer stopReport()
 	}
-	if t.store, err = DialStore(ctx, env.MasterHostPort()); err != nil {
+	stopDialReport := func() {}
+	if t.server == nil {
+		addr := env.MasterHostPort()
+		stopDialReport = t.reportWaiting(func() string {
+			return fmt.Sprintf("rank %d: waiting for rank 0's rendezvous at %s (MASTER_ADDR:MASTER_PORT)", t.rank, addr)
+		})
+	}
+	t.store, err = DialStore(ctx, env.MasterHostPort())
+	stopDialReport()
+	if err != nil {
 		if t.rank != 0 {
 			err = fmt.Errorf("%w: rank 0, which hosts the rendezvous at MASTER_ADDR:MASTER_PORT, did not arrive", err)
 		}
@@ -119,4 +133,33 @@ func (t *TCPTransport) connect(ctx context.Context, env Env) error {
 		t.mu.Unlock()
 	}
 	return nil
+}
+
+// reportWaiting logs what waiting() says (when it says something) every
+// opts.WaitReport until the returned stop is called.
+func (t *TCPTransport) reportWaiting(waiting func() string) (stop func()) {
+	if t.opts.WaitReport < 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(t.opts.WaitReport)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if w := waiting(); w != "" {
+					t.opts.Logger.Info("rendezvous: " + w)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
 }

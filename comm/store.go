@@ -238,6 +238,33 @@ func (s *Store) join(req storeRequest, wait time.Duration) storeResponse {
 
 // missingLocked says who did not arrive, and who did, from which node: "2 of 4 ranks
 // arrived; missing ranks 2-3 (arrived: ranks 0-1 from node a, 10.0.0.1)".
+// Waiting returns what the store waits for ("2 of 4 ranks arrived; waiting for node-rank 1:
+// missing ranks 2-3 (arrived: ranks 0-1 from node a)"), "" once every rank has joined. localWorld, when > 0, is
+// the ranks per node (a launcher's --nproc-per-node), which names the missing ranks' nodes.
+func (s *Store) Waiting(localWorld int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.joined == s.world {
+		return ""
+	}
+	msg := s.missingLocked()
+	if localWorld <= 0 {
+		return msg
+	}
+	var nodes []int
+	for r, a := range s.addrs {
+		if n := r / localWorld; a == "" && (len(nodes) == 0 || nodes[len(nodes)-1] != n) {
+			nodes = append(nodes, n)
+		}
+	}
+	word := "node-rank "
+	if len(nodes) > 1 {
+		word = "node-ranks "
+	}
+	_, list, _ := strings.Cut(FormatRanks(nodes), " ") // "ranks 1-2" -> "1-2"
+	return strings.Replace(msg, "; missing ", "; waiting for "+word+list+": missing ", 1)
+}
+
 func (s *Store) missingLocked() string {
 	var missing []int
 	byNode := map[string][]int{}

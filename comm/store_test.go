@@ -210,3 +210,68 @@ func TestFormatRanks(t *testing.T) {
 		}
 	}
 }
+
+// While the world is incomplete, rank 0 (hosting the rendezvous) says every
+// Options.WaitReport which ranks and which nodes it waits for, and a rank waiting for rank
+// 0's rendezvous says so; both stop once the world is complete.
+func TestRendezvousReportsWaiting(t *testing.T) {
+	lines := make(chan string, 64)
+	logger := slog.New(chanHandler{lines})
+	port := freePort(t)
+	opts := Options{Logger: logger, WaitReport: 5 * time.Millisecond, ConnectTimeout: 20 * time.Second}
+	type res struct {
+		t   *TCPTransport
+		err error
+	}
+	results := make(chan res, 4)
+	dial := func(rank int) {
+		go func() {
+			tr, err := DialTCP(context.Background(), Env{Rank: rank, WorldSize: 4, LocalRank: rank % 2, LocalWorldSize: 2, MasterAddr: "127.0.0.1", MasterPort: port}, opts)
+			results <- res{tr, err}
+		}()
+	}
+	// Rank 2 (node-rank 1) first: rank 0's rendezvous is not there yet.
+	dial(2)
+	waitLine(t, lines, "rank 2: waiting for rank 0's rendezvous at 127.0.0.1:")
+	dial(0)
+	dial(1)
+	waitLine(t, lines, "3 of 4 ranks arrived; waiting for node-rank 1: missing rank 3")
+	dial(3)
+	for range 4 {
+		r := <-results
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		defer r.t.Close()
+	}
+}
+
+// waitLine reads log lines until one contains want (60 s at most).
+func waitLine(t *testing.T, lines <-chan string, want string) {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case l := <-lines:
+			if strings.Contains(l, want) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no log line with %q", want)
+		}
+	}
+}
+
+// chanHandler sends every record's message to a channel (dropping when it is full).
+type chanHandler struct{ c chan<- string }
+
+func (h chanHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h chanHandler) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h.c <- r.Message:
+	default:
+	}
+	return nil
+}
+func (h chanHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h chanHandler) WithGroup(string) slog.Handler      { return h }

@@ -2,15 +2,18 @@ package eval
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/data/procedural"
+	"github.com/vdpp/vdpp/internal/atomicfile"
 	"github.com/vdpp/vdpp/internal/cacheflag"
 	"github.com/vdpp/vdpp/internal/cli"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/train"
 )
 
@@ -59,7 +62,7 @@ func DefaultCommand() Command {
 
 // RegisterFlags binds the command's options to fs, with c's current values as defaults.
 func (c *Command) RegisterFlags(fs *cli.FlagSet) {
-	fs.StringVar(&c.Model, "model", c.Model, "diffusers folder, or builtin")
+	fs.StringVar(&c.Model, "model", c.Model, "the model `NAME|DIR`: builtin, a diffusers folder; a text-to-video one (builtin-wan, a Wan folder) with --cache only")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the report as JSON to this file")
 	fs.StringVar(&c.Backend, "backend", c.Backend, "GoMLX backend (default: automatic)")
 	c.Weights.RegisterFlags(fs.FlagSet)
@@ -112,7 +115,10 @@ func (c Command) Run(ctx context.Context, stdout, progress io.Writer) (Report, e
 	if desc, err := resolved.Describe(); err != nil {
 		return Report{}, err
 	} else if desc.TextDim > 0 {
-		return Report{}, badOptions("--model %s is a text-to-video model; eval scores image-to-video models on the procedural clips", c.Model)
+		if !rule.On() {
+			return Report{}, badOptions("--model %s is a text-to-video model, which has no clips to score against: eval measures its step cache (--cache MODE) against the same videos uncached", c.Model)
+		}
+		return Report{}, c.runTextCache(ctx, resolved, rule, stdout, progress)
 	}
 	s, err := resolved.Open(family.Options{Backend: c.Backend, Roles: family.AllRoles, Weights: c.Weights})
 	if err != nil {
@@ -194,6 +200,8 @@ func (c Command) Run(ctx context.Context, stdout, progress io.Writer) (Report, e
 			cr.Rule, r.PSNRAfterFirst, r.SSIMAfterFirst, r.MinPSNRAfterFirst, r.MinSSIMAfterFirst)
 		fmt.Fprintf(stdout, "  denoiser calls computed %d of %d (%.0f%% saved); denoising %.1fs, uncached %.1fs (%.2fx)\n",
 			cr.ComputedCalls, cr.Calls, 100*cr.SavedCalls, cr.DiffusionS, cr.ReferenceDiffusion, cr.Speedup)
+		fmt.Fprintln(stdout, pipeline.CacheOutcome{Samples: cached.Caches, Steps: o.Steps, DenoiseMS: 1000 * cr.DiffusionS,
+			UncachedMS: 1000 * cr.ReferenceDiffusion, PSNR: r.PSNRAfterFirst, SSIM: r.SSIMAfterFirst}.Line())
 	}
 	if err := m.writeSheet(c.Sheet); err != nil {
 		return rep, err
@@ -202,4 +210,51 @@ func (c Command) Run(ctx context.Context, stdout, progress io.Writer) (Report, e
 		return rep, rep.WriteJSON(c.JSON)
 	}
 	return rep, nil
+}
+
+// runTextCache is `vdpp eval --cache` on a text-to-video model, which has no clips to
+// score against: --num-samples videos of Prompts at the model's sizes and --steps steps,
+// each generated with the cache and without it (CompareCache); it prints each video's
+// scores against its uncached twin and the cache's one line, and writes the comparison as
+// JSON to --json.
+func (c Command) runTextCache(ctx context.Context, r family.Resolved, rule pipeline.Cache, stdout, progress io.Writer) error {
+	s, err := r.Open(family.Options{Backend: c.Backend, Roles: family.AllRoles, Prompts: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	pr := s.DefaultParams()
+	pr.Seed, pr.Steps = c.Seed, c.Steps
+	if rule, err = r.ResolveCache(rule, pr.Steps); err != nil {
+		return badOptions("%w", err)
+	}
+	pr.Cache = rule
+	if err := s.Validate(pr); err != nil {
+		return badOptions("%w", err)
+	}
+	inputs := make([]family.Input, c.Samples)
+	for i := range inputs {
+		inputs[i] = family.Input{Prompt: &family.Prompt{Text: Prompts[i%len(Prompts)]}}
+	}
+	start := time.Now()
+	cmp, err := CompareCache(ctx, s, inputs, pr, func(i int) {
+		fmt.Fprintf(progress, "eval: video %d/%d (%.0fs)\n", i+1, c.Samples, time.Since(start).Seconds())
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %d videos of %d frames at %dx%d, %d steps, each with and without the cache\n", c.Model, c.Samples, pr.NumFrames, pr.Width, pr.Height, pr.Steps)
+	for _, cl := range cmp.Clips {
+		fmt.Fprintf(stdout, "  video %d  PSNR %6.2f dB  SSIM %.4f  %q\n", cl.Index, cl.PSNR, cl.SSIM, cl.Prompt)
+	}
+	fmt.Fprintf(stdout, "cache %s: against the uncached videos PSNR %.2f dB  SSIM %.4f (worst video %.2f dB, %.4f)\n", cmp.Rule, cmp.PSNR, cmp.SSIM, cmp.WorstPSNR, cmp.WorstSSIM)
+	fmt.Fprintln(stdout, cmp.Line)
+	if c.JSON == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(cmp, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(c.JSON, append(b, '\n'), atomicfile.Options{})
 }

@@ -133,3 +133,46 @@ func TestCommandCache(t *testing.T) {
 		t.Fatalf("%v; want a usage error naming --cache-branch", err)
 	}
 }
+
+// TestEvalCacheText: `vdpp eval --cache` on a text-to-video model (the built-in Wan)
+// generates its prompts with and without the cache and prints each video's PSNR/SSIM
+// against its uncached twin and the cache's one line; without --cache it says why not.
+func TestEvalCacheText(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the built-in Wan")
+	}
+	js := filepath.Join(t.TempDir(), "eval.json")
+	_, out, err := runCommand(t, "--model", "builtin-wan", "--num-samples", "1", "--steps", "6",
+		"--cache", "fbcache", "--cache-threshold", "0.12", "--json", js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"video 0  PSNR", "cache fbcache threshold 0.12: against the uncached videos PSNR", "cache fbcache (threshold 0.12): computed", "; vs uncached: PSNR"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	raw, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		PSNR  float64 `json:"psnr"`
+		SSIM  float64 `json:"ssim"`
+		Clips []struct {
+			Prompt string `json:"prompt"`
+		} `json:"clips"`
+		Cache struct {
+			Calls int `json:"calls"`
+		} `json:"cache"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !(rep.PSNR > 10) || !(rep.SSIM > 0 && rep.SSIM <= 1) || len(rep.Clips) != 1 || rep.Clips[0].Prompt == "" || rep.Cache.Calls != 12 {
+		t.Fatalf("report %s", raw)
+	}
+	if _, _, err := runCommand(t, "--model", "builtin-wan"); !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "text-to-video model") || !strings.Contains(err.Error(), "--cache MODE") {
+		t.Fatalf("%v; want a usage error asking for --cache", err)
+	}
+}

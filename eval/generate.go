@@ -28,6 +28,8 @@ type Stats struct {
 	Videos               int
 	Diffusion            time.Duration
 	ComputedCalls, Calls int
+	// Caches are the generations' step cache summaries (none without a cache).
+	Caches []pipeline.CacheSummary
 }
 
 // Add adds o to s.
@@ -36,10 +38,17 @@ func (s *Stats) Add(o Stats) {
 	s.Diffusion += o.Diffusion
 	s.ComputedCalls += o.ComputedCalls
 	s.Calls += o.Calls
+	s.Caches = append(s.Caches, o.Caches...)
 }
 
 // GenerateStats is Generate, also returning what the generation did.
 func GenerateStats(ctx context.Context, s family.Sampler, img image.Image, pr family.Params, sample int64) (*tensor.Dense, Stats, error) {
+	return GenerateInput(ctx, s, family.Input{Image: img}, pr, sample)
+}
+
+// GenerateInput is GenerateStats from any family's input (an image, or a text-to-video
+// model's prompt).
+func GenerateInput(ctx context.Context, s family.Sampler, in family.Input, pr family.Params, sample int64) (*tensor.Dense, Stats, error) {
 	if err := s.Validate(pr); err != nil {
 		return nil, Stats{}, err
 	}
@@ -47,7 +56,7 @@ func GenerateStats(ctx context.Context, s family.Sampler, img image.Image, pr fa
 	if err != nil {
 		return nil, Stats{}, err
 	}
-	it, err := s.Prepare(ctx, family.Input{Image: img}, pr, sc, []int64{sample})
+	it, err := s.Prepare(ctx, in, pr, sc, []int64{sample})
 	if err != nil {
 		return nil, Stats{}, err
 	}
@@ -66,6 +75,7 @@ func GenerateStats(ctx context.Context, s family.Sampler, img image.Image, pr fa
 	stats := Stats{Videos: 1, Diffusion: time.Since(start)}
 	if it.Cache != nil {
 		stats.ComputedCalls, stats.Calls = it.Cache.Computed(0)
+		stats.Caches = []pipeline.CacheSummary{pipeline.Summarize(pr.Cache, it.Cache.Log[0])}
 	}
 	out, err := s.Decode(ctx, it.Latent, pr)
 	return out, stats, err

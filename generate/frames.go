@@ -32,15 +32,22 @@ type sampleWriter struct {
 	enc   string // which MP4 encoder: "ffmpeg" or the uncompressed fallback
 	stats video.StatsAccumulator
 	next  int
+	// params is how the video was made (the PNG text and MP4 comment).
+	params string
 }
 
-func newSampleWriter(dir string, frames, width, height int, fps float64) (*sampleWriter, error) {
+// newSampleWriter writes a video of frames frames of width x height at fps into dir; params
+// (when set) says how it was made: each PNG frame's "parameters" text and the MP4's comment.
+func newSampleWriter(dir string, frames, width, height int, fps float64, params string) (*sampleWriter, error) {
 	png, err := video.NewPNGFrames(filepath.Join(dir, "frames"), frames)
 	if err != nil {
 		return nil, err
 	}
-	s := &sampleWriter{dir: dir, frames: frames, fps: fps, png: png, hist: video.NewHistogram(), release: releaseHeap}
-	s.mp4, err = video.MP4Writer{}.Start(filepath.Join(dir, "video.mp4"), width, height, fps)
+	if params != "" {
+		png.Text = []video.TextChunk{{Key: "parameters", Text: params}}
+	}
+	s := &sampleWriter{dir: dir, frames: frames, fps: fps, png: png, hist: video.NewHistogram(), release: releaseHeap, params: params}
+	s.mp4, err = video.MP4Writer{Comment: params}.Start(filepath.Join(dir, "video.mp4"), width, height, fps)
 	switch {
 	case err == nil:
 		s.enc = "ffmpeg"
@@ -109,7 +116,7 @@ func (s *sampleWriter) finish() error {
 		}
 	}
 	return atomicfile.Write(filepath.Join(s.dir, "video.mp4"), atomicfile.Options{}, func(w io.Writer) error {
-		return video.WriteMP4PCM(w, imgs, max(1, int(math.Round(s.fps))))
+		return video.WriteMP4PCMComment(w, imgs, max(1, int(math.Round(s.fps))), s.params)
 	})
 }
 

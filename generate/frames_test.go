@@ -24,7 +24,7 @@ func TestSampleWriterStreamsTheAllAtOnceFiles(t *testing.T) {
 	const n, h, w = 7, 10, 12
 	unit := unitFrames(n, h, w)
 	dir := t.TempDir()
-	out, err := newSampleWriter(filepath.Join(dir, "stream"), n, w, h, 7)
+	out, err := newSampleWriter(filepath.Join(dir, "stream"), n, w, h, 7, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestSampleWriterStreamsTheAllAtOnceFiles(t *testing.T) {
 
 func TestSampleWriterRefusesMissingFrames(t *testing.T) {
 	dir := t.TempDir()
-	out, err := newSampleWriter(dir, 4, 8, 8, 7)
+	out, err := newSampleWriter(dir, 4, 8, 8, 7, "")
 	if err != nil {
 		t.Fatal(err)
 	}

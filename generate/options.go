@@ -102,6 +102,16 @@ type Options struct {
 	// ConditionSteps is one sample's conditioning cost (image or text encoder, stage 0) in
 	// denoising steps, balanced on the first stage the same way; 0 leaves it out.
 	ConditionSteps float64
+	// ModelName is --model as the user gave it ("builtin-wan"), kept when Resolve puts the
+	// model's folder in Model: the report names the model by it.
+	ModelName string
+	// FromReport is a report.json whose job this run repeats (ExpandFromReport puts its
+	// job's flags before the command line's).
+	FromReport string
+	// CacheCheck runs the same job again without the cache after a cached run and scores
+	// the cached videos against the uncached ones (PSNR, SSIM), with the time measured
+	// both ways, in the cache line and report.json.
+	CacheCheck bool
 }
 
 // DefaultOptions are the command's defaults; the knobs (Params) left unset come from the
@@ -145,6 +155,10 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.BoolVar(&o.Quiet, "quiet", o.Quiet, "no progress display; logs go to OUT/generate.log; only errors and the sample folders are printed")
 	fs.StringVar(&o.ProgressDir, "progress-dir", o.ProgressDir, "internal: where each rank writes its progress report")
 	fs.Hide("progress-dir")
+	fs.StringVar(&o.FromReport, FromReportFlag, o.FromReport, "re-run the job a sample's report.json `FILE` describes (the same bits on the same mesh); flags given too change it (--out, --seed)")
+	fs.StringVar(&o.ModelName, "model-name", o.ModelName, "internal: --model as given")
+	fs.Hide("model-name")
+	fs.BoolVar(&o.CacheCheck, "cache-check", o.CacheCheck, "with --cache: run the job again without the cache and print the cached videos' PSNR/SSIM against the uncached ones and the time saved, measured (docs/caching.md)")
 	if o.Given == nil {
 		o.Given = knob.Given{}
 	}
@@ -308,6 +322,9 @@ func (o Options) Validate() error {
 	case "auto", "bar", "plain":
 	default:
 		return badOptions("--progress %q (want auto, bar or plain)", o.Progress)
+	}
+	if o.CacheCheck && !o.Cache.On() {
+		return badOptions("--cache-check compares a cached run with an uncached one: give --cache MODE")
 	}
 	return nil
 }

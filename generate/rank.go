@@ -163,6 +163,12 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 		return fmt.Errorf("rank %d: %w", env.Rank, err)
 	}
 	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log, prog: prog, ended: map[int64]time.Time{}, caches: map[int64]*pipeline.CacheSummary{}}
+	w.provenance = sync.OnceValues(func() (Provenance, error) { return provenance(o, m) })
+	if last && pr.Cache.On() {
+		if w.reuse, err = reuseFraction(m, pr); err != nil {
+			return err
+		}
+	}
 	if last && pr.Cache.On() {
 		// The last stage keeps each sample's cache records for its report as its last
 		// step ends (the decode may run on other ranks, away from the item).
@@ -316,6 +322,13 @@ type workload struct {
 
 	stages []StageWeights
 
+	// reuse is a reusing call's cost as a fraction of a computing one's (the family's
+	// cost model), for the cache line's estimate of the time saved.
+	reuse float64
+	// provenance is computed once, by the first sample a rank writes (the weights are
+	// hashed, or their hashes read back).
+	provenance func() (Provenance, error)
+
 	mu     sync.Mutex
 	ended  map[int64]time.Time // last stage: when each sample's last step ended
 	caches map[int64]*pipeline.CacheSummary
@@ -448,7 +461,11 @@ func (w *workload) writeSample(ctx context.Context, s int64, t0 time.Time, decod
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	out, err := newSampleWriter(dir, w.pr.NumFrames, w.pr.Width, w.pr.Height, float64(w.pr.FPS))
+	prov, err := w.provenance()
+	if err != nil {
+		return err
+	}
+	out, err := newSampleWriter(dir, w.pr.NumFrames, w.pr.Width, w.pr.Height, float64(w.pr.FPS), prov.Parameters())
 	if err != nil {
 		return err
 	}
@@ -482,9 +499,15 @@ func (w *workload) writeSample(ctx context.Context, s int64, t0 time.Time, decod
 		DecodeChunk: w.pr.DecodeChunkSize, DecodeRanks: max(1, w.o.DecodeRanks), VAETile: w.pr.VAETile, Window: w.o.Window, Overlap: w.o.Overlap, Blend: w.o.Blend, NProc: w.o.NProc, PP: w.o.PP, CFG: w.o.CFG, CP: w.o.CP, DP: w.o.DP, Stages: w.stages,
 		Timings: Timings{LoadMS: loadMS, ConditioningMS: ct.ConditioningMS, DiffusionMS: ms(t0.Sub(time.Unix(0, started))), DecodeMS: decodeMS},
 		Pixels:  out.stats.Stats(), Files: files, MP4: enc,
+		NumSamples: w.o.NumSamples, MicroBatch: w.o.MicroBatch, Provenance: prov,
 	}
 	w.mu.Lock()
-	rep.Cache = w.caches[s]
+	if c := w.caches[s]; c != nil {
+		sum := *c
+		sum.Summary = pipeline.CacheOutcome{Samples: []pipeline.CacheSummary{sum}, Steps: w.pr.Steps,
+			DenoiseMS: rep.Timings.DiffusionMS, ReuseFraction: w.reuse, CheckHint: CheckHint}.Line()
+		rep.Cache = &sum
+	}
 	w.mu.Unlock()
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {

@@ -71,4 +71,9 @@ type SampleReport struct {
 	MP4     string           `json:"mp4"`
 	// Cache is the step cache of a cached run (--cache): the rule, which calls computed.
 	Cache *pipeline.CacheSummary `json:"cache,omitempty"`
+	// NumSamples and MicroBatch are the run's (a sample's noise is keyed by (seed,
+	// sample), so the same job reproduces each sample).
+	NumSamples int `json:"num_samples,omitempty"`
+	MicroBatch int `json:"micro_batch,omitempty"`
+	Provenance
 }

@@ -95,7 +95,8 @@ func TestResolveRejectsBadInput(t *testing.T) {
 			for _, n := range f.Names() {
 				x, _ := f.Tensor(n)
 				if n == "decoder.conv_out.bias" {
-					x.Shape = []int{1, x.Shape[0]}
+					// A trailing 1 (a leading one is the same layout: ggml drops those).
+					x.Shape = []int{x.Shape[0], 1}
 				}
 				ts = append(ts, safetensors.NamedTensor{Name: n, Tensor: x})
 			}
@@ -104,7 +105,7 @@ func TestResolveRejectsBadInput(t *testing.T) {
 				t.Fatal(err)
 			}
 			return img
-		}, []string{"vae/diffusion_pytorch_model.safetensors", "decoder.conv_out.bias", "[1 3]", "[3]"}},
+		}, []string{"vae/diffusion_pytorch_model.safetensors", "decoder.conv_out.bias", "[3 1]", "[3]"}},
 		{"missing config", func(t *testing.T, dir string) string {
 			os.Remove(filepath.Join(dir, "unet", "config.json"))
 			return img

@@ -21,6 +21,7 @@ import (
 	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/knob"
+	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/plan"
 	"github.com/vdpp/vdpp/video"
 )
@@ -90,6 +91,9 @@ func resolveInputs(o Options) (Options, error) {
 	if errors.Is(err, family.ErrNotCached) {
 		return o, badOptions("--model %w", err)
 	}
+	if errors.Is(err, family.ErrUnknown) {
+		return o, badOptions("%w", err) // it names the value (and the nearest known one)
+	}
 	if err != nil {
 		return o, err
 	}
@@ -99,6 +103,9 @@ func resolveInputs(o Options) (Options, error) {
 	// A flag of another family is refused, not accepted and ignored.
 	if err := family.RefuseGiven(m.Family, o.Model, family.AllKnobs(), o.set()); err != nil {
 		return o, badOptions("%w", err)
+	}
+	if o.ModelName == "" {
+		o.ModelName = o.Model
 	}
 	o.Model = m.Dir
 	if err := m.Preflight(family.Options{Variant: o.Variant, Weights: o.Weights, Roles: family.AllRoles}); err != nil {
@@ -317,6 +324,13 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 		}
 		return nil, err
 	}
+	if o.Cache.Mode != "" && o.Cache.Mode != pipeline.CacheNone && (!o.Quiet || o.CacheCheck) {
+		// A cached run says in one line what its cache did (and, with --cache-check,
+		// what it cost against the same job uncached).
+		if err := r.reportCache(ctx, given, o, dirs, say); err != nil {
+			return dirs, err
+		}
+	}
 	return dirs, nil
 }
 
@@ -376,10 +390,12 @@ func autoMesh(ctx context.Context, o Options, say io.Writer) (Options, error) {
 	sim.LatentChannels = sh.LatentChannels
 	// The guidance left to the model (-1) plans as unguided, as bench's defaults (1) do.
 	guided := o.MaxGuidance > 1 || o.GuidanceScale > 1
+	w := plan.Workload{Steps: sh.Steps, Samples: o.NumSamples, Frames: sh.LatentFrames, Height: sh.LatentHeight,
+		Width: sh.LatentWidth, Channels: sh.LatentChannels, Guided: guided, MicroBatch: o.MicroBatch, Warmup: max(0, min(4, o.NumSamples-2))}
+	// The workload as vdpp plan prints it: the same flags plan the same job.
+	fmt.Fprintf(say, "generate: --plan auto: workload %s\n", w)
 	best, err := plan.AutoMesh(ctx, plan.AutoRequest{Model: m, Backend: o.Backend, Sim: sim, Seed: o.Seed, Weights: o.Weights,
-		Workload: plan.Workload{Steps: sh.Steps, Samples: o.NumSamples, Frames: sh.LatentFrames, Height: sh.LatentHeight,
-			Width: sh.LatentWidth, Channels: sh.LatentChannels, Guided: guided, MicroBatch: o.MicroBatch, Warmup: max(0, min(4, o.NumSamples-2))},
-		Devices: o.NProc, Goal: goal})
+		Workload: w, Devices: o.NProc, Goal: goal})
 	if err != nil {
 		return o, fmt.Errorf("generate: --plan auto: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"image"
 	"image/color"
+	"image/draw"
 	"image/png"
 	"log/slog"
 	"os"
@@ -91,14 +92,22 @@ func generateBuiltin(t *testing.T, frames, window, overlap int) [][]byte {
 	if err := RunRank(context.Background(), o, comm.SingleProcess(), slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
+	// The frames' pixels: the files also carry the job's parameters, which differ.
 	paths, _ := filepath.Glob(filepath.Join(o.Out, "sample-000", "frames", "*.png"))
 	var out [][]byte
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
+		f, err := os.Open(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, b)
+		img, err := png.Decode(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rgba := image.NewRGBA(img.Bounds())
+		draw.Draw(rgba, rgba.Bounds(), img, img.Bounds().Min, draw.Src)
+		out = append(out, rgba.Pix)
 	}
 	return out
 }

@@ -302,7 +302,11 @@ type CacheSlot struct {
 }
 
 // CacheRecord is one denoiser call of one sample: its step, expert, CFG branch and window,
-// whether it computed in full, and the adaptive rule's indicator (NaN when none).
+// whether it computed in full, the adaptive rule's indicator (NaN when none), and for a
+// call that reused its state the relative change of the denoiser's input latent since the
+// call that computed that state, |x - x_ref| / |x_ref| (L2; NaN for a computing call):
+// how far the input has moved from where the reused work was done, an estimate of what
+// the reuse costs in quality.
 type CacheRecord struct {
 	Step     int
 	Expert   int
@@ -310,23 +314,48 @@ type CacheRecord struct {
 	Window   int
 	Computed bool
 	Value    float32
+	Change   float32
 }
 
-// MarshalJSON writes the record with its value null when there was none.
+// cacheRecordJSON is a CacheRecord's JSON: value and latent_change null when NaN.
+type cacheRecordJSON struct {
+	Step     int      `json:"step"`
+	Expert   int      `json:"expert,omitempty"`
+	Branch   string   `json:"branch"`
+	Window   int      `json:"window,omitempty"`
+	Computed bool     `json:"computed"`
+	Value    *float64 `json:"value"`
+	Change   *float64 `json:"latent_change,omitempty"`
+}
+
+// MarshalJSON writes the record with its value null when there was none, and its
+// latent change when it reused.
 func (r CacheRecord) MarshalJSON() ([]byte, error) {
-	type rec struct {
-		Step     int      `json:"step"`
-		Expert   int      `json:"expert,omitempty"`
-		Branch   string   `json:"branch"`
-		Window   int      `json:"window,omitempty"`
-		Computed bool     `json:"computed"`
-		Value    *float64 `json:"value"`
-	}
-	out := rec{Step: r.Step, Expert: r.Expert, Branch: r.Branch, Window: r.Window, Computed: r.Computed}
+	out := cacheRecordJSON{Step: r.Step, Expert: r.Expert, Branch: r.Branch, Window: r.Window, Computed: r.Computed}
 	if v := float64(r.Value); !math.IsNaN(v) {
 		out.Value = &v
 	}
+	if v := float64(r.Change); !math.IsNaN(v) && !r.Computed {
+		out.Change = &v
+	}
 	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes (null or absent numbers as NaN).
+func (r *CacheRecord) UnmarshalJSON(data []byte) error {
+	var in cacheRecordJSON
+	if err := json.Unmarshal(data, &in); err != nil {
+		return err
+	}
+	*r = CacheRecord{Step: in.Step, Expert: in.Expert, Branch: in.Branch, Window: in.Window, Computed: in.Computed,
+		Value: float32(math.NaN()), Change: float32(math.NaN())}
+	if in.Value != nil {
+		r.Value = float32(*in.Value)
+	}
+	if in.Change != nil {
+		r.Change = float32(*in.Change)
+	}
+	return nil
 }
 
 // ItemCache is an item's step cache: the rule, each slot's per-row states, and each
@@ -460,6 +489,21 @@ type CacheSummary struct {
 	// ComputedSteps are the steps where some call computed in full ("0-2,5").
 	ComputedSteps string        `json:"computed_steps"`
 	Calls         []CacheRecord `json:"calls"`
+	// Summary is the run's one line about its cache (CacheOutcome.Line), set by the
+	// command that reports it.
+	Summary string `json:"summary,omitempty"`
+	// Check is the comparison with the same job run without the cache, when one ran
+	// (generate --cache-check).
+	Check *CacheCheck `json:"check,omitempty"`
+}
+
+// CacheCheck compares a cached run's videos with the same job's uncached ones: PSNR and
+// SSIM of the decoded frames (the uncached as reference), and the denoising time both ways.
+type CacheCheck struct {
+	PSNR       float64 `json:"psnr"`
+	SSIM       float64 `json:"ssim"`
+	UncachedMS float64 `json:"uncached_diffusion_ms"`
+	CachedMS   float64 `json:"cached_diffusion_ms"`
 }
 
 // Summarize returns the summary of one sample's records under rule.

@@ -81,6 +81,12 @@ func TestCacheAcrossStages(t *testing.T) {
 			if r.Expert != 1+min(r.Step/3, 1) {
 				t.Fatalf("sample %d: step %d ran expert %d", s, r.Step, r.Expert)
 			}
+			// A reuse measures how far its input moved from the computing call's; a
+			// computing call measures nothing. The cut stages below carry the reference
+			// in the hand-off, so their records are these, bit for bit.
+			if c := float64(r.Change); r.Computed != math.IsNaN(c) || !r.Computed && !(c > 0 && c < 10) {
+				t.Fatalf("sample %d: %+v: want a latent change > 0 exactly at the reuses", s, r)
+			}
 		}
 	}
 	for k := 2; k <= 4; k++ {

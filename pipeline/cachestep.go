@@ -19,11 +19,16 @@ const (
 	wireCacheSteps = "cache_steps"  // a static rule's steps, exact integers
 	wireCacheSlot  = "cache_slot/"  // cache_slot/<window>/<branch>: [expert]
 	wireCacheState = "cache_state/" // cache_state/<window>/<branch>/<row>/<name>
-	wireCacheLog   = "cache_log/"   // cache_log/<row>: [calls, logWidth] step, expert, branch, window, computed (exact integers), value
+	wireCacheLog   = "cache_log/"   // cache_log/<row>: [calls, logWidth] step, expert, branch, window, computed (exact integers), value, change
 )
 
-// logWidth is one cache record's width in a hand-off: five exact integers and the value.
-const logWidth = 5*limbs + 1
+// refState is the name under which a row's state keeps the denoiser input of the call that
+// computed it (the reference of CacheRecord.Change); it travels with the model's states.
+const refState = "pipeline.input"
+
+// logWidth is one cache record's width in a hand-off: five exact integers, the value and
+// the change.
+const logWidth = 5*limbs + 2
 
 // maxCacheIndex bounds the integers a hand-off's cache may name (windows, experts, steps).
 const maxCacheIndex = 1 << 20
@@ -43,7 +48,7 @@ func (c *ItemCache) appendWire(m *comm.Message) {
 	}
 	for row, recs := range c.Log {
 		// Each call: step, expert, branch, window, computed as exact integers, then the
-		// value compared (a float32 as it is).
+		// value compared and the latent change (float32s as they are).
 		t := tensor.New(len(recs), logWidth)
 		for i, rec := range recs {
 			computed := 0
@@ -51,7 +56,8 @@ func (c *ItemCache) appendWire(m *comm.Message) {
 				computed = 1
 			}
 			copy(t.Data[i*logWidth:], intsTensor(ints64(rec.Step, rec.Expert, branchCode(rec.Branch), rec.Window, computed)...).Data)
-			t.Data[i*logWidth+logWidth-1] = rec.Value
+			t.Data[i*logWidth+logWidth-2] = rec.Value
+			t.Data[i*logWidth+logWidth-1] = rec.Change
 		}
 		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireCacheLog + strconv.Itoa(row), Tensor: t})
 	}
@@ -127,12 +133,12 @@ func cacheFromMessage(m comm.Message, rows int) (*ItemCache, error) {
 			}
 			for i := range t.Shape[0] {
 				rec := t.Data[i*logWidth : (i+1)*logWidth]
-				v, err := intsOf(&tensor.Dense{Shape: []int{5, limbs}, Data: rec[:logWidth-1]})
+				v, err := intsOf(&tensor.Dense{Shape: []int{5, limbs}, Data: rec[:logWidth-2]})
 				if err != nil || !inRange(v[:2], 0, maxCacheIndex) || !inRange(v[2:3], 0, 1) || !inRange(v[3:4], 0, maxCacheIndex) || !inRange(v[4:], 0, 1) {
 					return nil, fmt.Errorf("%w: hand-off cache log %q record %v", ErrCache, nt.Name, rec)
 				}
 				c.Log[row] = append(c.Log[row], CacheRecord{Step: int(v[0]), Expert: int(v[1]), Branch: []string{BranchCond, BranchUncond}[v[2]],
-					Window: int(v[3]), Computed: v[4] == 1, Value: rec[logWidth-1]})
+					Window: int(v[3]), Computed: v[4] == 1, Value: rec[logWidth-2], Change: rec[logWidth-1]})
 			}
 		case strings.HasPrefix(nt.Name, wireCacheSlot):
 			key, err := parseSlotKey(strings.TrimPrefix(nt.Name, wireCacheSlot))
@@ -226,16 +232,30 @@ func (s *Stepper) cacheCall(it *Item, k, win, inRows int, guided bool) *cachedCa
 }
 
 // finish stores the call's new states and appends each sample's records of step k (cond,
-// then uncond, as diffusers calls them). Under CFG parallelism the pair exchanges its
-// halves' decisions first, so both ranks hold every record.
-func (cc *cachedCall) finish(ctx context.Context, s *Stepper, it *Item, k, win int, guided bool) error {
+// then uncond, as diffusers calls them). in is the call's input, a row per call row: a
+// computing row keeps its input in its state (refState), a reusing one measures its input's
+// change from it. Under CFG parallelism the pair exchanges its halves' decisions first, so
+// both ranks hold every record.
+func (cc *cachedCall) finish(ctx context.Context, s *Stepper, it *Item, k, win int, guided bool, in *tensor.Dense) error {
+	per := in.Len() / len(cc.call.Rows)
+	change := make([]float32, len(cc.call.Rows))
 	for i, r := range cc.call.Rows {
+		x := in.Data[i*per : (i+1)*per]
+		change[i] = float32(math.NaN())
+		switch {
+		case r.Computed && r.State != nil:
+			r.State[refState] = &tensor.Dense{Shape: []int{per}, Data: slices.Clone(x)}
+		case !r.Computed && r.State != nil:
+			if ref := r.State[refState]; ref != nil && ref.Len() == per {
+				change[i] = relChange(x, ref.Data)
+			}
+		}
 		cc.slots[i].Rows[cc.sample[i]] = r.State
 	}
 	rows := len(it.Samples)
 	type result struct {
-		computed bool
-		value    float32
+		computed      bool
+		value, change float32
 	}
 	res := map[string][]result{}
 	for i, r := range cc.call.Rows {
@@ -243,27 +263,28 @@ func (cc *cachedCall) finish(ctx context.Context, s *Stepper, it *Item, k, win i
 		if res[b] == nil {
 			res[b] = make([]result, rows)
 		}
-		res[b][cc.sample[i]] = result{r.Computed, float32(r.Value)}
+		res[b][cc.sample[i]] = result{r.Computed, float32(r.Value), change[i]}
 	}
 	if guided && s.CFG != nil {
-		mine := tensor.New(rows, 2)
+		mine := tensor.New(rows, 3)
 		for i, r := range cc.call.Rows {
 			if r.Computed {
-				mine.Data[2*i] = 1
+				mine.Data[3*i] = 1
 			}
-			mine.Data[2*i+1] = float32(r.Value)
+			mine.Data[3*i+1] = float32(r.Value)
+			mine.Data[3*i+2] = change[i]
 		}
 		u, c, err := s.CFG.Exchange(ctx, mine)
 		if err != nil {
 			return fmt.Errorf("cfg exchange of cache decisions: %w", err)
 		}
-		if u.Len() != 2*rows || c.Len() != 2*rows {
+		if u.Len() != 3*rows || c.Len() != 3*rows {
 			return fmt.Errorf("cfg exchange of cache decisions: %v and %v for %d rows", u.Shape, c.Shape, rows)
 		}
 		for b, t := range map[string]*tensor.Dense{BranchUncond: u, BranchCond: c} {
 			res[b] = make([]result, rows)
 			for r := range rows {
-				res[b][r] = result{t.Data[2*r] == 1, t.Data[2*r+1]}
+				res[b][r] = result{t.Data[3*r] == 1, t.Data[3*r+1], t.Data[3*r+2]}
 			}
 		}
 	}
@@ -271,11 +292,26 @@ func (cc *cachedCall) finish(ctx context.Context, s *Stepper, it *Item, k, win i
 		for _, b := range []string{BranchCond, BranchUncond} {
 			if rs := res[b]; rs != nil {
 				it.Cache.Log[row] = append(it.Cache.Log[row], CacheRecord{Step: k, Expert: cc.expert, Branch: b, Window: win,
-					Computed: rs[row].computed, Value: rs[row].value})
+					Computed: rs[row].computed, Value: rs[row].value, Change: rs[row].change})
 			}
 		}
 	}
 	return nil
+}
+
+// relChange is |x - ref| / |ref| (L2, summed in float64 in order: the same bits on every
+// rank), NaN when ref is zero.
+func relChange(x, ref []float32) float32 {
+	var diff, base float64
+	for i, r := range ref {
+		d := float64(x[i]) - float64(r)
+		diff += d * d
+		base += float64(r) * float64(r)
+	}
+	if base == 0 {
+		return float32(math.NaN())
+	}
+	return float32(math.Sqrt(diff / base))
 }
 
 // predictCached is predict for a cached call.

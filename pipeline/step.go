@@ -255,7 +255,7 @@ func (s *Stepper) guidedOutput(ctx context.Context, it *Item, win int) ([]float3
 	}
 	if cc != nil {
 		t0 := time.Now()
-		err := cc.finish(ctx, s, it, k, win, guided)
+		err := cc.finish(ctx, s, it, k, win, guided, in.Latents)
 		comm += time.Since(t0)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: group %d step %d: %w", it.Group, k, err)

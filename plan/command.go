@@ -73,11 +73,12 @@ type Command struct {
 	Launch LaunchFunc
 }
 
-// DefaultCommand are `vdpp plan`'s defaults: 60 unguided samples of the model's size on 7
-// devices, for throughput, measured here.
+// DefaultCommand are `vdpp plan`'s defaults: the job vdpp generate runs with the same flags
+// (one sample of the model's size, steps and guidance) on 7 devices, for throughput,
+// measured here.
 func DefaultCommand() Command {
-	return Command{Cost: "sleep", HiddenChannels: 32, StepMS: 1, Samples: 60, MicroBatch: 1, Warmup: 4,
-		MinGuidance: 1, MaxGuidance: 1, GuidanceScale: 1, Devices: 7, Goal: "throughput", Measure: true, MeasureProcesses: true,
+	return Command{Cost: "sleep", HiddenChannels: 32, StepMS: 1, Samples: 1, MicroBatch: 1, Warmup: -1,
+		MinGuidance: -1, MaxGuidance: -1, GuidanceScale: -1, Devices: 7, Goal: "throughput", Measure: true, MeasureProcesses: true,
 		HandoffMS: 0.1, DecodeChunkSize: -1, CPAllToAlls: -1, FrameScaling: -1, DenoiserBytes: -1, Cache: cacheflag.Default()}
 }
 
@@ -93,9 +94,9 @@ func (c *Command) RegisterFlags(fs *cli.FlagSet) {
 	fs.Float64Var(&c.StepMS, "step-ms", c.StepMS, "synthetic model: cost of one sample-step in ms")
 	fs.IntVar(&c.Steps, "steps", c.Steps, "denoising steps per sample (0: the model's)")
 	fs.Alias("total-steps", "steps")
-	fs.IntVar(&c.Samples, "num-samples", c.Samples, "samples to generate")
+	fs.IntVar(&c.Samples, "num-samples", c.Samples, "samples to generate (as vdpp generate: 1)")
 	fs.IntVar(&c.MicroBatch, "micro-batch", c.MicroBatch, "samples per denoiser call")
-	fs.IntVar(&c.Warmup, "warmup-samples", c.Warmup, "first completions left out of the throughput window, as in vdpp bench")
+	fs.IntVar(&c.Warmup, "warmup-samples", c.Warmup, "first completions left out of the throughput window, as in vdpp bench (-1: 4, at most --num-samples - 2)")
 	fs.IntVar(&c.NumFrames, "num-frames", c.NumFrames, "video frames per sample (0: the model's)")
 	fs.IntVar(&c.Height, "height", c.Height, "video height; set with --width (0 and 0: the model's)")
 	fs.IntVar(&c.Width, "width", c.Width, "video width; set with --height (0 and 0: the model's)")
@@ -106,9 +107,9 @@ func (c *Command) RegisterFlags(fs *cli.FlagSet) {
 	fs.Deprecate("latent-frames", "--num-frames (video frames)")
 	fs.Deprecate("latent-height", "--height (pixels: the latent's height times the VAE's factor)")
 	fs.Deprecate("latent-width", "--width (pixels: the latent's width times the VAE's factor)")
-	fs.Float64Var(&c.MinGuidance, "min-guidance", c.MinGuidance, "SVD and simulators: guidance weight of the first frame")
-	fs.Float64Var(&c.MaxGuidance, "max-guidance", c.MaxGuidance, "SVD and simulators: guidance weight of the last frame; > 1 is a guided run (cfg 2 possible)")
-	fs.Float64Var(&c.GuidanceScale, "guidance-scale", c.GuidanceScale, "text-to-video models (Wan): CFG scale; > 1 is a guided run (cfg 2 possible)")
+	fs.Float64Var(&c.MinGuidance, "min-guidance", c.MinGuidance, "SVD and simulators: guidance weight of the first frame (-1: the model's, as vdpp generate; 1 for the simulators)")
+	fs.Float64Var(&c.MaxGuidance, "max-guidance", c.MaxGuidance, "SVD and simulators: guidance weight of the last frame; > 1 is a guided run, cfg 2 possible (-1: the model's, as vdpp generate; 1 for the simulators)")
+	fs.Float64Var(&c.GuidanceScale, "guidance-scale", c.GuidanceScale, "text-to-video models (Wan): CFG scale; > 1 is a guided run, cfg 2 possible (-1: the model's, as vdpp generate)")
 	fs.IntVar(&c.Devices, "devices", c.Devices, "devices (processes) to plan for: pp*cfg*cp*dp")
 	fs.StringVar(&c.Goal, "goal", c.Goal, "rank meshes by latency or throughput")
 	fs.Int64Var(&c.MemoryPerDevice, "memory-per-device", c.MemoryPerDevice, "memory of each device in bytes (0: no limit)")
@@ -161,6 +162,17 @@ func (c Command) resolveModel() (family.Resolved, error) {
 	return family.Resolve(c.Model)
 }
 
+// statedCost reports whether the model's call costs exactly --step-ms
+// (family.Description.StatedCost: the synthetic simulator), so its costs need no measuring.
+func (c Command) statedCost() bool {
+	m, err := c.resolveModel()
+	if err != nil {
+		return false
+	}
+	d, err := m.Describe()
+	return err == nil && d.StatedCost
+}
+
 // simConfig is the simulators' configuration.
 func (c Command) simConfig() model.Config {
 	return model.Config{StepMS: c.StepMS, Cost: c.Cost, HiddenChannels: c.HiddenChannels, LatentChannels: c.LatentChannels, Seed: c.Seed}
@@ -184,7 +196,80 @@ func (c Command) Resolve() (Command, error) {
 	}
 	c.Steps, c.NumFrames, c.Height, c.Width = s.Steps, s.NumFrames, s.Height, s.Width
 	c.LatentFrames, c.LatentChannels, c.LatentHeight, c.LatentWidth = s.LatentFrames, s.LatentChannels, s.LatentHeight, s.LatentWidth
+	if c.Warmup < 0 {
+		c.Warmup = max(0, min(4, c.Samples-2)) // as vdpp bench
+	}
+	return c.modelGuidance(m)
+}
+
+// modelGuidance fills the guidance left to the model (-1) as vdpp generate does: a model
+// folder's defaults for the guidance its family reads, 1 (unguided) otherwise. One
+// workload for `vdpp plan` and `generate --plan auto`: the model's defaults and the flags.
+func (c Command) modelGuidance(m family.Resolved) (Command, error) {
+	def := family.Params{MinGuidance: 1, MaxGuidance: 1, GuidanceScale: 1}
+	if m.Dir != "" {
+		d, err := m.Describe()
+		if err != nil {
+			return c, err
+		}
+		if family.Reads(m.Family, "max_guidance") {
+			def.MinGuidance, def.MaxGuidance = d.Defaults.MinGuidance, d.Defaults.MaxGuidance
+		}
+		if family.Reads(m.Family, "guidance_scale") {
+			def.GuidanceScale = d.Defaults.GuidanceScale
+		}
+	}
+	if c.MinGuidance < 0 {
+		c.MinGuidance = def.MinGuidance
+	}
+	if c.MaxGuidance < 0 {
+		c.MaxGuidance = def.MaxGuidance
+	}
+	if c.GuidanceScale < 0 {
+		c.GuidanceScale = def.GuidanceScale
+	}
 	return c, nil
+}
+
+// hugeStep is the working memory of one denoising step above which `vdpp plan` does not
+// measure a step at the model's default sizes unasked: a released Wan's 832x480, 81 frames
+// needs about 11 GiB and minutes per step on a CPU.
+const hugeStep = 2 << 30
+
+// refuseHugeMeasure refuses to measure a step at the model's default sizes when that step
+// is huge and no size was given (given reports the flags on the command line): planning a
+// job means giving its sizes, and the measurement would run for minutes without a word.
+// The line names the sizes it would have used.
+func (c Command) refuseHugeMeasure(given func(string) bool) error {
+	if !c.Measure || c.Calibration != "" {
+		return nil
+	}
+	for _, f := range []string{"num-frames", "height", "width", "latent-frames", "latent-height", "latent-width"} {
+		if given(f) {
+			return nil
+		}
+	}
+	m, err := c.resolveModel()
+	if err != nil || m.Dir == "" {
+		return nil
+	}
+	s, err := m.Open(family.Options{})
+	if err != nil {
+		return nil // the measurement reports it
+	}
+	defer s.Close()
+	est, ok := s.(family.ActivationEstimator)
+	if !ok {
+		return nil
+	}
+	p := s.DefaultParams()
+	p.NumFrames, p.Height, p.Width, p.Steps = c.NumFrames, c.Height, c.Width, c.Steps
+	p.GuidanceScale, p.MaxGuidance = c.GuidanceScale, c.MaxGuidance
+	if b := est.StepActivationBytes(p); b > hugeStep {
+		return badOptions("--model %s without --num-frames, --height, --width plans the model's own job, %d frames at %dx%d, %d steps, whose step needs about %s of working memory and takes minutes to measure on a CPU: give the sizes of the job to plan (or --measure=false with --step-ms)",
+			c.modelArg(), c.NumFrames, c.Width, c.Height, c.Steps, Bytes(b))
+	}
+	return nil
 }
 
 // Workload is the planned workload (resolved: Resolve).
@@ -211,6 +296,9 @@ func (c Command) latentBytes() int64 {
 func (c Command) Run(ctx context.Context, given func(string) bool, stdout, stderr io.Writer) error {
 	c, err := c.Resolve()
 	if err != nil {
+		return err
+	}
+	if err := c.refuseHugeMeasure(given); err != nil {
 		return err
 	}
 	goal, err := ParseGoal(c.Goal)
@@ -315,6 +403,7 @@ func (c Command) cacheCosts(ctx context.Context, stderr io.Writer) (*CacheCosts,
 // takes the given values; then applies the flags that override.
 func (c Command) costs(ctx context.Context, given func(string) bool, stderr io.Writer) (Costs, error) {
 	shape := c.latentShape()
+	stated := c.statedCost()
 	var costs Costs
 	var weights Weights
 	cal, err := LoadCalibration(c.Calibration)
@@ -391,7 +480,7 @@ func (c Command) costs(ctx context.Context, given func(string) bool, stderr io.W
 			}
 		}
 	default:
-		if c.Model != "synthetic" {
+		if !stated {
 			return Costs{}, badOptions("--measure=false needs --model synthetic (or a --calibration file)")
 		}
 		costs = SyntheticCosts(c.StepMS, c.LatentFrames, Link{LatencyMS: c.HandoffMS, BytesPerS: c.Bandwidth})
@@ -405,7 +494,7 @@ func (c Command) costs(ctx context.Context, given func(string) bool, stderr io.W
 	switch {
 	case c.FrameScaling >= 0:
 		costs.Step.FrameScaling = min(1, c.FrameScaling)
-	case c.Model == "synthetic":
+	case stated:
 		costs.Step.FrameScaling = 1
 	}
 	if costs.Step.RefFrames < 1 {
@@ -414,7 +503,7 @@ func (c Command) costs(ctx context.Context, given func(string) bool, stderr io.W
 	switch {
 	case c.CPAllToAlls >= 0:
 		costs.CPAllToAllsPerStep = c.CPAllToAlls
-	case c.Model == "synthetic":
+	case stated:
 		costs.CPAllToAllsPerStep = 0 // its cp step exchanges nothing but the output gather
 	case costs.CPAllToAllsPerStep == 0:
 		costs.CPAllToAllsPerStep = 1

@@ -229,3 +229,12 @@ func TestWriteJSONShape(t *testing.T) {
 		}
 	}
 }
+
+// A slow model's throughput keeps three significant digits ("0.0928", not "0.1").
+func TestRate(t *testing.T) {
+	for v, want := range map[float64]string{0.0928: "0.0928", 0.56: "0.560", 5.234: "5.23", 71.43: "71.4", 250: "250.0", 0: "0.0"} {
+		if got := rate(v); got != want {
+			t.Errorf("rate(%v) = %q, want %q", v, got, want)
+		}
+	}
+}

@@ -34,8 +34,7 @@ func WriteTable(w io.Writer, r Result) error {
 	var b strings.Builder
 	wl := r.Workload
 	fmt.Fprintf(&b, "## vdpp plan: %d devices, goal %s\n\n", r.Devices, r.Goal)
-	fmt.Fprintf(&b, "**Workload:** %d samples x %d steps, latent [%d,%d,%d,%d], guided %v, micro-batch %d, %d warm-up, memory per device %s\n\n",
-		wl.Samples, wl.Steps, wl.Frames, wl.Channels, wl.Height, wl.Width, wl.Guided, wl.Batch(), wl.Warmup, limit(r.MemoryPerDevice))
+	fmt.Fprintf(&b, "**Workload:** %s, memory per device %s\n\n", wl, limit(r.MemoryPerDevice))
 	if t := r.Costs.Weights.Types; len(t) > 0 {
 		fmt.Fprintf(&b, "**Weights by type:** %s\n\n", TypeBytes(t))
 	}

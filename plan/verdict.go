@@ -412,8 +412,16 @@ func sum(xs []float64) float64 {
 	return s
 }
 
-func ms(v float64) string   { return strconv.FormatFloat(v, 'f', 2, 64) }
-func rate(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+func ms(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+func rate(v float64) string {
+	// One decimal, and three significant digits below 10: a slow model's 0.0928 samples/s
+	// is not "0.1" (nor "0.0").
+	d := 1
+	if a := math.Abs(v); a > 0 && a < 10 {
+		d = max(1, 2-int(math.Floor(math.Log10(a))))
+	}
+	return strconv.FormatFloat(v, 'f', d, 64)
+}
 
 // rate3 is a rate to three significant digits (decode-bound pipelines run below one
 // sample a second).

@@ -51,6 +51,13 @@ func (w Workload) Validate() error {
 	return nil
 }
 
+// String is the workload in one line, as `vdpp plan` and `vdpp generate --plan auto` print
+// it: "1 samples x 25 steps, latent [4,4,8,8], guided true, micro-batch 1, 0 warm-up".
+func (w Workload) String() string {
+	return fmt.Sprintf("%d samples x %d steps, latent [%d,%d,%d,%d], guided %v, micro-batch %d, %d warm-up",
+		w.Samples, w.Steps, w.Frames, w.Channels, w.Height, w.Width, w.Guided, w.Batch(), w.Warmup)
+}
+
 // Batch is the micro-batch size (at least 1).
 func (w Workload) Batch() int { return max(1, w.MicroBatch) }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/synthetic"
 	"github.com/vdpp/vdpp/serve/job"
+	"github.com/vdpp/vdpp/serve/openai"
 	"github.com/vdpp/vdpp/serve/wire"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -293,7 +295,8 @@ func TestStalledWorkerRestarted(t *testing.T) {
 
 // TestCachedBatchingKeepsBits: cached jobs (a job parameter) batched with each other give
 // the bits and decisions of the job run alone; uncached jobs alongside are not batched with
-// them; a finished cached job lists its calls.
+// them; a finished cached job lists its calls and says in one line what its cache did, in
+// its record and in the OpenAI object's metadata.
 func TestCachedBatchingKeepsBits(t *testing.T) {
 	ts := startServer(t, Config{NProc: 2, MaxBatch: 4, Spec: ModelSpec{Name: "synthetic", StepMS: 1}})
 	ids, params := make([]string, 8), make([]string, 8)
@@ -318,8 +321,17 @@ func TestCachedBatchingKeepsBits(t *testing.T) {
 		if cached := p.Cache.On(); cached != (st.Cache != nil) || cached && (st.Cache.TotalCalls != 16 || st.Cache.ComputedCalls >= 16) {
 			t.Fatalf("job %d: cache %v, status %+v", i, p.Cache, st.Cache)
 		}
+		if !p.Cache.On() {
+			continue
+		}
+		if want := fmt.Sprintf("cache fbcache (threshold 0.05): computed %d of 16 calls", st.Cache.ComputedCalls); !strings.HasPrefix(st.Cache.Summary, want) || !strings.Contains(st.Cache.Summary, "saved") {
+			t.Fatalf("job %d: cache line %q, want %q... with the time saved", i, st.Cache.Summary, want)
+		}
 	}
 	if ts.status(ids[0]).Cache == nil {
 		t.Fatal("the status lost the cache records")
+	}
+	if v := ts.oaWait(openai.IDPrefix + ids[0]); v.Metadata["cache"] != ts.status(ids[0]).Cache.Summary {
+		t.Fatalf("OpenAI object's metadata %v, want the cache line", v.Metadata)
 	}
 }

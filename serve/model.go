@@ -131,6 +131,8 @@ type Model struct {
 	weights plan.Weights
 	// channels are the latent channels of the model's native job.
 	channels int
+	// cacheCost is the family's cost of a step cache rule on a latent (nil: none known).
+	cacheCost func(rule pipeline.Cache, latent []int) (family.CacheCost, error)
 
 	// mu holds one network call at a time: a token taken by lock, which gives up when the
 	// caller's context ends (a cancelled prepare does not wait for a long decode).
@@ -172,7 +174,7 @@ func OpenModel(spec ModelSpec) (*Model, error) {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	g := NewModel(s, desc, spec)
-	g.switches = r.Switches
+	g.switches, g.cacheCost = r.Switches, r.CacheCost
 	if g.weights, err = plan.FamilyWeights(r, spec.options(family.Roles{}), g.defaults.Steps, s); err != nil {
 		g.Close()
 		return nil, fmt.Errorf("serve: %w", err)
@@ -404,8 +406,16 @@ func (g *Model) Prepare(ctx context.Context, in family.Input, p job.Params, sc s
 	if err != nil {
 		return nil, fmt.Errorf("serve: prepare: %w", err)
 	}
-	return &dispatch.Sample{Latent: it.Latent, Cond: it.Cond[0], Guidance: it.Guidance, Windows: g.desc.Windows(family.Params(p), g.s),
-		Cache: pipeline.NewItemCache(p.Cache, 1)}, nil
+	smp := &dispatch.Sample{Latent: it.Latent, Cond: it.Cond[0], Guidance: it.Guidance, Windows: g.desc.Windows(family.Params(p), g.s),
+		Cache: pipeline.NewItemCache(p.Cache, 1)}
+	if p.Cache.On() && g.cacheCost != nil {
+		cost, err := g.cacheCost(p.Cache, g.s.LatentShape(family.Params(p)))
+		if err != nil {
+			return nil, fmt.Errorf("serve: prepare: %w", err)
+		}
+		smp.CacheReuse = cost.ReuseFraction
+	}
+	return smp, nil
 }
 
 // Decode is the family's Decode of latent [1, T, C, h, w], through its family.ChunkDecoder

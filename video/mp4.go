@@ -25,6 +25,9 @@ type MP4Writer struct {
 	LookPath func(file string) (string, error)
 	// Command builds the process (exec.Command when nil).
 	Command func(name string, args ...string) *exec.Cmd
+	// Comment, when set, is written as the file's comment metadata (ffmpeg's
+	// -metadata comment=...): how the video was made.
+	Comment string
 }
 
 // WriteMP4 writes frames to path as H.264 (libx264, yuv420p) MP4 at fps frames per
@@ -72,7 +75,7 @@ func (m MP4Writer) encode(path, exe string, in *io.PipeReader, fps float64, ew, 
 	}
 	var runErr error
 	err := atomicfile.WriteNamed(path, atomicfile.Options{}, func(tmpName string) error {
-		runErr = runFFmpeg(command, exe, tmpName, in, fps, ew, eh)
+		runErr = runFFmpeg(command, exe, tmpName, in, fps, ew, eh, m.Comment)
 		return runErr
 	})
 	if err != nil && err != runErr {
@@ -83,12 +86,15 @@ func (m MP4Writer) encode(path, exe string, in *io.PipeReader, fps float64, ew, 
 
 // runFFmpeg encodes raw rgb24 frames of ew x eh read from in at fps into the MP4 file
 // tmpName with exe. in is closed when ffmpeg has exited, so a writer never blocks on it.
-func runFFmpeg(command func(string, ...string) *exec.Cmd, exe, tmpName string, in *io.PipeReader, fps float64, ew, eh int) error {
-	cmd := command(exe, "-y", "-hide_banner", "-loglevel", "error",
+func runFFmpeg(command func(string, ...string) *exec.Cmd, exe, tmpName string, in *io.PipeReader, fps float64, ew, eh int, comment string) error {
+	args := []string{"-y", "-hide_banner", "-loglevel", "error",
 		"-f", "rawvideo", "-pix_fmt", "rgb24", "-s", fmt.Sprintf("%dx%d", ew, eh),
 		"-r", strconv.FormatFloat(fps, 'g', -1, 64), "-i", "-",
-		"-an", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-movflags", "+faststart",
-		"-f", "mp4", tmpName)
+		"-an", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-movflags", "+faststart"}
+	if comment != "" {
+		args = append(args, "-metadata", "comment="+comment)
+	}
+	cmd := command(exe, append(args, "-f", "mp4", tmpName)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Stdin = in

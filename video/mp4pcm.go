@@ -16,6 +16,12 @@ import (
 // pixel per frame. WriteMP4Any uses it when ffmpeg is not installed. Frames must share one
 // size; fps is the frame rate (1..240).
 func WriteMP4PCM(w io.Writer, frames []image.Image, fps int) error {
+	return WriteMP4PCMComment(w, frames, fps, "")
+}
+
+// WriteMP4PCMComment is WriteMP4PCM with a comment in the file's user data (moov/udta's
+// ©cmt, which players and ffprobe show as "comment"); "" writes none.
+func WriteMP4PCMComment(w io.Writer, frames []image.Image, fps int, comment string) error {
 	if len(frames) == 0 {
 		return fmt.Errorf("video: mp4: no frames")
 	}
@@ -40,9 +46,9 @@ func WriteMP4PCM(w io.Writer, frames []image.Image, fps int) error {
 		samples[i] = idrNAL(f, mbw, mbh, i)
 	}
 	ftyp := box("ftyp", []byte("isom"), u32(512), []byte("isomiso2avc1mp41"))
-	moov := moovBox(samples, sps, pps, width, height, fps, 0)
+	moov := moovBox(samples, sps, pps, width, height, fps, 0, comment)
 	// The chunk offset is the mdat payload's position: after ftyp, moov and the mdat header.
-	moov = moovBox(samples, sps, pps, width, height, fps, uint32(len(ftyp)+len(moov)+8))
+	moov = moovBox(samples, sps, pps, width, height, fps, uint32(len(ftyp)+len(moov)+8), comment)
 	mdatLen := 8
 	for _, s := range samples {
 		mdatLen += len(s)
@@ -271,7 +277,7 @@ var unityMatrix = func() []byte {
 	return out
 }()
 
-func moovBox(samples [][]byte, sps, pps []byte, width, height, fps int, chunkOffset uint32) []byte {
+func moovBox(samples [][]byte, sps, pps []byte, width, height, fps int, chunkOffset uint32, comment string) []byte {
 	n := uint32(len(samples))
 	durMS := uint32(uint64(n) * 1000 / uint64(fps))
 	mvhd := fullBox("mvhd", 0, 0, u32(0), u32(0), u32(1000), u32(durMS), u32(0x00010000), u16(0x0100),
@@ -301,7 +307,12 @@ func moovBox(samples [][]byte, sps, pps []byte, width, height, fps int, chunkOff
 	minf := box("minf", vmhd, dinf, stbl)
 	mdia := box("mdia", mdhd, hdlr, minf)
 	trak := box("trak", tkhd, mdia)
-	return box("moov", mvhd, trak)
+	if comment == "" {
+		return box("moov", mvhd, trak)
+	}
+	// QuickTime user data text: 16-bit length, 16-bit language (0: unspecified), the text.
+	cmt := box("\xa9cmt", u16(uint16(min(len(comment), 0xFFFF))), u16(0), []byte(comment[:min(len(comment), 0xFFFF)]))
+	return box("moov", mvhd, trak, box("udta", cmt))
 }
 
 // WriteMP4Any writes an MP4 with ffmpeg (H.264, compressed) when it is on the PATH, and

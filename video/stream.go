@@ -1,6 +1,7 @@
 package video
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"image"
@@ -17,6 +18,9 @@ type PNGFrames struct {
 	dir     string
 	digits  int
 	written []string
+	// Text, when set, goes into every frame as iTXt chunks (AddPNGText): how the video
+	// was made.
+	Text []TextChunk
 }
 
 // NewPNGFrames creates dir (if needed) for a video of total frames.
@@ -39,10 +43,22 @@ func (p *PNGFrames) Path(i int) string {
 func (p *PNGFrames) Write(i int, f image.Image) error {
 	path := p.Path(i)
 	if err := writeFileAtomic(path, func(w io.Writer) error {
-		if err := png.Encode(w, f); err != nil {
+		if len(p.Text) == 0 {
+			if err := png.Encode(w, f); err != nil {
+				return fmt.Errorf("video: encode %s: %w", path, err)
+			}
+			return nil
+		}
+		var buf bytes.Buffer
+		if err := png.Encode(&buf, f); err != nil {
 			return fmt.Errorf("video: encode %s: %w", path, err)
 		}
-		return nil
+		b, err := AddPNGText(buf.Bytes(), p.Text...)
+		if err != nil {
+			return fmt.Errorf("video: encode %s: %w", path, err)
+		}
+		_, err = w.Write(b)
+		return err
 	}); err != nil {
 		return err
 	}

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -14,7 +16,8 @@ import (
 	"github.com/vdpp/vdpp/pipeline"
 )
 
-// cacheOf reads report.json's cache section.
+// cacheOf reads report.json's cache section; the raw text it returns leaves out the
+// summary line (its times differ from run to run).
 func cacheOf(t *testing.T, dir string) (pipeline.CacheSummary, string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "sample-000", "report.json"))
@@ -31,7 +34,16 @@ func cacheOf(t *testing.T, dir string) (pipeline.CacheSummary, string) {
 	if err := json.Unmarshal(b, &r); err != nil || json.Unmarshal(r.Cache, &c) != nil {
 		t.Fatalf("report.json has no cache section: %v\n%s", err, b)
 	}
-	return c.CacheSummary, string(r.Cache)
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(r.Cache, &fields); err != nil {
+		t.Fatal(err)
+	}
+	delete(fields, "summary")
+	raw, err := json.MarshalIndent(fields, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.CacheSummary, string(raw)
 }
 
 // A First Block Cache generation on wan-dev-cache gives bit-identical frames and the same
@@ -56,9 +68,7 @@ func TestGenerateCachedBitIdentical(t *testing.T) {
 		t.Fatalf("cache section %s", raw1)
 	}
 	plain := runGenerateBin(t, append(common, "--nproc", "1")...)
-	a, _ := os.ReadFile(filepath.Join(one, "sample-000", "frames", "004.png"))
-	b, _ := os.ReadFile(filepath.Join(plain, "sample-000", "frames", "004.png"))
-	if bytes.Equal(a, b) {
+	if bytes.Equal(framePixels(t, filepath.Join(one, "sample-000", "frames", "004.png")), framePixels(t, filepath.Join(plain, "sample-000", "frames", "004.png"))) {
 		t.Fatal("the cached frames are the uncached ones")
 	}
 	static := runGenerateBin(t, append(common, "--nproc", "2", "--cache", "static", "--cache-steps", filepath.Join(one, "sample-000", "report.json"))...)
@@ -137,6 +147,10 @@ func TestBenchCache(t *testing.T) {
 		if rep.UncachedSteadySampleMS <= 0 || rep.CacheSpeedup <= 0 || rep.MaxRelL2VsUncached == nil || *rep.MaxRelL2VsUncached == 0 {
 			t.Fatalf("no uncached comparison: %+v", rep)
 		}
+		if want := fmt.Sprintf("cache fbcache (threshold 0.05): computed %d of 48 calls", rep.ComputedCalls); !strings.HasPrefix(rep.CacheLine, want) ||
+			!strings.Contains(rep.CacheLine, "saved") || !strings.Contains(rep.CacheLine, "latent change at the") {
+			t.Fatalf("cache line %q, want %q... with the time saved and the latent change", rep.CacheLine, want)
+		}
 	})
 	t.Run("static cut by computed work", func(t *testing.T) {
 		// Steps 0-5 compute, 6-11 reuse at 1/8 of a step: 3 + 3.75 is the balanced cut.
@@ -174,3 +188,50 @@ func TestGenerateSVDCachedBitIdentical(t *testing.T) {
 		}
 	}
 }
+
+// generateStderr runs `vdpp generate` and returns its output folder and stderr.
+func generateStderr(t *testing.T, args ...string) (string, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out")
+	cmd := exec.Command(vdppBin, append([]string{"generate", "--out", out, "--progress", "plain"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("vdpp generate %v: %v\n%s", args, err, stderr.String())
+	}
+	return out, stderr.String()
+}
+
+// A cached generation prints one line about its cache: on the built-in Wan, the default
+// threshold reuses nothing and the line says so and suggests a threshold; a higher one
+// reuses, and --cache-check prints the PSNR/SSIM against the uncached run (kept under
+// OUT/uncached) and records the comparison in report.json; on the built-in SVD the line
+// gives the estimated time saved and the latent change at the reuses.
+func TestGenerateCacheLine(t *testing.T) {
+	wan := []string{"--model", "builtin-wan", "--prompt", "a red fox", "--steps", "8", "--num-frames", "5"}
+	_, stderr := generateStderr(t, append(wan, "--cache", "fbcache")...)
+	if !regexpMatch(`generate: cache fbcache \(threshold 0\.05\): computed all 16 calls, nothing saved; --cache-threshold [0-9.]+ would have reused about \d+ of the \d+ calls that compared`, stderr) {
+		t.Fatalf("no nothing-saved line with a suggestion:\n%s", stderr)
+	}
+	out, stderr := generateStderr(t, append(wan, "--cache", "fbcache", "--cache-threshold", "0.15", "--cache-check")...)
+	if !regexpMatch(`generate: cache fbcache \(threshold 0\.15\): computed \d+ of 16 calls, \d+ of 8 steps; denoising [0-9.]+ s, -?[0-9.]+ s saved \(-?\d+%\); vs uncached: PSNR [0-9.]+ dB, SSIM [0-9.]+`, stderr) {
+		t.Fatalf("no cache line with the check:\n%s", stderr)
+	}
+	c, raw := cacheOf(t, out)
+	if c.Check == nil || !(c.Check.PSNR > 10) || !(c.Check.UncachedMS > 0) || !strings.Contains(c.Summary, "vs uncached: PSNR") {
+		t.Fatalf("report.json's cache has no check: %s", raw)
+	}
+	if _, err := os.Stat(filepath.Join(out, "uncached", "sample-000", "report.json")); err != nil {
+		t.Fatalf("the uncached run: %v", err)
+	}
+	_, stderr = generateStderr(t, "--model", "builtin", "--image", "../../builtin/example.png", "--steps", "6", "--num-frames", "4", "--cache", "fbcache")
+	if !regexpMatch(`generate: cache fbcache \(threshold 0\.05\): computed \d+ of 12 calls, \d+ of 6 steps; denoising [0-9.]+ s, about [0-9.]+ s saved \(\d+%, estimated\); latent change at the \d+ reuses: max [0-9.e-]+, mean [0-9.e-]+ \(--cache-check measures PSNR/SSIM\)`, stderr) {
+		t.Fatalf("no cache line on the built-in model:\n%s", stderr)
+	}
+	cmd := exec.Command(vdppBin, append([]string{"generate", "--out", filepath.Join(t.TempDir(), "x"), "--cache-check"}, wan...)...)
+	if b, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(b), "--cache-check compares a cached run") {
+		t.Fatalf("--cache-check without --cache: %v\n%s", err, b)
+	}
+}
+
+func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }

@@ -2,11 +2,16 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/vdpp/vdpp/internal/buildinfo"
 	"github.com/vdpp/vdpp/internal/cli"
 )
 
@@ -100,6 +105,11 @@ func TestMistakesAreOneClearLine(t *testing.T) {
 			"vdpp generate: --height without --width: give both (or neither, for the model's)"},
 		{[]string{"bench", "--model", "synthetic", "--nproc", "3", "--steps", "2"}, "vdpp bench: --steps 2 < 3 pipeline stages"},
 		{[]string{"nosuchcommand"}, `vdpp: unknown command "nosuchcommand" (vdpp help lists the commands)`},
+		// A mistyped model name: the nearest built-in name, and no package prefix.
+		{[]string{"generate", "--model", "buitlin", "--image", "x.png"}, `vdpp generate: unknown model "buitlin" (did you mean builtin?)`},
+		{[]string{"generate", "--model", "builtin-wn", "--prompt", "a fox"}, `vdpp generate: unknown model "builtin-wn" (did you mean builtin-wan?)`},
+		// A built-in model is named as given, not by its extracted folder.
+		{[]string{"generate", "--model", "builtin", "--prompt", "a fox"}, "vdpp generate: --model builtin is an image-to-video model"},
 	}
 	for _, tc := range tests {
 		code, out, errOut := runHere(tc.args...)
@@ -125,8 +135,80 @@ func TestDeprecatedNameSaysSo(t *testing.T) {
 func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		code, out, _ := runHere(args...)
-		if code != 0 || !strings.HasPrefix(out, "vdpp "+version) || strings.Count(out, "\n") != 1 {
+		if code != 0 || !strings.HasPrefix(out, "vdpp "+buildinfo.Version) || strings.Count(out, "\n") != 1 {
 			t.Errorf("vdpp %v: exit %d, %q", args, code, out)
 		}
+	}
+}
+
+// Errors name a path once and carry no internal package names; a mistyped folder gets the
+// folder beside it that it nearly names.
+func TestErrorLinesClean(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "wan-model")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runHere("generate", "--model", empty, "--prompt", "a fox")
+	want := empty + "/model_index.json"
+	if code == 0 || strings.Count(errOut, want) != 1 || strings.Contains(errOut, "checkpoint:") || strings.Count(errOut, "\n") != 1 {
+		t.Fatalf("exit %d, stderr %q; want one line naming %s once, without package names", code, errOut, want)
+	}
+	code, _, errOut = runHere("generate", "--model", filepath.Join(dir, "wan-modle"), "--prompt", "a fox")
+	if code != 2 || !strings.Contains(errOut, "(did you mean "+empty+"?)") || strings.Contains(errOut, "family:") {
+		t.Fatalf("exit %d, stderr %q; want exit 2 suggesting %s", code, errOut, empty)
+	}
+}
+
+// Ctrl-C says "interrupted", once: one process exits with status 130 and that word; a
+// launched job's ranks stop without a line each, and the launcher prints one.
+func TestInterruptedIsOneLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	for _, c := range []struct {
+		name  string
+		args  []string
+		ready string // printed once the job runs
+		want  string // the last line
+	}{
+		{"one process", []string{"generate", "--model", "builtin-wan", "--prompt", "a fox", "--steps", "1000", "--out", filepath.Join(t.TempDir(), "out")}, "writing to", "vdpp generate: interrupted"},
+		{"local workers", []string{"bench", "--model", "synthetic", "--step-ms", "50", "--steps", "50", "--num-samples", "100", "--nproc", "2"}, "msg=mesh", "vdpp bench: interrupted: stopped ranks 0-1"},
+		{"launched", []string{"launch", "--nproc-per-node", "2", "--", "bench", "--model", "synthetic", "--step-ms", "50", "--steps", "50", "--num-samples", "100"}, "[rank 0] time=", "vdpp launch: interrupted: stopped ranks 0-1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(vdppBin, c.args...)
+			var stderr syncBuffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(time.Minute)
+			for !strings.Contains(stderr.String(), c.ready) {
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					cmd.Wait()
+					t.Fatalf("never ready:\n%s", stderr.String())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			before := strings.Count(stderr.String(), "\n")
+			cmd.Process.Signal(os.Interrupt)
+			cmd.Wait()
+			out := stderr.String()
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			// A signal that comes before the launcher listens for it cancels the command's
+			// context, which says "interrupted" alone.
+			if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.HasPrefix(c.want, lines[len(lines)-1]) || !strings.HasPrefix(lines[len(lines)-1], "vdpp "+c.args[0]+": interrupted") || strings.Contains(out, "context canceled") {
+				t.Fatalf("exit %d, stderr:\n%s\nwant exit 130, last line %q, no \"context canceled\"", code, out, c.want)
+			}
+			// After the signal: the summary, and at most the progress and INFO logs of what
+			// was already under way; no warning or error of a rank.
+			for _, l := range lines[before : len(lines)-1] {
+				if !strings.Contains(l, "level=INFO") && !strings.HasPrefix(l, "generate: ") {
+					t.Fatalf("a line after the interrupt besides the summary: %q\n%s", l, out)
+				}
+			}
+		})
 	}
 }

@@ -16,6 +16,11 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	o := generate.DefaultOptions()
 	fs := newFlags("generate", stdout, stderr)
 	o.RegisterFlags(fs)
+	// --from-report FILE: the report's job first, the command line's flags over it.
+	args, err := generate.ExpandFromReport(args)
+	if err != nil {
+		return err
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -11,17 +10,13 @@ import (
 	"github.com/vdpp/vdpp/internal/shared"
 )
 
-// readFrames returns the PNG frames of sample 0 of a generate output folder.
+// readFrames returns the pixels of the PNG frames of sample 0 of a generate output folder.
 func readFrames(t *testing.T, out string) [][]byte {
 	t.Helper()
 	paths, _ := filepath.Glob(filepath.Join(out, "sample-000", "frames", "*.png"))
 	var frames [][]byte
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		frames = append(frames, b)
+		frames = append(frames, framePixels(t, p))
 	}
 	return frames
 }

@@ -34,10 +34,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
+	"regexp"
 	"strings"
 	"syscall"
 
+	"github.com/vdpp/vdpp/builtin"
+	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/internal/buildinfo"
 	"github.com/vdpp/vdpp/internal/cli"
 	_ "github.com/vdpp/vdpp/model/families" // every model family and simulator
 	"github.com/vdpp/vdpp/model/knob"
@@ -105,35 +108,8 @@ func commands() []command {
 	}
 }
 
-// version is vdpp's release version; versionString adds the build's commit when known.
-const version = "0.1.0-dev"
-
 // versionString is "vdpp VERSION (commit C[, modified], GOVERSION)".
-func versionString() string {
-	s := "vdpp " + version
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return s
-	}
-	var rev, dirty string
-	for _, kv := range info.Settings {
-		switch kv.Key {
-		case "vcs.revision":
-			rev = kv.Value
-		case "vcs.modified":
-			if kv.Value == "true" {
-				dirty = ", modified"
-			}
-		}
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	if rev != "" {
-		return fmt.Sprintf("%s (commit %s%s, %s)", s, rev, dirty, info.GoVersion)
-	}
-	return fmt.Sprintf("%s (%s)", s, info.GoVersion)
-}
+func versionString() string { return buildinfo.Read().String() }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -166,6 +142,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		case errors.Is(err, flag.ErrHelp):
 			return 0
+		case interrupted(ctx, err):
+			// Ctrl-C (or SIGTERM): one word, and what was kept, not the cancellation's
+			// path through the code.
+			line := "interrupted"
+			if kept := keptSamples.FindString(err.Error()); kept != "" {
+				line += " " + kept
+			}
+			// A launcher's own line says which ranks it stopped (and which failed).
+			if msg := errorLine(c.name, err); errors.Is(err, comm.ErrInterrupted) {
+				line = msg[strings.Index(msg, comm.ErrInterrupted.Error()):]
+			}
+			fmt.Fprintf(stderr, "vdpp %s: %s\n", c.name, line)
+			return comm.InterruptedStatus
 		case isUsage(err):
 			fmt.Fprintf(stderr, "vdpp %s: %s\n", c.name, errorLine(c.name, err))
 			return 2
@@ -189,13 +178,16 @@ func isUsage(err error) bool {
 
 // errorLine is err's message without the prefixes that repeat the command's name
 // ("generate: generate: ...", which wrapping adds layer by layer) or say only that it is
-// a usage mistake: "vdpp generate: " is printed before it once.
+// a usage mistake: "vdpp generate: " is printed before it once. Internal package names and
+// repeated paths go too (cli.CleanError), and a built-in model's extracted folder is
+// named as the user named it ("builtin-wan", not ~/.cache/vdpp/builtin-wan-<hash>).
 func errorLine(name string, err error) string {
 	msg := err.Error()
 	if ke, ok := knob.AsError(err); ok {
 		// A refused job parameter, named as the command line spells it (--cache-branch).
 		msg = strings.Replace(msg, ke.Error(), ke.In(knob.Flags), 1)
 	}
+	msg = builtinNames(cli.CleanError(msg))
 	for {
 		trimmed := strings.TrimPrefix(msg, name+": ")
 		trimmed = strings.TrimPrefix(trimmed, errUsage.Error()+": ")
@@ -204,6 +196,31 @@ func errorLine(name string, err error) string {
 		}
 		msg = trimmed
 	}
+}
+
+// builtinNames replaces the extracted folders of the built-in models in msg by their
+// names.
+func builtinNames(msg string) string {
+	if !strings.Contains(msg, builtin.CacheRoot()) {
+		return msg
+	}
+	for _, m := range builtin.Models {
+		if dir, err := m.Dir(); err == nil {
+			msg = strings.ReplaceAll(msg, dir, m.Name)
+		}
+	}
+	return msg
+}
+
+// keptSamples finds what an interrupted generation kept ("(2 finished samples kept in
+// out/run-003)").
+var keptSamples = regexp.MustCompile(`\(\d+ finished samples? kept in [^)]*\)`)
+
+// interrupted reports whether err ended a command because it was interrupted: the
+// command's context was cancelled by SIGINT or SIGTERM, or a launcher it ran says its
+// children were (comm.ErrInterrupted).
+func interrupted(ctx context.Context, err error) bool {
+	return errors.Is(err, comm.ErrInterrupted) || (ctx.Err() != nil && errors.Is(err, context.Canceled))
 }
 
 func usage(w io.Writer) {

@@ -261,6 +261,27 @@ func (f *FlagSet) nearest(name string) string {
 	return best
 }
 
+// Nearest returns the candidate closest to name (edit distance at most 2, or at most a
+// third of name's length for longer names; a candidate that name is a prefix of, of 3
+// letters or more, counts 1), or "" when none is that close. Ties go to the first
+// candidate in order.
+func Nearest(name string, candidates []string) string {
+	best, bestD := "", max(3, len(name)/3+1)
+	for _, c := range candidates {
+		if c == name {
+			continue
+		}
+		d := distance(name, c)
+		if strings.HasPrefix(c, name) && len(name) >= 3 {
+			d = min(d, 1)
+		}
+		if d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
 // distance is the Levenshtein distance between a and b.
 func distance(a, b string) int {
 	prev := make([]int, len(b)+1)

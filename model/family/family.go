@@ -29,9 +29,12 @@ import (
 	"image"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
+	"github.com/vdpp/vdpp/internal/cli"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/checkpoint"
 	"github.com/vdpp/vdpp/model/knob"
@@ -269,6 +272,11 @@ type Description struct {
 	// Knobs are the family's job parameters (Family.Knobs; Resolved.Describe fills them):
 	// what a job may set, their ranges, and how every surface spells them.
 	Knobs knob.Table
+	// StatedCost says the denoiser's call costs exactly the step time it is given
+	// (Options.Sim's StepMS), linear in frames, and its context-parallel step exchanges
+	// nothing but the output gather: a plan may predict it from the stated cost without
+	// measuring (the "synthetic" simulator).
+	StatedCost bool
 }
 
 // ImageNeed is whether a generation takes an image: Image, except that a family that is not
@@ -420,6 +428,9 @@ func Resolve(nameOrDir string) (Resolved, error) {
 	if isFamily {
 		return Resolved{}, fmt.Errorf("%w %q: give the model folder (--model DIR)", ErrUnknown, nameOrDir)
 	}
+	if near := nearestModel(nameOrDir); near != "" {
+		return Resolved{}, fmt.Errorf("%w %q (did you mean %s?)", ErrUnknown, nameOrDir, near)
+	}
 	if IsHFName(nameOrDir) {
 		// ORG/NAME[@REV]: a model in the local Hugging Face cache.
 		dir, err := ResolveHF(nameOrDir, os.Getenv)
@@ -428,7 +439,53 @@ func Resolve(nameOrDir string) (Resolved, error) {
 		}
 		return ResolveDir(dir)
 	}
-	return Resolved{}, fmt.Errorf("%w %q: not a folder, a Hugging Face model id (ORG/NAME), nor one of %v", ErrUnknown, nameOrDir, Names())
+	return Resolved{}, fmt.Errorf("%w %q: not a folder, a Hugging Face model id (ORG/NAME), nor one of %s", ErrUnknown, nameOrDir, strings.Join(Runnable(), ", "))
+}
+
+// Runnable lists the names a --model value may be without a folder: the aliases (the
+// built-in models) and the families that need none (the simulators), sorted.
+func Runnable() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	var out []string
+	for n, f := range families {
+		if !f.NeedsDir() {
+			out = append(out, n)
+		}
+	}
+	for n := range aliases {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// nearestModel is the --model value nearest to a mistyped one: a built-in or simulator
+// name, or for a path a folder beside it ("models/wan-dve" -> "models/wan-dev"); "" when
+// nothing is close. A Hugging Face id whose ORG/NAME is not a folder is left alone (the
+// cache lookup answers it).
+func nearestModel(value string) string {
+	if near := cli.Nearest(value, Runnable()); near != "" {
+		return near
+	}
+	dir, base := filepath.Split(value)
+	if base == "" || (!strings.ContainsAny(value, `/\`) && !strings.HasPrefix(value, ".")) {
+		return ""
+	}
+	entries, err := os.ReadDir(filepath.Clean(dir + "."))
+	if err != nil {
+		return ""
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	if near := cli.Nearest(base, names); near != "" {
+		return dir + near
+	}
+	return ""
 }
 
 // ResolveDir picks the family of a diffusers folder from its model_index.json.

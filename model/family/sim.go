@@ -33,6 +33,8 @@ type Denoisers struct {
 	// (modes fbcache and static) whose reusing call costs this fraction of a full one; its
 	// state is the row's input and output residual, two latents.
 	CacheReuse float64
+	// StatedCost says a call costs exactly Sim's step time (Description.StatedCost).
+	StatedCost bool
 }
 
 // Name implements Family.
@@ -64,7 +66,7 @@ func (d Denoisers) Preflight(_ string, o Options) error { return o.Weights.Check
 
 // Describe implements Family.
 func (d Denoisers) Describe(string) (Description, error) {
-	desc := Description{Defaults: (&denoiserSampler{}).DefaultParams(), SizeMultiple: simScale, IndependentRows: true, Image: NeedRequired}
+	desc := Description{Defaults: (&denoiserSampler{}).DefaultParams(), SizeMultiple: simScale, IndependentRows: true, Image: NeedRequired, StatedCost: d.StatedCost}
 	if d.CacheReuse > 0 {
 		desc.Caching = Caching{Modes: []string{pipeline.CacheFB, pipeline.CacheStatic}}
 	}

@@ -109,8 +109,12 @@ type item struct {
 	windows *pipeline.Windows
 	// sched is the scheduler's state of the job at step (nil for Euler).
 	sched sched.State
-	// cache is the job's step cache at step (nil without one).
-	cache    *pipeline.ItemCache
+	// cache is the job's step cache at step (nil without one); cacheReuse a reusing
+	// call's cost as a fraction of a computing one's (Sample.CacheReuse).
+	cache      *pipeline.ItemCache
+	cacheReuse float64
+	// prepared is when the sample was prepared: its denoising began then.
+	prepared time.Time
 	batch    *batch
 	attempts int
 	// stalls counts this sample's runs ended by the stall watchdog (each doubles the next
@@ -424,7 +428,8 @@ func (d *Dispatcher) Prepared(j *Job, s *Sample, err error, now time.Time) {
 	case err != nil:
 		d.end(j, job.StateFailed, err.Error(), now)
 	default:
-		it := &item{job: j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance, windows: s.Windows, cache: s.Cache}
+		it := &item{job: j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance, windows: s.Windows, cache: s.Cache,
+			cacheReuse: s.CacheReuse, prepared: now}
 		j.it = it
 		d.readyItem(it)
 		d.dispatch(now)
@@ -443,8 +448,11 @@ type Sample struct {
 	// Windows, when set, steps a video longer than the model's native length as
 	// overlapping temporal windows (in latent frames).
 	Windows *pipeline.Windows
-	// Cache is the sample's step cache (nil without one).
-	Cache *pipeline.ItemCache
+	// Cache is the sample's step cache (nil without one); CacheReuse is a reusing call's
+	// cost as a fraction of a computing one's (the family's cost model), for the cache
+	// line's estimate of the time saved.
+	Cache      *pipeline.ItemCache
+	CacheReuse float64
 }
 
 // readyItem queues an item for a worker, in submission order.
@@ -506,6 +514,11 @@ func (d *Dispatcher) complete(it *item, now time.Time) {
 	j.completing = true
 	if it.cache != nil {
 		sum := pipeline.Summarize(it.cache.Rule, it.cache.Log[0])
+		// The one line the web page's job card and the OpenAI object's metadata show:
+		// the denoising time is the sample's, from prepared to its last step (a requeued
+		// sample's includes its runs before).
+		sum.Summary = pipeline.CacheOutcome{Samples: []pipeline.CacheSummary{sum}, Steps: j.rec.Params.Steps,
+			DenoiseMS: float64(now.Sub(it.prepared).Microseconds()) / 1e3, ReuseFraction: it.cacheReuse}.Line()
 		j.rec.Cache = &sum
 	}
 	d.running--

@@ -59,6 +59,9 @@ type Video struct {
 	Prompt             *string   `json:"prompt"`
 	Error              *JobError `json:"error"`
 	RemixedFromVideoID *string   `json:"remixed_from_video_id"`
+	// Metadata holds what vdpp says about the video beyond OpenAI's fields: "cache", a
+	// cached job's one line about its step cache (calls computed, time saved, quality).
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // JobError is a failed video's error.
@@ -357,6 +360,9 @@ func (a *API) video(st job.Status) Video {
 	case job.StateCancelled:
 		v.Status = "failed"
 		v.Error = &JobError{Code: "cancelled", Message: "the job was cancelled"}
+	}
+	if st.Cache != nil && st.Cache.Summary != "" {
+		v.Metadata = map[string]string{"cache": st.Cache.Summary}
 	}
 	if st.FinishedAt != nil {
 		t := st.FinishedAt.Unix()

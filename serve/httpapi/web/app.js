@@ -177,7 +177,8 @@ function render(v) {
   bar.hidden = FINAL.has(v.status);
   const when = new Date(v.created_at * 1000).toLocaleTimeString();
   li.querySelector('.meta').textContent = `${v.size} · ${v.seconds} s · ${when}` +
-    (v.prompt ? ` · “${v.prompt}”` : '') + (v.error ? ` · ${v.error.message}` : '');
+    (v.prompt ? ` · “${v.prompt}”` : '') + (v.error ? ` · ${v.error.message}` : '') +
+    (v.metadata && v.metadata.cache ? ` · ${v.metadata.cache}` : '');
   const actions = li.querySelector('.actions');
   actions.replaceChildren();
   if (!FINAL.has(v.status) && !cancelling) {
