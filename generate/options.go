@@ -108,6 +108,9 @@ type Options struct {
 	// FromReport is a report.json whose job this run repeats (ExpandFromReport puts its
 	// job's flags before the command line's).
 	FromReport string
+	// stepsReport is a cached run's report.json given as --cache-steps: Resolve reads
+	// its computed steps into the cache's steps.
+	stepsReport string
 	// CacheCheck runs the same job again without the cache after a cached run and scores
 	// the cached videos against the uncached ones (PSNR, SSIM), with the time measured
 	// both ways, in the cache line and report.json.
@@ -163,7 +166,7 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 		o.Given = knob.Given{}
 	}
 	for _, k := range family.AllKnobs().Sorted() {
-		fs.Var(&knobFlag{table: family.AllKnobs(), params: &o.Params, given: o.Given, k: k}, k.FlagName(), knobHelp(k))
+		fs.Var(&knobFlag{table: family.AllKnobs(), params: &o.Params, given: o.Given, k: k, report: &o.stepsReport}, k.FlagName(), knobHelp(k))
 	}
 }
 
@@ -194,12 +197,14 @@ func knobHelp(k knob.Knob) string {
 
 // knobFlag is the flag.Value of a knob: it sets the knob in params from the command line's
 // text (checked against the knob's kind and range: one line naming the flag) and marks it
-// given. A steps list may also be a report.json of a cached run (its computed steps).
+// given. A steps list may also be a report.json of a cached run (its computed steps): its
+// name goes to report, read by Resolve (so -h with it reads no file).
 type knobFlag struct {
 	table  knob.Table
 	params *family.Params
 	given  knob.Given
 	k      knob.Knob
+	report *string
 }
 
 func (f *knobFlag) String() string {
@@ -207,16 +212,17 @@ func (f *knobFlag) String() string {
 		return ""
 	}
 	s, _ := f.table.Text(f.params, f.k.Name)
+	if f.k.Kind == knob.Steps && f.report != nil && *f.report != "" && f.table.IsZero(f.params, f.k.Name) {
+		return *f.report
+	}
 	return s
 }
 
 func (f *knobFlag) Set(s string) error {
-	if f.k.Kind == knob.Steps && strings.HasSuffix(s, ".json") {
-		steps, err := cacheflag.ParseSteps(s)
-		if err != nil {
-			return err
-		}
-		s = knob.FormatSteps(steps)
+	if f.k.Kind == knob.Steps && strings.HasSuffix(s, ".json") && f.report != nil {
+		*f.report = s
+		f.given[f.k.Name] = true
+		return nil
 	}
 	if err := f.table.SetText(f.params, f.given, f.k.Name, s); err != nil {
 		if ke, ok := knob.AsError(err); ok {
@@ -278,6 +284,27 @@ func (o Options) withModelDefaults(def family.Params, t knob.Table) Options {
 	}
 	o.Params = p
 	return o
+}
+
+// readStepsReport reads stepsReport's computed steps into the cache's steps (the
+// --cache-steps a report.json names).
+func (o Options) readStepsReport() (Options, error) {
+	if o.stepsReport == "" {
+		return o, nil
+	}
+	steps, err := cacheflag.ParseSteps(o.stepsReport)
+	if err != nil {
+		return o, badOptions("%w", err)
+	}
+	o.Params = cloneParams(o.Params)
+	if o.Given == nil {
+		o.Given = knob.Given{}
+	}
+	if err := family.AllKnobs().SetText(&o.Params, o.Given, "cache_steps", knob.FormatSteps(steps)); err != nil {
+		return o, flagError(err)
+	}
+	o.stepsReport = ""
+	return o, nil
 }
 
 // Validate checks what can be checked without opening files.

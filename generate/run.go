@@ -84,6 +84,10 @@ func (o Options) resolveMeshFor() (Options, error) {
 
 // resolveInputs checks the inputs and fills the model's defaults (Resolve without the mesh).
 func resolveInputs(o Options) (Options, error) {
+	o, err := o.readStepsReport()
+	if err != nil {
+		return o, err
+	}
 	if err := o.Validate(); err != nil {
 		return o, err
 	}
