@@ -17,7 +17,8 @@ import (
 var transportKinds = []struct {
 	name  string
 	world worldFunc
-}{{"local", localWorldFor}, {"tcp", tcpWorld}}
+	fake  bool // in-process: a timeout test runs in a synctest bubble (inBubble)
+}{{"local", localWorldFor, true}, {"tcp", tcpWorld, false}}
 
 // onEach runs f for every rank at once and returns the errors by rank.
 func onEach(ts []Transport, f func(r int, tr Transport) error) []error {
@@ -383,7 +384,7 @@ func TestCollectiveDeadMember(t *testing.T) {
 
 func TestCollectiveTimeout(t *testing.T) {
 	for _, kind := range transportKinds {
-		t.Run(kind.name, func(t *testing.T) {
+		t.Run(kind.name, inBubble(kind.fake, func(t *testing.T) {
 			ts := kind.world(t, 3, Options{RecvTimeout: 100 * time.Millisecond})
 			ctx := context.Background()
 			errs := onEach(ts[:2], func(r int, tr Transport) error { // rank 2 never comes
@@ -393,7 +394,7 @@ func TestCollectiveTimeout(t *testing.T) {
 				}
 				start := time.Now()
 				err = Barrier(ctx, g)
-				if d := time.Since(start); d < 100*time.Millisecond || d > 3*time.Second {
+				if d := time.Since(start); d < 100*time.Millisecond || d > 3*time.Second || kind.fake && d != 100*time.Millisecond {
 					return fmt.Errorf("waited %v: %v", d, err)
 				}
 				return err
@@ -414,7 +415,7 @@ func TestCollectiveTimeout(t *testing.T) {
 				!regexp.MustCompile(`^rank 0: all-gather in group x \[2 0\]: recv from rank 2: comm: timeout after .+s$`).MatchString(err.Error()) {
 				t.Fatalf("ctx deadline: %v", err)
 			}
-		})
+		}))
 	}
 }
 

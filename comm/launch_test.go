@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vdpp/vdpp/internal/wait"
 )
 
 // fakeProc is a child run by a goroutine; SIGKILL always ends it.
@@ -425,10 +427,11 @@ func TestLaunchInterruptSummary(t *testing.T) {
 			o := LaunchOptions{NProcPerNode: 2, Start: fs.start, Executable: "/bin/w", Signals: sigs, Stdout: &bytes.Buffer{}, Stderr: &stderr}
 			// The signal goes out once both children have said they work.
 			go func() {
-				for !strings.Contains(stderr.String(), "[rank 0] working") || !strings.Contains(stderr.String(), "[rank 1] working") {
-					time.Sleep(time.Millisecond)
+				if wait.For(time.Minute, func() bool {
+					return strings.Contains(stderr.String(), "[rank 0] working") && strings.Contains(stderr.String(), "[rank 1] working")
+				}) {
+					sigs <- syscall.SIGINT
 				}
-				sigs <- syscall.SIGINT
 			}()
 			err := Launch(context.Background(), o)
 			switch {

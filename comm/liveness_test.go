@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vdpp/vdpp/internal/wait"
 )
 
 // worldWithChild starts a TCP world of n ranks: ranks 0..n-2 in this process, rank n-1 a
@@ -148,7 +150,7 @@ func TestTCPProgressExtendsRecvTimeout(t *testing.T) {
 	go func() {
 		for unit := int64(1); ts[0].extended.Load() == 0; unit++ {
 			ts[1].Progress(100 * time.Millisecond)
-			if !waitFor(func() bool { return ts[0].peers[1].progress.Load() >= unit }) {
+			if !wait.For(10*time.Second, func() bool { return ts[0].peers[1].progress.Load() >= unit }) {
 				break // rank 0 never heard it: its receive times out and the test says so
 			}
 		}
@@ -162,7 +164,7 @@ func TestTCPProgressExtendsRecvTimeout(t *testing.T) {
 	extended := ts[0].extended.Load()
 	go func() {
 		ts[1].Progress(300 * time.Millisecond)
-		waitFor(func() bool { return ts[0].extended.Load() > extended })
+		wait.For(10*time.Second, func() bool { return ts[0].extended.Load() > extended })
 		ts[1].Send(context.Background(), 0, Message{Sample: 2})
 	}()
 	if m, err := ts[0].Recv(context.Background(), 1); err != nil || m.Sample != 2 {
@@ -188,7 +190,7 @@ func TestTCPBusyRankIsNotAHang(t *testing.T) {
 	go func() {
 		started := time.Now()
 		ts[0].Working(started)
-		waitFor(func() bool { return ts[2].extended.Load() >= 2 }) // the first step
+		wait.For(10*time.Second, func() bool { return ts[2].extended.Load() >= 2 }) // the first step
 		ts[0].Progress(time.Since(started))
 		ts[0].Send(context.Background(), 1, Message{Sample: 1})
 	}()
@@ -201,14 +203,4 @@ func TestTCPBusyRankIsNotAHang(t *testing.T) {
 	if m, err := ts[2].Recv(context.Background(), 1); err != nil || m.Sample != 1 {
 		t.Fatalf("recv behind a busy rank: %+v %v", m, err)
 	}
-}
-
-// waitFor polls cond until it holds (true) or 10 s pass (false).
-func waitFor(cond func() bool) bool {
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-	return true
 }

@@ -18,7 +18,7 @@ func localWorldFor(t *testing.T, n int, opts Options) []Transport {
 	return ts
 }
 
-func TestLocalSemantics(t *testing.T) { testTransportSemantics(t, localWorldFor) }
+func TestLocalSemantics(t *testing.T) { testTransportSemantics(t, localWorldFor, true) }
 
 func TestLocalScalarStaysScalar(t *testing.T) {
 	ts := localWorldFor(t, 2, Options{})

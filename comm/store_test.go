@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vdpp/vdpp/internal/wait"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -81,16 +83,12 @@ func TestStoreJoinRejects(t *testing.T) {
 		first <- err
 	}()
 	// Rank 0's join is registered (it waits for rank 1) before the others try theirs.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	if !wait.For(10*time.Second, func() bool {
 		s.mu.Lock()
-		n := s.joined
-		s.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("rank 0 never joined")
-		}
+		defer s.mu.Unlock()
+		return s.joined == 1
+	}) {
+		t.Fatal("rank 0 never joined")
 	}
 	tests := []struct {
 		name        string

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/internal/wait"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -70,13 +71,9 @@ func dialRanks(t testing.TB, n, count, port int, opts Options) []*TCPTransport {
 // after everything was closed.
 func checkGoroutines(t *testing.T, before int) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines before, %d after close:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !wait.For(2*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines before, %d after close:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 	}
 }
 
@@ -90,7 +87,7 @@ func tcpWorld(t *testing.T, n int, opts Options) []Transport {
 	return out
 }
 
-func TestTCPSemantics(t *testing.T) { testTransportSemantics(t, tcpWorld) }
+func TestTCPSemantics(t *testing.T) { testTransportSemantics(t, tcpWorld, false) }
 
 func TestTCPGoroutinesExitOnClose(t *testing.T) {
 	before := runtime.NumGoroutine()
@@ -136,18 +133,14 @@ func TestTCPRefusesStranger(t *testing.T) {
 			if !errors.Is(err, ErrAuth) {
 				t.Fatalf("stranger got %v, want ErrAuth", err)
 			}
-			deadline := time.Now().Add(2 * time.Second)
-			for {
+			var got string
+			if !wait.For(2*time.Second, func() bool {
 				mu.Lock()
-				got := logs.String()
+				got = logs.String()
 				mu.Unlock()
-				if strings.Contains(got, "refused connection") && strings.Contains(got, tc.reason) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("log does not mention the refusal %q:\n%s", tc.reason, got)
-				}
-				time.Sleep(5 * time.Millisecond)
+				return strings.Contains(got, "refused connection") && strings.Contains(got, tc.reason)
+			}) {
+				t.Fatalf("log does not mention the refusal %q:\n%s", tc.reason, got)
 			}
 		})
 	}
@@ -194,10 +187,8 @@ func waitRecvBlocked(t testing.TB, tr Transport) {
 	default:
 		t.Fatalf("no receive count for %T", tr)
 	}
-	for deadline := time.Now().Add(10 * time.Second); blocked() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the receive never blocked")
-		}
+	if !wait.For(10*time.Second, func() bool { return blocked() > 0 }) {
+		t.Fatal("the receive never blocked")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/vdpp/vdpp/tensor"
@@ -14,9 +15,20 @@ import (
 // worldFunc builds a world of n connected transports (closed by the test's cleanup).
 type worldFunc func(t *testing.T, n int, opts Options) []Transport
 
-// testTransportSemantics checks what every Transport promises.
-func testTransportSemantics(t *testing.T, world worldFunc) {
-	t.Run("ring ordering and content", func(t *testing.T) {
+// inBubble is the body of a test of a world: f in a testing/synctest bubble, on a fake
+// clock, for an in-process world (fake), where a timeout is exact and costs no time; f
+// itself for a world over sockets, which a bubble cannot hold.
+func inBubble(fake bool, f func(*testing.T)) func(*testing.T) {
+	if !fake {
+		return f
+	}
+	return func(t *testing.T) { synctest.Test(t, f) }
+}
+
+// testTransportSemantics checks what every Transport promises; fake runs each check in a
+// synctest bubble (in-process worlds).
+func testTransportSemantics(t *testing.T, world worldFunc, fake bool) {
+	t.Run("ring ordering and content", inBubble(fake, func(t *testing.T) {
 		const n, msgs = 3, 50
 		ts := world(t, n, Options{})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -79,8 +91,8 @@ func testTransportSemantics(t *testing.T, world worldFunc) {
 				t.Fatalf("rank %d send: %v", r, err)
 			}
 		}
-	})
-	t.Run("send does not share memory", func(t *testing.T) {
+	}))
+	t.Run("send does not share memory", inBubble(fake, func(t *testing.T) {
 		ts := world(t, 2, Options{})
 		ctx := context.Background()
 		x := mustTensor(t, 4)
@@ -95,15 +107,15 @@ func testTransportSemantics(t *testing.T, world worldFunc) {
 		if m.Tensors[0].Tensor.Data[0] == 999 {
 			t.Fatal("receiver sees the sender's later write")
 		}
-	})
-	t.Run("timeout names ranks", func(t *testing.T) {
+	}))
+	t.Run("timeout names ranks", inBubble(fake, func(t *testing.T) {
 		ts := world(t, 2, Options{RecvTimeout: 50 * time.Millisecond})
 		start := time.Now()
 		_, err := ts[1].Recv(context.Background(), 0)
 		if !errors.Is(err, ErrTimeout) || err.Error() != "rank 1: recv from rank 0: comm: timeout after 50ms" {
 			t.Fatalf("err = %v", err)
 		}
-		if d := time.Since(start); d < 50*time.Millisecond || d > 2*time.Second {
+		if d := time.Since(start); d < 50*time.Millisecond || d > 2*time.Second || fake && d != 50*time.Millisecond {
 			t.Fatalf("waited %v", d)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -116,8 +128,8 @@ func testTransportSemantics(t *testing.T, world worldFunc) {
 		if _, err := ts[0].Recv(cctx, 1); !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled ctx: %v", err)
 		}
-	})
-	t.Run("bad peers", func(t *testing.T) {
+	}))
+	t.Run("bad peers", inBubble(fake, func(t *testing.T) {
 		ts := world(t, 2, Options{})
 		ctx := context.Background()
 		for _, r := range []int{-1, 0, 2} {
@@ -131,8 +143,8 @@ func testTransportSemantics(t *testing.T, world worldFunc) {
 		if err := ts[0].Send(ctx, 1, Message{Tensors: []NamedTensor{{"x", nil}}}); !errors.Is(err, ErrBadFrame) {
 			t.Fatalf("nil tensor: %v", err)
 		}
-	})
-	t.Run("tagged channels", func(t *testing.T) {
+	}))
+	t.Run("tagged channels", inBubble(fake, func(t *testing.T) {
 		ts := world(t, 2, Options{RecvTimeout: 5 * time.Second, QueueDepth: 4})
 		ctx := context.Background()
 		tags := []uint16{0, 9, 0xffff}
@@ -198,8 +210,8 @@ func testTransportSemantics(t *testing.T, world worldFunc) {
 		if _, err := rt.RecvTag(ctx, 0, 9); !errors.Is(err, ErrClosed) {
 			t.Fatalf("tagged recv on a closed transport: %v", err)
 		}
-	})
-	t.Run("close", func(t *testing.T) {
+	}))
+	t.Run("close", inBubble(fake, func(t *testing.T) {
 		ts := world(t, 3, Options{RecvTimeout: 30 * time.Second})
 		ctx := context.Background()
 		// A message sent just before Close is still delivered, then the peer is gone.
@@ -240,5 +252,5 @@ func testTransportSemantics(t *testing.T, world worldFunc) {
 		if err := ts[0].Close(); err != nil {
 			t.Fatalf("second close: %v", err)
 		}
-	})
+	}))
 }

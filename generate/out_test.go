@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/internal/progress"
+	"github.com/vdpp/vdpp/internal/wait"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 )
@@ -87,17 +88,14 @@ func TestDisplay(t *testing.T) {
 	p1.event(pipelineCompute(0, 2, 4))
 	p1.phase(progress.Decoding, 0)
 	// The second step came within writeEvery of the first: it is written a little later.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	if !wait.For(10*time.Second, func() bool {
 		var steps int64
 		for _, r := range readRanks(dir) {
 			steps += r.Steps
 		}
-		if steps == 6 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("reports %+v: want 6 steps", readRanks(dir))
-		}
+		return steps == 6
+	}) {
+		t.Fatalf("reports %+v: want 6 steps", readRanks(dir))
 	}
 	o := Options{NumSamples: 2, Params: family.Params{Steps: 4}, Progress: "auto"}
 	run := func(o Options, terminal bool) string {

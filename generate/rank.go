@@ -82,7 +82,13 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	// member (the others compute the same steps, and on the last stage hold the same bits).
 	records := coord.CFG == 0 && coord.CP == 0
 	prog := newRankProgress(o.ProgressDir, env.Rank, stage, records)
-	defer prog.phase(progress.Done, -1)
+	defer func() {
+		if err != nil {
+			prog.phase(progress.Stopped, -1) // an interrupted rank is not "done"
+		} else {
+			prog.phase(progress.Done, -1)
+		}
+	}()
 	first, last := stage == 0, stage == o.PP-1
 	chain := mesh.PPGroup(env.Rank)
 	spreadRanks := chain[len(chain)-max(1, o.DecodeRanks):]
@@ -162,7 +168,8 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	if err := place.Configure(stepper, p.LatentShape(pr)[0]); err != nil {
 		return fmt.Errorf("rank %d: %w", env.Rank, err)
 	}
-	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log, prog: prog, ended: map[int64]time.Time{}, caches: map[int64]*pipeline.CacheSummary{}}
+	w := &workload{o: o, p: p, pr: pr, sc: sc, store: store, log: log, prog: prog, ended: map[int64]time.Time{}, caches: map[int64]*pipeline.CacheSummary{},
+		unfinished: len(pipeline.ReplicaItems(len(pipeline.Groups(o.NumSamples, max(o.MicroBatch, 1))), place.Replica, max(place.Replicas, 1)))}
 	w.provenance = sync.OnceValues(func() (Provenance, error) { return provenance(o, m) })
 	if last && pr.Cache.On() {
 		if w.reuse, err = reuseFraction(m, pr); err != nil {
@@ -329,9 +336,12 @@ type workload struct {
 	// hashed, or their hashes read back).
 	provenance func() (Provenance, error)
 
-	mu     sync.Mutex
-	ended  map[int64]time.Time // last stage: when each sample's last step ended
-	caches map[int64]*pipeline.CacheSummary
+	mu sync.Mutex
+	// unfinished counts the items this rank still finishes (last stage): when the last one
+	// comes no step is left here, and a sampler that can frees its denoiser before decoding.
+	unfinished int
+	ended      map[int64]time.Time // last stage: when each sample's last step ended
+	caches     map[int64]*pipeline.CacheSummary
 }
 
 // cached records the step cache of the samples of an item that ran its last step.
@@ -411,6 +421,19 @@ func (w *workload) Prepare(ctx context.Context, group int64, samples []int64) (*
 
 // Finish implements pipeline.Workload (last stage): decode and write every sample.
 func (w *workload) Finish(ctx context.Context, it *pipeline.Item) error {
+	w.mu.Lock()
+	w.unfinished--
+	release := w.unfinished == 0
+	w.mu.Unlock()
+	if r, ok := w.p.(family.DenoiserReleaser); ok && release {
+		if err := r.ReleaseDenoiser(); err != nil {
+			return fmt.Errorf("generate: releasing the denoiser: %w", err)
+		}
+		w.log.Info("released the denoiser before the last decode")
+		// Collect now: the decode then reuses the weights' and the steps' pages instead of
+		// growing the heap on top of them until the next collection.
+		releaseHeap()
+	}
 	per := it.Latent.Len() / len(it.Samples)
 	shape := it.Latent.Shape[1:]
 	for r, s := range it.Samples {

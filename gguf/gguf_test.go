@@ -246,7 +246,9 @@ func TestWriterAlignment(t *testing.T) {
 }
 
 // FuzzOpen feeds arbitrary bytes to the parser: no panic, and a file that opens reads every
-// tensor of a known type within bounds.
+// tensor of a known type within bounds. The seeds: a file of every metadata type with a
+// ComfyUI-GGUF original shape, bare headers, and the file stable-diffusion.cpp's convert
+// wrote.
 func FuzzOpen(f *testing.F) {
 	w, _ := sample(f)
 	var buf bytes.Buffer
@@ -254,6 +256,12 @@ func FuzzOpen(f *testing.F) {
 	f.Add(buf.Bytes())
 	f.Add(header(3, 1, 1, nil))
 	f.Add(padTo(header(3, 1, 0, tensorEntry(nil, "w", []uint64{32, 2}, 8, 0)), 32))
+	// A file stable-diffusion.cpp's convert wrote (q8_0 and f32 tensors, its metadata).
+	if b, err := os.ReadFile(filepath.Join("..", "model", "wan", "transformer", "testdata", "sdcpp", "transformer-q8_0.gguf")); err == nil {
+		f.Add(b)
+	} else {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		g, err := OpenBytes("fuzz.gguf", b)
 		if err != nil {

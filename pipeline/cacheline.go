@@ -105,7 +105,8 @@ func (o CacheOutcome) SuggestThreshold() (threshold float64, below, compared int
 }
 
 // Line is the one line a cached run prints: the rule, the calls and steps computed of all,
-// the denoising time saved (measured, or estimated from the family's cost model), and the
+// the denoising time saved (measured, "none saved" when the uncached run was faster, or
+// estimated from the family's cost model), and the
 // quality cost (PSNR/SSIM against the uncached run when measured, else the latent change at
 // the reuses). A run that reused nothing says so and, for an adaptive rule, suggests the
 // threshold that would have.
@@ -128,7 +129,11 @@ func (o CacheOutcome) Line() string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, ": computed %d of %d calls, %d of %d steps", computed, total, steps, totalSteps)
-	if saved, measured := o.Saved(); o.DenoiseMS > 0 {
+	if saved, measured := o.Saved(); o.DenoiseMS > 0 && measured && saved < 0 {
+		// The measured uncached run was faster: the reuses did not pay for the cache's own
+		// work (or the timing was noise); no negative saving is printed.
+		fmt.Fprintf(&b, "; denoising %s, none saved: the uncached run took %s", seconds(o.DenoiseMS), seconds(o.UncachedMS))
+	} else if o.DenoiseMS > 0 {
 		base := o.DenoiseMS + saved
 		how := "about "
 		if measured {

@@ -51,6 +51,13 @@ func TestCacheLine(t *testing.T) {
 			not:  []string{"estimated", "latent change"},
 		},
 		{
+			name: "measured slower than uncached",
+			o: pipeline.CacheOutcome{Steps: 4, DenoiseMS: 760, UncachedMS: 600, PSNR: 65.63, SSIM: 1,
+				Samples: []pipeline.CacheSummary{pipeline.Summarize(fb, records([]bool{true, false, true, true}, nil, 0.01))}},
+			want: []string{"computed 3 of 4 calls, 3 of 4 steps", "denoising 0.76 s, none saved: the uncached run took 0.60 s", "vs uncached: PSNR 65.63 dB"},
+			not:  []string{"-0.", "saved (", "estimated"},
+		},
+		{
 			name: "nothing saved suggests a threshold",
 			o: pipeline.CacheOutcome{Steps: 5, DenoiseMS: 800,
 				Samples: []pipeline.CacheSummary{pipeline.Summarize(pipeline.Cache{Mode: pipeline.CacheFB, Threshold: 0.05},

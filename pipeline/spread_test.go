@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/vdpp/vdpp/comm"
@@ -39,6 +40,8 @@ type partWorkload struct {
 func (w *partWorkload) Parts() int { return len(tensor.Chunks(w.shape[0], 0, w.chunk)) }
 
 func (w *partWorkload) FinishPart(_ context.Context, _ int64, lat *tensor.Dense, part int) (*tensor.Dense, error) {
+	// The part's cost, on the bubble's fake clock (TestSpreadBitIdenticalToLastStage): what
+	// the receive timeouts are measured against, not an ordering guess.
 	time.Sleep(w.slow)
 	c := tensor.Chunks(lat.Shape[0], 0, w.chunk)[part]
 	in := lat.Rows(c[0], c[1])
@@ -145,7 +148,8 @@ func runSpread(t *testing.T, rs spreadSpec) (*partRecord, error) {
 
 // TestSpreadBitIdenticalToLastStage: a sample's parts computed on several ranks and joined
 // on the last stage give the bits of the one-rank run, and each rank computes the share
-// Spread.PartsOf says.
+// Spread.PartsOf says. Each case runs in a synctest bubble: the in-process transport's
+// receive timeouts and the parts' costs are on a fake clock.
 func TestSpreadBitIdenticalToLastStage(t *testing.T) {
 	for _, rs := range []spreadSpec{
 		{stages: 2, steps: 4, samples: 5, micro: 1, chunk: 3, spread: []int{1, 0}},
@@ -157,35 +161,37 @@ func TestSpreadBitIdenticalToLastStage(t *testing.T) {
 		{stages: 2, steps: 2, samples: 2, micro: 1, chunk: 3, spread: []int{1, 0}, lastPart: 400 * time.Millisecond, timeout: 150 * time.Millisecond},
 	} {
 		t.Run(fmt.Sprintf("%+v", rs), func(t *testing.T) {
-			base := spreadSpec{stages: 1, steps: rs.steps, samples: rs.samples, micro: rs.micro, chunk: rs.chunk}
-			want, err := runSpread(t, base)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := runSpread(t, rs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got.joined) != rs.samples || len(want.joined) != rs.samples {
-				t.Fatalf("joined %d and %d samples, want %d", len(got.joined), len(want.joined), rs.samples)
-			}
-			for s := range want.joined {
-				if !tensor.BitEqual(got.joined[s], want.joined[s]) {
-					t.Fatalf("sample %d differs: rel L2 %g", s, tensor.RelL2(got.joined[s], want.joined[s]))
+			synctest.Test(t, func(t *testing.T) {
+				base := spreadSpec{stages: 1, steps: rs.steps, samples: rs.samples, micro: rs.micro, chunk: rs.chunk}
+				want, err := runSpread(t, base)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			groups := pipeline.Groups(rs.samples, rs.micro)
-			items := pipeline.ReplicaItems(len(groups), 0, 1)
-			parts := len(tensor.Chunks(7, 0, rs.chunk))
-			for k := range rs.stages {
-				want := 0
-				if slices.Contains(rs.spread, k) {
-					want = pipeline.Spread{Last: rs.stages - 1, Ranks: rs.spread}.PartsOf(k, items, groups, parts)
+				got, err := runSpread(t, rs)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if got.byRank[k] != want {
-					t.Errorf("rank %d computed %d parts, want %d (all: %v)", k, got.byRank[k], want, got.byRank)
+				if len(got.joined) != rs.samples || len(want.joined) != rs.samples {
+					t.Fatalf("joined %d and %d samples, want %d", len(got.joined), len(want.joined), rs.samples)
 				}
-			}
+				for s := range want.joined {
+					if !tensor.BitEqual(got.joined[s], want.joined[s]) {
+						t.Fatalf("sample %d differs: rel L2 %g", s, tensor.RelL2(got.joined[s], want.joined[s]))
+					}
+				}
+				groups := pipeline.Groups(rs.samples, rs.micro)
+				items := pipeline.ReplicaItems(len(groups), 0, 1)
+				parts := len(tensor.Chunks(7, 0, rs.chunk))
+				for k := range rs.stages {
+					want := 0
+					if slices.Contains(rs.spread, k) {
+						want = pipeline.Spread{Last: rs.stages - 1, Ranks: rs.spread}.PartsOf(k, items, groups, parts)
+					}
+					if got.byRank[k] != want {
+						t.Errorf("rank %d computed %d parts, want %d (all: %v)", k, got.byRank[k], want, got.byRank)
+					}
+				}
+			})
 		})
 	}
 }

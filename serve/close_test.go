@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/internal/wait"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/wire"
 	"github.com/vdpp/vdpp/tensor"
@@ -44,13 +45,8 @@ func TestCloseRecordsReceivedResult(t *testing.T) {
 		}
 		s.Close()
 	}()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if j, w := s.coord.Ready(); j == w {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("worker never joined")
-		}
+	if !wait.For(10*time.Second, func() bool { j, w := s.coord.Ready(); return j == w }) {
+		t.Fatal("worker never joined")
 	}
 	img := testPNG(t, 7)
 	p := mustParams(t, `{"num_frames":2,"steps":4,"height":8,"width":16,"seed":9,"max_guidance":2}`)

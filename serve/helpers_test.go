@@ -18,6 +18,7 @@ import (
 	_ "github.com/vdpp/vdpp/model/families" // the synthetic model
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/vdpp/vdpp/internal/wait"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
@@ -92,14 +93,9 @@ func startServer(t testing.TB, cfg Config, before ...func(*Server)) *testServer 
 }
 
 func (ts *testServer) waitReady() {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if j, w := ts.coord.Ready(); j == w {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !wait.For(10*time.Second, func() bool { j, w := ts.coord.Ready(); return j == w }) {
+		ts.t.Fatal("workers never joined")
 	}
-	ts.t.Fatal("workers never joined")
 }
 
 // multipartBody builds an upload with the given parts (nil image or params: left out).
@@ -171,31 +167,20 @@ func (ts *testServer) status(id string) job.Status {
 // waitStep polls until job id has run step steps (it fails the test after 30 s).
 func (ts *testServer) waitStep(id string, step int) {
 	ts.t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		st := ts.status(id)
-		if st.Progress.Step >= step {
-			return
-		}
-		if time.Now().After(deadline) {
-			ts.t.Fatalf("job %s still %s at step %d, want step %d", id, st.State, st.Progress.Step, step)
-		}
+	var st job.Status
+	if !wait.For(30*time.Second, func() bool { st = ts.status(id); return st.Progress.Step >= step }) {
+		ts.t.Fatalf("job %s still %s at step %d, want step %d", id, st.State, st.Progress.Step, step)
 	}
 }
 
 // wait polls until the job has ended or the timeout passes.
 func (ts *testServer) wait(id string, timeout time.Duration) job.Status {
 	ts.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		st := ts.status(id)
-		if st.State.Final() {
-			return st
-		}
-		if time.Now().After(deadline) {
-			ts.t.Fatalf("job %s still %s at step %d/%d", id, st.State, st.Progress.Step, st.Progress.Steps)
-		}
-		time.Sleep(5 * time.Millisecond)
+	var st job.Status
+	if !wait.For(timeout, func() bool { st = ts.status(id); return st.State.Final() }) {
+		ts.t.Fatalf("job %s still %s at step %d/%d", id, st.State, st.Progress.Step, st.Progress.Steps)
 	}
+	return st
 }
 
 // latent downloads a finished job's final latent.

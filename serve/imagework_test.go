@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/internal/wait"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/video"
 )
@@ -43,16 +44,14 @@ func TestByteBudget(t *testing.T) {
 	// waiting returns once n requests wait in line.
 	waiting := func(n int) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		var k int
+		if !wait.For(10*time.Second, func() bool {
 			b.mu.Lock()
-			k := len(b.waiters)
+			k = len(b.waiters)
 			b.mu.Unlock()
-			if k == n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d requests wait, want %d", k, n)
-			}
+			return k == n
+		}) {
+			t.Fatalf("%d requests wait, want %d", k, n)
 		}
 	}
 	got := make(chan int64, 3)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/internal/wait"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/synthetic"
 	"github.com/vdpp/vdpp/serve/job"
@@ -247,14 +248,12 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	// Every kill is a loss and a restart (a killed rank's last reports may still be taken
 	// in after its jobs finished, so the loss can come after them).
 	want := float64(kills)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		_, m := ts.do("GET", "/metrics", nil, "")
-		if countLine(string(m), "vdpp_worker_lost_total") >= want && countLine(string(m), "vdpp_worker_restarts_total") >= want {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%v kills, fewer losses or restarts recorded:\n%s", want, m)
-		}
+	var m []byte
+	if !wait.For(10*time.Second, func() bool {
+		_, m = ts.do("GET", "/metrics", nil, "")
+		return countLine(string(m), "vdpp_worker_lost_total") >= want && countLine(string(m), "vdpp_worker_restarts_total") >= want
+	}) {
+		t.Fatalf("%v kills, fewer losses or restarts recorded:\n%s", want, m)
 	}
 	t.Logf("%d kills, %d sample-stage re-runs after them", kills, restarted)
 	// The pool brought every rank back.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/internal/wait"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/openai"
 )
@@ -59,22 +60,19 @@ func (ts *testServer) oaCreate(img []byte, fields ...string) openai.Video {
 
 func (ts *testServer) oaWait(id string) openai.Video {
 	ts.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var v openai.Video
+	if !wait.For(20*time.Second, func() bool {
 		resp, b := ts.do("GET", "/v1/videos/"+id, nil, "")
 		if resp.StatusCode != http.StatusOK {
 			ts.t.Fatalf("retrieve %s: %d %s", id, resp.StatusCode, b)
 		}
-		var v openai.Video
+		v = openai.Video{}
 		mustJSON(ts.t, b, &v)
-		if v.Status == "completed" || v.Status == "failed" {
-			return v
-		}
-		if time.Now().After(deadline) {
-			ts.t.Fatalf("video %s still %s", id, v.Status)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return v.Status == "completed" || v.Status == "failed"
+	}) {
+		ts.t.Fatalf("video %s still %s", id, v.Status)
 	}
+	return v
 }
 
 // checkOAError asserts an OpenAI-shaped error with status, code and param ("" = null).

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/internal/wait"
 	"github.com/vdpp/vdpp/serve/job"
 )
 
@@ -60,10 +61,8 @@ func TestKillRestarting(t *testing.T) {
 		t.Fatalf("workers during the restart: %+v", w)
 	}
 	close(l.gate)
-	for deadline := time.Now().Add(10 * time.Second); p.Workers()[0].Restarting; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the restart never finished")
-		}
+	if !wait.For(10*time.Second, func() bool { return !p.Workers()[0].Restarting }) {
+		t.Fatal("the restart never finished")
 	}
 	if err := p.Kill(0); err != nil {
 		t.Fatalf("kill after the restart: %v", err)

@@ -8,11 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/internal/wait"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/synthetic"
 	"github.com/vdpp/vdpp/serve/job"
@@ -149,19 +151,14 @@ func sweep(tick chan<- time.Time) {
 // waitStored polls the store until job id's record is in state s.
 func waitStored(t *testing.T, st *jobStore, id string, s job.State) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	if !wait.For(10*time.Second, func() bool {
 		recs, err := st.All()
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range recs {
-			if r.ID == id && r.State == s {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s never stored as %s", id, s)
-		}
+		return slices.ContainsFunc(recs, func(r job.Record) bool { return r.ID == id && r.State == s })
+	}) {
+		t.Fatalf("job %s never stored as %s", id, s)
 	}
 }
 

@@ -15,7 +15,7 @@ func TestPlanCalibratesProcesses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cal.json")
 	args := []string{"plan", "--model", "synthetic", "--devices", "4", "--step-ms", "0.5", "--steps", "4", "--num-samples", "4",
 		"--num-frames", "4", "--height", "128", "--width", "128", "--max-guidance", "3", "--calibration", path}
-	if out, err := exec.Command(vdppBin, args...).CombinedOutput(); err != nil {
+	if out, err := exec.Command(vdpp(t), args...).CombinedOutput(); err != nil {
 		t.Fatalf("vdpp plan: %v\n%s", err, out)
 	}
 	cal, err := plan.LoadCalibration(path)
@@ -34,7 +34,7 @@ func TestPlanCalibratesProcesses(t *testing.T) {
 	if cal.Costs.HandOff.LatencyMS <= 0 || cal.Costs.CPAllToAllsPerStep != 0 {
 		t.Errorf("hand-off %+v, cp all-to-alls %d", cal.Costs.HandOff, cal.Costs.CPAllToAllsPerStep)
 	}
-	if out, err := exec.Command(vdppBin, args...).CombinedOutput(); err != nil {
+	if out, err := exec.Command(vdpp(t), args...).CombinedOutput(); err != nil {
 		t.Fatalf("vdpp plan from the file: %v\n%s", err, out)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vdpp/vdpp/internal/buildinfo"
 	"github.com/vdpp/vdpp/internal/cli"
+	"github.com/vdpp/vdpp/internal/wait"
 )
 
 // runHere runs vdpp in this process and returns its exit status, stdout and stderr.
@@ -177,20 +178,16 @@ func TestInterruptedIsOneLine(t *testing.T) {
 		{"launched", []string{"launch", "--nproc-per-node", "2", "--", "bench", "--model", "synthetic", "--step-ms", "50", "--steps", "50", "--num-samples", "100"}, "[rank 0] time=", "vdpp launch: interrupted: stopped ranks 0-1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cmd := exec.Command(vdppBin, c.args...)
+			cmd := exec.Command(vdpp(t), c.args...)
 			var stderr syncBuffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(time.Minute)
-			for !strings.Contains(stderr.String(), c.ready) {
-				if time.Now().After(deadline) {
-					cmd.Process.Kill()
-					cmd.Wait()
-					t.Fatalf("never ready:\n%s", stderr.String())
-				}
-				time.Sleep(10 * time.Millisecond)
+			if !wait.For(time.Minute, func() bool { return strings.Contains(stderr.String(), c.ready) }) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("never ready:\n%s", stderr.String())
 			}
 			before := strings.Count(stderr.String(), "\n")
 			cmd.Process.Signal(os.Interrupt)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -91,8 +90,9 @@ func checkFlags(t *testing.T, where string, cmd []string) {
 	}
 }
 
-// flagError runs `vdpp CMD FLAGS... -h`: the flag package parses every flag before it
-// reaches -h, so the binary exits 0 only when each flag exists and its value parses.
+// flagError runs `vdpp CMD FLAGS... -h` (in this process): the flag package parses every
+// flag before it reaches -h, so vdpp exits 0 only when each flag exists and its value
+// parses.
 // Values that are shell variables ("$SLURM_NNODES") are checked as "1".
 func flagError(cmd []string) error {
 	args := slices.Clone(cmd)
@@ -101,8 +101,9 @@ func flagError(cmd []string) error {
 			args[i] = "1"
 		}
 	}
-	if out, err := exec.Command(vdppBin, append(args, "-h")...).CombinedOutput(); err != nil {
-		return fmt.Errorf("vdpp %s: %v: %s", strings.Join(cmd, " "), err, lastLine(out))
+	var out bytes.Buffer
+	if code := run(append(args, "-h"), &out, &out); code != 0 {
+		return fmt.Errorf("vdpp %s: exit status %d: %s", strings.Join(cmd, " "), code, lastLine(out.Bytes()))
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -39,7 +40,9 @@ import (
 //   - a `slow:` example runs only in the full tier (VDPP_DOCS_HEAVY=1, as CI sets it);
 //   - `vdpp serve` starts on a free port, must come up (/readyz) and stop cleanly on SIGTERM;
 //   - a transcript (`$ vdpp ...` and its output) must print what the document shows;
-//   - any other example must exit 0 within its budget, printing no deprecation line.
+//   - any other example must exit 0 within its budget, printing no deprecation line;
+//   - and no example may write into the checkout's folders (a user's clone would get the
+//     files; out/ is for outputs).
 //
 // README.md's examples must need only the clone: none may use ../shared. A script an example
 // block names (scripts/...) must exist.
@@ -63,21 +66,83 @@ func docFiles(t *testing.T) []string {
 }
 
 // docScratch is a scratch layout of a fresh clone for one document's examples: root/repo
-// (the working directory: a link to each of the checkout's folders, so an example naming a
-// file of the checkout finds it, and in.png, my.png; what the examples write lands here) and
-// root/shared (a link to the reference data, when there is some). Examples of one document
-// share it, in order (one writes out/calib, the next reads it).
+// (the working directory: the checkout's folders made again, each file a link to the
+// checkout's, so an example naming a file of the checkout finds it; and in.png, my.png; what
+// the examples write lands here) and root/shared (a link to the reference data, when there
+// is some). Examples of one document share it, in order (one writes out/calib, the next
+// reads it). A file an example writes into one of the checkout's folders (data/ is a Go
+// package, not a place for a job database) would land in a user's clone: Written finds it.
 type docScratch struct {
 	repo      string
 	env       []string
 	sharedErr error
 	fill      *strings.Replacer
+	// mirrored are the folders made again from the checkout, relative to repo.
+	mirrored map[string]bool
+}
+
+// mirror makes the checkout's folder src again at dst, linking each file (and each folder
+// of downloaded packages, node_modules, whole), and records the folders it made.
+func (s *docScratch) mirror(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		if d.IsDir() && d.Name() != "node_modules" {
+			if err := os.Mkdir(to, 0o755); err != nil {
+				return err
+			}
+			r, err := filepath.Rel(s.repo, to)
+			if err != nil {
+				return err
+			}
+			s.mirrored[r] = true
+			return nil
+		}
+		if err := os.Symlink(p, to); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+}
+
+// Written returns what examples wrote into the folders made from the checkout (files and
+// folders that are not the checkout's), relative to repo, and removes them, so that the
+// next example starts from the checkout again.
+func (s *docScratch) Written() ([]string, error) {
+	var out []string
+	for dir := range s.mirrored {
+		entries, err := os.ReadDir(filepath.Join(s.repo, dir))
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			rel := filepath.Join(dir, e.Name())
+			if e.Type()&os.ModeSymlink != 0 || (e.IsDir() && s.mirrored[rel]) {
+				continue
+			}
+			out = append(out, rel)
+			if err := os.RemoveAll(filepath.Join(s.repo, rel)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 func newDocScratch(t *testing.T) *docScratch {
 	t.Helper()
 	root := t.TempDir()
-	s := &docScratch{repo: filepath.Join(root, "repo")}
+	s := &docScratch{repo: filepath.Join(root, "repo"), mirrored: map[string]bool{}}
 	img, err := os.ReadFile("../../builtin/example.png")
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +162,7 @@ func newDocScratch(t *testing.T) *docScratch {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Symlink(abs, filepath.Join(s.repo, e.Name())); err != nil {
+		if err := s.mirror(abs, filepath.Join(s.repo, e.Name())); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -201,8 +266,22 @@ func (r docRunner) flagCheck(s *docScratch, ex docexample.Example) error {
 }
 
 // check runs one example as the package comment says; it returns why the example fails, or
-// a reason to skip it (errSkip), or nil.
+// a reason to skip it (errSkip), or nil. An example that wrote into the checkout's folders
+// fails, whatever else it did.
 func (r docRunner) check(s *docScratch, readme bool, ex docexample.Example) error {
+	err := r.run(s, readme, ex)
+	written, werr := s.Written()
+	switch {
+	case werr != nil:
+		return werr
+	case len(written) > 0:
+		return fmt.Errorf("wrote %s into the checkout's folders, where a user's clone would get them: write under out/ or a folder of its own", strings.Join(written, ", "))
+	}
+	return err
+}
+
+// run is check without the look at what the example wrote.
+func (r docRunner) run(s *docScratch, readme bool, ex docexample.Example) error {
 	if readme && strings.Contains(ex.Command()+strings.Join(ex.Prelude, " "), "../shared") {
 		return errors.New("README.md's examples must need only the clone: this one uses ../shared")
 	}
@@ -378,7 +457,7 @@ var errNeedsShared = errors.New("needs ../shared")
 
 // TestDocExamples runs every example of README.md and docs/*.md (see the comment above).
 func TestDocExamples(t *testing.T) {
-	r := docRunner{bin: vdppBin, heavy: os.Getenv("VDPP_DOCS_HEAVY") == "1", short: testing.Short()}
+	r := docRunner{bin: vdppBuilt(t), heavy: os.Getenv("VDPP_DOCS_HEAVY") == "1", short: testing.Short()}
 	total := 0
 	for _, file := range docFiles(t) {
 		data, err := os.ReadFile(file)
@@ -427,9 +506,9 @@ func TestDocExamples(t *testing.T) {
 // The runner fails an example that is broken, each way a document can break: a flag the
 // model refuses, a deprecated or mistyped spelling, a template whose flags are wrong, a
 // transcript whose output differs, a download without the template marker, ../shared in the
-// README, and a command that fails.
+// README, a command that fails, and one that writes into the checkout's folders.
 func TestDocExampleRunnerCatchesBroken(t *testing.T) {
-	r := docRunner{bin: vdppBin}
+	r := docRunner{bin: vdpp(t)}
 	s := newDocScratch(t)
 	md := "```sh\n" +
 		"vdpp version\n" +
@@ -439,6 +518,7 @@ func TestDocExampleRunnerCatchesBroken(t *testing.T) {
 		"vdpp generate --model Org/Big --image in.png\n" +
 		"vdpp parity --golden ../shared/golden/dev\n" +
 		"vdpp generate --model builtin --image missing.png --steps 1\n" +
+		"vdpp bench --model synthetic --nproc 1 --steps 2 --num-samples 3 --step-ms 0 --json data/bench.json\n" +
 		"```\n\n" +
 		"    $ vdpp generate --model builtin --image in.png --guidance-scale 9\n" +
 		"    vdpp generate: --guidance-scale is fine\n"
@@ -451,6 +531,7 @@ func TestDocExampleRunnerCatchesBroken(t *testing.T) {
 		"needs a download: mark the example",
 		"must need only the clone",
 		"missing.png",
+		"wrote data/bench.json into the checkout's folders",
 		"which the command did not print",
 	}
 	if len(doc.Examples) != len(want) {

@@ -80,7 +80,7 @@ func TestGenerateWanWindowErrors(t *testing.T) {
 		args := append([]string{"generate", "--out", t.TempDir(), "--model", dev, "--prompt-embeds", embeds,
 			"--negative-prompt-embeds", embeds, "--height", "32", "--width", "32", "--steps", "2"}, c.args...)
 		var stderr bytes.Buffer
-		cmd := exec.Command(vdppBin, args...)
+		cmd := exec.Command(vdpp(t), args...)
 		cmd.Stderr = &stderr
 		err := cmd.Run()
 		msg := strings.TrimSpace(stderr.String())

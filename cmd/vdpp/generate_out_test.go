@@ -13,7 +13,7 @@ import (
 // vdppIn runs the binary in dir and returns its exit status, stdout and stderr.
 func vdppIn(t *testing.T, dir string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(vdppBin, args...)
+	cmd := exec.Command(vdpp(t), args...)
 	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

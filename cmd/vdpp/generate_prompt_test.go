@@ -26,7 +26,7 @@ func TestGenerateWanPrompt(t *testing.T) {
 	common := []string{"--model", dir, "--num-frames", "5", "--height", "32", "--width", "32", "--steps", "2", "--seed", "3"}
 
 	out := filepath.Join(t.TempDir(), "out")
-	cmd := exec.Command(vdppBin, append([]string{"generate", "--out", out, "--nproc", "2", "--prompt", prompt, "--negative-prompt", negative}, common...)...)
+	cmd := exec.Command(vdpp(t), append([]string{"generate", "--out", out, "--nproc", "2", "--prompt", prompt, "--negative-prompt", negative}, common...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
@@ -103,7 +103,7 @@ func TestGenerateWanPromptErrors(t *testing.T) {
 		{[]string{"--model", noTok, "--prompt", "a fox"}, filepath.Join(noTok, "tokenizer") + " has no spiece.model or tokenizer.json"},
 		{[]string{"--model", dir, "--prompt", "a fox", "--prompt-embeds", "x.safetensors"}, "--prompt and --prompt-embeds both given"},
 	} {
-		cmd := exec.Command(vdppBin, append([]string{"generate", "--out", t.TempDir(), "--num-frames", "5", "--height", "32", "--width", "32", "--steps", "2"}, c.args...)...)
+		cmd := exec.Command(vdpp(t), append([]string{"generate", "--out", t.TempDir(), "--num-frames", "5", "--height", "32", "--width", "32", "--steps", "2"}, c.args...)...)
 		out, err := cmd.CombinedOutput()
 		msg := strings.TrimSpace(string(out))
 		if err == nil || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, c.want) {

@@ -35,7 +35,7 @@ func testImage(t *testing.T) string {
 func runGenerateBin(t *testing.T, args ...string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
-	cmd := exec.Command(vdppBin, append([]string{"generate", "--out", out}, args...)...)
+	cmd := exec.Command(vdpp(t), append([]string{"generate", "--out", out}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
@@ -85,7 +85,7 @@ func TestGenerateBadInputOneLine(t *testing.T) {
 	dev := shared.Require(t, "golden", "dev")
 	notImage := filepath.Join(t.TempDir(), "x.png")
 	os.WriteFile(notImage, []byte("plain text"), 0o644)
-	cmd := exec.Command(vdppBin, "generate", "--model", dev, "--image", notImage, "--out", t.TempDir(), "--nproc", "2", "--steps", "2")
+	cmd := exec.Command(vdpp(t), "generate", "--model", dev, "--image", notImage, "--out", t.TempDir(), "--nproc", "2", "--steps", "2")
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatal("accepted a non-image")

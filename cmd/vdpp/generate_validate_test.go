@@ -31,7 +31,7 @@ func TestGenerateValidationBeforeWork(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		out := filepath.Join(dir, "out")
-		cmd := exec.Command(vdppBin, append(append(common, "--out", out), c.args...)...)
+		cmd := exec.Command(vdpp(t), append(append(common, "--out", out), c.args...)...)
 		cmd.Dir = dir
 		b, err := cmd.CombinedOutput()
 		msg := strings.TrimSpace(string(b))
@@ -50,7 +50,7 @@ func TestGenerateValidationBeforeWork(t *testing.T) {
 func TestGenerateRandomSeedAndRecordedPrompt(t *testing.T) {
 	img := testImage(t)
 	out := filepath.Join(t.TempDir(), "out")
-	cmd := exec.Command(vdppBin, "generate", "--model", "builtin", "--image", img, "--height", "32", "--width", "32", "--steps", "1",
+	cmd := exec.Command(vdpp(t), "generate", "--model", "builtin", "--image", img, "--height", "32", "--width", "32", "--steps", "1",
 		"--num-frames", "2", "--seed", "-1", "--prompt", "an arrow", "--progress", "plain", "--out", out)
 	b, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(b), "--seed -1: drew seed") || !strings.Contains(string(b), "the prompt is recorded") {

@@ -11,8 +11,8 @@ import (
 )
 
 // launchCommand runs the built binary (race-enabled builds must not sleep at exit).
-func launchCommand(args ...string) *exec.Cmd {
-	cmd := exec.Command(vdppBin, args...)
+func launchCommand(t *testing.T, args ...string) *exec.Cmd {
+	cmd := exec.Command(vdpp(t), args...)
 	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
 	return cmd
 }
@@ -45,7 +45,7 @@ func TestRunLaunchUsageErrors(t *testing.T) {
 // TestLaunchVersion runs the real binary: two workers print their version, prefixed.
 func TestLaunchVersion(t *testing.T) {
 	var out, errOut bytes.Buffer
-	cmd := launchCommand("launch", "--nproc-per-node", "2", "--", "version")
+	cmd := launchCommand(t, "launch", "--nproc-per-node", "2", "--", "version")
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%v\nstderr: %s", err, errOut.String())
@@ -60,7 +60,7 @@ func TestLaunchVersion(t *testing.T) {
 // TestLaunchFailingWorker: a worker that fails makes launch fail and name the rank.
 func TestLaunchFailingWorker(t *testing.T) {
 	var out, errOut bytes.Buffer
-	cmd := launchCommand("launch", "--nproc-per-node", "2", "--", "no-such-command")
+	cmd := launchCommand(t, "launch", "--nproc-per-node", "2", "--", "no-such-command")
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
 	if err == nil || !strings.Contains(errOut.String(), "exited: exit status 2") || !strings.Contains(errOut.String(), "[rank ") {

@@ -3,15 +3,19 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vdpp/vdpp/internal/wait"
 )
 
 // gomlxNoRace leaves GoMLX uninstrumented in -race builds, as the README's test command
@@ -20,29 +24,56 @@ import (
 // to instrumented packages and so produce false reports.
 const gomlxNoRace = "github.com/gomlx/gomlx/...=-race=false -l"
 
-// vdppBin is the real binary, built once by TestMain; the multi-process tests run it.
-var vdppBin string
+// binDir holds the real binary once a test has asked for it (vdpp).
+var binDir struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// vdpp is the real binary, built the first time a test asks for it, for the tests that
+// run it end to end (multi-process runs, servers, the examples as a user types them).
+// Under -short such a test is skipped, and no binary is built: the full tier (CI, without
+// -short) runs them all.
+func vdpp(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the vdpp binary end to end (the full tier, without -short, runs it)")
+	}
+	return vdppBuilt(t)
+}
+
+// vdppBuilt is the real binary, built the first time a test asks for it, in both tiers: for
+// the cheap runs -short keeps (the documents' examples' flags checked with -h).
+func vdppBuilt(t testing.TB) string {
+	t.Helper()
+	binDir.once.Do(func() {
+		if binDir.dir, binDir.err = os.MkdirTemp("", "vdpp-bin-"); binDir.err != nil {
+			return
+		}
+		args := []string{"build", "-o", filepath.Join(binDir.dir, "vdpp")}
+		if raceEnabled {
+			// As the README's test command: the race detector checks vdpp's code; GoMLX's
+			// numeric kernels stay uninstrumented (they are 30x slower instrumented).
+			args = append(args, "-race", "-gcflags="+gomlxNoRace)
+		}
+		out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+		if err != nil {
+			binDir.err = fmt.Errorf("building vdpp: %v\n%s", err, out)
+		}
+	})
+	if binDir.err != nil {
+		t.Fatal(binDir.err)
+	}
+	return filepath.Join(binDir.dir, "vdpp")
+}
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "vdpp-bin-")
-	if err != nil {
-		panic(err)
-	}
-	vdppBin = filepath.Join(dir, "vdpp")
-	args := []string{"build", "-o", vdppBin}
-	if raceEnabled {
-		// As the README's test command: the race detector checks vdpp's code; GoMLX's
-		// numeric kernels stay uninstrumented (they are 30x slower instrumented).
-		args = append(args, "-race", "-gcflags="+gomlxNoRace)
-	}
-	cmd := exec.Command("go", append(args, ".")...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		panic("building vdpp: " + err.Error())
-	}
 	code := m.Run()
 	announceSkips()
-	os.RemoveAll(dir)
+	if binDir.dir != "" {
+		os.RemoveAll(binDir.dir)
+	}
 	os.Exit(code)
 }
 
@@ -63,7 +94,7 @@ type benchJSON struct {
 func benchRun(t *testing.T, args ...string) (benchJSON, string) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "bench.json")
-	cmd := exec.Command(vdppBin, append([]string{"bench", "--model", "synthetic", "--json", out}, args...)...)
+	cmd := exec.Command(vdpp(t), append([]string{"bench", "--model", "synthetic", "--json", out}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -136,7 +167,7 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"--cfg", "2", "--steps", "2", "--decode-ranks", "1"},
 		{"--nproc", "2", "--steps", "2", "--decode-ranks", "1", "--decode-steps", "-1"},
 	} {
-		cmd := exec.Command(vdppBin, append([]string{"bench", "--model", "synthetic"}, args...)...)
+		cmd := exec.Command(vdpp(t), append([]string{"bench", "--model", "synthetic"}, args...)...)
 		out, err := cmd.CombinedOutput()
 		if err == nil {
 			t.Errorf("vdpp bench %v succeeded", args)
@@ -151,7 +182,7 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 // A worker killed with SIGKILL mid-run: the run fails within the timeout, names the rank,
 // and leaves no process behind.
 func TestBenchWorkerKilled(t *testing.T) {
-	cmd := exec.Command(vdppBin, "bench", "--model", "synthetic", "--nproc", "3", "--steps", "6", "--num-samples", "400",
+	cmd := exec.Command(vdpp(t), "bench", "--model", "synthetic", "--nproc", "3", "--steps", "6", "--num-samples", "400",
 		"--warmup-samples", "1", "--step-ms", "5", "--timeout", "10s", "--no-baseline")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -159,7 +190,7 @@ func TestBenchWorkerKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	var victim int
-	eventually(20*time.Second, func() bool {
+	wait.For(20*time.Second, func() bool {
 		for _, pid := range childPIDs(cmd.Process.Pid) {
 			if strings.Contains(cmdline(pid), "worker") && envOf(pid, "RANK") == "1" {
 				victim = pid
@@ -172,7 +203,7 @@ func TestBenchWorkerKilled(t *testing.T) {
 		t.Fatalf("no rank-1 worker found; stderr:\n%s", stderr.String())
 	}
 	// Kill it mid-run: once it has computed (used CPU time) for a while.
-	if !eventually(20*time.Second, func() bool { return cpuTicks(victim) >= 5 }) {
+	if !wait.For(20*time.Second, func() bool { return cpuTicks(victim) >= 5 }) {
 		cmd.Process.Kill()
 		t.Fatalf("the rank-1 worker never started computing; stderr:\n%s", stderr.String())
 	}
@@ -196,23 +227,10 @@ func TestBenchWorkerKilled(t *testing.T) {
 	if !strings.Contains(stderr.String(), "rank 1") {
 		t.Fatalf("error does not name rank 1:\n%s", stderr.String())
 	}
-	eventually(5*time.Second, func() bool { return !anyAlive(all) })
+	wait.For(5*time.Second, func() bool { return !anyAlive(all) })
 	for _, pid := range all {
 		if alive(pid) {
 			t.Errorf("process %d (%s) still alive", pid, cmdline(pid))
-		}
-	}
-}
-
-// eventually polls cond every 10 ms until it holds or timeout has passed, and reports
-// whether it held: a wait with a deadline instead of a fixed sleep.
-func eventually(timeout time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(timeout); ; time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
 		}
 	}
 }

@@ -55,7 +55,7 @@ func TestMultiNodeA14B(t *testing.T) {
 		"--guidance-scale", "4", "--seed", "5", "--quiet"}
 
 	oneDir := filepath.Join(dir, "one")
-	cmd := exec.Command(vdppBin, append(append([]string(nil), args...), "--nproc", "1", "--out", oneDir)...)
+	cmd := exec.Command(vdpp(t), append(append([]string(nil), args...), "--nproc", "1", "--out", oneDir)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("vdpp generate (one process): %v\n%s", err, out)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/vdpp/vdpp/bench"
 	"github.com/vdpp/vdpp/internal/netns"
+	"github.com/vdpp/vdpp/internal/wait"
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/serve/loadtest"
 	"github.com/vdpp/vdpp/train"
@@ -47,7 +48,7 @@ func startNode(t *testing.T, hosts []*netns.Host, r, nproc int, args ...string) 
 	argv := append([]string{"launch", "--nnodes", strconv.Itoa(len(hosts)), "--node-rank", strconv.Itoa(r),
 		"--master-addr", hosts[0].Addr, "--master-port", strconv.Itoa(masterPort), "--nproc-per-node", strconv.Itoa(nproc),
 		"--grace", "1s", "--"}, args...)
-	cmd := h.Command(t.Context(), vdppBin, argv...)
+	cmd := h.Command(t.Context(), vdpp(t), argv...)
 	n := &node{host: h, cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = n.stdout, n.stderr
 	if err := cmd.Start(); err != nil {
@@ -61,10 +62,8 @@ func startNode(t *testing.T, hosts []*netns.Host, r, nproc int, args ...string) 
 // waitLog waits until the node's stderr holds s.
 func (n *node) waitLog(t *testing.T, s string, limit time.Duration) {
 	t.Helper()
-	for deadline := time.Now().Add(limit); !strings.Contains(n.stderr.String(), s); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("host %d: no %q after %v:\n%s", n.host.Index, s, limit, n.stderr.String())
-		}
+	if !wait.For(limit, func() bool { return strings.Contains(n.stderr.String(), s) }) {
+		t.Fatalf("host %d: no %q after %v:\n%s", n.host.Index, s, limit, n.stderr.String())
 	}
 }
 
@@ -84,17 +83,15 @@ func (n *node) waitExit(t *testing.T, since time.Time, limit time.Duration) erro
 // requireEmpty checks that nothing runs on the host any more.
 func requireEmpty(t *testing.T, h *netns.Host) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		pids, err := h.Pids()
-		if err != nil {
+	var pids []int
+	if !wait.For(5*time.Second, func() bool {
+		var err error
+		if pids, err = h.Pids(); err != nil {
 			t.Fatal(err)
 		}
-		if len(pids) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("host %d: processes left behind: %v", h.Index, pids)
-		}
+		return len(pids) == 0
+	}) {
+		t.Fatalf("host %d: processes left behind: %v", h.Index, pids)
 	}
 }
 
@@ -106,6 +103,7 @@ func longBench(dir string) []string {
 }
 
 func TestMultiNodeFaults(t *testing.T) {
+	vdpp(t) // end to end: skipped under -short before the namespaces are made
 	const heartbeat = 2 * time.Second
 	// Every other process must be gone within the heartbeat timeout plus this (the loaded
 	// 2-core CI box included); without heartbeats they wait for the 10-minute --timeout.
@@ -177,6 +175,7 @@ func waitAll(t *testing.T, limit time.Duration, nodes ...*node) {
 }
 
 func TestMultiNodeOneJob(t *testing.T) {
+	vdpp(t) // end to end: skipped under -short before the namespaces are made
 	net := netns.New(t, netns.Config{Hosts: 2})
 	t.Run("bench", func(t *testing.T) {
 		// 2 nodes x 2 processes are one 4-stage pipeline; rank 0 writes the one report,
@@ -238,10 +237,11 @@ func TestMultiNodeOneJob(t *testing.T) {
 // ranks of both nodes. Killing the other host's processes mid-run ends the survivor within
 // seconds, naming a lost rank and its node.
 func TestMultiNodeTrain(t *testing.T) {
+	vdpp(t) // end to end: skipped under -short before the namespaces are made
 	net := netns.New(t, netns.Config{Hosts: 2})
 	// The start: the built-in model's UNet phase at step 0, its clips' latents cached.
 	start := filepath.Join(t.TempDir(), "start")
-	if out, err := exec.Command(vdppBin, "train", "--dir", start, "--phase", "unet", "--init-from", "builtin",
+	if out, err := exec.Command(vdpp(t), "train", "--dir", start, "--phase", "unet", "--init-from", "builtin",
 		"--train-clips", "4", "--encode-workers", "1", "--steps", "0").CombinedOutput(); err != nil {
 		t.Fatalf("start: %v\n%s", err, out)
 	}
@@ -257,7 +257,7 @@ func TestMultiNodeTrain(t *testing.T) {
 
 	t.Run("equals one process", func(t *testing.T) {
 		one := filepath.Join(t.TempDir(), "one")
-		if out, err := exec.Command(vdppBin, trainArgs(one, "--nproc", "1")...).CombinedOutput(); err != nil {
+		if out, err := exec.Command(vdpp(t), trainArgs(one, "--nproc", "1")...).CombinedOutput(); err != nil {
 			t.Fatalf("one process: %v\n%s", err, out)
 		}
 		multi := filepath.Join(t.TempDir(), "multi")
@@ -370,6 +370,7 @@ func requireSameCheckpoint(t *testing.T, a, b string) {
 // brought back, as Kubernetes would) and a link cut and restored both lose no job: the
 // jobs in flight are requeued and finish.
 func TestMultiNodeServe(t *testing.T) {
+	vdpp(t) // end to end: skipped under -short before the namespaces are made
 	net := netns.New(t, netns.Config{Hosts: 2})
 	secret := make([]byte, 32)
 	rand.Read(secret)
@@ -388,7 +389,7 @@ func TestMultiNodeServe(t *testing.T) {
 	s := startServeNoWait(t, serveOptions{command: in(net.Hosts[0], 0), client: net.Hosts[0].HTTPClient()}, args...)
 	workers := func() {
 		for i := 1; i <= 2; i++ {
-			cmd := in(net.Hosts[1], i)(vdppBin, append([]string{"serve"}, args...)...)
+			cmd := in(net.Hosts[1], i)(vdpp(t), append([]string{"serve"}, args...)...)
 			out := &syncBuffer{}
 			cmd.Stdout, cmd.Stderr = out, out
 			if err := cmd.Start(); err != nil {
@@ -454,6 +455,7 @@ func TestMultiNodeServe(t *testing.T) {
 // buffers and then complete faster than the link could carry them); the numbers are in the
 // log (see docs/measurements).
 func TestMultiNodeLinkEfficiency(t *testing.T) {
+	vdpp(t) // end to end: skipped under -short before the namespaces are made
 	bench := func(out string) []string {
 		return []string{"bench", "--model", "synthetic", "--step-ms", "10", "--total-steps", "8", "--num-samples", "10",
 			"--warmup-samples", "3", "--latent-channels", "4", "--latent-frames", "8", "--latent-height", "64", "--latent-width", "64",

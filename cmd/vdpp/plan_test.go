@@ -35,7 +35,7 @@ func TestPlanAndPlanAutoShareTheWorkload(t *testing.T) {
 		t.Fatalf("plan's workload: %q\n%s", m, table)
 	}
 	img := testImage(t)
-	cmd := exec.Command(vdppBin, append(append([]string{"generate"}, job...), "--image", img, "--plan", "auto", "--nproc", "2", "--out", filepath.Join(t.TempDir(), "auto"))...)
+	cmd := exec.Command(vdpp(t), append(append([]string{"generate"}, job...), "--image", img, "--plan", "auto", "--nproc", "2", "--out", filepath.Join(t.TempDir(), "auto"))...)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "generate: --plan auto: workload "+m[1]+"\n") {
 		t.Fatalf("generate --plan auto: %v; want the workload %q:\n%s", err, m[1], out)

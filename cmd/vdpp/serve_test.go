@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/internal/wait"
 	"github.com/vdpp/vdpp/serve/loadtest"
 )
 
@@ -44,16 +45,16 @@ func TestServeBinary(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted || st.ID == "" {
 		t.Fatalf("submit: %d %+v", resp.StatusCode, st)
 	}
-	for deadline := time.Now().Add(10 * time.Second); st.State != "succeeded"; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("job still %s", st.State)
-		}
+	if !wait.For(10*time.Second, func() bool {
 		r, err := http.Get(url + "/v1/videos/" + st.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		json.NewDecoder(r.Body).Decode(&st)
 		r.Body.Close()
+		return st.State == "succeeded"
+	}) {
+		t.Fatalf("job still %s", st.State)
 	}
 	r, err := http.Get(url + "/v1/videos/" + st.ID + "/content")
 	if err != nil {
@@ -67,7 +68,7 @@ func TestServeBinary(t *testing.T) {
 
 	// Load with a rank killed (SIGKILL through the pid file) every 300 ms, verified.
 	report := filepath.Join(dir, "lt.json")
-	lt := exec.Command(vdppBin, "loadtest", "--url", url, "--clients", "6", "--duration", "1500ms", "--verify",
+	lt := exec.Command(vdpp(t), "loadtest", "--url", url, "--clients", "6", "--duration", "1500ms", "--verify",
 		"--kill-every", "300ms", "--kill-rank-pid-file", pids, "--json", report)
 	if out, err := lt.CombinedOutput(); err != nil {
 		t.Fatalf("loadtest: %v\n%s\nserver:\n%s", err, out, stderr.String())
@@ -87,7 +88,7 @@ func TestServeBinary(t *testing.T) {
 	if err := sp.stop(10 * time.Second); err != nil {
 		t.Fatalf("server exit: %v\n%s", err, stderr.String())
 	}
-	eventually(5*time.Second, func() bool {
+	wait.For(5*time.Second, func() bool {
 		for _, pid := range workerPids {
 			if syscall.Kill(pid, 0) == nil {
 				return false

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/internal/wait"
 	"github.com/vdpp/vdpp/serve/loadtest"
 )
 
@@ -56,14 +57,11 @@ func TestServeFaultConnectionFlood(t *testing.T) {
 	// rest (some handshakes the kernel completed may never reach it). Wait until it holds
 	// most of its cap and has refused some.
 	var refused, open float64
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	if !wait.For(10*time.Second, func() bool {
 		refused, open = fs.metric("vdpp_http_connections_refused_total"), fs.metric("vdpp_http_connections")
-		if refused > 0 && open >= 200 || open > 256 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s the server holds %v connections and refused %v", open, refused)
-		}
+		return refused > 0 && open >= 200 || open > 256
+	}) {
+		t.Fatalf("after 10 s the server holds %v connections and refused %v", open, refused)
 	}
 	if refused == 0 || open > 256 || open < 200 {
 		t.Fatalf("flood of %d: %v refused, %v open; want refusals and at most 256 open", flood, refused, open)
@@ -86,14 +84,12 @@ func TestServeFaultConnectionFlood(t *testing.T) {
 			t.Fatalf("job during the flood: %+v", st)
 		}
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		after := readPids(t, fs.pids)
-		if len(after) == len(before) && !containsInt(after, before[0]) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("worker %d not replaced during the flood: pids %v\n%s", before[0], after, fs.stderr.String())
-		}
+	var after []int
+	if !wait.For(10*time.Second, func() bool {
+		after = readPids(t, fs.pids)
+		return len(after) == len(before) && !containsInt(after, before[0])
+	}) {
+		t.Fatalf("worker %d not replaced during the flood: pids %v\n%s", before[0], after, fs.stderr.String())
 	}
 	fs.waitReady()
 	if n := fs.metric("vdpp_jobs_failed_total"); n != 0 {
@@ -133,10 +129,8 @@ func TestServeFaultDurableEnds(t *testing.T) {
 		t.Fatalf("cancel: %v %v", r, err)
 	}
 	failed := fs.mustSubmit(`{"num_frames":1,"steps":20,"height":8,"width":8}`, loadtest.TestImage(3))
-	for deadline := time.Now().Add(10 * time.Second); fs.status(failed).State != "running"; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("job never started")
-		}
+	if !wait.For(10*time.Second, func() bool { return fs.status(failed).State == "running" }) {
+		t.Fatal("job never started")
 	}
 	jobs := filepath.Join(dir, "jobs")
 	if err := os.Rename(jobs, jobs+".away"); err != nil {
@@ -243,11 +237,12 @@ var (
 // once (sharing the package cache with the non-race benchmark step of CI).
 func plainBinary(t *testing.T) string {
 	t.Helper()
+	bin := vdpp(t)
 	if !raceEnabled {
-		return vdppBin
+		return bin
 	}
 	plainOnce.Do(func() {
-		plainBin = filepath.Join(filepath.Dir(vdppBin), "vdpp-norace")
+		plainBin = filepath.Join(filepath.Dir(bin), "vdpp-norace")
 		out, err := exec.Command("go", "build", "-o", plainBin, ".").CombinedOutput()
 		if err != nil {
 			plainErr = fmt.Errorf("building vdpp without -race: %v\n%s", err, out)

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vdpp/vdpp/internal/wait"
 )
 
 // serveProc is a `vdpp serve` process a test started (startServe), on 127.0.0.1:0.
@@ -33,7 +35,7 @@ type serveProc struct {
 
 // serveOptions say how startServe runs the server.
 type serveOptions struct {
-	// bin is the binary (default vdppBin); dir the data dir (default a new temporary one).
+	// bin is the binary (default vdpp(t)); dir the data dir (default a new temporary one).
 	bin, dir string
 	// nofile > 0 runs it under `ulimit -n nofile` (through sh).
 	nofile int
@@ -62,7 +64,7 @@ func startServe(t *testing.T, o serveOptions, args ...string) *serveProc {
 func startServeNoWait(t *testing.T, o serveOptions, args ...string) *serveProc {
 	t.Helper()
 	if o.bin == "" {
-		o.bin = vdppBin
+		o.bin = vdpp(t)
 	}
 	if o.dir == "" {
 		o.dir = filepath.Join(t.TempDir(), "data")
@@ -123,11 +125,11 @@ func (sp *serveProc) waitReady() {
 // limit at most.
 func (sp *serveProc) waitReadyz(want int, limit time.Duration) {
 	sp.t.Helper()
-	for deadline := time.Now().Add(limit); ; time.Sleep(20 * time.Millisecond) {
+	if !wait.For(limit, func() bool {
 		if r, err := sp.client.Get(sp.url + "/readyz"); err == nil {
 			r.Body.Close()
 			if r.StatusCode == want {
-				return
+				return true
 			}
 		}
 		select {
@@ -135,9 +137,9 @@ func (sp *serveProc) waitReadyz(want int, limit time.Duration) {
 			sp.t.Fatalf("the server exited (%v)\n%s", sp.exit, sp.stderr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			sp.t.Fatalf("/readyz never answered %d\n%s", want, lastLines(sp.stderr.String(), 20))
-		}
+		return false
+	}) {
+		sp.t.Fatalf("/readyz never answered %d\n%s", want, lastLines(sp.stderr.String(), 20))
 	}
 }
 
@@ -247,24 +249,21 @@ func (sp *serveProc) status(id string) serveStatus {
 // wait polls job id until it has ended (timeout at most).
 func (sp *serveProc) wait(id string, timeout time.Duration) serveStatus {
 	sp.t.Helper()
-	for deadline := time.Now().Add(timeout); ; time.Sleep(10 * time.Millisecond) {
-		st := sp.status(id)
-		if st.State == "succeeded" || st.State == "failed" || st.State == "cancelled" {
-			return st
-		}
-		if time.Now().After(deadline) {
-			sp.t.Fatalf("job %s still %s\n%s", id, st.State, lastLines(sp.stderr.String(), 30))
-		}
+	var st serveStatus
+	if !wait.For(timeout, func() bool {
+		st = sp.status(id)
+		return st.State == "succeeded" || st.State == "failed" || st.State == "cancelled"
+	}) {
+		sp.t.Fatalf("job %s still %s\n%s", id, st.State, lastLines(sp.stderr.String(), 30))
 	}
+	return st
 }
 
 // waitStep polls job id until it has run at least step steps (timeout at most).
 func (sp *serveProc) waitStep(id string, step int, timeout time.Duration) {
 	sp.t.Helper()
-	for deadline := time.Now().Add(timeout); sp.status(id).Progress.Step < step; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			sp.t.Fatalf("job %s never reached step %d", id, step)
-		}
+	if !wait.For(timeout, func() bool { return sp.status(id).Progress.Step >= step }) {
+		sp.t.Fatalf("job %s never reached step %d", id, step)
 	}
 }
 

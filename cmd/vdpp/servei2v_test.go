@@ -86,16 +86,8 @@ func TestServeBinaryWanI2V(t *testing.T) {
 	if code != http.StatusAccepted {
 		t.Fatalf("submit: %d %+v", code, st)
 	}
-	for deadline := time.Now().Add(time.Minute); st.State != "succeeded"; time.Sleep(50 * time.Millisecond) {
-		if st.State == "failed" || st.State == "cancelled" || time.Now().After(deadline) {
-			t.Fatalf("job %s: %s %s\n%s", st.ID, st.State, st.Error, sp.stderr.String())
-		}
-		r, err := http.Get(url + "/v1/videos/" + st.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		json.NewDecoder(r.Body).Decode(&st)
-		r.Body.Close()
+	if end := sp.wait(st.ID, time.Minute); end.State != "succeeded" {
+		t.Fatalf("job %s: %s %s\n%s", st.ID, end.State, end.Error, sp.stderr.String())
 	}
 	for _, c := range []struct {
 		files map[string][]byte

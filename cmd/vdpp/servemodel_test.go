@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/internal/shared"
+	"github.com/vdpp/vdpp/internal/wait"
 	"github.com/vdpp/vdpp/serve/loadtest"
 )
 
@@ -42,16 +43,17 @@ func TestServeBinarySVD(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("submit: %d %+v\n%s", resp.StatusCode, st, stderr.String())
 	}
-	for deadline := time.Now().Add(time.Minute); st.State != "succeeded"; time.Sleep(50 * time.Millisecond) {
-		if st.State == "failed" || st.State == "cancelled" || time.Now().After(deadline) {
-			t.Fatalf("job %s: %s %s\n%s", st.ID, st.State, st.Error, stderr.String())
-		}
+	wait.For(time.Minute, func() bool {
 		r, err := http.Get(url + "/v1/videos/" + st.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		json.NewDecoder(r.Body).Decode(&st)
 		r.Body.Close()
+		return st.State == "succeeded" || st.State == "failed" || st.State == "cancelled"
+	})
+	if st.State != "succeeded" {
+		t.Fatalf("job %s: %s %s\n%s", st.ID, st.State, st.Error, stderr.String())
 	}
 	r, err := http.Get(url + "/v1/videos/" + st.ID + "/content?format=gif")
 	if err != nil {

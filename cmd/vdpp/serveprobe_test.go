@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vdpp/vdpp/internal/wait"
 	"github.com/vdpp/vdpp/serve/loadtest"
 )
 
@@ -143,22 +144,22 @@ func TestServeFaultProbeFindings(t *testing.T) {
 // answers 503 saying the storage is unavailable.
 func TestServeFaultDiskFull(t *testing.T) {
 	sp := startServeNoWait(t, serveOptions{}, "--model", "synthetic", "--nproc", "1", "--min-free-space", "1000000TiB")
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		code, b := sp.get("/readyz")
-		var r struct {
-			Workers, Nproc int
-			Storage        string
-		}
+	var code int
+	var b []byte
+	var r struct {
+		Workers, Nproc int
+		Storage        string
+	}
+	if !wait.For(15*time.Second, func() bool {
+		code, b = sp.get("/readyz")
+		r.Workers, r.Nproc = 0, 0
 		json.Unmarshal(b, &r)
-		if r.Workers == r.Nproc && r.Nproc > 0 {
-			if code != http.StatusServiceUnavailable || r.Storage != "unavailable" {
-				t.Fatalf("/readyz with the disk full: %d %s", code, b)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("workers never joined: %s", b)
-		}
+		return r.Workers == r.Nproc && r.Nproc > 0
+	}) {
+		t.Fatalf("workers never joined: %s", b)
+	}
+	if code != http.StatusServiceUnavailable || r.Storage != "unavailable" {
+		t.Fatalf("/readyz with the disk full: %d %s", code, b)
 	}
 	for i := range 3 {
 		code, b := sp.submit(map[string][]byte{"params": []byte(fmt.Sprintf(`{"num_frames":1,"steps":2,"height":8,"width":8,"seed":%d}`, i)),

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vdpp/vdpp/internal/wait"
 )
 
 // TestServeBinaryWanPrompt: the real binary serves the built-in Wan (its text encoder: the
@@ -24,18 +26,19 @@ func TestServeBinaryWanPrompt(t *testing.T) {
 		State string `json:"state"`
 		Error string `json:"error"`
 	}
-	wait := func(id string) {
+	waitJob := func(id string) {
 		st := status{ID: id}
-		for deadline := time.Now().Add(time.Minute); st.State != "succeeded"; time.Sleep(50 * time.Millisecond) {
-			if st.State == "failed" || st.State == "cancelled" || time.Now().After(deadline) {
-				t.Fatalf("job %s: %s %s\n%s", id, st.State, st.Error, stderr.String())
-			}
+		wait.For(time.Minute, func() bool {
 			r, err := http.Get(url + "/v1/videos/" + id)
 			if err != nil {
 				t.Fatal(err)
 			}
 			json.NewDecoder(r.Body).Decode(&st)
 			r.Body.Close()
+			return st.State == "succeeded" || st.State == "failed" || st.State == "cancelled"
+		})
+		if st.State != "succeeded" {
+			t.Fatalf("job %s: %s %s\n%s", id, st.State, st.Error, stderr.String())
 		}
 	}
 	native := func(parts map[string]string) (int, status) {
@@ -63,7 +66,7 @@ func TestServeBinaryWanPrompt(t *testing.T) {
 	if code != http.StatusAccepted {
 		t.Fatalf("native submit: %d %+v", code, st)
 	}
-	wait(st.ID)
+	waitJob(st.ID)
 	if code, st := native(map[string]string{"params": params}); code != http.StatusBadRequest || !strings.Contains(st.Error, "no prompt part") {
 		t.Errorf("no prompt: %d %+v", code, st)
 	}
@@ -76,7 +79,7 @@ func TestServeBinaryWanPrompt(t *testing.T) {
 	if code, st = native(map[string]string{"params": long, "prompt": "a red fox in the snow"}); code != http.StatusAccepted {
 		t.Fatalf("long video submit: %d %+v", code, st)
 	}
-	wait(st.ID)
+	waitJob(st.ID)
 	bad := `{"num_frames":17,"window":10,"steps":2,"height":32,"width":32}`
 	if code, st := native(map[string]string{"params": bad, "prompt": "a fox"}); code != http.StatusBadRequest ||
 		!strings.Contains(st.Error, "window 10: the model's causal VAE compresses time by 4, so a window takes 1 + 4k frames") {
@@ -97,7 +100,7 @@ func TestServeBinaryWanPrompt(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(v.ID, "video_") {
 		t.Fatalf("openai create: %d %s", resp.StatusCode, data)
 	}
-	wait(strings.TrimPrefix(v.ID, "video_"))
+	waitJob(strings.TrimPrefix(v.ID, "video_"))
 	resp, err = http.Post(url+"/v1/videos", "application/json", strings.NewReader(`{"size":"32x32"}`))
 	if err != nil {
 		t.Fatal(err)

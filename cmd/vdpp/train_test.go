@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/builtin"
+	"github.com/vdpp/vdpp/internal/wait"
 )
 
 // TestTrainInitFromBuiltinRoundTrip: a UNet phase seeded from the shipped model on a fresh
@@ -83,7 +84,7 @@ func trainLosses(t *testing.T, dir string) []string {
 // startTrain starts the real binary with args and returns it with its combined output.
 func startTrain(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command(vdppBin, args...)
+	cmd := exec.Command(vdpp(t), args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -102,7 +103,7 @@ func startTrain(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
 func rankPID(t *testing.T, launcher int, rank string) int {
 	t.Helper()
 	var pid int
-	if !eventually(30*time.Second, func() bool {
+	if !wait.For(30*time.Second, func() bool {
 		for _, p := range childPIDs(launcher) {
 			if envOf(p, "RANK") == rank {
 				pid = p
@@ -119,7 +120,7 @@ func rankPID(t *testing.T, launcher int, rank string) int {
 // output, shown if it never does.
 func waitSteps(t *testing.T, dir string, n int, out fmt.Stringer) {
 	t.Helper()
-	if !eventually(120*time.Second, func() bool {
+	if !wait.For(120*time.Second, func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "loss.jsonl"))
 		return bytes.Count(b, []byte("\n")) >= n
 	}) {
@@ -147,6 +148,7 @@ func waitExit(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer, limit time.Duratio
 // checkpoint, and the loss of every step (those before the kill and after) equals the loss
 // of one process trained without interruption.
 func TestTrainKillAndResume(t *testing.T) {
+	vdpp(t) // end to end: skipped under -short before the reference run
 	whole := filepath.Join(t.TempDir(), "whole")
 	var stdout, stderr bytes.Buffer
 	if code := run(microTrainArgs(whole), &stdout, &stderr); code != 0 {
@@ -208,7 +210,7 @@ func TestTrainStoppedRankIsNamed(t *testing.T) {
 		t.Fatalf("the error does not name rank 1:\n%s", out.String())
 	}
 	t.Logf("ended %v after the stop", took.Round(time.Millisecond))
-	if !eventually(10*time.Second, func() bool { return !anyAlive(all) }) {
+	if !wait.For(10*time.Second, func() bool { return !anyAlive(all) }) {
 		t.Fatalf("processes left behind: %v", all)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +13,10 @@ import (
 	"github.com/vdpp/vdpp/gguf"
 	"github.com/vdpp/vdpp/internal/goldentest"
 	"github.com/vdpp/vdpp/internal/shared"
+	"github.com/vdpp/vdpp/model/wan/transformer"
 	"github.com/vdpp/vdpp/model/wan/wantest"
+	"github.com/vdpp/vdpp/safetensors"
+	"github.com/vdpp/vdpp/tensor"
 	"github.com/vdpp/vdpp/tensor/quant"
 )
 
@@ -122,7 +126,10 @@ func TestGenerateUNetFile(t *testing.T) {
 	requireSameFrames(t, folder, file, "sample-000", 3, "--unet (GGUF)")
 }
 
-// Weight options a model cannot take are one line naming the flag, before anything loads.
+// Weight options a model cannot take are one line naming the flag, before anything loads;
+// a weights file with a tensor missing, one too many, one of the wrong shape or of a ggml
+// type vdpp does not read is one line naming the file and the tensor (its name in the
+// network and, where they differ, in the file).
 func TestGenerateWeightOptionErrors(t *testing.T) {
 	dev := shared.Require(t, "golden", "wan-dev")
 	embeds := filepath.Join(dev, "cases", "full_pipeline_moe", "inputs.safetensors")
@@ -131,6 +138,52 @@ func TestGenerateWeightOptionErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	wan := []string{"--model", dev, "--prompt-embeds", embeds, "--negative-prompt-embeds", embeds}
+	// The high-noise expert's weights as a GGUF (diffusers' names), each with one problem: a tensor missing,
+	// one the network does not have, one of the wrong shape, one of a ggml type vdpp does
+	// not read (IQ2_XXS).
+	expert := goldentest.ReadTensors(t, filepath.Join(dev, "transformer", "diffusion_pytorch_model.safetensors"))
+	broken := func(name string, change func(gw *gguf.Writer, n string, d *tensor.Dense) bool) string {
+		names := make([]string, 0, len(expert))
+		for n := range expert {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		gw := gguf.NewWriter()
+		for _, n := range names {
+			if change(gw, n, expert[n]) {
+				continue
+			}
+			if err := gw.AddFloat32(n, quant.F32, expert[n].Shape, expert[n].Data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		path := filepath.Join(t.TempDir(), name+".gguf")
+		if err := gw.WriteFile(path); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	missing := broken("missing", func(_ *gguf.Writer, n string, _ *tensor.Dense) bool { return n == "blocks.1.attn2.to_k.bias" })
+	extra := broken("extra", func(gw *gguf.Writer, n string, _ *tensor.Dense) bool {
+		if n == "proj_out.bias" {
+			gw.AddFloat32("extra.weight", quant.F32, []int{2}, make([]float32, 2))
+		}
+		return false
+	})
+	shape := broken("shape", func(gw *gguf.Writer, n string, d *tensor.Dense) bool {
+		if n != "blocks.0.ffn.net.2.weight" {
+			return false
+		}
+		gw.AddFloat32(n, quant.F32, []int{d.Shape[0], d.Shape[1] / 2}, d.Data[:len(d.Data)/2])
+		return true
+	})
+	iq := broken("iq", func(gw *gguf.Writer, n string, d *tensor.Dense) bool {
+		if n != "blocks.0.attn1.to_q.weight" {
+			return false
+		}
+		gw.Add(n, quant.Type(16), d.Shape, make([]byte, 66))
+		return true
+	})
 	for _, c := range []struct {
 		args []string
 		want string
@@ -138,9 +191,12 @@ func TestGenerateWeightOptionErrors(t *testing.T) {
 		{append(wan, "--weights-dtype", "q3"), `--weights-dtype: unknown weight type "q3" (one of f32, f16, bf16, q8_0`},
 		{append(wan, "--unet", bad), "--unet: a wan model has no unet component (it takes --transformer, --transformer-2)"},
 		{append(wan, "--transformer", bad), bad + ": gguf: truncated file: the tensor count"},
-		{[]string{"--model", "builtin", "--image", "x.png", "--transformer", bad}, "--transformer: a svd model has no transformer component (it takes --unet)"},
+		{append(wan, "--transformer", missing), missing + ` (read as Wan's original layout): tensor "blocks.1.attn2.to_k.bias" ("blocks.1.cross_attn.k.bias" in the file): missing from the file (expected shape [40])`},
+		{append(wan, "--transformer-2", extra), extra + ` (read as Wan's original layout): tensor "extra.weight": unexpected (shape [2], f32 in file)`},
+		{append(wan, "--transformer", shape), shape + ` (read as Wan's original layout): tensor "blocks.0.ffn.net.2.weight": shape [40 32] in file, expected [40 64]`},
+		{append(wan, "--transformer", iq), iq + ` (read as Wan's original layout): tensor "blocks.0.attn1.to_q.weight": type ggml type 16 in file is not one vdpp reads`},
 	} {
-		cmd := exec.Command(vdppBin, append([]string{"generate", "--out", t.TempDir(), "--num-frames", "5", "--height", "32", "--width", "32", "--steps", "2"}, c.args...)...)
+		cmd := exec.Command(vdpp(t), append([]string{"generate", "--out", t.TempDir(), "--num-frames", "5", "--height", "32", "--width", "32", "--steps", "2"}, c.args...)...)
 		out, err := cmd.CombinedOutput()
 		msg := strings.TrimSpace(string(out))
 		if err == nil || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, c.want) {
@@ -168,7 +224,7 @@ func TestPlanA14B(t *testing.T) {
 	run := func(dtype string) (configs, infeasible []mesh, types map[string]int64, stdout string) {
 		t.Helper()
 		js := filepath.Join(dir, dtype+".json")
-		cmd := exec.Command(vdppBin, "plan", "--model", filepath.Join("..", "..", "model", "wan", "testdata", "a14b"), "--calibration", cal,
+		cmd := exec.Command(vdpp(t), "plan", "--model", filepath.Join("..", "..", "model", "wan", "testdata", "a14b"), "--calibration", cal,
 			"--weights-dtype", dtype, "--devices", "2", "--memory-per-device", "17179869184", "--num-samples", "4", "--json", js)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -212,4 +268,89 @@ func TestPlanA14B(t *testing.T) {
 	if configs, _, types, _ := run("auto"); len(configs) != 0 || len(types) != 1 || types["f32"] < 114e9 {
 		t.Errorf("float32: feasible %+v, types %v", configs, types)
 	}
+}
+
+// The file stable-diffusion.cpp's own convert wrote (model/wan/transformer/testdata/sdcpp:
+// q8_0, 4-dim patch embedding, modulations without their outer 1) and a file written the
+// ComfyUI-GGUF way from the same random weights (q8_0, the 5-dim patch embedding flattened
+// with comfy.gguf.orig_shape) load through --transformer and --transformer-2 into a folder
+// that has only configs: each gives, on a backend without the fused kernels (every tensor
+// widened at load), the frames of the f32 original-layout file of its own widened weights
+// bit for bit, and held compact in q8_0 on the default backend, a video too.
+func TestGenerateGGUFFlavours(t *testing.T) {
+	src := filepath.Join("..", "..", "model", "wan", "transformer", "testdata", "sdcpp")
+	cfg, err := transformer.ReadConfig(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfgMap map[string]any
+	data, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &cfgMap); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"in_channels", "out_channels", "num_layers", "num_attention_heads", "attention_head_dim", "ffn_dim", "freq_dim", "text_dim", "rope_max_seq_len"} {
+		cfgMap[k] = int(cfgMap[k].(float64))
+	}
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model")
+	wantest.WriteMoEFolder(t, model, cfgMap, 3)
+	emb := tensor.New(6, cfg.TextDim)
+	for i := range emb.Data {
+		emb.Data[i] = float32(i%7)/7 - 0.5
+	}
+	embeds := filepath.Join(dir, "embeds.safetensors")
+	if err := safetensors.WriteMapFile(embeds, map[string]*tensor.Dense{"prompt_embeds": emb}, nil); err != nil {
+		t.Fatal(err)
+	}
+	weights := wantest.RandomWeights(t, cfg, 2026) // what the sd.cpp file was converted from
+	comfy := filepath.Join(dir, "comfy-q8_0.gguf")
+	wantest.WriteTransformerFile(t, weights, comfy, wantest.ComfyGGUF, quant.Q8_0)
+	common := []string{"--model", model, "--prompt-embeds", embeds, "--negative-prompt-embeds", embeds, "--num-frames", "5",
+		"--height", "32", "--width", "32", "--steps", "3", "--guidance-scale", "4", "--seed", "7"}
+	for _, f := range []struct{ name, path string }{{"stable-diffusion.cpp's convert", filepath.Join(src, "transformer-q8_0.gguf")}, {"ComfyUI-GGUF", comfy}} {
+		st, err := transformer.OpenWeights(filepath.Join(model, "transformer"), cfg, transformer.LoadOptions{File: f.path})
+		if err != nil {
+			t.Fatalf("%s: %v", f.name, err)
+		}
+		wide, err := st.Tensors()
+		st.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The names map onto the network: each tensor is the original within q8_0's error.
+		for n, w := range weights {
+			if rel := relL2(wide[n].Data, w.Data); rel > 1e-2 {
+				t.Errorf("%s: tensor %s is %.3g from the weights it was converted from", f.name, n, rel)
+			}
+		}
+		f32 := filepath.Join(dir, "widened.safetensors")
+		wantest.WriteTransformerFile(t, wide, f32, wantest.OriginalSafetensors, quant.F32)
+		with := func(file string, args ...string) []string {
+			return append(append(append([]string(nil), common...), "--transformer", file, "--transformer-2", file), args...)
+		}
+		ref := runGenerateBin(t, with(f32, "--backend", "go:kernels=off")...)
+		got := runGenerateBin(t, with(f.path, "--backend", "go:kernels=off")...)
+		requireSameFrames(t, ref, got, "sample-000", 5, f.name+"'s file widened at load")
+		held := runGenerateBin(t, with(f.path)...)
+		if n := len(readFrames(t, held)); n != 5 {
+			t.Errorf("%s held in q8_0: %d frames", f.name, n)
+		}
+		rep, err := os.ReadFile(filepath.Join(held, "sample-000", "report.json"))
+		if err != nil || !strings.Contains(string(rep), `"q8_0"`) {
+			t.Errorf("%s: report.json holds no q8_0 bytes (%v)", f.name, err)
+		}
+	}
+}
+
+func relL2(got, want []float32) float64 {
+	var num, den float64
+	for i := range got {
+		d := float64(got[i]) - float64(want[i])
+		num += d * d
+		den += float64(want[i]) * float64(want[i])
+	}
+	return math.Sqrt(num / den)
 }

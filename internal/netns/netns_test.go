@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vdpp/vdpp/internal/wait"
 )
 
 // The test binary doubles as the programs run inside the hosts: with $NETNS_HELPER set it
@@ -24,6 +26,7 @@ func TestMain(m *testing.M) {
 	case "client":
 		client(os.Getenv("NETNS_PEER"))
 	case "sleep":
+		// Not ordering: the helper process only has to stay alive until the test kills it.
 		time.Sleep(time.Hour)
 	}
 	os.Exit(0)
@@ -53,11 +56,10 @@ func echoServer() {
 func client(peer string) {
 	var c net.Conn
 	var err error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err = net.Dial("tcp", net.JoinHostPort(peer, helperPort)); err == nil {
-			break
-		}
-	}
+	wait.For(10*time.Second, func() bool { // the peer's server may not listen yet
+		c, err = net.Dial("tcp", net.JoinHostPort(peer, helperPort))
+		return err == nil
+	})
 	if err != nil {
 		fmt.Println("err dial:", err)
 		os.Exit(1)
@@ -114,11 +116,10 @@ func TestHostsLinkRateAndCut(t *testing.T) {
 	// The test itself can connect from inside a host.
 	var c net.Conn
 	var err error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err = h0.DialContext(t.Context(), "tcp", net.JoinHostPort(h1.Addr, helperPort)); err == nil {
-			break
-		}
-	}
+	wait.For(10*time.Second, func() bool { // the server in host 1 may not listen yet
+		c, err = h0.DialContext(t.Context(), "tcp", net.JoinHostPort(h1.Addr, helperPort))
+		return err == nil
+	})
 	if err != nil {
 		t.Fatalf("dial from inside host 0: %v", err)
 	}
@@ -201,11 +202,7 @@ func TestRemovedWhenTestEnds(t *testing.T) {
 		}
 		// `ip netns exec` enters the namespace, then becomes the program (same pid).
 		var pids []int
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if pids, _ = n.Hosts[2].Pids(); len(pids) > 0 {
-				break
-			}
-		}
+		wait.For(10*time.Second, func() bool { pids, _ = n.Hosts[2].Pids(); return len(pids) > 0 })
 		if len(pids) != 1 || pids[0] != sleeper.Process.Pid {
 			t.Fatalf("pids in host 2: %v, want [%d]", pids, sleeper.Process.Pid)
 		}
@@ -269,14 +266,13 @@ func TestProcessExistsZombie(t *testing.T) {
 	pid := cmd.Process.Pid
 	defer cmd.Wait()
 	// Not waited for, the child stays a zombie once it has exited.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err == nil && strings.Contains(string(stat), ") Z ") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("child %d never became a zombie: %s (%v)", pid, stat, err)
-		}
+	var stat []byte
+	var err error
+	if !wait.For(10*time.Second, func() bool {
+		stat, err = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		return err == nil && strings.Contains(string(stat), ") Z ")
+	}) {
+		t.Fatalf("child %d never became a zombie: %s (%v)", pid, stat, err)
 	}
 	if processExists(pid) {
 		t.Fatalf("zombie %d counts as a live process", pid)

@@ -29,6 +29,8 @@ const (
 	Decoding  Phase = "decoding"
 	Waiting   Phase = "waiting"
 	Done      Phase = "done"
+	// Stopped: the rank ended without finishing (interrupted, or failed).
+	Stopped Phase = "stopped"
 )
 
 // Rank is one rank's report.

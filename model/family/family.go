@@ -209,6 +209,14 @@ func WeightTypesOf(s Sampler) map[string]int64 {
 	return map[string]int64{"f32": n}
 }
 
+// DenoiserReleaser is implemented by Samplers that can free their denoiser's weights once a
+// process has no steps left to run: the engine calls ReleaseDenoiser before the last decode
+// of a process that both denoises and decodes (one process, or the last stage), so the
+// decode's memory does not come on top of the denoiser's. Step must not be called after it.
+type DenoiserReleaser interface {
+	ReleaseDenoiser() error
+}
+
 // ChunkDecoder is implemented by Samplers that can decode a final latent a few frames at a
 // time, so a long video is written without all its frames held at once.
 type ChunkDecoder interface {

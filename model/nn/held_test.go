@@ -269,3 +269,78 @@ func TestRunState(t *testing.T) {
 		t.Fatal("RunState took a closed state")
 	}
 }
+
+// TestHeldWithoutKernels is the load path of a backend without vdpp's fused CPU kernels (XLA
+// on a CPU or GPU, or the pure-Go backend with kernels=off, which this test runs; no PJRT
+// plugin is needed): a tensor stored in any type (a q8_0, q4_K or bf16 GGUF, or float32
+// with --weights-dtype asking for a block type) is converted once, at load, to the
+// backend's float32 (ggml's dequantizers), held as float32 and counted so, and the network
+// computes on exactly those values: the same outputs, bit for bit, as the float32 weights
+// the stored bytes stand for, with no widening op in the program.
+func TestHeldWithoutKernels(t *testing.T) {
+	b, err := NewBackend("go:kernels=off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if UsesKernels(b) {
+		t.Fatal("go:kernels=off runs the fused kernels")
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	const rows, in, out = 5, 256, 32
+	x := randDense(r, rows, in)
+	w, bias := randDense(r, out, in), randDense(r, out)
+	for _, tc := range []struct {
+		name   string
+		stored quant.Type
+		hold   HoldFunc
+	}{
+		{"q8_0 file", quant.Q8_0, HoldAsStored},
+		{"q4_K file", quant.Q4_K, HoldAsStored},
+		{"bf16 file", quant.BF16, HoldAsStored},
+		{"f16 file as q8_0", quant.F16, HoldAs(quant.Q8_0)},
+		{"f32 file as q4_K", quant.F32, HoldAs(quant.Q4_K)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			held, err := NewWeightsHeld(b, tc.hold, func(add func(string, StoredTensor) error) error {
+				if err := add("l.weight", storedAs(t, w, tc.stored)); err != nil {
+					return err
+				}
+				return add("l.bias", storedF32(bias))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ht, _ := held.Held("l.weight"); ht != quant.F32 {
+				t.Errorf("weight held as %v on a backend without kernels, want f32", ht)
+			}
+			if got := held.HeldBytes(); len(got) != 1 || got[quant.F32] != 4*(out*in+out) {
+				t.Errorf("bytes by type %v, want only %d of f32", got, 4*(out*in+out))
+			}
+			// The values the stored bytes stand for: the stored type widened (a conversion
+			// asked for by the hold func is a compact backend's; this one keeps float32).
+			wide, err := NewWeights(b, map[string]*tensor.Dense{"l.weight": widened(t, w, tc.stored), "l.bias": bias})
+			if err != nil {
+				t.Fatal(err)
+			}
+			build := func(s Scope, in []*graph.Node) []*graph.Node {
+				g := in[0].Graph()
+				wn, bn := s.Param(g, "l.weight", out, in[0].Shape().Dim(-1)), s.Param(g, "l.bias", out)
+				return []*graph.Node{Linear(in[0], wn, bn), graph.AddScalar(wn, 0)}
+			}
+			before := widenRuns.Load()
+			got := runProgram(t, held, build, x)
+			if n := widenRuns.Load() - before; n != 0 {
+				t.Errorf("%d widening ops ran: the weight was not converted at load", n)
+			}
+			want := runProgram(t, wide, build, x)
+			for i := range got {
+				if rel := relL2(got[i].Data, want[i].Data); rel != 0 {
+					t.Errorf("output %d: relative L2 %.3g against the widened stored weights, want bit for bit", i, rel)
+				}
+			}
+			if tc.stored != quant.F32 && relL2(got[1].Data, w.Data) == 0 {
+				t.Errorf("the weight equals the float32 original: the stored %v bytes were not used", tc.stored)
+			}
+		})
+	}
+}

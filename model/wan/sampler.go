@@ -733,6 +733,21 @@ func (s *Sampler) WeightTypes() map[string]int64 {
 	return out
 }
 
+// ReleaseDenoiser implements family.DenoiserReleaser: it closes the experts (their weights
+// leave the process); the VAE and the encoders stay.
+func (s *Sampler) ReleaseDenoiser() error {
+	var errs []error
+	for i, m := range s.Experts {
+		if m != nil {
+			errs = append(errs, m.Close())
+			s.Experts[i] = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var _ family.DenoiserReleaser = (*Sampler)(nil)
+
 // Close implements family.Sampler.
 func (s *Sampler) Close() error {
 	var errs []error
@@ -822,7 +837,7 @@ var _ family.Switcher = wanFamily{}
 // variant, or the file --transformer / --transformer-2 names.
 func transformerOptions(expert int, o family.Options) transformer.LoadOptions {
 	hold, _ := nn.HoldFor(o.Weights.DType) // checked by checkWeightOptions
-	return transformer.LoadOptions{Variant: o.Variant, File: o.Weights.File(ExpertComponent(expert)), Hold: hold}
+	return transformer.LoadOptions{Variant: o.Variant, File: o.Weights.File(ExpertComponent(expert)), Hold: transformer.Hold(hold)}
 }
 
 // checkWeightOptions refuses weight options the folder cannot take: --transformer-2 for a

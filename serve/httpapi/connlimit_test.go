@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vdpp/vdpp/internal/wait"
 )
 
 func TestDefaultConnLimits(t *testing.T) {
@@ -167,10 +169,7 @@ func TestLimitListener(t *testing.T) {
 		t.Errorf("127.0.0.2's connections answer %d and %d; want one evicted (503) and one 200", sa, sb)
 	}
 	c1.Close()
-	deadline := time.Now().Add(2 * time.Second)
-	for ll.open() > 3 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.For(2*time.Second, func() bool { return ll.open() <= 3 }) // the get below says whether it did
 	if st := get(dialFrom(t, "127.0.0.6", addr)); st != 200 {
 		t.Errorf("after a close: %d, want 200", st)
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/internal/shared"
+	"github.com/vdpp/vdpp/internal/wait"
 	"github.com/vdpp/vdpp/serve"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/tensor"
@@ -112,24 +113,21 @@ func get(t testing.TB, url string) (int, http.Header, []byte) {
 // waitDone polls a job until it ends and returns its final status.
 func waitDone(t testing.TB, url, id string, timeout time.Duration) job.Status {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var st job.Status
+	if !wait.For(timeout, func() bool {
 		code, _, b := get(t, url+"/v1/videos/"+id)
 		if code != http.StatusOK {
 			t.Fatalf("status of %s: %d %s", id, code, b)
 		}
-		var st job.Status
+		st = job.Status{}
 		if err := json.Unmarshal(b, &st); err != nil {
 			t.Fatal(err)
 		}
-		if st.State.Final() {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s still %s after %v", id, st.State, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return st.State.Final()
+	}) {
+		t.Fatalf("job %s still %s after %v", id, st.State, timeout)
 	}
+	return st
 }
 
 // latent downloads a finished job's final latent.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/vdpp/vdpp/model"
@@ -27,54 +28,57 @@ func (waiting) WeightBytes() int64 { return 0 }
 
 // TestCancelWithinStep: when every row of the batch being computed is cancelled, the step
 // itself stops (its context is cancelled) and the batch ends dropped and empty, instead of
-// the cancel waiting for the step's end.
+// the cancel waiting for the step's end. In a synctest bubble: the step lasts until its
+// context ends, on a fake clock.
 func TestCancelWithinStep(t *testing.T) {
-	den := waiting{entered: make(chan struct{}, 1)}
-	coord, conn := net.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- worker.Run(ctx, worker.Config{Conn: conn, Rank: 0, Stepper: func(steps int) (*pipeline.Stepper, error) {
-			sc, err := sched.New(sched.DefaultSVDConfig(), steps)
+	synctest.Test(t, func(t *testing.T) {
+		den := waiting{entered: make(chan struct{}, 1)}
+		coord, conn := net.Pipe()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			done <- worker.Run(ctx, worker.Config{Conn: conn, Rank: 0, Stepper: func(steps int) (*pipeline.Stepper, error) {
+				sc, err := sched.New(sched.DefaultSVDConfig(), steps)
+				if err != nil {
+					return nil, err
+				}
+				return &pipeline.Stepper{Model: den, Sched: sc}, nil
+			}})
+		}()
+		c := wire.NewConn(coord, 0)
+		batch := &pipeline.Item{Group: 1, Samples: []int64{0}, Latent: tensor.New(1, 1, 4, 2, 2), Cond: []model.Conditioning{{}}}
+		if err := c.Send(wire.Run(batch, 5, 5)); err != nil {
+			t.Fatal(err)
+		}
+		<-den.entered // the first step's model call is running
+		if err := c.Send(wire.Cancel(1, 0)); err != nil {
+			t.Fatal(err)
+		}
+		var ops []int
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			m, err := c.Recv(time.Until(deadline))
 			if err != nil {
-				return nil, err
+				t.Fatalf("after %v: %v", ops, err)
 			}
-			return &pipeline.Stepper{Model: den, Sched: sc}, nil
-		}})
-	}()
-	c := wire.NewConn(coord, 0)
-	batch := &pipeline.Item{Group: 1, Samples: []int64{0}, Latent: tensor.New(1, 1, 4, 2, 2), Cond: []model.Conditioning{{}}}
-	if err := c.Send(wire.Run(batch, 5, 5)); err != nil {
-		t.Fatal(err)
-	}
-	<-den.entered // the first step's model call is running
-	if err := c.Send(wire.Cancel(1, 0)); err != nil {
-		t.Fatal(err)
-	}
-	var ops []int
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		m, err := c.Recv(time.Until(deadline))
-		if err != nil {
-			t.Fatalf("after %v: %v", ops, err)
+			op, _, _ := wire.Op(m)
+			if op == wire.OpPing {
+				continue
+			}
+			ops = append(ops, op)
+			if op == wire.OpEmpty || op == wire.OpFailed || op == wire.OpResult {
+				break
+			}
 		}
-		op, _, _ := wire.Op(m)
-		if op == wire.OpPing {
-			continue
+		if want := []int{wire.OpDropped, wire.OpEmpty}; len(ops) != 2 || ops[0] != want[0] || ops[1] != want[1] {
+			t.Fatalf("ops %v, want dropped then empty", ops)
 		}
-		ops = append(ops, op)
-		if op == wire.OpEmpty || op == wire.OpFailed || op == wire.OpResult {
-			break
+		cancel()
+		c.Close()
+		if err := <-done; err != nil {
+			t.Fatalf("worker ended with %v", err)
 		}
-	}
-	if want := []int{wire.OpDropped, wire.OpEmpty}; len(ops) != 2 || ops[0] != want[0] || ops[1] != want[1] {
-		t.Fatalf("ops %v, want dropped then empty", ops)
-	}
-	cancel()
-	c.Close()
-	if err := <-done; err != nil {
-		t.Fatalf("worker ended with %v", err)
-	}
+	})
 }
 
 // quick is a denoiser that returns its input at once.

@@ -14,11 +14,13 @@ import (
 // TestHeldAccuracy runs the dev checkpoint's UNet with its weights held in bf16, Q8_0 and
 // Q4_K (nn.HoldAs: with the block types its linear layers, whose rows fit, while the
 // convolutions' rows of 3 fit no block and stay float32, as stable-diffusion.cpp keeps
-// them; Q4_K's rows of 32 and 64 take its fallback q5_0) and runs the unet_forward case
-// against the float32 weights' call: bf16 and Q8_0 within 1e-2 relative L2, and every type
-// within its kernels' error of the float32 call on the weights it holds, widened (bit for
-// bit for bf16, 1e-4 for Q8_0, 1e-2 for Q4_K's 8-bit activations). Q4_K's own error
-// against float32 is logged.
+// them; Q4_K's rows of 32 to 128, all but a few of its matrices, take its fallback q5_0) and
+// runs the unet_forward case against the float32 weights' call: bf16 and Q8_0 within 1e-2
+// relative L2, Q4_K within 6e-2 (5.2e-2 measured: the q5_0 fallback's own error, 4.3% on
+// weights of this scale, spread over every layer, so keeping any one kind of layer back
+// would not bring it under 5e-2), and every type within its kernels' error of the float32
+// call on the weights it holds, widened (bit for bit for bf16, 1e-4 for Q8_0, 1e-2 for
+// Q4_K's 8-bit activations).
 func TestHeldAccuracy(t *testing.T) {
 	b := backend(t)
 	if !nn.UsesKernels(b) {
@@ -53,7 +55,7 @@ func TestHeldAccuracy(t *testing.T) {
 	for _, tc := range []struct {
 		typ           quant.Type
 		tol, tolWiden float64
-	}{{quant.BF16, 1e-2, 0}, {quant.Q8_0, 1e-2, 1e-4}, {quant.Q4_K, 0, 1e-2}} {
+	}{{quant.BF16, 1e-2, 0}, {quant.Q8_0, 1e-2, 1e-4}, {quant.Q4_K, 6e-2, 1e-2}} {
 		t.Run(tc.typ.String(), func(t *testing.T) {
 			m, err := NewHeld(cfg, w, b, nn.HoldAs(tc.typ))
 			if err != nil {

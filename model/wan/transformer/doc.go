@@ -24,7 +24,9 @@
 //
 // Weights are read through nn.Scope with their diffusers names; ExpectedTensors lists them
 // from the same graph-building code, and Load checks a file against it before any memory
-// is allocated for the network.
+// is allocated for the network. LoadWith reads one file instead (OriginalKeys: Wan's
+// original layout, GGUF or safetensors) and holds each tensor in the type LoadOptions.Hold
+// says; Hold wraps a --weights-dtype conversion so the output head keeps its stored type.
 //
 // # Context parallelism
 //

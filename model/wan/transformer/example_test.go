@@ -3,7 +3,9 @@ package transformer_test
 import (
 	"fmt"
 
+	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/wan/transformer"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // ExampleExpectedTensors lists the tensors of a small Wan transformer without allocating
@@ -37,4 +39,29 @@ func ExampleHeadRanges() {
 	// Output:
 	// [[0 2] [2 4] [4 5] [5 6]] <nil>
 	// wan/transformer: context-parallel shards do not fit: 2 attention heads cannot be split over 3 members (each needs one)
+}
+
+// ExampleHold shows the types --weights-dtype q4_k holds a Wan transformer's tensors in:
+// the blocks' matrices in q4_K (rows of 256) or its fallback q5_0 (rows of 64), the
+// embeddings and the output head as stored, norms and biases in float32.
+func ExampleHold() {
+	hold := transformer.Hold(nn.HoldAs(quant.Q4_K))
+	for _, t := range []struct {
+		name  string
+		shape []int
+	}{
+		{"blocks.0.attn1.to_q.weight", []int{256, 256}},
+		{"blocks.0.ffn.net.2.weight", []int{256, 64}},
+		{"condition_embedder.text_embedder.linear_1.weight", []int{256, 256}},
+		{"proj_out.weight", []int{64, 256}},
+		{"blocks.0.attn1.to_q.bias", []int{256}},
+	} {
+		fmt.Println(t.name, hold(t.name, t.shape, quant.BF16))
+	}
+	// Output:
+	// blocks.0.attn1.to_q.weight q4_K
+	// blocks.0.ffn.net.2.weight q5_0
+	// condition_embedder.text_embedder.linear_1.weight bf16
+	// proj_out.weight bf16
+	// blocks.0.attn1.to_q.bias f32
 }

@@ -58,15 +58,18 @@ func initWeights(cfg Config, seed uint64) (map[string]*tensor.Dense, error) {
 }
 
 // TestHeldAccuracy runs one transformer call with its weights held in bf16, f16, Q8_0 and
-// Q4_K against the same call with the float32 weights they were converted from, and
-// against the float32 call on the weights the type makes of them (quantized, widened):
+// Q4_K (converted at load as --weights-dtype converts them: Hold(nn.HoldAs(t)), the output
+// head kept as stored) against the same call with the float32 weights they were converted
+// from, and against the float32 call on the weights the type makes of them (quantized,
+// widened):
 //
-//   - bf16, f16 and Q8_0 within 1e-2 relative L2 of the float32 weights' call;
+//   - bf16, f16 and Q8_0 within 1e-2 relative L2 of the float32 weights' call, Q4_K within
+//     5e-2 (its weights alone are 7% from float32 weights of this scale: with the head in
+//     q4_K too the call is 8.5e-2 from float32, the type's own error, which no kernel
+//     removes);
 //   - the call on its own widened weights: bit for bit for bf16 and f16 (the half kernels
 //     widen as they load), within 1e-4 for Q8_0 (its products are the float products of
-//     its weights) and 1e-2 for Q4_K (8-bit activations). Q4_K's weights alone are 8.5e-2
-//     from the float32 weights on this network (logged): the type's own error, which no
-//     kernel removes.
+//     its weights) and 1e-2 for Q4_K (8-bit activations).
 func TestHeldAccuracy(t *testing.T) {
 	cfg := heldConfig
 	w, err := initWeights(cfg, 1)
@@ -98,16 +101,17 @@ func TestHeldAccuracy(t *testing.T) {
 	for _, tc := range []struct {
 		typ           quant.Type
 		tol, tolWiden float64
-	}{{quant.BF16, 1e-2, 0}, {quant.F16, 1e-2, 0}, {quant.Q8_0, 1e-2, 1e-4}, {quant.Q4_K, 0, 1e-2}} {
+	}{{quant.BF16, 1e-2, 0}, {quant.F16, 1e-2, 0}, {quant.Q8_0, 1e-2, 1e-4}, {quant.Q4_K, 5e-2, 1e-2}} {
 		t.Run(tc.typ.String(), func(t *testing.T) {
-			got, held := forward(t, w, nn.HoldAs(tc.typ))
+			hold := Hold(nn.HoldAs(tc.typ))
+			got, held := forward(t, w, hold)
 			if held.HeldBytes()[tc.typ] == 0 {
 				t.Fatalf("no weight held as %v", tc.typ)
 			}
 			widened := map[string]*tensor.Dense{}
 			for name, d := range w {
 				widened[name] = d
-				if ht := nn.HoldAs(tc.typ)(name, d.Shape, quant.F32); ht != quant.F32 {
+				if ht := hold(name, d.Shape, quant.F32); ht != quant.F32 {
 					raw, err := quant.Quantize(ht, d.Data)
 					if err != nil {
 						t.Fatal(err)
