@@ -60,7 +60,10 @@ type Options struct {
 	MinGuidance   float64
 	MaxGuidance   float64
 	GuidanceScale float64
-	Timeout       time.Duration
+	// Schedule is the sampler and flow shift (--scheduler, --flow-shift; zero: the
+	// folder's own): it changes the noise levels and updates, not a step's cost.
+	Schedule family.SchedulerChoice
+	Timeout  time.Duration
 	// HeartbeatTimeout is how long a rank may hear nothing from another (not even a
 	// heartbeat) before the run ends, naming the lost rank and its node (0: the default,
 	// comm.DefaultHeartbeatTimeout).
@@ -135,6 +138,8 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "SVD and simulators: guidance weight of the first frame")
 	fs.Float64Var(&o.MaxGuidance, "max-guidance", o.MaxGuidance, "SVD and simulators: guidance weight of the last frame; > 1 runs classifier-free guidance")
 	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "text-to-video models (Wan): CFG scale; > 1 runs classifier-free guidance")
+	fs.StringVar(&o.Schedule.Scheduler, "scheduler", o.Schedule.Scheduler, "sampler `NAME` (flow models such as Wan: unipc, euler, dpm++2m, lcm; SVD and the simulators: euler, euler-a, dpm++2m-karras; default: the folder's own)")
+	fs.Float64Var(&o.Schedule.FlowShift, "flow-shift", o.Schedule.FlowShift, "flow models (Wan): the schedule's shift (0: the folder's flow_shift)")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline for the rendezvous and every receive, counted from the last step any rank finished and extended to 4x the longest step (the one in progress included): a slow step is not a hang")
 	fs.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", o.HeartbeatTimeout, "a rank silent this long (no data, no heartbeat: killed, node or link down) ends the run, named")
 	fs.StringVar(&o.JSON, "json", o.JSON, "write the report as JSON to this `FILE`")
@@ -196,7 +201,19 @@ func (o Options) Check() error {
 	if err := family.RefuseUnread(m.Family, model, o.knobs()); err != nil {
 		return badOptions("%w", err)
 	}
+	desc, err := m.Describe()
+	if err != nil {
+		return err
+	}
+	if err := desc.CheckScheduler(o.Schedule); err != nil {
+		return badOptions("--scheduler %q --flow-shift %v: %w", o.Schedule.Scheduler, o.Schedule.FlowShift, err)
+	}
 	return nil
+}
+
+// schedParams are the parameters the family's scheduler is built from.
+func (o Options) schedParams() family.Params {
+	return family.Params{Steps: o.TotalSteps, SchedulerChoice: o.Schedule}
 }
 
 // simConfig is the simulators' configuration from the options.

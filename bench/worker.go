@@ -54,12 +54,12 @@ func newParts(o Options, stages, stage int) (*parts, error) {
 		return nil, err
 	}
 	decodes := o.DecodeRanks > 0 && stage >= stages-max(1, min(o.DecodeRanks, stages))
-	s, st, err := openDenoiserSteps(o, family.Roles{Denoise: true, Decode: decodes, Steps: plan[stage], TotalSteps: o.TotalSteps})
+	s, st, err := openDenoiserSteps(o, family.Roles{Denoise: true, Decode: decodes, Steps: plan[stage], TotalSteps: o.TotalSteps, Schedule: o.Schedule})
 	if err != nil {
 		return nil, err
 	}
 	sc := st.Sched
-	w := &NoiseWorkload{Seed: o.Seed, Shape: o.LatentShape(), InitNoiseSigma: sc.InitSigma(), Guidance: o.GuidanceWeights(o.LatentFrames), Cache: rule}
+	w := &NoiseWorkload{Seed: o.Seed, Shape: o.LatentShape(), InitNoiseSigma: sc.InitSigma(), Scheduler: sc, Guidance: o.GuidanceWeights(o.LatentFrames), Cache: rule}
 	if rule.On() && stage == stages-1 {
 		// The last stage keeps each sample's cache records as its last step ends (the
 		// decode may finish the sample on another rank, away from the item).
@@ -111,7 +111,7 @@ func openDenoiserSteps(o Options, roles family.Roles) (family.Sampler, *pipeline
 	if err != nil {
 		return nil, nil, err
 	}
-	sc, err := s.Scheduler(o.TotalSteps)
+	sc, err := s.Scheduler(o.schedParams())
 	if err == nil {
 		var st *pipeline.Stepper
 		if st, err = s.Stepper(sc); err == nil {

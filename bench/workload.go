@@ -10,6 +10,7 @@ import (
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -21,8 +22,11 @@ type NoiseWorkload struct {
 	Seed           int64
 	Shape          []int   // per-sample latent shape [T, C, H, W]
 	InitNoiseSigma float32 // from the scheduler
-	Guidance       []float32
-	Now            func() time.Time
+	// Scheduler, when set, gives each item its initial scheduler state (the noise keys of
+	// a scheduler that draws noise, sched.InitialState).
+	Scheduler sched.Scheduler
+	Guidance  []float32
+	Now       func() time.Time
 	// Cond builds a sample's conditioning from its noise stream (after the latent noise was
 	// drawn); nil gives none (a denoiser that reads no conditioning).
 	Cond func(r *rand.Rand) model.Conditioning
@@ -85,6 +89,9 @@ func (w *NoiseWorkload) Prepare(_ context.Context, group int64, samples []int64)
 	per := tensor.NumElements(w.Shape)
 	lat := tensor.New(append([]int{len(samples)}, w.Shape...)...)
 	it := &pipeline.Item{Group: group, Samples: samples, Latent: lat, Guidance: w.Guidance, Cache: pipeline.NewItemCache(w.Cache, len(samples))}
+	if w.Scheduler != nil {
+		it.SchedState = sched.InitialState(w.Scheduler, w.Seed, samples)
+	}
 	for r, s := range samples {
 		noise, rng := SampleNoise(w.Seed, s, w.Shape)
 		dst := lat.Data[r*per : (r+1)*per]

@@ -52,7 +52,7 @@ func GenerateInput(ctx context.Context, s family.Sampler, in family.Input, pr fa
 	if err := s.Validate(pr); err != nil {
 		return nil, Stats{}, err
 	}
-	sc, err := s.Scheduler(pr.Steps)
+	sc, err := s.Scheduler(pr)
 	if err != nil {
 		return nil, Stats{}, err
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/vdpp/vdpp/internal/cli"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/knob"
+	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
@@ -137,6 +138,8 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.NegativePrompt, "negative-prompt", o.NegativePrompt, "negative prompt `TEXT`, the unconditional half of CFG (default \"\")")
 	fs.StringVar(&o.PromptEmbeds, "prompt-embeds", o.PromptEmbeds, "safetensors `FILE` of prompt embeddings [L, text_dim] or [1, L, text_dim] for a text-to-video model (Wan)")
 	fs.StringVar(&o.NegativePromptEmbeds, "negative-prompt-embeds", o.NegativePromptEmbeds, "safetensors `FILE` of negative prompt embeddings (needed when --guidance-scale > 1)")
+	fs.Var(lora.Flag{Specs: &o.LoRA}, "lora", "LoRA `FILE[:STRENGTH]` merged into the denoiser(s) at load, repeatable (strength 1 by default; docs/lora.md)")
+	fs.Var(lora.Flag{Specs: &o.LoRA2}, "lora-2", "LoRA `FILE[:STRENGTH]` of a two-expert model's second (low-noise) expert, repeatable; given, --lora is the first expert's only")
 	fs.IntVar(&o.DecodeRanks, "decode-ranks", o.DecodeRanks, "ranks that share the VAE decode: the last stage and the N-1 before it (0 or 1: the last stage alone); bit-identical")
 	fs.Float64Var(&o.DecodeSteps, "decode-steps", o.DecodeSteps, "one sample's decode cost in denoising steps; the step cut moves steps off the decoding stages to balance it, as vdpp plan does (0: cut by steps alone); bit-identical")
 	fs.Float64Var(&o.ConditionSteps, "condition-steps", o.ConditionSteps, "one sample's conditioning cost (stage 0's image or text encoder) in denoising steps; the step cut moves steps off stage 0 to balance it (0: not counted)")
@@ -271,6 +274,7 @@ func (o Options) WorkerArgs() []string {
 // cloneParams copies p with its own slices.
 func cloneParams(p family.Params) family.Params {
 	p.Cache.Steps = slices.Clone(p.Cache.Steps)
+	p.LoRA, p.LoRA2 = slices.Clone(p.LoRA), slices.Clone(p.LoRA2)
 	return p
 }
 

@@ -93,10 +93,10 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	chain := mesh.PPGroup(env.Rank)
 	spreadRanks := chain[len(chain)-max(1, o.DecodeRanks):]
 	decodes := records && (last || (o.DecodeRanks > 1 && slices.Contains(spreadRanks, env.Rank)))
-	roles := family.Roles{Condition: first, Denoise: true, Decode: decodes, Steps: plan[stage], TotalSteps: o.Steps}
+	roles := family.Roles{Condition: first, Denoise: true, Decode: decodes, Steps: plan[stage], TotalSteps: o.Steps, Schedule: pr.SchedulerChoice}
 	t0 := time.Now()
 	p, err := m.Open(family.Options{Variant: o.Variant, Weights: o.Weights, Backend: o.Backend, Roles: roles,
-		Prompts: o.Prompt != "" && desc.TextDim > 0, Progress: LoadProgress(log)})
+		Prompts: o.Prompt != "" && desc.TextDim > 0, Progress: LoadProgress(log), LoRAs: pr.LoRAs})
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	if env.Rank == 0 {
 		log.Info("stage plan", "mesh", mesh.String(), "plan", pipeline.FormatPlan(plan))
 	}
-	sc, err := p.Scheduler(pr.Steps)
+	sc, err := p.Scheduler(pr)
 	if err != nil {
 		return err
 	}
@@ -399,6 +399,7 @@ func (w *workload) JoinParts(ctx context.Context, s int64, _ *tensor.Dense, part
 // its own, so its conditioning time is its own.
 func (w *workload) Prepare(ctx context.Context, group int64, samples []int64) (*pipeline.Item, error) {
 	var it *pipeline.Item
+	states := make([]sched.State, len(samples))
 	for r, s := range samples {
 		t0 := time.Now()
 		one, err := w.p.Prepare(ctx, w.in, w.pr, w.sc, []int64{s})
@@ -412,9 +413,14 @@ func (w *workload) Prepare(ctx context.Context, group int64, samples []int64) (*
 		per := one.Latent.Len()
 		copy(it.Latent.Data[r*per:(r+1)*per], one.Latent.Data)
 		it.Cond = append(it.Cond, one.Cond...)
+		states[r] = one.SchedState
 		if err := setJSON(ctx, w.store, "cond/"+strconv.FormatInt(s, 10), condTiming{ms(time.Since(t0))}); err != nil {
 			return nil, err
 		}
+	}
+	var err error
+	if it.SchedState, err = sched.StackRows(states); err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
 	}
 	return it, nil
 }
@@ -516,7 +522,7 @@ func (w *workload) writeSample(ctx context.Context, s int64, t0 time.Time, decod
 	rep := SampleReport{
 		Sample: s, Seed: w.pr.Seed, Model: w.o.Model, Image: w.o.Image, LastImage: w.o.LastImage, Frames: w.pr.NumFrames,
 		Prompt: w.o.Prompt, NegativePrompt: w.o.NegativePrompt, PromptEmbeds: w.o.PromptEmbeds, NegativePromptEmbeds: w.o.NegativePromptEmbeds,
-		GuidanceScale: w.pr.GuidanceScale, GuidanceScale2: w.pr.GuidanceScale2,
+		GuidanceScale: w.pr.GuidanceScale, GuidanceScale2: w.pr.GuidanceScale2, Sampler: w.pr.Scheduler, FlowShift: w.pr.FlowShift, LoRA: w.pr.LoRA, LoRA2: w.pr.LoRA2,
 		Height: w.pr.Height, Width: w.pr.Width, Steps: w.pr.Steps, MinGuidance: w.pr.MinGuidance,
 		MaxGuidance: w.pr.MaxGuidance, FPS: w.pr.FPS, MotionID: w.pr.MotionBucketID, NoiseAug: w.pr.NoiseAugStrength,
 		DecodeChunk: w.pr.DecodeChunkSize, DecodeRanks: max(1, w.o.DecodeRanks), VAETile: w.pr.VAETile, Window: w.o.Window, Overlap: w.o.Overlap, Blend: w.o.Blend, NProc: w.o.NProc, PP: w.o.PP, CFG: w.o.CFG, CP: w.o.CP, DP: w.o.DP, Stages: w.stages,

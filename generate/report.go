@@ -1,6 +1,7 @@
 package generate
 
 import (
+	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/video"
 )
@@ -43,22 +44,29 @@ type SampleReport struct {
 	NegativePromptEmbeds string  `json:"negative_prompt_embeds,omitempty"`
 	GuidanceScale        float64 `json:"guidance_scale,omitempty"`
 	GuidanceScale2       float64 `json:"guidance_scale_2,omitempty"`
-	Frames               int     `json:"num_frames"`
-	Height               int     `json:"height"`
-	Width                int     `json:"width"`
-	Steps                int     `json:"steps"`
-	MinGuidance          float64 `json:"min_guidance"`
-	MaxGuidance          float64 `json:"max_guidance"`
-	FPS                  int     `json:"fps"`
-	MotionID             int     `json:"motion_bucket_id"`
-	NoiseAug             float64 `json:"noise_aug_strength"`
-	DecodeChunk          int     `json:"decode_chunk_size"`
-	DecodeRanks          int     `json:"decode_ranks"`
-	VAETile              int     `json:"vae_tile,omitempty"`
-	Window               int     `json:"window,omitempty"`
-	Overlap              int     `json:"overlap"`
-	Blend                string  `json:"blend,omitempty"`
-	NProc                int     `json:"nproc"`
+	// Sampler is the scheduler that ran (--scheduler, or the folder's own); FlowShift a
+	// flow model's shift. Provenance's Scheduler is the folder's scheduler config.
+	Sampler   string  `json:"sampler,omitempty"`
+	FlowShift float64 `json:"flow_shift,omitempty"`
+	// LoRA and LoRA2 are the LoRAs merged into the denoisers (the second expert's apart).
+	LoRA        []lora.Spec `json:"lora,omitempty"`
+	LoRA2       []lora.Spec `json:"lora_2,omitempty"`
+	Frames      int         `json:"num_frames"`
+	Height      int         `json:"height"`
+	Width       int         `json:"width"`
+	Steps       int         `json:"steps"`
+	MinGuidance float64     `json:"min_guidance"`
+	MaxGuidance float64     `json:"max_guidance"`
+	FPS         int         `json:"fps"`
+	MotionID    int         `json:"motion_bucket_id"`
+	NoiseAug    float64     `json:"noise_aug_strength"`
+	DecodeChunk int         `json:"decode_chunk_size"`
+	DecodeRanks int         `json:"decode_ranks"`
+	VAETile     int         `json:"vae_tile,omitempty"`
+	Window      int         `json:"window,omitempty"`
+	Overlap     int         `json:"overlap"`
+	Blend       string      `json:"blend,omitempty"`
+	NProc       int         `json:"nproc"`
 	// PP, CFG, CP and DP are the mesh the run used (their product is NProc).
 	PP      int              `json:"pp"`
 	CFG     int              `json:"cfg"`

@@ -254,3 +254,30 @@ func TestResolveVAETile(t *testing.T) {
 		}
 	}
 }
+
+// An SVD model offers euler (its folder's, filled in), euler-a and dpm++2m-karras, and
+// takes no flow shift.
+func TestResolveSVDScheduler(t *testing.T) {
+	o := DefaultOptions()
+	o.Model, o.Image = "builtin", writePNG(t)
+	for _, c := range []struct {
+		sched string
+		shift float64
+		want  string
+	}{
+		{"lcm", 0, `--scheduler "lcm": --model builtin offers euler, euler-a, dpm++2m-karras`},
+		{"", 5, "--flow-shift 5: --model builtin is not a flow-matching model"},
+	} {
+		o.Scheduler, o.FlowShift = c.sched, c.shift
+		if _, err := Resolve(o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--scheduler %q --flow-shift %v: %v, want %q", c.sched, c.shift, err, c.want)
+		}
+	}
+	for sched, want := range map[string]string{"": "euler", "euler-a": "euler-a", "dpm++2m-karras": "dpm++2m-karras"} {
+		o.Scheduler, o.FlowShift = sched, 0
+		r, err := Resolve(o)
+		if err != nil || r.Scheduler != want || r.FlowShift != 0 {
+			t.Errorf("--scheduler %q: %q, flow shift %v, %v; want %q", sched, r.Scheduler, r.FlowShift, err, want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/knob"
+	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/plan"
 	"github.com/vdpp/vdpp/video"
@@ -111,6 +113,7 @@ func resolveInputs(o Options) (Options, error) {
 	if o.ModelName == "" {
 		o.ModelName = o.Model
 	}
+	named := o.ModelName // as given, for messages
 	o.Model = m.Dir
 	if err := m.Preflight(family.Options{Variant: o.Variant, Weights: o.Weights, Roles: family.AllRoles}); err != nil {
 		return o, err
@@ -119,11 +122,29 @@ func resolveInputs(o Options) (Options, error) {
 	if err != nil {
 		return o, err
 	}
+	// The sampler and the LoRAs as given: checked against the model, the LoRAs' paths
+	// made absolute.
+	if err := checkScheduler(o, named, desc); err != nil {
+		return o, err
+	}
+	if o, err = resolveLoRAs(o, m); err != nil {
+		return o, err
+	}
 	// The knobs set, over the model's defaults, checked together and against the folder
 	// (the family's Validate), the temporal windows and the step cache resolved: every
 	// value is refused here, naming its flag, before anything runs.
 	set := o.set()
 	p, err := desc.ResolveJob(o.Params, set)
+	if err == nil {
+		// The sampler the model's folder has, unless chosen; the LoRAs as resolved.
+		if p.Scheduler == "" {
+			p.Scheduler = desc.DefaultScheduler()
+		}
+		if p.FlowShift == 0 {
+			p.FlowShift = desc.FlowShift
+		}
+		p.LoRAs = o.LoRAs
+	}
 	if err == nil {
 		err = m.Validate(p)
 	}
@@ -410,4 +431,47 @@ func autoMesh(ctx context.Context, o Options, say io.Writer) (Options, error) {
 	fmt.Fprintf(say, "generate: --plan auto (%s) on %d devices chose %s: predicted first sample %.2f s, %.3g samples/s\n",
 		o.Goal, o.NProc, o.mesh(), best.FirstSampleMS/1000, best.ThroughputPerS)
 	return o.resolveMeshFor()
+}
+
+// checkScheduler refuses a --scheduler the model does not offer and a --flow-shift it does
+// not take, in one line naming the flag and what the model offers.
+func checkScheduler(o Options, model string, desc family.Description) error {
+	c := family.SchedulerChoice{Scheduler: o.Scheduler, FlowShift: o.FlowShift}
+	if desc.CheckScheduler(family.SchedulerChoice{Scheduler: c.Scheduler}) != nil {
+		if len(desc.Schedulers) == 0 {
+			return badOptions("--scheduler %q: --model %s offers no scheduler choice", o.Scheduler, model)
+		}
+		return badOptions("--scheduler %q: --model %s offers %s", o.Scheduler, model, strings.Join(desc.SchedulerNames(), ", "))
+	}
+	if desc.CheckScheduler(family.SchedulerChoice{FlowShift: c.FlowShift}) != nil {
+		if desc.FlowShift == 0 {
+			return badOptions("--flow-shift %v: --model %s is not a flow-matching model", o.FlowShift, model)
+		}
+		return badOptions("--flow-shift %v: the shift must be a positive number (the folder's is %v)", o.FlowShift, desc.FlowShift)
+	}
+	return nil
+}
+
+// resolveLoRAs makes the LoRA paths absolute (every rank opens them) and checks each file
+// against the model's denoisers from its header, before any worker starts.
+func resolveLoRAs(o Options, m family.Resolved) (Options, error) {
+	for _, l := range []*[]lora.Spec{&o.LoRA, &o.LoRA2} {
+		specs := slices.Clone(*l)
+		for i, s := range specs {
+			abs, err := filepath.Abs(s.Path)
+			if err != nil {
+				return o, badOptions("--lora %s: %v", s.Path, err)
+			}
+			specs[i].Path = abs
+		}
+		*l = specs
+	}
+	if err := m.CheckLoRAs(family.LoRAs{LoRA: o.LoRA, LoRA2: o.LoRA2}, ""); err != nil {
+		flag := "--lora"
+		if len(o.LoRA2) > 0 && errors.Is(err, family.ErrParams) {
+			flag = "--lora-2"
+		}
+		return o, badOptions("%s: %s", flag, strings.TrimPrefix(strings.TrimPrefix(err.Error(), family.ErrParams.Error()+": "), lora.ErrLoRA.Error()+": "))
+	}
+	return o, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vdpp/vdpp/internal/shared"
+	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/model/wan/wantest"
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
@@ -31,6 +32,7 @@ func TestResolveWanErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	svdLoRA, _ := filepath.Abs(filepath.Join("..", "model", "lora", "testdata", "lora_svd_kohya", "lora0.safetensors"))
 	base := DefaultOptions()
 	base.Model, base.PromptEmbeds, base.NegativePromptEmbeds = dev, embeds, embeds
 	base.NumFrames, base.Height, base.Width, base.Steps = 9, 64, 64, 6
@@ -52,6 +54,11 @@ func TestResolveWanErrors(t *testing.T) {
 			"--prompt: wan: no text encoder: " + filepath.Join(dev, "text_encoder", "config.json") + " is missing"},
 		{"prompt and embeds", func(o *Options) { o.Prompt = "a fox" }, "--prompt and --prompt-embeds both given"},
 		{"negative prompt and embeds", func(o *Options) { o.NegativePrompt = "blurry" }, "--negative-prompt and --negative-prompt-embeds both given"},
+		{"scheduler", func(o *Options) { o.Scheduler = "euler-a" }, `--scheduler "euler-a": --model ` + dev + ` offers unipc, euler, dpm++2m, lcm`},
+		{"flow shift", func(o *Options) { o.FlowShift = -2 }, "--flow-shift -2: the shift must be a positive number (the folder's is 3)"},
+		{"lora of another model", func(o *Options) { o.LoRA = []lora.Spec{{Path: svdLoRA, Strength: 1}} },
+			"--lora: " + svdLoRA + ": key lora_unet_down_blocks_0_attentions_0_temporal_transformer_blocks_0_attn1_to_v.lora_down.weight names no layer of the Wan transformer (2 blocks, dim 40): a LoRA for another model?"},
+		{"lora missing", func(o *Options) { o.LoRA2 = []lora.Spec{{Path: filepath.Join(tmp, "none.safetensors"), Strength: 1}} }, "none.safetensors: no such file"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,6 +76,9 @@ func TestResolveWanErrors(t *testing.T) {
 	}
 	if o.GuidanceScale != 5 {
 		t.Errorf("default guidance scale %v, want WanPipeline's 5", o.GuidanceScale)
+	}
+	if o.Scheduler != "unipc" || o.FlowShift != 3 {
+		t.Errorf("scheduler %q, flow shift %v: want the folder's unipc and 3", o.Scheduler, o.FlowShift)
 	}
 }
 

@@ -22,7 +22,11 @@
 //
 // A step cache (Cache, ItemCache, docs/caching.md) lets a denoiser that implements
 // model.StepCacher reuse work of a sample's earlier steps; its rule, states and records
-// travel with the item like the scheduler's state, so caching keeps the promise below.
+// travel with the item like the scheduler's state, so caching keeps the promise below. The
+// rule and its flags' parsing are cache.go, what a static rule costs each step
+// cache_cost.go, an item's states and records cache_state.go, report.json's summary
+// cache_report.go, the one line a cached run prints (CacheOutcome) cacheline.go, and a
+// cached step with its wire form cachestep.go.
 //
 // Determinism: the final latents of a K-stage run are bit-identical to the one-stage run with
 // the same seeds and micro-batch size, because every item always holds the same samples and

@@ -29,12 +29,17 @@ type noiseWorkload struct {
 	// cache is the items' step cache rule; logs each finished sample's cache records.
 	cache pipeline.Cache
 	logs  map[int64][]pipeline.CacheRecord
+	// sched, when set, gives each item its initial scheduler state (noise keys).
+	sched sched.Scheduler
 }
 
 func (w *noiseWorkload) Prepare(_ context.Context, group int64, samples []int64) (*pipeline.Item, error) {
 	per := tensor.NumElements(w.shape)
 	it := &pipeline.Item{Group: group, Samples: samples, Latent: tensor.New(append([]int{len(samples)}, w.shape...)...), Guidance: w.guidance,
 		Cache: pipeline.NewItemCache(w.cache, len(samples))}
+	if w.sched != nil {
+		it.SchedState = sched.InitialState(w.sched, 7, samples)
+	}
 	for r, s := range samples {
 		rng := rand.New(rand.NewPCG(7, uint64(s)))
 		for i := 0; i < per; i++ {

@@ -73,6 +73,7 @@ const (
 	wireCondPref   = "cond/"            // cond/<row>/<name>
 	wireSchedPref  = "sched_state/"     // sched_state/<name>: SchedState.Latent, shaped as the latent
 	wireSharedPref = "sched_shared/"    // sched_shared/<name>: SchedState.Shared, 1-D
+	wireRowPref    = "sched_rows/"      // sched_rows/<name>: SchedState.PerRow, [rows, k]
 	wireWindows    = "windows"          // [Size, Overlap, blend code]
 	wireWinGuide   = "windows_guidance" // Windows.Guidance
 )
@@ -102,6 +103,10 @@ func (it *Item) ToMessage() comm.Message {
 	for _, name := range sortedKeys(it.SchedState.Shared) {
 		v := it.SchedState.Shared[name]
 		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireSharedPref + name, Tensor: &tensor.Dense{Shape: []int{len(v)}, Data: v}})
+	}
+	for _, name := range sortedKeys(it.SchedState.PerRow) {
+		v, rows := it.SchedState.PerRow[name], max(len(it.Samples), 1)
+		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireRowPref + name, Tensor: &tensor.Dense{Shape: []int{rows, len(v) / rows}, Data: v}})
 	}
 	if it.Cache != nil {
 		it.Cache.appendWire(&m)
@@ -167,6 +172,16 @@ func ItemFromMessage(m comm.Message) (*Item, error) {
 				it.SchedState.Shared = map[string][]float32{}
 			}
 			it.SchedState.Shared[name] = nt.Tensor.Data
+			continue
+		}
+		if name, ok := strings.CutPrefix(nt.Name, wireRowPref); ok {
+			if len(nt.Tensor.Shape) != 2 || nt.Tensor.Shape[0] != len(it.Samples) || nt.Tensor.Len() != len(nt.Tensor.Data) {
+				return nil, fmt.Errorf("pipeline: hand-off for group %d: scheduler row state %q is %v for %d samples", m.Sample, name, nt.Tensor.Shape, len(it.Samples))
+			}
+			if it.SchedState.PerRow == nil {
+				it.SchedState.PerRow = map[string][]float32{}
+			}
+			it.SchedState.PerRow[name] = nt.Tensor.Data
 			continue
 		}
 		var row int

@@ -21,6 +21,7 @@ type meshSpec struct {
 	steps, samples, micro int
 	frames                int
 	cache                 pipeline.Cache
+	sched                 string // a sampler of sched.KarrasSamplers ("": Euler)
 }
 
 // runMesh runs a whole mesh in this process over the in-process transport and returns the
@@ -40,7 +41,10 @@ func runMeshLogs(t *testing.T, ms meshSpec) (map[int64]*tensor.Dense, []map[int6
 		t.Fatal(err)
 	}
 	plan, _ := pipeline.EvenStages(ms.steps, ms.pp)
-	sc, _ := sched.New(sched.DefaultSVDConfig(), ms.steps)
+	sc, err := sched.NewKarrasNamed(ms.sched, sched.DefaultSVDConfig(), ms.steps)
+	if err != nil {
+		t.Fatal(err)
+	}
 	trs := comm.NewLocal(world, comm.Options{RecvTimeout: 10 * time.Second})
 	recorded := map[int64]*tensor.Dense{}
 	copies := make([]map[int64]*tensor.Dense, world)
@@ -64,8 +68,8 @@ func runMeshLogs(t *testing.T, ms meshSpec) (map[int64]*tensor.Dense, []map[int6
 				errs[r] = err
 				return
 			}
-			w := &noiseWorkload{shape: []int{ms.frames, 2, 3, 3}, sigma: sc.InitNoiseSigma, finals: map[int64]*tensor.Dense{},
-				guidance: sched.GuidanceWeights(1, 3, ms.frames), cache: ms.cache}
+			w := &noiseWorkload{shape: []int{ms.frames, 2, 3, 3}, sigma: sc.InitSigma(), finals: map[int64]*tensor.Dense{},
+				guidance: sched.GuidanceWeights(1, 3, ms.frames), cache: ms.cache, sched: sc}
 			errs[r] = pipeline.Run(context.Background(), pipeline.Config{
 				Plan: plan, Stage: place.Stage, PrevRank: place.PrevRank, NextRank: place.NextRank,
 				TotalSteps: ms.steps, NumSamples: ms.samples, MicroBatch: ms.micro,
@@ -134,6 +138,28 @@ func TestMeshesBitIdenticalToOneRank(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Euler ancestral (noise keyed by sample and step) and DPM++ 2M (the previous x0 in the
+// hand-off) give every mesh the one-rank bits too, micro-batches regrouped included.
+func TestSchedulersMeshesBitIdentical(t *testing.T) {
+	for _, name := range []string{sched.NameEulerAncestral, sched.NameDPM2MKarras} {
+		for _, ms := range []meshSpec{{pp: 2, cfg: 1, cp: 1, dp: 1}, {pp: 1, cfg: 2, cp: 1, dp: 1}, {pp: 3, cfg: 2, cp: 1, dp: 1, micro: 2}, {pp: 1, cfg: 1, cp: 1, dp: 2}} {
+			ms.frames, ms.steps, ms.samples, ms.sched = 4, 6, 3, name
+			ms.micro = max(ms.micro, 1)
+			t.Run(fmt.Sprintf("%s_pp%d_cfg%d_dp%d", name, ms.pp, ms.cfg, ms.dp), func(t *testing.T) {
+				base := ms
+				base.pp, base.cfg, base.cp, base.dp, base.micro = 1, 1, 1, 1, 1
+				want, _ := runMesh(t, base)
+				got, _ := runMesh(t, ms)
+				for s := range want {
+					if !tensor.BitEqual(got[s], want[s]) {
+						t.Fatalf("sample %d differs from the one-rank run (rel L2 %g)", s, tensor.RelL2(got[s], want[s]))
+					}
+				}
+			})
+		}
 	}
 }
 

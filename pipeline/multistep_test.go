@@ -303,9 +303,10 @@ func wireRoundTrip(t *testing.T, it *pipeline.Item) *pipeline.Item {
 // The scheduler state survives the wire format; a state of the wrong size is refused.
 func TestItemMessageSchedState(t *testing.T) {
 	it := &pipeline.Item{Group: 3, Samples: []int64{4, 5}, Step: 2, Latent: tensor.New(2, 1, 1, 1, 2),
-		SchedState: sched.State{Latent: map[string][]float32{"a": {1, 2, 3, 4}, "b": {-1, 0.5, 7, 8}}, Shared: map[string][]float32{"n": {3, 1}}}}
+		SchedState: sched.State{Latent: map[string][]float32{"a": {1, 2, 3, 4}, "b": {-1, 0.5, 7, 8}}, Shared: map[string][]float32{"n": {3, 1}},
+			PerRow: map[string][]float32{"k": {1, 2, 3, 4, 5, 6}}}}
 	got := wireRoundTrip(t, it)
-	if len(got.SchedState.Latent) != 2 || len(got.SchedState.Shared) != 1 || fmt.Sprint(got.SchedState) != fmt.Sprint(it.SchedState) {
+	if len(got.SchedState.Latent) != 2 || len(got.SchedState.Shared) != 1 || len(got.SchedState.PerRow) != 1 || fmt.Sprint(got.SchedState) != fmt.Sprint(it.SchedState) {
 		t.Fatalf("state %v, want %v", got.SchedState, it.SchedState)
 	}
 	bad := it.ToMessage()
@@ -316,5 +317,14 @@ func TestItemMessageSchedState(t *testing.T) {
 	}
 	if _, err := pipeline.ItemFromMessage(bad); err == nil {
 		t.Fatal("a state of the wrong size was accepted")
+	}
+	bad = it.ToMessage()
+	for i := range bad.Tensors {
+		if bad.Tensors[i].Name == "sched_rows/k" {
+			bad.Tensors[i].Tensor = tensor.New(3, 2)
+		}
+	}
+	if _, err := pipeline.ItemFromMessage(bad); err == nil {
+		t.Fatal("row state for 3 rows was accepted for an item of 2 samples")
 	}
 }

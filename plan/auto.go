@@ -65,7 +65,7 @@ func AutoMesh(ctx context.Context, r AutoRequest) (Prediction, error) {
 		return Prediction{}, err
 	}
 	defer s.Close()
-	sc, err := s.Scheduler(w.Steps)
+	sc, err := s.Scheduler(family.Params{Steps: w.Steps}) // the step costs do not depend on the sampler
 	if err != nil {
 		return Prediction{}, err
 	}

@@ -41,9 +41,12 @@ type Command struct {
 	NumFrames, Height, Width                                int
 	LatentFrames, LatentChannels, LatentHeight, LatentWidth int
 	MinGuidance, MaxGuidance, GuidanceScale                 float64
-	Devices                                                 int
-	Goal                                                    string
-	MemoryPerDevice                                         int64
+	// Schedule is the sampler and flow shift echoed into the printed commands
+	// (--scheduler, --flow-shift); the step costs do not depend on it.
+	Schedule        family.SchedulerChoice
+	Devices         int
+	Goal            string
+	MemoryPerDevice int64
 	// Calibration is a calibration file: read if it exists, else measured and written.
 	Calibration      string
 	Measure          bool
@@ -110,6 +113,8 @@ func (c *Command) RegisterFlags(fs *cli.FlagSet) {
 	fs.Float64Var(&c.MinGuidance, "min-guidance", c.MinGuidance, "SVD and simulators: guidance weight of the first frame (-1: the model's, as vdpp generate; 1 for the simulators)")
 	fs.Float64Var(&c.MaxGuidance, "max-guidance", c.MaxGuidance, "SVD and simulators: guidance weight of the last frame; > 1 is a guided run, cfg 2 possible (-1: the model's, as vdpp generate; 1 for the simulators)")
 	fs.Float64Var(&c.GuidanceScale, "guidance-scale", c.GuidanceScale, "text-to-video models (Wan): CFG scale; > 1 is a guided run, cfg 2 possible (-1: the model's, as vdpp generate)")
+	fs.StringVar(&c.Schedule.Scheduler, "scheduler", c.Schedule.Scheduler, "sampler `NAME` for the printed commands (the step costs do not depend on it; default: the folder's own)")
+	fs.Float64Var(&c.Schedule.FlowShift, "flow-shift", c.Schedule.FlowShift, "flow models (Wan): the schedule's shift for the printed commands (0: the folder's)")
 	fs.IntVar(&c.Devices, "devices", c.Devices, "devices (processes) to plan for: pp*cfg*cp*dp")
 	fs.StringVar(&c.Goal, "goal", c.Goal, "rank meshes by latency or throughput")
 	fs.Int64Var(&c.MemoryPerDevice, "memory-per-device", c.MemoryPerDevice, "memory of each device in bytes (0: no limit)")
@@ -188,6 +193,15 @@ func (c Command) Resolve() (Command, error) {
 	}
 	if err := family.RefuseUnread(m.Family, c.modelArg(), c.knobs()); err != nil {
 		return c, badOptions("%w", err)
+	}
+	if c.Schedule != (family.SchedulerChoice{}) {
+		desc, err := m.Describe()
+		if err != nil {
+			return c, err
+		}
+		if err := desc.CheckScheduler(c.Schedule); err != nil {
+			return c, badOptions("--scheduler %q --flow-shift %v: %w", c.Schedule.Scheduler, c.Schedule.FlowShift, err)
+		}
 	}
 	s, err := ResolveShape(m, c.simConfig(), Shape{Steps: c.Steps, NumFrames: c.NumFrames, Height: c.Height, Width: c.Width,
 		LatentFrames: c.LatentFrames, LatentChannels: c.LatentChannels, LatentHeight: c.LatentHeight, LatentWidth: c.LatentWidth})
@@ -623,6 +637,12 @@ func (c Command) Commands(best Prediction) ([]string, error) {
 	}
 	if family.Reads(m.Family, "guidance_scale") {
 		work += fmt.Sprintf(" --guidance-scale %g", c.GuidanceScale)
+	}
+	if c.Schedule.Scheduler != "" {
+		work += " --scheduler " + shellQuote(c.Schedule.Scheduler)
+	}
+	if c.Schedule.FlowShift != 0 {
+		work += fmt.Sprintf(" --flow-shift %g", c.Schedule.FlowShift)
 	}
 	samples := fmt.Sprintf("--num-samples %d", c.Samples)
 	if c.MicroBatch > 1 {

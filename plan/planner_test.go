@@ -230,6 +230,27 @@ func TestWriteJSONShape(t *testing.T) {
 	}
 }
 
+// A distilled job (4 unguided steps) leaves no CFG branch and few steps: the plan says so
+// and names what it picks instead; a long guided job gets no such note.
+func TestPlanShortUnguidedJob(t *testing.T) {
+	syn := SyntheticCosts(5, 4, Link{LatencyMS: 0.1})
+	res, err := Plan(Request{Workload: small(4, 60, false), Devices: 4, Costs: syn, Goal: GoalThroughput})
+	if err != nil {
+		t.Fatal(err)
+	}
+	best, _ := res.Best()
+	if best.CFG != 1 || !hasNote(res.Notes, "a 4-step unguided job has no CFG branch to split", "only 4 steps to pipeline", "for throughput the plan picks "+best.Mesh.String()) {
+		t.Fatalf("best %v, notes %q", best.Mesh, res.Notes)
+	}
+	res, err = Plan(Request{Workload: small(28, 60, true), Devices: 4, Costs: syn, Goal: GoalThroughput})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasNote(res.Notes, "CFG branch to split") || hasNote(res.Notes, "steps to pipeline") {
+		t.Fatalf("a 28-step guided job: %q", res.Notes)
+	}
+}
+
 // A slow model's throughput keeps three significant digits ("0.0928", not "0.1").
 func TestRate(t *testing.T) {
 	for v, want := range map[float64]string{0.0928: "0.0928", 0.56: "0.560", 5.234: "5.23", 71.43: "71.4", 250: "250.0", 0: "0.0"} {

@@ -34,7 +34,8 @@ func (c Command) measurePrepare(ctx context.Context) (float64, error) {
 	p := s.DefaultParams()
 	p.Steps, p.NumFrames, p.Height, p.Width = 1, c.NumFrames, c.Height, c.Width
 	p.GuidanceScale, p.MinGuidance, p.MaxGuidance = c.GuidanceScale, c.MinGuidance, c.MaxGuidance
-	sc, err := s.Scheduler(p.Steps)
+	p.SchedulerChoice = c.Schedule
+	sc, err := s.Scheduler(p)
 	if err != nil {
 		return 0, err
 	}

@@ -316,6 +316,11 @@ func verdictNotes(req Request, res Result, all []Prediction) []string {
 		}
 		out = append(out, fmt.Sprintf("no mesh fits in %s per device: the smallest, %v, needs %s", Bytes(req.MemoryPerDevice), small.Mesh, Bytes(small.MemoryBytesPerDevice)))
 	}
+	if best, ok := res.Best(); ok {
+		if n := shortJobNote(req, best); n != "" {
+			out = append(out, n)
+		}
+	}
 	if v.DP != nil && v.PP != nil {
 		dp, pp := v.DP, v.PP
 		fit := func(p *Prediction) string {
@@ -447,4 +452,41 @@ func Bytes(b int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.2f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
+}
+
+// FewSteps is the step count up to which the planner calls a job short: a step- and
+// CFG-distilled LoRA's 4 to 8 steps.
+const FewSteps = 8
+
+// shortJobNote says what a short job (a distilled LoRA's 4 unguided steps) leaves a mesh to
+// split, and what the plan picks instead; "" for a job of more steps.
+func shortJobNote(req Request, best Prediction) string {
+	w := req.Workload
+	short := w.Steps <= FewSteps && w.Steps < 2*req.Devices
+	if !short {
+		return ""
+	}
+	var lacks []string
+	if !w.Guided {
+		lacks = append(lacks, "no CFG branch to split (cfg 2 splits the two halves of a guided step)")
+	}
+	lacks = append(lacks, fmt.Sprintf("only %d steps to pipeline (at most %d stages, and a sample still crosses every hand-off between them)", w.Steps, w.Steps))
+	var picks []string
+	if best.CP > 1 {
+		picks = append(picks, fmt.Sprintf("cp=%d splits each sample's frames, shortening every step", best.CP))
+	}
+	if best.DP > 1 {
+		picks = append(picks, fmt.Sprintf("dp=%d runs %d samples side by side", best.DP, best.DP))
+	}
+	if best.PP > 1 {
+		picks = append(picks, fmt.Sprintf("pp=%d pipelines the steps", best.PP))
+	}
+	if best.CFG > 1 {
+		picks = append(picks, fmt.Sprintf("cfg=%d splits the guidance halves", best.CFG))
+	}
+	if len(picks) == 0 {
+		picks = append(picks, "one device")
+	}
+	return fmt.Sprintf("a %d-step %s job has %s; for %s the plan picks %v: %s",
+		w.Steps, map[bool]string{true: "guided", false: "unguided"}[w.Guided], strings.Join(lacks, " and "), req.Goal, best.Mesh, strings.Join(picks, ", "))
 }

@@ -139,3 +139,6 @@ func lu32(m []float32, n int) []int {
 }
 
 func abs32(x float32) float32 { return float32(math.Abs(float64(x))) }
+
+// exp32 is torch's float32 exp (SLEEF's).
+func exp32(x float32) float32 { return sleefExpf(x) }

@@ -49,14 +49,18 @@ type State struct {
 	// history timesteps): they depend only on the steps taken, so items at the same step
 	// share them.
 	Shared map[string][]float32
+	// PerRow holds a few values per row of the item, the same count for every row (the
+	// noise key of a scheduler that draws noise: the run's seed and the row's sample id).
+	// The engine cuts and joins them by rows as it does the latent.
+	PerRow map[string][]float32
 }
 
 // Empty reports whether s holds nothing.
-func (s State) Empty() bool { return len(s.Latent) == 0 && len(s.Shared) == 0 }
+func (s State) Empty() bool { return len(s.Latent) == 0 && len(s.Shared) == 0 && len(s.PerRow) == 0 }
 
 // Clone returns a deep copy of s.
 func (s State) Clone() State {
-	return State{Latent: cloneValues(s.Latent), Shared: cloneValues(s.Shared)}
+	return State{Latent: cloneValues(s.Latent), Shared: cloneValues(s.Shared), PerRow: cloneValues(s.PerRow)}
 }
 
 func cloneValues(m map[string][]float32) map[string][]float32 {
@@ -96,23 +100,28 @@ func (e *Euler) Update(dst, modelOut, x []float32, step int, _ State) (State, er
 	return State{}, e.Step(dst, modelOut, x, step)
 }
 
-// Rows returns a copy of rows [lo, hi) of a state over an item of n rows: each Latent
-// value cut as the latent is (row-major, len/n elements per row), the Shared values whole.
+// Rows returns a copy of rows [lo, hi) of a state over an item of n rows: each Latent and
+// PerRow value cut as the latent is (row-major, len/n elements per row), the Shared values
+// whole.
 func (s State) Rows(n, lo, hi int) State {
-	out := State{Shared: cloneValues(s.Shared)}
-	if s.Latent != nil {
-		out.Latent = make(map[string][]float32, len(s.Latent))
-		for k, v := range s.Latent {
-			per := len(v) / n
-			out.Latent[k] = append([]float32(nil), v[lo*per:hi*per]...)
-		}
+	return State{Shared: cloneValues(s.Shared), Latent: cutRows(s.Latent, n, lo, hi), PerRow: cutRows(s.PerRow, n, lo, hi)}
+}
+
+func cutRows(m map[string][]float32, n, lo, hi int) map[string][]float32 {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string][]float32, len(m))
+	for k, v := range m {
+		per := len(v) / n
+		out[k] = append([]float32(nil), v[lo*per:hi*per]...)
 	}
 	return out
 }
 
 // StackRows joins the states of items at the same step into the state of one item
-// holding their rows in order: Latent values concatenated, Shared values taken from the
-// first (they must be equal in all). The states must have the same names.
+// holding their rows in order: Latent and PerRow values concatenated, Shared values taken
+// from the first (they must be equal in all). The states must have the same names.
 func StackRows(parts []State) (State, error) {
 	if len(parts) == 0 {
 		return State{}, nil
@@ -120,8 +129,8 @@ func StackRows(parts []State) (State, error) {
 	first := parts[0]
 	out := State{Shared: cloneValues(first.Shared)}
 	for i, p := range parts {
-		if len(p.Latent) != len(first.Latent) || len(p.Shared) != len(first.Shared) {
-			return State{}, fmt.Errorf("sched: state %d has %d+%d values, state 0 has %d+%d", i, len(p.Latent), len(p.Shared), len(first.Latent), len(first.Shared))
+		if len(p.Latent) != len(first.Latent) || len(p.Shared) != len(first.Shared) || len(p.PerRow) != len(first.PerRow) {
+			return State{}, fmt.Errorf("sched: state %d has %d+%d+%d values, state 0 has %d+%d+%d", i, len(p.Latent), len(p.Shared), len(p.PerRow), len(first.Latent), len(first.Shared), len(first.PerRow))
 		}
 		for k, v := range p.Shared {
 			if w, ok := first.Shared[k]; !ok || !sameBits(v, w) {
@@ -136,6 +145,15 @@ func StackRows(parts []State) (State, error) {
 				out.Latent = map[string][]float32{}
 			}
 			out.Latent[k] = append(out.Latent[k], v...)
+		}
+		for k, v := range p.PerRow {
+			if _, ok := first.PerRow[k]; !ok {
+				return State{}, fmt.Errorf("sched: state %d has %q, state 0 does not", i, k)
+			}
+			if out.PerRow == nil {
+				out.PerRow = map[string][]float32{}
+			}
+			out.PerRow[k] = append(out.PerRow[k], v...)
 		}
 	}
 	return out, nil

@@ -4,9 +4,9 @@ import (
 	"math"
 )
 
-// This file ports the two SLEEF 3.5.1 functions torch 1.13's CPU kernels call for float32
-// log and expm1 (Sleef_logf8_u10 and Sleef_expm1f8_u10, AVX2 with FMA), so that the UniPC
-// coefficients round like the reference's. They are accurate to 1 ulp, not correctly
+// This file ports the three SLEEF 3.5.1 functions torch 1.13's CPU kernels call for float32
+// log, expm1 and exp (Sleef_logf8_u10, Sleef_expm1f8_u10 and Sleef_expf8_u10, AVX2 with
+// FMA), so that the UniPC and DPM-Solver coefficients round like the reference's. They are accurate to 1 ulp, not correctly
 // rounded; the port reproduces SLEEF's exact operation sequence (double-float arithmetic,
 // FMAs) one element at a time.
 
@@ -180,4 +180,34 @@ func sleefExpm1f(a float32) float32 {
 		x = a
 	}
 	return x
+}
+
+// sleefExpf is SLEEF's xexpf (Sleef_expf8_u10, the float32 exp of torch 1.13's CPU
+// kernels): a Cody–Waite reduction by ln 2 with FMAs, a degree-6 polynomial and a scale by
+// 2^q.
+func sleefExpf(d float32) float32 {
+	const (
+		rLn2 = 1.442695040888963407359924681001892137426645954152985934135449406931
+		l2U  = 0.693145751953125
+		l2L  = 1.428606765330187045e-06
+	)
+	q := int32(math.RoundToEven(float64(d * float32(rLn2)))) // cvtps_epi32
+	qf := float32(q)
+	s := fmaf32(qf, -l2U, d)
+	s = fmaf32(qf, -l2L, s)
+	u := float32(0.000198527617612853646278381)
+	u = fmaf32(u, s, 0.00139304355252534151077271)
+	u = fmaf32(u, s, 0.00833336077630519866943359)
+	u = fmaf32(u, s, 0.0416664853692054748535156)
+	u = fmaf32(u, s, 0.166666671633720397949219)
+	u = fmaf32(u, s, 0.5)
+	u = 1 + fmaf32(float32(s*s), u, s)
+	u = ldexp2(u, q)
+	switch {
+	case d < -104:
+		u = 0
+	case d > 100:
+		u = float32(math.Inf(1))
+	}
+	return u
 }

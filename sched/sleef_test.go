@@ -7,13 +7,13 @@ import (
 )
 
 // TestSleefMatchesTorch checks the SLEEF ports bit for bit against torch 1.13's float32
-// log and expm1 (vectors from scripts/wanref/sleef_vectors.py).
+// log, expm1 and exp (vectors from scripts/wanref/sleef_vectors.py).
 func TestSleefMatchesTorch(t *testing.T) {
 	v := readF32Safetensors(t, filepath.Join("testdata", "sleef_vectors.safetensors"))
 	for _, c := range []struct {
 		name string
 		f    func(float32) float32
-	}{{"log", sleefLogf}, {"expm1", sleefExpm1f}} {
+	}{{"log", sleefLogf}, {"expm1", sleefExpm1f}, {"exp", sleefExpf}} {
 		in, want := v[c.name+"_in"], v[c.name+"_out"]
 		if len(in) == 0 || len(in) != len(want) {
 			t.Fatalf("%s: %d inputs, %d outputs", c.name, len(in), len(want))

@@ -144,14 +144,7 @@ func UniPCSchedule(c UniPCConfig, numSteps int, mu float64) (timesteps []int64, 
 		if c.UseDynamicShifting {
 			shift = math.Exp(mu)
 		}
-		// alphas = linspace(1, 1/T, n+1); s = 1 − alphas; flip(shift(s))[:-1]
-		alphas := npLinspace(1, 1/float64(T), numSteps+1)
-		s64 = make([]float64, numSteps)
-		timesteps = make([]int64, numSteps)
-		for i := range s64 {
-			s64[i] = flowShift(shift, 1.0-alphas[numSteps-i])
-			timesteps[i] = int64(s64[i] * float64(T))
-		}
+		timesteps, s64 = flowSigmaSchedule(T, shift, numSteps)
 		s64 = append(s64, c.finalSigma(s64[numSteps-1]))
 	default:
 		train := uniPCTrainingSigmas(c)
@@ -166,4 +159,18 @@ func UniPCSchedule(c UniPCConfig, numSteps int, mu float64) (timesteps []int64, 
 		sigmas[i] = float32(s)
 	}
 	return timesteps, sigmas, nil
+}
+
+// flowSigmaSchedule is the use_flow_sigmas branch of set_timesteps that UniPC and
+// DPM-Solver share: alphas = linspace(1, 1/T, n+1), s = 1 − alphas, sigmas =
+// flip(shift(s))[:-1] in float64, and the model timesteps σ·T truncated to int64.
+func flowSigmaSchedule(T int, shift float64, n int) (timesteps []int64, sigmas []float64) {
+	alphas := npLinspace(1, 1/float64(T), n+1)
+	sigmas = make([]float64, n, n+1)
+	timesteps = make([]int64, n)
+	for i := range sigmas {
+		sigmas[i] = flowShift(shift, 1.0-alphas[n-i])
+		timesteps[i] = int64(sigmas[i] * float64(T))
+	}
+	return timesteps, sigmas
 }

@@ -238,7 +238,7 @@ func (c *coordinator) flushLocked() {
 		case dispatch.Run:
 			if w := c.conns[a.Worker]; w != nil {
 				c.cfg.Metrics.batchSize.Observe(float64(a.Rows))
-				m := wire.Run(a.Item, a.End, a.Steps)
+				m := wire.Run(a.Item, a.End, a.Steps, a.Spec)
 				w.enqueue(m)
 				for _, mw := range c.unitMirror(w) {
 					mw.enqueue(m)
@@ -444,7 +444,7 @@ func (c *coordinator) buildSample(ctx context.Context, a dispatch.Prepare) (*dis
 		defer release()
 		in.LastImage = img
 	}
-	sc, err := c.cfg.Model.Scheduler(a.Params.Steps)
+	sc, err := c.cfg.Model.Scheduler(a.Params)
 	if err != nil {
 		return nil, err
 	}

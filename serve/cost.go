@@ -39,11 +39,15 @@ func (s *Server) modelLimits() job.ModelLimits {
 		queue, prepares = s.coord.cfg.MaxQueue, s.coord.cfg.MaxPrepares
 	}
 	desc := s.gen.Description()
-	return job.ModelLimits{Input: input, Image: desc.ImageNeed().String(), LastImage: desc.LastImage.String(), NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
+	out := job.ModelLimits{Input: input, Image: desc.ImageNeed().String(), LastImage: desc.LastImage.String(), NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
 		MaxFrames: l.MaxFrames, MaxResolution: l.MaxResolution, MaxSteps: l.MaxSteps, CacheModes: desc.Caching.Modes,
 		Knobs: job.Knobs(desc.Knobs, s.gen.ServedDefaults()), CostLimits: s.cost,
 		MaxQueue: queue, MaxPrepares: prepares, Defaults: job.DefaultJob{Width: d.Width, Height: d.Height, NumFrames: d.NumFrames, Steps: d.Steps},
-		DefaultsWhy: s.defaultsWhy}
+		DefaultsWhy: s.defaultsWhy, Schedulers: desc.SchedulerNames(), FlowShift: desc.FlowShift}
+	if lm, ok := s.gen.(interface{ LoRAs() []string }); ok {
+		out.LoRAs = lm.LoRAs()
+	}
+	return out
 }
 
 // imageSize reads an upload's header: a PNG or JPEG of at most maxPixels pixels (a

@@ -43,7 +43,7 @@ func TestCostLimitsHTTP(t *testing.T) {
 	}
 
 	want := job.ModelLimits{Input: job.InputImage, Image: "required", LastImage: "none", NativeWidth: 64, NativeHeight: 64, NativeFrames: 14, NativeSteps: 25,
-		MaxFrames: 25, MaxResolution: 1024, MaxSteps: 50, CacheModes: []string{"fbcache", "static"}}
+		MaxFrames: 25, MaxResolution: 1024, MaxSteps: 50, CacheModes: []string{"fbcache", "static"}, Schedulers: []string{"euler", "euler-a", "dpm++2m-karras"}}
 	want.Multiple, want.MaxPixels, want.MaxWork = 1, 64*64, 64*64*14*25
 	want.MaxActivationBytes = 2 * 4 * 14 * 4 * 8 * 8 // the guided float32 latent [14, 4, 8, 8]
 	want.Machine = job.Machine{MemoryBytes: 8 << 30, Ranks: 2}

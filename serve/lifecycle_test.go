@@ -126,7 +126,9 @@ func TestAuthToken(t *testing.T) {
 }
 
 // TestBatchingKeepsBits runs many jobs through few workers with batches of up to 4 and
-// checks every output against the one-process run.
+// checks every output against the one-process run. The jobs use the three samplers the
+// model offers (Euler ancestral draws noise keyed by the job's seed; DPM++ 2M carries its
+// previous x0 from batch to batch), which never share a batch.
 func TestBatchingKeepsBits(t *testing.T) {
 	ts := startServer(t, Config{NProc: 2, MaxBatch: 4, Spec: ModelSpec{Name: "synthetic", StepMS: 2}})
 	type sub struct {
@@ -141,7 +143,8 @@ func TestBatchingKeepsBits(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			img := testPNG(t, i)
-			p := fmt.Sprintf(`{"num_frames":2,"steps":6,"height":16,"width":16,"seed":%d,"max_guidance":%d}`, i, 1+i%2*2)
+			p := fmt.Sprintf(`{"num_frames":2,"steps":6,"height":16,"width":16,"seed":%d,"max_guidance":%d,"scheduler":%q}`, i, 1+i%2*2,
+				[]string{"euler", "euler-a", "dpm++2m-karras"}[i%3])
 			subs[i] = sub{ts.submit(img, p).ID, img, p}
 		}()
 	}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/knob"
+	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/plan"
 	"github.com/vdpp/vdpp/sched"
@@ -46,6 +49,9 @@ type ModelSpec struct {
 	Cost   string
 	// LoadProgress, when not nil, is told as a large component loads (the text encoder).
 	LoadProgress func(component string, loaded, total int64) `json:"-"`
+	// LoRADir is the folder of the LoRAs jobs may name (--lora-dir; "" takes none): a job's
+	// lora and lora_2 list files in it by name, applied per call over the shared weights.
+	LoRADir string
 }
 
 // resolve returns spec's family and folder.
@@ -98,8 +104,9 @@ type generator interface {
 	// time before one was measured (see Model).
 	Weights() plan.Weights
 	StepSecondsPerUnit() float64
-	// Scheduler is the model's scheduler for steps steps.
-	Scheduler(steps int) (sched.Scheduler, error)
+	// Scheduler is the model's scheduler of a job with parameters p (its steps and
+	// sampler choice).
+	Scheduler(p job.Params) (sched.Scheduler, error)
 	// Prepare builds a job's initial sample, deterministic in (in, p).
 	Prepare(ctx context.Context, in family.Input, p job.Params, sc sched.Scheduler) (*dispatch.Sample, error)
 	// Decode turns a final latent [1, T, C, H, W] into frames [F, 3, p.Height, p.Width]
@@ -134,6 +141,10 @@ type Model struct {
 	// cacheCost is the family's cost of a step cache rule on a latent (nil: none known).
 	cacheCost func(rule pipeline.Cache, latent []int) (family.CacheCost, error)
 
+	// loraDir is --lora-dir; checkLoRAs maps a job's LoRAs onto the model (nil: none taken).
+	loraDir    string
+	checkLoRAs func(family.LoRAs) error
+
 	// mu holds one network call at a time: a token taken by lock, which gives up when the
 	// caller's context ends (a cancelled prepare does not wait for a long decode).
 	mu chan struct{}
@@ -155,6 +166,47 @@ func (g *Model) unlock() { <-g.mu }
 
 var _ generator = (*Model)(nil)
 
+// LoRAs lists the LoRA files jobs may name (the *.safetensors files of --lora-dir, sorted);
+// nil when the server takes none.
+func (g *Model) LoRAs() []string {
+	if g.loraDir == "" {
+		return nil
+	}
+	names, _ := filepath.Glob(filepath.Join(g.loraDir, "*.safetensors"))
+	out := []string{}
+	for _, n := range names {
+		out = append(out, filepath.Base(n))
+	}
+	return out
+}
+
+// checkJobLoRAs refuses a job's LoRAs the server cannot apply: none taken (no --lora-dir),
+// a name that is not a plain file name of the folder, a file that does not map onto the
+// model (one line naming the key).
+func (g *Model) checkJobLoRAs(l family.LoRAs) error {
+	if l.Empty() {
+		return nil
+	}
+	if g.checkLoRAs == nil || g.loraDir == "" {
+		return fmt.Errorf("%w: lora: this server takes no LoRAs (start it with --lora-dir DIR)", job.ErrBadParams)
+	}
+	for _, s := range append(slices.Clone(l.LoRA), l.LoRA2...) {
+		if s.Path == "" || s.Path != filepath.Base(s.Path) || s.Path == "." || s.Path == ".." || strings.ContainsAny(s.Path, `/\`) {
+			return fmt.Errorf("%w: lora %q: name a file of the server's LoRA folder (GET /v1/limits lists them)", job.ErrBadParams, s.Path)
+		}
+	}
+	if err := g.checkLoRAs(l); err != nil {
+		// The file's name, not the server's path to it.
+		msg := strings.ReplaceAll(err.Error(), g.loraDir+string(filepath.Separator), "")
+		msg = strings.TrimPrefix(strings.TrimPrefix(msg, family.ErrParams.Error()+": "), lora.ErrLoRA.Error()+": ")
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w: lora: no such file in the server's LoRA folder: %s", job.ErrBadParams, msg)
+		}
+		return fmt.Errorf("%w: lora: %s", job.ErrBadParams, msg)
+	}
+	return nil
+}
+
 // OpenModel loads the conditioning and decoding roles of spec's family: for a
 // text-to-video family (its Description has a TextDim) the conditioner is the tokenizer
 // and text encoder, and a folder without them is refused.
@@ -175,6 +227,8 @@ func OpenModel(spec ModelSpec) (*Model, error) {
 	}
 	g := NewModel(s, desc, spec)
 	g.switches, g.cacheCost = r.Switches, r.CacheCost
+	g.loraDir = spec.LoRADir
+	g.checkLoRAs = func(l family.LoRAs) error { return r.CheckLoRAs(l, spec.LoRADir) }
 	if g.weights, err = plan.FamilyWeights(r, spec.options(family.Roles{}), g.defaults.Steps, s); err != nil {
 		g.Close()
 		return nil, fmt.Errorf("serve: %w", err)
@@ -293,16 +347,17 @@ func (g *Model) MaxBatch() int {
 	return 1
 }
 
-// Scheduler is the family's scheduler for steps steps (the workers build the same).
-func (g *Model) Scheduler(steps int) (sched.Scheduler, error) {
+// Scheduler is the family's scheduler of a job with parameters p: its steps and sampler
+// choice (the workers build the same from the steps and the run spec).
+func (g *Model) Scheduler(p job.Params) (sched.Scheduler, error) {
 	g.lock(context.Background())
 	defer g.unlock()
 	if g.s == nil {
 		return nil, ErrModelClosed
 	}
-	sc, err := g.s.Scheduler(steps)
+	sc, err := g.s.Scheduler(family.Params(p))
 	if err != nil {
-		return nil, fmt.Errorf("serve: scheduler for %d steps: %w", steps, err)
+		return nil, fmt.Errorf("serve: scheduler for %d steps: %w", p.Steps, err)
 	}
 	return sc, nil
 }
@@ -326,10 +381,16 @@ func (g *Model) Close() error {
 // with the step cache resolved (ResolveParams).
 func (g *Model) ParseParams(data []byte, lim job.Limits) (job.Params, error) {
 	var p family.Params
+	// The LoRAs are files of the server's folder, not knobs: read beside the table.
+	data, loras, err := job.SplitLoRAs(data)
+	if err != nil {
+		return job.Params{}, err
+	}
 	given, err := g.desc.Knobs.DecodeJSON(data, &p, g.unknown)
 	if err != nil {
 		return job.Params{}, fmt.Errorf("%w: %w", job.ErrBadParams, err)
 	}
+	p.LoRAs = loras
 	return g.ResolveParams(job.Params(p), given, lim)
 }
 
@@ -351,6 +412,10 @@ func (g *Model) ResolveParams(in job.Params, given knob.Given, lim job.Limits) (
 	p, err := job.Resolve(in, given, g.desc, g.check, lim)
 	if err != nil {
 		return p, err
+	}
+	p.LoRAs = in.LoRAs
+	if err := g.checkJobLoRAs(p.LoRAs); err != nil {
+		return job.Params{}, err
 	}
 	if !given["seed"] || p.Seed == knob.RandomSeed {
 		// A job that leaves its seed out (or asks -1) gets a random one, recorded in its
@@ -407,7 +472,7 @@ func (g *Model) Prepare(ctx context.Context, in family.Input, p job.Params, sc s
 		return nil, fmt.Errorf("serve: prepare: %w", err)
 	}
 	smp := &dispatch.Sample{Latent: it.Latent, Cond: it.Cond[0], Guidance: it.Guidance, Windows: g.desc.Windows(family.Params(p), g.s),
-		Cache: pipeline.NewItemCache(p.Cache, 1)}
+		Cache: pipeline.NewItemCache(p.Cache, 1), Sched: it.SchedState}
 	if p.Cache.On() && g.cacheCost != nil {
 		cost, err := g.cacheCost(p.Cache, g.s.LatentShape(family.Params(p)))
 		if err != nil {
@@ -481,16 +546,19 @@ func Reference(ctx context.Context, spec ModelSpec, g *Model, in family.Input, p
 }
 
 // runReference is Reference with the stepper factory of a worker.
-func runReference(ctx context.Context, g generator, steppers func(steps int) (*pipeline.Stepper, error), in family.Input, p job.Params) (*tensor.Dense, error) {
-	st, err := steppers(p.Steps)
+func runReference(ctx context.Context, g generator, steppers func(steps int, spec string) (*pipeline.Stepper, func(), error), in family.Input, p job.Params) (*tensor.Dense, error) {
+	st, release, err := steppers(p.Steps, p.RunSpec())
 	if err != nil {
 		return nil, err
+	}
+	if release != nil {
+		defer release()
 	}
 	s, err := g.Prepare(ctx, in, p, st.Sched)
 	if err != nil {
 		return nil, err
 	}
-	it := &pipeline.Item{Samples: []int64{0}, Latent: s.Latent.Clone(), Cond: []model.Conditioning{s.Cond}, Guidance: s.Guidance, Windows: s.Windows, Cache: s.Cache}
+	it := &pipeline.Item{Samples: []int64{0}, Latent: s.Latent.Clone(), Cond: []model.Conditioning{s.Cond}, Guidance: s.Guidance, Windows: s.Windows, Cache: s.Cache, SchedState: s.Sched}
 	for it.Step = 0; it.Step < p.Steps; it.Step++ {
 		if err := st.Step(ctx, it); err != nil {
 			return nil, fmt.Errorf("serve: reference step %d: %w", it.Step, err)

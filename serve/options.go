@@ -42,6 +42,8 @@ type Options struct {
 	Cost    string
 	// Weights are the load options of the model's weights (--weights-dtype and the files).
 	Weights family.WeightOptions
+	// LoRADir is the folder of the LoRA files jobs may name (--lora-dir; "" takes none).
+	LoRADir string
 	// NProc and the mesh degrees lay out the worker ranks as generate's flags do (0: a
 	// pipeline of 2, or the mesh's product); Plan "auto" leaves the pp x dp mesh of NProc
 	// devices (default 2) to the planner, for Goal.
@@ -103,6 +105,7 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend of the checkpoint model (default: GOMLX_BACKEND or go)")
 	fs.Float64Var(&o.StepMS, "step-ms", o.StepMS, "synthetic model: cost of one sample-step in ms")
 	fs.StringVar(&o.Cost, "cost", o.Cost, "synthetic model: sleep or spin")
+	fs.StringVar(&o.LoRADir, "lora-dir", o.LoRADir, "`DIR` of LoRA files jobs may apply by name (a job's lora and lora_2 lists; applied per call over the shared weights, docs/lora.md)")
 	fs.IntVar(&o.NProc, "nproc", o.NProc, "worker ranks: alone, a pipeline of that many stages; with --pp --cfg --cp --dp, their product (checked) (0: 2, or the mesh's)")
 	fs.IntVar(&o.PP, "pp", o.PP, "pipeline stages of each replica (mesh: pp x cfg x cp x dp worker ranks; unset: what --nproc leaves)")
 	fs.IntVar(&o.CFG, "cfg", o.CFG, "CFG-parallel degree: 2 runs each stage on a pair of ranks, the unconditional and conditional halves of guided jobs (unguided jobs are then refused)")
@@ -185,6 +188,15 @@ func (o Options) Config(getenv func(string) string) (Config, error) {
 	}
 	if o.KeepJobs < 0 {
 		return cfg, badOptions("--keep-jobs %v: must be 0 (keep jobs forever) or positive", o.KeepJobs)
+	}
+	if o.LoRADir != "" {
+		st, err := os.Stat(o.LoRADir)
+		if err != nil || !st.IsDir() {
+			return cfg, badOptions("--lora-dir %s is not a folder", o.LoRADir)
+		}
+		if cfg.Spec.LoRADir, err = filepath.Abs(o.LoRADir); err != nil {
+			return cfg, badOptions("--lora-dir: %v", err)
+		}
 	}
 	if o.AutoMesh() {
 		switch {
@@ -317,6 +329,7 @@ type WorkerOptions struct {
 	Variant          string
 	Backend          string
 	Weights          family.WeightOptions
+	LoRADir          string
 	StepMS           float64
 	Cost             string
 	HeartbeatTimeout time.Duration
@@ -339,12 +352,13 @@ func (o *WorkerOptions) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GoMLX backend")
 	fs.Float64Var(&o.StepMS, "step-ms", o.StepMS, "synthetic model: cost of one sample-step in ms")
 	fs.StringVar(&o.Cost, "cost", o.Cost, "synthetic model: sleep or spin")
+	fs.StringVar(&o.LoRADir, "lora-dir", o.LoRADir, "the server's LoRA folder")
 	fs.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", o.HeartbeatTimeout, "give up on a silent server after this")
 }
 
 // Spec is the worker's model.
 func (o WorkerOptions) Spec() ModelSpec {
-	return ModelSpec{Name: o.Model, Dir: o.ModelDir, Variant: o.Variant, Backend: o.Backend, Weights: o.Weights, StepMS: o.StepMS, Cost: o.Cost}
+	return ModelSpec{Name: o.Model, Dir: o.ModelDir, Variant: o.Variant, Backend: o.Backend, Weights: o.Weights, StepMS: o.StepMS, Cost: o.Cost, LoRADir: o.LoRADir}
 }
 
 // WorkerArgs are the arguments of `vdpp worker serve` for one rank: every flag of
@@ -353,7 +367,7 @@ func WorkerArgs(spec ModelSpec, rank int, addr string) []string {
 	o := DefaultWorkerOptions()
 	o.Connect, o.Rank = addr, rank
 	o.Model, o.ModelDir, o.Variant, o.Backend, o.StepMS, o.Cost = spec.Name, spec.Dir, spec.Variant, spec.Backend, spec.StepMS, spec.Cost
-	o.Weights = spec.Weights
+	o.Weights, o.LoRADir = spec.Weights, spec.LoRADir
 	return append([]string{"worker", "serve"}, o.Args()...)
 }
 

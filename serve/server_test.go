@@ -54,6 +54,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown cache mode", req{method: "POST", path: "/v1/videos", img: img, params: `{"num_frames":2,"steps":8,"height":16,"width":16,"cache":"teacache"}`}, 400, "bad_params"},
 		{"cache threshold <= 0", req{method: "POST", path: "/v1/videos", img: img, params: `{"num_frames":2,"steps":8,"height":16,"width":16,"cache":"fbcache","cache_threshold":-1}`}, 400, "bad_params"},
 		{"cache the model lacks", req{method: "POST", path: "/v1/videos", img: img, params: `{"num_frames":2,"steps":8,"height":16,"width":16,"cache":"deepcache"}`}, 400, "bad_params"},
+		{"scheduler the model lacks", req{method: "POST", path: "/v1/videos", img: img, params: `{"num_frames":2,"steps":4,"height":16,"width":16,"scheduler":"lcm"}`}, 400, "bad_params"},
+		{"flow shift on a model without flow", req{method: "POST", path: "/v1/videos", img: img, params: `{"num_frames":2,"steps":4,"height":16,"width":16,"flow_shift":3}`}, 400, "bad_params"},
 		{"too many frames", req{method: "POST", path: "/v1/videos", img: img, params: `{"num_frames":5,"height":16,"width":16}`}, 413, "over_limit"},
 		{"resolution over limit", req{method: "POST", path: "/v1/videos", img: img, params: `{"num_frames":2,"height":16,"width":72}`}, 413, "over_limit"},
 		{"too many steps", req{method: "POST", path: "/v1/videos", img: img, params: `{"num_frames":2,"steps":11,"height":16,"width":16}`}, 413, "over_limit"},

@@ -11,6 +11,7 @@ import (
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
+	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/wire"
 	"github.com/vdpp/vdpp/serve/worker"
 )
@@ -100,7 +101,7 @@ func RunRemoteWorker(ctx context.Context, cfg WorkerConfig) error {
 // workerSteppers returns the stepper factory of a worker serving spec: the family's
 // scheduler, with the family's denoising role, or den when it is not nil (tests wrap a
 // denoiser to make it hang or wait).
-func workerSteppers(spec ModelSpec, den model.Denoiser) (func(steps int) (*pipeline.Stepper, error), func(), error) {
+func workerSteppers(spec ModelSpec, den model.Denoiser) (func(steps int, run string) (*pipeline.Stepper, func(), error), func(), error) {
 	r, err := spec.resolve()
 	if err != nil {
 		return nil, nil, err
@@ -109,14 +110,28 @@ func workerSteppers(spec ModelSpec, den model.Denoiser) (func(steps int) (*pipel
 	if err != nil {
 		return nil, nil, err
 	}
-	return func(steps int) (*pipeline.Stepper, error) {
-		sc, err := smp.Scheduler(steps)
+	return func(steps int, run string) (*pipeline.Stepper, func(), error) {
+		p, err := job.ParseRunSpec(run)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		p.Steps = steps
+		sc, err := smp.Scheduler(family.Params(p))
+		if err != nil {
+			return nil, nil, err
 		}
 		if den != nil {
-			return &pipeline.Stepper{Model: den, Sched: sc}, nil
+			return &pipeline.Stepper{Model: den, Sched: sc}, nil, nil
 		}
-		return smp.Stepper(sc)
+		if !p.LoRAs.Empty() {
+			// The job's LoRAs, applied in every call over the weights every job shares.
+			lr, ok := smp.(family.LoRARunner)
+			if !ok {
+				return nil, nil, fmt.Errorf("serve: the %s family applies no LoRA per job", smp.Family())
+			}
+			return lr.StepperLoRA(sc, p.LoRAs, spec.LoRADir)
+		}
+		st, err := smp.Stepper(sc)
+		return st, nil, err
 	}, func() { smp.Close() }, nil
 }

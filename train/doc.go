@@ -38,7 +38,9 @@
 // weight, the EMA, the Adam moments and counters and the step (the data cursor; there is
 // no other random state to save), and its recorded state hash is checked on load. The
 // learning rate of step k is LRAt(o, k). I/O (checkpoints, the loss log, progress) lives
-// in RunRank's loop; the step functions are deterministic given their inputs.
+// in RunRank's loop (steps.go: a run's step, evaluate, check and checkpoint, and record);
+// the step functions are deterministic given their inputs. Training graphs are built
+// without nn.Program, so they never get the fused CPU ops, which have no gradient.
 //
 // # The command
 //

@@ -13,8 +13,12 @@ func TestDemoSaysWhatItsSpeedupMeans(t *testing.T) {
 	if _, err := exec.LookPath("taskset"); err != nil {
 		t.Skip("no taskset: the one-core-per-stage runs are skipped by the demo too")
 	}
-	dir := t.TempDir()
-	code, stdout, stderr := vdppIn(t, dir, "demo", "--num-samples", "1", "--steps", "2")
+	if testing.Short() {
+		t.Skip("runs the demo's pipelines and baselines")
+	}
+	// The binary without the race detector: the table is what is checked; the pipeline's
+	// concurrent code runs under the detector in the generate and bench tests.
+	code, stdout, stderr := runIn(t, vdppPlain(t), t.TempDir(), "demo", "--num-samples", "1", "--steps", "2")
 	if code != 0 {
 		t.Fatalf("demo: exit %d\n%s", code, stderr)
 	}

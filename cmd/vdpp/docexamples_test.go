@@ -457,7 +457,7 @@ var errNeedsShared = errors.New("needs ../shared")
 
 // TestDocExamples runs every example of README.md and docs/*.md (see the comment above).
 func TestDocExamples(t *testing.T) {
-	r := docRunner{bin: vdppBuilt(t), heavy: os.Getenv("VDPP_DOCS_HEAVY") == "1", short: testing.Short()}
+	r := docRunner{bin: vdppPlain(t), heavy: os.Getenv("VDPP_DOCS_HEAVY") == "1", short: testing.Short()}
 	total := 0
 	for _, file := range docFiles(t) {
 		data, err := os.ReadFile(file)
@@ -508,7 +508,7 @@ func TestDocExamples(t *testing.T) {
 // transcript whose output differs, a download without the template marker, ../shared in the
 // README, a command that fails, and one that writes into the checkout's folders.
 func TestDocExampleRunnerCatchesBroken(t *testing.T) {
-	r := docRunner{bin: vdpp(t)}
+	r := docRunner{bin: vdppPlain(t)}
 	s := newDocScratch(t)
 	md := "```sh\n" +
 		"vdpp version\n" +

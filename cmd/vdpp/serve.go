@@ -29,7 +29,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	spec.StepMS, spec.Cost, spec.Variant, spec.Backend = cfg.Spec.StepMS, cfg.Spec.Cost, cfg.Spec.Variant, cfg.Spec.Backend
-	spec.Weights = cfg.Spec.Weights
+	spec.Weights, spec.LoRADir = cfg.Spec.Weights, cfg.Spec.LoRADir
 	log := newLogger(stderr)
 	spec.LoadProgress = generate.LoadProgress(log) // the text encoder's multi-GB load
 	cfg.Spec, cfg.Log = spec, log

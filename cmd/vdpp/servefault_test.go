@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -226,34 +225,6 @@ func peakRSS(t *testing.T, pid int) int64 {
 	return 0
 }
 
-var (
-	plainOnce sync.Once
-	plainBin  string
-	plainErr  error
-)
-
-// plainBinary is vdpp built without the race detector: under it, image/png takes about
-// 50 s to decode one 4096x4096 16-bit image (1.4 s without). In a -race run it is built
-// once (sharing the package cache with the non-race benchmark step of CI).
-func plainBinary(t *testing.T) string {
-	t.Helper()
-	bin := vdpp(t)
-	if !raceEnabled {
-		return bin
-	}
-	plainOnce.Do(func() {
-		plainBin = filepath.Join(filepath.Dir(bin), "vdpp-norace")
-		out, err := exec.Command("go", "build", "-o", plainBin, ".").CombinedOutput()
-		if err != nil {
-			plainErr = fmt.Errorf("building vdpp without -race: %v\n%s", err, out)
-		}
-	})
-	if plainErr != nil {
-		t.Fatal(plainErr)
-	}
-	return plainBin
-}
-
 // TestServeFaultBigImages: 8 concurrent uploads of a 16-bit 4096x4096 PNG (8 x 128 MB
 // decoded) are all accepted and run, while the server's peak RSS stays bounded by its
 // decode budget (without it, the decodes ran at once: 24 of them took 5.6 GB).
@@ -261,7 +232,7 @@ func TestServeFaultBigImages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("decodes 2 GB of pixels")
 	}
-	fs := startServe(t, serveOptions{bin: plainBinary(t)}, "--model", "synthetic", "--nproc", "1", "--step-ms", "1",
+	fs := startServe(t, serveOptions{bin: vdppPlain(t)}, "--model", "synthetic", "--nproc", "1", "--step-ms", "1",
 		"--max-image-pixels", "16777216")
 	img := bigPNG(t, 4096)
 	uploads := 8 // VDPP_FAULT_UPLOADS=24 reproduces the 24

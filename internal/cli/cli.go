@@ -61,6 +61,7 @@ var vocabulary = map[string]Group{
 	"min-guidance": Sampling, "max-guidance": Sampling, "motion-bucket-id": Sampling,
 	"noise-aug-strength": Sampling, "window": Sampling, "overlap": Sampling, "blend": Sampling,
 	"num-samples": Sampling, "decode-chunk-size": Sampling, "vae-tile": Sampling,
+	"scheduler": Sampling, "flow-shift": Sampling, "lora": Model, "lora-2": Model,
 	"latent-frames": Sampling, "latent-height": Sampling, "latent-width": Sampling,
 	"cache": Sampling, "cache-threshold": Sampling, "cache-interval": Sampling, "cache-branch": Sampling,
 	"cache-steps": Sampling, "cache-drop": Sampling,

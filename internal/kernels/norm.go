@@ -65,14 +65,100 @@ type GroupNormShape struct {
 	// SiLU applies x·sigmoid(x) to the result (GroupNorm followed by SiLU, as in every
 	// resnet block of the UNet and the VAEs).
 	SiLU bool
+	// Parts, when above 1, computes a group's statistics part by part: each channel's S
+	// values are Parts equal parts (the frames of a video [C, T, h, w]), each part's sum
+	// (then sum of squared deviations) is taken on its own and rounded to float32
+	// (PartSums, PartSqDevs), and the parts' values are added in channel then part order
+	// (PartsMean, PartsInvStd). Members of a context-parallel group that hold different
+	// frames compute the same statistics this way.
+	Parts int
 }
 
 // Validate reports what is wrong with g.
 func (g GroupNormShape) Validate() error {
-	if g.N <= 0 || g.C <= 0 || g.S <= 0 || g.Groups <= 0 || g.C%g.Groups != 0 {
+	if g.N <= 0 || g.C <= 0 || g.S <= 0 || g.Groups <= 0 || g.C%g.Groups != 0 || g.Parts < 0 || (g.Parts > 1 && g.S%g.Parts != 0) {
 		return fmt.Errorf("kernels: group norm %+v", g)
 	}
 	return nil
+}
+
+// PartSums sets dst[i] to the sum of part i of x (parts of n values), taken in float64 and
+// rounded to float32: the first pass of statistics over parts (GroupNormShape.Parts).
+func PartSums(dst, x []float32, n int) {
+	for i := range dst {
+		dst[i] = float32(sum64(x[i*n : (i+1)*n]))
+	}
+}
+
+// PartSqDevs sets dst[i] to the sum of squared deviations from mean of part i of x (parts
+// of n values), taken in float64 and rounded to float32: the second pass.
+func PartSqDevs(dst, x []float32, n int, mean float64) {
+	for i := range dst {
+		dst[i] = float32(sqDev64(x[i*n:(i+1)*n], mean))
+	}
+}
+
+// PartsMean returns the mean of count values from their parts' sums (PartSums), added in
+// the order given, in float64.
+func PartsMean(sums []float32, count int) float64 {
+	var t float64
+	for _, v := range sums {
+		t += float64(v)
+	}
+	return t / float64(count)
+}
+
+// PartsInvStd returns 1/√(var + eps) for the biased variance of count values from their
+// parts' squared deviations (PartSqDevs), added in the order given.
+func PartsInvStd(sqDevs []float32, count int, eps float64) float32 {
+	var t float64
+	for _, v := range sqDevs {
+		t += float64(v)
+	}
+	return float32(1 / math.Sqrt(t/float64(count)+eps))
+}
+
+// partsMeanInvStd is meanInvStd of block (parts consecutive parts of n values) through
+// PartSums and PartSqDevs.
+func partsMeanInvStd(block []float32, parts, n int, eps float64) (mean, inv float32) {
+	buf := make([]float32, parts)
+	PartSums(buf, block, n)
+	m := PartsMean(buf, len(block))
+	PartSqDevs(buf, block, n, m)
+	return float32(m), PartsInvStd(buf, len(block), eps)
+}
+
+// GroupAffineShape describes the normalisation step of a GroupNorm whose statistics are
+// given: x [N, F, C, S] (F frames of C channels each), stats [N, Groups, 2] (the mean and
+// 1/√(var + eps) of each row and group, float32).
+type GroupAffineShape struct {
+	N, F, C, S, Groups int
+	SiLU               bool
+}
+
+// GroupAffine sets out to (x − mean)·inv·gamma + beta per (row, group) from stats, then
+// SiLU if g.SiLU: GroupNorm's second step with the arithmetic of GroupNorm, so that with
+// the same statistics every value has GroupNorm's bits. gamma and beta are [C] or nil; out
+// may be x.
+func GroupAffine(out, x, stats, gamma, beta []float32, g GroupAffineShape) {
+	if g.N <= 0 || g.F <= 0 || g.C <= 0 || g.S <= 0 || g.Groups <= 0 || g.C%g.Groups != 0 || len(stats) < 2*g.N*g.Groups {
+		panic(fmt.Errorf("kernels: group affine %+v with %d statistics", g, len(stats)))
+	}
+	cg := g.C / g.Groups
+	parallel.For(g.N*g.F*g.C, max(1, 32768/g.S), func(lo, hi int) {
+		for u := lo; u < hi; u++ {
+			n, c := u/(g.F*g.C), u%g.C
+			st := stats[2*(n*g.Groups+c/cg):]
+			a, b := st[1], float32(0)
+			if gamma != nil {
+				a = st[1] * gamma[c]
+			}
+			if beta != nil {
+				b = beta[c]
+			}
+			affine(out[u*g.S:(u+1)*g.S], x[u*g.S:(u+1)*g.S], st[0], a, b, g.SiLU)
+		}
+	})
 }
 
 // GroupNorm sets out = (x − mean)/√(var + eps)·gamma + beta per (row, group) (gamma, beta
@@ -87,7 +173,12 @@ func GroupNorm(out, x, gamma, beta []float32, g GroupNormShape) {
 		for u := lo; u < hi; u++ {
 			n, grp := u/g.Groups, u%g.Groups
 			base := (n*g.C + grp*cg) * g.S
-			mean, inv := meanInvStd(x[base:base+block], g.Eps)
+			var mean, inv float32
+			if g.Parts > 1 {
+				mean, inv = partsMeanInvStd(x[base:base+block], cg*g.Parts, g.S/g.Parts, g.Eps)
+			} else {
+				mean, inv = meanInvStd(x[base:base+block], g.Eps)
+			}
 			for c := grp * cg; c < (grp+1)*cg; c++ {
 				a, b := inv, float32(0)
 				if gamma != nil {

@@ -24,6 +24,7 @@ func TestGroupNorm(t *testing.T) {
 		{N: 2, C: 8, S: 12, Groups: 4, Eps: 1e-5},
 		{N: 1, C: 6, S: 1000, Groups: 3, Eps: 1e-6, SiLU: true},
 		{N: 3, C: 4, S: 5, Groups: 1, Eps: 1e-2},
+		{N: 2, C: 8, S: 3 * 16, Groups: 4, Eps: 1e-5, SiLU: true, Parts: 3},
 	} {
 		x := randSlice(r, g.N*g.C*g.S, 2)
 		for i := range x {
@@ -59,6 +60,78 @@ func TestGroupNorm(t *testing.T) {
 		closeTo(t, "group norm", out, want, 2e-5)
 		GroupNorm(x, x, gamma, beta, g) // in place
 		closeTo(t, "group norm in place", x, want, 2e-5)
+	}
+}
+
+// TestGroupNormPartsFromPieces: the statistics of a GroupNorm over parts (the frames of a
+// video), assembled from the parts' sums as context-parallel members holding different
+// frames assemble them (frames-major, the frames split between two members), and applied
+// by GroupAffine, give GroupNorm's bits.
+func TestGroupNormPartsFromPieces(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const n, c, frames, hw, groups = 2, 8, 5, 24, 4
+	g := GroupNormShape{N: n, C: c, S: frames * hw, Groups: groups, Eps: 1e-6, SiLU: true, Parts: frames}
+	x := randSlice(r, n*c*frames*hw, 2) // [N, C, T, hw]
+	gamma, beta := randSlice(r, c, 1), randSlice(r, c, 1)
+	want := make([]float32, len(x))
+	GroupNorm(want, x, gamma, beta, g)
+
+	// Frames-major [N, T, C, hw], as a member holds its frames.
+	xt := make([]float32, len(x))
+	for b := range n {
+		for ch := range c {
+			for f := range frames {
+				copy(xt[((b*frames+f)*c+ch)*hw:][:hw], x[((b*c+ch)*frames+f)*hw:][:hw])
+			}
+		}
+	}
+	plane := func(b, f, ch int) []float32 { return xt[((b*frames+f)*c+ch)*hw:][:hw] }
+	split := []int{0, 2, frames} // member 0 holds frames [0, 2), member 1 [2, 5)
+	// pass computes one value per (row, channel, frame) on each member's frames, then
+	// gathers them in channel then frame order for each (row, group).
+	pass := func(f func(dst, p []float32, b, grp int)) [][]float32 {
+		got := make([][]float32, n*groups)
+		vals := make([]float32, n*c*frames)
+		for m := range 2 {
+			for b := range n {
+				for fr := split[m]; fr < split[m+1]; fr++ {
+					for ch := range c {
+						f(vals[(b*c+ch)*frames+fr:][:1], plane(b, fr, ch), b, ch/(c/groups))
+					}
+				}
+			}
+		}
+		for b := range n {
+			for grp := range groups {
+				got[b*groups+grp] = vals[(b*c+grp*(c/groups))*frames:][:c/groups*frames]
+			}
+		}
+		return got
+	}
+	count := c / groups * frames * hw
+	sums := pass(func(dst, p []float32, _, _ int) { PartSums(dst, p, hw) })
+	means := make([]float64, n*groups)
+	for i, s := range sums {
+		means[i] = PartsMean(s, count)
+	}
+	devs := pass(func(dst, p []float32, b, grp int) { PartSqDevs(dst, p, hw, means[b*groups+grp]) })
+	stats := make([]float32, 2*n*groups)
+	for i := range devs {
+		stats[2*i], stats[2*i+1] = float32(means[i]), PartsInvStd(devs[i], count, g.Eps)
+	}
+	got := make([]float32, len(xt))
+	GroupAffine(got, xt, stats, gamma, beta, GroupAffineShape{N: n, F: frames, C: c, S: hw, Groups: groups, SiLU: true})
+	for b := range n {
+		for ch := range c {
+			for f := range frames {
+				for i := range hw {
+					w, v := want[((b*c+ch)*frames+f)*hw+i], got[((b*frames+f)*c+ch)*hw+i]
+					if math.Float32bits(w) != math.Float32bits(v) {
+						t.Fatalf("row %d channel %d frame %d [%d]: %v from the pieces, %v from GroupNorm", b, ch, f, i, v, w)
+					}
+				}
+			}
+		}
 	}
 }
 

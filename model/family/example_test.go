@@ -26,7 +26,7 @@ func Example() {
 	defer s.Close()
 	p := s.DefaultParams()
 	p.NumFrames, p.Steps, p.Height, p.Width = 3, 4, 32, 32
-	sc, err := s.Scheduler(p.Steps)
+	sc, err := s.Scheduler(p)
 	if err != nil {
 		panic(err)
 	}

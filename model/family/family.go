@@ -1,5 +1,5 @@
 // Package family is the seam between vdpp's engine and a model family (Stable Video
-// Diffusion, and next Wan): everything that differs between families sits behind one
+// Diffusion, Wan): everything that differs between families sits behind one
 // Sampler, so generate, serve, eval, parity and bench run any family with the same code.
 //
 // A Sampler is one process's share of a family's sampling sequence, loaded for its pipeline
@@ -88,6 +88,12 @@ type Params struct {
 	// cache_interval, cache_branch, cache_steps and cache_drop; Resolved.ResolveCache fills
 	// and checks it against the model.
 	pipeline.Cache
+	// SchedulerChoice is the sampler and the flow shift (the JSON parameters scheduler and
+	// flow_shift; Description.CheckScheduler checks them against the model).
+	SchedulerChoice
+	// LoRAs are the generation's LoRAs (the JSON parameters lora and lora_2). A Sampler
+	// applies those its Options named at Open; the others through LoRARunner.
+	LoRAs
 }
 
 // Guided reports whether classifier-free guidance is on (diffusers: max guidance > 1).
@@ -100,9 +106,11 @@ type Roles struct {
 	Denoise   bool // the denoiser(s) of Steps (Stepper)
 	Decode    bool // last stage: the decoder (Decode)
 	// Steps are the steps this process runs, of TotalSteps: a family with several
-	// denoisers by step range (experts) loads only those these steps use. Zero means all.
+	// denoisers by step range (experts) loads only those these steps use, under the
+	// schedule of Schedule (which moves an expert switch). Zero means all.
 	Steps      pipeline.Range
 	TotalSteps int
+	Schedule   SchedulerChoice
 }
 
 // AllRoles is a one-process run.
@@ -123,6 +131,10 @@ type Options struct {
 	// Progress, when not nil, is called as a large component loads (the text encoder):
 	// its name, the bytes read so far and the total.
 	Progress func(component string, loaded, total int64)
+	// LoRAs are merged into the denoisers' weights as they load (files relative to LoRADir
+	// when it is not ""); a family that takes no LoRA refuses them.
+	LoRAs   LoRAs
+	LoRADir string
 	// Weights say where the denoiser's weights come from and the type they are held in
 	// (--weights-dtype, --transformer, --transformer-2, --unet).
 	Weights WeightOptions
@@ -162,8 +174,9 @@ type Sampler interface {
 	// LatentShape is one sample's latent [T, C, h, w] for p (T after any temporal
 	// compression of the VAE).
 	LatentShape(p Params) []int
-	// Scheduler is the family's scheduler for steps inference steps.
-	Scheduler(steps int) (sched.Scheduler, error)
+	// Scheduler is the family's scheduler for p.Steps inference steps: the one p.Scheduler
+	// names (Description.Schedulers; "" the folder's own), with p.FlowShift on a flow model.
+	Scheduler(p Params) (sched.Scheduler, error)
 	// Prepare (first stage) returns the item of samples at step 0: the initial latent
 	// [len(samples), T, C, h, w] already scaled by sc.InitSigma(), one Conditioning per
 	// sample and, when guided, the per-frame guidance weights. Group and Step are zero.
@@ -280,6 +293,11 @@ type Description struct {
 	// Knobs are the family's job parameters (Family.Knobs; Resolved.Describe fills them):
 	// what a job may set, their ranges, and how every surface spells them.
 	Knobs knob.Table
+	// Schedulers are the samplers the model offers (Params.Scheduler), the folder's own
+	// first; FlowShift is the folder's flow shift, 0 for a model that is not a flow model
+	// (which takes no flow_shift).
+	Schedulers []SchedulerInfo
+	FlowShift  float64
 	// StatedCost says the denoiser's call costs exactly the step time it is given
 	// (Options.Sim's StepMS), linear in frames, and its context-parallel step exchanges
 	// nothing but the output gather: a plan may predict it from the stated cost without

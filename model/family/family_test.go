@@ -54,7 +54,7 @@ func TestDenoisersSampler(t *testing.T) {
 	if err := s.Validate(bad); !errors.Is(err, family.ErrParams) {
 		t.Fatalf("height 12: %v", err)
 	}
-	sc, err := s.Scheduler(p.Steps)
+	sc, err := s.Scheduler(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestDenoisersImageConditioning(t *testing.T) {
 	}
 	defer s.Close()
 	p := s.DefaultParams()
-	sc, err := s.Scheduler(p.Steps)
+	sc, err := s.Scheduler(p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,8 @@ func (d Denoisers) Preflight(_ string, o Options) error { return o.Weights.Check
 
 // Describe implements Family.
 func (d Denoisers) Describe(string) (Description, error) {
-	desc := Description{Defaults: (&denoiserSampler{}).DefaultParams(), SizeMultiple: simScale, IndependentRows: true, Image: NeedRequired, StatedCost: d.StatedCost}
+	desc := Description{Defaults: (&denoiserSampler{}).DefaultParams(), SizeMultiple: simScale, IndependentRows: true, Image: NeedRequired,
+		Schedulers: sched.KarrasSamplers, StatedCost: d.StatedCost}
 	if d.CacheReuse > 0 {
 		desc.Caching = Caching{Modes: []string{pipeline.CacheFB, pipeline.CacheStatic}}
 	}
@@ -126,7 +127,7 @@ func (s *denoiserSampler) Validate(p Params) error {
 	case p.MinGuidance > p.MaxGuidance:
 		return t.Errorf("min_guidance", "{min_guidance} %v is above {max_guidance} %v", p.MinGuidance, p.MaxGuidance)
 	}
-	return nil
+	return Description{Schedulers: sched.KarrasSamplers}.CheckScheduler(p.SchedulerChoice)
 }
 
 func (s *denoiserSampler) channels() int {
@@ -140,12 +141,9 @@ func (s *denoiserSampler) LatentShape(p Params) []int {
 	return []int{p.NumFrames, s.channels(), p.Height / simScale, p.Width / simScale}
 }
 
-func (s *denoiserSampler) Scheduler(steps int) (sched.Scheduler, error) {
-	sc, err := sched.New(sched.DefaultSVDConfig(), steps)
-	if err != nil {
-		return nil, err
-	}
-	return sc, nil
+// Scheduler is SVD's: the samplers of sched.KarrasSamplers on its Euler scheduler's schedule.
+func (s *denoiserSampler) Scheduler(p Params) (sched.Scheduler, error) {
+	return sched.NewKarrasNamed(p.Scheduler, sched.DefaultSVDConfig(), p.Steps)
 }
 
 func (s *denoiserSampler) Prepare(ctx context.Context, in Input, p Params, sc sched.Scheduler, samples []int64) (*pipeline.Item, error) {
@@ -159,6 +157,7 @@ func (s *denoiserSampler) Prepare(ctx context.Context, in Input, p Params, sc sc
 	shape := s.LatentShape(p)
 	per := tensor.NumElements(shape)
 	it := &pipeline.Item{Samples: samples, Latent: tensor.New(append([]int{len(samples)}, shape...)...)}
+	it.SchedState = sched.InitialState(sc, p.Seed, samples)
 	for row, sample := range samples {
 		r := rand.New(rand.NewPCG(uint64(p.Seed), uint64(sample)))
 		dst := it.Latent.Data[row*per : (row+1)*per]

@@ -59,6 +59,12 @@ var (
 		Help: "frames neighbouring windows share, blended at every step (a quarter of the window by default)"}
 	Blend = Knob{Name: "blend", Kind: String, Choices: []string{"cosine", "linear"}, Default: "cosine", Group: Long,
 		Help: "how overlapping window frames are blended"}
+	// Scheduler and FlowShift are the sampler choice: a sampler the model offers (checked by
+	// the model: family.Description.CheckScheduler) and a flow model's schedule shift.
+	Scheduler = Knob{Name: "scheduler", Kind: String, Default: "the model's own", Group: Advanced,
+		Help: "sampler: flow models (Wan) unipc, euler, dpm++2m, lcm; SVD euler, euler-a, dpm++2m-karras (docs/schedulers.md)"}
+	FlowShift = Knob{Name: "flow_shift", Kind: Float, Min: 0, MinOpen: true, Max: 1000, Default: "the model's", Group: Advanced,
+		Help: "flow models (Wan): the schedule's shift"}
 )
 
 // cacheModes are the modes that cache (every mode but none).
@@ -106,6 +112,6 @@ func CacheKnobs(modes ...string) Table {
 
 // Common is the table of the knobs every family shares, with the cache knobs of modes.
 func Common(modes ...string) Table {
-	t := Table{NumFrames, NumSteps, Height, Width, FPS, Seed, Window, Overlap, Blend}
+	t := Table{NumFrames, NumSteps, Height, Width, FPS, Seed, Window, Overlap, Blend, Scheduler, FlowShift}
 	return append(t, CacheKnobs(modes...)...)
 }

@@ -21,6 +21,8 @@ type params struct {
 	Blend     string  `json:"blend,omitempty"`
 	Min       float64 `json:"min_guidance"`
 	Max       float64 `json:"max_guidance"`
+	Sched     string  `json:"scheduler,omitempty"`
+	Shift     float64 `json:"flow_shift,omitempty"`
 	cache
 }
 

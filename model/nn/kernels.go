@@ -66,7 +66,7 @@ func KernelsOf(b backends.Backend) Kernels {
 
 // FusedOps names the fused ops of this package (the Kernel names KernelsRan counts).
 var FusedOps = []string{attentionKernel{}.Name(), groupNormKernel{}.Name(), rowNormKernel{}.Name(),
-	channelNormKernel{}.Name(), convKernel{}.Name(), linearKernel{}.Name(), widenKernel{}.Name()}
+	channelNormKernel{}.Name(), convKernel{}.Name(), linearKernel{}.Name(), widenKernel{}.Name(), groupAffineKernel{}.Name()}
 
 // DescribeKernels says in one line which kernels graph code on backend b runs, for
 // `vdpp doctor`, logs and report.json: "xla" off simplego, else the matrix kernel, the
@@ -191,14 +191,40 @@ func presentNodes(x *Node, opt ...*Node) []*Node {
 	return ins
 }
 
-func fusedGroupNorm(x, gamma, beta *Node, groups int, eps float64, silu bool) (*Node, bool) {
+func fusedGroupNorm(x, gamma, beta *Node, groups, parts int, eps float64, silu bool) (*Node, bool) {
 	if !useKernels(x.Graph(), x.DType()) {
 		return nil, false
 	}
 	dims := x.Shape().Dimensions
 	sh := kernels.GroupNormShape{N: dims[0], C: dims[1], S: x.Shape().Size() / (dims[0] * dims[1]), Groups: groups, Eps: eps, SiLU: silu}
+	if parts > 1 {
+		sh.Parts = parts
+	}
 	k := groupNormKernel{shape: sh, hasGamma: gamma != nil, hasBeta: beta != nil}
 	return sghook.Emit(x.Graph(), x.Shape(), k, presentNodes(x, gamma, beta)...), true
+}
+
+// groupAffineKernel is kernels.GroupAffine: inputs v, stats[, gamma][, beta].
+type groupAffineKernel struct {
+	inPlace0
+	shape             kernels.GroupAffineShape
+	hasGamma, hasBeta bool
+}
+
+func (groupAffineKernel) Name() string { return "group norm apply" }
+func (k groupAffineKernel) Run(out []float32, ins [][]float32) {
+	gamma, beta := optionalInputs(ins[2:], k.hasGamma, k.hasBeta)
+	kernels.GroupAffine(out, ins[0], ins[1], gamma, beta, k.shape)
+}
+
+func fusedGroupAffine(v, stats, gamma, beta *Node, groups int, silu bool) (*Node, bool) {
+	if !useKernels(v.Graph(), v.DType()) {
+		return nil, false
+	}
+	d := v.Shape().Dimensions
+	sh := kernels.GroupAffineShape{N: d[0], F: d[1], C: d[2], S: v.Shape().Size() / (d[0] * d[1] * d[2]), Groups: groups, SiLU: silu}
+	k := groupAffineKernel{shape: sh, hasGamma: gamma != nil, hasBeta: beta != nil}
+	return sghook.Emit(v.Graph(), v.Shape(), k, presentNodes(v, stats, gamma, beta)...), true
 }
 
 // rowNormKernel is kernels.RowNorm: inputs x[, gamma][, beta][, scale, shift].

@@ -23,7 +23,63 @@ func GroupNormSiLU(x, gamma, beta *Node, groups int, eps float64) *Node {
 	return groupNorm(x, gamma, beta, groups, eps, true)
 }
 
+// GroupNormFramesSiLU is GroupNormSiLU on a video x [N, C, T, ...] whose statistics the
+// fused op takes frame by frame (kernels.GroupNormShape.Parts = T): the same values to
+// rounding, and the bits a context-parallel member gets from its frames' statistics
+// (GroupNormApply with the statistics gathered frame by frame). Elsewhere it is
+// GroupNormSiLU.
+func GroupNormFramesSiLU(x, gamma, beta *Node, groups int, eps float64) *Node {
+	if x.Rank() < 3 {
+		panic(fmt.Errorf("nn: GroupNormFramesSiLU: input %v is not [N, C, T, ...]", x.Shape()))
+	}
+	return groupNormParts(x, gamma, beta, groups, x.Shape().Dim(2), eps, true)
+}
+
 func groupNorm(x, gamma, beta *Node, groups int, eps float64, silu bool) *Node {
+	return groupNormParts(x, gamma, beta, groups, 1, eps, silu)
+}
+
+// GroupNormApply is the second step of a GroupNorm whose statistics are given: v
+// [N, F, C, ...] (F frames of C channels), stats [N, groups, 2] the mean and 1/√(var + eps)
+// of each row and group; it returns (v − mean)·inv·gamma + beta (gamma, beta [C] or nil),
+// then SiLU if silu. With vdpp's CPU kernels it is one fused op with GroupNorm's
+// arithmetic (kernels.GroupAffine), so statistics equal to a GroupNorm's give its bits.
+func GroupNormApply(v, stats, gamma, beta *Node, groups int, silu bool) *Node {
+	d := v.Shape().Dimensions
+	if len(d) < 3 {
+		panic(fmt.Errorf("nn: GroupNormApply: input %v is not [N, F, C, ...]", v.Shape()))
+	}
+	n, f, c := d[0], d[1], d[2]
+	if groups <= 0 || c%groups != 0 || !stats.Shape().Equal(F32(n, groups, 2)) {
+		panic(fmt.Errorf("nn: GroupNormApply: input %v, statistics %v, %d groups", v.Shape(), stats.Shape(), groups))
+	}
+	checkChannelParam(gamma, c, v)
+	checkChannelParam(beta, c, v)
+	if y, ok := fusedGroupAffine(v, stats, gamma, beta, groups, silu); ok {
+		return y
+	}
+	vg := Reshape(v, n, f, groups, -1)
+	mean := Reshape(Slice(stats, AxisRange(), AxisRange(), AxisElem(0)), n, 1, groups, 1)
+	inv := Reshape(Slice(stats, AxisRange(), AxisRange(), AxisElem(1)), n, 1, groups, 1)
+	y := Reshape(Mul(Sub(vg, mean), inv), d...)
+	bc := make([]int, len(d))
+	for i := range bc {
+		bc[i] = 1
+	}
+	bc[2] = c
+	if gamma != nil {
+		y = Mul(y, Reshape(gamma, bc...))
+	}
+	if beta != nil {
+		y = Add(y, Reshape(beta, bc...))
+	}
+	if silu {
+		y = SiLU(y)
+	}
+	return y
+}
+
+func groupNormParts(x, gamma, beta *Node, groups, parts int, eps float64, silu bool) *Node {
 	if x.Rank() < 2 {
 		panic(fmt.Errorf("nn: GroupNorm: input %v has rank < 2", x.Shape()))
 	}
@@ -34,7 +90,7 @@ func groupNorm(x, gamma, beta *Node, groups int, eps float64, silu bool) *Node {
 	}
 	checkChannelParam(gamma, c, x)
 	checkChannelParam(beta, c, x)
-	if y, ok := fusedGroupNorm(x, gamma, beta, groups, eps, silu); ok {
+	if y, ok := fusedGroupNorm(x, gamma, beta, groups, parts, eps, silu); ok {
 		return y
 	}
 	xg := Reshape(x, n, groups, -1)

@@ -41,6 +41,10 @@ type Weights struct {
 	held    map[string]*heldWeight // the tensors held in a compact type
 	types   map[quant.Type]int64   // bytes held in each type
 	bytes   int64
+	// deltas, in a view (WithDeltas), are the kinds of each changed weight's deltas,
+	// applied in the graph; deltaBytes their memory.
+	deltas     map[string][]string
+	deltaBytes int64
 }
 
 func newContext() *context.Context { return context.New() }
@@ -151,9 +155,9 @@ func (w *Weights) param(g *graph.Graph, name string, dims []int) *graph.Node {
 		panic(fmt.Errorf("%w %q (no variable)", ErrMissingTensor, name))
 	}
 	if h := w.held[name]; h != nil {
-		return heldParam(g, name, h, v.ValueGraph(g))
+		return w.deltaParam(g, name, heldParam(g, name, h, v.ValueGraph(g)))
 	}
-	return v.ValueGraph(g)
+	return w.deltaParam(g, name, v.ValueGraph(g))
 }
 
 // paramSource is where a Scope's Param gets its nodes: loaded Weights or a declaration.

@@ -14,8 +14,8 @@ var _ model.ContextParallel = (*Denoiser)(nil)
 // PredictFrames implements model.ContextParallel: in.Latents holds frames
 // [part.Lo, part.Hi) of every row, and the UNet exchanges what its temporal layers need
 // through part.Comm (unet.Model.ForwardFrames). The output covers the same frames and,
-// joined over the group, matches Predict on all frames to fp32 rounding (relative L2
-// within 1e-5), not bit for bit.
+// joined over the group, is Predict on all frames bit for bit where vdpp's CPU kernels
+// run (to fp32 rounding, relative L2 within 1e-5, on XLA).
 func (d *Denoiser) PredictFrames(ctx context.Context, in model.Input, part model.FramePart) (*tensor.Dense, error) {
 	if part.Comm == nil {
 		return nil, fmt.Errorf("svd: PredictFrames without a group")

@@ -151,7 +151,7 @@ func (svdFamily) Describe(dir string) (family.Description, error) {
 		return family.Description{}, err
 	}
 	return family.Description{Defaults: NewSampler(p, smp).DefaultParams(), SizeMultiple: p.VAEConfig.DownsampleFactor(), VAETiling: true, Image: family.NeedRequired,
-		Caching: Caching}, nil
+		Caching: Caching, Schedulers: sched.KarrasSamplers}, nil
 }
 
 func (svdFamily) Open(dir string, o family.Options) (family.Sampler, error) {
@@ -168,7 +168,15 @@ func (svdFamily) Open(dir string, o family.Options) (family.Sampler, error) {
 			return nil, err
 		}
 	}
-	p, err := LoadWith(dir, loadOptions(o), b, partsOf(o.Roles))
+	lo := loadOptions(o)
+	if o.Roles.Denoise && len(o.LoRAs.For(1)) > 0 {
+		set, err := loraSet(dir, o.LoRAs, o.LoRADir)
+		if err != nil {
+			return nil, err
+		}
+		lo.UNetDeltas = nnDeltas(set)
+	}
+	p, err := LoadWith(dir, lo, b, partsOf(o.Roles))
 	if err != nil {
 		return nil, err
 	}
@@ -234,13 +242,10 @@ func (s *Sampler) Validate(p family.Params) error { return s.P.Validate(p) }
 // LatentShape implements family.Sampler.
 func (s *Sampler) LatentShape(p family.Params) []int { return s.P.LatentShape(p) }
 
-// Scheduler implements family.Sampler: the folder's Euler scheduler.
-func (s *Sampler) Scheduler(steps int) (sched.Scheduler, error) {
-	sc, err := sched.New(s.P.Sched, steps)
-	if err != nil {
-		return nil, err
-	}
-	return sc, nil
+// Scheduler implements family.Sampler: the sampler p.Scheduler names (sched.KarrasSamplers:
+// euler, the folder's Euler scheduler, by default) on the folder's Karras schedule.
+func (s *Sampler) Scheduler(p family.Params) (sched.Scheduler, error) {
+	return sched.NewKarrasNamed(p.Scheduler, s.P.Sched, p.Steps)
 }
 
 // Prepare implements family.Sampler, as diffusers' pipeline does for each sample: its noise
@@ -265,7 +270,8 @@ func (s *Sampler) Prepare(ctx context.Context, in family.Input, p family.Params,
 	}
 	shape := s.P.LatentShape(p)
 	per := tensor.NumElements(shape)
-	it := &pipeline.Item{Samples: samples, Latent: tensor.New(append([]int{len(samples)}, shape...)...)}
+	it := &pipeline.Item{Samples: samples, Latent: tensor.New(append([]int{len(samples)}, shape...)...),
+		SchedState: sched.InitialState(sc, p.Seed, samples)}
 	sigma := sc.InitSigma()
 	for r, sample := range samples {
 		aug, init := s.P.Noise(p, sample)

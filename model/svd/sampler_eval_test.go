@@ -33,7 +33,7 @@ func firstStep(t *testing.T, s family.Sampler) *tensor.Dense {
 	ctx := context.Background()
 	pr := s.DefaultParams()
 	pr.Steps = 2
-	sc, err := s.Scheduler(pr.Steps)
+	sc, err := s.Scheduler(pr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,6 +74,9 @@ func Load(dir, variant string, backend backends.Backend, parts Parts) (*Pipeline
 type LoadOptions struct {
 	Variant  string
 	UNetFile string
+	// UNetDeltas (LoRAs' changes, by weight name) are merged into the UNet's weights as
+	// they load.
+	UNetDeltas map[string][]nn.Delta
 	// Hold says the type the UNet's tensors are held in (nil: as stored).
 	Hold nn.HoldFunc
 }
@@ -106,7 +109,7 @@ func LoadWith(dir string, o LoadOptions, backend backends.Backend, parts Parts) 
 		return nil, err
 	}
 	if parts.Denoiser {
-		if p.UNet, err = unet.LoadWith(ck, unet.LoadOptions{Variant: variant, File: o.UNetFile, Hold: o.Hold}, backend); err != nil {
+		if p.UNet, err = unet.LoadWith(ck, unet.LoadOptions{Variant: variant, File: o.UNetFile, Deltas: o.UNetDeltas, Hold: o.Hold}, backend); err != nil {
 			return nil, err
 		}
 	}
@@ -228,6 +231,9 @@ func (p *Pipeline) Validate(pr Params) error {
 		return Knobs.Errorf("vae_tile", "{vae_tile} %d (0: off, -1: the VAE's sample_size)", pr.VAETile)
 	}
 	if _, err := p.tiling(pr); err != nil {
+		return err
+	}
+	if err := (family.Description{Schedulers: sched.KarrasSamplers}).CheckScheduler(pr.SchedulerChoice); err != nil {
 		return err
 	}
 	return checkCacheBranch(p.UNetConfig, pr.Cache)

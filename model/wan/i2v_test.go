@@ -319,7 +319,7 @@ func checkCondition(t *testing.T, dir string, in family.Input, p family.Params, 
 		}
 		return
 	}
-	sc, err := s.Scheduler(p.Steps)
+	sc, err := s.Scheduler(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +460,7 @@ func TestI2VInputErrors(t *testing.T) {
 			if in.PromptEmbeds == nil {
 				in.PromptEmbeds = tensor.New(512, 16)
 			}
-			sc, err := s.Scheduler(p.Steps)
+			sc, err := s.Scheduler(p)
 			if err != nil {
 				t.Fatal(err)
 			}

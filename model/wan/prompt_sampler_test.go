@@ -39,7 +39,7 @@ func TestSamplerPrompt(t *testing.T) {
 	}
 	p := s.DefaultParams()
 	p.NumFrames, p.Height, p.Width, p.Steps = 5, 32, 32, 2
-	sc, err := s.Scheduler(p.Steps)
+	sc, err := s.Scheduler(p)
 	if err != nil {
 		t.Fatal(err)
 	}

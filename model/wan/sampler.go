@@ -151,12 +151,16 @@ func (wanFamily) Describe(dir string) (family.Description, error) {
 	if err != nil {
 		return family.Description{}, err
 	}
+	sc, err := f.ReadSchedulerConfig()
+	if err != nil {
+		return family.Description{}, err
+	}
 	// A long video is cut into windows of the native 81 frames (21 latent frames) sharing
 	// 20 frames (5 latent frames, a quarter), blended with a cosine ramp.
 	return family.Description{Defaults: defaults, SizeMultiple: m, FrameMultiple: vc.TemporalFactor(),
 		TextDim: tc.TextDim, TextDimFile: tc.Path, Image: spec.Image, LastImage: spec.LastImage,
 		Windowing: family.Windowing{Window: DefaultNumFrames, Overlap: DefaultWindowOverlap, Blend: "cosine"},
-		Caching:   Caching}, nil
+		Caching:   Caching, Schedulers: sc.Samplers(), FlowShift: sc.FlowShift()}, nil
 }
 
 func defaultParams() family.Params {
@@ -241,7 +245,7 @@ func (f *Folder) expertsFor(sc SchedulerConfig, r family.Roles) ([]int, error) {
 		}
 		return []int{1}, nil
 	}
-	s, err := sc.New(r.TotalSteps)
+	s, err := sc.NewNamed(r.Schedule.Scheduler, r.Schedule.FlowShift, r.TotalSteps)
 	if err != nil {
 		return nil, err
 	}
@@ -356,8 +360,17 @@ func LoadOn(dir string, o family.Options, b backends.Backend) (s *Sampler, err e
 		if err != nil {
 			return nil, err
 		}
+		if len(o.LoRAs.LoRA2) > 0 && !f.HasBoundary {
+			return nil, fmt.Errorf("%w: lora_2 (--lora-2) needs a two-expert model (model_index.json boundary_ratio)", family.ErrParams)
+		}
 		for _, e := range experts {
-			if s.Experts[e-1], err = f.LoadTransformerWith(e, transformerOptions(e, o), b); err != nil {
+			set, err := f.loraSet(e, o.LoRAs, o.LoRADir)
+			if err != nil {
+				return nil, err
+			}
+			to := transformerOptions(e, o)
+			to.Deltas = nnDeltas(set)
+			if s.Experts[e-1], err = f.LoadTransformerWith(e, to, b); err != nil {
 				return nil, err
 			}
 		}
@@ -414,7 +427,12 @@ func (s *Sampler) Validate(p family.Params) error {
 	case p.GuidanceScale2 != 0 && !s.Folder.HasBoundary:
 		return Knobs.Errorf("guidance_scale_2", "{guidance_scale_2} needs a two-expert model (model_index.json boundary_ratio)")
 	}
-	return nil
+	return s.describeSchedulers().CheckScheduler(p.SchedulerChoice)
+}
+
+// describeSchedulers is the scheduler part of the folder's Description.
+func (s *Sampler) describeSchedulers() family.Description {
+	return family.Description{Schedulers: s.Sched.Samplers(), FlowShift: s.Sched.FlowShift()}
 }
 
 // LatentShape implements family.Sampler: [1 + (F-1)/4, z_dim, H/8, W/8] (the VAE's factors).
@@ -423,8 +441,11 @@ func (s *Sampler) LatentShape(p family.Params) []int {
 	return []int{s.VConfig.LatentFrames(p.NumFrames), s.VConfig.ZDim, p.Height / sf, p.Width / sf}
 }
 
-// Scheduler implements family.Sampler: the folder's scheduler.
-func (s *Sampler) Scheduler(steps int) (sched.Scheduler, error) { return s.Sched.New(steps) }
+// Scheduler implements family.Sampler: the sampler p.Scheduler names (the folder's own
+// by default) with p.FlowShift (SchedulerConfig.NewNamed).
+func (s *Sampler) Scheduler(p family.Params) (sched.Scheduler, error) {
+	return s.Sched.NewNamed(p.Scheduler, p.FlowShift, p.Steps)
+}
 
 // Guided reports whether p runs CFG: WanPipeline's guidance_scale > 1.
 func Guided(p family.Params) bool { return p.GuidanceScale > 1 }
@@ -570,7 +591,7 @@ func (s *Sampler) Prepare(ctx context.Context, in family.Input, p family.Params,
 	shape := s.LatentShape(p)
 	per := tensor.NumElements(shape)
 	it := &pipeline.Item{Samples: samples, Latent: tensor.New(append([]int{len(samples)}, shape...)...),
-		Guidance: s.GuidanceWeights(p, shape[0])}
+		Guidance: s.GuidanceWeights(p, shape[0]), SchedState: sched.InitialState(sc, p.Seed, samples)}
 	sigma := sc.InitSigma()
 	for r, sample := range samples {
 		dst := it.Latent.Data[r*per : (r+1)*per]

@@ -105,7 +105,7 @@ func generateW(t *testing.T, dir string, in family.Input, p family.Params, stage
 			loaded[k] = append(loaded[k], name)
 		}
 		slices.Sort(loaded[k])
-		sc, err := s.Scheduler(p.Steps)
+		sc, err := s.Scheduler(p)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,15 +1,23 @@
-// Package schedparity checks the flow-matching schedulers of package sched (UniPC and
-// flow-match Euler) against reference cases executed with diffusers: a case folder holds
-// case.json (args.config: the scheduler_config.json keys, args.num_inference_steps,
-// optional args.mu), inputs.safetensors (sample, model_output_step{i}) and
+// Package schedparity checks the schedulers of package sched against reference cases
+// executed with diffusers (scripts/wanref/scheduler_cases.py): a case folder holds case.json
+// (args.scheduler: the diffusers class; args.config: its scheduler_config.json keys,
+// args.num_inference_steps, optional args.mu), inputs.safetensors (sample,
+// model_output_step{i}, and noise_step{i} for the schedulers that draw noise) and
 // outputs.safetensors (timesteps, sigmas, sample_step{i} = the sample after step i, each
-// step fed the previous step's output).
+// step fed the previous step's output; for the schedulers added with scheduler choice also
+// model_input_step{i}, the scaled model input of step i, and init_noise_sigma).
+//
+// The classes run: UniPCMultistepScheduler and FlowMatchEulerDiscreteScheduler (sched.UniPC,
+// sched.FlowMatchEuler), DPMSolverMultistepScheduler on flow sigmas and
+// EDMDPMSolverMultistepScheduler (sched.DPMSolver), FlowMatchLCMScheduler on the
+// step-distillation schedule (sched.FlowLCM), EulerDiscreteScheduler (sched.Euler) and
+// EulerAncestralDiscreteScheduler's step on the Euler schedule (sched.EulerAncestral).
 //
 // Contract: every tensor in a case's outputs is compared, and an output the runner does not
 // know is a failure, never a skip. timesteps and sigmas must agree within ScheduleULPLimit
-// ulp (the Go schedule is meant to be exact; MaxULP shows it), samples within relative L2
-// RelL2Limit. Reading the case is the only I/O; errors are returned for unreadable or
-// malformed cases, results for everything that could be compared.
+// ulp (the Go schedule is meant to be exact; MaxULP shows it), samples and model inputs
+// within relative L2 RelL2Limit. Reading the case is the only I/O; errors are returned for
+// unreadable or malformed cases, results for everything that could be compared.
 package schedparity
 
 import (
@@ -28,7 +36,7 @@ import (
 
 // Limits.
 const (
-	RelL2Limit       = 1e-4
+	RelL2Limit       = 1e-6
 	ScheduleULPLimit = 1
 )
 
@@ -45,7 +53,7 @@ type Result = paritycheck.Result
 
 // IsSchedulerCase reports whether a case name is one CheckCase runs.
 func IsSchedulerCase(name string) bool {
-	return strings.HasPrefix(name, "scheduler_unipc") || strings.HasPrefix(name, "scheduler_flow_euler")
+	return strings.HasPrefix(name, "scheduler_")
 }
 
 // CheckCase runs the case in dir with the scheduler its name (or args.scheduler) names.
@@ -59,8 +67,90 @@ func CheckCase(dir string) ([]Result, error) {
 		return checkUniPC(c)
 	case "FlowMatchEulerDiscreteScheduler":
 		return checkFlowMatch(c)
+	case "DPMSolverMultistepScheduler", "EDMDPMSolverMultistepScheduler", "FlowMatchLCMScheduler",
+		"EulerDiscreteScheduler", "EulerAncestralDiscreteScheduler":
+		return checkScheduler(c)
 	}
 	return nil, fmt.Errorf("%w: %s: not a scheduler case", ErrCase, dir)
+}
+
+// noisy is a scheduler whose step takes its noise explicitly.
+type noisy interface {
+	StepNoise(dst, modelOut, x, noise []float32, step int) error
+}
+
+// checkScheduler runs a case through the sched.Scheduler the class maps to: its schedule,
+// its scaled model input and its steps (those of a scheduler that draws noise fed the
+// recorded noise).
+func checkScheduler(c *caseData) ([]Result, error) {
+	bad := func(err error) ([]Result, error) { return nil, fmt.Errorf("%w: %s: %w", ErrCase, c.dir, err) }
+	var sc sched.Scheduler
+	n := c.Args.Steps
+	switch c.scheduler() {
+	case "DPMSolverMultistepScheduler":
+		cfg, err := sched.ParseDPMConfig(c.Args.Config)
+		if err != nil {
+			return bad(err)
+		}
+		if sc, err = sched.NewFlowDPM(cfg, n); err != nil {
+			return bad(err)
+		}
+	case "EDMDPMSolverMultistepScheduler":
+		cfg, err := sched.ParseEDMDPMConfig(c.Args.Config)
+		if err != nil {
+			return bad(err)
+		}
+		if sc, err = sched.NewEDMDPM(cfg, n); err != nil {
+			return bad(err)
+		}
+	case "FlowMatchLCMScheduler":
+		cfg, err := sched.ParseFlowMatchConfig(c.Args.Config)
+		if err != nil {
+			return bad(err)
+		}
+		if sc, err = sched.NewFlowLCM(cfg.NumTrainTimesteps, cfg.Shift, n); err != nil {
+			return bad(err)
+		}
+	case "EulerDiscreteScheduler", "EulerAncestralDiscreteScheduler":
+		cfg, err := sched.ParseConfig(c.Args.Config)
+		if err != nil {
+			return bad(err)
+		}
+		if c.scheduler() == "EulerDiscreteScheduler" {
+			sc, err = sched.New(cfg, n)
+		} else {
+			sc, err = sched.NewEulerAncestral(cfg, n)
+		}
+		if err != nil {
+			return bad(err)
+		}
+	}
+	ts, sig := make([]float32, sc.NumSteps()), make([]float32, sc.NumSteps()+1)
+	for i := range ts {
+		ts[i], sig[i] = sc.Timestep(i), sc.Sigma(i)
+	}
+	sig[len(ts)] = sc.Sigma(len(ts))
+	got := map[string][]float32{"init_noise_sigma": {sc.InitSigma()}}
+	var state sched.State
+	st := stepper{timesteps: ts, sigmas: sig, step: func(i int, mo, x []float32) ([]float32, error) {
+		in := make([]float32, len(x))
+		if err := sc.ScaleModelInput(in, x, i); err != nil {
+			return nil, err
+		}
+		got[fmt.Sprintf("model_input_step%d", i)] = in
+		out := make([]float32, len(x))
+		if nz, ok := sc.(noisy); ok {
+			noise, ok := c.inputs[fmt.Sprintf("noise_step%d", i)]
+			if !ok {
+				return nil, fmt.Errorf("inputs lack noise_step%d", i)
+			}
+			return out, nz.StepNoise(out, mo, x, noise.data, i)
+		}
+		var err error
+		state, err = sc.Update(out, mo, x, i, state)
+		return out, err
+	}}
+	return c.runWith(st, got)
 }
 
 // CheckUniPCCase runs a UniPCMultistepScheduler case.
@@ -81,10 +171,10 @@ func CheckFlowMatchCase(dir string) ([]Result, error) {
 	return checkFlowMatch(c)
 }
 
-// stepper is the part of both schedulers a case run needs.
+// stepper is the part of a scheduler a case run needs: its schedule and step i.
 type stepper struct {
 	timesteps, sigmas []float32
-	step              func(mo []float32, t float32, x []float32) ([]float32, error)
+	step              func(i int, mo, x []float32) ([]float32, error)
 }
 
 func checkUniPC(c *caseData) ([]Result, error) {
@@ -97,8 +187,9 @@ func checkUniPC(c *caseData) ([]Result, error) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCase, c.dir, err)
 	}
 	st := u.NewState()
-	return c.run(stepper{u.Timesteps(), u.Sigmas(), func(mo []float32, t float32, x []float32) ([]float32, error) {
-		return u.Step(st, mo, t, x)
+	ts := u.Timesteps()
+	return c.run(stepper{ts, u.Sigmas(), func(i int, mo, x []float32) ([]float32, error) {
+		return u.Step(st, mo, ts[i], x)
 	}})
 }
 
@@ -112,8 +203,9 @@ func checkFlowMatch(c *caseData) ([]Result, error) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCase, c.dir, err)
 	}
 	st := f.NewState()
-	return c.run(stepper{f.Timesteps(), f.Sigmas(), func(mo []float32, t float32, x []float32) ([]float32, error) {
-		return f.Step(st, mo, t, x)
+	ts := f.Timesteps()
+	return c.run(stepper{ts, f.Sigmas(), func(i int, mo, x []float32) ([]float32, error) {
+		return f.Step(st, mo, ts[i], x)
 	}})
 }
 
@@ -188,20 +280,23 @@ func readTensors(path string) (map[string]tensorData, error) {
 }
 
 // run steps through the schedule from the case's sample and compares every output.
-func (c *caseData) run(s stepper) ([]Result, error) {
+func (c *caseData) run(s stepper) ([]Result, error) { return c.runWith(s, map[string][]float32{}) }
+
+// runWith is run with outputs the stepper fills as it goes (got).
+func (c *caseData) runWith(s stepper, got map[string][]float32) ([]Result, error) {
 	sample, ok := c.inputs["sample"]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s: inputs lack sample", ErrCase, c.dir)
 	}
-	got := map[string][]float32{"timesteps": s.timesteps, "sigmas": s.sigmas}
+	got["timesteps"], got["sigmas"] = s.timesteps, s.sigmas
 	x := sample.data
 	var stepErr error
-	for i, t := range s.timesteps {
+	for i := range s.timesteps {
 		mo, ok := c.inputs[fmt.Sprintf("model_output_step%d", i)]
 		if !ok {
 			break // the outputs of the later steps are reported as not computed
 		}
-		next, err := s.step(mo.data, t, x)
+		next, err := s.step(i, mo.data, x)
 		if err != nil {
 			stepErr = err
 			break
@@ -214,7 +309,7 @@ func (c *caseData) run(s stepper) ([]Result, error) {
 		ref := c.outputs[name]
 		res := Result{Case: c.Name, Tensor: name, Shape: ref.shape}
 		lim := sampleLimit
-		if name == "timesteps" || name == "sigmas" {
+		if name == "timesteps" || name == "sigmas" || name == "init_noise_sigma" {
 			lim = scheduleLimit
 		}
 		res.Limit = lim.String()

@@ -215,6 +215,34 @@ class TorchVideo:
         return ((out / 2 + 0.5).clamp(0, 1) * 255).round().to(torch.uint8)
 
 
+LETTERS = {"a": ["builtin-unet"], "b": ["mid-unet"], "c": ["wan-transformer"],
+           "d": ["svd-vae-decode", "wan-vae-decode"], "e": ["builtin-video"]}
+
+
+def case_names(cases):
+    """The case names of --cases: letters or names, comma-separated."""
+    return [n for c in cases.split(",") for n in LETTERS.get(c.strip(), [c.strip()])]
+
+
+def network_case(name, work, seed):
+    """Writes network case name's folder under work and returns it, PyTorch's call and the
+    helper's arguments."""
+    if name == "builtin-unet":
+        with open(os.path.join(BUILTIN, "unet", "config.json")) as fh:
+            cfg = json.load(fh)
+        return svd_unet_case(work, name, cfg, os.path.join(BUILTIN, "unet", "diffusion_pytorch_model.safetensors"),
+                             2, 8, 8, seed)
+    if name == "mid-unet":
+        return svd_unet_case(work, name, MID_UNET, None, 2, 16, 16, seed)
+    if name == "wan-transformer":
+        return wan_transformer_case(work, seed)
+    if name == "svd-vae-decode":
+        return svd_vae_case(work, seed)
+    if name == "wan-vae-decode":
+        return wan_vae_case(work, seed)
+    sys.exit(f"unknown case {name!r}")
+
+
 def children_cpu():
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
@@ -318,9 +346,7 @@ def main():
     torch.set_num_threads(a.threads)
     work = a.work or tempfile.mkdtemp(prefix="cpu-vs-torch-")
     os.makedirs(work, exist_ok=True)
-    letters = {"a": ["builtin-unet"], "b": ["mid-unet"], "c": ["wan-transformer"],
-               "d": ["svd-vae-decode", "wan-vae-decode"], "e": ["builtin-video"]}
-    names = [n for c in a.cases.split(",") for n in letters.get(c.strip(), [c.strip()])]
+    names = case_names(a.cases)
     results = []
     for name in names:
         print(f"== {name}", file=sys.stderr, flush=True)
@@ -329,21 +355,7 @@ def main():
                 continue
             res = run_video(a.vdpp, a.threads, a.rounds, a.calls, a.seed, work)
         else:
-            if name == "builtin-unet":
-                with open(os.path.join(BUILTIN, "unet", "config.json")) as fh:
-                    cfg = json.load(fh)
-                case = svd_unet_case(work, name, cfg, os.path.join(BUILTIN, "unet", "diffusion_pytorch_model.safetensors"),
-                                     2, 8, 8, a.seed)
-            elif name == "mid-unet":
-                case = svd_unet_case(work, name, MID_UNET, None, 2, 16, 16, a.seed)
-            elif name == "wan-transformer":
-                case = wan_transformer_case(work, a.seed)
-            elif name == "svd-vae-decode":
-                case = svd_vae_case(work, a.seed)
-            elif name == "wan-vae-decode":
-                case = wan_vae_case(work, a.seed)
-            else:
-                sys.exit(f"unknown case {name!r}")
+            case = network_case(name, work, a.seed)
             res = run_network(name, *case, a.helper, a.threads, a.rounds, a.calls, a.prepare)
             if res is None:
                 continue

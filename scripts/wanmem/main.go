@@ -58,7 +58,7 @@ func run(dir, stage string, p family.Params) error {
 	var run func() error
 	switch stage {
 	case "step":
-		sc, err := s.Scheduler(p.Steps)
+		sc, err := s.Scheduler(p)
 		if err != nil {
 			return err
 		}

@@ -40,7 +40,10 @@ type Run struct {
 	Rows       int
 	Item       *pipeline.Item
 	End, Steps int
-	b          *batch
+	// Spec is the jobs' run spec (Params.RunSpec), which the worker builds its step runner
+	// from with Steps.
+	Spec string
+	b    *batch
 }
 
 // CancelRow: ask Worker to drop Row of Batch at its next step boundary.

@@ -26,11 +26,13 @@ func stageOf(plan []pipeline.Range, s int) (stage, end int) {
 	return -1, -1
 }
 
-// batchKey is what samples must share to run in one denoiser call: the schedule (steps),
+// batchKey is what samples must share to run in one denoiser call: the schedule (steps and
+// the run spec),
 // the step range, the latent shape, the guidance weights, the temporal windows and the
 // step cache's rule.
 type batchKey struct {
 	steps, start, end int
+	spec              string // the run spec (sampler choice)
 	shape             []int
 	guidance          []float32
 	windows           *pipeline.Windows
@@ -38,7 +40,7 @@ type batchKey struct {
 }
 
 func (a batchKey) compatible(b batchKey) bool {
-	return a.steps == b.steps && a.start == b.start && a.end == b.end && slices.Equal(a.shape, b.shape) &&
+	return a.steps == b.steps && a.spec == b.spec && a.start == b.start && a.end == b.end && slices.Equal(a.shape, b.shape) &&
 		sameWeights(a.guidance, b.guidance) && sameWindows(a.windows, b.windows) && pipeline.SameCache(a.cache, b.cache)
 }
 

@@ -46,15 +46,16 @@ func TestBatchKeyCompatible(t *testing.T) {
 		k    batchKey
 		want bool
 	}{
-		{"same", batchKey{8, 2, 4, []int{1, 2, 4, 2, 2}, []float32{1, 2}, nil, pipeline.Cache{}}, true},
-		{"other schedule", batchKey{9, 2, 4, []int{1, 2, 4, 2, 2}, []float32{1, 2}, nil, pipeline.Cache{}}, false},
-		{"other step", batchKey{8, 3, 4, []int{1, 2, 4, 2, 2}, []float32{1, 2}, nil, pipeline.Cache{}}, false},
-		{"other end", batchKey{8, 2, 5, []int{1, 2, 4, 2, 2}, []float32{1, 2}, nil, pipeline.Cache{}}, false},
-		{"other shape", batchKey{8, 2, 4, []int{1, 2, 4, 2, 3}, []float32{1, 2}, nil, pipeline.Cache{}}, false},
-		{"other guidance", batchKey{8, 2, 4, []int{1, 2, 4, 2, 2}, []float32{1, 2.5}, nil, pipeline.Cache{}}, false},
-		{"unguided", batchKey{8, 2, 4, []int{1, 2, 4, 2, 2}, nil, nil, pipeline.Cache{}}, false},
-		{"windowed", batchKey{8, 2, 4, []int{1, 2, 4, 2, 2}, []float32{1, 2}, &pipeline.Windows{Size: 2, Overlap: 1, Blend: "cosine"}, pipeline.Cache{}}, false},
-		{"cached", batchKey{8, 2, 4, []int{1, 2, 4, 2, 2}, []float32{1, 2}, nil, pipeline.Cache{Mode: "fbcache", Threshold: 0.1}}, false},
+		{"same", batchKey{8, 2, 4, "", []int{1, 2, 4, 2, 2}, []float32{1, 2}, nil, pipeline.Cache{}}, true},
+		{"other schedule", batchKey{9, 2, 4, "", []int{1, 2, 4, 2, 2}, []float32{1, 2}, nil, pipeline.Cache{}}, false},
+		{"other run spec", batchKey{8, 2, 4, `{"scheduler":"euler-a"}`, []int{1, 2, 4, 2, 2}, []float32{1, 2}, nil, pipeline.Cache{}}, false},
+		{"other step", batchKey{8, 3, 4, "", []int{1, 2, 4, 2, 2}, []float32{1, 2}, nil, pipeline.Cache{}}, false},
+		{"other end", batchKey{8, 2, 5, "", []int{1, 2, 4, 2, 2}, []float32{1, 2}, nil, pipeline.Cache{}}, false},
+		{"other shape", batchKey{8, 2, 4, "", []int{1, 2, 4, 2, 3}, []float32{1, 2}, nil, pipeline.Cache{}}, false},
+		{"other guidance", batchKey{8, 2, 4, "", []int{1, 2, 4, 2, 2}, []float32{1, 2.5}, nil, pipeline.Cache{}}, false},
+		{"unguided", batchKey{8, 2, 4, "", []int{1, 2, 4, 2, 2}, nil, nil, pipeline.Cache{}}, false},
+		{"windowed", batchKey{8, 2, 4, "", []int{1, 2, 4, 2, 2}, []float32{1, 2}, &pipeline.Windows{Size: 2, Overlap: 1, Blend: "cosine"}, pipeline.Cache{}}, false},
+		{"cached", batchKey{8, 2, 4, "", []int{1, 2, 4, 2, 2}, []float32{1, 2}, nil, pipeline.Cache{Mode: "fbcache", Threshold: 0.1}}, false},
 	}
 	w := func(size, overlap int, blend string) *pipeline.Windows {
 		return &pipeline.Windows{Size: size, Overlap: overlap, Blend: blend}

@@ -123,7 +123,7 @@ type item struct {
 }
 
 func (it *item) key(start, end int) batchKey {
-	return batchKey{steps: it.job.rec.Params.Steps, start: start, end: end, shape: it.latent.Shape, guidance: it.guidance, windows: it.windows,
+	return batchKey{steps: it.job.rec.Params.Steps, spec: it.job.rec.Params.RunSpec(), start: start, end: end, shape: it.latent.Shape, guidance: it.guidance, windows: it.windows,
 		cache: it.job.rec.Params.Cache}
 }
 
@@ -429,7 +429,7 @@ func (d *Dispatcher) Prepared(j *Job, s *Sample, err error, now time.Time) {
 		d.end(j, job.StateFailed, err.Error(), now)
 	default:
 		it := &item{job: j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance, windows: s.Windows, cache: s.Cache,
-			cacheReuse: s.CacheReuse, prepared: now}
+			cacheReuse: s.CacheReuse, prepared: now, sched: s.Sched}
 		j.it = it
 		d.readyItem(it)
 		d.dispatch(now)
@@ -453,6 +453,9 @@ type Sample struct {
 	// line's estimate of the time saved.
 	Cache      *pipeline.ItemCache
 	CacheReuse float64
+	// Sched is the scheduler's initial state of the sample (the noise key of a scheduler
+	// that draws noise; empty otherwise).
+	Sched sched.State
 }
 
 // readyItem queues an item for a worker, in submission order.
@@ -849,7 +852,7 @@ func (d *Dispatcher) send(w *Worker, b *batch, stages int, now time.Time) {
 	}
 	b.last = now
 	w.outstanding[b.id] = b
-	d.emit(Run{Worker: w, Rows: len(b.items), Item: pit, End: b.end, Steps: first.job.rec.Params.Steps, b: b})
+	d.emit(Run{Worker: w, Rows: len(b.items), Item: pit, End: b.end, Steps: first.job.rec.Params.Steps, Spec: first.job.rec.Params.RunSpec(), b: b})
 }
 
 // requeue puts the live items of a batch back in the ready list at the latent they were

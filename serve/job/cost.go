@@ -263,6 +263,14 @@ type ModelLimits struct {
 	// budget, DefaultsWhy saying why ("" when they are the model's own).
 	Defaults    DefaultJob `json:"defaults"`
 	DefaultsWhy string     `json:"defaults_why,omitempty"`
+	// Schedulers are the samplers the model offers (a job's scheduler parameter), its
+	// folder's own first; FlowShift is the folder's flow shift (0: not a flow model, which
+	// takes no flow_shift).
+	Schedulers []string `json:"schedulers,omitempty"`
+	FlowShift  float64  `json:"flow_shift,omitempty"`
+	// LoRAs are the LoRA files a job may name in lora and lora_2 (the server's --lora-dir);
+	// nil when the server takes none.
+	LoRAs []string `json:"loras,omitempty"`
 	CostLimits
 }
 

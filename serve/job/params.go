@@ -1,8 +1,11 @@
 package job
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/vdpp/vdpp/model/family"
@@ -19,6 +22,43 @@ var ErrTooLarge = errors.New("serve: request exceeds a server limit")
 // knobs of its table (family.Description.Knobs), the same as `vdpp generate`'s flags, in
 // the job's JSON. Knobs a job leaves out take the served model's defaults.
 type Params family.Params
+
+// RunSpec is the part of a job's parameters a worker builds its step runner from besides
+// the steps: the sampler choice and the LoRAs, as canonical JSON ("" for the model's defaults). Jobs
+// batch together only with the same run spec.
+func (p Params) RunSpec() string {
+	r := runSpec{p.SchedulerChoice, p.LoRAs}
+	if r.SchedulerChoice == (family.SchedulerChoice{}) && r.LoRAs.Empty() {
+		return ""
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(err) // strings and finite float64s always marshal
+	}
+	return string(b)
+}
+
+// runSpec is what RunSpec encodes.
+type runSpec struct {
+	family.SchedulerChoice
+	family.LoRAs
+}
+
+// ParseRunSpec reads what RunSpec wrote into the parameters it sets.
+func ParseRunSpec(spec string) (Params, error) {
+	var p Params
+	if spec == "" {
+		return p, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(spec))
+	dec.DisallowUnknownFields()
+	var r runSpec
+	if err := dec.Decode(&r); err != nil {
+		return Params{}, fmt.Errorf("%w: run spec %q: %v", ErrBadParams, spec, err)
+	}
+	p.SchedulerChoice, p.LoRAs = r.SchedulerChoice, r.LoRAs
+	return p, nil
+}
 
 // Limits bound what a request may ask for; the flags --max-frames, --max-resolution,
 // --max-steps and --max-body-bytes set them.
@@ -132,4 +172,62 @@ func (p Params) checkLimits(lim Limits, t knob.Table, given knob.Given) error {
 		format += " (the model's default: give {" + pick.name + "})"
 	}
 	return fmt.Errorf("%w: %w", ErrTooLarge, t.Errorf(pick.name, format, pick.args...))
+}
+
+// loraKeys are the JSON keys of a job's LoRAs (family.LoRAs): files of the server's LoRA
+// folder, checked by the server, not knobs of the model's table.
+var loraKeys = []string{"lora", "lora_2"}
+
+// SplitLoRAs takes a job's LoRAs (lora, lora_2: [{"name": FILE, "strength": S}, ...]) out of
+// its JSON parameters: the object without them (every other key as it was, a key given
+// twice still twice, for the knob table's decoder to refuse) and the LoRAs. Data that is
+// not an object is returned as it is (the decoder names what is wrong).
+func SplitLoRAs(data []byte) ([]byte, family.LoRAs, error) {
+	var l family.LoRAs
+	if !bytes.Contains(data, []byte(`"lora`)) {
+		return data, l, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return data, l, nil
+	}
+	var rest bytes.Buffer
+	rest.WriteByte('{')
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return data, l, nil
+		}
+		key, _ := t.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return data, l, nil
+		}
+		if slices.Contains(loraKeys, key) {
+			if seen[key] {
+				return nil, l, fmt.Errorf("%w: %s is given twice", ErrBadParams, key)
+			}
+			seen[key] = true
+			dst := &l.LoRA
+			if key == "lora_2" {
+				dst = &l.LoRA2
+			}
+			d := json.NewDecoder(bytes.NewReader(raw))
+			d.DisallowUnknownFields()
+			if err := d.Decode(dst); err != nil {
+				return nil, l, fmt.Errorf("%w: %s: want a list of {\"name\": FILE, \"strength\": S}: %v", ErrBadParams, key, err)
+			}
+			continue
+		}
+		if rest.Len() > 1 {
+			rest.WriteByte(',')
+		}
+		k, _ := json.Marshal(key)
+		rest.Write(k)
+		rest.WriteByte(':')
+		rest.Write(raw)
+	}
+	rest.WriteByte('}')
+	return rest.Bytes(), l, nil
 }

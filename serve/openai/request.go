@@ -17,6 +17,7 @@ import (
 
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/knob"
+	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/serve/httpapi"
 	"github.com/vdpp/vdpp/serve/job"
 )
@@ -219,14 +220,16 @@ const (
 	fieldSize     = "size"
 	fieldSeconds  = "seconds"
 	fieldN        = "n"
+	fieldLoRA     = "lora"
+	fieldLoRA2    = "lora_2"
 	fieldNegative = "negative_prompt"
 )
 
 // CreateFields lists every generation field an OpenAI create takes for a model of knob
-// table t: size, seconds, n, negative_prompt, and each knob's OpenAI names (its OpenAI
+// table t: size, seconds, n, negative_prompt, lora, lora_2, and each knob's OpenAI names (its OpenAI
 // field, else its JSON name; knob.Knob.OpenAINames).
 func CreateFields(t knob.Table) []string {
-	out := []string{fieldSize, fieldSeconds, fieldN, fieldNegative}
+	out := []string{fieldSize, fieldSeconds, fieldN, fieldNegative, fieldLoRA, fieldLoRA2}
 	for _, k := range t {
 		out = append(out, k.OpenAINames()...)
 	}
@@ -290,6 +293,16 @@ func Params(m httpapi.Model, fields map[string]string, lim job.Limits) (job.Para
 	for _, field := range names {
 		switch field {
 		case fieldSize, fieldSeconds, fieldN, fieldNegative:
+			continue
+		case fieldLoRA, fieldLoRA2:
+			// The LoRAs: files of the server's folder (not knobs: the server checks them).
+			specs := &p.LoRA
+			if field == fieldLoRA2 {
+				specs = &p.LoRA2
+			}
+			if err := (lora.Flag{Specs: specs}).Set(strings.TrimSpace(fields[field])); err != nil {
+				return job.Params{}, badField(field, "%s %q: want NAME[:STRENGTH] separated by commas", field, fields[field])
+			}
 			continue
 		}
 		k, ok := t.ByOpenAI(field)

@@ -325,7 +325,7 @@ func TestOpen(t *testing.T) {
 	if g.DefaultParams().NumFrames != 3 {
 		t.Fatalf("defaults %+v: want the dev checkpoint's 3 frames", g.DefaultParams())
 	}
-	sc, err := g.Scheduler(2)
+	sc, err := g.Scheduler(job.Params{Steps: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@
 // Messages:
 //
 //	run       coord -> worker  pipeline.Item message (latent, rows, cond, guidance) + ctl [op, end, steps]
+//	                           and, for a job with a run spec (its sampler choice), "spec": the
+//	                           spec text, one byte per element
 //	cancel    coord -> worker  ctl [op], "rows": rows to drop at the next step boundary
 //	ping      both ways        ctl [op]; a peer silent for the heartbeat timeout is dead
 //	progress  worker -> coord  Step = step finished, ctl [op, compute µs]
@@ -88,12 +90,15 @@ func Rows(rows []int) comm.NamedTensor {
 }
 
 // Text is the "msg" tensor of a failed message.
-func Text(s string) comm.NamedTensor {
+func Text(s string) comm.NamedTensor { return textTensor("msg", s) }
+
+// textTensor holds s as one byte per element.
+func textTensor(name, s string) comm.NamedTensor {
 	t := tensor.New(len(s))
 	for i := 0; i < len(s); i++ {
 		t.Data[i] = float32(s[i])
 	}
-	return comm.NamedTensor{Name: "msg", Tensor: t}
+	return comm.NamedTensor{Name: name, Tensor: t}
 }
 
 // Op returns m's op and its whole ctl tensor.
@@ -119,8 +124,13 @@ func RowsOf(m comm.Message) []int {
 }
 
 // TextOf returns m's "msg" tensor as a string ("" without one).
-func TextOf(m comm.Message) string {
-	t := m.Tensor("msg")
+func TextOf(m comm.Message) string { return textOf(m, "msg") }
+
+// SpecOf returns a run message's spec text ("" without one).
+func SpecOf(m comm.Message) string { return textOf(m, "spec") }
+
+func textOf(m comm.Message, name string) string {
+	t := m.Tensor(name)
 	if t == nil {
 		return ""
 	}
@@ -134,10 +144,14 @@ func TextOf(m comm.Message) string {
 // Ping is the heartbeat message.
 func Ping() comm.Message { return comm.Message{Tensors: []comm.NamedTensor{Ctl(OpPing)}} }
 
-// Run encodes a batch for a worker: run it from it.Step to end of a steps-step schedule.
-func Run(it *pipeline.Item, end, steps int) comm.Message {
+// Run encodes a batch for a worker: run it from it.Step to end of a steps-step schedule,
+// with the run spec spec ("" for the model's defaults: the folder's own scheduler).
+func Run(it *pipeline.Item, end, steps int, spec string) comm.Message {
 	m := it.ToMessage()
 	m.Tensors = append(m.Tensors, Ctl(OpRun, float32(end), float32(steps)))
+	if spec != "" {
+		m.Tensors = append(m.Tensors, textTensor("spec", spec))
+	}
 	return m
 }
 

@@ -38,17 +38,17 @@ func TestCancelWithinStep(t *testing.T) {
 		defer cancel()
 		done := make(chan error, 1)
 		go func() {
-			done <- worker.Run(ctx, worker.Config{Conn: conn, Rank: 0, Stepper: func(steps int) (*pipeline.Stepper, error) {
+			done <- worker.Run(ctx, worker.Config{Conn: conn, Rank: 0, Stepper: func(steps int, _ string) (*pipeline.Stepper, func(), error) {
 				sc, err := sched.New(sched.DefaultSVDConfig(), steps)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
-				return &pipeline.Stepper{Model: den, Sched: sc}, nil
+				return &pipeline.Stepper{Model: den, Sched: sc}, nil, nil
 			}})
 		}()
 		c := wire.NewConn(coord, 0)
 		batch := &pipeline.Item{Group: 1, Samples: []int64{0}, Latent: tensor.New(1, 1, 4, 2, 2), Cond: []model.Conditioning{{}}}
-		if err := c.Send(wire.Run(batch, 5, 5)); err != nil {
+		if err := c.Send(wire.Run(batch, 5, 5, "")); err != nil {
 			t.Fatal(err)
 		}
 		<-den.entered // the first step's model call is running
@@ -98,12 +98,12 @@ func TestUnreadableBatchFailsAlone(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- worker.Run(ctx, worker.Config{Conn: conn, Rank: 0, Stepper: func(steps int) (*pipeline.Stepper, error) {
+		done <- worker.Run(ctx, worker.Config{Conn: conn, Rank: 0, Stepper: func(steps int, _ string) (*pipeline.Stepper, func(), error) {
 			sc, err := sched.New(sched.DefaultSVDConfig(), steps)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return &pipeline.Stepper{Model: quick{}, Sched: sc}, nil
+			return &pipeline.Stepper{Model: quick{}, Sched: sc}, func() {}, nil
 		}})
 	}()
 	c := wire.NewConn(coord, 0)
@@ -119,7 +119,7 @@ func TestUnreadableBatchFailsAlone(t *testing.T) {
 			}
 		}
 	}
-	bad := wire.Run(&pipeline.Item{Group: 1, Samples: []int64{0}, Latent: tensor.New(1, 1, 4, 2, 2), Cond: []model.Conditioning{{}}}, 2, 2)
+	bad := wire.Run(&pipeline.Item{Group: 1, Samples: []int64{0}, Latent: tensor.New(1, 1, 4, 2, 2), Cond: []model.Conditioning{{}}}, 2, 2, "")
 	for i, nt := range bad.Tensors {
 		if nt.Name == "samples" {
 			bad.Tensors[i].Tensor = &tensor.Dense{Shape: []int{1, 3}, Data: []float32{0, 0, 0.5}} // not a whole number
@@ -132,7 +132,7 @@ func TestUnreadableBatchFailsAlone(t *testing.T) {
 		t.Fatalf("an unreadable batch: op %d, want failed", op)
 	}
 	good := &pipeline.Item{Group: 2, Samples: []int64{0}, Latent: tensor.New(1, 1, 4, 2, 2), Cond: []model.Conditioning{{}}}
-	if err := c.Send(wire.Run(good, 2, 2)); err != nil {
+	if err := c.Send(wire.Run(good, 2, 2, "")); err != nil {
 		t.Fatal(err)
 	}
 	if op := next(); op != wire.OpResult {

@@ -25,19 +25,19 @@ func ExampleRun() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- worker.Run(ctx, worker.Config{Conn: conn, Rank: 0, Stepper: func(steps int) (*pipeline.Stepper, error) {
+		done <- worker.Run(ctx, worker.Config{Conn: conn, Rank: 0, Stepper: func(steps int, _ string) (*pipeline.Stepper, func(), error) {
 			sc, err := sched.New(sched.DefaultSVDConfig(), steps)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return &pipeline.Stepper{Model: den, Sched: sc}, nil
+			return &pipeline.Stepper{Model: den, Sched: sc}, nil, nil
 		}})
 	}()
 
 	c := wire.NewConn(coord, 0)
 	batch := &pipeline.Item{Group: 1, Step: 0, Samples: []int64{0}, Latent: tensor.New(1, 1, 4, 2, 2),
 		Cond: []model.Conditioning{{}}}
-	if err := c.Send(wire.Run(batch, 2, 4)); err != nil { // steps [0,2) of a 4-step schedule
+	if err := c.Send(wire.Run(batch, 2, 4, "")); err != nil { // steps [0,2) of a 4-step schedule
 		panic(err)
 	}
 	for {

@@ -23,7 +23,7 @@ func TestHeartbeat(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
 			done <- worker.Run(context.Background(), worker.Config{Conn: conn, Heartbeat: time.Second, HeartbeatTimeout: 5 * time.Second,
-				Stepper: func(int) (*pipeline.Stepper, error) { return nil, errors.New("no model") }})
+				Stepper: func(int, string) (*pipeline.Stepper, func(), error) { return nil, nil, errors.New("no model") }})
 		}()
 		c := wire.NewConn(coord, 0)
 		start := time.Now()

@@ -47,9 +47,11 @@ import (
 type Config struct {
 	Conn net.Conn
 	Rank int
-	// Stepper builds the stepper of a schedule of the given total steps; it is called once
-	// per distinct schedule, from one goroutine.
-	Stepper func(steps int) (*pipeline.Stepper, error)
+	// Stepper builds the stepper of a schedule of the given total steps and run spec (the
+	// jobs' sampler and LoRAs, wire.SpecOf) and what releases it (nil: nothing); it is
+	// called from one goroutine, once per distinct schedule while at most MaxSteppers are
+	// kept (the least recently used is released first).
+	Stepper func(steps int, spec string) (*pipeline.Stepper, func(), error)
 	// Heartbeat is the ping interval; HeartbeatTimeout how long the coordinator may be
 	// silent before the worker gives up. Defaults wire.DefaultHeartbeat and
 	// wire.DefaultHeartbeatTimeout.
@@ -64,7 +66,14 @@ type batch struct {
 	it    *pipeline.Item
 	end   int
 	steps int
+	spec  string // the job's run spec (wire.SpecOf)
 	unit  *unit
+}
+
+// stepperKey is what a step runner is built for: the schedule's steps and the run spec.
+type stepperKey struct {
+	steps int
+	spec  string
 }
 
 // unit is the rank's place in its cfg x cp unit.
@@ -97,7 +106,7 @@ func Run(ctx context.Context, cfg Config) error {
 		<-ctx.Done()
 		c.Close()
 	}()
-	w := &worker{cfg: cfg, wc: wc, steppers: map[int]*pipeline.Stepper{}, cancels: map[int64]map[int]bool{}}
+	w := &worker{cfg: cfg, wc: wc, steppers: map[stepperKey]*keptStepper{}, cancels: map[int64]map[int]bool{}}
 	inbox := make(chan batch, 64)
 	errc := make(chan error, 3)
 	go func() { errc <- w.read(ctx, inbox) }()
@@ -115,9 +124,10 @@ func Run(ctx context.Context, cfg Config) error {
 type worker struct {
 	cfg      Config
 	wc       *wire.Conn
-	steppers map[int]*pipeline.Stepper // by total steps; used by the compute goroutine only
-	unit     *unit                     // the rank's unit (nil: none); compute goroutine only
-	inUnit   bool                      // a unit was joined; read goroutine only
+	steppers map[stepperKey]*keptStepper // used by the compute goroutine only
+	used     int64                       // the steppers' use clock
+	unit     *unit                       // the rank's unit (nil: none); compute goroutine only
+	inUnit   bool                        // a unit was joined; read goroutine only
 
 	mu      sync.Mutex
 	cancels map[int64]map[int]bool // batch -> rows to drop
@@ -254,7 +264,7 @@ func (w *worker) read(ctx context.Context, inbox chan<- batch) error {
 				continue
 			}
 			select {
-			case inbox <- batch{it: it, end: int(ctl[1]), steps: int(ctl[2])}:
+			case inbox <- batch{it: it, end: int(ctl[1]), steps: int(ctl[2]), spec: wire.SpecOf(m)}:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -310,15 +320,42 @@ func (w *worker) compute(ctx context.Context, inbox <-chan batch) error {
 	}
 }
 
-func (w *worker) stepper(steps int) (*pipeline.Stepper, error) {
-	if s, ok := w.steppers[steps]; ok {
-		return s, nil
+// MaxSteppers is how many step runners a worker keeps (a runner with LoRAs holds their
+// tensors and its own compiled graphs).
+const MaxSteppers = 8
+
+// keptStepper is a kept step runner, with what releases it and when it was last used.
+type keptStepper struct {
+	st      *pipeline.Stepper
+	release func()
+	used    int64
+}
+
+func (w *worker) stepper(steps int, spec string) (*pipeline.Stepper, error) {
+	k := stepperKey{steps, spec}
+	w.used++
+	if s, ok := w.steppers[k]; ok {
+		s.used = w.used
+		return s.st, nil
 	}
-	s, err := w.cfg.Stepper(steps)
+	if len(w.steppers) >= MaxSteppers {
+		var oldest stepperKey
+		first := true
+		for key, s := range w.steppers {
+			if first || s.used < w.steppers[oldest].used {
+				oldest, first = key, false
+			}
+		}
+		if r := w.steppers[oldest].release; r != nil {
+			r()
+		}
+		delete(w.steppers, oldest)
+	}
+	s, release, err := w.cfg.Stepper(steps, spec)
 	if err != nil {
 		return nil, err
 	}
-	w.steppers[steps] = s
+	w.steppers[k] = &keptStepper{st: s, release: release, used: w.used}
 	return s, nil
 }
 
@@ -339,7 +376,7 @@ func (w *worker) takeCancelled(id int64, done bool) map[int]bool {
 // failure is reported to the coordinator and the worker goes on).
 func (w *worker) runBatch(ctx context.Context, b batch) error {
 	it := b.it
-	st, err := w.stepper(b.steps)
+	st, err := w.stepper(b.steps, b.spec)
 	if err == nil && (b.end > b.steps || it.Step < 0 || it.Step >= b.end) {
 		err = fmt.Errorf("%w: batch %d steps [%d,%d) of %d", wire.ErrProtocol, it.Group, it.Step, b.end, b.steps)
 	}

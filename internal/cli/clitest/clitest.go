@@ -16,11 +16,11 @@ import (
 
 // Fill sets every exported field of the struct p points to to a random value of its type:
 // strings with spaces, '=' and quotes, signed integers, floats with fractions, booleans,
-// durations to the nanosecond, unsigned 64-bit integers, and the fields of a struct field
-// the same way. A field tagged `flag:"-"` is left as it is: it has no flag of its own (the
-// command sets it), or its flag takes a few named values, which the test's explicit
-// arguments cover. Fill panics on a field type it does not know, so a new kind of option is
-// noticed by its test.
+// durations to the nanosecond, unsigned 64-bit integers, the fields of a struct field the
+// same way, and one or two such structs in a slice of structs. A field tagged `flag:"-"` is
+// left as it is: it has no flag of its own (the command sets it), or its flag takes a few
+// named values, which the test's explicit arguments cover. Fill panics on a field type it
+// does not know, so a new kind of option is noticed by its test.
 func Fill(p any, r *rand.Rand) {
 	fill(reflect.ValueOf(p).Elem(), r)
 }
@@ -55,6 +55,13 @@ func fill(v reflect.Value, r *rand.Rand) {
 			s := reflect.MakeSlice(f.Type(), n, n)
 			for i := range n {
 				s.Index(i).SetInt(int64(i*3 + r.IntN(3)))
+			}
+			f.Set(s)
+		case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Struct:
+			n := 1 + r.IntN(2)
+			s := reflect.MakeSlice(f.Type(), n, n)
+			for j := range n {
+				fill(s.Index(j), r)
 			}
 			f.Set(s)
 		default:

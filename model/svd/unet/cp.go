@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/vdpp/vdpp/model/cp"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -14,18 +15,11 @@ import (
 // Frames places a context-parallel member's frames: it holds frames [Lo, Hi) of Total.
 // The members of a group, in member order, must hold consecutive ranges that cover
 // [0, Total); their sizes may differ.
-type Frames struct{ Lo, Hi, Total int }
+type Frames = cp.Frames
 
-// Comm is what ForwardFrames needs from the context-parallel group (model.FrameComm
-// satisfies it). Every member must make the same sequence of calls.
-type Comm interface {
-	Index() int
-	Size() int
-	// AllToAll sends parts[i] to member i and returns what each member sent here.
-	AllToAll(ctx context.Context, parts []*tensor.Dense) ([]*tensor.Dense, error)
-	// AllGather returns every member's t, in member order.
-	AllGather(ctx context.Context, t *tensor.Dense) ([]*tensor.Dense, error)
-}
+// Comm is what ForwardFrames needs from the context-parallel group (model.FrameComm, which
+// a comm.Group is). Every member must make the same sequence of calls.
+type Comm = cp.Comm
 
 // ErrFrames: the members' frame ranges or input shapes do not fit together.
 var ErrFrames = errors.New("unet: context-parallel frames do not fit")
@@ -34,14 +28,17 @@ var ErrFrames = errors.New("unet: context-parallel frames do not fit")
 // [B, Hi-Lo, Cin, h, w] holds frames [part.Lo, part.Hi) of every row; timestep, ehs and
 // addedTimeIDs are the whole rows' (as for Forward, the same on every member). The result
 // is the prediction for the member's frames, [B, Hi-Lo, Cout, h, w]; concatenated over the
-// members it matches Forward on all frames to fp32 rounding.
+// members it is Forward on all frames, bit for bit where vdpp's CPU kernels run (every
+// layer computes each row's values the same way however the frames are split), and to
+// fp32 rounding elsewhere (XLA).
 //
 // Spatial layers run on the member's frames. The temporal layers exchange through comm:
-// each temporal res-block sends its GroupNorm partial statistics (combined exactly into the
-// statistics over all frames) and one halo frame to each neighbouring member, twice (once
+// each temporal res-block's norm gathers its frames' partial statistics (the sums, then the
+// squared deviations, of each frame's plane, added in the one-process order: the same
+// statistics bit for bit) and one halo frame from each neighbouring member, twice (once
 // per convolution, whose kernel spans three frames); each temporal transformer layer moves
 // its tokens to a spatial split (every member gets all frames at 1/C of the positions), runs
-// attention across frames there, and moves them back (two all-to-alls). The network runs as
+// attention across frames there, and moves them back (two all-to-alls, cp.Reshard). The network runs as
 // a sequence of compiled segments between these exchanges (ContextParallelSteps counts
 // them). Every member must call ForwardFrames with the same shapes (except the frame count)
 // and the same timestep, ehs and ids.
@@ -111,8 +108,8 @@ func (m *Model) forwardFrames(ctx context.Context, cut *deepKey, extra []*tensor
 	if err := checkInputShapes(m.cfg, sample.Shape, timestep.Shape, ehs.Shape, addedTimeIDs.Shape); err != nil {
 		return nil, err
 	}
-	if part.Lo < 0 || part.Hi <= part.Lo || part.Hi > part.Total || sample.Shape[1] != part.Hi-part.Lo {
-		return nil, fmt.Errorf("%w: frames [%d, %d) of %d with a sample of %d frames", ErrFrames, part.Lo, part.Hi, part.Total, sample.Shape[1])
+	if err := part.Check(sample.Shape[1]); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrFrames, err)
 	}
 	r := &cpRunner{ctx: ctx, comm: comm, model: m, rows: sample.Shape[0], lo: part.Lo, hi: part.Hi}
 	if err := r.layout(part.Total, sample.Shape); err != nil {
@@ -222,6 +219,9 @@ type cpRunner struct {
 	los, his []int // every member's frame range
 	regs     map[string]*tensor.Dense
 	model    *Model
+	// positions is the token count of the latest spatial split (toSpace), which toFrames
+	// undoes.
+	positions int
 }
 
 // layout all-gathers the members' frame ranges and sample shapes and checks that they fit.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/vdpp/vdpp/internal/kernels"
+	"github.com/vdpp/vdpp/model/cp"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -20,40 +22,82 @@ func (r *cpRunner) exchange(x *exchange) error {
 	}
 }
 
-// spaceSplit cuts n positions over size members: contiguous ranges whose sizes differ by
-// at most one, larger first (some are empty when n < size).
-func spaceSplit(n, size int) [][2]int {
-	out := make([][2]int, size)
-	base, extra := n/size, n%size
-	start := 0
-	for i := range out {
-		k := base
-		if i < extra {
-			k++
-		}
-		out[i] = [2]int{start, start + k}
-		start += k
-	}
-	return out
-}
-
-// halo sends the member's GroupNorm partial statistics to every member and its first
-// (last) frame of x.src to the previous (next) member, then combines the statistics of all
-// members into the mean and variance over all frames (Chan et al.'s parallel formula, in
-// float64) and stores them with the received halo frames (zeros at the video's ends).
+// halo computes the GroupNorm statistics of x.src [B·Tl, C, h, w] over all frames, as the
+// one-process temporal norm (nn.GroupNormFramesSiLU) does, and fetches the neighbouring
+// frames: every member all-gathers the sums of its (row, channel, frame) planes
+// (kernels.PartSums), from which each computes the mean of every (row, group) over all
+// frames, in channel then frame order (kernels.PartsMean); then an all-to-all carries the
+// planes' squared deviations from it (kernels.PartSqDevs) to every member, and the
+// member's first (last) frame to the previous (next) one. The statistics (mean and
+// 1/√(var + eps)) go to x.gn and the halo frames (zeros at the video's ends) to x.prev and
+// x.next.
 func (r *cpRunner) halo(x *exchange) error {
-	src, st := r.regs[x.src], r.regs[regStats]
+	src := r.regs[x.src]
 	size, me := r.comm.Size(), r.comm.Index()
 	tl := r.hi - r.lo
-	if len(src.Shape) != 4 || src.Shape[0] != r.rows*tl || len(st.Shape) != 3 || st.Shape[0] != r.rows || st.Shape[2] != 2 {
-		return fmt.Errorf("halo of %s %v with statistics %v", x.src, src.Shape, st.Shape)
+	if len(src.Shape) != 4 || src.Shape[0] != r.rows*tl || src.Shape[1]%groups != 0 {
+		return fmt.Errorf("halo of %s %v", x.src, src.Shape)
 	}
-	frame := src.Len() / (r.rows * tl) // C·h·w
-	ns := st.Len()
-	ng := st.Shape[1]
+	c, hw := src.Shape[1], src.Shape[2]*src.Shape[3]
+	frame := c * hw
+	// planes applies f to each of the member's (row, channel, frame) planes into
+	// [rows, C, Tl].
+	planes := func(f func(dst, plane []float32, row, ch int)) []float32 {
+		out := make([]float32, r.rows*c*tl)
+		for row := range r.rows {
+			for t := range tl {
+				for ch := range c {
+					f(out[(row*c+ch)*tl+t:][:1], src.Data[((row*tl+t)*c+ch)*hw:][:hw], row, ch)
+				}
+			}
+		}
+		return out
+	}
+	// gather joins the members' [rows, C, Tk] values into [rows, C, T] (frames in order).
+	gather := func(parts []*tensor.Dense, n func(k int) int) ([]float32, error) {
+		out := make([]float32, r.rows*c*r.total)
+		for k, p := range parts {
+			tk := r.his[k] - r.los[k]
+			if p == nil || p.Len() < n(k) || n(k) < r.rows*c*tk {
+				return nil, fmt.Errorf("%w: member %d sent %d statistics, want %d", ErrFrames, k, lenOf(p), r.rows*c*tk)
+			}
+			for rc := range r.rows * c {
+				copy(out[rc*r.total+r.los[k]:][:tk], p.Data[rc*tk:(rc+1)*tk])
+			}
+		}
+		return out, nil
+	}
+	cg := c / groups
+	count := cg * r.total * hw
+	group := func(all []float32, row, grp int) []float32 {
+		return all[(row*c+grp*cg)*r.total : (row*c+(grp+1)*cg)*r.total]
+	}
+
+	sums := planes(func(dst, plane []float32, _, _ int) { kernels.PartSums(dst, plane, hw) })
+	gotSums, err := r.comm.AllGather(r.ctx, &tensor.Dense{Shape: []int{len(sums)}, Data: sums})
+	if err != nil {
+		return err
+	}
+	if len(gotSums) != size {
+		return fmt.Errorf("all-gather returned %d parts for %d members", len(gotSums), size)
+	}
+	allSums, err := gather(gotSums, func(k int) int { return lenOf(gotSums[k]) })
+	if err != nil {
+		return err
+	}
+	mean := make([]float64, r.rows*groups)
+	for row := range r.rows {
+		for grp := range groups {
+			mean[row*groups+grp] = kernels.PartsMean(group(allSums, row, grp), count)
+		}
+	}
+
+	devs := planes(func(dst, plane []float32, row, ch int) {
+		kernels.PartSqDevs(dst, plane, hw, mean[row*groups+ch/cg])
+	})
 	parts := make([]*tensor.Dense, size)
 	for j := range parts {
-		d := slices.Clone(st.Data)
+		d := slices.Clone(devs)
 		switch j {
 		case me - 1:
 			d = appendFrames(d, src.Data, r.rows, tl, frame, 0)
@@ -69,42 +113,36 @@ func (r *cpRunner) halo(x *exchange) error {
 	if len(got) != size {
 		return fmt.Errorf("all-to-all returned %d parts for %d members", len(got), size)
 	}
-	for k, g := range got {
-		want := ns
+	nk := func(k int) int {
+		want := r.rows * c * (r.his[k] - r.los[k])
 		if k == me-1 || k == me+1 {
 			want += r.rows * frame
 		}
-		if g == nil || g.Len() != want {
-			return fmt.Errorf("%w: member %d sent %d values, want %d", ErrFrames, k, lenOf(g), want)
+		return want
+	}
+	for k, g := range got {
+		if g == nil || g.Len() != nk(k) {
+			return fmt.Errorf("%w: member %d sent %d values, want %d", ErrFrames, k, lenOf(g), nk(k))
 		}
 	}
-
-	// Combine: member k holds n_k = (hi_k-lo_k)·per values of each (row, group).
-	per := float64(frame / ng)
-	gn := tensor.New(r.rows, ng, 2)
-	for i := 0; i < r.rows*ng; i++ {
-		var sum, cnt float64
-		for k, g := range got {
-			n := float64(r.his[k]-r.los[k]) * per
-			sum += n * float64(g.Data[2*i])
-			cnt += n
+	allDevs, err := gather(got, nk)
+	if err != nil {
+		return err
+	}
+	gn := tensor.New(r.rows, groups, 2)
+	for row := range r.rows {
+		for grp := range groups {
+			i := row*groups + grp
+			gn.Data[2*i], gn.Data[2*i+1] = float32(mean[i]), kernels.PartsInvStd(group(allDevs, row, grp), count, x.eps)
 		}
-		mean := sum / cnt
-		var m2 float64
-		for k, g := range got {
-			n := float64(r.his[k]-r.los[k]) * per
-			dm := float64(g.Data[2*i]) - mean
-			m2 += float64(g.Data[2*i+1]) + n*dm*dm
-		}
-		gn.Data[2*i], gn.Data[2*i+1] = float32(mean), float32(m2/cnt)
 	}
 	shape := append([]int{r.rows}, src.Shape[1:]...)
 	prev, next := tensor.New(shape...), tensor.New(shape...)
 	if me > 0 {
-		copy(prev.Data, got[me-1].Data[ns:])
+		copy(prev.Data, got[me-1].Data[r.rows*c*(r.his[me-1]-r.los[me-1]):])
 	}
 	if me < size-1 {
-		copy(next.Data, got[me+1].Data[ns:])
+		copy(next.Data, got[me+1].Data[r.rows*c*(r.his[me+1]-r.los[me+1]):])
 	}
 	r.regs[x.gn], r.regs[x.prev], r.regs[x.next] = gn, prev, next
 	return nil
@@ -127,90 +165,44 @@ func appendFrames(d, data []float32, rows, tl, frame, f int) []float32 {
 }
 
 // toSpace moves the tokens [B·Tl, S, C] from the frame split to the spatial split: member
-// j gets positions spaceSplit(S)[j] of every frame, [B, T, Sj, C].
+// j gets positions cp.Split(S)[j] of every frame, [B, T, Sj, C] (cp.Reshard).
 func (r *cpRunner) toSpace() error {
 	tok := r.regs[regTok]
-	size, me := r.comm.Size(), r.comm.Index()
 	tl := r.hi - r.lo
 	if len(tok.Shape) != 3 || tok.Shape[0] != r.rows*tl {
 		return fmt.Errorf("tokens %v, want [%d, S, C]", tok.Shape, r.rows*tl)
 	}
 	s, c := tok.Shape[1], tok.Shape[2]
-	sp := spaceSplit(s, size)
-	parts := make([]*tensor.Dense, size)
-	for j, rg := range sp {
-		sj := rg[1] - rg[0]
-		p := tensor.New(r.rows, tl, sj, c)
-		for bt := range r.rows * tl {
-			copy(p.Data[bt*sj*c:(bt+1)*sj*c], tok.Data[(bt*s+rg[0])*c:(bt*s+rg[1])*c])
-		}
-		parts[j] = p
-	}
-	got, err := r.comm.AllToAll(r.ctx, parts)
+	out, counts, err := cp.Reshard(r.ctx, r.comm, &tensor.Dense{Shape: []int{r.rows, tl, s, c}, Data: tok.Data}, cp.Split(s, r.comm.Size()))
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrFrames, err)
 	}
-	sm := sp[me][1] - sp[me][0]
-	out := tensor.New(r.rows, r.total, sm, c)
-	for k, g := range got {
-		tk := r.his[k] - r.los[k]
-		if g == nil || !slices.Equal(g.Shape, []int{r.rows, tk, sm, c}) {
-			return fmt.Errorf("%w: member %d sent tokens %v, want %v", ErrFrames, k, shapeOf(g), []int{r.rows, tk, sm, c})
-		}
-		blk := tk * sm * c
-		for b := range r.rows {
-			copy(out.Data[(b*r.total+r.los[k])*sm*c:], g.Data[b*blk:(b+1)*blk])
+	for k, n := range counts {
+		if n != r.his[k]-r.los[k] {
+			return fmt.Errorf("%w: member %d sent tokens of %d frames, it holds %d", ErrFrames, k, n, r.his[k]-r.los[k])
 		}
 	}
-	r.regs[regTokSpace] = out
+	r.regs[regTokSpace], r.positions = out, s
 	return nil
 }
 
 // toFrames is the inverse of toSpace: member k gets its frames of the member's positions,
-// and the member rebuilds [B·Tl, S, C] from every member's positions.
+// and the member rebuilds [B·Tl, S, C] from every member's positions (cp.Unshard).
 func (r *cpRunner) toFrames() error {
 	tsp := r.regs[regTokSpace]
-	size := r.comm.Size()
-	tl := r.hi - r.lo
 	if len(tsp.Shape) != 4 || tsp.Shape[0] != r.rows || tsp.Shape[1] != r.total {
 		return fmt.Errorf("spatial tokens %v, want [%d, %d, Sm, C]", tsp.Shape, r.rows, r.total)
 	}
-	sm, c := tsp.Shape[2], tsp.Shape[3]
-	parts := make([]*tensor.Dense, size)
-	for k := range parts {
-		tk := r.his[k] - r.los[k]
-		p := tensor.New(r.rows, tk, sm, c)
-		blk := tk * sm * c
-		for b := range r.rows {
-			o := (b*r.total + r.los[k]) * sm * c
-			copy(p.Data[b*blk:(b+1)*blk], tsp.Data[o:o+blk])
-		}
-		parts[k] = p
+	counts := make([]int, len(r.los))
+	for k := range counts {
+		counts[k] = r.his[k] - r.los[k]
 	}
-	got, err := r.comm.AllToAll(r.ctx, parts)
+	s := r.positions
+	out, err := cp.Unshard(r.ctx, r.comm, tsp, cp.Split(s, r.comm.Size()), counts)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrFrames, err)
 	}
-	s := 0
-	for _, g := range got {
-		if g == nil || len(g.Shape) != 4 {
-			return fmt.Errorf("%w: malformed spatial tokens %v", ErrFrames, shapeOf(g))
-		}
-		s += g.Shape[2]
-	}
-	out := tensor.New(r.rows*tl, s, c)
-	off := 0
-	for j, g := range got {
-		sj := g.Shape[2]
-		if !slices.Equal(g.Shape, []int{r.rows, tl, sj, c}) {
-			return fmt.Errorf("%w: member %d sent tokens %v, want [%d, %d, S, %d]", ErrFrames, j, g.Shape, r.rows, tl, c)
-		}
-		for bt := range r.rows * tl {
-			copy(out.Data[(bt*s+off)*c:(bt*s+off+sj)*c], g.Data[bt*sj*c:(bt+1)*sj*c])
-		}
-		off += sj
-	}
-	r.regs[regTok] = out
+	r.regs[regTok] = &tensor.Dense{Shape: []int{r.rows * counts[r.comm.Index()], s, tsp.Shape[3]}, Data: out.Data}
 	return nil
 }
 

@@ -16,48 +16,24 @@ func framesPerRow(x, emb *Node) (b, tl int) {
 }
 
 // cpSpatialRes is the spatial half of a SpatioTemporalResBlock (s is the block's scope):
-// the ResnetBlock2D output hs [B·Tl, C, h, w] and the partial statistics of the temporal
-// block's norm1 over the member's frames.
-func cpSpatialRes(s nn.Scope, x, emb *Node, cout int, eps float64) (hs, stats *Node) {
-	b, tl := framesPerRow(x, emb)
-	hs = resnetBlock2D(s.In("spatial_res_block"), x, repeatInterleave(emb, tl), cout, eps)
-	return hs, partialStats(hs, b)
-}
-
-// partialStats returns, for x [B·Tl, C, h, w], the mean and the sum of squared deviations
-// from it (M2) of every (row, channel group) over the member's frames: [B, G, 2]. Members
-// combine them exactly (Chan et al.'s parallel variance) into the GroupNorm statistics over
-// all frames.
-func partialStats(x *Node, b int) *Node {
-	xg := Reshape(x, b, -1, groups, x.Shape().Size()/(x.Shape().Dim(0)*groups)) // [B, Tl, G, R]
-	mean := ReduceAndKeep(xg, ReduceMean, 1, 3)
-	m2 := ReduceSum(Square(Sub(xg, mean)), 1, 3) // [B, G]
-	return Stack([]*Node{Reshape(mean, b, groups), m2}, -1)
-}
-
-// normWith applies a GroupNorm with given statistics gn [B, G, 2] (mean, variance) to
-// v [B, n, C, h, w], then gamma and beta per channel.
-func normWith(v, gn, gamma, beta *Node, eps float64) *Node {
-	d := v.Shape().Dimensions
-	b, n, c := d[0], d[1], d[2]
-	vg := Reshape(v, b, n, groups, -1)
-	mean := Reshape(Slice(gn, AxisRange(), AxisRange(), AxisElem(0)), b, 1, groups, 1)
-	variance := Reshape(Slice(gn, AxisRange(), AxisRange(), AxisElem(1)), b, 1, groups, 1)
-	y := Reshape(Div(Sub(vg, mean), Sqrt(AddScalar(variance, eps))), d...)
-	y = Mul(y, Reshape(gamma, 1, 1, c, 1, 1))
-	return Add(y, Reshape(beta, 1, 1, c, 1, 1))
+// the ResnetBlock2D output hs [B·Tl, C, h, w].
+func cpSpatialRes(s nn.Scope, x, emb *Node, cout int, eps float64) *Node {
+	_, tl := framesPerRow(x, emb)
+	return resnetBlock2D(s.In("spatial_res_block"), x, repeatInterleave(emb, tl), cout, eps)
 }
 
 // temporalConv is norm + SiLU + the (3, 1, 1) convolution of a TemporalResnetBlock over a
 // member's frames x [B, Tl, C, h, w] with the neighbouring frames prev and next
-// [B, C, h, w]; edge [2] zeroes a neighbour at the ends of the video (the convolution's
-// zero padding). It returns [B, C, Tl, h, w].
-func temporalConv(s nn.Scope, norm, conv string, x, gn, prev, next, edge *Node, eps float64) *Node {
+// [B, C, h, w]: the norm applies the statistics gn [B, G, 2] of all frames (the exchange
+// computes them as GroupNormFramesSiLU does, so the values have its bits), and edge [2]
+// zeroes a neighbour at the ends of the video (the convolution's zero padding). It returns
+// [B, C, Tl, h, w].
+func temporalConv(s nn.Scope, norm, conv string, x, gn, prev, next, edge *Node) *Node {
 	g := x.Graph()
 	d := x.Shape().Dimensions
 	b, c, hh, ww := d[0], d[2], d[3], d[4]
 	gamma, beta := s.Param(g, norm+".weight", c), s.Param(g, norm+".bias", c)
-	act := func(v *Node) *Node { return nn.SiLU(normWith(v, gn, gamma, beta, eps)) }
+	act := func(v *Node) *Node { return nn.GroupNormApply(v, gn, gamma, beta, groups, true) }
 	edgeAt := func(i int) *Node { return Reshape(Slice(edge, AxisElem(i))) }
 	p := Mul(act(Reshape(prev, b, 1, c, hh, ww)), edgeAt(0))
 	n := Mul(act(Reshape(next, b, 1, c, hh, ww)), edgeAt(1))
@@ -67,28 +43,27 @@ func temporalConv(s nn.Scope, norm, conv string, x, gn, prev, next, edge *Node, 
 
 // cpTemporalConv1 is the first half of the TemporalResnetBlock (s is the
 // SpatioTemporalResBlock's scope): norm1 with the global statistics gn, SiLU, conv1 and
-// the time embedding; th [B·Tl, C, h, w] and norm2's partial statistics.
-func cpTemporalConv1(s nn.Scope, x, gn, prev, next, edge, emb *Node, eps float64) (th, stats *Node) {
+// the time embedding; th [B·Tl, C, h, w].
+func cpTemporalConv1(s nn.Scope, x, gn, prev, next, edge, emb *Node) *Node {
 	b, tl := framesPerRow(x, emb)
 	ts := s.In("temporal_res_block")
 	d := x.Shape().Dimensions
 	c, hh, ww := d[1], d[2], d[3]
-	h := temporalConv(ts, "norm1", "conv1", Reshape(x, b, tl, c, hh, ww), gn, prev, next, edge, eps) // [B, C, Tl, h, w]
+	h := temporalConv(ts, "norm1", "conv1", Reshape(x, b, tl, c, hh, ww), gn, prev, next, edge) // [B, C, Tl, h, w]
 	h = addTimeEmbedding(ts, h, Reshape(repeatInterleave(emb, tl), b, tl, -1))
-	th = Reshape(TransposeAllAxes(h, 0, 2, 1, 3, 4), d...)
-	return th, partialStats(th, b)
+	return Reshape(TransposeAllAxes(h, 0, 2, 1, 3, 4), d...)
 }
 
 // cpTemporalConv2 finishes the SpatioTemporalResBlock: norm2 with the global statistics,
 // SiLU, conv2, the residual, and the time mixer between x (the spatial output) and the
 // temporal output.
-func cpTemporalConv2(s nn.Scope, x, th, gn, prev, next, edge *Node, eps float64) *Node {
+func cpTemporalConv2(s nn.Scope, x, th, gn, prev, next, edge *Node) *Node {
 	d := x.Shape().Dimensions
 	b := gn.Shape().Dim(0)
 	tl := d[0] / b
 	c, hh, ww := d[1], d[2], d[3]
 	ts := s.In("temporal_res_block")
-	h := temporalConv(ts, "norm2", "conv2", Reshape(th, b, tl, c, hh, ww), gn, prev, next, edge, eps) // [B, C, Tl, h, w]
+	h := temporalConv(ts, "norm2", "conv2", Reshape(th, b, tl, c, hh, ww), gn, prev, next, edge) // [B, C, Tl, h, w]
 	xs := TransposeAllAxes(Reshape(x, b, tl, c, hh, ww), 0, 2, 1, 3, 4)
 	out := alphaBlend(s.In("time_mixer"), xs, Add(xs, h))
 	return Reshape(TransposeAllAxes(out, 0, 2, 1, 3, 4), d...)

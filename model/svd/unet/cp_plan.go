@@ -26,9 +26,8 @@ const (
 	regEdge     = "edge"     // [2]: 1 when the member has a previous / next neighbour frame
 	regEmb      = "emb"      // [B, E], the time embedding of each row
 	regX        = "x"        // the running activation: the sample [B, Tl, Cin, h, w], then [B·Tl, C, h, w]
-	regStats    = "st"       // [B, G, 2]: a member's GroupNorm mean and M2 per row and group
-	regGN1      = "gn1"      // [B, G, 2]: global mean and variance, temporal norm1
-	regGN2      = "gn2"      // [B, G, 2]: global mean and variance, temporal norm2
+	regGN1      = "gn1"      // [B, G, 2]: mean and 1/√(var + eps) over all frames, temporal norm1
+	regGN2      = "gn2"      // [B, G, 2]: the same for temporal norm2
 	regXPrev    = "xprev"    // [B, C, h, w]: the frame before the member's first (or zeros)
 	regXNext    = "xnext"    // [B, C, h, w]: the frame after the member's last (or zeros)
 	regTH       = "th"       // [B·Tl, C, h, w]: temporal resnet after conv1
@@ -84,8 +83,9 @@ type gop struct {
 type exchangeKind int
 
 const (
-	// exHalo: all-to-all of a member's GroupNorm partial statistics (to every member) and
-	// of its first / last frame of src (to the previous / next member).
+	// exHalo: the GroupNorm statistics of src over all frames, from the members' frame by
+	// frame sums (an all-gather, then an all-to-all of the squared deviations that also
+	// carries the member's first / last frame of src to the previous / next member).
 	exHalo exchangeKind = iota
 	// exToSpace: all-to-all from the frame split [B·Tl, S, C] to the spatial split
 	// [B, T, Sm, C].
@@ -97,15 +97,16 @@ const (
 // exchange is a step that runs in Go between segments.
 type exchange struct {
 	kind exchangeKind
-	src  string // exHalo: the activation whose halo frames are sent
+	src  string // exHalo: the activation normalised, whose halo frames are sent
 	// exHalo: where the global statistics and the two halo frames go.
 	gn, prev, next string
+	eps            float64 // exHalo: the norm's eps
 }
 
 func (x *exchange) reads() []string {
 	switch x.kind {
 	case exHalo:
-		return []string{x.src, regStats}
+		return []string{x.src}
 	case exToSpace:
 		return []string{regTok}
 	default:
@@ -264,23 +265,22 @@ func newCPPlan(cfg Config, h, w int, c *deepKey) (*cpPlan, error) {
 	return plan, nil
 }
 
-// resBlock appends a SpatioTemporalResBlock: the spatial resnet and norm1's partial
-// statistics; an exchange of statistics and halo frames; norm1 + conv1 over the member's
-// frames and one halo frame each side, and norm2's partial statistics; a second exchange;
-// norm2 + conv2 and the time mixer.
+// resBlock appends a SpatioTemporalResBlock: the spatial resnet; an exchange of norm1's
+// statistics and halo frames; norm1 + conv1 over the member's frames and one halo frame
+// each side; a second exchange for norm2; norm2 + conv2 and the time mixer.
 func (p *planBuilder) resBlock(path string, cout int, eps float64) {
-	p.op(path+".spatial", []string{regX, regEmb}, []string{regX, regStats}, func(s nn.Scope, e env) {
-		e[regX], e[regStats] = cpSpatialRes(s.In(path), e[regX], e[regEmb], cout, eps)
+	p.op(path+".spatial", []string{regX, regEmb}, []string{regX}, func(s nn.Scope, e env) {
+		e[regX] = cpSpatialRes(s.In(path), e[regX], e[regEmb], cout, eps)
 	})
-	p.exchange(path+".halo1", &exchange{kind: exHalo, src: regX, gn: regGN1, prev: regXPrev, next: regXNext})
-	p.op(path+".temporal1", []string{regX, regGN1, regXPrev, regXNext, regEdge, regEmb}, []string{regTH, regStats},
+	p.exchange(path+".halo1", &exchange{kind: exHalo, src: regX, gn: regGN1, prev: regXPrev, next: regXNext, eps: eps})
+	p.op(path+".temporal1", []string{regX, regGN1, regXPrev, regXNext, regEdge, regEmb}, []string{regTH},
 		func(s nn.Scope, e env) {
-			e[regTH], e[regStats] = cpTemporalConv1(s.In(path), e[regX], e[regGN1], e[regXPrev], e[regXNext], e[regEdge], e[regEmb], eps)
+			e[regTH] = cpTemporalConv1(s.In(path), e[regX], e[regGN1], e[regXPrev], e[regXNext], e[regEdge], e[regEmb])
 		})
-	p.exchange(path+".halo2", &exchange{kind: exHalo, src: regTH, gn: regGN2, prev: regHPrev, next: regHNext})
+	p.exchange(path+".halo2", &exchange{kind: exHalo, src: regTH, gn: regGN2, prev: regHPrev, next: regHNext, eps: eps})
 	p.op(path+".temporal2", []string{regX, regTH, regGN2, regHPrev, regHNext, regEdge}, []string{regX},
 		func(s nn.Scope, e env) {
-			e[regX] = cpTemporalConv2(s.In(path), e[regX], e[regTH], e[regGN2], e[regHPrev], e[regHNext], e[regEdge], eps)
+			e[regX] = cpTemporalConv2(s.In(path), e[regX], e[regTH], e[regGN2], e[regHPrev], e[regHNext], e[regEdge])
 		})
 }
 

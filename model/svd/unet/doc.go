@@ -18,10 +18,11 @@
 //   - Model is a loaded network bound to a backend; Forward is safe for concurrent use and
 //     deterministic (same inputs, bit-identical outputs).
 //   - ForwardFrames is Forward for one member of a context-parallel group holding a
-//     contiguous slice of the frames: the temporal layers exchange GroupNorm statistics,
-//     halo frames and (all-to-all) attention tokens through a Comm, the network runs as
-//     compiled segments between the exchanges, and the members' outputs joined over frames
-//     match Forward within 1e-5 relative L2 in fp32 (fp32 rounding, not bit for bit).
+//     contiguous slice of the frames: the temporal layers exchange GroupNorm statistics
+//     (per frame, added in Forward's order), halo frames and (all-to-all, model/cp)
+//     attention tokens through a Comm, the network runs as compiled segments between the
+//     exchanges, and the members' outputs joined over frames are Forward's bit for bit
+//     where vdpp's CPU kernels run (within 1e-5 relative L2 in fp32 elsewhere).
 //   - DeepCache (deepcache.go): ForwardKeep runs the whole network and also returns the
 //     feature entering the up-block module that consumes the skip of a branch (Branches
 //     counts them); ForwardShallow runs only the layers above that branch with a kept

@@ -44,6 +44,10 @@ type LoadOptions struct {
 	// File, when set, replaces the folder's weights: one GGUF or safetensors file in
 	// diffusers' names (DiffusersKeys). The config stays the folder's.
 	File string
+	// Deltas (LoRAs' changes, by weight name) are merged into the weights as they are
+	// copied onto the backend (nn.MergeStoredStream: dequantized, merged and held in the
+	// type Hold gives them again): the model runs at no extra cost per step.
+	Deltas map[string][]nn.Delta
 	// Hold says the type each tensor is held in (nn.HoldFor of --weights-dtype); nil holds
 	// them as stored (nn.HoldAsStored).
 	Hold nn.HoldFunc
@@ -73,9 +77,9 @@ func LoadWith(ck *checkpoint.Checkpoint, o LoadOptions, backend backends.Backend
 	if hold == nil {
 		hold = nn.HoldAsStored
 	}
-	w, err := nn.NewWeightsHeld(backend, hold, func(add func(string, nn.StoredTensor) error) error {
+	w, err := nn.NewWeightsHeld(backend, hold, nn.MergeStoredStream(backend, hold, func(add func(string, nn.StoredTensor) error) error {
 		return st.EachStored(func(name string, t checkpoint.StoredTensor) error { return add(name, nn.StoredTensor(t)) })
-	})
+	}, o.Deltas))
 	if err != nil {
 		return nil, fmt.Errorf("unet: %w", err)
 	}
@@ -99,6 +103,16 @@ func OpenWeights(ck *checkpoint.Checkpoint, cfg Config, o LoadOptions) (*checkpo
 		return nil, fmt.Errorf("unet: %w", err)
 	}
 	return st, nil
+}
+
+// WithDeltas returns a model that applies deltas in every call over m's weights, which it
+// shares (see the Wan transformer's WithDeltas): outputs bit-identical to those of a model loaded with them merged (LoadOptions.Deltas).
+func (m *Model) WithDeltas(deltas map[string][]nn.Delta) (*Model, error) {
+	v, err := m.weights.WithDeltas(deltas)
+	if err != nil {
+		return nil, fmt.Errorf("unet: %w", err)
+	}
+	return bind(m.cfg, v, m.weights.Backend())
 }
 
 // New builds a Model from a config and float32 weights (diffusers names), checking that

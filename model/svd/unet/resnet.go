@@ -45,14 +45,16 @@ func resnetBlock2D(s nn.Scope, x, temb *Node, cout int, eps float64) *Node {
 
 // temporalResnetBlock is diffusers' TemporalResnetBlock with in = out channels:
 // x [B, C, T, h, w], temb [B, T, E] -> [B, C, T, h, w]; its convolutions have kernel
-// (3, 1, 1), so it mixes frames only.
+// (3, 1, 1), so it mixes frames only. Its norms take their statistics frame by frame
+// (nn.GroupNormFramesSiLU), so that ForwardFrames, whose members hold different frames,
+// gives the same bits.
 func temporalResnetBlock(s nn.Scope, x, temb *Node, eps float64) *Node {
 	g := x.Graph()
 	c := x.Shape().Dim(1)
-	h := nn.GroupNormSiLU(x, s.Param(g, "norm1.weight", c), s.Param(g, "norm1.bias", c), groups, eps)
+	h := nn.GroupNormFramesSiLU(x, s.Param(g, "norm1.weight", c), s.Param(g, "norm1.bias", c), groups, eps)
 	h = nn.Conv3DTime(h, s.Param(g, "conv1.weight", c, c, 3, 1, 1), s.Param(g, "conv1.bias", c))
 	h = addTimeEmbedding(s, h, temb)
-	h = nn.GroupNormSiLU(h, s.Param(g, "norm2.weight", c), s.Param(g, "norm2.bias", c), groups, eps)
+	h = nn.GroupNormFramesSiLU(h, s.Param(g, "norm2.weight", c), s.Param(g, "norm2.bias", c), groups, eps)
 	h = nn.Conv3DTime(h, s.Param(g, "conv2.weight", c, c, 3, 1, 1), s.Param(g, "conv2.bias", c))
 	return Add(x, h)
 }

@@ -72,7 +72,7 @@ func runPipeline(ctx context.Context, env *Env, c *Case, rule pipeline.Cache, ex
 			return nil, nil, err
 		}
 	}
-	sc, err := s.Scheduler(p.Steps)
+	sc, err := s.Scheduler(p)
 	if err != nil {
 		return nil, nil, err
 	}

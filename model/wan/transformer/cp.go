@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's idiomatic dot import
 
+	"github.com/vdpp/vdpp/model/cp"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -17,16 +17,11 @@ import (
 // frames [Lo, Hi) of Total, which are tokens [Lo/p_t·h·w, Hi/p_t·h·w) (tokens run frame
 // by frame). The members of a group, in member order, hold consecutive ranges covering
 // [0, Total); each range's size must be a multiple of the temporal patch size p_t.
-type Frames struct{ Lo, Hi, Total int }
+type Frames = cp.Frames
 
-// Comm is what ForwardFrames needs from the context-parallel group (model.FrameComm
-// satisfies it). Every member must make the same sequence of calls.
-type Comm interface {
-	Index() int
-	Size() int
-	// AllToAll sends parts[i] to member i and returns what each member sent here.
-	AllToAll(ctx context.Context, parts []*tensor.Dense) ([]*tensor.Dense, error)
-}
+// Comm is what ForwardFrames needs from the context-parallel group (model.FrameComm, which
+// a comm.Group is). Every member must make the same sequence of calls.
+type Comm = cp.Comm
 
 // ErrFrames: the members' shards, the head count or the input shapes do not fit a
 // context-parallel forward.
@@ -39,17 +34,7 @@ func HeadRanges(heads, size int) ([][2]int, error) {
 	if size < 1 || heads < size {
 		return nil, fmt.Errorf("%w: %d attention heads cannot be split over %d members (each needs one)", ErrFrames, heads, size)
 	}
-	out := make([][2]int, size)
-	base, extra, lo := heads/size, heads%size, 0
-	for i := range out {
-		n := base
-		if i < extra {
-			n++
-		}
-		out[i] = [2]int{lo, lo + n}
-		lo += n
-	}
-	return out, nil
+	return cp.Split(heads, size), nil
 }
 
 // ForwardFrames is Forward evaluated by one member of a context-parallel group (Ulysses
@@ -299,97 +284,50 @@ type ulysses struct {
 
 // toHeads sends every member its heads of this shard's q, k, v [3, B, n, D] and joins what
 // the members send into this member's heads for every token, [3, B, N, h·d] (members in
-// sequence order). It records the members' token counts for toSequence.
+// sequence order; cp.Reshard over the heads' columns). It records the members' token
+// counts for toSequence.
 func (u *ulysses) toHeads(qkv *tensor.Dense) (*tensor.Dense, error) {
 	s := qkv.Shape
 	if len(s) != 4 || s[0] != 3 || s[2] != u.tokens {
 		return nil, fmt.Errorf("%w: q/k/v %v, want [3, B, %d, D]", ErrFrames, s, u.tokens)
 	}
-	rows, n, dim := 3*s[1], s[2], s[3]
-	parts := make([]*tensor.Dense, len(u.heads))
-	for j, h := range u.heads {
-		w := (h[1] - h[0]) * u.headDim
-		p := tensor.New(3, s[1], n, w)
-		for r := range rows * n {
-			copy(p.Data[r*w:(r+1)*w], qkv.Data[r*dim+h[0]*u.headDim:])
-		}
-		parts[j] = p
-	}
-	got, err := u.comm.AllToAll(u.ctx, parts)
+	out, counts, err := cp.Reshard(u.ctx, u.comm, &tensor.Dense{Shape: []int{3 * s[1], s[2], s[3], 1}, Data: qkv.Data}, u.columns())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrFrames, err)
 	}
-	me := u.comm.Index()
-	w := (u.heads[me][1] - u.heads[me][0]) * u.headDim
-	u.counts = make([]int, len(got))
-	total, before := 0, 0
-	for k, g := range got {
-		if g == nil || len(g.Shape) != 4 || !slices.Equal([]int{g.Shape[0], g.Shape[1], g.Shape[3]}, []int{3, s[1], w}) {
-			return nil, fmt.Errorf("%w: member %d sent q/k/v %v, want [3, %d, tokens, %d]", ErrFrames, k, denseShape(g), s[1], w)
-		}
-		if k == me {
-			before = total
-		}
-		u.counts[k] = g.Shape[2]
-		total += g.Shape[2]
+	me, before := u.comm.Index(), 0
+	for _, c := range counts[:me] {
+		before += c
 	}
 	if before != u.off {
 		return nil, fmt.Errorf("%w: member %d's shard starts at token %d, the members before it hold %d (shards must be in member order)", ErrFrames, me, u.off, before)
 	}
-	out := tensor.New(3, s[1], total, w)
-	at := 0
-	for _, g := range got {
-		nk := g.Shape[2]
-		for r := range rows {
-			copy(out.Data[(r*total+at)*w:(r*total+at+nk)*w], g.Data[r*nk*w:(r+1)*nk*w])
-		}
-		at += nk
+	u.counts = counts
+	return &tensor.Dense{Shape: []int{3, s[1], out.Shape[1], out.Shape[2]}, Data: out.Data}, nil
+}
+
+// columns are every member's heads as ranges of columns of q, k, v.
+func (u *ulysses) columns() [][2]int {
+	out := make([][2]int, len(u.heads))
+	for j, h := range u.heads {
+		out[j] = [2]int{h[0] * u.headDim, h[1] * u.headDim}
 	}
-	return out, nil
+	return out
 }
 
 // toSequence is the inverse of toHeads for the attention output [B, N, h·d]: every member
 // gets its tokens of this member's heads, and this member joins the heads of its tokens
-// into [B, n, D].
+// into [B, n, D] (cp.Unshard).
 func (u *ulysses) toSequence(att *tensor.Dense) (*tensor.Dense, error) {
 	s := att.Shape
-	me := u.comm.Index()
-	w := (u.heads[me][1] - u.heads[me][0]) * u.headDim
-	total := 0
-	for _, c := range u.counts {
-		total += c
+	if len(s) != 3 {
+		return nil, fmt.Errorf("%w: attention output %v, want [B, N, h·d]", ErrFrames, s)
 	}
-	if len(s) != 3 || s[1] != total || s[2] != w {
-		return nil, fmt.Errorf("%w: attention output %v, want [B, %d, %d]", ErrFrames, s, total, w)
-	}
-	b := s[0]
-	parts := make([]*tensor.Dense, len(u.counts))
-	at := 0
-	for k, nk := range u.counts {
-		p := tensor.New(b, nk, w)
-		for r := range b {
-			copy(p.Data[r*nk*w:(r+1)*nk*w], att.Data[(r*total+at)*w:(r*total+at+nk)*w])
-		}
-		parts[k] = p
-		at += nk
-	}
-	got, err := u.comm.AllToAll(u.ctx, parts)
+	out, err := cp.Unshard(u.ctx, u.comm, &tensor.Dense{Shape: []int{s[0], s[1], s[2], 1}, Data: att.Data}, u.columns(), u.counts)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrFrames, err)
 	}
-	dim := u.heads[len(u.heads)-1][1] * u.headDim
-	out := tensor.New(b, u.tokens, dim)
-	for j, g := range got {
-		wj := (u.heads[j][1] - u.heads[j][0]) * u.headDim
-		if g == nil || !slices.Equal(g.Shape, []int{b, u.tokens, wj}) {
-			return nil, fmt.Errorf("%w: member %d sent attention %v, want %v", ErrFrames, j, denseShape(g), []int{b, u.tokens, wj})
-		}
-		col := u.heads[j][0] * u.headDim
-		for r := range b * u.tokens {
-			copy(out.Data[r*dim+col:r*dim+col+wj], g.Data[r*wj:(r+1)*wj])
-		}
-	}
-	return out, nil
+	return &tensor.Dense{Shape: []int{s[0], u.tokens, out.Shape[2]}, Data: out.Data}, nil
 }
 
 func denseShape(t *tensor.Dense) []int {

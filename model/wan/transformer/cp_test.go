@@ -228,9 +228,9 @@ func TestForwardFramesRejects(t *testing.T) {
 		part   Frames
 		comm   Comm
 	}{
-		{"heads", 2, Frames{0, 2, 6}, g3},
-		{"patch", 3, Frames{0, 3, 6}, g2},
-		{"shard", 4, Frames{0, 2, 6}, g2},
+		{"heads", 2, Frames{Lo: 0, Hi: 2, Total: 6}, g3},
+		{"patch", 3, Frames{Lo: 0, Hi: 3, Total: 6}, g2},
+		{"shard", 4, Frames{Lo: 0, Hi: 2, Total: 6}, g2},
 	} {
 		_, err := m.ForwardFrames(context.Background(), randDense(r, 1, 3, c.frames, 4, 4), ts, ehs, nil, c.part, c.comm)
 		if !errors.Is(err, ErrFrames) {

@@ -94,6 +94,10 @@ type LoadOptions struct {
 	// original layout (OriginalKeys: the Wan-AI and Comfy-Org releases, city96's and
 	// stable-diffusion.cpp's GGUF files) or in diffusers'. The config stays the folder's.
 	File string
+	// Deltas (LoRAs' changes, by weight name) are merged into the weights as they are
+	// copied onto the backend (nn.MergeStoredStream: dequantized, merged and held in the
+	// type Hold gives them again): the model runs at no extra cost per step.
+	Deltas map[string][]nn.Delta
 	// Hold says the type each tensor is held in (nn.HoldFor of --weights-dtype); nil holds
 	// them as stored (nn.HoldAsStored).
 	Hold nn.HoldFunc
@@ -151,9 +155,9 @@ func LoadWith(dir string, o LoadOptions, backend backends.Backend) (*Model, erro
 	if hold == nil {
 		hold = nn.HoldAsStored
 	}
-	w, err := nn.NewWeightsHeld(backend, hold, func(add func(string, nn.StoredTensor) error) error {
+	w, err := nn.NewWeightsHeld(backend, hold, nn.MergeStoredStream(backend, hold, func(add func(string, nn.StoredTensor) error) error {
 		return st.EachStored(func(name string, t checkpoint.StoredTensor) error { return add(name, nn.StoredTensor(t)) })
-	})
+	}, o.Deltas))
 	if err != nil {
 		return nil, fmt.Errorf("wan/transformer: %w", err)
 	}
@@ -183,6 +187,18 @@ func OpenWeights(dir string, cfg Config, o LoadOptions) (*checkpoint.Stored, err
 		return nil, fmt.Errorf("wan/transformer: %w", err)
 	}
 	return st, nil
+}
+
+// WithDeltas returns a model that applies deltas (a LoRA's changes, by weight name) in every
+// call over m's weights, which it shares: its own compiled graphs, m's memory plus the
+// deltas'. Its outputs are those of a model loaded with the deltas merged (LoadOptions.Deltas), bit
+// for bit. Close it before m.
+func (m *Model) WithDeltas(deltas map[string][]nn.Delta) (*Model, error) {
+	v, err := m.weights.WithDeltas(deltas)
+	if err != nil {
+		return nil, fmt.Errorf("wan/transformer: %w", err)
+	}
+	return bind(m.cfg, v, m.weights.Backend())
 }
 
 // New builds a Model from a config and float32 weights (diffusers names), checking that

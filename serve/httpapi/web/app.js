@@ -354,6 +354,7 @@ function fitModel(lim) {
     ? `Defaults fit this server: ${d.width}x${d.height}, ${d.num_frames} frames, ${d.steps} steps (${lim.defaults_why}).` : '';
   for (const k of lim.knobs || []) {
     if (k.name === 'width' || k.name === 'height') continue; // Size sets them
+    if (k.name === 'scheduler' || k.name === 'flow_shift') continue; // the sampler box, from the model's list
     const box = $(groupBox[k.group] || 'advanced');
     (box.querySelector('.grid') || box).append(knobField(k));
     box.hidden = false;
@@ -370,6 +371,28 @@ function fitModel(lim) {
     cache.addEventListener('change', showModes);
     showModes();
   }
+  // The samplers the served model offers, and the flow shift of a flow model.
+  const scheds = lim.schedulers || [];
+  $('sampler-box').hidden = scheds.length === 0;
+  for (const s of scheds) {
+    const o = document.createElement('option');
+    o.value = s;
+    o.textContent = s;
+    $('scheduler').append(o);
+  }
+  $('flow-shift-row').hidden = !lim.flow_shift;
+  // The LoRAs of the server's folder a job may apply (name[:strength], comma-separated).
+  const loras = lim.loras || [];
+  $('lora-row').hidden = loras.length === 0;
+  $('lora-note').hidden = loras.length === 0;
+  $('lora-note').textContent = 'LoRAs on this server: ' + loras.join(', ');
+  if (loras.length > 0) $('sampler-box').hidden = false;
+  for (const n of loras) {
+    const o = document.createElement('option');
+    o.value = n;
+    $('lora-names').append(o);
+  }
+  if (lim.flow_shift) $('flow-shift').placeholder = `${lim.flow_shift} (default)`;
 }
 
 async function init() {
