@@ -102,6 +102,11 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	}
 	defer p.Close()
 	loadMS := ms(time.Since(t0))
+	var held int64
+	for _, n := range p.WeightBytes() {
+		held += n
+	}
+	defer collectorHeadroom(held)()
 	prog.phase(progress.Waiting, -1)
 	log.Info("loaded", "stage", stage, "steps", plan[stage].String(), "weights", p.WeightBytes(), "ms", int(loadMS))
 

@@ -56,8 +56,8 @@ func TestGenerateCachedBitIdentical(t *testing.T) {
 	common := []string{"--model", dir, "--prompt-embeds", embeds, "--negative-prompt-embeds", embeds, "--num-frames", "9",
 		"--height", "64", "--width", "64", "--steps", "16", "--guidance-scale", "4", "--guidance-scale-2", "3"}
 	fb := append(common, "--cache", "fbcache", "--cache-threshold", "0.1136")
-	one := runGenerateBin(t, append(fb, "--nproc", "1")...)
-	two := runGenerateBin(t, append(fb, "--nproc", "2")...)
+	one := runGeneratePlain(t, append(fb, "--nproc", "1")...)
+	two := runGeneratePlain(t, append(fb, "--nproc", "2")...)
 	requireSameFrames(t, one, two, "sample-000", 9, "2 processes with the cache")
 	c1, raw1 := cacheOf(t, one)
 	_, raw2 := cacheOf(t, two)
@@ -67,11 +67,11 @@ func TestGenerateCachedBitIdentical(t *testing.T) {
 	if c1.Mode != "fbcache" || c1.TotalCalls != 32 || c1.ComputedCalls >= c1.TotalCalls || c1.ComputedCalls < 4 || !strings.Contains(raw1, `"uncond"`) {
 		t.Fatalf("cache section %s", raw1)
 	}
-	plain := runGenerateBin(t, append(common, "--nproc", "1")...)
+	plain := runGeneratePlain(t, append(common, "--nproc", "1")...)
 	if bytes.Equal(framePixels(t, filepath.Join(one, "sample-000", "frames", "004.png")), framePixels(t, filepath.Join(plain, "sample-000", "frames", "004.png"))) {
 		t.Fatal("the cached frames are the uncached ones")
 	}
-	static := runGenerateBin(t, append(common, "--nproc", "2", "--cache", "static", "--cache-steps", filepath.Join(one, "sample-000", "report.json"))...)
+	static := runGeneratePlain(t, append(common, "--nproc", "2", "--cache", "static", "--cache-steps", filepath.Join(one, "sample-000", "report.json"))...)
 	cs, raw := cacheOf(t, static)
 	if cs.ComputedSteps != c1.ComputedSteps || cs.Steps != c1.ComputedSteps {
 		t.Fatalf("static schedule from %s computed steps %q (rule %q), want %q\n%s", one, cs.ComputedSteps, cs.Steps, c1.ComputedSteps, raw)
@@ -176,8 +176,8 @@ func TestGenerateSVDCachedBitIdentical(t *testing.T) {
 		{"--cache", "fbcache", "--cache-threshold", "0.5"},
 	} {
 		args := append(append([]string(nil), common...), mode...)
-		one := runGenerateBin(t, append(args, "--nproc", "1")...)
-		two := runGenerateBin(t, append(args, "--nproc", "2")...)
+		one := runGeneratePlain(t, append(args, "--nproc", "1")...)
+		two := runGeneratePlain(t, append(args, "--nproc", "2")...)
 		requireSameFrames(t, one, two, "sample-000", 3, "2 processes with "+mode[1])
 		c, raw1 := cacheOf(t, one)
 		if _, raw2 := cacheOf(t, two); raw1 != raw2 {
@@ -192,8 +192,12 @@ func TestGenerateSVDCachedBitIdentical(t *testing.T) {
 // generateStderr runs `vdpp generate` and returns its output folder and stderr.
 func generateStderr(t *testing.T, args ...string) (string, string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs vdpp generate end to end (the full tier, without -short, runs it)")
+	}
 	out := filepath.Join(t.TempDir(), "out")
-	cmd := exec.Command(vdpp(t), append([]string{"generate", "--out", out, "--progress", "plain"}, args...)...)
+	// Without the race detector, as runGeneratePlain: the lines and numbers are checked.
+	cmd := exec.Command(vdppPlain(t), append([]string{"generate", "--out", out, "--progress", "plain"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {

@@ -46,18 +46,18 @@ func TestGenerateWanWindows(t *testing.T) {
 		"--height", "32", "--width", "32", "--steps", "4", "--seed", "7", "--guidance-scale", "4"}
 	with := func(args ...string) []string { return append(append([]string(nil), common...), args...) }
 
-	plain9 := readFrames(t, runGenerateBin(t, with("--num-frames", "9")...))
-	one := readFrames(t, runGenerateBin(t, with("--num-frames", "9", "--window", "9", "--overlap", "4")...))
+	plain9 := readFrames(t, runGeneratePlain(t, with("--num-frames", "9")...))
+	one := readFrames(t, runGeneratePlain(t, with("--num-frames", "9", "--window", "9", "--overlap", "4")...))
 	if len(plain9) != 9 || !sameFrames(plain9, one) {
 		t.Fatalf("one window (%d frames) differs from the plain run (%d frames)", len(one), len(plain9))
 	}
 
-	k1 := readFrames(t, runGenerateBin(t, with("--num-frames", "17", "--window", "9", "--overlap", "4", "--blend", "linear", "--nproc", "1")...))
-	k2 := readFrames(t, runGenerateBin(t, with("--num-frames", "17", "--window", "9", "--overlap", "4", "--blend", "linear", "--nproc", "2")...))
+	k1 := readFrames(t, runGeneratePlain(t, with("--num-frames", "17", "--window", "9", "--overlap", "4", "--blend", "linear", "--nproc", "1")...))
+	k2 := readFrames(t, runGeneratePlain(t, with("--num-frames", "17", "--window", "9", "--overlap", "4", "--blend", "linear", "--nproc", "2")...))
 	if len(k1) != 17 || !sameFrames(k1, k2) {
 		t.Fatalf("two windows: %d frames with 1 stage, %d with 2; want 17 bit-identical", len(k1), len(k2))
 	}
-	plain17 := readFrames(t, runGenerateBin(t, with("--num-frames", "17")...))
+	plain17 := readFrames(t, runGeneratePlain(t, with("--num-frames", "17")...))
 	if sameFrames(plain17, k1) {
 		t.Fatal("--window 9 gave the plain 17-frame video: no windows ran")
 	}

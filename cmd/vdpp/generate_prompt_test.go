@@ -117,7 +117,7 @@ func TestGenerateWanPromptErrors(t *testing.T) {
 // vdpp_sampling.json) and every frame written, with the prompt in report.json.
 func TestGenerateBuiltinWan(t *testing.T) {
 	const prompt = "A red fox runs through the snow at dawn"
-	out := runGenerateBin(t, "--model", "builtin-wan", "--prompt", prompt)
+	out := runGeneratePlain(t, "--model", "builtin-wan", "--prompt", prompt)
 	var rep generate.SampleReport
 	data, err := os.ReadFile(filepath.Join(out, "sample-000", "report.json"))
 	if err != nil {

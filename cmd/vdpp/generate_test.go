@@ -34,8 +34,25 @@ func testImage(t *testing.T) string {
 
 func runGenerateBin(t *testing.T, args ...string) string {
 	t.Helper()
+	return runGenerateWith(t, vdpp(t), args...)
+}
+
+// runGeneratePlain is runGenerateBin with vdpp built without the race detector (vdppPlain),
+// for the tests of what generate computes (bits across meshes, cache decisions, defaults),
+// whose processes' concurrent code runs under the detector in the other generate tests.
+func runGeneratePlain(t *testing.T, args ...string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs vdpp generate end to end (the full tier, without -short, runs it)")
+	}
+	return runGenerateWith(t, vdppPlain(t), args...)
+}
+
+// runGenerateWith runs `bin generate --out OUT args...` and returns OUT.
+func runGenerateWith(t *testing.T, bin string, args ...string) string {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
-	cmd := exec.Command(vdpp(t), append([]string{"generate", "--out", out}, args...)...)
+	cmd := exec.Command(bin, append([]string{"generate", "--out", out}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {

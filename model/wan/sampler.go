@@ -754,13 +754,14 @@ func (s *Sampler) WeightTypes() map[string]int64 {
 	return out
 }
 
-// ReleaseDenoiser implements family.DenoiserReleaser: it closes the experts (their weights
-// leave the process); the VAE and the encoders stay.
+// ReleaseDenoiser implements family.DenoiserReleaser: it releases the experts (their
+// weights' buffers are freed at once, transformer.Model.Release, though the stepper still
+// refers to them); the VAE and the encoders stay.
 func (s *Sampler) ReleaseDenoiser() error {
 	var errs []error
 	for i, m := range s.Experts {
 		if m != nil {
-			errs = append(errs, m.Close())
+			errs = append(errs, m.Release())
 			s.Experts[i] = nil
 		}
 	}
