@@ -13,8 +13,8 @@ import (
 
 	"github.com/vdpp/vdpp/eval"
 	"github.com/vdpp/vdpp/internal/atomicfile"
-	"github.com/vdpp/vdpp/internal/cacheflag"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
@@ -71,9 +71,6 @@ func (r *Runner) reportCache(ctx context.Context, given, o Options, dirs []strin
 		return err
 	}
 	p := params(o)
-	if p.Cache, err = o.Cache.Rule(); err != nil {
-		return err
-	}
 	if p.Cache, err = m.ResolveCache(p.Cache, o.Steps); err != nil {
 		return err
 	}
@@ -97,7 +94,13 @@ func (r *Runner) reportCache(ctx context.Context, given, o Options, dirs []strin
 		fmt.Fprintf(say, "generate: --cache-check: the same job without the cache, in %s\n", filepath.Join(o.Out, UncachedDir))
 		// The options as given (the defaults filled again), on the mesh the cached run used.
 		u := given
-		u.Cache, u.CacheCheck, u.Out, u.Quiet, u.ProgressDir = cacheflag.Default(), false, filepath.Join(o.Out, UncachedDir), true, ""
+		u.Given = knob.Given{}
+		for name, on := range given.Given {
+			if k, ok := family.AllKnobs().Lookup(name); !ok || k.Group != knob.Cache {
+				u.Given[name] = on
+			}
+		}
+		u.Cache, u.CacheCheck, u.Out, u.Quiet, u.ProgressDir = pipeline.Cache{}, false, filepath.Join(o.Out, UncachedDir), true, ""
 		u.NProc, u.PP, u.CFG, u.CP, u.DP, u.Plan = o.NProc, o.PP, o.CFG, o.CP, o.DP, ""
 		udirs, err := r.Run(ctx, u)
 		if err != nil {

@@ -16,14 +16,18 @@
 package generate
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/cacheflag"
 	"github.com/vdpp/vdpp/internal/cli"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/pipeline"
 )
@@ -56,38 +60,14 @@ type Options struct {
 	// for text-to-video families (Wan), in place of Prompt and NegativePrompt.
 	PromptEmbeds         string
 	NegativePromptEmbeds string
-	// GuidanceScale (-1: the model's) and GuidanceScale2 (0: the same) are the CFG scales
-	// of text-to-video families; GuidanceScale2 is the low-noise expert's.
-	GuidanceScale  float64
-	GuidanceScale2 float64
-	// Scheduler is the sampler ("": the folder's own; Resolve fills it in) and FlowShift a
-	// flow model's shift (0: the folder's; Resolve fills it in).
-	Scheduler string
-	FlowShift float64
-	// LoRA and LoRA2 are LoRA files and strengths merged into the denoisers as they load:
-	// LoRA into every denoiser, or, with LoRA2, into the first expert and LoRA2 into the
-	// second (family.LoRAs). Resolve makes the paths absolute.
-	LoRA, LoRA2 []lora.Spec
-	NumFrames   int
-	// Window, Overlap and Blend cut a video longer than the model's native frame count
-	// into overlapping temporal windows denoised together, in video frames mapped to the
-	// latent frames they cut (Wan: a window of 1 + 4k frames, an overlap a multiple of 4;
-	// 0 window, -1 overlap, "" blend: the family's defaults, see family.Windowing).
-	Window           int
-	Overlap          int
-	Blend            string
-	Steps            int
-	Height, Width    int
-	MinGuidance      float64
-	MaxGuidance      float64
-	FPS              int
-	MotionBucketID   int
-	NoiseAugStrength float64
-	DecodeChunkSize  int
-	VAETile          int
-	Seed             int64
-	NumSamples       int
-	MicroBatch       int
+	// Params are the knobs of the generation (family.Params: frames, steps, size, guidance,
+	// seed, windows, step cache, ...), one flag each, derived from the families' knob
+	// tables (RegisterFlags); Given says which the command line set. A knob neither given
+	// nor set (zero) takes the model's default (Resolve).
+	family.Params
+	Given      knob.Given
+	NumSamples int
+	MicroBatch int
 	// NProc is the number of processes: a pipeline of NProc stages, or the product of the
 	// mesh degrees PP x CFG x CP x DP when any is given (0: the product); ResolveMesh fills
 	// them all. Plan "auto" lets the planner pick the mesh for NProc devices (Goal:
@@ -123,27 +103,27 @@ type Options struct {
 	// ConditionSteps is one sample's conditioning cost (image or text encoder, stage 0) in
 	// denoising steps, balanced on the first stage the same way; 0 leaves it out.
 	ConditionSteps float64
-	// Cache is the step cache (--cache and its flags, docs/caching.md).
-	Cache cacheflag.Flags
 	// ModelName is --model as the user gave it ("builtin-wan"), kept when Resolve puts the
 	// model's folder in Model: the report names the model by it.
 	ModelName string
 	// FromReport is a report.json whose job this run repeats (ExpandFromReport puts its
 	// job's flags before the command line's).
 	FromReport string
+	// stepsReport is a cached run's report.json given as --cache-steps: Resolve reads
+	// its computed steps into the cache's steps.
+	stepsReport string
 	// CacheCheck runs the same job again without the cache after a cached run and scores
 	// the cached videos against the uncached ones (PSNR, SSIM), with the time measured
 	// both ways, in the cache line and report.json.
 	CacheCheck bool
 }
 
-// DefaultOptions mirrors the pipeline's defaults; sizes, frames and steps left at 0 come from
-// the model (Resolve).
+// DefaultOptions are the command's defaults; the knobs (Params) left unset come from the
+// model (Resolve).
 func DefaultOptions() Options {
 	return Options{
-		MinGuidance: -1, MaxGuidance: -1, GuidanceScale: -1, MotionBucketID: -1, NoiseAugStrength: -1,
-		DecodeChunkSize: -1, Overlap: -1, NumSamples: 1, MicroBatch: 1, NProc: 1, Goal: "throughput",
-		Timeout: 10 * time.Minute, HeartbeatTimeout: comm.DefaultHeartbeatTimeout, Progress: "auto", Cache: cacheflag.Default(),
+		NumSamples: 1, MicroBatch: 1, NProc: 1, Goal: "throughput",
+		Timeout: 10 * time.Minute, HeartbeatTimeout: comm.DefaultHeartbeatTimeout, Progress: "auto", Given: knob.Given{},
 	}
 }
 
@@ -158,30 +138,11 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.NegativePrompt, "negative-prompt", o.NegativePrompt, "negative prompt `TEXT`, the unconditional half of CFG (default \"\")")
 	fs.StringVar(&o.PromptEmbeds, "prompt-embeds", o.PromptEmbeds, "safetensors `FILE` of prompt embeddings [L, text_dim] or [1, L, text_dim] for a text-to-video model (Wan)")
 	fs.StringVar(&o.NegativePromptEmbeds, "negative-prompt-embeds", o.NegativePromptEmbeds, "safetensors `FILE` of negative prompt embeddings (needed when --guidance-scale > 1)")
-	fs.Float64Var(&o.GuidanceScale, "guidance-scale", o.GuidanceScale, "CFG scale of a text-to-video model (Wan), > 1 turns on CFG (-1: the model's, 5 for Wan)")
-	fs.Float64Var(&o.GuidanceScale2, "guidance-scale-2", o.GuidanceScale2, "CFG scale of a two-expert model's low-noise expert (0: --guidance-scale)")
-	fs.StringVar(&o.Scheduler, "scheduler", o.Scheduler, "sampler `NAME`: flow models (Wan) unipc, euler, dpm++2m, lcm; SVD euler, euler-a, dpm++2m-karras (default: the folder's own; docs/schedulers.md)")
-	fs.Float64Var(&o.FlowShift, "flow-shift", o.FlowShift, "flow models (Wan): the schedule's shift (0: the folder's flow_shift)")
 	fs.Var(lora.Flag{Specs: &o.LoRA}, "lora", "LoRA `FILE[:STRENGTH]` merged into the denoiser(s) at load, repeatable (strength 1 by default; docs/lora.md)")
 	fs.Var(lora.Flag{Specs: &o.LoRA2}, "lora-2", "LoRA `FILE[:STRENGTH]` of a two-expert model's second (low-noise) expert, repeatable; given, --lora is the first expert's only")
-	fs.IntVar(&o.NumFrames, "num-frames", o.NumFrames, "frames (0: the model's: SVD the UNet config's num_frames, 14 for builtin; Wan 81, WanPipeline's default, very slow on a CPU, 17 for builtin-wan)")
-	fs.IntVar(&o.Window, "window", o.Window, "frames per temporal window when --num-frames exceeds it (0: the model's native frame count; Wan: 1 + 4k)")
-	fs.IntVar(&o.Overlap, "overlap", o.Overlap, "frames shared by neighbouring windows, blended at every step (-1: the family's, a quarter of the window; Wan: a multiple of 4)")
-	fs.StringVar(&o.Blend, "blend", o.Blend, `blend of the overlapping frames: linear or cosine ("": cosine)`)
-	fs.IntVar(&o.Steps, "steps", o.Steps, "denoising steps (0: the model's: 25 for SVD and builtin; Wan 50, WanPipeline's default, 20 for builtin-wan)")
-	fs.IntVar(&o.Height, "height", o.Height, "video height, a multiple of the VAE's factor; set with --width (0 and 0: the model's: SVD 576 for the released checkpoints, 64 for builtin; Wan 480, 96 for builtin-wan)")
-	fs.IntVar(&o.Width, "width", o.Width, "video width; set with --height (0 and 0: the model's: SVD 1024 for the released checkpoints, 64 for builtin; Wan 832, 160 for builtin-wan)")
-	fs.Float64Var(&o.MinGuidance, "min-guidance", o.MinGuidance, "SVD: guidance weight of the first frame (-1: the model's vdpp_sampling.json: 2 for builtin; 1, as SVD, for a folder without one)")
-	fs.Float64Var(&o.MaxGuidance, "max-guidance", o.MaxGuidance, "SVD: guidance weight of the last frame, > 1 turns on CFG (-1: the model's vdpp_sampling.json: 4 for builtin; 3, as SVD, for a folder without one)")
-	fs.IntVar(&o.FPS, "fps", o.FPS, "frames per second of the videos, SVD also conditions on it (0: the model's: SVD 7, Wan 16 as diffusers' export)")
-	fs.IntVar(&o.MotionBucketID, "motion-bucket-id", o.MotionBucketID, "SVD: motion conditioning (-1: the model's, 127)")
-	fs.Float64Var(&o.NoiseAugStrength, "noise-aug-strength", o.NoiseAugStrength, "SVD: noise added to the conditioning image (-1: the model's, 0.02)")
-	fs.IntVar(&o.DecodeChunkSize, "decode-chunk-size", o.DecodeChunkSize, "SVD: frames decoded at once (0: all; -1: the model's vdpp_sampling.json: 7 for builtin; all for a folder without one)")
 	fs.IntVar(&o.DecodeRanks, "decode-ranks", o.DecodeRanks, "ranks that share the VAE decode: the last stage and the N-1 before it (0 or 1: the last stage alone); bit-identical")
 	fs.Float64Var(&o.DecodeSteps, "decode-steps", o.DecodeSteps, "one sample's decode cost in denoising steps; the step cut moves steps off the decoding stages to balance it, as vdpp plan does (0: cut by steps alone); bit-identical")
 	fs.Float64Var(&o.ConditionSteps, "condition-steps", o.ConditionSteps, "one sample's conditioning cost (stage 0's image or text encoder) in denoising steps; the step cut moves steps off stage 0 to balance it (0: not counted)")
-	fs.IntVar(&o.VAETile, "vae-tile", o.VAETile, "SVD: decode (and encode) in overlapping spatial tiles of this many pixels, as diffusers' enable_tiling (0: whole frames; -1: the VAE's sample_size)")
-	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed; sample s uses the stream (seed, s)")
 	fs.IntVar(&o.NumSamples, "num-samples", o.NumSamples, "videos to generate")
 	fs.IntVar(&o.MicroBatch, "micro-batch", o.MicroBatch, "samples per denoiser call")
 	fs.IntVar(&o.NProc, "nproc", o.NProc, "processes: alone, a pipeline of that many stages; with --pp --cfg --cp --dp, their product (checked)")
@@ -200,68 +161,154 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.BoolVar(&o.Quiet, "quiet", o.Quiet, "no progress display; logs go to OUT/generate.log; only errors and the sample folders are printed")
 	fs.StringVar(&o.ProgressDir, "progress-dir", o.ProgressDir, "internal: where each rank writes its progress report")
 	fs.Hide("progress-dir")
-	o.Cache.Register(fs.FlagSet)
 	fs.StringVar(&o.FromReport, FromReportFlag, o.FromReport, "re-run the job a sample's report.json `FILE` describes (the same bits on the same mesh); flags given too change it (--out, --seed)")
 	fs.StringVar(&o.ModelName, "model-name", o.ModelName, "internal: --model as given")
 	fs.Hide("model-name")
 	fs.BoolVar(&o.CacheCheck, "cache-check", o.CacheCheck, "with --cache: run the job again without the cache and print the cached videos' PSNR/SSIM against the uncached ones and the time saved, measured (docs/caching.md)")
+	if o.Given == nil {
+		o.Given = knob.Given{}
+	}
+	for _, k := range family.AllKnobs().Sorted() {
+		fs.Var(&knobFlag{table: family.AllKnobs(), params: &o.Params, given: o.Given, k: k, report: &o.stepsReport}, k.FlagName(), knobHelp(k))
+	}
+}
+
+// knobHelp is a knob flag's help: what it does, its kind and range (the kind back-quoted,
+// the type help shows), the families that read it when not all do, and its default.
+func knobHelp(k knob.Knob) string {
+	h := k.Help
+	switch k.Kind {
+	case knob.Int, knob.Float:
+		h += "; `" + map[knob.Kind]string{knob.Int: "int", knob.Float: "float"}[k.Kind] + "` " + k.Range()
+	case knob.String:
+		h += "; `string`"
+		if len(k.Choices) > 0 {
+			h += ", " + k.Range()
+		}
+	case knob.Steps:
+		h += "; `string` of steps and ranges, or a cached run's report.json"
+	}
+	if owners := family.ReadersOf(k.Name); len(owners) < len(family.FamilyNames()) {
+		h += " (" + strings.Join(owners, ", ") + ")"
+	}
+	def := k.Default
+	if def == "" {
+		def = "the model's"
+	}
+	return h + " (default: " + def + ")"
+}
+
+// knobFlag is the flag.Value of a knob: it sets the knob in params from the command line's
+// text (checked against the knob's kind and range: one line naming the flag) and marks it
+// given. A steps list may also be a report.json of a cached run (its computed steps): its
+// name goes to report, read by Resolve (so -h with it reads no file).
+type knobFlag struct {
+	table  knob.Table
+	params *family.Params
+	given  knob.Given
+	k      knob.Knob
+	report *string
+}
+
+func (f *knobFlag) String() string {
+	if f == nil || f.params == nil {
+		return ""
+	}
+	s, _ := f.table.Text(f.params, f.k.Name)
+	if f.k.Kind == knob.Steps && f.report != nil && *f.report != "" && f.table.IsZero(f.params, f.k.Name) {
+		return *f.report
+	}
+	return s
+}
+
+func (f *knobFlag) Set(s string) error {
+	if f.k.Kind == knob.Steps && strings.HasSuffix(s, ".json") && f.report != nil {
+		*f.report = s
+		f.given[f.k.Name] = true
+		return nil
+	}
+	if err := f.table.SetText(f.params, f.given, f.k.Name, s); err != nil {
+		if ke, ok := knob.AsError(err); ok {
+			// flag's message names the flag already: say what is wrong with the value.
+			return errors.New(strings.TrimPrefix(ke.In(knob.Flags), f.k.Spell(knob.Flags)+" "))
+		}
+		return err
+	}
+	return nil
+}
+
+func (f *knobFlag) IsBoolFlag() bool { return f.k.Kind == knob.Bool }
+
+// set is the knobs of o that are set: given on the command line, or not zero (options
+// built in code, and resolved options, whose every set value is final).
+func (o Options) set() knob.Given {
+	out := knob.Given{}
+	t := family.AllKnobs()
+	for _, k := range t {
+		if o.Given[k.Name] || !t.IsZero(&o.Params, k.Name) {
+			out[k.Name] = true
+		}
+	}
+	return out
 }
 
 // WorkerArgs renders the options as the flags of `vdpp worker generate`: every flag of
-// RegisterFlags, generated from the flag set (parsing them gives o back).
+// RegisterFlags but the knobs that are not set (set), generated from the flag set (parsing
+// them gives o back).
 func (o Options) WorkerArgs() []string {
 	fs := cli.New("worker generate", nil, nil)
 	c := o
+	c.Params = cloneParams(o.Params)
+	c.Given = knob.Given{}
 	c.RegisterFlags(fs)
-	return fs.AsArgs()
+	set := o.set()
+	var skip []string
+	for _, k := range family.AllKnobs() {
+		if !set[k.Name] {
+			skip = append(skip, k.FlagName())
+		}
+	}
+	return fs.AsArgs(skip...)
 }
 
-// knobs are the options that set a family-specific generation parameter, and whether each
-// differs from "the model's" (DefaultOptions): a family that does not read one refuses it.
-func (o Options) knobs() []family.Knob {
-	d := DefaultOptions()
-	return []family.Knob{
-		{Flag: "min-guidance", Param: "min_guidance", Set: o.MinGuidance != d.MinGuidance},
-		{Flag: "max-guidance", Param: "max_guidance", Set: o.MaxGuidance != d.MaxGuidance},
-		{Flag: "motion-bucket-id", Param: "motion_bucket_id", Set: o.MotionBucketID != d.MotionBucketID},
-		{Flag: "noise-aug-strength", Param: "noise_aug_strength", Set: o.NoiseAugStrength != d.NoiseAugStrength},
-		{Flag: "decode-chunk-size", Param: "decode_chunk_size", Set: o.DecodeChunkSize != d.DecodeChunkSize},
-		{Flag: "vae-tile", Param: "vae_tile", Set: o.VAETile != d.VAETile},
-		{Flag: "guidance-scale", Param: "guidance_scale", Set: o.GuidanceScale != d.GuidanceScale},
-		{Flag: "guidance-scale-2", Param: "guidance_scale_2", Set: o.GuidanceScale2 != d.GuidanceScale2},
-	}
+// cloneParams copies p with its own slices.
+func cloneParams(p family.Params) family.Params {
+	p.Cache.Steps = slices.Clone(p.Cache.Steps)
+	p.LoRA, p.LoRA2 = slices.Clone(p.LoRA), slices.Clone(p.LoRA2)
+	return p
 }
 
-// withModelDefaults fills the options left to the model (DefaultOptions' sentinels) from
-// def, the model's defaults; a family-specific one the family does not read becomes def's
-// (its zero), so a report shows only what ran.
-func (o Options) withModelDefaults(def family.Params) Options {
-	d := DefaultOptions()
-	if o.MinGuidance == d.MinGuidance {
-		o.MinGuidance = def.MinGuidance
+// withModelDefaults fills the knobs of o that are not set (set) from def, the model's
+// defaults (over table t, the model's knobs).
+func (o Options) withModelDefaults(def family.Params, t knob.Table) Options {
+	set := o.set()
+	p := cloneParams(o.Params)
+	if err := t.Merge(&p, &def, &o.Params, set); err != nil {
+		panic(err) // the tables are held to family.Params by their tests
 	}
-	if o.MaxGuidance == d.MaxGuidance {
-		o.MaxGuidance = def.MaxGuidance
-	}
-	if o.MotionBucketID == d.MotionBucketID {
-		o.MotionBucketID = def.MotionBucketID
-	}
-	if o.NoiseAugStrength == d.NoiseAugStrength {
-		o.NoiseAugStrength = def.NoiseAugStrength
-	}
-	if o.DecodeChunkSize == d.DecodeChunkSize {
-		o.DecodeChunkSize = def.DecodeChunkSize
-	}
-	if o.FPS == 0 {
-		o.FPS = def.FPS
-	}
-	if o.NumFrames == 0 {
-		o.NumFrames = def.NumFrames
-	}
-	if o.Steps == 0 {
-		o.Steps = def.Steps
-	}
+	o.Params = p
 	return o
+}
+
+// readStepsReport reads stepsReport's computed steps into the cache's steps (the
+// --cache-steps a report.json names).
+func (o Options) readStepsReport() (Options, error) {
+	if o.stepsReport == "" {
+		return o, nil
+	}
+	steps, err := cacheflag.ParseSteps(o.stepsReport)
+	if err != nil {
+		return o, badOptions("%w", err)
+	}
+	o.Params = cloneParams(o.Params)
+	if o.Given == nil {
+		o.Given = knob.Given{}
+	}
+	if err := family.AllKnobs().SetText(&o.Params, o.Given, "cache_steps", knob.FormatSteps(steps)); err != nil {
+		return o, flagError(err)
+	}
+	o.stepsReport = ""
+	return o, nil
 }
 
 // Validate checks what can be checked without opening files.
@@ -299,8 +346,6 @@ func (o Options) Validate() error {
 		return badOptions("--decode-steps %v must be a finite cost >= 0", o.DecodeSteps)
 	case o.ConditionSteps < 0 || math.IsNaN(o.ConditionSteps) || math.IsInf(o.ConditionSteps, 0):
 		return badOptions("--condition-steps %v must be a finite cost >= 0", o.ConditionSteps)
-	case o.Steps < 0:
-		return badOptions("--steps %d: the number of denoising steps cannot be negative (0: the model's)", o.Steps)
 	case o.Timeout <= 0:
 		return badOptions("--timeout %v: the hand-off deadline must be positive", o.Timeout)
 	}
@@ -309,11 +354,7 @@ func (o Options) Validate() error {
 	default:
 		return badOptions("--progress %q (want auto, bar or plain)", o.Progress)
 	}
-	rule, err := o.Cache.Rule()
-	if err != nil {
-		return badOptions("%w", err)
-	}
-	if o.CacheCheck && !rule.On() {
+	if o.CacheCheck && !o.Cache.On() {
 		return badOptions("--cache-check compares a cached run with an uncached one: give --cache MODE")
 	}
 	return nil
@@ -353,7 +394,7 @@ func (o Options) ResolveMesh() (Options, error) {
 }
 
 // guided reports whether the resolved options run classifier-free guidance.
-func (o Options) guided() bool { return o.MaxGuidance > 1 || o.GuidanceScale > 1 }
+func (o Options) guided() bool { return family.AllKnobs().Guided(&o.Params) }
 
 // mesh names the options' mesh, for messages.
 func (o Options) mesh() string { return comm.Mesh{PP: o.PP, CFG: o.CFG, CP: o.CP, DP: o.DP}.String() }

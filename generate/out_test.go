@@ -10,6 +10,7 @@ import (
 
 	"github.com/vdpp/vdpp/internal/progress"
 	"github.com/vdpp/vdpp/internal/wait"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
@@ -96,7 +97,7 @@ func TestDisplay(t *testing.T) {
 	}) {
 		t.Fatalf("reports %+v: want 6 steps", readRanks(dir))
 	}
-	o := Options{NumSamples: 2, Steps: 4, Progress: "auto"}
+	o := Options{NumSamples: 2, Params: family.Params{Steps: 4}, Progress: "auto"}
 	run := func(o Options, terminal bool) string {
 		var out strings.Builder
 		r := &Runner{Progress: &out, Terminal: terminal, PlainEvery: time.Hour}

@@ -48,9 +48,9 @@ func (o Options) JobArgs(m family.Resolved, withMesh bool) []string {
 	if !withMesh {
 		skip = append(skip, meshFlags...)
 	}
-	for _, k := range o.knobs() {
-		if !family.Reads(m.Family, k.Param) {
-			skip = append(skip, k.Flag)
+	for _, k := range family.AllKnobs() {
+		if !family.Reads(m.Family, k.Name) {
+			skip = append(skip, k.FlagName())
 		}
 	}
 	render := func(x Options) []string {

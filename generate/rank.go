@@ -60,13 +60,10 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	if err != nil {
 		return err
 	}
-	o = o.withModelDefaults(desc.Defaults)
+	o = o.withModelDefaults(desc.Defaults, desc.Knobs)
 	pr := params(o)
-	if pr.Cache, err = o.Cache.Rule(); err != nil {
-		return err
-	}
 	if pr.Cache, err = m.ResolveCache(pr.Cache, o.Steps); err != nil {
-		return err
+		return flagError(err)
 	}
 	// A stage boundary at every denoiser switch (Wan 2.2's experts): each stage then loads
 	// only the expert its steps use. A static step cache cuts by computed work.
@@ -99,12 +96,17 @@ func runRank(ctx context.Context, o Options, env comm.Env, t *comm.TCPTransport,
 	roles := family.Roles{Condition: first, Denoise: true, Decode: decodes, Steps: plan[stage], TotalSteps: o.Steps, Schedule: pr.SchedulerChoice}
 	t0 := time.Now()
 	p, err := m.Open(family.Options{Variant: o.Variant, Weights: o.Weights, Backend: o.Backend, Roles: roles,
-		Prompts: o.Prompt != "", Progress: LoadProgress(log), LoRAs: pr.LoRAs})
+		Prompts: o.Prompt != "" && desc.TextDim > 0, Progress: LoadProgress(log), LoRAs: pr.LoRAs})
 	if err != nil {
 		return err
 	}
 	defer p.Close()
 	loadMS := ms(time.Since(t0))
+	var held int64
+	for _, n := range p.WeightBytes() {
+		held += n
+	}
+	defer collectorHeadroom(held)()
 	prog.phase(progress.Waiting, -1)
 	log.Info("loaded", "stage", stage, "steps", plan[stage].String(), "weights", p.WeightBytes(), "ms", int(loadMS))
 
@@ -237,23 +239,17 @@ func dial(ctx context.Context, o Options, env comm.Env, log *slog.Logger) (*comm
 	return comm.DialTCP(ctx, env, comm.Options{RecvTimeout: o.Timeout, ConnectTimeout: o.Timeout, HeartbeatTimeout: o.HeartbeatTimeout, Logger: log})
 }
 
-func params(o Options) family.Params {
-	return family.Params{
-		NumFrames: o.NumFrames, Steps: o.Steps, Height: o.Height, Width: o.Width,
-		MinGuidance: o.MinGuidance, MaxGuidance: o.MaxGuidance, FPS: o.FPS, MotionBucketID: o.MotionBucketID,
-		NoiseAugStrength: o.NoiseAugStrength, DecodeChunkSize: o.DecodeChunkSize, Seed: o.Seed,
-		GuidanceScale: max(o.GuidanceScale, 0), GuidanceScale2: o.GuidanceScale2, VAETile: o.VAETile,
-		Window: o.Window, Overlap: o.Overlap, Blend: o.Blend,
-		SchedulerChoice: family.SchedulerChoice{Scheduler: o.Scheduler, FlowShift: o.FlowShift},
-		LoRAs:           family.LoRAs{LoRA: o.LoRA, LoRA2: o.LoRA2},
-	}
-}
+func params(o Options) family.Params { return cloneParams(o.Params) }
 
 // loadInput reads what the first stage conditions on: the image (and last image), and the
-// prompt or prompt embeddings of a text-to-video model.
+// prompt or prompt embeddings of a text-conditioned model (an image-to-video model's
+// prompt is only recorded).
 func loadInput(m family.Resolved, o Options) (family.Input, error) {
 	var in family.Input
-	var err error
+	desc, err := m.Describe()
+	if err != nil {
+		return in, err
+	}
 	if o.Image != "" {
 		if in.Image, err = video.LoadImage(o.Image); err != nil {
 			return in, err
@@ -264,16 +260,15 @@ func loadInput(m family.Resolved, o Options) (family.Input, error) {
 			return in, err
 		}
 	}
+	if desc.TextDim == 0 {
+		return in, nil
+	}
 	if o.Prompt != "" {
 		in.Prompt = &family.Prompt{Text: o.Prompt, Negative: o.NegativePrompt}
 		return in, nil
 	}
 	if o.PromptEmbeds == "" {
 		return in, nil
-	}
-	desc, err := m.Describe()
-	if err != nil {
-		return in, err
 	}
 	if in.PromptEmbeds, err = LoadEmbeddings(o.PromptEmbeds, "--prompt-embeds", desc); err != nil {
 		return in, err
@@ -288,6 +283,9 @@ func loadInput(m family.Resolved, o Options) (family.Input, error) {
 
 // input names the generation's input file, for messages.
 func (o Options) input() string {
+	if o.Image != "" {
+		return o.Image
+	}
 	if o.Prompt != "" {
 		return "--prompt"
 	}

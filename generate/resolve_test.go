@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/vdpp/vdpp/internal/shared"
+	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/safetensors"
 )
 
@@ -175,7 +177,15 @@ func TestResolveDefaultsAndSizes(t *testing.T) {
 	}
 }
 
-// TestResolveSamplingDefaults: guidance and decode chunk left to the model (-1) come from
+// knobValue is v as knob name's kind holds it.
+func knobValue(name string, v float64) any {
+	if k, _ := family.AllKnobs().Lookup(name); k.Kind == knob.Int {
+		return int64(v)
+	}
+	return v
+}
+
+// TestResolveSamplingDefaults: guidance and decode chunk left to the model (not given) come from
 // the folder's vdpp_sampling.json (SVD's 1 -> 3 and all frames without one, the built-in
 // model's 2 -> 4 and 7 frames for builtin); values given stay; a corrupt file is an error
 // naming it.
@@ -183,10 +193,17 @@ func TestResolveSamplingDefaults(t *testing.T) {
 	t.Setenv("VDPP_CACHE_DIR", t.TempDir())
 	dir := copyCheckpoint(t)
 	img := writePNG(t)
+	// -1 leaves a knob to the model (not given); any other value is given.
 	resolve := func(model string, minG, maxG float64, chunk int) (Options, error) {
 		o := DefaultOptions()
 		o.Model, o.Image, o.Height, o.Width = model, img, 32, 32
-		o.MinGuidance, o.MaxGuidance, o.DecodeChunkSize = minG, maxG, chunk
+		for name, v := range map[string]float64{"min_guidance": minG, "max_guidance": maxG, "decode_chunk_size": float64(chunk)} {
+			if v != -1 {
+				if err := family.AllKnobs().Set(&o.Params, o.Given, name, knobValue(name, v)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		return Resolve(o)
 	}
 	type want struct {
@@ -224,7 +241,7 @@ func TestResolveSamplingDefaults(t *testing.T) {
 func TestResolveVAETile(t *testing.T) {
 	o := DefaultOptions()
 	o.Model, o.Image = "builtin", writePNG(t) // the built-in VAE's factor is 8
-	for tile, want := range map[int]string{-2: "--vae-tile -2", 40: "--vae-tile 40 must be a multiple of 32"} {
+	for tile, want := range map[int]string{-2: "--vae-tile -2", 40: "--vae-tile 40: tile of 40 pixels with overlap 0.25: the stride is not whole latent pixels (with overlap 0.25, use a multiple of 32)"} {
 		o.VAETile = tile
 		if _, err := Resolve(o); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--vae-tile %d: %v, want %q", tile, err, want)

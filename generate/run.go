@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,9 +17,11 @@ import (
 
 	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/internal/cli"
 	"github.com/vdpp/vdpp/model"
 	_ "github.com/vdpp/vdpp/model/families" // every shipped family answers --model
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/plan"
@@ -61,15 +62,13 @@ func Resolve(o Options) (Options, error) {
 	return o.resolveMeshFor()
 }
 
-// resolveMeshFor resolves the mesh (ResolveMesh) and checks it against the video: a cp
-// rank per latent frame at least, and no cp split of temporal windows.
+// resolveMeshFor resolves the mesh (ResolveMesh) and checks it against the video as the
+// server checks a job against its workers' mesh (family.Description.CheckMesh): a latent
+// frame per cp rank at least, temporal windows on pp x dp meshes only.
 func (o Options) resolveMeshFor() (Options, error) {
 	o, err := o.ResolveMesh()
-	if err != nil || o.CP == 1 {
+	if err != nil || (o.CP == 1 && o.CFG == 1) {
 		return o, err
-	}
-	if o.Window > 0 && o.Window < o.NumFrames {
-		return o, badOptions("--cp %d with temporal windows (--num-frames %d over --window %d): context parallelism splits one clip's frames; use --pp or --dp", o.CP, o.NumFrames, o.Window)
 	}
 	m, err := family.Resolve(o.Model)
 	if err != nil {
@@ -79,18 +78,18 @@ func (o Options) resolveMeshFor() (Options, error) {
 	if err != nil {
 		return o, err
 	}
-	frames := o.NumFrames
-	if fm := desc.FrameMultiple; fm > 0 {
-		frames = (o.NumFrames-1)/fm + 1
-	}
-	if o.CP > frames {
-		return o, badOptions("--cp %d > the latent's %d frames: every cp rank needs a frame", o.CP, frames)
+	if err := desc.CheckMesh(o.Params, o.CFG, o.CP); err != nil {
+		return o, flagError(err)
 	}
 	return o, nil
 }
 
 // resolveInputs checks the inputs and fills the model's defaults (Resolve without the mesh).
 func resolveInputs(o Options) (Options, error) {
+	o, err := o.readStepsReport()
+	if err != nil {
+		return o, err
+	}
 	if err := o.Validate(); err != nil {
 		return o, err
 	}
@@ -108,7 +107,7 @@ func resolveInputs(o Options) (Options, error) {
 		return o, badOptions("--model %s has no conditioner or decoder: give a model folder or %q", o.Model, builtin.Name)
 	}
 	// A flag of another family is refused, not accepted and ignored.
-	if err := family.RefuseUnread(m.Family, o.Model, o.knobs()); err != nil {
+	if err := family.RefuseGiven(m.Family, o.Model, family.AllKnobs(), o.set()); err != nil {
 		return o, badOptions("%w", err)
 	}
 	if o.ModelName == "" {
@@ -123,63 +122,55 @@ func resolveInputs(o Options) (Options, error) {
 	if err != nil {
 		return o, err
 	}
-	o = o.withModelDefaults(desc.Defaults)
-	if o, err = resolveWindows(o, desc); err != nil {
-		return o, err
-	}
-	switch {
-	case o.Height == 0 && o.Width == 0:
-		o.Height, o.Width = desc.Defaults.Height, desc.Defaults.Width
-	case o.Width == 0:
-		return o, badOptions("--height %d without --width: set both (or neither, for the model's %dx%d)", o.Height, desc.Defaults.Width, desc.Defaults.Height)
-	case o.Height == 0:
-		return o, badOptions("--width %d without --height: set both (or neither, for the model's %dx%d)", o.Width, desc.Defaults.Width, desc.Defaults.Height)
-	}
-	f := desc.SizeMultiple
-	if o.NumFrames < 1 {
-		return o, badOptions("--num-frames %d: a video needs at least 1 frame", o.NumFrames)
-	}
-	if o.Height < f || o.Width < f || o.Height%f != 0 || o.Width%f != 0 {
-		return o, badOptions("--width %d --height %d: both must be positive multiples of %d (the VAE's factor)", o.Width, o.Height, f)
-	}
-	switch {
-	case o.VAETile < -1:
-		return o, badOptions("--vae-tile %d (0: off, -1: the VAE's sample_size)", o.VAETile)
-	case o.VAETile != 0 && !desc.VAETiling:
-		return o, badOptions("--vae-tile: the %s family's VAE does not tile", m.Family.Name())
-	case o.VAETile > 0 && o.VAETile%(4*f) != 0:
-		// Tiles advance by three quarters of a tile, which must be whole latent pixels.
-		return o, badOptions("--vae-tile %d must be a multiple of %d (4 × the VAE's factor %d)", o.VAETile, 4*f, f)
-	}
-	if o.MinGuidance > o.MaxGuidance {
-		return o, badOptions("--min-guidance %v > --max-guidance %v", o.MinGuidance, o.MaxGuidance)
-	}
-	if fm := desc.FrameMultiple; fm > 0 && (o.NumFrames-1)%fm != 0 {
-		return o, badOptions("--num-frames %d: the model's causal VAE takes 1 + %dk frames (e.g. %d or %d)", o.NumFrames, fm, (o.NumFrames-1)/fm*fm+1, ((o.NumFrames-1)/fm+1)*fm+1)
-	}
+	// The sampler and the LoRAs as given: checked against the model, the LoRAs' paths
+	// made absolute.
 	if err := checkScheduler(o, named, desc); err != nil {
 		return o, err
 	}
 	if o, err = resolveLoRAs(o, m); err != nil {
 		return o, err
 	}
-	if o.Scheduler == "" {
-		o.Scheduler = desc.DefaultScheduler()
-	}
-	if o.FlowShift == 0 {
-		o.FlowShift = desc.FlowShift
-	}
-	rule, err := o.Cache.Rule()
+	// The knobs set, over the model's defaults, checked together and against the folder
+	// (the family's Validate), the temporal windows and the step cache resolved: every
+	// value is refused here, naming its flag, before anything runs.
+	set := o.set()
+	p, err := desc.ResolveJob(o.Params, set)
 	if err == nil {
-		_, err = m.ResolveCache(rule, o.Steps)
+		// The sampler the model's folder has, unless chosen; the LoRAs as resolved.
+		if p.Scheduler == "" {
+			p.Scheduler = desc.DefaultScheduler()
+		}
+		if p.FlowShift == 0 {
+			p.FlowShift = desc.FlowShift
+		}
+		p.LoRAs = o.LoRAs
+	}
+	if err == nil {
+		err = m.Validate(p)
+	}
+	if err == nil {
+		_, err = m.ResolveCache(p.Cache, p.Steps)
 	}
 	if err != nil {
-		return o, badOptions("%w", err)
+		return o, flagError(err)
+	}
+	if p.Seed == knob.RandomSeed {
+		p.Seed = knob.DrawSeed() // recorded in every sample's report.json; Run says it
+	}
+	// Every value now final is set: the workers get it as given.
+	o.Params, o.Given = p, knob.Given{}
+	for _, k := range desc.Knobs {
+		if set[k.Name] || !desc.Knobs.IsZero(&o.Params, k.Name) {
+			o.Given[k.Name] = true
+		}
 	}
 	if desc.TextDim > 0 {
 		if o, err = resolveText(o, m, desc); err != nil {
 			return o, err
 		}
+	}
+	if desc.TextDim == 0 && (o.PromptEmbeds != "" || o.NegativePromptEmbeds != "") {
+		return o, badOptions("--prompt-embeds: --model %s is an image-to-video model and takes no prompt embeddings (a --prompt is recorded, as the server records one)", o.Model)
 	}
 	return resolveImages(o, desc)
 }
@@ -213,28 +204,44 @@ func resolveImages(o Options, desc family.Description) (Options, error) {
 	case o.LastImage == "" && desc.LastImage == family.NeedRequired:
 		return o, badOptions("--model %s is a first-last-frame model: --last-image FILE is required (with --image)", o.Model)
 	}
-	for _, f := range []string{o.Image, o.LastImage} {
-		if f == "" {
+	for _, f := range []struct{ flag, path string }{{"--image", o.Image}, {"--last-image", o.LastImage}} {
+		if f.path == "" {
 			continue
 		}
-		if _, err := video.LoadImage(f); err != nil {
+		img, err := video.LoadImage(f.path)
+		if err != nil {
 			return o, err
+		}
+		// An image the video cannot use (stretched far out of shape) is refused before
+		// any work, as the server refuses it.
+		b := img.Bounds()
+		if err := video.CheckAspect(b.Dx(), b.Dy(), o.Width, o.Height); err != nil {
+			return o, badOptions("%s %s: %s", f.flag, f.path, strings.TrimPrefix(err.Error(), video.ErrAspect.Error()+": "))
 		}
 	}
 	return o, nil
 }
+
+// flagError is err in the command line's terms: a refused knob named by its flag, one line
+// (ErrOptions, and still the knob's error).
+func flagError(err error) error {
+	if ke, ok := knob.AsError(err); ok {
+		return cli.Errorf(ErrOptions, "%s%w", ke.In(knob.Flags), silent{ke})
+	}
+	return err
+}
+
+// silent wraps an error without adding to the message.
+type silent struct{ err error }
+
+func (s silent) Error() string { return "" }
+func (s silent) Unwrap() error { return s.err }
 
 // resolveText checks the inputs of a text-to-video model: the embeddings files and their
 // width, the guidance scales.
 func resolveText(o Options, m family.Resolved, desc family.Description) (Options, error) {
 	if o.PromptEmbeds == "" && o.Prompt == "" {
 		return o, badOptions("--model %s is %s model: --prompt TEXT (or --prompt-embeds FILE.safetensors) is required", o.Model, modelKind(desc))
-	}
-	if o.GuidanceScale < 0 {
-		o.GuidanceScale = desc.Defaults.GuidanceScale
-	}
-	if math.IsNaN(o.GuidanceScale) || math.IsInf(o.GuidanceScale, 0) || math.IsNaN(o.GuidanceScale2) || math.IsInf(o.GuidanceScale2, 0) || o.GuidanceScale2 < 0 {
-		return o, badOptions("--guidance-scale %v --guidance-scale-2 %v", o.GuidanceScale, o.GuidanceScale2)
 	}
 	if o.Prompt != "" {
 		// The first stage loads the tokenizer and text encoder: check they are there.
@@ -270,6 +277,12 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]string, error) {
 	}
 	if w := CPUDefaultsWarning(given, o, OnCPU); w != "" {
 		fmt.Fprintln(say, w)
+	}
+	if o.Prompt != "" && o.Image != "" {
+		fmt.Fprintf(say, "generate: --prompt: --model %s is image-to-video: the prompt is recorded in report.json, not used (as the server records one)\n", given.Model)
+	}
+	if given.Seed == knob.RandomSeed {
+		fmt.Fprintf(say, "generate: --seed -1: drew seed %d (in each report.json)\n", o.Seed)
 	}
 	o, where, err := PrepareOut(o)
 	if err != nil {

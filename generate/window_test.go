@@ -49,7 +49,8 @@ func TestResolveWindows(t *testing.T) {
 		{"wan window too long", 201, 85, 4, "", 0, 0, "--window 85 is longer than the model's 81 frames", wan},
 		{"wan too few frames", 5, 9, 4, "", 0, 0, "--num-frames 5 is fewer than one --window of 9", wan},
 	} {
-		o, err := resolveWindows(Options{NumFrames: c.frames, Window: c.window, Overlap: c.overlap, Blend: c.blend}, c.desc)
+		o, err := c.desc.ResolveWindows(family.Params{NumFrames: c.frames, Window: c.window, Overlap: c.overlap, Blend: c.blend})
+		err = flagError(err)
 		if c.wantErr != "" {
 			if !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), c.wantErr) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("%s: %v, want one line with %q", c.name, err, c.wantErr)
@@ -114,7 +115,7 @@ func generateBuiltin(t *testing.T, frames, window, overlap int) [][]byte {
 // A video of the native length is one window: the explicit window flags change no bit, and
 // a longer video gets every frame.
 func TestWindowsNativeLengthUnchanged(t *testing.T) {
-	plain := generateBuiltin(t, 0, 0, -1)
+	plain := generateBuiltin(t, 0, 0, 0) // 0: not set, the model's
 	windowed := generateBuiltin(t, 14, 14, 3)
 	if len(plain) != 14 || len(windowed) != 14 {
 		t.Fatalf("%d and %d frames, want 14", len(plain), len(windowed))

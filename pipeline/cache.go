@@ -9,10 +9,17 @@ import (
 	"strings"
 
 	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/knob"
 )
 
-// ErrCache marks a step cache a run cannot take (one line naming the flag).
+// ErrCache marks a step cache a run cannot take (one line naming the knob: a *knob.Error
+// marked ErrCache, spelled by the surface that reports it).
 var ErrCache = errors.New("pipeline: bad cache")
+
+// cacheErr is a refusal of a cache rule naming the knob name.
+func cacheErr(name, format string, args ...any) error {
+	return knob.Errorf(name, format, args...).Mark(ErrCache)
+}
 
 // Cache modes (docs/caching.md).
 const (
@@ -98,20 +105,20 @@ func (c Cache) Resolve(steps int, switches []int) (Cache, error) {
 			c.Threshold = DefaultCacheThreshold
 		}
 		if !(c.Threshold > 0) || math.IsInf(c.Threshold, 0) {
-			return c, fmt.Errorf("%w: --cache-threshold %v must be > 0", ErrCache, c.Threshold)
+			return c, cacheErr("cache_threshold", "{cache_threshold} %v must be > 0", c.Threshold)
 		}
 	case CacheDeep, CacheStatic:
 		if c.Mode == CacheDeep && c.Interval == 0 {
 			c.Interval = DefaultCacheInterval
 		}
 		if c.Interval < 0 || c.Interval == 1 {
-			return c, fmt.Errorf("%w: --cache-interval %d must be >= 2 (1 computes every step)", ErrCache, c.Interval)
+			return c, cacheErr("cache_interval", "{cache_interval} %d must be >= 2 (1 computes every step)", c.Interval)
 		}
 		if c.Mode == CacheStatic && len(c.Steps) > 0 && c.Interval > 0 {
-			return c, fmt.Errorf("%w: --cache-steps and --cache-interval both given: give one", ErrCache)
+			return c, cacheErr("cache_steps", "{cache_steps} and {cache_interval} both given: give one")
 		}
 		if c.Mode == CacheStatic && len(c.Steps) == 0 && c.Interval == 0 {
-			return c, fmt.Errorf("%w: --cache static needs --cache-steps LIST (a calibration run's computed steps) or --cache-interval K", ErrCache)
+			return c, cacheErr("cache", "{cache} static needs {cache_steps} (a calibration run's computed steps) or {cache_interval}")
 		}
 		if c.Mode == CacheStatic && c.Interval > 0 {
 			for k := 0; k < steps; k += c.Interval {
@@ -120,21 +127,21 @@ func (c Cache) Resolve(steps int, switches []int) (Cache, error) {
 			c.Interval = 0
 		}
 	default:
-		return c, fmt.Errorf("%w: --cache %q (want one of %s)", ErrCache, c.Mode, strings.Join(CacheModes, ", "))
+		return c, cacheErr("cache", "{cache} %q (want one of %s)", c.Mode, strings.Join(CacheModes, ", "))
 	}
 	if c.Branch < 0 {
-		return c, fmt.Errorf("%w: --cache-branch %d must be >= 0", ErrCache, c.Branch)
+		return c, cacheErr("cache_branch", "{cache_branch} %d must be >= 0", c.Branch)
 	}
 	if c.Mode == CacheStatic {
 		for i, k := range c.Steps {
 			if k < 0 || k >= steps || (i > 0 && k <= c.Steps[i-1]) {
-				return c, fmt.Errorf("%w: --cache-steps %s: want ascending steps in [0, %d)", ErrCache, FormatSteps(c.Steps), steps)
+				return c, cacheErr("cache_steps", "{cache_steps} %s: want ascending steps in [0, %d)", FormatSteps(c.Steps), steps)
 			}
 		}
 	}
 	if c.Mode == CacheFB {
 		if steps-1-len(inside(switches, steps)) < 1 {
-			return c, fmt.Errorf("%w: --cache %s on %d steps: every call is a denoiser's first, so nothing can be reused", ErrCache, c.Mode, steps)
+			return c, cacheErr("cache", "{cache} %s on %d steps: every call is a denoiser's first, so nothing can be reused", c.Mode, steps)
 		}
 		return c, nil
 	}
@@ -145,7 +152,7 @@ func (c Cache) Resolve(steps int, switches []int) (Cache, error) {
 		}
 	}
 	if full == steps {
-		return c, fmt.Errorf("%w: --cache %s on %d steps computes every step: nothing to gain", ErrCache, c, steps)
+		return c, cacheErr("cache", "{cache} %s on %d steps computes every step: nothing to gain", c, steps)
 	}
 	return c, nil
 }
@@ -195,7 +202,7 @@ func ParseSteps(s string) ([]int, error) {
 		if err == nil && isRange {
 			b, err = strconv.Atoi(hi)
 		}
-		if err != nil || a < 0 || b < a || b-a > 1<<20 {
+		if err != nil || a < 0 || b < a || b >= 1<<20 || len(out)+b-a > 1<<20 {
 			return nil, fmt.Errorf("%w: --cache-steps %q: %q is not a step or a range a-b", ErrCache, s, f)
 		}
 		for k := a; k <= b; k++ {

@@ -15,19 +15,20 @@ import (
 
 // Wire names of an item's cache in a hand-off.
 const (
-	wireCacheRule  = "cache_rule"   // [mode, threshold as 4 x 16 bits, interval, branch, drop]
-	wireCacheSteps = "cache_steps"  // a static rule's steps
+	wireCacheRule  = "cache_rule"   // exact integers (intsTensor): mode, threshold's float64 bits, interval, branch, drop
+	wireCacheSteps = "cache_steps"  // a static rule's steps, exact integers
 	wireCacheSlot  = "cache_slot/"  // cache_slot/<window>/<branch>: [expert]
 	wireCacheState = "cache_state/" // cache_state/<window>/<branch>/<row>/<name>
-	wireCacheLog   = "cache_log/"   // cache_log/<row>: [calls, 7] step, expert, branch, window, computed, value, change
+	wireCacheLog   = "cache_log/"   // cache_log/<row>: [calls, logWidth] step, expert, branch, window, computed (exact integers), value, change
 )
 
 // refState is the name under which a row's state keeps the denoiser input of the call that
 // computed it (the reference of CacheRecord.Change); it travels with the model's states.
 const refState = "pipeline.input"
 
-// logCols is the width of a hand-off's cache log: a record's fields.
-const logCols = 7
+// logWidth is one cache record's width in a hand-off: five exact integers, the value and
+// the change.
+const logWidth = 5*limbs + 2
 
 // maxCacheIndex bounds the integers a hand-off's cache may name (windows, experts, steps).
 const maxCacheIndex = 1 << 20
@@ -36,30 +37,27 @@ const maxCacheIndex = 1 << 20
 // states unless the rule drops them at stage boundaries.
 func (c *ItemCache) appendWire(m *comm.Message) {
 	r := c.Rule
-	bits := math.Float64bits(r.Threshold)
-	drop := float32(0)
+	drop := int64(0)
 	if r.Drop {
 		drop = 1
 	}
-	rule := []float32{float32(slices.Index(CacheModes, r.Mode)),
-		float32(bits >> 48), float32(bits >> 32 & 0xffff), float32(bits >> 16 & 0xffff), float32(bits & 0xffff),
-		float32(r.Interval), float32(r.Branch), drop}
-	m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireCacheRule, Tensor: &tensor.Dense{Shape: []int{len(rule)}, Data: rule}})
+	rule := intsTensor(int64(slices.Index(CacheModes, r.Mode)), int64(math.Float64bits(r.Threshold)), int64(r.Interval), int64(r.Branch), drop)
+	m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireCacheRule, Tensor: rule})
 	if len(r.Steps) > 0 {
-		st := tensor.New(len(r.Steps))
-		for i, k := range r.Steps {
-			st.Data[i] = float32(k)
-		}
-		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireCacheSteps, Tensor: st})
+		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireCacheSteps, Tensor: intsTensor(ints64(r.Steps...)...)})
 	}
 	for row, recs := range c.Log {
-		t := tensor.New(len(recs), logCols)
+		// Each call: step, expert, branch, window, computed as exact integers, then the
+		// value compared and the latent change (float32s as they are).
+		t := tensor.New(len(recs), logWidth)
 		for i, rec := range recs {
-			computed := float32(0)
+			computed := 0
 			if rec.Computed {
 				computed = 1
 			}
-			copy(t.Data[i*logCols:], []float32{float32(rec.Step), float32(rec.Expert), float32(branchCode(rec.Branch)), float32(rec.Window), computed, rec.Value, rec.Change})
+			copy(t.Data[i*logWidth:], intsTensor(ints64(rec.Step, rec.Expert, branchCode(rec.Branch), rec.Window, computed)...).Data)
+			t.Data[i*logWidth+logWidth-2] = rec.Value
+			t.Data[i*logWidth+logWidth-1] = rec.Change
 		}
 		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireCacheLog + strconv.Itoa(row), Tensor: t})
 	}
@@ -79,7 +77,7 @@ func (c *ItemCache) appendWire(m *comm.Message) {
 	for _, k := range keys {
 		s := c.Slots[k]
 		prefix := fmt.Sprintf("%d/%s", k.Window, k.Branch)
-		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireCacheSlot + prefix, Tensor: &tensor.Dense{Shape: []int{1}, Data: []float32{float32(s.Expert)}}})
+		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireCacheSlot + prefix, Tensor: intsTensor(int64(s.Expert))})
 		for row, st := range s.Rows {
 			for _, name := range sortedKeys(st) {
 				m.Tensors = append(m.Tensors, comm.NamedTensor{Name: fmt.Sprintf("%s%s/%d/%s", wireCacheState, prefix, row, name), Tensor: st[name]})
@@ -107,22 +105,19 @@ func cacheFromMessage(m comm.Message, rows int) (*ItemCache, error) {
 	if rt == nil {
 		return nil, nil
 	}
-	d := rt.Data
-	if len(d) != 8 || !wholeIn(d[0], 1, len(CacheModes)-1) || !wholeIn(d[5], 0, maxCacheIndex) || !wholeIn(d[6], 0, maxCacheIndex) || !wholeIn(d[7], 0, 1) {
-		return nil, fmt.Errorf("%w: hand-off cache rule %v", ErrCache, d)
+	d, err := intsOf(rt)
+	if err != nil || len(d) != 5 || !inRange(d[:1], 1, int64(len(CacheModes)-1)) || !inRange(d[2:4], 0, math.MaxInt32) || !inRange(d[4:], 0, 1) {
+		return nil, fmt.Errorf("%w: hand-off cache rule %v (%v)", ErrCache, rt.Data, err)
 	}
-	var bits uint64
-	for _, v := range d[1:5] {
-		if !wholeIn(v, 0, 0xffff) {
-			return nil, fmt.Errorf("%w: hand-off cache rule %v", ErrCache, d)
-		}
-		bits = bits<<16 | uint64(v)
-	}
-	rule := Cache{Mode: CacheModes[int(d[0])], Threshold: math.Float64frombits(bits), Interval: int(d[5]), Branch: int(d[6]), Drop: d[7] == 1}
+	rule := Cache{Mode: CacheModes[d[0]], Threshold: math.Float64frombits(uint64(d[1])), Interval: int(d[2]), Branch: int(d[3]), Drop: d[4] == 1}
 	if st := m.Tensor(wireCacheSteps); st != nil {
-		for _, v := range st.Data {
-			if !wholeIn(v, 0, maxCacheIndex) || (len(rule.Steps) > 0 && int(v) <= rule.Steps[len(rule.Steps)-1]) {
-				return nil, fmt.Errorf("%w: hand-off cache steps %v", ErrCache, st.Data)
+		steps, err := intsOf(st)
+		if err != nil || !inRange(steps, 0, maxCacheIndex) {
+			return nil, fmt.Errorf("%w: hand-off cache steps %v (%v)", ErrCache, st.Data, err)
+		}
+		for _, v := range steps {
+			if len(rule.Steps) > 0 && int(v) <= rule.Steps[len(rule.Steps)-1] {
+				return nil, fmt.Errorf("%w: hand-off cache steps %v", ErrCache, steps)
 			}
 			rule.Steps = append(rule.Steps, int(v))
 		}
@@ -133,23 +128,25 @@ func cacheFromMessage(m comm.Message, rows int) (*ItemCache, error) {
 		case strings.HasPrefix(nt.Name, wireCacheLog):
 			row, err := strconv.Atoi(strings.TrimPrefix(nt.Name, wireCacheLog))
 			t := nt.Tensor
-			if err != nil || row < 0 || row >= rows || len(t.Shape) != 2 || t.Shape[1] != logCols {
+			if err != nil || row < 0 || row >= rows || len(t.Shape) != 2 || t.Shape[1] != logWidth || len(t.Data) != t.Shape[0]*logWidth {
 				return nil, fmt.Errorf("%w: hand-off cache log %q %v", ErrCache, nt.Name, t.Shape)
 			}
 			for i := range t.Shape[0] {
-				v := t.Data[i*logCols : (i+1)*logCols]
-				if !wholeIn(v[0], 0, maxCacheIndex) || !wholeIn(v[1], 0, maxCacheIndex) || !wholeIn(v[2], 0, 1) || !wholeIn(v[3], 0, maxCacheIndex) || !wholeIn(v[4], 0, 1) {
-					return nil, fmt.Errorf("%w: hand-off cache log %q record %v", ErrCache, nt.Name, v)
+				rec := t.Data[i*logWidth : (i+1)*logWidth]
+				v, err := intsOf(&tensor.Dense{Shape: []int{5, limbs}, Data: rec[:logWidth-2]})
+				if err != nil || !inRange(v[:2], 0, maxCacheIndex) || !inRange(v[2:3], 0, 1) || !inRange(v[3:4], 0, maxCacheIndex) || !inRange(v[4:], 0, 1) {
+					return nil, fmt.Errorf("%w: hand-off cache log %q record %v", ErrCache, nt.Name, rec)
 				}
-				c.Log[row] = append(c.Log[row], CacheRecord{Step: int(v[0]), Expert: int(v[1]), Branch: []string{BranchCond, BranchUncond}[int(v[2])],
-					Window: int(v[3]), Computed: v[4] == 1, Value: v[5], Change: v[6]})
+				c.Log[row] = append(c.Log[row], CacheRecord{Step: int(v[0]), Expert: int(v[1]), Branch: []string{BranchCond, BranchUncond}[v[2]],
+					Window: int(v[3]), Computed: v[4] == 1, Value: rec[logWidth-2], Change: rec[logWidth-1]})
 			}
 		case strings.HasPrefix(nt.Name, wireCacheSlot):
 			key, err := parseSlotKey(strings.TrimPrefix(nt.Name, wireCacheSlot))
-			if err != nil || nt.Tensor.Len() != 1 || !wholeIn(nt.Tensor.Data[0], 0, maxCacheIndex) {
+			expert, ierr := intsOf(nt.Tensor)
+			if err != nil || ierr != nil || len(expert) != 1 || !inRange(expert, 0, maxCacheIndex) {
 				return nil, fmt.Errorf("%w: hand-off cache slot %q", ErrCache, nt.Name)
 			}
-			c.slotFor(key, rows).Expert = int(nt.Tensor.Data[0])
+			c.slotFor(key, rows).Expert = int(expert[0])
 		case strings.HasPrefix(nt.Name, wireCacheState):
 			parts := strings.SplitN(strings.TrimPrefix(nt.Name, wireCacheState), "/", 4)
 			if len(parts) != 4 || parts[3] == "" {

@@ -81,21 +81,18 @@ const (
 // blendCodes are the wire codes of Windows.Blend.
 var blendCodes = []string{"linear", "cosine"}
 
-// ToMessage encodes an item for the transport. Sample ids travel as a float32 tensor, which
-// is exact for ids below 2^24.
+// ToMessage encodes an item for the transport. Integers (sample ids, windows, a cache
+// rule's) travel exactly (intsTensor), floats as they are.
 func (it *Item) ToMessage() comm.Message {
-	ids := tensor.New(len(it.Samples))
-	for i, s := range it.Samples {
-		ids.Data[i] = float32(s)
-	}
+	ids := intsTensor(it.Samples...)
 	m := comm.Message{Sample: it.Group, Step: int32(it.Step)}
 	m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireLatent, Tensor: it.Latent}, comm.NamedTensor{Name: wireSamples, Tensor: ids})
 	if it.Guidance != nil {
 		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireGuidance, Tensor: &tensor.Dense{Shape: []int{len(it.Guidance)}, Data: it.Guidance}})
 	}
 	if w := it.Windows; w != nil {
-		code := float32(slices.Index(blendCodes, w.Blend))
-		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireWindows, Tensor: &tensor.Dense{Shape: []int{3}, Data: []float32{float32(w.Size), float32(w.Overlap), code}}})
+		code := slices.Index(blendCodes, w.Blend)
+		m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireWindows, Tensor: intsTensor(ints64(w.Size, w.Overlap, code)...)})
 		if w.Guidance != nil {
 			m.Tensors = append(m.Tensors, comm.NamedTensor{Name: wireWinGuide, Tensor: &tensor.Dense{Shape: []int{len(w.Guidance)}, Data: w.Guidance}})
 		}
@@ -125,25 +122,28 @@ func (it *Item) ToMessage() comm.Message {
 // ItemFromMessage decodes a hand-off message.
 func ItemFromMessage(m comm.Message) (*Item, error) {
 	it := &Item{Group: m.Sample, Step: int(m.Step)}
-	ids := m.Tensor(wireSamples)
+	idt := m.Tensor(wireSamples)
 	it.Latent = m.Tensor(wireLatent)
-	if it.Latent == nil || ids == nil {
+	if it.Latent == nil || idt == nil {
 		return nil, fmt.Errorf("pipeline: hand-off for group %d step %d lacks the latent or sample ids", m.Sample, m.Step)
 	}
-	if len(it.Latent.Shape) != 5 || it.Latent.Shape[0] != ids.Len() {
-		return nil, fmt.Errorf("pipeline: hand-off for group %d: latent %v does not match %d samples", m.Sample, it.Latent.Shape, ids.Len())
+	ids, err := intsOf(idt)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: hand-off for group %d: sample ids: %w", m.Sample, err)
 	}
-	for _, v := range ids.Data {
-		it.Samples = append(it.Samples, int64(v))
+	if len(it.Latent.Shape) != 5 || it.Latent.Shape[0] != len(ids) {
+		return nil, fmt.Errorf("pipeline: hand-off for group %d: latent %v does not match %d samples", m.Sample, it.Latent.Shape, len(ids))
 	}
+	it.Samples = ids
 	if g := m.Tensor(wireGuidance); g != nil {
 		it.Guidance = g.Data
 	}
-	if w := m.Tensor(wireWindows); w != nil {
-		if w.Len() != 3 || !(w.Data[2] >= 0 && w.Data[2] < float32(len(blendCodes))) || !(w.Data[0] >= 1 && w.Data[0] <= 1<<20 && w.Data[1] >= 0 && w.Data[1] <= 1<<20) {
-			return nil, fmt.Errorf("pipeline: hand-off for group %d: windows %v", m.Sample, w.Data)
+	if wt := m.Tensor(wireWindows); wt != nil {
+		w, err := intsOf(wt)
+		if err != nil || len(w) != 3 || !inRange(w[2:], 0, int64(len(blendCodes)-1)) || !inRange(w[:1], 1, 1<<20) || !inRange(w[1:2], 0, 1<<20) {
+			return nil, fmt.Errorf("pipeline: hand-off for group %d: windows %v", m.Sample, wt.Data)
 		}
-		it.Windows = &Windows{Size: int(w.Data[0]), Overlap: int(w.Data[1]), Blend: blendCodes[int(w.Data[2])]}
+		it.Windows = &Windows{Size: int(w[0]), Overlap: int(w[1]), Blend: blendCodes[w[2]]}
 		if g := m.Tensor(wireWinGuide); g != nil {
 			it.Windows.Guidance = g.Data
 		}

@@ -18,7 +18,10 @@
 # "f32 f16 q8_0") and ROUNDS (default 1) set the runs; each round runs every type, vdpp then
 # sd.cpp. Peak memory is the process's maximum RSS (/usr/bin/time); the step time is the
 # denoising time over the steps, the decode time the VAE decode's (vdpp's report.json,
-# sd.cpp's log). The table goes to stdout and WORKDIR/results.md, with the CPU and the load.
+# sd.cpp's log; sd.cpp loads a model's weights when it first runs it, so the loading times
+# its log gives inside its sampling and its decode are taken out of them); CPU s is the whole
+# process's user and system time, which a loaded machine inflates less than the wall times.
+# The table goes to stdout and WORKDIR/results.md, with the CPU and the load.
 set -euo pipefail
 sd=${1:?usage: scripts/weights-vs-sdcpp.sh /path/to/sd-cli [WORKDIR]}
 work=${2:-/tmp/vdpp-vs-sdcpp}
@@ -35,33 +38,51 @@ files=$work/files
 model=$files/wan2.1_t2v_1.3B_random.safetensors
 [ -f "$files/done" ] || { "$work/wanheld" -write "$files" && touch "$files/done"; }
 
-rss() { awk '{printf "%.2f", $1/1048576}' "$1"; } # KB -> GB
+rss() { awk 'END{printf "%.2f", $1/1048576}' "$1"; } # KB -> GB
+cpu() { awk 'END{printf "%.0f", $2+$3}' "$1"; }      # user + system seconds
 
 run_vdpp() { # type round
   local out=$work/vdpp-$1-$2
   rm -rf "$out"
-  GOMAXPROCS=$threads /usr/bin/time -f %M -o "$out.rss" "$work/vdpp" generate --model "$files/wan" \
+  GOMAXPROCS=$threads /usr/bin/time -f "%M %U %S" -o "$out.rss" "$work/vdpp" generate --model "$files/wan" \
     --transformer "$model" --weights-dtype "$1" \
     --prompt-embeds "$files/prompt_embeds.safetensors" --negative-prompt-embeds "$files/negative_prompt_embeds.safetensors" \
     --width 320 --height 192 --num-frames 9 --steps $steps --guidance-scale 5 --seed 1 --out "$out" --quiet
   python3 - "$out/sample-000/report.json" "$out.rss" "$1" $steps >>"$work/rows.txt" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1])); t = r["timings_ms"]
-rss = int(open(sys.argv[2]).read().split()[-1]) / 1048576
-print("vdpp %s %.1f %.1f %.2f" % (sys.argv[3], t["diffusion_ms"] / 1000 / int(sys.argv[4]), t["decode_ms"] / 1000, rss))
+kb, user, system = open(sys.argv[2]).read().split()[-3:]
+print("vdpp %s %.1f %.1f %.2f %.0f" % (sys.argv[3], t["diffusion_ms"] / 1000 / int(sys.argv[4]), t["decode_ms"] / 1000, int(kb) / 1048576, float(user) + float(system)))
 EOF
 }
 
 run_sdcpp() { # type round
   local out=$work/sdcpp-$1-$2
-  /usr/bin/time -f %M -o "$out.rss" "$sd" -M vid_gen --diffusion-model "$model" \
+  /usr/bin/time -f "%M %U %S" -o "$out.rss" "$sd" -M vid_gen --diffusion-model "$model" \
     --vae "$files/wan/vae/diffusion_pytorch_model.safetensors" --t5xxl "$files/umt5_tiny.safetensors" \
     -p "a red fox runs through the snow" --cfg-scale 5 --steps $steps -W 320 -H 192 --video-frames 9 \
     -t "$threads" --diffusion-fa --type "$1" --seed 1 -o "$out.avi" >"$out.log" 2>&1
-  local sampling decode
-  sampling=$(sed -n 's/.*sampling completed, taking \([0-9.]*\)s.*/\1/p' "$out.log" | tail -1)
-  decode=$(sed -n 's/.*decode_first_stage completed, taking \([0-9.]*\)s.*/\1/p' "$out.log" | tail -1)
-  echo "sdcpp $1 $(awk -v s="$sampling" -v n=$steps 'BEGIN{printf "%.1f", s/n}') $decode $(rss "$out.rss")" >>"$work/rows.txt"
+  # The loading times logged after generate_video and before "sampling completed" are the
+  # diffusion model's, loaded by its first step; those before "decode_first_stage
+  # completed" the VAE's.
+  python3 - "$out.log" $steps >"$out.times" <<'EOF'
+import re, sys
+text = open(sys.argv[1], errors="replace").read()
+phase, load, sampling, decode = None, {"s": 0.0, "d": 0.0}, None, None
+for m in re.finditer(r"generate_video|loading tensors completed, taking ([0-9.]+)s|sampling completed, taking ([0-9.]+)s|decode_first_stage completed, taking ([0-9.]+)s", text):
+    if m.group(0) == "generate_video":
+        phase = "s"
+    elif m.group(1) and phase:
+        load[phase] += float(m.group(1))
+    elif m.group(2):
+        sampling, phase = float(m.group(2)), "d"
+    elif m.group(3):
+        decode, phase = float(m.group(3)), None
+if sampling is None or decode is None:
+    sys.exit("weights-vs-sdcpp: %s has no sampling or decode time" % sys.argv[1])
+print("%.1f %.1f" % ((sampling - load["s"]) / int(sys.argv[2]), decode - load["d"]))
+EOF
+  echo "sdcpp $1 $(cat "$out.times") $(rss "$out.rss") $(cpu "$out.rss")" >>"$work/rows.txt"
 }
 
 : >"$work/rows.txt"
@@ -77,7 +98,7 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores; $threads threads;" \
     "load average $load0 at the start, $load1 at the end"
   echo
-  echo "| program | type | s / step | decode s | peak RSS GB |"
-  echo "|:--|:--|--:|--:|--:|"
-  awk '{printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5}' "$work/rows.txt"
+  echo "| program | type | s / step | decode s | peak RSS GB | CPU s |"
+  echo "|:--|:--|--:|--:|--:|--:|"
+  awk '{printf "| %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6}' "$work/rows.txt"
 } | tee "$work/results.md"

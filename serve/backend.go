@@ -21,8 +21,12 @@ var _ httpapi.Backend = backend{}
 
 func (b backend) Model() httpapi.Model { return b.s.gen }
 
-func (b backend) CheckImage(data []byte) error {
-	return checkImage(data, b.s.cfg.Limits.MaxImagePixels, b.s.cost)
+func (b backend) ImageSize(data []byte) (int, int, error) {
+	return imageSize(data, b.s.cfg.Limits.MaxImagePixels)
+}
+
+func (b backend) CheckImage(data []byte, p job.Params) (int64, error) {
+	return checkImage(data, b.s.cfg.Limits.MaxImagePixels, b.s.cost, p)
 }
 
 func (b backend) CheckCost(p job.Params) error { return b.s.checkCost(p) }

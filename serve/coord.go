@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -46,9 +47,13 @@ type coordConfig struct {
 	Mesh comm.Mesh
 	// MaxBatch bounds the samples of one denoiser call (default Model.MaxBatch()).
 	MaxBatch int
-	// MaxQueue bounds the jobs waiting for a slot (default 64); beyond it Submit fails
-	// with ErrQueueFull.
+	// MaxQueue is the places of the queue of jobs waiting for a slot (default 64), shared
+	// fairly between clients (dispatch.Dispatcher.Reserve: each its share, at most twice
+	// MaxQueue in all); beyond a client's share Submit fails with ErrQueueFull.
 	MaxQueue int
+	// MaxPrepares bounds the prepares (image decode and resize, conditioning) in flight
+	// beside the denoising (default DefaultMaxPrepares).
+	MaxPrepares int
 	// MaxRunning bounds the jobs holding a pipeline slot (default 2*MaxBatch per rank that
 	// connects).
 	MaxRunning int
@@ -103,6 +108,9 @@ func (c *coordConfig) defaults() error {
 	if c.MaxQueue < 1 {
 		c.MaxQueue = 64
 	}
+	if c.MaxPrepares < 1 {
+		c.MaxPrepares = DefaultMaxPrepares()
+	}
 	if c.Depth < 1 {
 		c.Depth = 2
 	}
@@ -154,6 +162,9 @@ type coordinator struct {
 	onLost func(rank, pid int)
 	// closing is closed by Close: store retries give up.
 	closing chan struct{}
+	// ctx ends with Close: prepares in flight stop.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// joined is closed and replaced whenever a worker joins (waitReady).
 	joined chan struct{}
 	// units are the mesh's cfg x cp units by each of their ranks (nil: none; see unit.go);
@@ -172,6 +183,8 @@ type jobIO struct {
 	// saved is closed when a new record version lands (waitSaved).
 	saved chan struct{}
 	subs  map[chan struct{}]struct{}
+	// cancelPrepare stops the job's prepare in flight (nil: none).
+	cancelPrepare context.CancelFunc
 }
 
 // coordHooks are test seams; a nil hook does nothing. They are set before the coordinator
@@ -184,17 +197,23 @@ type coordHooks struct {
 	draining func()
 }
 
+// DefaultMaxPrepares is --max-prepares' default: half the cores, 1 to 4 (a prepare's
+// network calls take the model's lock one at a time; the rest, decoding and resizing the
+// image, runs beside).
+func DefaultMaxPrepares() int { return min(4, max(1, runtime.NumCPU()/2)) }
+
 // newCoordinator takes the store's records: finished jobs stay downloadable, queued and
 // running ones are queued again (from step 0: a job's result does not depend on where it restarts).
 func newCoordinator(cfg coordConfig) (*coordinator, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	d := dispatch.New(dispatch.Limits{MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning,
+	d := dispatch.New(dispatch.Limits{MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, MaxPrepares: cfg.MaxPrepares,
 		Depth: cfg.Depth, MaxAttempts: cfg.MaxAttempts, StallTimeout: cfg.StallTimeout, StepRatePrior: cfg.StepRatePrior,
 		Replicas: cfg.Replicas})
 	c := &coordinator{cfg: cfg, d: d, conns: map[*dispatch.Worker]*workerConn{}, io: map[*dispatch.Job]*jobIO{},
 		closing: make(chan struct{}), joined: make(chan struct{}), units: meshUnits(cfg.Mesh)}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	cfg.Metrics.attach(c)
 	c.mu.Lock()
 	c.d.Load(cfg.Records, cfg.Now())
@@ -209,7 +228,13 @@ func (c *coordinator) flushLocked() {
 		switch a := a.(type) {
 		case dispatch.Prepare:
 			c.wg.Add(1)
-			go c.prepare(a)
+			ctx, cancel := context.WithCancel(c.ctx)
+			c.ioLocked(a.Job).cancelPrepare = cancel
+			go c.prepare(ctx, cancel, a)
+		case dispatch.CancelPrepare:
+			if io := c.io[a.Job]; io != nil && io.cancelPrepare != nil {
+				io.cancelPrepare()
+			}
 		case dispatch.Run:
 			if w := c.conns[a.Worker]; w != nil {
 				c.cfg.Metrics.batchSize.Observe(float64(a.Rows))
@@ -284,6 +309,8 @@ func (c *coordinator) observe(a dispatch.Metric) {
 		m.workerLost.Inc()
 	case dispatch.MetricExpired:
 		m.expired.Add(a.V)
+	case dispatch.MetricPreparing:
+		m.preparing.Set(a.V)
 	}
 }
 
@@ -316,7 +343,8 @@ func (c *coordinator) SubmitPrompt(p job.Params, pr family.Prompt) (job.Status, 
 }
 
 // SubmitInput persists a new job of any inputs (a prompt, an image, a last image: what the
-// model takes, checked by the caller) and queues it, as Submit.
+// model takes, checked by the caller) and queues it for in's client (the queue's fair
+// share is per client), as Submit.
 func (c *coordinator) SubmitInput(p job.Params, in job.Input) (job.Status, error) {
 	return c.submit(p, in)
 }
@@ -324,7 +352,7 @@ func (c *coordinator) SubmitInput(p job.Params, in job.Input) (job.Status, error
 func (c *coordinator) submit(p job.Params, in job.Input) (job.Status, error) {
 	img, pr := in.Image, in.Prompt
 	c.mu.Lock()
-	seq, err := c.d.Reserve(c.cfg.Now())
+	seq, err := c.d.Reserve(in.Client, c.cfg.Now())
 	c.flushLocked()
 	if err != nil {
 		c.mu.Unlock()
@@ -336,7 +364,7 @@ func (c *coordinator) submit(p job.Params, in job.Input) (job.Status, error) {
 
 	now := c.cfg.Now().UTC()
 	rec := job.Record{ID: newID(), Seq: seq, State: job.StateQueued, Params: p, Prompt: pr, CreatedAt: now, Rev: 1,
-		Image: pr != nil && img != nil, LastImage: in.LastImage != nil}
+		Image: pr != nil && img != nil, LastImage: in.LastImage != nil, Client: in.Client, InputPixels: in.Pixels}
 	if rec.HasImage() {
 		err = c.retry("upload of job "+rec.ID, submitAttempts, func() error { return c.cfg.Store.WriteFile(rec.ID, inputFile, img) })
 	}
@@ -365,17 +393,26 @@ func (c *coordinator) RetryAfter() int {
 	return c.d.RetryAfter()
 }
 
-// prepare builds a job's initial sample off the lock (actPrepare).
-func (c *coordinator) prepare(a dispatch.Prepare) {
+// prepare builds a job's initial sample off the lock (actPrepare), until ctx ends (the job
+// cancelled, the server closing).
+func (c *coordinator) prepare(ctx context.Context, cancel context.CancelFunc, a dispatch.Prepare) {
 	defer c.wg.Done()
-	s, err := c.buildSample(a)
+	defer cancel()
+	t0 := time.Now()
+	s, err := c.buildSample(ctx, a)
+	if err == nil {
+		c.cfg.Metrics.prepareSeconds.Observe(time.Since(t0).Seconds())
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if io := c.io[a.Job]; io != nil {
+		io.cancelPrepare = nil
+	}
 	c.d.Prepared(a.Job, s, err, c.cfg.Now())
 	c.flushLocked()
 }
 
-func (c *coordinator) buildSample(a dispatch.Prepare) (*dispatch.Sample, error) {
+func (c *coordinator) buildSample(ctx context.Context, a dispatch.Prepare) (*dispatch.Sample, error) {
 	in := family.Input{Prompt: a.Prompt}
 	if a.Prompt == nil || a.Image {
 		data := a.Img
@@ -387,7 +424,7 @@ func (c *coordinator) buildSample(a dispatch.Prepare) (*dispatch.Sample, error) 
 			}
 		}
 		// The decoded image counts against the decode budget until Prepare is done with it.
-		img, release, err := decodeImage(context.Background(), data, 0)
+		img, release, err := decodeImage(ctx, data, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -411,7 +448,10 @@ func (c *coordinator) buildSample(a dispatch.Prepare) (*dispatch.Sample, error) 
 	if err != nil {
 		return nil, err
 	}
-	s, err := c.cfg.Model.Prepare(context.Background(), in, a.Params, sc)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s, err := c.cfg.Model.Prepare(ctx, in, a.Params, sc)
 	if err != nil {
 		return nil, err
 	}
@@ -541,6 +581,7 @@ func (c *coordinator) Close() {
 	if !c.d.Closed() {
 		close(c.closing)
 	}
+	c.cancel() // prepares in flight stop at their next check
 	c.d.Close()
 	ws := make([]*workerConn, 0, len(c.conns))
 	for _, w := range c.conns {

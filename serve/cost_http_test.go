@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"net/http"
 	"reflect"
+	"slices"
 	"testing"
 
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/openai"
 )
@@ -45,10 +47,24 @@ func TestCostLimitsHTTP(t *testing.T) {
 	want.Multiple, want.MaxPixels, want.MaxWork = 1, 64*64, 64*64*14*25
 	want.MaxActivationBytes = 2 * 4 * 14 * 4 * 8 * 8 // the guided float32 latent [14, 4, 8, 8]
 	want.Machine = job.Machine{MemoryBytes: 8 << 30, Ranks: 2}
+	want.MaxQueue, want.MaxPrepares = 64, DefaultMaxPrepares()
+	want.Defaults = job.DefaultJob{Width: 64, Height: 64, NumFrames: 14, Steps: 25} // the native job fits
 	var got job.ModelLimits
 	resp, b = ts.do("GET", "/v1/limits", nil, "")
 	mustJSON(t, b, &got)
 	got.Native = job.Params{}
+	// The knobs are the synthetic family's table, each with the default a job gets.
+	var names []string
+	for _, k := range got.Knobs {
+		names = append(names, k.Name)
+		if k.Name == "steps" && k.Default != float64(25) {
+			t.Errorf("steps' default %v, want 25", k.Default)
+		}
+	}
+	if f, _ := family.Lookup("synthetic"); len(names) != len(f.Knobs()) || !slices.Contains(names, "cache_threshold") {
+		t.Errorf("knobs %v, want the synthetic family's", names)
+	}
+	got.Knobs = nil
 	if resp.StatusCode != http.StatusOK || !reflect.DeepEqual(got, want) {
 		t.Fatalf("GET /v1/limits: %d %+v, want %+v", resp.StatusCode, got, want)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/serve/job"
 )
 
@@ -35,27 +36,14 @@ func resolveMesh(nproc int, m comm.Mesh) (comm.Mesh, error) {
 	return mesh, nil
 }
 
-// checkJobMesh refuses (job.ErrBadParams, one line) a job the workers' mesh cannot run, as
-// vdpp generate refuses the same run: an unguided job on cfg 2 (no halves to split), a job
-// cut into temporal windows on cp (cp splits one clip's frames), fewer latent frames than
-// cp ranks.
+// checkJobMesh refuses (job.ErrBadParams, one line naming the knob) a job the workers'
+// mesh cannot run, as vdpp generate refuses the same run (family.Description.CheckMesh):
+// an unguided job on cfg 2 (no halves to split), a job cut into temporal windows on cp (cp
+// splits one clip's frames), fewer latent frames than cp ranks.
 func (s *Server) checkJobMesh(p job.Params) error {
 	m := s.cfg.Mesh
-	if m.CFG == 2 && !p.Guided() && p.GuidanceScale <= 1 {
-		return fmt.Errorf("%w: this server's workers run --cfg 2, the two halves of classifier-free guidance; an unguided job (max_guidance or guidance_scale at most 1) has none", job.ErrBadParams)
-	}
-	if m.CP <= 1 {
-		return nil
-	}
-	if p.Window > 0 && p.Window < p.NumFrames {
-		return fmt.Errorf("%w: this server's workers run --cp %d, which splits one clip's frames; a job cut into temporal windows (num_frames %d over window %d) cannot be split", job.ErrBadParams, m.CP, p.NumFrames, p.Window)
-	}
-	frames := p.NumFrames
-	if fm := s.gen.Description().FrameMultiple; fm > 0 {
-		frames = (p.NumFrames-1)/fm + 1
-	}
-	if m.CP > frames {
-		return fmt.Errorf("%w: this server's workers run --cp %d, but the job's latent has %d frames: every cp rank needs a frame", job.ErrBadParams, m.CP, frames)
+	if err := s.gen.Description().CheckMesh(family.Params(p), m.CFG, m.CP); err != nil {
+		return fmt.Errorf("%w: %w", job.ErrBadParams, err)
 	}
 	return nil
 }

@@ -27,6 +27,9 @@ type metricSet struct {
 	samples     prometheus.Counter
 	workerLost  prometheus.Counter
 	restarts    prometheus.Counter
+	// preparing is the prepares in flight; prepareSeconds how long each took.
+	preparing      prometheus.Gauge
+	prepareSeconds prometheus.Histogram
 	// storeQuarantined and storeRecovered count what start-up set aside or rebuilt.
 	storeQuarantined prometheus.Counter
 	storeRecovered   prometheus.Counter
@@ -55,8 +58,13 @@ func newMetrics() *metricSet {
 	m.restarts = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_worker_restarts_total", Help: "Worker processes restarted."})
 	m.storeQuarantined = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_store_quarantined_total", Help: "Index files, job records and job folders the store could not read at start-up and moved to DATA_DIR/quarantine (never deleted)."})
 	m.storeRecovered = prometheus.NewCounter(prometheus.CounterOpts{Name: "vdpp_store_recovered_total", Help: "Job records rebuilt from their folder's record.json at start-up (an index lost or behind)."})
+	m.preparing = prometheus.NewGauge(prometheus.GaugeOpts{Name: "vdpp_prepares_in_flight", Help: "Jobs whose initial sample (image decode and resize, conditioning) is being built (at most --max-prepares)."})
+	m.prepareSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "vdpp_prepare_seconds", Help: "Duration of one job's prepare (image decode and resize, conditioning, initial noise).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	})
 	m.reg.MustRegister(m.stepLatency, m.batchSize, m.submitted, m.rejected, m.failed, m.expired, m.samples, m.workerLost, m.restarts,
-		m.storeQuarantined, m.storeRecovered)
+		m.storeQuarantined, m.storeRecovered, m.preparing, m.prepareSeconds)
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vdpp_samples_per_second", Help: "Samples completed per second over the last 10 s.",
 	}, m.rate))

@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/model/lora"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/plan"
@@ -44,12 +44,6 @@ type ModelSpec struct {
 	// Weights say where the denoiser's weights come from and the type they are held in
 	// (--weights-dtype, --transformer, --transformer-2, --unet).
 	Weights family.WeightOptions
-	// DecodeChunkSize is the decode_chunk_size a job gets when its JSON leaves it out
-	// (0: all frames at once); the built-in model's decoder was trained on 7-frame chunks.
-	DecodeChunkSize int
-	// MinGuidance and MaxGuidance are the guidance weights of the first and last frame a
-	// job gets when its JSON leaves them out; both 0 means the checkpoint's.
-	MinGuidance, MaxGuidance float64
 	// StepMS and Cost are the simulator denoisers' knobs (model.Config).
 	StepMS float64
 	Cost   string
@@ -90,6 +84,18 @@ type generator interface {
 	TextConditioned() bool
 	// ParseParams parses a job's JSON parameters (see Model.ParseParams).
 	ParseParams(data []byte, lim job.Limits) (job.Params, error)
+	// ResolveParams resolves the knobs given of p over the model's defaults (see
+	// Model.ResolveParams).
+	ResolveParams(p job.Params, given knob.Given, lim job.Limits) (job.Params, error)
+	// Unknown says what a knob of another family is (see Model.Unknown).
+	Unknown(name string) string
+	// StepWork is the work of one denoising step of p (see Model.StepWork).
+	StepWork(p job.Params) float64
+	// ServedDefaults are what a job that leaves its knobs out gets (the model's defaults,
+	// or those SetServedDefaults fitted to the server); SetServedDefaults sets them before
+	// the server serves.
+	ServedDefaults() job.Params
+	SetServedDefaults(p job.Params)
 	// Activation estimates a job's step (and decode) working memory.
 	Activation() job.ActivationFunc
 	// MaxBatch is --max-batch's default.
@@ -124,8 +130,10 @@ type Model struct {
 	// switches are the steps where the model's denoiser changes in a run of steps steps
 	// (each expert's first call computes under a step cache); nil: none.
 	switches func(steps int) ([]int, error)
-	// family names the model's family, for messages.
-	family string
+	// family names the model's family, for messages; unknown says what a knob of another
+	// family's is (nil: nothing).
+	family  string
+	unknown knob.Unknown
 	// weights are the model's weight bytes by role (the family's sizes, from its configs).
 	weights plan.Weights
 	// channels are the latent channels of the model's native job.
@@ -137,9 +145,24 @@ type Model struct {
 	loraDir    string
 	checkLoRAs func(family.LoRAs) error
 
-	mu sync.Mutex
+	// mu holds one network call at a time: a token taken by lock, which gives up when the
+	// caller's context ends (a cancelled prepare does not wait for a long decode).
+	mu chan struct{}
 	s  family.Sampler // nil once closed
 }
+
+// lock takes the model for one call, or returns ctx's error first.
+func (g *Model) lock(ctx context.Context) error {
+	select {
+	case g.mu <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// unlock gives the model back.
+func (g *Model) unlock() { <-g.mu }
 
 var _ generator = (*Model)(nil)
 
@@ -217,41 +240,71 @@ func OpenModel(spec ModelSpec) (*Model, error) {
 }
 
 // NewModel wraps a loaded sampler (conditioning and decoding roles), which it owns from now
-// on, described by desc. A job's defaults are the sampler's, with spec's decode chunk and
-// spec's guidance where it sets one.
+// on, described by desc. A job's defaults are the sampler's (the folder's, for a checkpoint:
+// its vdpp_sampling.json's guidance and decode chunk); its knobs desc's, else those of the
+// sampler's registered family.
 func NewModel(s family.Sampler, desc family.Description, spec ModelSpec) *Model {
 	d := job.Params(s.DefaultParams())
-	d.DecodeChunkSize = max(spec.DecodeChunkSize, 0)
-	if spec.MinGuidance != 0 || spec.MaxGuidance != 0 {
-		d.MinGuidance, d.MaxGuidance = spec.MinGuidance, spec.MaxGuidance
-	}
 	desc.Defaults = family.Params(d)
-	g := &Model{defaults: d, desc: desc, check: s.Validate, s: s, family: s.Family(), channels: 1}
+	if desc.Knobs == nil {
+		if f, ok := family.Lookup(s.Family()); ok {
+			desc.Knobs = f.Knobs()
+		}
+	}
+	g := &Model{defaults: d, desc: desc, check: s.Validate, s: s, family: s.Family(), channels: 1, mu: make(chan struct{}, 1)}
+	if f, ok := family.Lookup(s.Family()); ok {
+		g.unknown = family.Unknown(f)
+	}
 	if est, ok := s.(family.ActivationEstimator); ok {
 		g.act = func(p job.Params) int64 { return est.StepActivationBytes(family.Params(p)) }
 	} else {
-		g.act = latentActivation(s.LatentShape)
+		g.act = latentActivation(s.LatentShape, desc)
 	}
 	return g
 }
 
 // latentActivation is the ActivationFunc of a model without its own estimate: the float32
 // latent of p (one window's for a long video), once per classifier-free guidance row.
-func latentActivation(shape func(family.Params) []int) job.ActivationFunc {
+func latentActivation(shape func(family.Params) []int, desc family.Description) job.ActivationFunc {
 	return func(p job.Params) int64 {
 		n := int64(4)
 		for _, d := range shape(family.Params(p).StepParams()) {
 			n *= int64(max(d, 1))
 		}
-		if p.Guided() {
+		if desc.Guided(family.Params(p)) {
 			n *= 2
 		}
 		return n
 	}
 }
 
-// DefaultParams are the parameters of a job whose JSON leaves them out.
+// DefaultParams are the model's own defaults (its native job: the cost limits derive from
+// it); a job that leaves its knobs out gets ServedDefaults.
 func (g *Model) DefaultParams() job.Params { return g.defaults }
+
+// ServedDefaults are the parameters of a job whose JSON leaves them out: the model's own,
+// or those the server fitted to itself (SetServedDefaults).
+func (g *Model) ServedDefaults() job.Params { return job.Params(g.desc.Defaults) }
+
+// SetServedDefaults makes p the defaults of a job that leaves its knobs out (before the
+// server serves: the model is not locked).
+func (g *Model) SetServedDefaults(p job.Params) { g.desc.Defaults = family.Params(p) }
+
+// StepWork is the work of one denoising step of p, as the stall watchdog counts it: the
+// elements of one step's latent (one window's, for a long video), twice under guidance.
+func (g *Model) StepWork(p job.Params) float64 {
+	if g.s == nil {
+		return 0
+	}
+	n := 1.0
+	for _, d := range g.s.LatentShape(family.Params(p).StepParams()) {
+		n *= float64(max(d, 1))
+	}
+	if g.desc.Guided(family.Params(p)) {
+		n *= 2
+	}
+	return n
+}
 
 // Description is the family's description of the model.
 func (g *Model) Description() family.Description { return g.desc }
@@ -297,8 +350,8 @@ func (g *Model) MaxBatch() int {
 // Scheduler is the family's scheduler of a job with parameters p: its steps and sampler
 // choice (the workers build the same from the steps and the run spec).
 func (g *Model) Scheduler(p job.Params) (sched.Scheduler, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.lock(context.Background())
+	defer g.unlock()
 	if g.s == nil {
 		return nil, ErrModelClosed
 	}
@@ -311,8 +364,8 @@ func (g *Model) Scheduler(p job.Params) (sched.Scheduler, error) {
 
 // Close releases the loaded networks; it waits for a call in progress.
 func (g *Model) Close() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.lock(context.Background())
+	defer g.unlock()
 	if g.s == nil {
 		return nil
 	}
@@ -321,19 +374,53 @@ func (g *Model) Close() error {
 	return err
 }
 
-// ParseParams parses a job's JSON parameters over the model's defaults, checks them
-// against lim (ErrTooLarge beyond, ErrBadParams for values out of range) and by the model
-// (sizes the VAE takes, frame counts, guidance). A video longer than the model's native
-// length is cut into temporal windows: window, overlap and blend are resolved against the
-// model's Description and refused with one ErrBadParams line when the model cannot run
-// them; a job of one window keeps them zero.
+// ParseParams parses a job's JSON parameters by the model's knob table (job.ParseJob: each
+// key a knob of the family's, of its kind, in its range, given once; a knob of another
+// family refused naming it), over the model's defaults, checked by the model (sizes the VAE
+// takes, frame counts) and against lim (ErrTooLarge beyond, ErrBadParams out of range),
+// with the step cache resolved (ResolveParams).
 func (g *Model) ParseParams(data []byte, lim job.Limits) (job.Params, error) {
-	p, err := job.ParseModelParams(data, g.defaults, g.desc, g.check, lim)
+	var p family.Params
+	// The LoRAs are files of the server's folder, not knobs: read beside the table.
+	data, loras, err := job.SplitLoRAs(data)
+	if err != nil {
+		return job.Params{}, err
+	}
+	given, err := g.desc.Knobs.DecodeJSON(data, &p, g.unknown)
+	if err != nil {
+		return job.Params{}, fmt.Errorf("%w: %w", job.ErrBadParams, err)
+	}
+	p.LoRAs = loras
+	return g.ResolveParams(job.Params(p), given, lim)
+}
+
+// Unknown says what a knob name that the model's table lacks is: another family's knob
+// ("applies to svd models; ..."), or "" for none.
+func (g *Model) Unknown(name string) string {
+	if g.unknown == nil {
+		return ""
+	}
+	return g.unknown(name)
+}
+
+// ResolveParams returns the job whose knobs given are set as in p, the rest the model's
+// defaults (but the seed: left out, or -1, it is drawn at random) (job.Resolve: checked together, by the model and against lim; a video longer
+// than the model's native length cut into temporal windows, a job of one window keeping
+// them zero), and its step cache filled and checked against its steps (a mode the model
+// offers). Every refusal names the knob (knob.AsError finds it).
+func (g *Model) ResolveParams(in job.Params, given knob.Given, lim job.Limits) (job.Params, error) {
+	p, err := job.Resolve(in, given, g.desc, g.check, lim)
 	if err != nil {
 		return p, err
 	}
+	p.LoRAs = in.LoRAs
 	if err := g.checkJobLoRAs(p.LoRAs); err != nil {
 		return job.Params{}, err
+	}
+	if !given["seed"] || p.Seed == knob.RandomSeed {
+		// A job that leaves its seed out (or asks -1) gets a random one, recorded in its
+		// params: the same params give the same video again.
+		p.Seed = knob.DrawSeed()
 	}
 	if !p.Cache.On() {
 		return p, nil
@@ -347,9 +434,10 @@ func (g *Model) ParseParams(data []byte, lim job.Limits) (job.Params, error) {
 		}
 	}
 	if p.Cache, err = g.desc.ResolveCache(p.Cache, p.Steps, switches, g.family); err != nil {
-		// The job's field names, not the command line's flags.
-		msg := strings.NewReplacer("--cache-", "cache_", "--cache ", "cache ").Replace(strings.TrimPrefix(err.Error(), pipeline.ErrCache.Error()+": "))
-		return job.Params{}, fmt.Errorf("%w: %s", job.ErrBadParams, msg)
+		if ke, ok := knob.AsError(err); ok {
+			return job.Params{}, fmt.Errorf("%w: %w", job.ErrBadParams, ke.With(g.desc.Knobs))
+		}
+		return job.Params{}, fmt.Errorf("%w: %s", job.ErrBadParams, strings.TrimPrefix(err.Error(), pipeline.ErrCache.Error()+": "))
 	}
 	return p, nil
 }
@@ -369,8 +457,10 @@ func (g *Model) Prepare(ctx context.Context, in family.Input, p job.Params, sc s
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	if err := g.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer g.unlock()
 	if g.s == nil {
 		return nil, ErrModelClosed
 	}
@@ -400,8 +490,10 @@ func (g *Model) Decode(ctx context.Context, latent *tensor.Dense, p job.Params) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	if err := g.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer g.unlock()
 	if g.s == nil {
 		return nil, ErrModelClosed
 	}

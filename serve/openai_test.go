@@ -112,8 +112,7 @@ func TestOpenAIFlow(t *testing.T) {
 	}
 	// The same job through the native API: the mapped parameters and the reference bits.
 	st := ts.status(strings.TrimPrefix(v.ID, "video_"))
-	want := job.Params{NumFrames: 8, Steps: 3, Height: 16, Width: 24, MinGuidance: 1, MaxGuidance: 1, FPS: 4,
-		MotionBucketID: 127, NoiseAugStrength: 0.02, Seed: 5}
+	want := job.Params{NumFrames: 8, Steps: 3, Height: 16, Width: 24, MinGuidance: 1, MaxGuidance: 1, FPS: 4, Seed: 5}
 	if !reflect.DeepEqual(st.Params, want) {
 		t.Fatalf("params %+v, want %+v", st.Params, want)
 	}

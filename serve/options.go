@@ -53,8 +53,12 @@ type Options struct {
 	Goal            string
 	MaxBatch        int
 	MaxQueue        int
-	MaxRunning      int
-	MaxRestarts     int
+	MaxPrepares     int
+	// DefaultBudget bounds, on a CPU backend, the predicted time of the defaults a job
+	// that leaves its size, length and steps out gets (negative: memory only).
+	DefaultBudget time.Duration
+	MaxRunning    int
+	MaxRestarts   int
 	// Limits are the job limits; MaxFrames and MaxImagePixels 0 are derived from the model.
 	Limits       job.Limits
 	CostMultiple float64
@@ -86,7 +90,7 @@ func DefaultOptions() Options {
 	lim := job.DefaultLimits()
 	lim.MaxFrames, lim.MaxImagePixels = 0, 0 // derived from the model
 	return Options{Listen: "127.0.0.1:8080", DataDir: "vdpp-data", Model: "builtin", StepMS: 1, Cost: "sleep",
-		Goal: "throughput", MaxQueue: 64, MaxRestarts: 100, Limits: lim, CostMultiple: job.DefaultCostMultiple,
+		Goal: "throughput", MaxQueue: 64, DefaultBudget: DefaultBudget, MaxRestarts: 100, Limits: lim, CostMultiple: job.DefaultCostMultiple,
 		HeartbeatTimeout: wire.DefaultHeartbeatTimeout, StallTimeout: 60 * time.Second, KeepJobs: job.DefaultKeepJobs}
 }
 
@@ -110,7 +114,9 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.Plan, "plan", o.Plan, `"auto": the planner picks the pp x dp mesh for --nproc devices (default 2) and the model's native job, as vdpp plan does`)
 	fs.StringVar(&o.Goal, "goal", o.Goal, "planner goal for --plan auto: throughput or latency")
 	fs.IntVar(&o.MaxBatch, "max-batch", o.MaxBatch, "samples per denoiser call (0: 4 for synthetic, 1 for a checkpoint, whose rows are not guaranteed bit-independent)")
-	fs.IntVar(&o.MaxQueue, "max-queue", o.MaxQueue, "jobs that may wait for a slot; more get 429")
+	fs.IntVar(&o.MaxQueue, "max-queue", o.MaxQueue, "places of the queue of jobs waiting for a slot, shared between clients (an API key, else an address): each may hold its share, one at least; beyond it a client gets 429 (at most twice this many wait in all)")
+	fs.DurationVar(&o.DefaultBudget, "default-budget", o.DefaultBudget, "on a CPU backend, the predicted time a job that leaves its size, length and steps out may take: the web page's and a bare OpenAI create's defaults are the largest that fit it and the memory (negative: memory only)")
+	fs.IntVar(&o.MaxPrepares, "max-prepares", o.MaxPrepares, "jobs prepared at once (image decode and resize, conditioning) beside the denoising (0: half the cores, 1 to 4)")
 	fs.IntVar(&o.MaxRunning, "max-running", o.MaxRunning, "jobs in the pipelines at once (default 2*max-batch per stage of every replica)")
 	fs.IntVar(&o.MaxRestarts, "max-restarts", o.MaxRestarts, "restarts allowed per worker rank")
 	fs.IntVar(&o.Limits.MaxFrames, "max-frames", o.Limits.MaxFrames, "largest num_frames accepted (0: derived, --max-cost-multiple times the model's native frame count, at least 25: 56 for builtin, 324 for Wan)")
@@ -172,7 +178,7 @@ func (o Options) AutoMesh() bool { return o.Plan != "" }
 func (o Options) Config(getenv func(string) string) (Config, error) {
 	cfg := Config{Listen: o.Listen, Token: o.Token, DataDir: o.DataDir,
 		Spec:     ModelSpec{Variant: o.Variant, Backend: o.Backend, StepMS: o.StepMS, Cost: o.Cost, Weights: o.Weights},
-		MaxBatch: o.MaxBatch, MaxQueue: o.MaxQueue, MaxRunning: o.MaxRunning, MaxRestarts: o.MaxRestarts,
+		MaxBatch: o.MaxBatch, MaxQueue: o.MaxQueue, MaxPrepares: o.MaxPrepares, DefaultBudget: o.DefaultBudget, MaxRunning: o.MaxRunning, MaxRestarts: o.MaxRestarts,
 		Limits: o.Limits, CostMultiple: o.CostMultiple, MaxMemory: o.MaxMemory, MinFreeBytes: o.MinFreeBytes,
 		MaxPixels: o.MaxPixels, PidFile: o.PidFile, HoldFile: o.HoldFile, HeartbeatTimeout: o.HeartbeatTimeout,
 		StallTimeout: o.StallTimeout, KeepJobs: o.KeepJobs, ServedModelNames: o.ServedNames()}
@@ -289,11 +295,11 @@ func ResolveModelSpec(name string) (ModelSpec, error) {
 }
 
 // folderSpec is the ModelSpec of the model folder dir (--model name), of the family its
-// model_index.json names: its sampling defaults are what a job gets when its JSON leaves
-// them out.
+// model_index.json names (its family's defaults, the folder's sampling defaults included,
+// are what a job gets when its JSON leaves them out).
 func folderSpec(name, dir string) (ModelSpec, error) {
-	smp, err := builtin.Sampling(name)
-	if err != nil {
+	// A vdpp_sampling.json the family would refuse at load is refused now, named.
+	if _, err := builtin.Sampling(name); err != nil {
 		return ModelSpec{}, fmt.Errorf("serve: %w", err)
 	}
 	// The folder's model_index.json names its family; a folder that does not is refused
@@ -310,8 +316,7 @@ func folderSpec(name, dir string) (ModelSpec, error) {
 			return ModelSpec{}, badOptions("--model %s is a text-to-video model (%s): serving it needs its text encoder to encode the jobs' prompts: %w", name, fam, err)
 		}
 	}
-	return ModelSpec{Name: fam, Dir: dir, DecodeChunkSize: smp.DecodeChunkSize,
-		MinGuidance: smp.MinGuidance, MaxGuidance: smp.MaxGuidance}, nil
+	return ModelSpec{Name: fam, Dir: dir}, nil
 }
 
 // WorkerOptions are the flags of `vdpp worker serve`, one worker rank a server starts

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vdpp/vdpp/builtin"
 	"github.com/vdpp/vdpp/comm"
 	"github.com/vdpp/vdpp/internal/cli"
 	"github.com/vdpp/vdpp/internal/cli/clitest"
@@ -210,19 +209,18 @@ func TestResolveModelSpec(t *testing.T) {
 		wantName string
 		wantDir  string
 		wantErr  error
-		chunk    int // the spec's default decode chunk
 	}{
-		{"folder", dir, nil, "svd", dir, nil, 0},
-		{"relative folder", filepath.Join(dir, "."), nil, "svd", dir, nil, 0},
-		{"folder with vdpp_sampling.json", tuned, nil, "svd", tuned, nil, 5},
-		{"folder with a corrupt vdpp_sampling.json", corrupt, nil, "", "", checkpoint.ErrSampling, 0},
-		{"folder without model_index.json", unreadable, nil, "", "", nil, 0},
-		{"folder of a pipeline no family runs", foreign, nil, "", "", family.ErrUnknown, 0},
-		{"synthetic", "synthetic", nil, "synthetic", "", nil, 0},
-		{"empty", "", nil, "", "", cli.ErrUsage, 0},
-		{"builtin not in this build", "builtin", nil, "", "", ErrBuiltinUnavailable, 0},
-		{"builtin resolved", "builtin", func(string) (string, error) { return builtinDir, nil }, "svd", builtinDir, nil, builtin.DecodeChunkSize},
-		{"builtin resolver fails", "builtin", func(string) (string, error) { return "", errors.New("no weights") }, "", "", nil, 0},
+		{"folder", dir, nil, "svd", dir, nil},
+		{"relative folder", filepath.Join(dir, "."), nil, "svd", dir, nil},
+		{"folder with vdpp_sampling.json", tuned, nil, "svd", tuned, nil},
+		{"folder with a corrupt vdpp_sampling.json", corrupt, nil, "", "", checkpoint.ErrSampling},
+		{"folder without model_index.json", unreadable, nil, "", "", nil},
+		{"folder of a pipeline no family runs", foreign, nil, "", "", family.ErrUnknown},
+		{"synthetic", "synthetic", nil, "synthetic", "", nil},
+		{"empty", "", nil, "", "", cli.ErrUsage},
+		{"builtin not in this build", "builtin", nil, "", "", ErrBuiltinUnavailable},
+		{"builtin resolved", "builtin", func(string) (string, error) { return builtinDir, nil }, "svd", builtinDir, nil},
+		{"builtin resolver fails", "builtin", func(string) (string, error) { return "", errors.New("no weights") }, "", "", nil},
 	}
 	defer func(r func(string) (string, error)) { resolveBuiltin = r }(resolveBuiltin)
 	for _, c := range cases {
@@ -235,7 +233,7 @@ func TestResolveModelSpec(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || spec.Name != c.wantName || spec.Dir != c.wantDir || spec.DecodeChunkSize != c.chunk {
+			if err != nil || spec.Name != c.wantName || spec.Dir != c.wantDir {
 				t.Fatalf("ResolveModelSpec(%q) = %+v, %v; want %s %s", c.model, spec, err, c.wantName, c.wantDir)
 			}
 		})

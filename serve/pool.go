@@ -226,6 +226,10 @@ type pool struct {
 	info    []httpapi.WorkerInfo
 	closing bool
 	wg      sync.WaitGroup
+	// pidMu orders the pid file's writes: each reads the ranks and writes the file under
+	// it, so the last write holds the latest pids (two ranks restarting at once, as a cfg
+	// unit's members do, never leave a dead pid behind).
+	pidMu sync.Mutex
 }
 
 // Start launches every rank; each is supervised until Close.
@@ -281,6 +285,7 @@ func (p *pool) supervise(rank int, addr string, secret []byte) {
 		p.info[rank].Restarts++
 		p.info[rank].Restarting = true
 		p.mu.Unlock()
+		p.writePids() // the dead pid leaves the file at once
 		p.Log.Warn("worker exited; restarting", "rank", rank, "err", err)
 		if p.OnRestart != nil {
 			p.OnRestart(rank)
@@ -316,7 +321,7 @@ func (p *pool) Kill(rank int) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if rank < 0 || rank >= len(p.procs) || p.procs[rank] == nil {
-		return fmt.Errorf("%w: worker rank %d", job.ErrNotFound, rank)
+		return fmt.Errorf("%w %d (this server's ranks are 0 to %d)", job.ErrNoWorker, rank, len(p.procs)-1)
 	}
 	switch in := p.info[rank]; {
 	case in.Gone:
@@ -344,14 +349,17 @@ func (p *pool) Workers() []httpapi.WorkerInfo {
 	return out
 }
 
+// writePids writes "RANK PID" for every live rank (not gone, not restarting) to PidFile.
 func (p *pool) writePids() {
 	if p.PidFile == "" {
 		return
 	}
+	p.pidMu.Lock()
+	defer p.pidMu.Unlock()
 	p.mu.Lock()
 	var b strings.Builder
 	for _, in := range p.info {
-		if !in.Gone {
+		if !in.Gone && !in.Restarting {
 			fmt.Fprintf(&b, "%d %d\n", in.Rank, in.Pid)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/vdpp/vdpp/serve/job"
@@ -114,7 +115,7 @@ func (s *Server) render(rctx context.Context, id string, st job.Status, dir stri
 	missing := func(name string) bool { _, err := os.Stat(filepath.Join(dir, name)); return err != nil }
 	if missing(mp4File) {
 		if err := s.mp4(filepath.Join(dir, mp4File), list, float64(st.Params.FPS)); err != nil {
-			return renderWriteError(err)
+			return s.renderWriteError(err)
 		}
 	}
 	for _, f := range []struct {
@@ -135,7 +136,7 @@ func (s *Server) render(rctx context.Context, id string, st job.Status, dir stri
 			return err
 		}
 		if err := writeSynced(filepath.Join(dir, f.name), buf.Bytes()); err != nil {
-			return renderWriteError(err)
+			return s.renderWriteError(err)
 		}
 	}
 	return nil
@@ -207,10 +208,23 @@ func spriteSheet(frames []image.Image, tile int) *image.NRGBA {
 }
 
 // renderWriteError is a failed write of a rendered file: a full disk is the data dir's
-// storage trouble (507), anything else stays as it is.
-func renderWriteError(err error) error {
+// storage trouble (507), anything else stays as it is. A full disk is known by the error
+// (ENOSPC, EDQUOT), by ffmpeg's words for it (its exit status wraps no errno), or by the
+// data dir having no room left when the write failed, whatever the free-space floor.
+func (s *Server) renderWriteError(err error) error {
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		return storageError(err)
 	}
+	msg := err.Error()
+	if strings.Contains(msg, "No space left on device") || strings.Contains(msg, "Disk quota exceeded") {
+		return storageError(fmt.Errorf("%w: %w", err, syscall.ENOSPC))
+	}
+	if free, ferr := s.cfg.freeBytes(); ferr == nil && free < minRenderRoom {
+		return storageError(fmt.Errorf("%w (%d bytes free in the data dir): %w", err, free, syscall.ENOSPC))
+	}
 	return err
 }
+
+// minRenderRoom is the free space below which a failed render write is taken for a full
+// disk.
+const minRenderRoom = 1 << 20

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"image"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/comm"
+	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/serve/httpapi"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/openai"
@@ -43,9 +44,9 @@ type Config struct {
 	// 2 is refused. Zero: one pipeline of NProc stages.
 	Mesh   comm.Mesh
 	Limits job.Limits
-	// MaxBatch, MaxQueue, MaxRunning: see coordConfig. MaxBatch 0 means the model's
-	// default (Model.MaxBatch: 1 for checkpoint models).
-	MaxBatch, MaxQueue, MaxRunning int
+	// MaxBatch, MaxQueue, MaxRunning, MaxPrepares: see coordConfig. MaxBatch 0 means the
+	// model's default (Model.MaxBatch: 1 for checkpoint models).
+	MaxBatch, MaxQueue, MaxRunning, MaxPrepares int
 	// MaxRestarts bounds the restarts of each worker rank.
 	MaxRestarts int
 	// StallTimeout: see coordConfig (default 60 s; negative disables).
@@ -93,6 +94,10 @@ type Config struct {
 	MaxMemory int64
 	// Memory, when set, replaces hostMemory (tests).
 	hostMemory func() int64
+	// DefaultBudget is the predicted time a job that leaves its size, length and steps
+	// out may take on a CPU backend: the served defaults are fitted to it and to the
+	// machine's memory (servedDefaults; 0: DefaultBudget; negative: memory only).
+	DefaultBudget time.Duration
 	// MinFreeBytes is the free disk space the data dir keeps: a submission that would
 	// leave less (its outputs estimated by job.DiskBytes) is refused 507 up front, and
 	// /readyz answers 503 below it. 0: job.DeriveMinFreeBytes of the model's native job;
@@ -116,19 +121,21 @@ const shutdownGrace = 2 * time.Second
 
 // Server is a running `vdpp serve`.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	store   *jobStore
-	gen     generator
-	coord   *coordinator
-	pool    *pool
-	metrics *metricSet
-	http    *http.Server
-	ln, wln net.Listener
-	done    chan struct{}
-	once    sync.Once
-	mp4     func(path string, frames []image.Image, fps float64) error
-	errc    chan error
+	cfg   Config
+	log   *slog.Logger
+	store *jobStore
+	gen   generator
+	// defaultsWhy says why the served defaults are not the model's own ("" when they are).
+	defaultsWhy string
+	coord       *coordinator
+	pool        *pool
+	metrics     *metricSet
+	http        *http.Server
+	ln, wln     net.Listener
+	done        chan struct{}
+	once        sync.Once
+	mp4         func(path string, frames []image.Image, fps float64) error
+	errc        chan error
 	// swept is closed when the sweep loop has ended (nil when none was started).
 	swept chan struct{}
 	hooks serverHooks
@@ -211,6 +218,12 @@ func New(cfg Config) (*Server, error) {
 	if s.cfg.Limits.MaxImagePixels == 0 {
 		s.cfg.Limits.MaxImagePixels = job.DeriveMaxImagePixels(gen.DefaultParams())
 	}
+	if served, why := s.servedDefaults(cfg.DefaultBudget); why != "" {
+		gen.SetServedDefaults(served)
+		s.defaultsWhy = why
+		cfg.Log.Info("default job fitted to this server", "width", served.Width, "height", served.Height,
+			"frames", served.NumFrames, "steps", served.Steps, "why", why)
+	}
 	cfg.Log.Info("cost limits", "multiple", s.cost.Multiple, "max_pixels", s.cost.MaxPixels,
 		"max_work", s.cost.MaxWork, "max_activation_bytes", s.cost.MaxActivationBytes,
 		"memory_bytes", machine.MemoryBytes, "weight_bytes", machine.WeightBytes)
@@ -234,7 +247,7 @@ func New(cfg Config) (*Server, error) {
 	// The replicas are the mesh's pipeline chains of cfg 0 and cp 0: each chain is one replica's
 	// stages in order, and each of its ranks leads its stage's unit (unit.go).
 	coord, err := newCoordinator(coordConfig{Model: gen, Store: store, Records: recs, NProc: cfg.NProc, Replicas: meshReplicas(cfg.Mesh), Mesh: cfg.Mesh,
-		MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, Metrics: m, Log: cfg.Log,
+		MaxBatch: cfg.MaxBatch, MaxQueue: cfg.MaxQueue, MaxRunning: cfg.MaxRunning, MaxPrepares: cfg.MaxPrepares, Metrics: m, Log: cfg.Log,
 		StallTimeout: stall, StepRatePrior: gen.StepSecondsPerUnit(), HoldFile: cfg.HoldFile, Now: cfg.Now})
 	if err != nil {
 		store.Close()
@@ -409,19 +422,25 @@ func (s *Server) diskOK(need int64) error {
 	return nil
 }
 
-// checkRecords checks every loaded record against its files and this server's limits and
-// model (job.CheckRecord): a record that cannot be served as it is ends failed, with its
-// reason, and is written back before anything runs.
+// checkRecords checks every loaded record against its files and this server's limits,
+// model and mesh (job.CheckRecord): a record that cannot be served as it is (a server
+// restarted with another mesh, other limits or another model) ends failed, with its reason,
+// and is written back before anything runs.
 func (s *Server) checkRecords(store *jobStore, recs []job.Record) ([]job.Record, error) {
 	admit := func(p job.Params) error {
-		data, err := json.Marshal(p)
-		if err != nil {
-			return err
+		// The stored job is resolved: its knobs are given again as they stand.
+		t := s.gen.Description().Knobs
+		_, err := s.gen.ResolveParams(p, t.NonZero((*family.Params)(&p)), s.cfg.Limits)
+		if err == nil {
+			err = s.checkJobMesh(p)
 		}
-		if _, err := s.gen.ParseParams(data, s.cfg.Limits); err != nil {
-			return err
+		if err == nil {
+			err = s.checkCost(p)
 		}
-		return s.checkCost(p)
+		if ke, ok := knob.AsError(err); ok {
+			return ke // the one line a client reads, naming the knob
+		}
+		return err
 	}
 	for i, r := range recs {
 		fixed, err := job.CheckRecord(r, store.files(r.ID), admit)

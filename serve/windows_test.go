@@ -28,8 +28,9 @@ func TestParseJobParamsWindows(t *testing.T) {
 		{`{"num_frames": 20, "window": 8, "overlap": 8}`, 0, 0, "", "overlap 8 must be shorter than window 8"},
 		{`{"num_frames": 25, "window": 20}`, 0, 0, "", "window 20 is longer than the model's 14 frames"},
 		{`{"num_frames": 6, "window": 8}`, 0, 0, "", "num_frames 6 is fewer than one window of 8"},
-		{`{"num_frames": 20, "blend": "step"}`, 0, 0, "", `blend "step" (want linear or cosine)`},
-		{`{"num_frames": 20, "window": -2}`, 0, 0, "", "window -2 must not be negative"},
+		{`{"num_frames": 20, "blend": "step"}`, 0, 0, "", `blend "step" must be one of cosine, linear`},
+		{`{"num_frames": 20, "window": -2}`, 0, 0, "", "window -2 must be in [1, 1048576]"},
+		{`{"num_frames": 20, "window": 0}`, 0, 0, "", "window 0 must be in [1, 1048576]"},
 	} {
 		p, err := syntheticModel(t).ParseParams([]byte(c.js), job.DefaultLimits())
 		if c.wantErr != "" {

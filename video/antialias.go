@@ -3,6 +3,7 @@ package video
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -147,6 +148,12 @@ func antialiasKernelSize(in, out int) (float64, int) {
 // ResizeWithAntialiasing is diffusers' SVD _resize_with_antialiasing for a [N, C, H, W]
 // tensor: a separable Gaussian blur (x then y, reflect padding) whose σ grows with the
 // downscale factor, then bicubic (a=−0.75) align_corners=True resampling to outH×outW.
+//
+// The blur is computed only where the resampling reads it (the 4×4 taps of every output
+// sample), each value exactly as the whole blur computes it, so the cost is bounded by the
+// pixels read and written whatever the aspect ratio: a kernel as wide as the downscale
+// factor runs over at most 4·outW columns (and 4·outH rows), O(H·W) in all, where blurring
+// every column of a 1048576×1 image would cost H·W·W/outW.
 func ResizeWithAntialiasing(t *tensor.Dense, outH, outW int) (*tensor.Dense, error) {
 	if len(t.Shape) != 4 || outH < 1 || outW < 1 {
 		return nil, fmt.Errorf("video: resize with antialiasing: need [N,C,H,W] and a positive size, got %v -> %dx%d", t.Shape, outW, outH)
@@ -157,7 +164,72 @@ func ResizeWithAntialiasing(t *tensor.Dense, outH, outW int) (*tensor.Dense, err
 	}
 	sy, ky := antialiasKernelSize(h, outH)
 	sx, kx := antialiasKernelSize(w, outW)
-	data := blur1D(t.Data, planes, h, w, gaussianKernel(kx, float32(sx)), true)
-	data = blur1D(data, planes, h, w, gaussianKernel(ky, float32(sy)), false)
-	return tensor.FromData(bicubicAlignCorners(data, planes, h, w, outH, outW), t.Shape[0], t.Shape[1], outH, outW)
+	gx, gy := gaussianKernel(kx, float32(sx)), gaussianKernel(ky, float32(sy))
+	// The columns and rows the bicubic taps read, and the rows the vertical blur reads
+	// for them.
+	cols := tapIndices(w, outW)
+	rows := tapIndices(h, outH)
+	front := (len(gy) - 1) / 2
+	rowsRead := make([]bool, h)
+	for _, y := range rows {
+		for j := range gy {
+			rowsRead[reflect(y+j-front, h)] = true
+		}
+	}
+	// Blurred values are stored only at the columns read (index by position in cols).
+	colAt := make([]int, w)
+	for i := range colAt {
+		colAt[i] = -1
+	}
+	for i, x := range cols {
+		colAt[x] = i
+	}
+	nc := len(cols)
+	hb := make([]float32, planes*h*nc) // the horizontal blur at (row, read column)
+	vb := make([]float32, planes*h*w)  // the whole blur where the resample reads it, zero elsewhere
+	fx := (len(gx) - 1) / 2
+	for p := 0; p < planes; p++ {
+		in := t.Data[p*h*w : (p+1)*h*w]
+		for y := 0; y < h; y++ {
+			if !rowsRead[y] {
+				continue
+			}
+			for i, x := range cols {
+				var s float32
+				for j, kj := range gx {
+					s += float32(in[y*w+reflect(x+j-fx, w)] * kj)
+				}
+				hb[(p*h+y)*nc+i] = s
+			}
+		}
+		for _, y := range rows {
+			for _, x := range cols {
+				var s float32
+				for j, kj := range gy {
+					s += float32(hb[(p*h+reflect(y+j-front, h))*nc+colAt[x]] * kj)
+				}
+				vb[(p*h+y)*w+x] = s
+			}
+		}
+	}
+	return tensor.FromData(bicubicAlignCorners(vb, planes, h, w, outH, outW), t.Shape[0], t.Shape[1], outH, outW)
+}
+
+// tapIndices lists, ascending and once each, the input indices an align_corners=True
+// bicubic resize from in to out samples reads (bicubicAlignCorners' clamped 4 taps).
+func tapIndices(in, out int) []int {
+	seen := make([]bool, in)
+	var idx []int
+	for o := range out {
+		i, _ := alignCornersIndex(in, out, o)
+		for d := -1; d <= 2; d++ {
+			k := min(max(i+d, 0), in-1)
+			if !seen[k] {
+				seen[k] = true
+				idx = append(idx, k)
+			}
+		}
+	}
+	slices.Sort(idx)
+	return idx
 }

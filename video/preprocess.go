@@ -1,6 +1,7 @@
 package video
 
 import (
+	"errors"
 	"fmt"
 	"image"
 
@@ -24,6 +25,30 @@ func planes01(pix []uint8, w, h int) []float32 {
 		}
 	}
 	return out
+}
+
+// MaxAspectSkew bounds how much an input image's aspect ratio may differ from the video's
+// (either way): preparing it stretches one axis that many times more than the other. An
+// image beyond it cannot be used (CheckAspect), and within it every resize costs a small
+// multiple of the pixels read and written.
+const MaxAspectSkew = 16
+
+// ErrAspect marks an input image whose aspect ratio the video cannot use.
+var ErrAspect = errors.New("video: aspect ratio")
+
+// CheckAspect refuses (ErrAspect) an image of w x h for a video of vw x vh whose aspect
+// ratio differs from the video's by more than MaxAspectSkew times, in one line saying so.
+func CheckAspect(w, h, vw, vh int) error {
+	if w < 1 || h < 1 || vw < 1 || vh < 1 {
+		return fmt.Errorf("%w: %dx%d for a %dx%d video", ErrAspect, w, h, vw, vh)
+	}
+	// (w/h) / (vw/vh) = w·vh / (h·vw), compared without rounding.
+	a, b := int64(w)*int64(vh), int64(h)*int64(vw)
+	if a > MaxAspectSkew*b || b > MaxAspectSkew*a {
+		return fmt.Errorf("%w: the image is %dx%d, more than %d times wider or taller than the %dx%d video: crop it closer to the video's shape",
+			ErrAspect, w, h, MaxAspectSkew, vw, vh)
+	}
+	return nil
 }
 
 // VAEInput is the SVD pipeline's video_processor.preprocess(image, height, width): a

@@ -1,10 +1,12 @@
 package video
 
 import (
+	"errors"
 	"image"
 	"image/color"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -265,5 +267,98 @@ func TestCLIPInput(t *testing.T) {
 	}
 	if _, err := CLIPInput(src, 0, CLIPMean, CLIPStd); err == nil {
 		t.Error("size 0: no error")
+	}
+}
+
+// wholeBlurResize is ResizeWithAntialiasing as diffusers writes it: both blur passes over
+// every pixel, then the bicubic resample (the reference the restricted blur must equal).
+func wholeBlurResize(t *tensor.Dense, outH, outW int) []float32 {
+	planes, h, w := t.Shape[0]*t.Shape[1], t.Shape[2], t.Shape[3]
+	sy, ky := antialiasKernelSize(h, outH)
+	sx, kx := antialiasKernelSize(w, outW)
+	data := blur1D(t.Data, planes, h, w, gaussianKernel(kx, float32(sx)), true)
+	data = blur1D(data, planes, h, w, gaussianKernel(ky, float32(sy)), false)
+	return bicubicAlignCorners(data, planes, h, w, outH, outW)
+}
+
+// Blurring only where the resample reads gives the whole blur's bits, for down- and
+// upscales, odd sizes and extreme aspect ratios.
+func TestResizeWithAntialiasingMatchesWholeBlur(t *testing.T) {
+	for _, c := range []struct{ h, w, oh, ow int }{
+		{40, 30, 7, 9}, {224, 224, 224, 224}, {300, 500, 224, 224}, {5, 7, 64, 64}, {1, 2000, 16, 16}, {3000, 1, 8, 8}, {17, 1, 1, 1}, {64, 48, 1, 3},
+	} {
+		x := tensor.New(1, 3, c.h, c.w)
+		for i := range x.Data {
+			x.Data[i] = float32(math.Sin(float64(i) * 0.37))
+		}
+		got, err := ResizeWithAntialiasing(x, c.oh, c.ow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := wholeBlurResize(x, c.oh, c.ow)
+		for i := range want {
+			if math.Float32bits(got.Data[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%dx%d -> %dx%d: value %d is %v, the whole blur's %v", c.w, c.h, c.ow, c.oh, i, got.Data[i], want[i])
+			}
+		}
+	}
+}
+
+// An image of extreme aspect ratio costs its pixels, not pixels times the downscale factor:
+// a 262144x1 image goes through the CLIP and VAE resizes (and a 1x262144 one through the
+// CLIP resize) in about the time of a 512x512 image of the same pixels; blurring every
+// column with a kernel 2341 taps wide took a thousand times longer (a 1048576x1 upload's,
+// 9361 taps, 20 minutes). Times are compared side by side (the best of a few runs each),
+// not to a clock budget. (VAEInput is PIL's resize, horizontal pass first, bit for bit: a
+// tall image's cost grows with the video's width; CheckAspect refuses such images first.)
+func TestExtremeAspectResizeIsBounded(t *testing.T) {
+	image1 := func(w, h int) *image.NRGBA {
+		img := image.NewNRGBA(image.Rect(0, 0, w, h))
+		for i := range img.Pix {
+			img.Pix[i] = uint8(i * 7)
+		}
+		return img
+	}
+	square, wide, tall := image1(512, 512), image1(1<<18, 1), image1(1, 1<<18)
+	cost := func(img *image.NRGBA, vae bool) time.Duration {
+		best := time.Duration(1 << 62)
+		for range 2 {
+			t0 := time.Now()
+			if _, err := CLIPInput(img, 224, CLIPMean, CLIPStd); err != nil {
+				t.Fatal(err)
+			}
+			if vae {
+				if _, err := VAEInput(img, 64, 64); err != nil {
+					t.Fatal(err)
+				}
+			}
+			best = min(best, time.Since(t0))
+		}
+		return best
+	}
+	for _, c := range []struct {
+		name string
+		img  *image.NRGBA
+		vae  bool
+	}{{"262144x1", wide, true}, {"1x262144", tall, false}} {
+		base, got := cost(square, c.vae), cost(c.img, c.vae)
+		if got > 10*base+50*time.Millisecond {
+			t.Errorf("%s: %v, against %v for 512x512: the resize's cost is not bounded by the pixels", c.name, got, base)
+		}
+	}
+}
+
+func TestCheckAspect(t *testing.T) {
+	for _, c := range []struct {
+		w, h, vw, vh int
+		ok           bool
+	}{
+		{1024, 576, 1024, 576, true}, {64, 64, 1024, 64, true}, {1024, 64, 64, 64, true}, {1025, 64, 64, 64, false},
+		{1 << 20, 1, 64, 64, false}, {1, 1 << 20, 64, 64, false}, {1, 16, 16, 1, false}, {1, 1, 1, 16, true},
+	} {
+		err := CheckAspect(c.w, c.h, c.vw, c.vh)
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrAspect)) {
+			t.Errorf("%dx%d for %dx%d: %v, want ok %v", c.w, c.h, c.vw, c.vh, err, c.ok)
+		}
 	}
 }

@@ -88,11 +88,12 @@ func TestGenerateCacheBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--steps", "8", "--cache", "teacache"}, `--cache "teacache"`},
-		{[]string{"--steps", "8", "--cache", "fbcache", "--cache-threshold", "0"}, "--cache-threshold 0 must be > 0"},
-		{[]string{"--steps", "8", "--cache", "deepcache"}, "the wan family offers fbcache, static"},
+		{[]string{"--steps", "8", "--cache", "teacache"}, `flag --cache: "teacache" must be one of none, fbcache, deepcache, static`},
+		{[]string{"--steps", "8", "--cache", "fbcache", "--cache-threshold", "0"}, "flag --cache-threshold: 0 must be in (0, 1000]"},
+		{[]string{"--steps", "8", "--cache", "deepcache"}, `--cache "deepcache" must be one of none, fbcache, static`},
+		{[]string{"--steps", "8", "--cache-threshold", "0.1"}, "--cache-threshold applies to --cache fbcache only, and no cache is set"},
 		{[]string{"--steps", "8", "--cache", "static", "--cache-steps", "0-7"}, "computes every step"},
-		{[]string{"--steps", "8", "--cache", "static", "--cache-steps", "0,x"}, `--cache-steps "0,x"`},
+		{[]string{"--steps", "8", "--cache", "static", "--cache-steps", "0,x"}, `flag --cache-steps: "0,x": "x" is not a step`},
 		{[]string{"--steps", "2", "--cache", "fbcache"}, "nothing can be reused"},
 	} {
 		out, err := exec.Command(vdpp(t), append(common, c.args...)...).CombinedOutput()

@@ -103,7 +103,7 @@ func TestMistakesAreOneClearLine(t *testing.T) {
 		{[]string{"generate", "--model", "builtin", "--image", "x.png", "--nproc", "0"},
 			"vdpp generate: --nproc 0: a run needs at least 1 process"},
 		{[]string{"generate", "--model", "builtin", "--image", "x.png", "--height", "128"},
-			"vdpp generate: --height 128 without --width: set both (or neither, for the model's 64x64)"},
+			"vdpp generate: --height without --width: give both (or neither, for the model's)"},
 		{[]string{"bench", "--model", "synthetic", "--nproc", "3", "--steps", "2"}, "vdpp bench: --steps 2 < 3 pipeline stages"},
 		{[]string{"nosuchcommand"}, `vdpp: unknown command "nosuchcommand" (vdpp help lists the commands)`},
 		// A mistyped model name: the nearest built-in name, and no package prefix.

@@ -108,7 +108,7 @@ func TestGenerateMeshes(t *testing.T) {
 	}{
 		{[]string{"--cfg", "2", "--max-guidance", "1", "--min-guidance", "1"}, "--cfg 2 runs the two halves of classifier-free guidance on two ranks, but this run is not guided"},
 		{[]string{"--nproc", "3", "--pp", "2"}, "--nproc 3 but --pp 2 x --cfg 1 x --cp 1 x --dp 1 = 2 processes"},
-		{[]string{"--cp", "3"}, "--cp 3 > the latent's 2 frames"},
+		{[]string{"--cp", "3"}, "the mesh runs --cp 3, but --num-frames 2 gives a latent of 2 frames: every cp rank needs one"},
 		{[]string{"--plan", "auto", "--pp", "2"}, "--plan auto chooses --pp/--cfg/--cp/--dp itself"},
 	} {
 		code, _, stderr := vdppIn(t, dir, append(append(tiny, "--out", "bad"), tc.args...)...)

@@ -43,6 +43,7 @@ import (
 	"github.com/vdpp/vdpp/internal/buildinfo"
 	"github.com/vdpp/vdpp/internal/cli"
 	_ "github.com/vdpp/vdpp/model/families" // every model family and simulator
+	"github.com/vdpp/vdpp/model/knob"
 )
 
 // command is one subcommand: its name, a one-line summary (the command list), its usage
@@ -181,7 +182,12 @@ func isUsage(err error) bool {
 // repeated paths go too (cli.CleanError), and a built-in model's extracted folder is
 // named as the user named it ("builtin-wan", not ~/.cache/vdpp/builtin-wan-<hash>).
 func errorLine(name string, err error) string {
-	msg := builtinNames(cli.CleanError(err.Error()))
+	msg := err.Error()
+	if ke, ok := knob.AsError(err); ok {
+		// A refused job parameter, named as the command line spells it (--cache-branch).
+		msg = strings.Replace(msg, ke.Error(), ke.In(knob.Flags), 1)
+	}
+	msg = builtinNames(cli.CleanError(msg))
 	for {
 		trimmed := strings.TrimPrefix(msg, name+": ")
 		trimmed = strings.TrimPrefix(trimmed, errUsage.Error()+": ")

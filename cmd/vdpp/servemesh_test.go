@@ -70,7 +70,7 @@ func TestServeMeshes(t *testing.T) {
 			if tc.name == "cp2" {
 				// A job of one latent frame has no frame for the second cp rank.
 				code, body := sp.submit(map[string][]byte{"params": []byte(`{"num_frames":1,"steps":2}`), "image": img})
-				if code != http.StatusBadRequest || !strings.Contains(string(body), "every cp rank needs a frame") {
+				if code != http.StatusBadRequest || !strings.Contains(string(body), "every cp rank needs one") {
 					t.Fatalf("a one-frame job on cp=2: %d %s", code, body)
 				}
 			}

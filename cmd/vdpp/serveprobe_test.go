@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"mime/multipart"
 	"net/http"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,8 +72,8 @@ func TestServeFaultProbeFindings(t *testing.T) {
 
 	// Window fields: a negative overlap is refused as a negative window is.
 	for params, want := range map[string]string{
-		`{"num_frames":20,"overlap":-1}`: "overlap -1 must not be negative",
-		`{"num_frames":20,"window":-2}`:  "window -2 must not be negative",
+		`{"num_frames":20,"overlap":-1}`: "overlap -1 must be in [0, 1048576]",
+		`{"num_frames":20,"window":-2}`:  "window -2 must be in [1, 1048576]",
 	} {
 		code, b := sp.submit(map[string][]byte{"params": []byte(params), "image": img})
 		if code != http.StatusBadRequest || !strings.Contains(string(b), want) {
@@ -168,5 +170,59 @@ func TestServeFaultDiskFull(t *testing.T) {
 	}
 	if n := sp.metric("vdpp_jobs_submitted_total"); n != 0 {
 		t.Fatalf("%v jobs accepted with the disk full", n)
+	}
+}
+
+// TestServeProbeF7PidFileAfterUnitRestart: --worker-pid-file kept a dead rank's pid after a
+// cfg unit restarted (both members restart at once, and a stale write of one landed after
+// the fresh one). The file is rewritten for every exit and restart, in order: once the unit
+// has formed again it lists exactly the live ranks' pids.
+func TestServeProbeF7PidFileAfterUnitRestart(t *testing.T) {
+	sp := startServe(t, serveOptions{}, "--model", "synthetic", "--nproc", "2", "--cfg", "2")
+	before := readPids(t, sp.pids)
+	if len(before) != 2 {
+		t.Fatalf("pids %v", before)
+	}
+	for round := range 3 {
+		if err := syscall.Kill(before[1], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		var live []int
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			_, b := sp.get("/v1/admin/workers")
+			var ws []struct {
+				Pid        int  `json:"pid"`
+				Connected  bool `json:"connected"`
+				Restarting bool `json:"restarting"`
+			}
+			json.Unmarshal(b, &ws)
+			live = live[:0]
+			for _, w := range ws {
+				if w.Connected && !w.Restarting && w.Pid != before[0] && w.Pid != before[1] {
+					live = append(live, w.Pid)
+				}
+			}
+			if len(live) == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the unit never came back: %s\n%s", round, b, lastLines(sp.stderr.String(), 20))
+			}
+		}
+		sp.waitReady()
+		slices.Sort(live)
+		// The file is written just after each start: it may trail the join by a moment,
+		// never by more.
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			got := readPids(t, sp.pids)
+			slices.Sort(got)
+			if slices.Equal(got, live) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the pid file lists %v, the live ranks are %v", round, got, live)
+			}
+		}
+		before = readPids(t, sp.pids)
 	}
 }

@@ -1,10 +1,10 @@
 package family
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
@@ -69,9 +69,13 @@ func (d Description) ResolveCache(c pipeline.Cache, steps int, switches []int, f
 		if !slices.Contains(pipeline.CacheModes, c.Mode) {
 			offered = strings.Join(pipeline.CacheModes, ", ")
 		}
-		return c, fmt.Errorf("%w: --cache %s: the %s family offers %s", pipeline.ErrCache, c.Mode, fam, offered)
+		return c, d.Knobs.Errorf("cache", "{cache} %s: the %s family offers %s", c.Mode, fam, offered).Mark(pipeline.ErrCache)
 	}
-	return c.Resolve(steps, switches)
+	c, err := c.Resolve(steps, switches)
+	if ke, ok := knob.AsError(err); ok {
+		return c, ke.With(d.Knobs)
+	}
+	return c, err
 }
 
 // CacheCost returns the cost of rule on the resolved model for one sample's latent

@@ -7,6 +7,7 @@ import (
 
 	_ "github.com/vdpp/vdpp/model/families"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/tensor"
 )
 
@@ -82,7 +83,7 @@ func ExampleDecodeParts() {
 func ExampleDescription_ResolveWindows() {
 	d := family.Description{Defaults: family.Params{NumFrames: 81}, FrameMultiple: 4,
 		Windowing: family.Windowing{Window: 81, Overlap: 20, Blend: "cosine"}}
-	p, err := d.ResolveWindows(family.Params{NumFrames: 161, Overlap: -1}, "--")
+	p, err := d.ResolveWindows(family.Params{NumFrames: 161, Overlap: -1})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -91,10 +92,15 @@ func ExampleDescription_ResolveWindows() {
 	starts, _ := w.Starts(d.LatentFrames(p.NumFrames))
 	fmt.Printf("video frames: window %d overlap %d %s\n", p.Window, p.Overlap, p.Blend)
 	fmt.Printf("latent frames: %d in windows of %d sharing %d, starting at %v\n", d.LatentFrames(p.NumFrames), w.Size, w.Overlap, starts)
-	_, err = d.ResolveWindows(family.Params{NumFrames: 161, Window: 80, Overlap: -1}, "--")
-	fmt.Println(err)
+	_, err = d.ResolveWindows(family.Params{NumFrames: 161, Window: 80, Overlap: -1})
+	// Each surface names the knob in its spelling: flags on the command line, JSON names
+	// on the server's native API.
+	ke, _ := knob.AsError(err)
+	fmt.Println(ke.In(knob.Flags))
+	fmt.Println(ke.In(knob.JSON))
 	// Output:
 	// video frames: window 81 overlap 20 cosine
 	// latent frames: 41 in windows of 21 sharing 5, starting at [0 16 20]
-	// family: bad parameters: --window 80: the model's causal VAE compresses time by 4, so a window takes 1 + 4k frames (e.g. 77 or 81)
+	// --window 80: the model's causal VAE compresses time by 4, so a window takes 1 + 4k frames (e.g. 77 or 81)
+	// window 80: the model's causal VAE compresses time by 4, so a window takes 1 + 4k frames (e.g. 77 or 81)
 }

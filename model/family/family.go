@@ -37,6 +37,7 @@ import (
 	"github.com/vdpp/vdpp/internal/cli"
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
@@ -45,13 +46,15 @@ import (
 // ErrUnknown is returned by Resolve for a --model value no family claims.
 var ErrUnknown = errors.New("family: unknown model")
 
-// ErrParams marks generation parameters a model cannot run.
-var ErrParams = errors.New("family: bad parameters")
+// ErrParams marks generation parameters a model cannot run (knob.ErrParams: every
+// *knob.Error wraps it).
+var ErrParams = knob.ErrParams
 
 // Params are the knobs of one generation, the same for every surface (the flags of
-// `vdpp generate`, a server job's JSON, eval's settings). A family reads the fields it uses
-// and its Validate refuses values it cannot run; fields another family adds (Wan's second
-// guidance scale) are ignored by the others.
+// `vdpp generate`, a server job's JSON, eval's settings). A field is a knob when a family's
+// table (Family.Knobs) declares its JSON name: adding a knob is a field here and an entry
+// in the tables of the families that read it. A family reads the fields of its table and
+// its Validate refuses values it cannot run; fields of another family's knobs stay zero.
 type Params struct {
 	NumFrames        int     `json:"num_frames"`
 	Steps            int     `json:"steps"`
@@ -287,6 +290,9 @@ type Description struct {
 	VAETiling bool
 	// Caching is what the denoiser can reuse between steps (zero: nothing).
 	Caching Caching
+	// Knobs are the family's job parameters (Family.Knobs; Resolved.Describe fills them):
+	// what a job may set, their ranges, and how every surface spells them.
+	Knobs knob.Table
 	// Schedulers are the samplers the model offers (Params.Scheduler), the folder's own
 	// first; FlowShift is the folder's flow shift, 0 for a model that is not a flow model
 	// (which takes no flow_shift).
@@ -344,6 +350,9 @@ type Family interface {
 	Preflight(dir string, o Options) error
 	// Describe reads what the folder says about generations, without loading weights.
 	Describe(dir string) (Description, error)
+	// Knobs is the family's knob table: every Params field a job of the family may set,
+	// the common ones (knob.Common) with the family's own, declared under model/<family>.
+	Knobs() knob.Table
 	// Open loads the folder (dir is "" for families that need none) for o's roles.
 	Open(dir string, o Options) (Sampler, error)
 }
@@ -389,6 +398,13 @@ func Names() []string {
 	return out
 }
 
+// FamilyNames lists the registered family names (no aliases), sorted.
+func FamilyNames() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return sortedNames()
+}
+
 // Lookup returns the family registered as name.
 func Lookup(name string) (Family, bool) {
 	mu.RLock()
@@ -397,8 +413,14 @@ func Lookup(name string) (Family, bool) {
 	return f, ok
 }
 
-// Describe describes the resolved model (see Family.Describe).
-func (r Resolved) Describe() (Description, error) { return r.Family.Describe(r.Dir) }
+// Describe describes the resolved model (see Family.Describe), its Knobs the family's.
+func (r Resolved) Describe() (Description, error) {
+	d, err := r.Family.Describe(r.Dir)
+	if err == nil && d.Knobs == nil {
+		d.Knobs = r.Family.Knobs()
+	}
+	return d, err
+}
 
 // Resolved is what a --model value names.
 type Resolved struct {

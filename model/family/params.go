@@ -3,42 +3,25 @@ package family
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
 	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/knob"
 )
 
-// FamilyParams are the Params fields, by JSON name, that only some families read: SVD's
-// per-frame guidance ramp, motion and noise conditioning, decode chunk and VAE tiling, and
-// a text-to-video model's CFG scales. Every family reads the other fields (frames, steps,
-// size, seed, frame rate, windows).
-var FamilyParams = []string{
-	"min_guidance", "max_guidance", "motion_bucket_id", "noise_aug_strength", "decode_chunk_size", "vae_tile",
-	"guidance_scale", "guidance_scale_2",
-}
+// A family's job parameters are its knob table (Family.Knobs, package model/knob): every
+// Params field a job may set, declared once under model/<family>, from which generate's
+// flags, the server's native and OpenAI fields and its web form are derived. A knob of
+// another family's table is refused on a model of this one, naming the families it
+// belongs to (Unknown, RefuseUnread).
 
-// ParamReader is implemented by families that read only some of FamilyParams: ReadsParam
-// says whether the family reads the Params field name (a JSON name of FamilyParams). A
-// family that does not implement it is taken to read them all.
-type ParamReader interface {
-	ReadsParam(name string) bool
-}
+// Reads reports whether family f has the knob name (a Params JSON name) in its table.
+// Commands refuse a knob whose family does not have it, rather than accept and ignore it.
+func Reads(f Family, name string) bool { return f.Knobs().Has(name) }
 
-// Reads reports whether family f reads the Params field name (JSON name): always for a
-// field every family reads, else as f's ParamReader says. Commands refuse a flag whose
-// field the model's family does not read, rather than accept and ignore it.
-func Reads(f Family, name string) bool {
-	if !slices.Contains(FamilyParams, name) {
-		return true
-	}
-	r, ok := f.(ParamReader)
-	return !ok || r.ReadsParam(name)
-}
-
-// ReadersOf lists the registered families that read the Params field name, sorted: what a
-// refusal names as the families the flag belongs to.
+// ReadersOf lists the registered families that have the knob name, sorted: what a refusal
+// names as the families the knob belongs to.
 func ReadersOf(name string) []string {
 	mu.RLock()
 	defer mu.RUnlock()
@@ -52,8 +35,32 @@ func ReadersOf(name string) []string {
 	return out
 }
 
+// AllKnobs is the union of every registered family's knobs (knob.Union, families in name
+// order): what a command that takes any model registers as flags.
+func AllKnobs() knob.Table {
+	mu.RLock()
+	defer mu.RUnlock()
+	var tables []knob.Table
+	for _, n := range sortedNames() {
+		tables = append(tables, families[n].Knobs())
+	}
+	return knob.Union(tables...)
+}
+
+// Unknown returns what a surface says of a knob name that family f's table lacks: the
+// families it belongs to, or "" for a name no family has.
+func Unknown(f Family) knob.Unknown {
+	return func(name string) string {
+		owners := ReadersOf(name)
+		if len(owners) == 0 {
+			return ""
+		}
+		return fmt.Sprintf("applies to %s models; this model is in the %s family, which does not read it", joinOr(owners), f.Name())
+	}
+}
+
 // Knob is a command-line flag that sets a Params field: the flag's name, the field's JSON
-// name, and whether the user set it.
+// name, and whether the user set it (commands whose flags are not all knobs: bench).
 type Knob struct {
 	Flag, Param string
 	Set         bool
@@ -67,24 +74,51 @@ func RefuseUnread(f Family, model string, knobs []Knob) error {
 		if !k.Set || Reads(f, k.Param) {
 			continue
 		}
-		owners := ReadersOf(k.Param)
-		belongs := "no model family shipped here"
-		if len(owners) > 0 {
-			belongs = joinOr(owners) + " models"
-		}
 		var own []string
 		for _, o := range knobs {
 			if Reads(f, o.Param) {
 				own = append(own, "--"+o.Flag)
 			}
 		}
-		msg := fmt.Sprintf("--%s applies to %s; --model %s is in the %s family, which does not read it", k.Flag, belongs, model, f.Name())
-		if len(own) > 0 {
-			msg += " (its own: " + strings.Join(own, " ") + ")"
-		}
-		return errors.New(msg)
+		return refusal("--"+k.Flag, k.Param, f, model, own)
 	}
 	return nil
+}
+
+// RefuseGiven is RefuseUnread for knobs given by name, spelled as flags: the first given
+// knob that f's table lacks, naming the families it belongs to and f's own knobs among
+// those of table (the flags the command registered).
+func RefuseGiven(f Family, model string, table knob.Table, given knob.Given) error {
+	own := f.Knobs()
+	for _, name := range given.Names(table) {
+		if own.Has(name) {
+			continue
+		}
+		k, _ := table.Lookup(name)
+		var mine []string
+		common := knob.Common(knob.ModeFB, knob.ModeDeep, knob.ModeStatic)
+		for _, o := range own {
+			if !common.Has(o.Name) && table.Has(o.Name) {
+				mine = append(mine, o.Spell(knob.Flags))
+			}
+		}
+		return refusal(k.Spell(knob.Flags), name, f, model, mine)
+	}
+	return nil
+}
+
+// refusal is the error of a knob (spelled as flag) that family f does not read.
+func refusal(flag, name string, f Family, model string, own []string) error {
+	owners := ReadersOf(name)
+	belongs := "no model family shipped here"
+	if len(owners) > 0 {
+		belongs = joinOr(owners) + " models"
+	}
+	msg := fmt.Sprintf("%s applies to %s; --model %s is in the %s family, which does not read it", flag, belongs, model, f.Name())
+	if len(own) > 0 {
+		msg += " (its own: " + strings.Join(own, " ") + ")"
+	}
+	return errors.New(msg)
 }
 
 // joinOr joins names as "a", "a or b", "a, b or c".

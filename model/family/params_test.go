@@ -1,15 +1,54 @@
 package family_test
 
 import (
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	_ "github.com/vdpp/vdpp/model/families"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
+	"github.com/vdpp/vdpp/pipeline"
 )
 
-// Each family-specific field is read by the families that use it, and a knob set for a
-// family that does not read it is refused naming the families it belongs to.
+// Every family's knob table names Params fields of the right type, and every Params field
+// is a knob of some family (but the LoRAs: files, which each command and the server check
+// against the model, not values of a range): a knob is one field and one table entry, never
+// half of one.
+func TestKnobTables(t *testing.T) {
+	var all []knob.Table
+	for _, name := range family.FamilyNames() {
+		f, _ := family.Lookup(name)
+		tab := f.Knobs()
+		if err := tab.CheckFields(&family.Params{}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		for _, want := range knob.Common().Names() {
+			if !tab.Has(want) {
+				t.Errorf("%s lacks the common knob %s", name, want)
+			}
+		}
+		all = append(all, tab)
+	}
+	union := knob.Union(all...)
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[family.Params]()) {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous || name == "" || name == "lora" || name == "lora_2" {
+			continue
+		}
+		if !union.Has(name) {
+			t.Errorf("Params.%s (%q) is in no family's knob table", f.Name, name)
+		}
+	}
+	// The cache modes the tables offer are the pipeline's.
+	if got := []string{knob.ModeNone, knob.ModeFB, knob.ModeDeep, knob.ModeStatic}; !slices.Equal(got, pipeline.CacheModes) {
+		t.Errorf("knob's cache modes %v, pipeline's %v", got, pipeline.CacheModes)
+	}
+}
+
+// Each family-specific knob is read by the families whose table has it, and a knob set for
+// a family that does not read it is refused naming the families it belongs to.
 func TestReadsAndRefuseUnread(t *testing.T) {
 	for param, want := range map[string]string{
 		"guidance_scale": "wan", "max_guidance": "dummy svd synthetic", "motion_bucket_id": "svd", "num_frames": "dummy svd synthetic wan",
@@ -29,8 +68,11 @@ func TestReadsAndRefuseUnread(t *testing.T) {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 	wan, _ := family.Lookup("wan")
-	err = family.RefuseUnread(wan, "wan-dev", []family.Knob{{Flag: "motion-bucket-id", Param: "motion_bucket_id", Set: true}})
-	if err == nil || !strings.Contains(err.Error(), "--motion-bucket-id applies to svd models; --model wan-dev is in the wan family") {
+	err = family.RefuseGiven(wan, "wan-dev", family.AllKnobs(), knob.Given{"motion_bucket_id": true, "steps": true})
+	if err == nil || !strings.Contains(err.Error(), "--motion-bucket-id applies to svd models; --model wan-dev is in the wan family, which does not read it (its own: --guidance-scale --guidance-scale-2)") {
 		t.Fatalf("got %v", err)
+	}
+	if got := family.Unknown(wan)("max_guidance"); got != "applies to dummy, svd or synthetic models; this model is in the wan family, which does not read it" {
+		t.Fatalf("Unknown: %q", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/vdpp/vdpp/model"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/sched"
 	"github.com/vdpp/vdpp/tensor"
@@ -45,10 +46,19 @@ func (Denoisers) Claims(string) bool { return false }
 // NeedsDir implements Family.
 func (Denoisers) NeedsDir() bool { return false }
 
-// ReadsParam implements ParamReader: the per-frame guidance ramp Prepare draws (the
-// simulators stand in for SVD's denoiser); no other family-specific field.
-func (Denoisers) ReadsParam(name string) bool {
-	return name == "min_guidance" || name == "max_guidance"
+// Knobs implements Family: the common knobs (the cache modes of a model with CacheReuse)
+// and the per-frame guidance ramp Prepare draws (the simulators stand in for SVD's
+// denoiser).
+func (d Denoisers) Knobs() knob.Table {
+	var modes []string
+	if d.CacheReuse > 0 {
+		modes = []string{pipeline.CacheFB, pipeline.CacheStatic}
+	}
+	return append(knob.Common(modes...),
+		knob.Knob{Name: "min_guidance", Kind: knob.Float, Min: 0, Max: 100, AtMost: "max_guidance", Group: knob.Advanced,
+			Help: "guidance weight of the first frame"},
+		knob.Knob{Name: "max_guidance", OpenAIAlso: []string{"guidance_scale"}, Kind: knob.Float, Min: 0, Max: 100, Mesh: knob.Guides, Group: knob.Basic,
+			Help: "guidance weight of the last frame; above 1 turns classifier-free guidance on"})
 }
 
 // Preflight implements Family: a simulator has no weights a file could replace.
@@ -97,21 +107,25 @@ type denoiserSampler struct {
 
 func (s *denoiserSampler) Family() string { return s.fam.Model }
 
-// DefaultParams are SVD's defaults at a 64x64 size.
+// DefaultParams are SVD's defaults at a 64x64 size, of the knobs the simulators read.
 func (s *denoiserSampler) DefaultParams() Params {
-	return Params{NumFrames: 14, Steps: 25, Height: 64, Width: 64, MinGuidance: 1, MaxGuidance: 3,
-		FPS: 7, MotionBucketID: 127, NoiseAugStrength: 0.02}
+	return Params{NumFrames: 14, Steps: 25, Height: 64, Width: 64, MinGuidance: 1, MaxGuidance: 3, FPS: 7}
 }
 
 // simScale is the simulators' latent downsampling factor (SVD's VAE's).
 const simScale = 8
 
 func (s *denoiserSampler) Validate(p Params) error {
-	if p.NumFrames < 1 || p.Steps < 1 || p.Height < simScale || p.Width < simScale || p.Height%simScale != 0 || p.Width%simScale != 0 {
-		return fmt.Errorf("%w: %d frames, %d steps, %dx%d (sizes: positive multiples of %d)", ErrParams, p.NumFrames, p.Steps, p.Width, p.Height, simScale)
-	}
-	if p.MinGuidance > p.MaxGuidance {
-		return fmt.Errorf("%w: min guidance %v > max guidance %v", ErrParams, p.MinGuidance, p.MaxGuidance)
+	t := s.fam.Knobs()
+	switch {
+	case p.NumFrames < 1:
+		return t.Errorf("num_frames", "{num_frames} %d: a video needs at least 1 frame", p.NumFrames)
+	case p.Steps < 1:
+		return t.Errorf("steps", "{steps} %d: a run needs at least 1 step", p.Steps)
+	case p.Height < simScale || p.Width < simScale || p.Height%simScale != 0 || p.Width%simScale != 0:
+		return t.Errorf("width", "{width} %d and {height} %d must be positive multiples of %d", p.Width, p.Height, simScale)
+	case p.MinGuidance > p.MaxGuidance:
+		return t.Errorf("min_guidance", "{min_guidance} %v is above {max_guidance} %v", p.MinGuidance, p.MaxGuidance)
 	}
 	return Description{Schedulers: sched.KarrasSamplers}.CheckScheduler(p.SchedulerChoice)
 }

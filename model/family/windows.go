@@ -1,8 +1,6 @@
 package family
 
 import (
-	"fmt"
-
 	"github.com/vdpp/vdpp/pipeline"
 )
 
@@ -45,11 +43,11 @@ func (d Description) LatentFrames(frames int) int {
 // cut in latent frames: a window must be 1 + T·k frames (1 + k latent frames) and an overlap
 // a multiple of T. Bad values (an overlap not shorter than the window, a window longer than
 // the model's native length, a video shorter than the window asked for, a window or
-// overlap that does not map to whole latent frames, an unknown blend) are one line each
-// wrapping ErrParams, the parameters named with prefix ("--" for flags, "" for JSON).
-func (d Description) ResolveWindows(p Params, prefix string) (Params, error) {
-	bad := func(format string, args ...any) (Params, error) {
-		return p, fmt.Errorf("%w: "+format, append([]any{ErrParams}, args...)...)
+// overlap that does not map to whole latent frames, an unknown blend) are one *knob.Error
+// each, naming the knobs (rendered in the caller's spelling).
+func (d Description) ResolveWindows(p Params) (Params, error) {
+	bad := func(name, format string, args ...any) (Params, error) {
+		return p, d.Knobs.Errorf(name, format, args...)
 	}
 	native, t := d.Defaults.NumFrames, d.timeFactor()
 	if d.Windowing.Window > 0 {
@@ -63,19 +61,19 @@ func (d Description) ResolveWindows(p Params, prefix string) (Params, error) {
 	}
 	switch {
 	case p.Blend != "linear" && p.Blend != "cosine":
-		return bad("%sblend %q (want linear or cosine)", prefix, p.Blend)
+		return bad("blend", "{blend} %q (want linear or cosine)", p.Blend)
 	case p.Window < 0:
-		return bad("%swindow %d must not be negative", prefix, p.Window)
+		return bad("window", "{window} %d must not be negative", p.Window)
 	case d.Defaults.NumFrames > 0 && p.Window > d.Defaults.NumFrames:
-		return bad("%swindow %d is longer than the model's %d frames", prefix, p.Window, d.Defaults.NumFrames)
+		return bad("window", "{window} %d is longer than the model's %d frames", p.Window, d.Defaults.NumFrames)
 	case p.Window > 0 && p.NumFrames < p.Window:
-		return bad("%snum%sframes %d is fewer than one %swindow of %d", prefix, sep(prefix), p.NumFrames, prefix, p.Window)
+		return bad("window", "{num_frames} %d is fewer than one {window} of %d", p.NumFrames, p.Window)
 	case t > 1 && p.Window > 0 && (p.Window-1)%t != 0:
-		return bad("%swindow %d: the model's causal VAE compresses time by %d, so a window takes 1 + %dk frames (e.g. %d or %d)",
-			prefix, p.Window, t, t, max(1, (p.Window-1)/t*t+1), ((p.Window-1)/t+1)*t+1)
+		return bad("window", "{window} %d: the model's causal VAE compresses time by %d, so a window takes 1 + %dk frames (e.g. %d or %d)",
+			p.Window, t, t, max(1, (p.Window-1)/t*t+1), ((p.Window-1)/t+1)*t+1)
 	case t > 1 && p.Overlap > 0 && p.Overlap%t != 0:
-		return bad("%soverlap %d: the model's causal VAE compresses time by %d, so an overlap is a multiple of %d frames (e.g. %d or %d)",
-			prefix, p.Overlap, t, t, p.Overlap/t*t, (p.Overlap/t+1)*t)
+		return bad("overlap", "{overlap} %d: the model's causal VAE compresses time by %d, so an overlap is a multiple of %d frames (e.g. %d or %d)",
+			p.Overlap, t, t, p.Overlap/t*t, (p.Overlap/t+1)*t)
 	}
 	if p.Window == 0 {
 		p.Window = native
@@ -91,7 +89,7 @@ func (d Description) ResolveWindows(p Params, prefix string) (Params, error) {
 		}
 	}
 	if p.Overlap >= p.Window {
-		return bad("%soverlap %d must be shorter than %swindow %d", prefix, p.Overlap, prefix, p.Window)
+		return bad("overlap", "{overlap} %d must be shorter than {window} %d", p.Overlap, p.Window)
 	}
 	return p, nil
 }
@@ -106,14 +104,6 @@ func (p Params) StepParams() Params {
 		p.NumFrames = p.Window
 	}
 	return p
-}
-
-// sep is the word separator of a parameter name: "-" for flags, "_" for JSON fields.
-func sep(prefix string) string {
-	if prefix == "" {
-		return "_"
-	}
-	return "-"
 }
 
 // Windows returns the engine's windowing of p (resolved by ResolveWindows) in latent frames,

@@ -125,6 +125,22 @@ func deviceTensor(b backends.Backend, d *tensor.Dense) (*tensors.Tensor, error) 
 // Backend returns the backend the weights live on.
 func (w *Weights) Backend() backends.Backend { return w.backend }
 
+// Free releases the weights' backend buffers now, so their memory leaves the process at
+// the next collection instead of when the last reference to them goes (a Program built on
+// them, a stepper holding the model). Nothing may use the weights, or a Program built on
+// them, afterwards; freeing twice does nothing.
+func (w *Weights) Free() error {
+	if w.ctx == nil {
+		return nil
+	}
+	err := catch(w.ctx.Finalize)
+	w.ctx = nil
+	if err != nil {
+		return fmt.Errorf("nn: freeing the weights: %w", err)
+	}
+	return nil
+}
+
 // Bytes returns the memory held by the weights (4 bytes per float32 element, the held
 // bytes of a tensor held compact).
 func (w *Weights) Bytes() int64 { return w.bytes }

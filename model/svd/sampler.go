@@ -45,16 +45,6 @@ func (svdFamily) Name() string             { return FamilyName }
 func (svdFamily) NeedsDir() bool           { return true }
 func (svdFamily) Claims(class string) bool { return class == PipelineClass || class == "" }
 
-// ReadsParam implements family.ParamReader: SVD's guidance ramp, motion and noise
-// conditioning, decode chunk and VAE tiling; not a text model's CFG scales.
-func (svdFamily) ReadsParam(name string) bool {
-	switch name {
-	case "min_guidance", "max_guidance", "motion_bucket_id", "noise_aug_strength", "decode_chunk_size", "vae_tile":
-		return true
-	}
-	return false
-}
-
 func (svdFamily) Preflight(dir string, o family.Options) error {
 	if err := o.Weights.Check(FamilyName, unet.Component); err != nil {
 		return err

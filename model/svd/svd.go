@@ -17,7 +17,7 @@ package svd
 
 import (
 	"errors"
-	"fmt"
+	"strings"
 
 	"github.com/gomlx/gomlx/backends"
 
@@ -31,14 +31,9 @@ import (
 	"github.com/vdpp/vdpp/sched"
 )
 
-// ErrParams is returned for generation parameters the checkpoint cannot serve; it is also
-// family.ErrParams (errors.Is).
-var ErrParams error = paramsError{}
-
-type paramsError struct{}
-
-func (paramsError) Error() string        { return "svd: bad parameters" }
-func (paramsError) Is(target error) bool { return target == family.ErrParams }
+// ErrParams is returned for generation parameters the checkpoint cannot serve: it is
+// family.ErrParams (the errors are *knob.Error, naming the knob).
+var ErrParams = family.ErrParams
 
 // Parts selects the components a process loads.
 type Parts struct {
@@ -225,15 +220,15 @@ func (p *Pipeline) Validate(pr Params) error {
 	f := p.VAEConfig.DownsampleFactor()
 	switch {
 	case pr.NumFrames < 1:
-		return fmt.Errorf("%w: %d frames", ErrParams, pr.NumFrames)
+		return Knobs.Errorf("num_frames", "{num_frames} %d: a video needs at least 1 frame", pr.NumFrames)
 	case pr.Steps < 1:
-		return fmt.Errorf("%w: %d steps", ErrParams, pr.Steps)
+		return Knobs.Errorf("steps", "{steps} %d: a run needs at least 1 step", pr.Steps)
 	case pr.Height < f || pr.Width < f || pr.Height%f != 0 || pr.Width%f != 0:
-		return fmt.Errorf("%w: %dx%d: height and width must be positive multiples of %d", ErrParams, pr.Width, pr.Height, f)
+		return Knobs.Errorf("width", "{width} %d and {height} %d must be positive multiples of %d (the VAE's factor)", pr.Width, pr.Height, f)
 	case pr.MinGuidance > pr.MaxGuidance:
-		return fmt.Errorf("%w: min guidance %v > max guidance %v", ErrParams, pr.MinGuidance, pr.MaxGuidance)
+		return Knobs.Errorf("min_guidance", "{min_guidance} %v is above {max_guidance} %v", pr.MinGuidance, pr.MaxGuidance)
 	case pr.VAETile < -1:
-		return fmt.Errorf("%w: VAE tile %d pixels", ErrParams, pr.VAETile)
+		return Knobs.Errorf("vae_tile", "{vae_tile} %d (0: off, -1: the VAE's sample_size)", pr.VAETile)
 	}
 	if _, err := p.tiling(pr); err != nil {
 		return err
@@ -248,7 +243,7 @@ func (p *Pipeline) Validate(pr Params) error {
 func checkCacheBranch(cfg unet.Config, c pipeline.Cache) error {
 	if c.On() && c.Mode != pipeline.CacheStatic {
 		if n := unet.Branches(cfg); c.Branch < 0 || c.Branch >= n {
-			return fmt.Errorf("%w: --cache-branch %d: the UNet has branches 0..%d", ErrParams, c.Branch, n-1)
+			return Knobs.Errorf("cache_branch", "{cache_branch} %d: the UNet has branches 0..%d", c.Branch, n-1)
 		}
 	}
 	return nil
@@ -264,7 +259,7 @@ func (p *Pipeline) tiling(pr Params) (vae.Tiling, error) {
 		t.Sample = p.VAEConfig.SampleSize
 	}
 	if err := t.Check(p.VAEConfig.DownsampleFactor()); err != nil {
-		return vae.Tiling{}, fmt.Errorf("%w: %w", ErrParams, err)
+		return vae.Tiling{}, Knobs.Errorf("vae_tile", "{vae_tile} %d: %s", pr.VAETile, strings.TrimPrefix(err.Error(), vae.ErrInput.Error()+": "))
 	}
 	return t, nil
 }

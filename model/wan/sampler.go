@@ -52,12 +52,6 @@ func (wanFamily) Name() string             { return FamilyName }
 func (wanFamily) NeedsDir() bool           { return true }
 func (wanFamily) Claims(class string) bool { return isWanClass(class) }
 
-// ReadsParam implements family.ParamReader: the CFG scales (the second the low-noise
-// expert's); none of SVD's conditioning knobs.
-func (wanFamily) ReadsParam(name string) bool {
-	return name == "guidance_scale" || name == "guidance_scale_2"
-}
-
 // Preflight implements family.Family: the folder's structure, the configs of every
 // component o's roles load and their weights files, without reading weights.
 func (wanFamily) Preflight(dir string, o family.Options) error {
@@ -421,15 +415,17 @@ func (s *Sampler) Validate(p family.Params) error {
 	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 }
 	switch {
 	case p.NumFrames < 1 || (p.NumFrames-1)%tf != 0:
-		return fmt.Errorf("%w: --num-frames %d: the causal VAE takes 1 + %dk frames", family.ErrParams, p.NumFrames, tf)
+		return Knobs.Errorf("num_frames", "{num_frames} %d: the model's causal VAE takes 1 + %dk frames (e.g. %d or %d)", p.NumFrames, tf, max(1, (p.NumFrames-1)/tf*tf+1), (max(p.NumFrames-1, 0)/tf+1)*tf+1)
 	case p.Height < m || p.Width < m || p.Height%m != 0 || p.Width%m != 0:
-		return fmt.Errorf("%w: --width %d --height %d must be positive multiples of %d (VAE factor x patch)", family.ErrParams, p.Width, p.Height, m)
+		return Knobs.Errorf("width", "{width} %d and {height} %d must be positive multiples of %d (the VAE's factor times the patch)", p.Width, p.Height, m)
 	case p.Steps < 1:
-		return fmt.Errorf("%w: --steps %d", family.ErrParams, p.Steps)
-	case !finite(p.GuidanceScale) || !finite(p.GuidanceScale2):
-		return fmt.Errorf("%w: guidance scales %v, %v must be finite and >= 0", family.ErrParams, p.GuidanceScale, p.GuidanceScale2)
+		return Knobs.Errorf("steps", "{steps} %d: a run needs at least 1 step", p.Steps)
+	case !finite(p.GuidanceScale):
+		return Knobs.Errorf("guidance_scale", "{guidance_scale} %v must be finite and >= 0", p.GuidanceScale)
+	case !finite(p.GuidanceScale2):
+		return Knobs.Errorf("guidance_scale_2", "{guidance_scale_2} %v must be finite and >= 0", p.GuidanceScale2)
 	case p.GuidanceScale2 != 0 && !s.Folder.HasBoundary:
-		return fmt.Errorf("%w: guidance_scale_2 needs a two-expert model (model_index.json boundary_ratio)", family.ErrParams)
+		return Knobs.Errorf("guidance_scale_2", "{guidance_scale_2} needs a two-expert model (model_index.json boundary_ratio)")
 	}
 	return s.describeSchedulers().CheckScheduler(p.SchedulerChoice)
 }
@@ -758,13 +754,14 @@ func (s *Sampler) WeightTypes() map[string]int64 {
 	return out
 }
 
-// ReleaseDenoiser implements family.DenoiserReleaser: it closes the experts (their weights
-// leave the process); the VAE and the encoders stay.
+// ReleaseDenoiser implements family.DenoiserReleaser: it releases the experts (their
+// weights' buffers are freed at once, transformer.Model.Release, though the stepper still
+// refers to them); the VAE and the encoders stay.
 func (s *Sampler) ReleaseDenoiser() error {
 	var errs []error
 	for i, m := range s.Experts {
 		if m != nil {
-			errs = append(errs, m.Close())
+			errs = append(errs, m.Release())
 			s.Experts[i] = nil
 		}
 	}

@@ -123,7 +123,7 @@ func generateW(t *testing.T, dir string, in family.Input, p family.Params, stage
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p, err = desc.ResolveWindows(p, "--"); err != nil {
+			if p, err = desc.ResolveWindows(p); err != nil {
 				t.Fatal(err)
 			}
 			if wl.windows = desc.Windows(p, s); wl.windows == nil {

@@ -29,6 +29,10 @@ type Prepare struct {
 	Image, LastImage bool
 }
 
+// CancelPrepare: stop building job Job's initial sample (it was cancelled); Prepared
+// follows with the prepare's error.
+type CancelPrepare struct{ Job *Job }
+
 // Run: send a batch of Rows samples to Worker: run Item from its step to End of a
 // Steps-step schedule.
 type Run struct {
@@ -100,6 +104,8 @@ const (
 	MetricStepLatency
 	MetricWorkerLost
 	MetricExpired
+	// MetricPreparing sets the gauge of prepares in flight to V.
+	MetricPreparing
 )
 
 // Metric: observe V (or count once) in metric Kind; Stage labels step latencies, At dates
@@ -111,7 +117,8 @@ type Metric struct {
 	At    time.Time
 }
 
-func (a Prepare) String() string { return "prepare " + a.Job.rec.ID }
+func (a Prepare) String() string       { return "prepare " + a.Job.rec.ID }
+func (a CancelPrepare) String() string { return "cancel-prepare " + a.Job.rec.ID }
 func (a Run) String() string {
 	s := fmt.Sprintf("run r%d b%d [%d,%d)", a.Worker.rank, a.b.id, a.b.start, a.End)
 	for _, it := range a.b.items {

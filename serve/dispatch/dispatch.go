@@ -32,13 +32,31 @@ type Dispatcher struct {
 	rate stepRate
 	// out collects the actions of the events since the last take.
 	out []Action
+	// gone remembers the places (seq) of the last jobs forgotten (deleted or expired), in
+	// the order they left, so a list that continues after one of them continues from where
+	// it stood (Page); at most goneKeep of them.
+	gone      map[string]uint64
+	goneOrder []string
+	// preparing counts the jobs whose initial sample is being built (at most
+	// MaxPrepares at once); queuedBy the queued jobs (and reservations) of each client;
+	// served the admission number of each client's last admitted job (round robin).
+	preparing  int
+	queuedBy   map[string]int
+	served     map[string]uint64
+	admissions uint64
 }
+
+// goneKeep bounds how many forgotten jobs' places Page remembers.
+const goneKeep = 4096
 
 // Limits are what the dispatcher decides with: batch size, queue and slot bounds, how many
 // batches a worker may hold, re-runs before a job fails, the stall watchdog's base time.
 type Limits struct {
 	MaxBatch, MaxQueue, MaxRunning, Depth, MaxAttempts int
-	StallTimeout                                       time.Duration
+	// MaxPrepares bounds the jobs whose initial sample (decode, resize, conditioning) is
+	// built at once, beside the denoising (0: 1).
+	MaxPrepares  int
+	StallTimeout time.Duration
 	// StepRatePrior is the seconds of one unit of step work the watchdog assumes until a
 	// step has been measured (0: StallTimeout alone bounds a first step).
 	StepRatePrior float64
@@ -75,6 +93,8 @@ type Job struct {
 	// completing: the last step came back and the output is being written; a cancel is too
 	// late now (409).
 	completing bool
+	// preparing: the job's initial sample is being built (a Prepare in flight).
+	preparing bool
 }
 
 // item is a running sample: the dispatcher keeps its latest latent (the last one a worker
@@ -124,7 +144,9 @@ type Worker struct {
 }
 
 func New(lim Limits) *Dispatcher {
-	return &Dispatcher{lim: lim, jobs: map[string]*Job{}, workers: map[int]*Worker{}, counts: map[job.State]int{}}
+	lim.MaxPrepares = max(lim.MaxPrepares, 1)
+	return &Dispatcher{lim: lim, jobs: map[string]*Job{}, workers: map[int]*Worker{}, counts: map[job.State]int{},
+		queuedBy: map[string]int{}, served: map[string]uint64{}}
 }
 
 // Take returns the actions of the events handled since the last call.
@@ -193,6 +215,7 @@ func (d *Dispatcher) Load(recs []job.Record, now time.Time) {
 			continue
 		}
 		d.queue = append(d.queue, j)
+		d.queuedBy[j.rec.Client]++
 		d.persist(j) // the restart count
 	}
 	d.admit(now)
@@ -208,19 +231,51 @@ func cmpSeq(a, b uint64) int {
 	return 0
 }
 
-// Reserve takes a place in the queue for a submission whose files are being written and
-// returns its sequence number.
-func (d *Dispatcher) Reserve(now time.Time) (uint64, error) {
+// Reserve takes a place in the queue for a submission of client whose files are being
+// written and returns its sequence number. The queue is shared fairly: each client may
+// hold its share of the MaxQueue places (MaxQueue over the clients with jobs queued, itself
+// included, at least one), so a client with nothing queued always has room, and one
+// client's burst, refused beyond its share, never refuses another; in all the queue holds
+// at most twice MaxQueue. A refusal is ErrQueueFull, saying which.
+func (d *Dispatcher) Reserve(client string, now time.Time) (uint64, error) {
 	if d.closed {
 		return 0, job.ErrClosed
 	}
-	if len(d.queue)+d.reserving >= d.lim.MaxQueue {
+	total, mine, share := len(d.queue)+d.reserving, d.queuedBy[client], d.share(client)
+	switch {
+	case mine >= share:
+		d.metric(MetricRejected, 0, 1, now)
+		return 0, fmt.Errorf("%w: your %d queued jobs are your share of the queue (%d places, clients waiting: %d)", job.ErrQueueFull, mine, d.lim.MaxQueue, d.waitingClients(client))
+	case total >= 2*d.lim.MaxQueue:
 		d.metric(MetricRejected, 0, 1, now)
 		return 0, job.ErrQueueFull
 	}
 	d.reserving++
+	d.queuedBy[client]++
 	d.nextSeq++
 	return d.nextSeq, nil
+}
+
+// waitingClients counts the clients with jobs queued, client included.
+func (d *Dispatcher) waitingClients(client string) int {
+	n := len(d.queuedBy)
+	if d.queuedBy[client] == 0 {
+		n++
+	}
+	return n
+}
+
+// share is how many queued jobs client may hold: the queue's places over the clients
+// waiting, at least one.
+func (d *Dispatcher) share(client string) int {
+	return max(1, d.lim.MaxQueue/d.waitingClients(client))
+}
+
+// unqueue takes one of client's queued jobs (or reservations) off its count.
+func (d *Dispatcher) unqueue(client string) {
+	if d.queuedBy[client]--; d.queuedBy[client] <= 0 {
+		delete(d.queuedBy, client)
+	}
 }
 
 // Submitted ends a reservation: with err == nil rec (written to the store) joins the queue
@@ -228,6 +283,7 @@ func (d *Dispatcher) Reserve(now time.Time) (uint64, error) {
 func (d *Dispatcher) Submitted(rec job.Record, img []byte, err error, now time.Time) (*Job, error) {
 	d.reserving--
 	if err != nil {
+		d.unqueue(rec.Client)
 		return nil, err
 	}
 	j := &Job{rec: rec, img: img, stage: -1, created: rec.CreatedAt, recVer: 1, savedVer: 1}
@@ -280,12 +336,23 @@ func (d *Dispatcher) RecordSaved(j *Job, ver uint64, err error) {
 	}
 }
 
-// admit moves queued jobs into free slots, FIFO.
+// agingLimit is how long a queued job may wait before it is admitted ahead of its
+// client's cheaper ones (the cheapest-prepare-first order never starves a large upload).
+const agingLimit = 10 * time.Second
+
+// admit moves queued jobs into free slots while the prepare pool has room, in the
+// scheduler's order (next).
 func (d *Dispatcher) admit(now time.Time) {
-	for len(d.queue) > 0 && d.running < d.lim.MaxRunning && !d.closed {
-		j := d.queue[0]
-		d.queue = d.queue[1:]
+	for len(d.queue) > 0 && d.running < d.lim.MaxRunning && d.preparing < d.lim.MaxPrepares && !d.closed {
+		i := d.next(now)
+		j := d.queue[i]
+		d.queue = slices.Delete(d.queue, i, i+1)
+		d.unqueue(j.rec.Client)
+		d.admissions++
+		d.served[j.rec.Client] = d.admissions
 		d.running++
+		d.preparing++
+		j.preparing = true
 		d.setState(j, job.StateRunning)
 		j.started = time.Time{} // a requeued job starts again: its queue time is since it was submitted
 		d.jobLog(slog.LevelInfo, j, "job started", now)
@@ -293,26 +360,80 @@ func (d *Dispatcher) admit(now time.Time) {
 		t := now.UTC()
 		j.rec.StartedAt = &t
 		d.touch(j)
+		d.metric(MetricPreparing, 0, float64(d.preparing), now)
 		d.emit(Prepare{Job: j, ID: j.rec.ID, Params: j.rec.Params, Prompt: j.rec.Prompt, Img: j.img,
 			Image: j.rec.HasImage(), LastImage: j.rec.LastImage})
 	}
 }
 
-// Prepared: job j's initial sample is built (it), or failed (err).
+// next picks the queued job to admit: round robin between clients (the client whose last
+// admission is the oldest, one never served first), and within a client the job whose
+// prepare costs least (its input's pixels and the video's frame size), unless one has
+// waited agingLimit, which goes first by submission. Ties go by submission.
+func (d *Dispatcher) next(now time.Time) int {
+	best := -1
+	better := func(a, b *Job) bool { // within one client
+		aged := func(j *Job) bool { return now.Sub(j.created) >= agingLimit }
+		switch {
+		case aged(a) != aged(b):
+			return aged(a)
+		case aged(a):
+			return a.rec.Seq < b.rec.Seq
+		case prepareCost(a) != prepareCost(b):
+			return prepareCost(a) < prepareCost(b)
+		}
+		return a.rec.Seq < b.rec.Seq
+	}
+	heads := map[string]int{} // each client's pick
+	for i, j := range d.queue {
+		if h, ok := heads[j.rec.Client]; !ok || better(j, d.queue[h]) {
+			heads[j.rec.Client] = i
+		}
+	}
+	for c, i := range heads {
+		if best < 0 {
+			best = i
+			continue
+		}
+		bc := d.queue[best].rec.Client
+		if d.served[c] < d.served[bc] || (d.served[c] == d.served[bc] && d.queue[i].rec.Seq < d.queue[best].rec.Seq) {
+			best = i
+		}
+	}
+	return best
+}
+
+// prepareCost estimates the work of building j's initial sample: the pixels of its input
+// image read and of its video's frame written.
+func prepareCost(j *Job) int64 {
+	return j.rec.InputPixels + int64(j.rec.Params.Width)*int64(j.rec.Params.Height)
+}
+
+// Preparing is how many jobs' initial samples are being built.
+func (d *Dispatcher) Preparing() int { return d.preparing }
+
+// Prepared: job j's initial sample is built (it), or failed (err). A job cancelled while
+// it was prepared ends cancelled whatever the prepare returned (its context was cancelled).
 func (d *Dispatcher) Prepared(j *Job, s *Sample, err error, now time.Time) {
 	j.img = nil
+	if j.preparing {
+		j.preparing = false
+		d.preparing--
+		d.metric(MetricPreparing, 0, float64(d.preparing), now)
+	}
 	switch {
 	case d.closed:
-	case err != nil:
-		d.end(j, job.StateFailed, err.Error(), now)
 	case j.cancelReq:
 		d.end(j, job.StateCancelled, "", now)
+	case err != nil:
+		d.end(j, job.StateFailed, err.Error(), now)
 	default:
 		it := &item{job: j, latent: s.Latent, cond: s.Cond, guidance: s.Guidance, windows: s.Windows, cache: s.Cache,
 			cacheReuse: s.CacheReuse, prepared: now, sched: s.Sched}
 		j.it = it
 		d.readyItem(it)
 		d.dispatch(now)
+		d.admit(now) // the prepare pool has room again
 	}
 }
 
@@ -456,6 +577,7 @@ func (d *Dispatcher) Cancel(id string, now time.Time) (*Job, uint64, error) {
 	case j.rec.State == job.StateQueued:
 		if i := slices.Index(d.queue, j); i >= 0 {
 			d.queue = slices.Delete(d.queue, i, i+1)
+			d.unqueue(j.rec.Client)
 		}
 		d.end(j, job.StateCancelled, "", now)
 	case !j.cancelReq:
@@ -463,6 +585,9 @@ func (d *Dispatcher) Cancel(id string, now time.Time) (*Job, uint64, error) {
 		j.rec.CancelRequested = true
 		d.persist(j)
 		d.touch(j)
+		if j.preparing {
+			d.emit(CancelPrepare{Job: j}) // the prepare stops at once and ends the job
+		}
 		if it := j.it; it != nil {
 			if it.batch == nil {
 				d.end(j, job.StateCancelled, "", now)
@@ -569,9 +694,18 @@ func (d *Dispatcher) Remove(id string) (rec job.Record, done bool, err error) {
 	return j.rec, true, nil
 }
 
-// forget drops j from memory: from then on it is unknown.
+// forget drops j from memory: from then on it is unknown (but for its place in the list).
 func (d *Dispatcher) forget(j *Job) {
 	delete(d.jobs, j.rec.ID)
+	if d.gone == nil {
+		d.gone = map[string]uint64{}
+	}
+	if len(d.goneOrder) >= goneKeep {
+		delete(d.gone, d.goneOrder[0])
+		d.goneOrder = d.goneOrder[1:]
+	}
+	d.gone[j.rec.ID] = j.rec.Seq
+	d.goneOrder = append(d.goneOrder, j.rec.ID)
 	d.counts[j.rec.State]--
 	d.touch(j) // event streams wake up, find no job and end
 	d.emit(Forget{j})
@@ -776,15 +910,22 @@ func (d *Dispatcher) Connected(rank int) bool { return d.workers[rank] != nil }
 
 // Page returns the status at now of up to limit jobs in submission order (newest first
 // when desc) that come after the job with id after ("" starts at the beginning), and
-// whether more follow. An after id the dispatcher does not hold is job.ErrNotFound.
+// whether more follow. An after id of a job deleted or expired since (one of the last
+// goneKeep) continues from where that job stood; an id the dispatcher never held (or
+// forgot before a restart) is job.ErrNotFound.
 func (d *Dispatcher) Page(after string, limit int, desc bool, now time.Time) ([]job.Status, bool, error) {
 	var from uint64
 	if after != "" {
 		j, ok := d.Lookup(after)
-		if !ok {
+		switch {
+		case ok:
+			from = j.rec.Seq
+		case d.gone[after] != 0:
+			// A job deleted since the client read it: the list goes on from its place.
+			from = d.gone[after]
+		default:
 			return nil, false, job.NotFound(after)
 		}
-		from = j.rec.Seq
 	}
 	all := make([]*Job, 0, len(d.jobs))
 	for _, j := range d.jobs {

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -120,10 +121,11 @@ func (s *sim) event(op, arg byte) {
 	d := s.d
 	switch op % 15 {
 	case 0: // submit
-		if seq, err := d.Reserve(s.now); err == nil {
+		client := fmt.Sprint("c", arg%3) // three clients share the queue
+		if seq, err := d.Reserve(client, s.now); err == nil {
 			s.ids++
-			rec := job.Record{ID: fmt.Sprintf("%016x", s.ids), Seq: seq, State: job.StateQueued, CreatedAt: s.now,
-				Params: job.Params{Steps: 1 + int(arg)%5, NumFrames: 1, Height: 8, Width: 8}}
+			rec := job.Record{ID: fmt.Sprintf("%016x", s.ids), Seq: seq, State: job.StateQueued, CreatedAt: s.now, Client: client,
+				InputPixels: int64(arg) * 1000, Params: job.Params{Steps: 1 + int(arg)%5, NumFrames: 1, Height: 8, Width: 8}}
 			d.Submitted(rec, nil, nil, s.now)
 		}
 	case 1: // a prepare finishes
@@ -249,10 +251,27 @@ func (s *sim) check() {
 	if running != d.running || d.running > d.lim.MaxRunning {
 		t.Fatalf("running = %d, running jobs %d, max %d", d.running, running, d.lim.MaxRunning)
 	}
+	byClient := map[string]int{}
 	for i, j := range d.queue {
 		if j.rec.State != job.StateQueued || (i > 0 && d.queue[i-1].rec.Seq >= j.rec.Seq) {
 			t.Fatalf("queue[%d]: job %s %s out of order or not queued", i, j.rec.ID, j.rec.State)
 		}
+		byClient[j.rec.Client]++
+	}
+	if len(d.queue) > 2*d.lim.MaxQueue {
+		t.Fatalf("%d jobs queued, more than twice MaxQueue %d", len(d.queue), d.lim.MaxQueue)
+	}
+	if d.reserving == 0 && !maps.Equal(byClient, d.queuedBy) {
+		t.Fatalf("queued by client %v, counted %v", byClient, d.queuedBy)
+	}
+	preparing := 0
+	for _, j := range d.jobs {
+		if j.preparing {
+			preparing++
+		}
+	}
+	if preparing != d.preparing || d.preparing > d.lim.MaxPrepares {
+		t.Fatalf("preparing = %d, jobs preparing %d, max %d", d.preparing, preparing, d.lim.MaxPrepares)
 	}
 	where := map[*item]string{}
 	for i, it := range d.ready {

@@ -113,10 +113,17 @@ func (h *dharness) step(line string) {
 	f := strings.Fields(line)
 	var err error
 	switch f[0] {
-	case "submit":
+	case "submit": // submit NAME STEPS [CLIENT [INPUT_PIXELS]]
+		client, pixels := "", int64(0)
+		if len(f) > 3 {
+			client = f[3]
+		}
+		if len(f) > 4 {
+			pixels = int64(atoi(t, f[4]))
+		}
 		var seq uint64
-		if seq, err = h.d.Reserve(h.now); err == nil {
-			rec := job.Record{ID: jobID(f[1]), Seq: seq, State: job.StateQueued, CreatedAt: h.now,
+		if seq, err = h.d.Reserve(client, h.now); err == nil {
+			rec := job.Record{ID: jobID(f[1]), Seq: seq, State: job.StateQueued, CreatedAt: h.now, Client: client, InputPixels: pixels,
 				Params: job.Params{Steps: atoi(t, f[2]), NumFrames: 1, Height: 8, Width: 8}}
 			_, err = h.d.Submitted(rec, []byte("img"), nil, h.now)
 		}
@@ -259,6 +266,9 @@ func runDispatch(t *testing.T, lim Limits, script []string) []string {
 	}
 	if lim.Depth == 0 {
 		lim.Depth = 2
+	}
+	if lim.MaxPrepares == 0 {
+		lim.MaxPrepares = lim.MaxRunning // the cases on admission and batching prepare every admitted job at once
 	}
 	if lim.MaxAttempts == 0 {
 		lim.MaxAttempts = 8

@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 )
@@ -25,9 +28,32 @@ func tokenMatches(header, want string) bool {
 	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
+// ClientOf names a request's client for the queue's fair share: the digest of its API key
+// when it presents one (clients that share a server through keys of their own are told
+// apart), else the host of its remote address. ClientOf is pure.
+func ClientOf(r *http.Request) string {
+	if key, ok := bearerToken(r.Header.Get("Authorization")); ok {
+		sum := sha256.Sum256([]byte(key))
+		return "key:" + hex.EncodeToString(sum[:8])
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "addr:" + host
+}
+
+// ErrNoRoute is a request for a path the server has no route for (404 no_route);
+// ErrMethod one with a method the path does not take (405 method_not_allowed).
+var (
+	ErrNoRoute = errors.New("no such route")
+	ErrMethod  = errors.New("method not allowed")
+)
+
 // jsonRouteErrors answers what mux has no handler for as JSON: 405 with Allow for a known
-// path with another method, 404 no_route otherwise.
-func jsonRouteErrors(mux *http.ServeMux) http.Handler {
+// path with another method, 404 no_route otherwise; in OpenAI's shape where oa (when not
+// nil) answers the request's route (an OpenAI id or route under /v1/videos).
+func jsonRouteErrors(mux *http.ServeMux, oa OpenAI) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, pattern := mux.Handler(r)
 		if pattern != "" {
@@ -36,13 +62,17 @@ func jsonRouteErrors(mux *http.ServeMux) http.Handler {
 		}
 		probe := &headerCapture{header: http.Header{}}
 		h.ServeHTTP(probe, r)
+		err := ErrNoRoute
 		if probe.status == http.StatusMethodNotAllowed {
 			w.Header().Set("Allow", probe.header.Get("Allow"))
-			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
-				fmt.Errorf("method %s not allowed here (allowed: %s)", r.Method, probe.header.Get("Allow")))
+			err = fmt.Errorf("%w: %s here (allowed: %s)", ErrMethod, r.Method, probe.header.Get("Allow"))
+		}
+		if oa != nil && oa.Route(r) {
+			oa.Fail(w, err, "")
 			return
 		}
-		writeError(w, http.StatusNotFound, "no_route", errors.New("no such route"))
+		st, code := ErrorStatus(err)
+		writeError(w, st, code, err)
 	})
 }
 

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/video"
 )
@@ -46,6 +47,13 @@ type Model interface {
 	// ParseParams parses a job's JSON parameters over the model's defaults and checks them
 	// against lim and the model (job.ErrBadParams, job.ErrTooLarge).
 	ParseParams(data []byte, lim job.Limits) (job.Params, error)
+	// ResolveParams resolves a job whose knobs given are set in p over the model's
+	// defaults, checked as ParseParams checks (the OpenAI API sets the knobs from its
+	// fields).
+	ResolveParams(p job.Params, given knob.Given, lim job.Limits) (job.Params, error)
+	// Unknown says what a knob name of another family's table is ("applies to svd
+	// models; ..."), "" for a name no family has.
+	Unknown(name string) string
 	// Description is the family's description of the model (frame multiple, windows).
 	Description() family.Description
 	// TextConditioned reports whether jobs give a prompt rather than an image.
@@ -70,9 +78,13 @@ type WorkerInfo struct {
 // Backend is the server's core as the HTTP layer (and the OpenAI adapter) asks it.
 type Backend interface {
 	Model() Model
-	// CheckImage checks an upload before it is queued: a PNG or JPEG whose size and
-	// decoding cost the server accepts (video.ErrNotImage, job.ErrTooLarge).
-	CheckImage(data []byte) error
+	// ImageSize reads an upload's header: a PNG or JPEG of a size the server accepts
+	// (video.ErrNotImage, job.ErrTooLarge), its width and height; nothing is decoded.
+	ImageSize(data []byte) (w, h int, err error)
+	// CheckImage checks an upload for job p before it is queued: a shape p's video can
+	// use (job.ErrBadParams), a decoding cost the server accepts (job.ErrTooLarge), pixels
+	// that decode; it returns the image's pixels.
+	CheckImage(data []byte, p job.Params) (int64, error)
 	// CheckCost refuses (a *job.CostError) a job the served model cannot run within its
 	// cost limits.
 	CheckCost(p job.Params) error
@@ -198,8 +210,12 @@ func ErrorStatus(err error) (int, string) {
 	switch {
 	case IsMaxBytes(err):
 		return http.StatusRequestEntityTooLarge, "body_too_large"
-	case errors.Is(err, job.ErrNotFound):
+	case errors.Is(err, job.ErrNotFound), errors.Is(err, job.ErrNoWorker):
 		return http.StatusNotFound, "not_found"
+	case errors.Is(err, ErrNoRoute):
+		return http.StatusNotFound, "no_route"
+	case errors.Is(err, ErrMethod):
+		return http.StatusMethodNotAllowed, "method_not_allowed"
 	case errors.Is(err, job.ErrQueueFull):
 		return http.StatusTooManyRequests, "queue_full"
 	case errors.Is(err, job.ErrCostLimit):
@@ -289,10 +305,13 @@ func (a *API) Handler() http.Handler {
 		oa.Register(mux)
 	}
 	a.registerWeb(mux)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	health := func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Connection", "close") // a health probe never holds a connection open
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	}
+	mux.HandleFunc("GET /healthz", health)
+	mux.HandleFunc("GET /health", health) // the spelling other servers (vLLM, SGLang) answer
+
 	mux.HandleFunc("GET /readyz", a.handleReady)
 	mux.HandleFunc("GET /v1/limits", func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusOK, a.cfg.Backend.Limits())
@@ -302,7 +321,7 @@ func (a *API) Handler() http.Handler {
 	}
 	mux.HandleFunc("GET /v1/admin/workers", a.admin(a.handleWorkers))
 	mux.HandleFunc("POST /v1/admin/workers/{rank}/kill", a.admin(a.handleKill))
-	return a.recoverer(a.auth(jsonRouteErrors(mux)))
+	return a.recoverer(a.auth(jsonRouteErrors(mux, oa)))
 }
 
 // byID sends a request whose {id} the OpenAI adapter owns to it, others to native.
@@ -332,7 +351,7 @@ func (a *API) recoverer(h http.Handler) http.Handler {
 	})
 }
 
-// auth requires "Authorization: Bearer TOKEN" on everything but /healthz, /readyz and the
+// auth requires "Authorization: Bearer TOKEN" on everything but /healthz (/health), /readyz and the
 // web page's files when a token is configured.
 func (a *API) auth(h http.Handler) http.Handler {
 	if a.cfg.Token == "" {
@@ -358,7 +377,7 @@ var ErrUnauthorized = errors.New("missing or wrong bearer token")
 // publicPath reports whether p is served without the token: probes and the web page's own
 // files (the page asks for the token and sends it on its API calls).
 func publicPath(p string) bool {
-	return p == "/healthz" || p == "/readyz" || p == "/" || strings.HasPrefix(p, "/web/")
+	return p == "/healthz" || p == "/health" || p == "/readyz" || p == "/" || strings.HasPrefix(p, "/web/")
 }
 
 // admin restricts a handler to loopback clients (on top of the token, when one is set).
@@ -525,6 +544,21 @@ func (a *API) readUpload(r *http.Request) (job.Params, job.Input, error) {
 	if err != nil {
 		return job.Params{}, job.Input{}, err
 	}
+	// The images' shapes against the job's video, then their pixels (the prepare's cost).
+	for i, data := range [][]byte{in.Image, in.LastImage} {
+		if data == nil {
+			continue
+		}
+		px, err := a.cfg.Backend.CheckImage(data, p)
+		if err != nil {
+			if i == 1 {
+				return job.Params{}, job.Input{}, fmt.Errorf("last_image part: %w", err)
+			}
+			return job.Params{}, job.Input{}, err
+		}
+		in.Pixels += px
+	}
+	in.Client = ClientOf(r)
 	if err := a.cfg.Backend.CheckCost(p); err != nil {
 		return job.Params{}, job.Input{}, err
 	}
@@ -558,7 +592,7 @@ func (a *API) readImages(d family.Description, img, last []byte, in *job.Input) 
 		case c.data == nil:
 			continue
 		}
-		if err := a.cfg.Backend.CheckImage(c.data); err != nil {
+		if _, _, err := a.cfg.Backend.ImageSize(c.data); err != nil {
 			if c.name == "image" {
 				return err
 			}

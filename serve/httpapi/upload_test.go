@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/video"
 )
@@ -25,10 +26,14 @@ type testModel struct {
 }
 
 func (m testModel) ParseParams(data []byte, lim job.Limits) (job.Params, error) {
-	return job.ParseModelParams(data, testDefaults, m.Description(), nil, lim)
+	return job.ParseJob(data, m.Description(), nil, nil, lim)
 }
+func (m testModel) ResolveParams(p job.Params, given knob.Given, lim job.Limits) (job.Params, error) {
+	return job.Resolve(p, given, m.Description(), nil, lim)
+}
+func (m testModel) Unknown(string) string { return "" }
 func (m testModel) Description() family.Description {
-	d := family.Description{Defaults: family.Params(testDefaults), SizeMultiple: 8, Image: m.image, LastImage: m.last}
+	d := family.Description{Defaults: family.Params(testDefaults), SizeMultiple: 8, Image: m.image, LastImage: m.last, Knobs: knob.Common()}
 	if m.text {
 		d.TextDim = 32
 	}
@@ -43,11 +48,15 @@ type testBackend struct {
 }
 
 func (b testBackend) Model() Model { return b.m }
-func (b testBackend) CheckImage(data []byte) error {
+func (b testBackend) ImageSize(data []byte) (int, int, error) {
 	if !bytes.HasPrefix(data, []byte("\x89PNG")) {
-		return video.ErrNotImage
+		return 0, 0, video.ErrNotImage
 	}
-	return nil
+	return 64, 64, nil
+}
+func (b testBackend) CheckImage(data []byte, _ job.Params) (int64, error) {
+	_, _, err := b.ImageSize(data)
+	return 64 * 64, err
 }
 func (b testBackend) CheckCost(job.Params) error { return nil }
 
@@ -117,7 +126,7 @@ func FuzzReadUpload(f *testing.F) {
 			if (in.Prompt != nil) == (in.Image != nil) || (in.Prompt != nil) != text {
 				t.Fatalf("prompt %v and image %d bytes for a text model %v", in.Prompt, len(in.Image), text)
 			}
-			if verr := p.Validate(s.cfg.Limits); verr != nil {
+			if verr := p.CheckLimits(s.cfg.Limits, nil); verr != nil {
 				t.Fatalf("invalid params %+v: %v", p, verr)
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/pipeline"
 )
 
@@ -248,6 +250,19 @@ type ModelLimits struct {
 	// CacheModes are the step cache modes the model offers besides none (a job's cache
 	// parameter, docs/caching.md).
 	CacheModes []string `json:"cache_modes,omitempty"`
+	// Knobs are the job parameters the model takes (its family's knob table), each with
+	// the value a job that leaves it out gets: the web page builds its form from them.
+	Knobs []KnobInfo `json:"knobs"`
+	// MaxQueue is the queue's places, shared between clients (each its share, one at
+	// least); MaxPrepares the jobs prepared at once (image decode and resize,
+	// conditioning), beside the denoising.
+	MaxQueue    int `json:"max_queue"`
+	MaxPrepares int `json:"max_prepares"`
+	// Defaults are what a job that leaves its size, length and steps out gets: the
+	// model's native job, or the largest this server fitted to its memory and its time
+	// budget, DefaultsWhy saying why ("" when they are the model's own).
+	Defaults    DefaultJob `json:"defaults"`
+	DefaultsWhy string     `json:"defaults_why,omitempty"`
 	// Schedulers are the samplers the model offers (a job's scheduler parameter), its
 	// folder's own first; FlowShift is the folder's flow shift (0: not a flow model, which
 	// takes no flow_shift).
@@ -257,6 +272,30 @@ type ModelLimits struct {
 	// nil when the server takes none.
 	LoRAs []string `json:"loras,omitempty"`
 	CostLimits
+}
+
+// DefaultJob is a job's size, length and steps.
+type DefaultJob struct {
+	Width     int `json:"width"`
+	Height    int `json:"height"`
+	NumFrames int `json:"num_frames"`
+	Steps     int `json:"steps"`
+}
+
+// KnobInfo is a knob of the served model with its default value (GET /v1/limits).
+type KnobInfo struct {
+	knob.Knob
+	Default any `json:"default"`
+}
+
+// Knobs describes table t's knobs with their values in defaults.
+func Knobs(t knob.Table, defaults Params) []KnobInfo {
+	out := make([]KnobInfo, 0, len(t))
+	for _, k := range t.Sorted() {
+		v, _ := t.Get((*family.Params)(&defaults), k.Name)
+		out = append(out, KnobInfo{Knob: k, Default: v})
+	}
+	return out
 }
 
 // The values of ModelLimits.Input.

@@ -18,7 +18,7 @@ func quadAct(p Params) int64 {
 // twice when guided.
 func latent4(p Params) int64 {
 	n := int64(4 * p.NumFrames * 4 * (p.Height / 8) * (p.Width / 8))
-	if p.Guided() {
+	if p.MaxGuidance > 1 {
 		n *= 2
 	}
 	return n

@@ -13,6 +13,10 @@ import (
 // ErrNotFound is returned for a job id the server does not know.
 var ErrNotFound = errors.New("serve: no such job")
 
+// ErrNoWorker is returned for a worker rank the server does not have (404, as an unknown
+// job).
+var ErrNoWorker = errors.New("serve: no such worker rank")
+
 // idPattern is what a job id looks like; anything else never reaches the file system.
 var idPattern = regexp.MustCompile(`^[0-9a-f]{16,64}$`)
 
@@ -60,6 +64,12 @@ type Record struct {
 	Rev uint64 `json:"rev,omitempty"`
 	// Cache is a cached job's step cache (params cache): which denoiser calls computed.
 	Cache *pipeline.CacheSummary `json:"cache,omitempty"`
+	// Client is who submitted the job (httpapi.ClientOf: an API key's digest, else an address):
+	// the queue's share and round robin are per client.
+	Client string `json:"client,omitempty"`
+	// InputPixels is the uploaded image's width x height (0 for a prompt): the prepare's
+	// cost, which the scheduler orders prepares by.
+	InputPixels int64 `json:"input_pixels,omitempty"`
 }
 
 // Coordinator errors.
@@ -173,6 +183,9 @@ type Input struct {
 	// LastImage is the last frame's image of a first-last-frame model.
 	LastImage []byte
 	Prompt    *family.Prompt
+	// Client is who submits the job (httpapi.ClientOf); Pixels the images' width x height.
+	Client string
+	Pixels int64
 }
 
 // HasImage reports whether the job has an uploaded image (input.img): every job without a

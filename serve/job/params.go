@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math"
+	"slices"
 	"strings"
 
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 )
 
 // ErrBadParams marks a request whose JSON parameters are malformed or out of range.
@@ -19,8 +19,8 @@ var ErrBadParams = errors.New("serve: bad parameters")
 var ErrTooLarge = errors.New("serve: request exceeds a server limit")
 
 // Params are a job's generation parameters: the model family's (family.Params), the
-// same knobs as `vdpp generate`, in the job's JSON. Fields a job leaves out take the served
-// model's defaults (Model.DefaultParams).
+// knobs of its table (family.Description.Knobs), the same as `vdpp generate`'s flags, in
+// the job's JSON. Knobs a job leaves out take the served model's defaults.
 type Params family.Params
 
 // RunSpec is the part of a job's parameters a worker builds its step runner from besides
@@ -60,9 +60,6 @@ func ParseRunSpec(spec string) (Params, error) {
 	return p, nil
 }
 
-// Guided reports whether the job runs classifier-free guidance (max guidance > 1, as SVD).
-func (p Params) Guided() bool { return p.MaxGuidance > 1 }
-
 // Limits bound what a request may ask for; the flags --max-frames, --max-resolution,
 // --max-steps and --max-body-bytes set them.
 type Limits struct {
@@ -88,97 +85,37 @@ func DeriveMaxImagePixels(native Params) int {
 	return max(1<<20, 16*max(native.Height, 0)*max(native.Width, 0))
 }
 
-// ParseParams decodes a job's JSON parameters over base (the served model's defaults) and
-// validates them against lim. Unknown fields, trailing data, wrong types and out-of-range
-// values wrap ErrBadParams; values beyond lim wrap ErrTooLarge. An empty body means all
-// defaults. The model's own checks are Model.ParseParams'.
-func ParseParams(data []byte, base Params, lim Limits) (Params, error) {
-	p := base
-	if len(bytes.TrimSpace(data)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return Params{}, fmt.Errorf("%w: %v", ErrBadParams, err)
-		}
-		if _, err := dec.Token(); err != io.EOF {
-			return Params{}, fmt.Errorf("%w: trailing data after the JSON object", ErrBadParams)
-		}
-	}
-	if err := p.Validate(lim); err != nil {
-		return Params{}, err
-	}
-	return p, nil
-}
-
-// Validate checks ranges (ErrBadParams) and the server's limits (ErrTooLarge).
-func (p Params) Validate(lim Limits) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrBadParams}, args...)...)
-	}
-	big := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrTooLarge}, args...)...)
-	}
-	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-	switch {
-	case p.NumFrames < 1:
-		return bad("num_frames %d must be at least 1", p.NumFrames)
-	case p.Steps < 1:
-		return bad("steps %d must be at least 1", p.Steps)
-	case p.Height < 8 || p.Width < 8 || p.Height%8 != 0 || p.Width%8 != 0:
-		return bad("height %d and width %d must be positive multiples of 8", p.Height, p.Width)
-	case !finite(p.MinGuidance) || !finite(p.MaxGuidance) || p.MinGuidance < 0 || p.MaxGuidance < 0 || p.MinGuidance > 100 || p.MaxGuidance > 100:
-		return bad("guidance min %v max %v must be in [0, 100]", p.MinGuidance, p.MaxGuidance)
-	case p.FPS < 1 || p.FPS > 240:
-		return bad("fps %d must be in [1, 240]", p.FPS)
-	case p.MotionBucketID < 0 || p.MotionBucketID > 1023:
-		return bad("motion_bucket_id %d must be in [0, 1023]", p.MotionBucketID)
-	case !finite(p.NoiseAugStrength) || p.NoiseAugStrength < 0 || p.NoiseAugStrength > 10:
-		return bad("noise_aug_strength %v must be in [0, 10]", p.NoiseAugStrength)
-	case p.DecodeChunkSize < 0:
-		return bad("decode_chunk_size %d must not be negative", p.DecodeChunkSize)
-	case p.Seed < 0:
-		return bad("seed %d must not be negative", p.Seed)
-	}
-	switch {
-	case lim.MaxFrames > 0 && p.NumFrames > lim.MaxFrames:
-		return big("num_frames %d exceeds --max-frames %d", p.NumFrames, lim.MaxFrames)
-	case lim.MaxResolution > 0 && max(p.Height, p.Width) > lim.MaxResolution:
-		return big("%dx%d exceeds --max-resolution %d", p.Width, p.Height, lim.MaxResolution)
-	case lim.MaxSteps > 0 && p.Steps > lim.MaxSteps:
-		return big("steps %d exceeds --max-steps %d", p.Steps, lim.MaxSteps)
-	}
-	return nil
-}
-
-// ParseModelParams parses a job's JSON parameters for a model: over its defaults,
-// checked against lim (ErrTooLarge beyond, ErrBadParams out of range) and by check (the
-// family's Validate, may be nil). A video longer than the model's native length is cut
-// into temporal windows: window, overlap (left out: the model's) and blend are resolved
-// against the model's Description and refused with one ErrBadParams line when it cannot
-// run them; a job of one window keeps them zero.
-func ParseModelParams(data []byte, defaults Params, desc family.Description, check func(family.Params) error, lim Limits) (Params, error) {
-	p, err := ParseParams(data, defaults, lim)
+// ParseJob parses a job's JSON parameters for the model desc describes: every key a knob of
+// its table (desc.Knobs), each value of the knob's kind and in its range, each key once
+// (knob.Table.DecodeJSON; unknown says what a key of another family is), then Resolve. An
+// empty body means all defaults.
+func ParseJob(data []byte, desc family.Description, unknown knob.Unknown, check func(family.Params) error, lim Limits) (Params, error) {
+	var p family.Params
+	given, err := desc.Knobs.DecodeJSON(data, &p, unknown)
 	if err != nil {
-		return Params{}, err
+		return Params{}, badParams(err)
+	}
+	return Resolve(Params(p), given, desc, check, lim)
+}
+
+// Resolve returns the job whose knobs given are set as in p and the rest are the model's
+// defaults (family.Description.ResolveJob: the knobs checked together, the temporal windows
+// resolved), checked by the family's check of its folder (may be nil) and against lim
+// (ErrTooLarge beyond it, naming the knob). Every refusal is one line naming the knob in the
+// job's JSON spelling; knob.AsError finds the knob for another surface. A job of one window
+// keeps window, overlap and blend zero.
+func Resolve(p Params, given knob.Given, desc family.Description, check func(family.Params) error, lim Limits) (Params, error) {
+	r, err := desc.ResolveJob(family.Params(p), given)
+	if err != nil {
+		return Params{}, badParams(err)
 	}
 	if check != nil {
-		if err := check(family.Params(p)); err != nil {
-			return Params{}, fmt.Errorf("%w: %s", ErrBadParams, strings.TrimPrefix(err.Error(), family.ErrParams.Error()+": "))
+		if err := check(r); err != nil {
+			return Params{}, badParams(err)
 		}
 	}
-	given, err := hasField(data, "overlap")
-	if err != nil {
+	if err := Params(r).checkLimits(lim, desc.Knobs, given); err != nil {
 		return Params{}, err
-	}
-	switch {
-	case !given:
-		p.Overlap = -1 // the model's
-	case p.Overlap < 0:
-		return Params{}, fmt.Errorf("%w: overlap %d must not be negative", ErrBadParams, p.Overlap)
-	}
-	r, err := desc.ResolveWindows(family.Params(p), "")
-	if err != nil {
-		return Params{}, fmt.Errorf("%w: %s", ErrBadParams, strings.TrimPrefix(err.Error(), family.ErrParams.Error()+": "))
 	}
 	if r.NumFrames <= r.Window {
 		r.Window, r.Overlap, r.Blend = 0, 0, ""
@@ -186,15 +123,111 @@ func ParseModelParams(data []byte, defaults Params, desc family.Description, che
 	return Params(r), nil
 }
 
-// hasField reports whether the JSON object data sets key (data has already been parsed).
-func hasField(data []byte, key string) (bool, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return false, nil
+// badParams wraps a refusal of the model's as ErrBadParams: a *knob.Error keeps its knob
+// and its JSON spelling.
+func badParams(err error) error {
+	if ke, ok := knob.AsError(err); ok {
+		return fmt.Errorf("%w: %w", ErrBadParams, ke)
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return false, fmt.Errorf("%w: %v", ErrBadParams, err)
+	return fmt.Errorf("%w: %s", ErrBadParams, strings.TrimPrefix(err.Error(), family.ErrParams.Error()+": "))
+}
+
+// CheckLimits refuses (ErrTooLarge, a *knob.Error of t naming the knob) a job beyond the
+// server's limits: more frames than lim.MaxFrames, a side over lim.MaxResolution, more steps
+// than lim.MaxSteps. Zero limits do not bound.
+func (p Params) CheckLimits(lim Limits, t knob.Table) error { return p.checkLimits(lim, t, nil) }
+
+// checkLimits is CheckLimits naming the knobs of given first: a knob the job left to the
+// model's default that is over a limit is named as such, after any the job gave.
+func (p Params) checkLimits(lim Limits, t knob.Table, given knob.Given) error {
+	type over struct {
+		name, format string
+		args         []any
 	}
-	_, ok := m[key]
-	return ok, nil
+	var all []over
+	if lim.MaxFrames > 0 && p.NumFrames > lim.MaxFrames {
+		all = append(all, over{"num_frames", "{num_frames} %d exceeds the server's --max-frames %d", []any{p.NumFrames, lim.MaxFrames}})
+	}
+	if lim.MaxResolution > 0 && p.Height > lim.MaxResolution {
+		all = append(all, over{"height", "{height} %d exceeds the server's --max-resolution %d", []any{p.Height, lim.MaxResolution}})
+	}
+	if lim.MaxResolution > 0 && p.Width > lim.MaxResolution {
+		all = append(all, over{"width", "{width} %d exceeds the server's --max-resolution %d", []any{p.Width, lim.MaxResolution}})
+	}
+	if lim.MaxSteps > 0 && p.Steps > lim.MaxSteps {
+		all = append(all, over{"steps", "{steps} %d exceeds the server's --max-steps %d", []any{p.Steps, lim.MaxSteps}})
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	pick := all[0]
+	for _, o := range all {
+		if given[o.name] {
+			pick = o
+			break
+		}
+	}
+	format := pick.format
+	if given != nil && !given[pick.name] {
+		format += " (the model's default: give {" + pick.name + "})"
+	}
+	return fmt.Errorf("%w: %w", ErrTooLarge, t.Errorf(pick.name, format, pick.args...))
+}
+
+// loraKeys are the JSON keys of a job's LoRAs (family.LoRAs): files of the server's LoRA
+// folder, checked by the server, not knobs of the model's table.
+var loraKeys = []string{"lora", "lora_2"}
+
+// SplitLoRAs takes a job's LoRAs (lora, lora_2: [{"name": FILE, "strength": S}, ...]) out of
+// its JSON parameters: the object without them (every other key as it was, a key given
+// twice still twice, for the knob table's decoder to refuse) and the LoRAs. Data that is
+// not an object is returned as it is (the decoder names what is wrong).
+func SplitLoRAs(data []byte) ([]byte, family.LoRAs, error) {
+	var l family.LoRAs
+	if !bytes.Contains(data, []byte(`"lora`)) {
+		return data, l, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return data, l, nil
+	}
+	var rest bytes.Buffer
+	rest.WriteByte('{')
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return data, l, nil
+		}
+		key, _ := t.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return data, l, nil
+		}
+		if slices.Contains(loraKeys, key) {
+			if seen[key] {
+				return nil, l, fmt.Errorf("%w: %s is given twice", ErrBadParams, key)
+			}
+			seen[key] = true
+			dst := &l.LoRA
+			if key == "lora_2" {
+				dst = &l.LoRA2
+			}
+			d := json.NewDecoder(bytes.NewReader(raw))
+			d.DisallowUnknownFields()
+			if err := d.Decode(dst); err != nil {
+				return nil, l, fmt.Errorf("%w: %s: want a list of {\"name\": FILE, \"strength\": S}: %v", ErrBadParams, key, err)
+			}
+			continue
+		}
+		if rest.Len() > 1 {
+			rest.WriteByte(',')
+		}
+		k, _ := json.Marshal(key)
+		rest.Write(k)
+		rest.WriteByte(':')
+		rest.Write(raw)
+	}
+	rest.WriteByte('}')
+	return rest.Bytes(), l, nil
 }

@@ -24,5 +24,5 @@ func ExampleParams() {
 	fmt.Println(err)
 	// Output:
 	// 128 64 14 7 10 1 2.5 3 <nil>
-	// size: request exceeds a server limit: 1792x1024 exceeds --max-resolution 1024 (this model's native size is 64x64)
+	// size: over the server's limit: width 1792 exceeds the server's --max-resolution 1024 (this model's default size is 64x64)
 }

@@ -183,7 +183,7 @@ func (a *API) Fail(w http.ResponseWriter, err error, param string) {
 func (a *API) Route(r *http.Request) bool {
 	p := r.URL.Path
 	switch {
-	case p == "/v1/videos" && r.Method == http.MethodGet, strings.HasPrefix(p, "/v1/models"):
+	case p == "/v1/videos" && r.Method == http.MethodGet, strings.HasPrefix(p, "/v1/models"), strings.HasSuffix(p, "/remix"), strings.HasSuffix(p, "/cancel"):
 		return true
 	case p == "/v1/videos" && r.Method == http.MethodPost:
 		mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -196,6 +196,7 @@ func (a *API) Route(r *http.Request) bool {
 func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/videos", a.list)
 	mux.HandleFunc("POST /v1/videos/{id}/cancel", a.cancel)
+	mux.HandleFunc("POST /v1/videos/{id}/remix", a.remix)
 	mux.HandleFunc("GET /v1/models", a.models)
 	mux.HandleFunc("GET /v1/models/{model...}", a.model)
 }
@@ -206,14 +207,14 @@ func (a *API) Owns(id string) bool { return strings.HasPrefix(id, IDPrefix) }
 // NativeID maps an OpenAI id (or a bare native one) to the native job id.
 func (a *API) NativeID(id string) string { return strings.TrimPrefix(id, IDPrefix) }
 
-// openAIFields are the multipart part names that make a POST /v1/videos an OpenAI create.
-var openAIFields = map[string]bool{
-	"model": true, "prompt": true, "input_reference": true, "input_reference[image_url]": true,
-	"input_reference[file_id]": true, "seconds": true, "size": true, "num_inference_steps": true,
-	"guidance_scale": true, "negative_prompt": true, "seed": true, "num_frames": true, "fps": true,
-	"motion_bucket_id": true, "noise_aug_strength": true, "min_guidance": true, "max_guidance": true,
-	"decode_chunk_size": true, "width": true, "height": true, "n": true,
-	"window": true, "overlap": true, "blend": true, "scheduler": true, "flow_shift": true, "lora": true, "lora_2": true,
+// requestFields are the multipart part names of an OpenAI create besides its generation
+// fields (CreateFields of the served model's knobs).
+var requestFields = []string{"model", "prompt", "input_reference", "input_reference[image_url]", "input_reference[file_id]"}
+
+// isCreateField reports whether a multipart part name is an OpenAI create's, for the
+// served model.
+func (a *API) isCreateField(name string) bool {
+	return slices.Contains(requestFields, name) || slices.Contains(CreateFields(a.b.Model().Description().Knobs), name)
 }
 
 // IsCreate reports whether a multipart body, or the start of one (a refusal before it was
@@ -231,7 +232,7 @@ func (a *API) IsCreate(body []byte, boundary string) bool {
 		switch name := p.FormName(); {
 		case name == "image" || name == "last_image" || name == "params":
 			return false
-		case openAIFields[name]:
+		case a.isCreateField(name):
 			openAI = true
 		}
 	}
@@ -263,7 +264,7 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request, mediaType string, b
 		a.Fail(w, err, "")
 		return
 	}
-	if req.Model != "" && !slices.Contains(a.cfg.Names, req.Model) {
+	if req.ModelGiven && !slices.Contains(a.cfg.Names, req.Model) {
 		a.writeError(w, oaErr(http.StatusNotFound, "model_not_found", "model",
 			"the model %q does not exist: this server serves %s", req.Model, strings.Join(a.cfg.Names, ", ")))
 		return
@@ -291,7 +292,7 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request, mediaType string, b
 		return
 	}
 	if req.Image != nil {
-		if err := a.b.CheckImage(req.Image); err != nil {
+		if _, _, err := a.b.ImageSize(req.Image); err != nil {
 			a.Fail(w, err, "input_reference")
 			return
 		}
@@ -300,6 +301,13 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request, mediaType string, b
 	if err != nil {
 		a.Fail(w, err, "")
 		return
+	}
+	var pixels int64
+	if req.Image != nil {
+		if pixels, err = a.b.CheckImage(req.Image, p); err != nil {
+			a.Fail(w, err, "input_reference")
+			return
+		}
 	}
 	var ce *job.CostError
 	if err := a.b.CheckCost(p); errors.As(err, &ce) {
@@ -310,7 +318,7 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request, mediaType string, b
 		a.Fail(w, err, "")
 		return
 	}
-	in := job.Input{Image: req.Image}
+	in := job.Input{Image: req.Image, Pixels: pixels, Client: httpapi.ClientOf(r)}
 	if text {
 		in.Prompt = &family.Prompt{Text: req.Prompt, Negative: req.Fields["negative_prompt"]}
 	}
@@ -390,6 +398,13 @@ func (a *API) Retrieve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpapi.WriteJSON(w, http.StatusOK, a.video(st))
+}
+
+// remix is POST /v1/videos/{id}/remix (OpenAI's edit of a finished video with a new prompt),
+// which this server does not do: a 400 in OpenAI's shape saying so, as for every
+// /v1/videos route.
+func (a *API) remix(w http.ResponseWriter, r *http.Request) {
+	a.writeError(w, oaErr(http.StatusBadRequest, "unsupported", "", "remix is not supported by this server: create a new video with the prompt instead"))
 }
 
 // cancel is POST /v1/videos/{id}/cancel (either id form): the native cancel, answered

@@ -7,6 +7,7 @@ import (
 
 	_ "github.com/vdpp/vdpp/model/families" // the synthetic model
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/serve/httpapi"
 	"github.com/vdpp/vdpp/serve/job"
 )
@@ -19,7 +20,14 @@ type familyModel struct {
 }
 
 func (m familyModel) ParseParams(data []byte, lim job.Limits) (job.Params, error) {
-	return job.ParseModelParams(data, job.Params(m.desc.Defaults), m.desc, m.check, lim)
+	return job.ParseJob(data, m.desc, nil, m.check, lim)
+}
+func (m familyModel) ResolveParams(p job.Params, given knob.Given, lim job.Limits) (job.Params, error) {
+	return job.Resolve(p, given, m.desc, m.check, lim)
+}
+func (m familyModel) Unknown(name string) string {
+	f, _ := family.Lookup("synthetic")
+	return family.Unknown(f)(name)
 }
 func (m familyModel) Description() family.Description { return m.desc }
 func (m familyModel) TextConditioned() bool           { return m.desc.TextDim > 0 }
@@ -61,20 +69,23 @@ func TestParams(t *testing.T) {
 		{"seconds with an underscore", map[string]string{"seconds": "1_0"}, nil, "seconds"},
 		{"seconds in hex", map[string]string{"seconds": "0x1p3"}, nil, "seconds"},
 		{"tiny seconds is one frame", map[string]string{"seconds": "0.01"}, func(p *job.Params) { p.NumFrames = 1 }, ""},
-		{"num_frames wins over seconds", map[string]string{"seconds": "3", "num_frames": "5"}, func(p *job.Params) { p.NumFrames = 5 }, ""},
+		{"num_frames and seconds", map[string]string{"seconds": "3", "num_frames": "5"}, nil, "seconds"},
 		{"guidance below the default min", map[string]string{"guidance_scale": "0.5"}, func(p *job.Params) { p.MinGuidance, p.MaxGuidance = 0.5, 0.5 }, ""},
 		{"guidance above", map[string]string{"guidance_scale": "5"}, func(p *job.Params) { p.MaxGuidance = 5 }, ""},
 		{"explicit min", map[string]string{"guidance_scale": "5", "min_guidance": "2"}, func(p *job.Params) { p.MinGuidance, p.MaxGuidance = 2, 5 }, ""},
-		{"native extras", map[string]string{"motion_bucket_id": "30", "noise_aug_strength": "0.1", "decode_chunk_size": "2", "seed": "9", "num_inference_steps": "7"},
-			func(p *job.Params) {
-				p.MotionBucketID, p.NoiseAugStrength, p.DecodeChunkSize, p.Seed, p.Steps = 30, 0.1, 2, 9, 7
-			}, ""},
+		{"native extras", map[string]string{"seed": "9", "num_inference_steps": "7", "min_guidance": "0.5"},
+			func(p *job.Params) { p.Seed, p.Steps, p.MinGuidance = 9, 7, 0.5 }, ""},
+		{"another family's knob", map[string]string{"motion_bucket_id": "30"}, nil, "motion_bucket_id"},
+		{"unknown field", map[string]string{"steps_count": "30"}, nil, "steps_count"},
+		{"a knob twice", map[string]string{"guidance_scale": "2", "max_guidance": "3"}, nil, "max_guidance"},
 		{"negative prompt is accepted", map[string]string{"negative_prompt": "blur"}, func(p *job.Params) {}, ""},
-		{"size with spaces", map[string]string{"size": " 64x64 "}, func(p *job.Params) { p.Width, p.Height = 64, 64 }, ""},
-		{"width and height over size", map[string]string{"size": "64x64", "height": "32"}, func(p *job.Params) { p.Width, p.Height = 64, 32 }, ""},
+		{"size with spaces", map[string]string{"size": " 64x64 "}, nil, "size"},
+		{"size and height", map[string]string{"size": "64x64", "height": "32"}, nil, "height"},
+		{"width and height", map[string]string{"width": "128", "height": "32"}, func(p *job.Params) { p.Width, p.Height = 128, 32 }, ""},
+		{"width alone", map[string]string{"width": "128"}, nil, "width"},
 		{"n 1", map[string]string{"n": "1"}, func(p *job.Params) {}, ""},
 		{"n 2", map[string]string{"n": "2"}, nil, "n"},
-		{"width not a multiple", map[string]string{"width": "65"}, nil, "width"},
+		{"width not a multiple", map[string]string{"width": "65", "height": "64"}, nil, "width"},
 		{"size 0", map[string]string{"size": "0x64"}, nil, "size"},
 		{"size over", map[string]string{"size": "2048x64"}, nil, "size"},
 		{"size letters", map[string]string{"size": "wide"}, nil, "size"},
@@ -95,7 +106,7 @@ func TestParams(t *testing.T) {
 		{"step cache", map[string]string{"cache": "fbcache", "cache_threshold": "0.1"}, func(p *job.Params) { p.Cache.Mode, p.Cache.Threshold = "fbcache", 0.1 }, ""},
 		{"static cache steps", map[string]string{"cache": "static", "cache_steps": "0-2,5"}, func(p *job.Params) { p.Cache.Mode, p.Cache.Steps = "static", []int{0, 1, 2, 5} }, ""},
 		{"cache steps malformed", map[string]string{"cache": "static", "cache_steps": "0,x"}, nil, "cache_steps"},
-		{"cache interval float", map[string]string{"cache": "deepcache", "cache_interval": "2.5"}, nil, "cache_interval"},
+		{"cache interval float", map[string]string{"cache": "static", "cache_interval": "2.5"}, nil, "cache_interval"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,7 +153,7 @@ func FuzzOpenAICreate(f *testing.F) {
 			}
 			p, err := Params(syntheticModel(t), req.Fields, lim)
 			if err == nil {
-				if verr := p.Validate(lim); verr != nil {
+				if verr := p.CheckLimits(lim, nil); verr != nil {
 					t.Fatalf("OpenAIParams gave invalid %+v: %v", p, verr)
 				}
 			}

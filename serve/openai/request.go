@@ -11,11 +11,13 @@ import (
 	"mime/multipart"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/model/lora"
-	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/serve/httpapi"
 	"github.com/vdpp/vdpp/serve/job"
 )
@@ -26,23 +28,13 @@ const maxFieldBytes = httpapi.MaxFieldBytes
 // openAIRequest is an OpenAI create request, from a JSON or a multipart body.
 type openAIRequest struct {
 	Model, Prompt string
+	// ModelGiven says the request named a model ("" included, which no model is).
+	ModelGiven bool
 	// Image is input_reference: a file part, or the bytes of an image_url data: URL.
 	Image []byte
 	// Fields are the generation fields (seconds, size, num_inference_steps, ...) as text,
 	// numbers as written.
 	Fields map[string]string
-}
-
-// openAIParamFields are the generation fields Params maps; anything else in a
-// create request is refused.
-var openAIParamFields = map[string]bool{
-	"seconds": true, "size": true, "num_inference_steps": true, "guidance_scale": true,
-	"negative_prompt": true, "seed": true, "num_frames": true, "fps": true,
-	"motion_bucket_id": true, "noise_aug_strength": true, "min_guidance": true, "max_guidance": true,
-	"decode_chunk_size": true, "width": true, "height": true, "n": true,
-	"window": true, "overlap": true, "blend": true,
-	"cache": true, "cache_threshold": true, "cache_interval": true, "cache_branch": true, "cache_steps": true,
-	"scheduler": true, "flow_shift": true, "lora": true, "lora_2": true,
 }
 
 func badField(param, format string, args ...any) *openAIError {
@@ -54,15 +46,12 @@ func badField(param, format string, args ...any) *openAIError {
 // strings (the SDK's seconds is a string); null is as absent.
 func parseOpenAIJSON(body []byte) (openAIRequest, error) {
 	req := openAIRequest{Fields: map[string]string{}}
-	var m map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&m); err != nil {
-		return req, oaErr(http.StatusBadRequest, "invalid_json", "", "the body is not a JSON object: %v", err)
+	members, err := knob.Object(body)
+	if err != nil {
+		return req, oaErr(http.StatusBadRequest, "invalid_json", "", "%v", err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return req, oaErr(http.StatusBadRequest, "invalid_json", "", "trailing data after the JSON object")
-	}
-	for k, raw := range m {
+	for _, mem := range members {
+		k, raw := mem.Key, mem.Value
 		if string(bytes.TrimSpace(raw)) == "null" {
 			continue
 		}
@@ -85,11 +74,15 @@ func parseOpenAIJSON(body []byte) (openAIRequest, error) {
 	return req, nil
 }
 
-// jsonScalar is a JSON string's text or a JSON number as written.
+// jsonScalar is a JSON string's text, a JSON number as written, or true or false.
 func jsonScalar(k string, raw json.RawMessage) (string, error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return s, nil
+	}
+	var b bool
+	if json.Unmarshal(raw, &b) == nil {
+		return strconv.FormatBool(b), nil
 	}
 	var n json.Number
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -97,7 +90,7 @@ func jsonScalar(k string, raw json.RawMessage) (string, error) {
 	if dec.Decode(&n) == nil {
 		return n.String(), nil
 	}
-	return "", badField(k, "%s must be a string or a number", k)
+	return "", badField(k, "%s must be a string, a number, or true or false", k)
 }
 
 // jsonInputReference decodes {"image_url": "data:..."} (or the data URL as a string).
@@ -144,20 +137,25 @@ func decodeDataURL(url string) ([]byte, error) {
 	return b, nil
 }
 
-// set records field k = v: the model and the prompt, or a generation field.
+// set records field k = v: the model and the prompt, or a generation field (Params says
+// which the served model takes).
 func (req *openAIRequest) set(k, v string) error {
 	if len(v) > maxFieldBytes {
 		return badField(k, "%s is over %d bytes", k, maxFieldBytes)
 	}
-	switch {
-	case k == "model":
-		req.Model = v
-	case k == "prompt":
+	switch k {
+	case "model":
+		if req.ModelGiven {
+			return badField(k, "%s is given twice", k)
+		}
+		req.Model, req.ModelGiven = v, true
+	case "prompt":
 		req.Prompt = v
-	case openAIParamFields[k]:
-		req.Fields[k] = v
 	default:
-		return oaErr(http.StatusBadRequest, "unknown_parameter", k, "unknown parameter %q", k)
+		if _, dup := req.Fields[k]; dup {
+			return badField(k, "%s is given twice", k)
+		}
+		req.Fields[k] = v
 	}
 	return nil
 }
@@ -213,269 +211,174 @@ func parseOpenAIMultipart(body []byte, boundary string) (openAIRequest, error) {
 	return req, nil
 }
 
-// decimalPattern is a number as JSON writes one (ParseFloat alone also takes "1_0", hex and
-// "Inf").
-var decimalPattern = regexp.MustCompile(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+// sizePattern is OpenAI's size: "WIDTHxHEIGHT", exactly (no spaces, no signs).
+var sizePattern = regexp.MustCompile(`^([1-9][0-9]{0,4})x([1-9][0-9]{0,4})$`)
 
-// sizePattern is OpenAI's size: "WIDTHxHEIGHT".
-var sizePattern = regexp.MustCompile(`^([0-9]{1,5})x([0-9]{1,5})$`)
+// Fields beside the knobs that an OpenAI create takes: its own spellings of the video's size
+// and length, the number of videos, and a text-to-video model's negative prompt.
+const (
+	fieldSize     = "size"
+	fieldSeconds  = "seconds"
+	fieldN        = "n"
+	fieldLoRA     = "lora"
+	fieldLoRA2    = "lora_2"
+	fieldNegative = "negative_prompt"
+)
 
-// openAIIntFields map an OpenAI (or SGLang / vLLM-Omni) integer field to the native one.
-var openAIIntFields = []struct{ from, to string }{
-	{"num_inference_steps", "steps"}, {"seed", "seed"}, {"motion_bucket_id", "motion_bucket_id"},
-	{"decode_chunk_size", "decode_chunk_size"}, {"window", "window"}, {"overlap", "overlap"},
-	{"cache_interval", "cache_interval"}, {"cache_branch", "cache_branch"},
+// CreateFields lists every generation field an OpenAI create takes for a model of knob
+// table t: size, seconds, n, negative_prompt, lora, lora_2, and each knob's OpenAI names (its OpenAI
+// field, else its JSON name; knob.Knob.OpenAINames).
+func CreateFields(t knob.Table) []string {
+	out := []string{fieldSize, fieldSeconds, fieldN, fieldNegative, fieldLoRA, fieldLoRA2}
+	for _, k := range t {
+		out = append(out, k.OpenAINames()...)
+	}
+	return out
 }
 
-// openAIFloatFields map float fields to native ones (guidance_scale is special-cased).
-var openAIFloatFields = []struct{ from, to string }{
-	{"min_guidance", "min_guidance"}, {"max_guidance", "max_guidance"}, {"noise_aug_strength", "noise_aug_strength"},
-	{"cache_threshold", "cache_threshold"}, {"flow_shift", "flow_shift"},
-}
-
-// Params maps the generation fields of an OpenAI create request to a job's Params
-// for m (over its defaults, checked against lim and by the model, as its ParseParams):
+// Params maps the generation fields of an OpenAI create request to a job's Params for m:
+// each field a knob of the model's table by its OpenAI name (knob.Knob.OpenAINames:
+// num_inference_steps sets steps; an image-to-video model's guidance_scale its last frame's
+// guidance, max_guidance), read exactly as the knob's kind (knob.Table.SetText), and the
+// OpenAI spellings of the video:
 //
-//	size "WxH"            -> width W, height H (default: the model's native size)
-//	width, height         -> width, height (over size's; SGLang's and vLLM-Omni's fields)
-//	n                     -> must be 1
-//	fps                   -> fps (default: the model's)
-//	num_frames            -> num_frames
-//	seconds               -> num_frames = round(seconds * fps), at least 1, unless
-//	                         num_frames is given (default: the model's frame count)
-//	num_inference_steps   -> steps
-//	guidance_scale        -> max_guidance, and min_guidance lowered to it when above;
-//	                         guidance_scale for a text-to-video model
-//	seed                  -> seed
-//	negative_prompt       -> a text-to-video model's negative prompt (default ""); unused
-//	                         by image-conditioned models
-//	motion_bucket_id, noise_aug_strength, min_guidance, max_guidance, decode_chunk_size,
-//	window, overlap, blend -> the native field of the same name (window, overlap and
-//	                         blend cut a video longer than the model's native length)
-//	cache, cache_threshold, cache_interval, cache_branch
-//	                      -> the native step cache fields (docs/caching.md)
-//	cache_steps "0-2,5"   -> cache_steps, a static schedule's steps
-//	scheduler, flow_shift -> the sampler (one the model offers) and a flow model's shift
-//	lora, lora_2 "a.safetensors:0.8,b.safetensors"
-//	                      -> the LoRAs (files of the server's --lora-dir, strength 1 unless
-//	                         given), lora_2 a two-expert model's second expert's
+//	size "WxH"  -> width W, height H (default: the model's size)
+//	seconds     -> num_frames = round(seconds * fps), at least 1 (a causal VAE's nearest
+//	               1 + k·T frames), when num_frames is not given
+//	n           -> must be 1
+//	negative_prompt -> a text-to-video model's negative prompt (Create reads it)
 //
-// The fields are checked one after another (size, fps, frames, then the rest), so an
-// error names the field that the model or the server's limits refuse: an *openAIError
-// with that param (400).
+// The knobs given are resolved over the model's defaults as the native API resolves them
+// (httpapi.Model.ResolveParams). A field the model does not take, one given twice (directly
+// or through another spelling of the same knob), a value of the wrong kind or out of range,
+// or a job the model or the server's limits refuse is an *openAIError (400) whose param is
+// the field at fault.
 func Params(m httpapi.Model, fields map[string]string, lim job.Limits) (job.Params, error) {
-	native := map[string]any{}
-	// Each field is checked against the limit that concerns it only (a model default over
-	// another limit is reported at the end, naming the field that would change it).
-	only := map[string]job.Limits{
-		"size": {MaxResolution: lim.MaxResolution}, "width": {MaxResolution: lim.MaxResolution},
-		"height": {MaxResolution: lim.MaxResolution}, "fps": {MaxFrames: lim.MaxFrames},
-		"num_frames": {MaxFrames: lim.MaxFrames}, "seconds": {MaxFrames: lim.MaxFrames},
-		"num_inference_steps": {MaxSteps: lim.MaxSteps},
-	}
-	checkWith := func(param string, l job.Limits) (job.Params, error) {
-		data, _ := json.Marshal(native)
-		p, err := m.ParseParams(data, l)
-		if err != nil {
-			msg := strings.TrimPrefix(err.Error(), "serve: ")
-			code := "invalid_value"
-			if errors.Is(err, job.ErrTooLarge) {
-				code = "over_limit"
-			}
-			if param != "" {
-				msg = param + ": " + msg
-			}
-			return job.Params{}, oaErr(http.StatusBadRequest, code, param, "%s", msg)
+	desc := m.Description()
+	t := desc.Knobs
+	var p family.Params
+	given := knob.Given{}
+	// from is the field that set each knob, named by its errors.
+	from := map[string]string{}
+	setKnob := func(field, name, text string) error {
+		if prev, dup := from[name]; dup {
+			return badField(field, "%s and %s both set %s: give one", prev, field, name)
 		}
-		return p, nil
-	}
-	check := func(param string) (job.Params, error) { return checkWith(param, only[param]) }
-	def, err := check("defaults")
-	if err != nil {
-		return job.Params{}, err
-	}
-	integer := func(k string) (int64, error) {
-		n, err := strconv.ParseInt(strings.TrimSpace(fields[k]), 10, 64)
-		if err != nil {
-			return 0, badField(k, "%s %q must be an integer", k, fields[k])
+		from[name] = field
+		if err := t.SetText(&p, given, name, text); err != nil {
+			return knobErr(field, err)
 		}
-		return n, nil
+		return nil
 	}
-	number := func(k string) (float64, error) {
-		v := strings.TrimSpace(fields[k])
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || !decimalPattern.MatchString(v) || math.IsNaN(f) || math.IsInf(f, 0) {
-			return 0, badField(k, "%s %q must be a number", k, fields[k])
+	if v, ok := fields[fieldSize]; ok {
+		sm := sizePattern.FindStringSubmatch(v)
+		if sm == nil {
+			return job.Params{}, badField(fieldSize, "size %q must be WIDTHxHEIGHT, e.g. %dx%d (this model's default size)", v, desc.Defaults.Width, desc.Defaults.Height)
 		}
-		return f, nil
-	}
-	if v, ok := fields["size"]; ok {
-		m := sizePattern.FindStringSubmatch(strings.TrimSpace(v))
-		if m == nil {
-			return job.Params{}, badField("size", "size %q must be WIDTHxHEIGHT, e.g. %dx%d (this model's native size)", v, def.Width, def.Height)
+		if err := setKnob(fieldSize, "width", sm[1]); err != nil {
+			return job.Params{}, err
 		}
-		w, _ := strconv.Atoi(m[1])
-		h, _ := strconv.Atoi(m[2])
-		native["width"], native["height"] = w, h
-		if _, err := check("size"); err != nil {
-			err.(*openAIError).Message += fmt.Sprintf(" (this model's native size is %dx%d)", def.Width, def.Height)
+		if err := setKnob(fieldSize, "height", sm[2]); err != nil {
 			return job.Params{}, err
 		}
 	}
-	for _, k := range []string{"width", "height"} {
-		if _, ok := fields[k]; !ok {
+	if v, ok := fields[fieldN]; ok && v != "1" {
+		return job.Params{}, badField(fieldN, "n %q: this server makes one video per request", v)
+	}
+	names := make([]string, 0, len(fields))
+	for k := range fields {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, field := range names {
+		switch field {
+		case fieldSize, fieldSeconds, fieldN, fieldNegative:
+			continue
+		case fieldLoRA, fieldLoRA2:
+			// The LoRAs: files of the server's folder (not knobs: the server checks them).
+			specs := &p.LoRA
+			if field == fieldLoRA2 {
+				specs = &p.LoRA2
+			}
+			if err := (lora.Flag{Specs: specs}).Set(strings.TrimSpace(fields[field])); err != nil {
+				return job.Params{}, badField(field, "%s %q: want NAME[:STRENGTH] separated by commas", field, fields[field])
+			}
 			continue
 		}
-		n, err := integer(k)
-		if err != nil {
-			return job.Params{}, err
+		k, ok := t.ByOpenAI(field)
+		if !ok {
+			if what := m.Unknown(field); what != "" {
+				return job.Params{}, badField(field, "%s %s", field, what)
+			}
+			return job.Params{}, oaErr(http.StatusBadRequest, "unknown_parameter", field, "unknown parameter %q", field)
 		}
-		native[k] = n
-		if _, err := check(k); err != nil {
-			err.(*openAIError).Message += fmt.Sprintf(" (this model's native size is %dx%d)", def.Width, def.Height)
-			return job.Params{}, err
-		}
-	}
-	if _, ok := fields["n"]; ok {
-		if n, err := integer("n"); err != nil || n != 1 {
-			return job.Params{}, badField("n", "n %q: this server makes one video per request", fields["n"])
-		}
-	}
-	fps := def.FPS
-	if _, ok := fields["fps"]; ok {
-		n, err := integer("fps")
-		if err != nil {
-			return job.Params{}, err
-		}
-		native["fps"], fps = n, int(n)
-		if _, err := check("fps"); err != nil {
+		if err := setKnob(field, k.Name, fields[field]); err != nil {
 			return job.Params{}, err
 		}
 	}
-	if _, ok := fields["num_frames"]; ok {
-		n, err := integer("num_frames")
-		if err != nil {
-			return job.Params{}, err
+	if v, ok := fields[fieldSeconds]; ok {
+		if given["num_frames"] {
+			return job.Params{}, badField(fieldSeconds, "seconds and %s both set the video's length: give one", from["num_frames"])
 		}
-		native["num_frames"] = n
-		if _, err := check("num_frames"); err != nil {
-			return job.Params{}, err
+		sec, err := strconv.ParseFloat(v, 64)
+		if err != nil || !decimalPattern.MatchString(v) || !(sec > 0 && sec <= 3600) {
+			return job.Params{}, badField(fieldSeconds, "seconds %q must be a number in (0, 3600]", v)
 		}
-	} else if _, ok := fields["seconds"]; ok {
-		sec, err := number("seconds")
-		if err != nil {
-			return job.Params{}, err
-		}
-		if sec <= 0 || sec > 3600 {
-			return job.Params{}, badField("seconds", "seconds %v must be in (0, 3600]", sec)
+		fps := desc.Defaults.FPS
+		if given["fps"] {
+			fps = p.FPS
 		}
 		frames := max(1, int(math.Round(sec*float64(fps))))
-		if t := m.Description().FrameMultiple; t > 1 {
-			// A causal VAE takes 1 + t·k frames (Wan's 4): the nearest such count.
-			frames = 1 + int(math.Round(float64(frames-1)/float64(t)))*t
+		if f := desc.FrameMultiple; f > 1 {
+			// A causal VAE takes 1 + f·k frames (Wan's 4): the nearest such count.
+			frames = 1 + int(math.Round(float64(frames-1)/float64(f)))*f
 		}
-		native["num_frames"] = frames
-		if _, err := check("seconds"); err != nil {
-			err.(*openAIError).Message = fmt.Sprintf("seconds %v is %d frames at %d fps, which this server cannot make: %s",
-				sec, frames, fps, err.(*openAIError).Message)
-			return job.Params{}, err
+		if err := setKnob(fieldSeconds, "num_frames", strconv.Itoa(frames)); err != nil {
+			return job.Params{}, badField(fieldSeconds, "seconds %v is %d frames at %d fps, which this model cannot make: %s", sec, frames, fps, err.(*openAIError).Message)
 		}
 	}
-	for _, f := range openAIIntFields {
-		if _, ok := fields[f.from]; !ok {
-			continue
-		}
-		n, err := integer(f.from)
-		if err != nil {
-			return job.Params{}, err
-		}
-		native[f.to] = n
-		if _, err := check(f.from); err != nil {
-			return job.Params{}, err
-		}
-	}
-	for _, f := range openAIFloatFields {
-		if _, ok := fields[f.from]; !ok {
-			continue
-		}
-		x, err := number(f.from)
-		if err != nil {
-			return job.Params{}, err
-		}
-		native[f.to] = x
-		if _, err := check(f.from); err != nil {
-			return job.Params{}, err
-		}
-	}
-	if b, ok := fields["blend"]; ok {
-		native["blend"] = strings.TrimSpace(b)
-		if _, err := check("blend"); err != nil {
-			return job.Params{}, err
-		}
-	}
-	for _, k := range []string{"lora", "lora_2"} {
-		v, ok := fields[k]
-		if !ok {
-			continue
-		}
-		var specs []lora.Spec
-		if err := (lora.Flag{Specs: &specs}).Set(strings.TrimSpace(v)); err != nil {
-			return job.Params{}, badField(k, "%s %q: want NAME[:STRENGTH] separated by commas", k, v)
-		}
-		native[k] = specs
-		if _, err := check(k); err != nil {
-			return job.Params{}, err
-		}
-	}
-	if sc, ok := fields["scheduler"]; ok {
-		native["scheduler"] = strings.TrimSpace(sc)
-		if _, err := check("scheduler"); err != nil {
-			return job.Params{}, err
-		}
-	}
-	if c, ok := fields["cache"]; ok {
-		native["cache"] = strings.TrimSpace(c)
-	}
-	if c, ok := fields["cache_steps"]; ok {
-		steps, err := pipeline.ParseSteps(c)
-		if err != nil {
-			return job.Params{}, badField("cache_steps", "cache_steps %q: want steps and ranges, \"0-2,5\"", c)
-		}
-		native["cache_steps"] = steps
-	}
-	if _, ok := native["cache"]; ok {
-		if _, err := check("cache"); err != nil {
-			return job.Params{}, err
-		}
-	}
-	if _, ok := fields["guidance_scale"]; ok {
-		g, err := number("guidance_scale")
-		if err != nil {
-			return job.Params{}, err
-		}
-		if m.TextConditioned() {
-			native["guidance_scale"] = g // a text-to-video model's CFG scale (Wan)
-		} else {
-			native["max_guidance"] = g
-			if _, given := fields["min_guidance"]; !given {
-				native["min_guidance"] = math.Min(def.MinGuidance, g)
-			}
-		}
-		if _, err := check("guidance_scale"); err != nil {
-			return job.Params{}, err
-		}
-	}
-	p, err := checkWith("", lim)
+	r, err := m.ResolveParams(job.Params(p), given, lim)
 	if err != nil {
-		// A model default over a server limit: name the field that sets it.
-		for _, param := range []string{"size", "seconds", "num_inference_steps"} {
-			if _, perr := check(param); perr != nil {
-				perr.(*openAIError).Message += " (the model's default: give " + param + ")"
-				return job.Params{}, perr
+		field := ""
+		if ke, ok := knob.AsError(err); ok && ke.Knob != "" {
+			field = from[ke.Knob]
+			if field == "" {
+				if k, ok := t.Lookup(ke.Knob); ok {
+					field = k.OpenAIName()
+				}
 			}
 		}
+		oe := knobErr(field, err)
+		if field == fieldSize {
+			oe.Message += fmt.Sprintf(" (this model's default size is %dx%d)", desc.Defaults.Width, desc.Defaults.Height)
+		}
+		return job.Params{}, oe
 	}
-	return p, err
+	return r, nil
+}
+
+// decimalPattern is a number as JSON writes one (ParseFloat alone also takes "1_0", hex and
+// "Inf").
+var decimalPattern = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+// knobErr is a refused knob as an OpenAI 400 on field: the message in the OpenAI API's
+// spelling, code over_limit for a server limit.
+func knobErr(field string, err error) *openAIError {
+	code := "invalid_value"
+	if errors.Is(err, job.ErrTooLarge) {
+		code = "over_limit"
+	}
+	msg := strings.TrimPrefix(err.Error(), "serve: ")
+	if ke, ok := knob.AsError(err); ok {
+		msg = ke.In(knob.OpenAI)
+		if errors.Is(err, job.ErrTooLarge) {
+			msg = "over the server's limit: " + msg
+		}
+	}
+	if field == fieldSize {
+		msg = "size: " + msg
+	}
+	return oaErr(http.StatusBadRequest, code, field, "%s", msg)
 }
 
 // costParam is the OpenAI field that sets the native parameter a CostError names:

@@ -223,7 +223,8 @@ func TestBadParamsOverHTTP(t *testing.T) {
 		status       int
 		code         string
 	}{
-		{"height not a multiple", `{"height":36,"width":32,"steps":2}`, 400, "bad_params"},
+		{"height not a multiple", `{"height":35,"width":32,"steps":2}`, 400, "bad_params"},
+		{"another family's knob", `{"height":32,"width":32,"guidance_scale":2}`, 400, "bad_params"},
 		{"frames over --max-frames", `{"num_frames":5,"height":32,"width":32,"steps":2}`, 413, "over_limit"},
 		{"min guidance above max (checkpoint rule)", `{"height":32,"width":32,"min_guidance":3.5,"max_guidance":3}`, 400, "bad_params"},
 		{"zero steps", `{"height":32,"width":32,"steps":0}`, 400, "bad_params"},

@@ -80,3 +80,67 @@ func TestCancelWithinStep(t *testing.T) {
 		}
 	})
 }
+
+// quick is a denoiser that returns its input at once.
+type quick struct{}
+
+func (quick) Predict(_ context.Context, in model.Input) (*tensor.Dense, error) {
+	return in.Latents.Clone(), nil
+}
+func (quick) WeightBytes() int64 { return 0 }
+
+// TestUnreadableBatchFailsAlone: a batch whose hand-off this rank cannot read (here a cache
+// rule it refuses) fails, answered as a model failure is, and the rank stays: the next
+// batch runs. A hostile job must never take a worker down.
+func TestUnreadableBatchFailsAlone(t *testing.T) {
+	coord, conn := net.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Run(ctx, worker.Config{Conn: conn, Rank: 0, Stepper: func(steps int, _ string) (*pipeline.Stepper, func(), error) {
+			sc, err := sched.New(sched.DefaultSVDConfig(), steps)
+			if err != nil {
+				return nil, nil, err
+			}
+			return &pipeline.Stepper{Model: quick{}, Sched: sc}, func() {}, nil
+		}})
+	}()
+	c := wire.NewConn(coord, 0)
+	next := func() int {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			m, err := c.Recv(time.Until(deadline))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if op, _, _ := wire.Op(m); op != wire.OpPing && op != wire.OpProgress {
+				return op
+			}
+		}
+	}
+	bad := wire.Run(&pipeline.Item{Group: 1, Samples: []int64{0}, Latent: tensor.New(1, 1, 4, 2, 2), Cond: []model.Conditioning{{}}}, 2, 2, "")
+	for i, nt := range bad.Tensors {
+		if nt.Name == "samples" {
+			bad.Tensors[i].Tensor = &tensor.Dense{Shape: []int{1, 3}, Data: []float32{0, 0, 0.5}} // not a whole number
+		}
+	}
+	if err := c.Send(bad); err != nil {
+		t.Fatal(err)
+	}
+	if op := next(); op != wire.OpFailed {
+		t.Fatalf("an unreadable batch: op %d, want failed", op)
+	}
+	good := &pipeline.Item{Group: 2, Samples: []int64{0}, Latent: tensor.New(1, 1, 4, 2, 2), Cond: []model.Conditioning{{}}}
+	if err := c.Send(wire.Run(good, 2, 2, "")); err != nil {
+		t.Fatal(err)
+	}
+	if op := next(); op != wire.OpResult {
+		t.Fatalf("the next batch: op %d, want a result", op)
+	}
+	cancel()
+	c.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("worker ended with %v", err)
+	}
+}

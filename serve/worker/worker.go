@@ -255,7 +255,13 @@ func (w *worker) read(ctx context.Context, inbox chan<- batch) error {
 			}
 			it, err := pipeline.ItemFromMessage(m)
 			if err != nil {
-				return err
+				// A batch this rank cannot read fails, as a model failure does; the rank
+				// stays for the next one.
+				w.cfg.Log.Error("batch refused", "batch", m.Sample, "err", err)
+				if err := w.send(comm.Message{Sample: m.Sample, Step: m.Step, Tensors: []comm.NamedTensor{wire.Ctl(wire.OpFailed), wire.Text(err.Error())}}); err != nil {
+					return err
+				}
+				continue
 			}
 			select {
 			case inbox <- batch{it: it, end: int(ctl[1]), steps: int(ctl[2]), spec: wire.SpecOf(m)}:

@@ -48,6 +48,15 @@ func fill(v reflect.Value, r *rand.Rand) {
 			f.SetBool(r.IntN(2) == 1)
 		case f.Kind() == reflect.Struct:
 			fill(f, r)
+		case f.Kind() == reflect.Map:
+			// Sets beside the fields (which knobs were given) are the caller's to fill.
+		case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Int:
+			n := r.IntN(4) + 1
+			s := reflect.MakeSlice(f.Type(), n, n)
+			for i := range n {
+				s.Index(i).SetInt(int64(i*3 + r.IntN(3)))
+			}
+			f.Set(s)
 		case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Struct:
 			n := 1 + r.IntN(2)
 			s := reflect.MakeSlice(f.Type(), n, n)
@@ -63,9 +72,9 @@ func fill(v reflect.Value, r *rand.Rand) {
 
 // RoundTrip checks that options survive the trip to a worker: args parsed into options
 // (def's values, register's flags), rendered by workerArgs and parsed again give the same
-// options; so do 50 options filled at random (Fill, over def's), which catches a field
-// without a flag.
-func RoundTrip[T any](t testing.TB, def func() T, register func(*T, *cli.FlagSet), workerArgs func(T) []string, args []string) {
+// options; so do 50 options filled at random (Fill, over def's, then each of fills: the
+// fields whose values a flag checks, drawn in range), which catches a field without a flag.
+func RoundTrip[T any](t testing.TB, def func() T, register func(*T, *cli.FlagSet), workerArgs func(T) []string, args []string, fills ...func(*T, *rand.Rand)) {
 	t.Helper()
 	parse := func(args []string) T {
 		t.Helper()
@@ -85,6 +94,9 @@ func RoundTrip[T any](t testing.TB, def func() T, register func(*T, *cli.FlagSet
 	for range 50 {
 		o := def() // the fields Fill leaves keep def's values
 		Fill(&o, r)
+		for _, f := range fills {
+			f(&o, r)
+		}
 		if back := parse(workerArgs(o)); !reflect.DeepEqual(back, o) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v\nargs %q", back, o, workerArgs(o))
 		}

@@ -341,3 +341,16 @@ func (m *Model) Close() error {
 	}
 	return nil
 }
+
+// Release closes the model and frees its weights (nn.Weights.Free), for a process done
+// with it: the weights' memory goes at the next collection even while something still
+// refers to the Model. The Model must not be used afterwards.
+func (m *Model) Release() error {
+	if err := m.Close(); err != nil {
+		return err
+	}
+	if err := m.weights.Free(); err != nil {
+		return fmt.Errorf("wan/transformer: release: %w", err)
+	}
+	return nil
+}

@@ -104,8 +104,15 @@ function initForm() {
       if (neg) fd.append('negative_prompt', neg);
     }
     if (file && state.image !== 'none') fd.append('input_reference', file, file.name);
+    const frames = $('num-frames');
     for (const el of $('create').querySelectorAll('.grid input, .grid select')) {
-      if (el.value.trim() !== '') fd.append(el.name, el.value.trim());
+      if (el.closest('[hidden]')) continue; // a field that does not apply (another cache mode's)
+      if (el.name === 'seconds' && frames && frames.value.trim() !== '') continue; // Frames overrides Seconds
+      if (el.type === 'checkbox') {
+        if (el.checked) fd.append(el.name, 'true');
+      } else if (el.value.trim() !== '') {
+        fd.append(el.name, el.value.trim());
+      }
     }
     $('submit').disabled = true;
     try {
@@ -284,10 +291,43 @@ async function refresh() {
   }
 }
 
+// groupBox is where the form shows a knob group's fields.
+const groupBox = { basic: 'basic', long: 'long', cache: 'cache-box', advanced: 'advanced' };
+
+// knobField builds the form field of one knob of the served model (vdpp_limits.knobs): a
+// number, a choice, a checkbox or text, named by its OpenAI field, its default as the
+// placeholder and its range as the browser's bounds; the server checks the same table.
+function knobField(k) {
+  const id = k.name.replace(/_/g, '-');
+  const label = k.name.replace(/_/g, ' ').replace(/^./, (c) => c.toUpperCase());
+  const def = k.default_text || (k.default === null || k.default === undefined ? '' : String(k.default));
+  let input;
+  if (k.choices && k.choices.length) {
+    input = el('select', { id, name: k.openai || k.name }, el('option', { value: '' }, `default (${def || 'model'})`),
+      ...k.choices.map((c) => el('option', { value: c }, c)));
+  } else if (k.kind === 'bool') {
+    input = el('input', { id, name: k.openai || k.name, type: 'checkbox' });
+    input.style.width = 'auto';
+  } else if (k.kind === 'int' || k.kind === 'float') {
+    input = el('input', { id, name: k.openai || k.name, type: 'number', step: k.kind === 'int' ? '1' : 'any', placeholder: def });
+    if (k.min || k.max) {
+      input.min = String(k.min);
+      if (k.max < 9e15) input.max = String(k.max);
+    }
+  } else {
+    input = el('input', { id, name: k.openai || k.name, placeholder: def });
+  }
+  const lab = el('label', { title: k.help, 'data-knob': k.name }, label + ' ', input);
+  lab.dataset.modes = (k.modes || []).join(' ');
+  return lab;
+}
+
 // fitModel shows the fields the served model takes (its limits from GET /v1/models): the
 // image for an image-to-video model, a required prompt and a negative prompt for a
 // text-to-video one, both for a model that makes the video from an image and a prompt
-// (Wan image-to-video); the native size, length and steps as the placeholders.
+// (Wan image-to-video), and one field per knob of its table, by group; the defaults as the
+// placeholders. Size and Seconds are the OpenAI API's spellings of width x height and of
+// the frames at the model's frame rate.
 function fitModel(lim) {
   state.input = lim.input === 'text' ? 'text' : 'image';
   const text = state.input === 'text';
@@ -306,9 +346,31 @@ function fitModel(lim) {
   $('prompt-note').textContent = text ? '(required: the served model makes the video from it' + (image ? ' and the image)' : ')')
     : '(recorded; the served model is image-conditioned)';
   $('prompt').placeholder = text ? 'what the video shows' : 'a short description';
-  if (lim.native_width && lim.native_height) $('size').placeholder = `${lim.native_width}x${lim.native_height} (default)`;
-  if (lim.native_steps) $('steps').placeholder = `${lim.native_steps} (default)`;
-  if (lim.native_frames) $('num-frames').placeholder = `native ${lim.native_frames}` + (lim.max_frames ? `, max ${lim.max_frames}` : '');
+  const d = lim.defaults || {};
+  if (d.width && d.height) $('size').placeholder = `${d.width}x${d.height} (default)`;
+  else if (lim.native_width && lim.native_height) $('size').placeholder = `${lim.native_width}x${lim.native_height} (default)`;
+  // Defaults fitted to this server (its memory, its time budget) say so.
+  $('defaults-note').textContent = lim.defaults_why
+    ? `Defaults fit this server: ${d.width}x${d.height}, ${d.num_frames} frames, ${d.steps} steps (${lim.defaults_why}).` : '';
+  for (const k of lim.knobs || []) {
+    if (k.name === 'width' || k.name === 'height') continue; // Size sets them
+    if (k.name === 'scheduler' || k.name === 'flow_shift') continue; // the sampler box, from the model's list
+    const box = $(groupBox[k.group] || 'advanced');
+    (box.querySelector('.grid') || box).append(knobField(k));
+    box.hidden = false;
+  }
+  if ($('num-frames') && (d.num_frames || lim.native_frames)) $('num-frames').placeholder = `${d.num_frames || lim.native_frames}` + (lim.max_frames ? `, max ${lim.max_frames}` : '');
+  // The step cache: only the chosen mode's fields.
+  const cache = $('cache');
+  const showModes = () => {
+    for (const lab of $('cache-box').querySelectorAll('label[data-knob]')) {
+      if (lab.dataset.modes) lab.hidden = !lab.dataset.modes.split(' ').includes(cache.value);
+    }
+  };
+  if (cache) {
+    cache.addEventListener('change', showModes);
+    showModes();
+  }
   // The samplers the served model offers, and the flow shift of a flow model.
   const scheds = lim.schedulers || [];
   $('sampler-box').hidden = scheds.length === 0;
@@ -331,15 +393,6 @@ function fitModel(lim) {
     $('lora-names').append(o);
   }
   if (lim.flow_shift) $('flow-shift').placeholder = `${lim.flow_shift} (default)`;
-  // The step cache's modes the served model offers.
-  const modes = lim.cache_modes || [];
-  $('cache-box').hidden = modes.length === 0;
-  for (const m of modes) {
-    const o = document.createElement('option');
-    o.value = m;
-    o.textContent = m;
-    $('cache').append(o);
-  }
 }
 
 async function init() {

@@ -35,10 +35,11 @@ try {
   await page.fill('#prompt', 'a ball rolls');
   await page.fill('#seconds', '1');
   await page.fill('#steps', '2');
-  // The step cache field offers the served model's modes; the first job runs one.
+  // The step cache field offers the served model's modes (its knob table's choices); the
+  // first job runs one.
   const modes = await page.evaluate(async (tok) => {
     const r = await fetch('/v1/models', { headers: { Authorization: 'Bearer ' + tok } });
-    return (await r.json()).data[0].vdpp_limits.cache_modes || [];
+    return (await r.json()).data[0].vdpp_limits.knobs.find((k) => k.name === 'cache').choices;
   }, token);
   assert.ok(modes.includes('deepcache'), 'the built-in model offers deepcache: ' + modes);
   assert.deepEqual(await page.$$eval('#cache option', (os) => os.map((o) => o.value)), ['', ...modes]);
