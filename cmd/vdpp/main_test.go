@@ -99,6 +99,9 @@ func vdppPlain(t testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
+	if file := os.Getenv(peakRSSEnv); file != "" {
+		os.Exit(runPeakRSS(file, os.Args[1:]))
+	}
 	code := m.Run()
 	announceSkips()
 	if binDir != "" {

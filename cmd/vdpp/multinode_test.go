@@ -44,11 +44,17 @@ type node struct {
 // host is hosts[0]), with nproc workers.
 func startNode(t *testing.T, hosts []*netns.Host, r, nproc int, args ...string) *node {
 	t.Helper()
+	return startNodeBin(t, vdpp(t), hosts, r, nproc, args...)
+}
+
+// startNodeBin is startNode with the binary bin.
+func startNodeBin(t *testing.T, bin string, hosts []*netns.Host, r, nproc int, args ...string) *node {
+	t.Helper()
 	h := hosts[r]
 	argv := append([]string{"launch", "--nnodes", strconv.Itoa(len(hosts)), "--node-rank", strconv.Itoa(r),
 		"--master-addr", hosts[0].Addr, "--master-port", strconv.Itoa(masterPort), "--nproc-per-node", strconv.Itoa(nproc),
 		"--grace", "1s", "--"}, args...)
-	cmd := h.Command(t.Context(), vdpp(t), argv...)
+	cmd := h.Command(t.Context(), bin, argv...)
 	n := &node{host: h, cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = n.stdout, n.stderr
 	if err := cmd.Start(); err != nil {
