@@ -41,7 +41,7 @@ func (s *Server) modelLimits() job.ModelLimits {
 	desc := s.gen.Description()
 	out := job.ModelLimits{Input: input, Image: desc.ImageNeed().String(), LastImage: desc.LastImage.String(), NativeWidth: n.Width, NativeHeight: n.Height, NativeFrames: n.NumFrames, NativeSteps: n.Steps,
 		MaxFrames: l.MaxFrames, MaxResolution: l.MaxResolution, MaxSteps: l.MaxSteps, CacheModes: desc.Caching.Modes,
-		Knobs: job.Knobs(desc.Knobs, s.gen.ServedDefaults()), CostLimits: s.cost,
+		Knobs: job.Knobs(desc.Knobs, s.gen.ServedDefaults()), Inputs: desc.Inputs(), CostLimits: s.cost,
 		MaxQueue: queue, MaxPrepares: prepares, Defaults: job.DefaultJob{Width: d.Width, Height: d.Height, NumFrames: d.NumFrames, Steps: d.Steps},
 		DefaultsWhy: s.defaultsWhy, Schedulers: desc.SchedulerNames(), FlowShift: desc.FlowShift}
 	if lm, ok := s.gen.(interface{ LoRAs() []string }); ok {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/serve/job"
 	"github.com/vdpp/vdpp/serve/openai"
 )
@@ -49,6 +50,8 @@ func TestCostLimitsHTTP(t *testing.T) {
 	want.Machine = job.Machine{MemoryBytes: 8 << 30, Ranks: 2}
 	want.MaxQueue, want.MaxPrepares = 64, DefaultMaxPrepares()
 	want.Defaults = job.DefaultJob{Width: 64, Height: 64, NumFrames: 14, Steps: 25} // the native job fits
+	// The inputs: the knob table's, the image required and nothing else taken.
+	want.Inputs = knob.AllInputs.Need(map[string]knob.Need{"image": knob.Required})
 	var got job.ModelLimits
 	resp, b = ts.do("GET", "/v1/limits", nil, "")
 	mustJSON(t, b, &got)

@@ -33,7 +33,7 @@ const jobSample = 0
 // else about the model (defaults, latent shape, scheduler, batching, costs) is asked of its
 // family (package model/family).
 type ModelSpec struct {
-	// Name is the registered family's name ("synthetic", "svd", "wan"); Dir the model
+	// Name is the registered family's name (family.Lookup); Dir the model
 	// folder, "" for a family that needs none. `--model builtin` and `--model DIR` resolve
 	// to the family their model_index.json names, with that folder.
 	Name string

@@ -259,7 +259,7 @@ var resolveBuiltin = builtin.Resolve
 
 // ResolveModelSpec maps --model to a ModelSpec: a folder, a built-in model or a Hugging
 // Face model id in the local cache (a family's model with that folder), or a registered name
-// ("synthetic"). A text-to-video folder without its text encoder is refused.
+// (family.Simulator). A text-to-video folder without its text encoder is refused.
 func ResolveModelSpec(name string) (ModelSpec, error) {
 	if _, ok := builtin.Lookup(name); ok {
 		if resolveBuiltin == nil {
@@ -338,7 +338,7 @@ type WorkerOptions struct {
 // DefaultWorkerOptions are the worker's defaults: the synthetic model, the wire's
 // heartbeat timeout.
 func DefaultWorkerOptions() WorkerOptions {
-	return WorkerOptions{Model: "synthetic", StepMS: 1, Cost: "sleep", HeartbeatTimeout: wire.DefaultHeartbeatTimeout}
+	return WorkerOptions{Model: family.Simulator, StepMS: 1, Cost: "sleep", HeartbeatTimeout: wire.DefaultHeartbeatTimeout}
 }
 
 // RegisterFlags binds the options to fs, with o's current values as defaults.

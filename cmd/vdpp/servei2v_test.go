@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,7 @@ func TestServeBinaryWanI2V(t *testing.T) {
 
 	var lim struct {
 		Input, Image, LastImage string
+		Inputs                  []struct{ Name, Need, OpenAI string }
 	}
 	r, err := http.Get(url + "/v1/limits")
 	if err != nil {
@@ -46,10 +48,19 @@ func TestServeBinaryWanI2V(t *testing.T) {
 		Input     *string `json:"input"`
 		Image     *string `json:"image"`
 		LastImage *string `json:"last_image"`
-	}{&lim.Input, &lim.Image, &lim.LastImage})
+		Inputs    any     `json:"inputs"`
+	}{&lim.Input, &lim.Image, &lim.LastImage, &lim.Inputs})
 	r.Body.Close()
 	if lim.Input != "text" || lim.Image != "required" || lim.LastImage != "required" {
 		t.Fatalf("limits say %+v, want a text model taking an image and a last image", lim)
+	}
+	// The inputs as the knob table declares them: the page and the OpenAI create read them.
+	needs := map[string]string{}
+	for _, in := range lim.Inputs {
+		needs[in.Name] = in.Need
+	}
+	if want := map[string]string{"image": "required", "last_image": "required", "prompt": "required", "negative_prompt": "optional"}; !reflect.DeepEqual(needs, want) {
+		t.Fatalf("limits' inputs %+v, want %v", lim.Inputs, want)
 	}
 
 	type status struct {

@@ -18,7 +18,7 @@ func init() {
 	for _, m := range builtin.Models {
 		family.RegisterAlias(m.Name, m.Dir)
 	}
-	family.Register(family.Denoisers{Model: "synthetic", CondKey: synthetic.CondKey, CacheReuse: synthetic.ReuseCost, StatedCost: true,
+	family.Register(family.Denoisers{Model: family.Simulator, CondKey: synthetic.CondKey, CacheReuse: synthetic.ReuseCost, StatedCost: true,
 		New: func(c model.Config) (model.Denoiser, error) { return synthetic.New(c) }})
 	family.Register(family.Denoisers{Model: "dummy", CondKey: dummy.CondKey,
 		New: func(c model.Config) (model.Denoiser, error) { return dummy.New(dummy.FromModelConfig(c)) }})

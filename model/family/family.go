@@ -315,6 +315,22 @@ func (d Description) ImageNeed() Need {
 	return d.Image
 }
 
+// Inputs are the inputs a job of the model gives (knob.AllInputs, each with its Need): a
+// prompt and a negative prompt when it has a text encoder, an image and a last image as
+// ImageNeed and LastImage say. Every surface that takes a job's inputs derives from them.
+func (d Description) Inputs() knob.Inputs {
+	text := knob.None
+	negative := knob.None
+	if d.TextDim > 0 {
+		text, negative = knob.Required, knob.Optional
+	}
+	return knob.AllInputs.Need(map[string]knob.Need{"prompt": text, "negative_prompt": negative,
+		"image": d.ImageNeed().Knob(), "last_image": d.LastImage.Knob()})
+}
+
+// Knob is the need as the knob table's inputs spell it.
+func (n Need) Knob() knob.Need { return knob.Need(n.String()) }
+
 // Need says whether a generation takes an input.
 type Need int
 

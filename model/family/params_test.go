@@ -76,3 +76,35 @@ func TestReadsAndRefuseUnread(t *testing.T) {
 		t.Fatalf("Unknown: %q", got)
 	}
 }
+
+// A model's inputs are the knob table's declared inputs with the needs its description
+// says: an image model's image; a text-to-video model's prompt (and optional negative
+// prompt); an image-to-video model with a prompt both; a first-last-frame model its last
+// image too.
+func TestDescriptionInputs(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		d    family.Description
+		want map[string]knob.Need
+	}{
+		{"image model", family.Description{}, map[string]knob.Need{"image": knob.Required}},
+		{"text-to-video", family.Description{TextDim: 8}, map[string]knob.Need{"prompt": knob.Required, "negative_prompt": knob.Optional}},
+		{"image-to-video with a prompt", family.Description{TextDim: 8, Image: family.NeedRequired},
+			map[string]knob.Need{"image": knob.Required, "prompt": knob.Required, "negative_prompt": knob.Optional}},
+		{"first-last-frame", family.Description{TextDim: 8, Image: family.NeedRequired, LastImage: family.NeedRequired},
+			map[string]knob.Need{"image": knob.Required, "last_image": knob.Required, "prompt": knob.Required, "negative_prompt": knob.Optional}},
+		{"optional last image", family.Description{TextDim: 8, Image: family.NeedRequired, LastImage: family.NeedOptional},
+			map[string]knob.Need{"image": knob.Required, "last_image": knob.Optional, "prompt": knob.Required, "negative_prompt": knob.Optional}},
+	} {
+		got := map[string]knob.Need{}
+		for _, in := range c.d.Inputs().Taken() {
+			got[in.Name] = in.Need
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: inputs %v, want %v", c.name, got, c.want)
+		}
+		if len(c.d.Inputs()) != len(knob.AllInputs) {
+			t.Errorf("%s: %d inputs, want every declared one (%d), the ones it takes none of as none", c.name, len(c.d.Inputs()), len(knob.AllInputs))
+		}
+	}
+}

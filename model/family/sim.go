@@ -14,6 +14,11 @@ import (
 	"github.com/vdpp/vdpp/tensor"
 )
 
+// Simulator is the registered name of the stand-in denoiser whose step costs what it is
+// told (model/families registers it): the default of a command that needs a model and
+// was given none (serve's workers, the load test).
+const Simulator = "synthetic"
+
 // Denoisers is the family of a simulator denoiser (synthetic, dummy): a denoiser built by
 // New from Options.Sim, with SVD's scheduler and no network of its own around it. Prepare
 // draws sample s's latent from N(0,1) with a PCG stream keyed by (seed, s), then a

@@ -275,3 +275,43 @@ func TestParseStepsBounded(t *testing.T) {
 		}
 	}
 }
+
+// The inputs are declared once: a model's needs fill them, each surface spells them from
+// the declaration (the native part, the flag, the OpenAI field).
+func TestInputs(t *testing.T) {
+	in := AllInputs.Need(map[string]Need{"image": Required, "prompt": Optional})
+	needs := map[string]Need{}
+	for _, i := range in {
+		needs[i.Name] = i.Need
+	}
+	if want := map[string]Need{"image": Required, "last_image": None, "prompt": Optional, "negative_prompt": None}; !reflect.DeepEqual(needs, want) {
+		t.Fatalf("needs %v, want %v", needs, want)
+	}
+	if AllInputs[0].Need != "" {
+		t.Fatal("Need changed the declaration")
+	}
+	if got := in.Taken().Names(); !reflect.DeepEqual(got, []string{"image", "prompt"}) {
+		t.Errorf("taken %v", got)
+	}
+	if got := in.OfKind(ImageInput).Names(); !reflect.DeepEqual(got, []string{"image", "last_image"}) {
+		t.Errorf("images %v", got)
+	}
+	last, _ := in.Lookup("last_image")
+	img, _ := in.Lookup("image")
+	for _, c := range []struct {
+		in   Input
+		s    Spelling
+		want string
+	}{{img, JSON, "image part"}, {img, Flags, "--image"}, {img, OpenAI, "input_reference"},
+		{last, Flags, "--last-image"}, {last, OpenAI, "last_image part"}} {
+		if got := c.in.Spell(c.s); got != c.want {
+			t.Errorf("%s spelled %v: %q, want %q", c.in.Name, c.s, got, c.want)
+		}
+	}
+	if got := AllInputs.OpenAINames(); !reflect.DeepEqual(got, []string{"input_reference", "prompt", "negative_prompt"}) {
+		t.Errorf("OpenAI fields %v", got)
+	}
+	if _, ok := in.Lookup("params"); ok {
+		t.Error("params is not an input")
+	}
+}

@@ -466,8 +466,10 @@ func (a *API) readUpload(r *http.Request) (job.Params, job.Input, error) {
 	if err != nil {
 		return job.Params{}, job.Input{}, fmt.Errorf("%w: %v", job.ErrBadParams, err)
 	}
-	var img, last, params []byte
-	var prompt, negative *string
+	m := a.cfg.Backend.Model()
+	inputs := m.Description().Inputs()
+	parts := map[string][]byte{} // the inputs' parts, by name
+	var params []byte
 	seenParams := false
 	for {
 		part, err := mr.NextPart()
@@ -477,36 +479,27 @@ func (a *API) readUpload(r *http.Request) (job.Params, job.Input, error) {
 		if err != nil {
 			return job.Params{}, job.Input{}, ReadError(err)
 		}
-		switch part.FormName() {
-		case "prompt", "negative_prompt":
-			dst := &prompt
-			if part.FormName() == "negative_prompt" {
-				dst = &negative
+		name := part.FormName()
+		in, isInput := inputs.Lookup(name)
+		switch {
+		case isInput:
+			if parts[name] != nil {
+				return job.Params{}, job.Input{}, fmt.Errorf("%w: two %s parts", job.ErrBadParams, name)
 			}
-			if *dst != nil {
-				return job.Params{}, job.Input{}, fmt.Errorf("%w: two %s parts", job.ErrBadParams, part.FormName())
+			var b []byte
+			if in.Kind == knob.TextInput {
+				b, err = io.ReadAll(io.LimitReader(part, MaxFieldBytes+1))
+				if err == nil && len(b) > MaxFieldBytes {
+					return job.Params{}, job.Input{}, fmt.Errorf("%w: %s part over %d bytes", job.ErrTooLarge, name, MaxFieldBytes)
+				}
+			} else {
+				b, err = io.ReadAll(part)
 			}
-			b, err := io.ReadAll(io.LimitReader(part, MaxFieldBytes+1))
 			if err != nil {
 				return job.Params{}, job.Input{}, ReadError(err)
 			}
-			if len(b) > MaxFieldBytes {
-				return job.Params{}, job.Input{}, fmt.Errorf("%w: %s part over %d bytes", job.ErrTooLarge, part.FormName(), MaxFieldBytes)
-			}
-			v := string(b)
-			*dst = &v
-		case "image", "last_image":
-			dst := &img
-			if part.FormName() == "last_image" {
-				dst = &last
-			}
-			if *dst != nil {
-				return job.Params{}, job.Input{}, fmt.Errorf("%w: two %s parts", job.ErrBadParams, part.FormName())
-			}
-			if *dst, err = io.ReadAll(part); err != nil {
-				return job.Params{}, job.Input{}, ReadError(err)
-			}
-		case "params":
+			parts[name] = append([]byte{}, b...) // an empty part is given, not absent
+		case name == "params":
 			if seenParams {
 				return job.Params{}, job.Input{}, fmt.Errorf("%w: two params parts", job.ErrBadParams)
 			}
@@ -518,12 +511,19 @@ func (a *API) readUpload(r *http.Request) (job.Params, job.Input, error) {
 				return job.Params{}, job.Input{}, fmt.Errorf("%w: params part over %d bytes", job.ErrTooLarge, maxParamsBytes)
 			}
 		default:
-			return job.Params{}, job.Input{}, fmt.Errorf("%w: unknown form part %q (want image, last_image, prompt, negative_prompt and params)", job.ErrBadParams, part.FormName())
+			return job.Params{}, job.Input{}, fmt.Errorf("%w: unknown form part %q (want %s and params)", job.ErrBadParams, name, strings.Join(inputs.Names(), ", "))
 		}
 	}
+	text := func(name string) *string {
+		if b, ok := parts[name]; ok {
+			v := string(b)
+			return &v
+		}
+		return nil
+	}
+	prompt, negative := text("prompt"), text("negative_prompt")
 	var in job.Input
-	m := a.cfg.Backend.Model()
-	if err := a.readImages(m.Description(), img, last, &in); err != nil {
+	if err := a.readImages(m.Description(), parts, &in); err != nil {
 		return job.Params{}, job.Input{}, err
 	}
 	if m.TextConditioned() {
@@ -565,10 +565,10 @@ func (a *API) readUpload(r *http.Request) (job.Params, job.Input, error) {
 	return p, in, nil
 }
 
-// readImages checks a job's image and last image parts against what the model takes (d's
-// Image and LastImage: a part the model needs is required, one it takes none of refused)
+// readImages checks a job's image parts (parts, by name) against what the model takes (d's
+// Inputs of kind image: a part the model needs is required, one it takes none of refused)
 // and puts them in in.
-func (a *API) readImages(d family.Description, img, last []byte, in *job.Input) error {
+func (a *API) readImages(d family.Description, parts map[string][]byte, in *job.Input) error {
 	kind := "image-conditioned"
 	if d.TextDim > 0 {
 		kind = "text-to-video"
@@ -576,29 +576,30 @@ func (a *API) readImages(d family.Description, img, last []byte, in *job.Input) 
 			kind = "image-to-video with a prompt"
 		}
 	}
-	for _, c := range []struct {
-		name string
-		data []byte
-		need family.Need
-		dst  *[]byte
-	}{{"image", img, d.ImageNeed(), &in.Image}, {"last_image", last, d.LastImage, &in.LastImage}} {
+	dst := map[string]*[]byte{"image": &in.Image, "last_image": &in.LastImage}
+	for _, c := range d.Inputs().OfKind(knob.ImageInput) {
+		data := parts[c.Name]
 		switch {
-		case c.data != nil && c.need == family.NeedNone && c.name == "image" && d.TextDim > 0:
+		case data != nil && c.Need == knob.None && c.Name == "image" && d.TextDim > 0:
 			return fmt.Errorf("%w: an image part: the model is text-to-video (give a prompt part)", job.ErrBadParams)
-		case c.data != nil && c.need == family.NeedNone:
-			return fmt.Errorf("%w: a %s part: the model takes none", job.ErrBadParams, c.name)
-		case c.data == nil && c.need == family.NeedRequired:
-			return fmt.Errorf("%w: no %s part: the model is %s", job.ErrBadParams, c.name, kind)
-		case c.data == nil:
+		case data != nil && c.Need == knob.None:
+			return fmt.Errorf("%w: a %s part: the model takes none", job.ErrBadParams, c.Name)
+		case data == nil && c.Need == knob.Required:
+			return fmt.Errorf("%w: no %s part: the model is %s", job.ErrBadParams, c.Name, kind)
+		case data == nil:
 			continue
 		}
-		if _, _, err := a.cfg.Backend.ImageSize(c.data); err != nil {
-			if c.name == "image" {
+		if _, _, err := a.cfg.Backend.ImageSize(data); err != nil {
+			if c.Name == "image" {
 				return err
 			}
-			return fmt.Errorf("%s part: %w", c.name, err)
+			return fmt.Errorf("%s part: %w", c.Name, err)
 		}
-		*c.dst = c.data
+		p, ok := dst[c.Name]
+		if !ok {
+			return fmt.Errorf("%w: a %s part: this server does not carry it to the model", job.ErrBadParams, c.Name)
+		}
+		*p = data
 	}
 	if in.LastImage != nil && in.Image == nil {
 		return fmt.Errorf("%w: a last_image part without an image part", job.ErrBadParams)

@@ -253,6 +253,9 @@ type ModelLimits struct {
 	// Knobs are the job parameters the model takes (its family's knob table), each with
 	// the value a job that leaves it out gets: the web page builds its form from them.
 	Knobs []KnobInfo `json:"knobs"`
+	// Inputs are the inputs a job gives the model (the model's knob.Inputs: each one's
+	// native part, OpenAI field and need): the web page builds its inputs from them.
+	Inputs knob.Inputs `json:"inputs"`
 	// MaxQueue is the queue's places, shared between clients (each its share, one at
 	// least); MaxPrepares the jobs prepared at once (image decode and resize,
 	// conditioning), beside the denoising.

@@ -135,7 +135,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		o.Drain = 2 * time.Minute
 	}
 	if o.Model.Name == "" {
-		o.Model.Name = "synthetic"
+		o.Model.Name = family.Simulator
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/serve/httpapi"
 	"github.com/vdpp/vdpp/serve/job"
 )
@@ -208,8 +209,22 @@ func (a *API) Owns(id string) bool { return strings.HasPrefix(id, IDPrefix) }
 func (a *API) NativeID(id string) string { return strings.TrimPrefix(id, IDPrefix) }
 
 // requestFields are the multipart part names of an OpenAI create besides its generation
-// fields (CreateFields of the served model's knobs).
-var requestFields = []string{"model", "prompt", "input_reference", "input_reference[image_url]", "input_reference[file_id]"}
+// fields (CreateFields of the served model's knobs): the model, and the OpenAI fields of
+// the inputs (knob.AllInputs) but the negative prompt (a generation field), an image's
+// with its [image_url] and [file_id] spellings.
+var requestFields = func() []string {
+	out := []string{"model"}
+	for _, in := range knob.AllInputs {
+		switch {
+		case in.OpenAI == "" || in.OpenAI == fieldNegative:
+		case in.Kind == knob.ImageInput:
+			out = append(out, in.OpenAI, in.OpenAI+"[image_url]", in.OpenAI+"[file_id]")
+		default:
+			out = append(out, in.OpenAI)
+		}
+	}
+	return out
+}()
 
 // isCreateField reports whether a multipart part name is an OpenAI create's, for the
 // served model.
@@ -230,12 +245,19 @@ func (a *API) IsCreate(body []byte, boundary string) bool {
 			return openAI
 		}
 		switch name := p.FormName(); {
-		case name == "image" || name == "last_image" || name == "params":
+		case name == "params" || nativeOnly(name):
 			return false
 		case a.isCreateField(name):
 			openAI = true
 		}
 	}
+}
+
+// nativeOnly reports whether a part name is an input only the native create spells so
+// (image, last_image: the OpenAI create's image is input_reference).
+func nativeOnly(name string) bool {
+	in, ok := knob.AllInputs.Lookup(name)
+	return ok && in.OpenAI != name
 }
 
 // Create answers an OpenAI create: a JSON body (read here when body is nil) or a multipart

@@ -217,13 +217,18 @@ var sizePattern = regexp.MustCompile(`^([1-9][0-9]{0,4})x([1-9][0-9]{0,4})$`)
 // Fields beside the knobs that an OpenAI create takes: its own spellings of the video's size
 // and length, the number of videos, and a text-to-video model's negative prompt.
 const (
-	fieldSize     = "size"
-	fieldSeconds  = "seconds"
-	fieldN        = "n"
-	fieldLoRA     = "lora"
-	fieldLoRA2    = "lora_2"
-	fieldNegative = "negative_prompt"
+	fieldSize    = "size"
+	fieldSeconds = "seconds"
+	fieldN       = "n"
+	fieldLoRA    = "lora"
+	fieldLoRA2   = "lora_2"
 )
+
+// fieldNegative is the negative prompt's OpenAI field (knob.AllInputs' negative_prompt).
+var fieldNegative = func() string {
+	in, _ := knob.AllInputs.Lookup("negative_prompt")
+	return in.OpenAI
+}()
 
 // CreateFields lists every generation field an OpenAI create takes for a model of knob
 // table t: size, seconds, n, negative_prompt, lora, lora_2, and each knob's OpenAI names (its OpenAI

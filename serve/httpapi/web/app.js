@@ -9,6 +9,7 @@ const state = {
   input: 'image',       // what a job gives the served model: 'image' or 'text' (its vdpp_limits.input)
   image: 'required',    // whether it takes an image: 'required', 'optional' or 'none' (vdpp_limits.image)
   lastImage: 'none',    // whether it takes a last image (vdpp_limits.last_image)
+  imageField: 'input_reference', // the OpenAI create's image field (vdpp_limits.inputs)
   jobs: new Map(),      // id -> OpenAI video object
   following: new Set(), // ids with an open event stream
   media: new Map(),     // id -> object URL of the MP4
@@ -103,7 +104,7 @@ function initForm() {
       const neg = $('negative-prompt').value.trim();
       if (neg) fd.append('negative_prompt', neg);
     }
-    if (file && state.image !== 'none') fd.append('input_reference', file, file.name);
+    if (file && state.image !== 'none') fd.append(state.imageField || 'input_reference', file, file.name);
     const frames = $('num-frames');
     for (const el of $('create').querySelectorAll('.grid input, .grid select')) {
       if (el.closest('[hidden]')) continue; // a field that does not apply (another cache mode's)
@@ -331,8 +332,13 @@ function knobField(k) {
 function fitModel(lim) {
   state.input = lim.input === 'text' ? 'text' : 'image';
   const text = state.input === 'text';
-  state.image = lim.image || (text ? 'none' : 'required');
-  state.lastImage = lim.last_image || 'none';
+  // The inputs it takes (vdpp_limits.inputs: the knob table's, each with its need and its
+  // OpenAI field, which this page posts).
+  const input = name => (lim.inputs || []).find(i => i.name === name) || {};
+  state.image = input('image').need || lim.image || (text ? 'none' : 'required');
+  state.lastImage = input('last_image').need || lim.last_image || 'none';
+  state.imageField = input('image').openai || 'input_reference';
+  if (input('image').help) $('drop').title = input('image').help;
   const image = state.image !== 'none';
   $('drop').hidden = !image;
   $('image').disabled = !image;
