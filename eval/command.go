@@ -13,6 +13,7 @@ import (
 	"github.com/vdpp/vdpp/internal/cacheflag"
 	"github.com/vdpp/vdpp/internal/cli"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/knob"
 	"github.com/vdpp/vdpp/pipeline"
 	"github.com/vdpp/vdpp/train"
 )
@@ -23,6 +24,21 @@ var ErrOptions = fmt.Errorf("eval: bad options: %w", cli.ErrUsage)
 
 // badOptions is an error about the options, ErrOptions, whose message is fmt.Errorf's.
 func badOptions(format string, a ...any) error { return cli.Errorf(ErrOptions, format, a...) }
+
+// badParams is a model's refusal of the job in the command line's terms: a refused knob
+// named by its flag (--cache-branch, not cache_branch), one line, still the knob's error.
+func badParams(err error) error {
+	if ke, ok := knob.AsError(err); ok {
+		return cli.Errorf(ErrOptions, "%s%w", ke.In(knob.Flags), silent{ke})
+	}
+	return badOptions("%w", err)
+}
+
+// silent wraps an error without adding to the message.
+type silent struct{ err error }
+
+func (s silent) Error() string { return "" }
+func (s silent) Unwrap() error { return s.err }
 
 // Command is `vdpp eval`'s flags: Run's Options and what the command does around the run
 // (the model, the split, the media, the step cache, the report file).
@@ -161,7 +177,7 @@ func (c Command) Run(ctx context.Context, stdout, progress io.Writer) (Report, e
 		cpr := pr
 		cpr.Cache = rule
 		if err := s.Validate(cpr); err != nil {
-			return Report{}, badOptions("%w", err)
+			return Report{}, badParams(err)
 		}
 		gen = CountingGenerator(s, cpr, &cached)
 		o.Reference = CountingGenerator(s, pr, &uncached)
@@ -230,7 +246,7 @@ func (c Command) runTextCache(ctx context.Context, r family.Resolved, rule pipel
 	}
 	pr.Cache = rule
 	if err := s.Validate(pr); err != nil {
-		return badOptions("%w", err)
+		return badParams(err)
 	}
 	inputs := make([]family.Input, c.Samples)
 	for i := range inputs {

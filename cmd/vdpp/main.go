@@ -217,10 +217,13 @@ func builtinNames(msg string) string {
 var keptSamples = regexp.MustCompile(`\(\d+ finished samples? kept in [^)]*\)`)
 
 // interrupted reports whether err ended a command because it was interrupted: the
-// command's context was cancelled by SIGINT or SIGTERM, or a launcher it ran says its
-// children were (comm.ErrInterrupted).
+// command got SIGINT or SIGTERM (its context is cancelled), or a launcher it ran says its
+// children were (comm.ErrInterrupted). Whatever error a signalled command ends with is the
+// stop's doing: a rank told to stop may see its peer, stopped by the same signal, end the
+// job before its own cancellation reaches the code that waits, and it still exits as
+// interrupted (status 130), so its launcher counts it stopped, not failed.
 func interrupted(ctx context.Context, err error) bool {
-	return errors.Is(err, comm.ErrInterrupted) || (ctx.Err() != nil && errors.Is(err, context.Canceled))
+	return errors.Is(err, comm.ErrInterrupted) || ctx.Err() != nil
 }
 
 func usage(w io.Writer) {
