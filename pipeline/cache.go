@@ -214,21 +214,4 @@ func ParseSteps(s string) ([]int, error) {
 }
 
 // FormatSteps writes steps as ParseSteps reads them, runs as ranges ("0-2,5,9").
-func FormatSteps(steps []int) string {
-	var b strings.Builder
-	for i := 0; i < len(steps); {
-		j := i
-		for j+1 < len(steps) && steps[j+1] == steps[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(steps[i]))
-		if j > i {
-			b.WriteString("-" + strconv.Itoa(steps[j]))
-		}
-		i = j + 1
-	}
-	return b.String()
-}
+func FormatSteps(steps []int) string { return knob.FormatSteps(steps) }

@@ -248,7 +248,7 @@ func (f *FlagSet) nearest(name string) string {
 		if f.hidden[fl.Name] {
 			return
 		}
-		d := distance(name, fl.Name)
+		d := Distance(name, fl.Name)
 		if strings.HasPrefix(fl.Name, name) && len(name) >= 3 {
 			d = min(d, 1)
 		}
@@ -272,7 +272,7 @@ func Nearest(name string, candidates []string) string {
 		if c == name {
 			continue
 		}
-		d := distance(name, c)
+		d := Distance(name, c)
 		if strings.HasPrefix(c, name) && len(name) >= 3 {
 			d = min(d, 1)
 		}
@@ -283,8 +283,9 @@ func Nearest(name string, candidates []string) string {
 	return best
 }
 
-// distance is the Levenshtein distance between a and b.
-func distance(a, b string) int {
+// Distance is the Levenshtein distance between a and b (the edit count behind every
+// "did you mean").
+func Distance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

@@ -144,8 +144,8 @@ func TestDistance(t *testing.T) {
 		a, b string
 		d    int
 	}{{"", "", 0}, {"steps", "steps", 0}, {"stpes", "steps", 2}, {"step", "steps", 1}, {"", "abc", 3}, {"kitten", "sitting", 3}} {
-		if got := distance(tc.a, tc.b); got != tc.d {
-			t.Errorf("distance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.d)
+		if got := Distance(tc.a, tc.b); got != tc.d {
+			t.Errorf("Distance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.d)
 		}
 	}
 }

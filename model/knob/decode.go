@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/vdpp/vdpp/internal/cli"
 )
 
 // Unknown says what a knob name that a table lacks is, for the message: "applies to svd
@@ -65,32 +67,11 @@ func (t Table) unknown(name string, unknown Unknown) *Error {
 func (t Table) nearest(name string) string {
 	best, bestD := "", 3
 	for _, k := range t {
-		if d := distance(name, k.Name); d < bestD {
+		if d := cli.Distance(name, k.Name); d < bestD {
 			best, bestD = k.Name, d
 		}
 	}
 	return best
-}
-
-// distance is the Levenshtein distance between a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // Member is one key and value of a JSON object.
