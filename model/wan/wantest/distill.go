@@ -78,6 +78,12 @@ func WriteT2VFolder(dir string, s T2VSpec) error {
 	vc := map[string]any{"_class_name": "AutoencoderKLWan", "base_dim": s.VAEBaseDim, "z_dim": s.ZDim,
 		"dim_mult": []int{1, 2, 2, 2}, "num_res_blocks": 1, "attn_scales": []int{},
 		"temperal_downsample": []bool{false, true, true}, "dropout": 0.0, "latents_mean": mean, "latents_std": std}
+	return writeVAEAndScheduler(dir, vc, s.FlowShift, r)
+}
+
+// writeVAEAndScheduler writes dir's vae/ (config vc, random weights of its shapes from r)
+// and scheduler/ (UniPC with flow shift shift, as the Wan releases configure it).
+func writeVAEAndScheduler(dir string, vc map[string]any, shift float64, r *rand.Rand) error {
 	vdir := filepath.Join(dir, "vae")
 	if err := writeJSON(filepath.Join(vdir, "config.json"), vc); err != nil {
 		return err
@@ -98,7 +104,7 @@ func WriteT2VFolder(dir string, s T2VSpec) error {
 		return err
 	}
 	sched := map[string]any{"_class_name": "UniPCMultistepScheduler", "num_train_timesteps": 1000, "solver_order": 2,
-		"prediction_type": "flow_prediction", "use_flow_sigmas": true, "flow_shift": s.FlowShift, "solver_type": "bh2",
+		"prediction_type": "flow_prediction", "use_flow_sigmas": true, "flow_shift": shift, "solver_type": "bh2",
 		"lower_order_final": true, "predict_x0": true, "timestep_spacing": "linspace", "final_sigmas_type": "zero",
 		"beta_start": 0.0001, "beta_end": 0.02, "beta_schedule": "linear"}
 	return writeJSON(filepath.Join(dir, "scheduler", "scheduler_config.json"), sched)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/model/wan/transformer"
-	"github.com/vdpp/vdpp/model/wan/vae"
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
 )
@@ -147,30 +146,7 @@ func WriteI2VFolder(dir string, s I2VSpec) error {
 			return err
 		}
 	}
-	vdir := filepath.Join(dir, "vae")
-	if err := writeJSON(filepath.Join(vdir, "config.json"), vc); err != nil {
-		return err
-	}
-	data, err := os.ReadFile(filepath.Join(vdir, "config.json"))
-	if err != nil {
-		return err
-	}
-	vcfg, err := vae.ParseConfig(filepath.Join(vdir, "config.json"), data)
-	if err != nil {
-		return err
-	}
-	vshapes, err := vae.ExpectedTensors(vcfg)
-	if err != nil {
-		return err
-	}
-	if err := writeRandom(filepath.Join(vdir, "diffusion_pytorch_model.safetensors"), vshapes, r); err != nil {
-		return err
-	}
-	sched := map[string]any{"_class_name": "UniPCMultistepScheduler", "num_train_timesteps": 1000, "solver_order": 2,
-		"prediction_type": "flow_prediction", "use_flow_sigmas": true, "flow_shift": s.FlowShift, "solver_type": "bh2",
-		"lower_order_final": true, "predict_x0": true, "timestep_spacing": "linspace", "final_sigmas_type": "zero",
-		"beta_start": 0.0001, "beta_end": 0.02, "beta_schedule": "linear"}
-	if err := writeJSON(filepath.Join(dir, "scheduler", "scheduler_config.json"), sched); err != nil {
+	if err := writeVAEAndScheduler(dir, vc, s.FlowShift, r); err != nil {
 		return err
 	}
 	if s.Variant != Wan21I2V && s.Variant != Wan21FLF2V {
@@ -184,7 +160,7 @@ func WriteI2VFolder(dir string, s I2VSpec) error {
 	if err := writeJSON(filepath.Join(edir, "config.json"), cc); err != nil {
 		return err
 	}
-	data, err = os.ReadFile(filepath.Join(edir, "config.json"))
+	data, err := os.ReadFile(filepath.Join(edir, "config.json"))
 	if err != nil {
 		return err
 	}
