@@ -13,9 +13,9 @@ import (
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/clip"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/nn"
-	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/unetcost"
 	"github.com/vdpp/vdpp/model/svd/vae"

@@ -4,9 +4,9 @@ import (
 	"errors"
 
 	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/clip"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/nn"
-	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/model/umt5"
 	"github.com/vdpp/vdpp/model/wan/transformer"
 	"github.com/vdpp/vdpp/model/wan/vae"
