@@ -161,7 +161,7 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.BoolVar(&o.Quiet, "quiet", o.Quiet, "no progress display; logs go to OUT/generate.log; only errors and the sample folders are printed")
 	fs.StringVar(&o.ProgressDir, "progress-dir", o.ProgressDir, "internal: where each rank writes its progress report")
 	fs.Hide("progress-dir")
-	fs.StringVar(&o.FromReport, FromReportFlag, o.FromReport, "re-run the job a sample's report.json `FILE` describes (the same bits on the same mesh); flags given too change it (--out, --seed)")
+	fs.StringVar(&o.FromReport, FromReportFlag, o.FromReport, "re-run the job a sample's report.json `FILE` describes (the same bits on the same mesh); a flag given too replaces the report's value (--out, --seed), a list its whole list (--lora, --lora-2; --lora= drops the LoRAs)")
 	fs.StringVar(&o.ModelName, "model-name", o.ModelName, "internal: --model as given")
 	fs.Hide("model-name")
 	fs.BoolVar(&o.CacheCheck, "cache-check", o.CacheCheck, "with --cache: run the job again without the cache and print the cached videos' PSNR/SSIM against the uncached ones and the time saved, measured (docs/caching.md)")
