@@ -56,10 +56,12 @@ type doctorWeights struct {
 	Denoisers []int64          `json:"denoisers"`
 	Decode    int64            `json:"decode"`
 	Types     map[string]int64 `json:"types"`
+	// Holds says what the --backend holds weights in (nn.Holding).
+	Holds string `json:"holds"`
 }
 
-// modelWeights sizes a model's weights for the load options w.
-func modelWeights(modelArg string, w family.WeightOptions) (*doctorWeights, error) {
+// modelWeights sizes a model's weights for the load options w on the backend of spec.
+func modelWeights(modelArg, spec string, w family.WeightOptions) (*doctorWeights, error) {
 	m, err := family.Resolve(modelArg)
 	if err != nil {
 		return nil, err
@@ -68,7 +70,11 @@ func modelWeights(modelArg string, w family.WeightOptions) (*doctorWeights, erro
 	if !ok {
 		return nil, fmt.Errorf("--model %s: a %s model has no weights to size", modelArg, m.Family.Name())
 	}
-	fw, err := wg.Weights(m.Dir, family.Options{Weights: w})
+	fw, err := wg.Weights(m.Dir, family.Options{Backend: spec, Weights: w})
+	if err != nil {
+		return nil, err
+	}
+	holding, err := nn.HoldingForSpec(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +82,7 @@ func modelWeights(modelArg string, w family.WeightOptions) (*doctorWeights, erro
 	if dt == "" {
 		dt = "auto"
 	}
-	return &doctorWeights{Model: modelArg, DType: dt, Condition: fw.Condition, Denoisers: fw.Denoisers, Decode: fw.Decode, Types: fw.Types}, nil
+	return &doctorWeights{Model: modelArg, DType: dt, Condition: fw.Condition, Denoisers: fw.Denoisers, Decode: fw.Decode, Types: fw.Types, Holds: holding.String()}, nil
 }
 
 // buildStatic reports whether this binary was built with CGO_ENABLED=0.
@@ -113,7 +119,7 @@ func runDoctor(_ context.Context, args []string, stdout, stderr io.Writer) error
 	rep.CUDADataDir, rep.CUDADataDirTried = backendspec.FindCUDADataDir(p, rep.CUDAPlugin)
 	rep.MissingCUDALibs, _ = backendspec.MissingCUDALibs(p, rep.CUDAPlugin)
 	if *modelArg != "" {
-		w, err := modelWeights(*modelArg, wo)
+		w, err := modelWeights(*modelArg, *spec, wo)
 		if err != nil {
 			return err
 		}
@@ -197,6 +203,7 @@ func writeDoctor(w io.Writer, rep doctorReport) error {
 		fmt.Fprintf(&b, "weights of %s (--weights-dtype %s): condition %s, denoiser %s, decode %s\n", w.Model, w.DType,
 			plan.Bytes(w.Condition), strings.Join(den, " + "), plan.Bytes(w.Decode))
 		fmt.Fprintf(&b, "  held by type:    %s\n", plan.TypeBytes(w.Types))
+		fmt.Fprintf(&b, "  backend holds:   %s\n", w.Holds)
 	}
 	spec := rep.Spec
 	if spec == "" {
