@@ -391,6 +391,9 @@ func ExpandFromReport(args []string) ([]string, error) {
 	fs := cli.New("generate", nil, nil)
 	given.RegisterFlags(fs)
 	fs.Parse(args)
+	if err := checkRecorded(path, rep, fs.Given); err != nil {
+		return nil, err
+	}
 	var out []string
 	for _, a := range rep.Args {
 		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
@@ -399,4 +402,59 @@ func ExpandFromReport(args []string) ([]string, error) {
 		}
 	}
 	return append(out, args...), nil
+}
+
+// checkRecorded refuses the report at path when a file it records by SHA-256 is no longer
+// the file at that path (its hash differs, or it is gone), so a re-run does not silently
+// make something else: the model folder's weights (Provenance.Weights, under the folder
+// the report's --model names) unless given("model"), and each LoRA (Provenance.LoRAs)
+// unless given replaces its flag (--lora for experts 0 and 1, --lora-2 for expert 2). The
+// hashes come as the report's did (fileSHA256: the Hugging Face blob name, or the hash
+// cache by path, size and modification time), so checking unchanged files reads nothing.
+func checkRecorded(path string, rep SampleReport, given func(flag string) bool) error {
+	changed := func(what, file, recorded, hint string) error {
+		current := "missing"
+		info, err := os.Stat(file)
+		if err == nil {
+			if current, err = fileSHA256(file, info); err != nil {
+				return badOptions("--%s %s: %s %s: %w", FromReportFlag, path, what, file, err)
+			}
+		}
+		if current == recorded {
+			return nil
+		}
+		return badOptions("--%s %s: %s %s changed since the report: SHA-256 %s now, %s recorded; %s",
+			FromReportFlag, path, what, file, current, recorded, hint)
+	}
+	if len(rep.Weights) > 0 && !given("model") {
+		rec := DefaultOptions()
+		fs := cli.New("generate", nil, nil)
+		rec.RegisterFlags(fs)
+		if err := fs.Parse(rep.Args); err != nil {
+			return badOptions("--%s %s: the report's job: %w", FromReportFlag, path, err)
+		}
+		m, err := family.Resolve(rec.Model)
+		if err != nil {
+			return badOptions("--%s %s: --model %w", FromReportFlag, path, err)
+		}
+		for _, w := range rep.Weights {
+			if err := changed("the model's weights", filepath.Join(m.Dir, filepath.FromSlash(w.File)), w.SHA256,
+				fmt.Sprintf("give --model %s to run with the folder as it is now", rec.Model)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, l := range rep.LoRAs {
+		flag := "lora"
+		if l.Expert == 2 {
+			flag = "lora-2"
+		}
+		if given(flag) {
+			continue
+		}
+		if err := changed("the LoRA", l.File, l.SHA256, fmt.Sprintf("give --%s to name the LoRAs yourself (it replaces the report's list)", flag)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

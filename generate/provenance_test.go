@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -134,4 +135,104 @@ func TestProvenanceLoRAs(t *testing.T) {
 	if _, err := provenance(o, m); err == nil || !strings.Contains(err.Error(), "missing.safetensors") {
 		t.Fatalf("a missing LoRA: %v", err)
 	}
+}
+
+// --from-report checks the files the report records by SHA-256 before any work: a model
+// weights file or a LoRA that changed since the run is refused in one line naming the
+// file and both hashes, unless the command line gives the flag that names it (which
+// replaces the report's value); unchanged files pass.
+func TestFromReportChangedFiles(t *testing.T) {
+	t.Setenv("VDPP_CACHE_DIR", t.TempDir()) // the hash cache
+	dev := shared.Require(t, "golden", "wan-dev")
+	model := filepath.Join(t.TempDir(), "wan")
+	if err := os.CopyFS(model, os.DirFS(dev)); err != nil {
+		t.Fatal(err)
+	}
+	loraFile := filepath.Join(t.TempDir(), "style.safetensors")
+	src, err := os.ReadFile(filepath.Join("..", "model", "lora", "testdata", "lora_wan_two", "lora0.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(loraFile, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := family.ResolveDir(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultOptions()
+	o.Model, o.ModelName, o.LoRA = model, model, []lora.Spec{{Path: loraFile, Strength: 1}}
+	p, err := provenance(o, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Weights) == 0 || len(p.LoRAs) != 1 {
+		t.Fatalf("weights %v, LoRAs %v recorded", p.Weights, p.LoRAs)
+	}
+	report := filepath.Join(t.TempDir(), "report.json")
+	b, err := json.Marshal(SampleReport{Provenance: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(report, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	expand := func(extra ...string) error {
+		_, err := ExpandFromReport(append([]string{"--from-report", report}, extra...))
+		return err
+	}
+	if err := expand(); err != nil {
+		t.Fatalf("unchanged files: %v", err)
+	}
+	// flip changes the file's last byte (its size stays).
+	flip := func(path string) (before, after string) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := sha256.Sum256(b)
+		before = hex.EncodeToString(s[:])
+		b[len(b)-1] ^= 0xff
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s = sha256.Sum256(b)
+		return before, hex.EncodeToString(s[:])
+	}
+	refused := func(name string, err error, file, recorded, current, flag string) {
+		t.Helper()
+		if err == nil || !errors.Is(err, ErrOptions) || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("%s: %v, want one line of ErrOptions", name, err)
+		}
+		for _, s := range []string{file, "SHA-256 " + current + " now, " + recorded + " recorded", "--" + flag} {
+			if !strings.Contains(err.Error(), s) {
+				t.Fatalf("%s: %q does not say %q", name, err, s)
+			}
+		}
+		t.Logf("%s: %v", name, err)
+	}
+
+	recorded, current := flip(loraFile)
+	refused("a changed LoRA", expand(), loraFile, recorded, current, "lora")
+	if err := expand("--lora", loraFile); err != nil {
+		t.Fatalf("a changed LoRA given again with --lora: %v", err)
+	}
+	if err := expand("--lora="); err != nil {
+		t.Fatalf("the LoRAs dropped with --lora=: %v", err)
+	}
+	if err := expand("--lora-2", loraFile); err == nil {
+		t.Fatal("--lora-2 does not replace the report's --lora LoRAs, yet the changed one passed")
+	}
+	flip(loraFile) // back as recorded
+
+	vae := filepath.Join(model, "vae", "diffusion_pytorch_model.safetensors")
+	recorded, current = flip(vae)
+	refused("changed weights", expand(), vae, recorded, current, "model")
+	if err := expand("--model", model); err != nil {
+		t.Fatalf("changed weights with --model given: %v", err)
+	}
+	if err := os.Remove(vae); err != nil {
+		t.Fatal(err)
+	}
+	refused("missing weights", expand(), vae, recorded, "missing", "model")
 }
