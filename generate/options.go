@@ -132,10 +132,20 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.Model, "model", o.Model, "the model `NAME|DIR`: \"builtin\" (SVD), \"builtin-wan\" (Wan, --prompt), a diffusers folder (its model_index.json picks the family) or ORG/NAME[@REV] from the local Hugging Face cache")
 	fs.StringVar(&o.Variant, "variant", o.Variant, `weights variant, e.g. "fp16" (converted to float32)`)
 	o.Weights.RegisterFlags(fs.FlagSet)
-	fs.StringVar(&o.Image, "image", o.Image, "input `FILE` (PNG or JPEG) of an image-to-video model (SVD, Wan I2V; optional for Wan TI2V)")
-	fs.StringVar(&o.LastImage, "last-image", o.LastImage, "last frame's image `FILE` of a model that takes one (Wan first-last-frame; optional for Wan 2.2 I2V)")
-	fs.StringVar(&o.Prompt, "prompt", o.Prompt, "`TEXT` of a text-to-video model (Wan), encoded by the folder's text_encoder/ and tokenizer/")
-	fs.StringVar(&o.NegativePrompt, "negative-prompt", o.NegativePrompt, "negative prompt `TEXT`, the unconditional half of CFG (default \"\")")
+	// The job's inputs, one flag each, derived from the table serve's parts and fields
+	// come from (knob.AllInputs), all in help's input group.
+	fields := o.inputFields()
+	for _, in := range knob.AllInputs {
+		p, ok := fields[in.Name]
+		if !ok {
+			panic("generate: no option holds the input " + in.Name) // TestInputFlags
+		}
+		fs.StringVar(p, in.FlagName(), *p, inputHelp(in))
+		if fs.Groups == nil {
+			fs.Groups = map[string]cli.Group{}
+		}
+		fs.Groups[in.FlagName()] = cli.Input
+	}
 	fs.StringVar(&o.PromptEmbeds, "prompt-embeds", o.PromptEmbeds, "safetensors `FILE` of prompt embeddings [L, text_dim] or [1, L, text_dim] for a text-to-video model (Wan)")
 	fs.StringVar(&o.NegativePromptEmbeds, "negative-prompt-embeds", o.NegativePromptEmbeds, "safetensors `FILE` of negative prompt embeddings (needed when --guidance-scale > 1)")
 	fs.Var(lora.Flag{Specs: &o.LoRA}, "lora", "LoRA `FILE[:STRENGTH]` merged into the denoiser(s) at load, repeatable (strength 1 by default; docs/lora.md)")
@@ -161,7 +171,7 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	fs.BoolVar(&o.Quiet, "quiet", o.Quiet, "no progress display; logs go to OUT/generate.log; only errors and the sample folders are printed")
 	fs.StringVar(&o.ProgressDir, "progress-dir", o.ProgressDir, "internal: where each rank writes its progress report")
 	fs.Hide("progress-dir")
-	fs.StringVar(&o.FromReport, FromReportFlag, o.FromReport, "re-run the job a sample's report.json `FILE` describes (the same bits on the same mesh); flags given too change it (--out, --seed)")
+	fs.StringVar(&o.FromReport, FromReportFlag, o.FromReport, "re-run the job a sample's report.json `FILE` describes (the same bits on the same mesh); a flag given too replaces the report's value (--out, --seed), a list its whole list (--lora, --lora-2; --lora= drops the LoRAs)")
 	fs.StringVar(&o.ModelName, "model-name", o.ModelName, "internal: --model as given")
 	fs.Hide("model-name")
 	fs.BoolVar(&o.CacheCheck, "cache-check", o.CacheCheck, "with --cache: run the job again without the cache and print the cached videos' PSNR/SSIM against the uncached ones and the time saved, measured (docs/caching.md)")
@@ -171,6 +181,20 @@ func (o *Options) RegisterFlags(fs *cli.FlagSet) {
 	for _, k := range family.AllKnobs().Sorted() {
 		fs.Var(&knobFlag{table: family.AllKnobs(), params: &o.Params, given: o.Given, k: k, report: &o.stepsReport}, k.FlagName(), knobHelp(k))
 	}
+}
+
+// inputFields are the options that hold the job's inputs (knob.AllInputs), by name.
+func (o *Options) inputFields() map[string]*string {
+	return map[string]*string{"image": &o.Image, "last_image": &o.LastImage, "prompt": &o.Prompt, "negative_prompt": &o.NegativePrompt}
+}
+
+// inputHelp is an input flag's help: the table's, after the value's kind (back-quoted, the
+// type help shows: an image FILE, a TEXT).
+func inputHelp(in knob.Input) string {
+	if in.Kind == knob.ImageInput {
+		return "`FILE`: " + in.Help
+	}
+	return "`TEXT`: " + in.Help
 }
 
 // knobHelp is a knob flag's help: what it does, its kind and range (the kind back-quoted,

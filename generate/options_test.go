@@ -1,7 +1,9 @@
 package generate
 
 import (
+	"bytes"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/vdpp/vdpp/model/family"
@@ -28,4 +30,40 @@ func TestWorkerArgsRoundTrip(t *testing.T) {
 				}
 			}
 		})
+}
+
+// Every input of the table (knob.AllInputs) is a flag of generate, spelled as errors spell it
+// (Input.Spell), with the table's help, in help's input group, setting its own option.
+func TestInputFlags(t *testing.T) {
+	var o Options
+	if n := len(o.inputFields()); n != len(knob.AllInputs) {
+		t.Fatalf("%d options hold inputs, the table declares %d", n, len(knob.AllInputs))
+	}
+	o = DefaultOptions()
+	fs := cli.New("generate", nil, nil)
+	o.RegisterFlags(fs)
+	var args []string
+	for _, in := range knob.AllInputs {
+		fl := fs.Lookup(in.FlagName())
+		if fl == nil || "--"+fl.Name != in.Spell(knob.Flags) || !strings.HasSuffix(fl.Usage, ": "+in.Help) {
+			t.Fatalf("input %s: flag %+v", in.Name, fl)
+		}
+		args = append(args, in.Spell(knob.Flags), "value of "+in.Name)
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range o.inputFields() {
+		if *p != "value of "+name {
+			t.Errorf("input %s: option %q", name, *p)
+		}
+	}
+	var help bytes.Buffer
+	fs.Help(&help)
+	group, _, _ := strings.Cut(help.String()[strings.Index(help.String(), "\ninput:\n"):], "\nmodel:\n")
+	for _, in := range knob.AllInputs {
+		if !strings.Contains(group, "  "+in.Spell(knob.Flags)+" ") {
+			t.Errorf("help's input group lacks %s:\n%s", in.Spell(knob.Flags), group)
+		}
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/vdpp/vdpp/internal/buildinfo"
 	"github.com/vdpp/vdpp/internal/cli"
 	"github.com/vdpp/vdpp/model/family"
+	"github.com/vdpp/vdpp/model/lora"
 )
 
 // FromReportFlag is the flag that re-runs the job a report.json describes.
@@ -114,9 +115,23 @@ type WeightFile struct {
 	SHA256 string `json:"sha256"`
 }
 
+// LoRAFile is one LoRA a run merged into its denoisers: the file as the run opened it
+// (absolute), its strength, the expert it went to, its size and SHA-256.
+type LoRAFile struct {
+	File     string  `json:"file"`
+	Strength float64 `json:"strength"`
+	// Expert is the denoiser the LoRA went to: 0 every denoiser (--lora without --lora-2),
+	// 1 the first (high-noise) expert of a two-expert model (--lora beside --lora-2), 2
+	// the second (--lora-2).
+	Expert int    `json:"expert"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
 // Provenance is what report.json says about how a sample was made, besides its
 // parameters: the vdpp build, the job as a command (and as the flags --from-report reads),
-// the scheduler's config and the weights by file and hash (or the Hugging Face revision).
+// the scheduler's config, the weights and the LoRAs by file and hash (or the Hugging Face
+// revision).
 type Provenance struct {
 	Vdpp       buildinfo.Info `json:"vdpp"`
 	Command    string         `json:"command"`
@@ -124,6 +139,7 @@ type Provenance struct {
 	Scheduler  *SchedulerInfo `json:"scheduler,omitempty"`
 	Weights    []WeightFile   `json:"weights,omitempty"`
 	HFRevision string         `json:"hf_revision,omitempty"`
+	LoRAs      []LoRAFile     `json:"lora_weights,omitempty"`
 
 	// parameters is what the video's files carry (Parameters).
 	parameters string
@@ -143,8 +159,42 @@ func provenance(o Options, m family.Resolved) (Provenance, error) {
 	if p.Scheduler, err = schedulerOf(m.Dir); err != nil {
 		return p, err
 	}
-	p.Weights, p.HFRevision, err = weightsOf(m.Dir)
+	if p.Weights, p.HFRevision, err = weightsOf(m.Dir); err != nil {
+		return p, err
+	}
+	p.LoRAs, err = lorasOf(o.LoRAs)
 	return p, err
+}
+
+// lorasOf lists the LoRA files of l with the expert each goes to (family.LoRAs.For), their
+// size and SHA-256, hashed as the weights are.
+func lorasOf(l family.LoRAs) ([]LoRAFile, error) {
+	var out []LoRAFile
+	add := func(specs []lora.Spec, expert int) error {
+		for _, s := range specs {
+			info, err := os.Stat(s.Path)
+			if err != nil {
+				return fmt.Errorf("generate: LoRA: %w", err)
+			}
+			sum, err := fileSHA256(s.Path, info)
+			if err != nil {
+				return err
+			}
+			out = append(out, LoRAFile{File: s.Path, Strength: s.Strength, Expert: expert, Bytes: info.Size(), SHA256: sum})
+		}
+		return nil
+	}
+	first := 0 // every denoiser
+	if len(l.LoRA2) > 0 {
+		first = 1
+	}
+	if err := add(l.LoRA, first); err != nil {
+		return nil, err
+	}
+	if err := add(l.LoRA2, 2); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // schedulerOf reads dir/scheduler/scheduler_config.json (nil when the folder has none).
@@ -192,21 +242,24 @@ func weightsOf(dir string) ([]WeightFile, string, error) {
 		if !slices.Contains(weightExts, strings.ToLower(filepath.Ext(rel))) {
 			return nil
 		}
-		w := WeightFile{File: filepath.ToSlash(rel), Bytes: info.Size()}
-		if target, err := filepath.EvalSymlinks(path); err == nil && hexSHA256.MatchString(filepath.Base(target)) {
-			w.SHA256 = filepath.Base(target)
-		} else {
-			sum, err := hashes.sum(path, info)
-			if err != nil {
-				return err
-			}
-			w.SHA256 = sum
+		sum, err := fileSHA256(path, info)
+		if err != nil {
+			return err
 		}
-		out = append(out, w)
+		out = append(out, WeightFile{File: filepath.ToSlash(rel), Bytes: info.Size(), SHA256: sum})
 		return nil
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
 	return out, rev, err
+}
+
+// fileSHA256 is the SHA-256 of the file at path (info: its os.Stat): a Hugging Face cache
+// blob's name when path links to one, else hashed once and remembered (hashCache).
+func fileSHA256(path string, info fs.FileInfo) (string, error) {
+	if target, err := filepath.EvalSymlinks(path); err == nil && hexSHA256.MatchString(filepath.Base(target)) {
+		return filepath.Base(target), nil
+	}
+	return hashes.sum(path, info)
 }
 
 // walkFollow calls fn for every regular file under root (rel: its path below root),
@@ -304,9 +357,10 @@ func ReadReport(path string) (SampleReport, error) {
 }
 
 // ExpandFromReport returns args with the job of a --from-report FILE among them put
-// before them: the report's job arguments first, so the flags given on the command line
-// (after) change what they name (--out, --seed). Without --from-report, or with -h (help
-// reads no file), it returns args.
+// before them: the report's job arguments first, less those of the flags args gives, so a
+// flag given on the command line replaces the report's value (--out, --seed), a list flag
+// its whole list (--lora B replaces the report's --lora LoRAs, and --lora= drops them).
+// Without --from-report, or with -h (help reads no file), it returns args.
 func ExpandFromReport(args []string) ([]string, error) {
 	path := ""
 	for i, a := range args {
@@ -331,5 +385,76 @@ func ExpandFromReport(args []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(slices.Clone(rep.Args), args...), nil
+	// The flags args gives, parsed alone (a mistake among them is the real parse's to
+	// report: what parsed before it still counts).
+	given := DefaultOptions()
+	fs := cli.New("generate", nil, nil)
+	given.RegisterFlags(fs)
+	fs.Parse(args)
+	if err := checkRecorded(path, rep, fs.Given); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, a := range rep.Args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !fs.Given(name) {
+			out = append(out, a)
+		}
+	}
+	return append(out, args...), nil
+}
+
+// checkRecorded refuses the report at path when a file it records by SHA-256 is no longer
+// the file at that path (its hash differs, or it is gone), so a re-run does not silently
+// make something else: the model folder's weights (Provenance.Weights, under the folder
+// the report's --model names) unless given("model"), and each LoRA (Provenance.LoRAs)
+// unless given replaces its flag (--lora for experts 0 and 1, --lora-2 for expert 2). The
+// hashes come as the report's did (fileSHA256: the Hugging Face blob name, or the hash
+// cache by path, size and modification time), so checking unchanged files reads nothing.
+func checkRecorded(path string, rep SampleReport, given func(flag string) bool) error {
+	changed := func(what, file, recorded, hint string) error {
+		current := "missing"
+		info, err := os.Stat(file)
+		if err == nil {
+			if current, err = fileSHA256(file, info); err != nil {
+				return badOptions("--%s %s: %s %s: %w", FromReportFlag, path, what, file, err)
+			}
+		}
+		if current == recorded {
+			return nil
+		}
+		return badOptions("--%s %s: %s %s changed since the report: SHA-256 %s now, %s recorded; %s",
+			FromReportFlag, path, what, file, current, recorded, hint)
+	}
+	if len(rep.Weights) > 0 && !given("model") {
+		rec := DefaultOptions()
+		fs := cli.New("generate", nil, nil)
+		rec.RegisterFlags(fs)
+		if err := fs.Parse(rep.Args); err != nil {
+			return badOptions("--%s %s: the report's job: %w", FromReportFlag, path, err)
+		}
+		m, err := family.Resolve(rec.Model)
+		if err != nil {
+			return badOptions("--%s %s: --model %w", FromReportFlag, path, err)
+		}
+		for _, w := range rep.Weights {
+			if err := changed("the model's weights", filepath.Join(m.Dir, filepath.FromSlash(w.File)), w.SHA256,
+				fmt.Sprintf("give --model %s to run with the folder as it is now", rec.Model)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, l := range rep.LoRAs {
+		flag := "lora"
+		if l.Expert == 2 {
+			flag = "lora-2"
+		}
+		if given(flag) {
+			continue
+		}
+		if err := changed("the LoRA", l.File, l.SHA256, fmt.Sprintf("give --%s to name the LoRAs yourself (it replaces the report's list)", flag)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/vdpp/vdpp/model/checkpoint"
-	"github.com/vdpp/vdpp/model/svd/clip"
+	"github.com/vdpp/vdpp/model/clip"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/vae"
 )

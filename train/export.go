@@ -11,8 +11,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/clip"
 	"github.com/vdpp/vdpp/model/svd"
-	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/vae"
 	"github.com/vdpp/vdpp/safetensors"

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vdpp/vdpp/model/svd/clip"
+	"github.com/vdpp/vdpp/model/clip"
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"
 )

@@ -12,8 +12,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/vdpp/vdpp/data/procedural"
+	"github.com/vdpp/vdpp/model/clip"
 	"github.com/vdpp/vdpp/model/nn"
-	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/vae"
 	"github.com/vdpp/vdpp/tensor"

@@ -18,6 +18,7 @@ import (
 	"github.com/vdpp/vdpp/model/nn/backendspec"
 	"github.com/vdpp/vdpp/plan"
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // doctorReport is what `vdpp doctor` found; --json writes it as is.
@@ -56,10 +57,15 @@ type doctorWeights struct {
 	Denoisers []int64          `json:"denoisers"`
 	Decode    int64            `json:"decode"`
 	Types     map[string]int64 `json:"types"`
+	// Holds says what the --backend holds weights in (nn.Holding); Widened, on a backend
+	// without vdpp's CPU kernels, the block types the files or --weights-dtype ask for that
+	// it holds in f32 instead.
+	Holds   string   `json:"holds"`
+	Widened []string `json:"widened,omitempty"`
 }
 
-// modelWeights sizes a model's weights for the load options w.
-func modelWeights(modelArg string, w family.WeightOptions) (*doctorWeights, error) {
+// modelWeights sizes a model's weights for the load options w on the backend of spec.
+func modelWeights(modelArg, spec string, w family.WeightOptions) (*doctorWeights, error) {
 	m, err := family.Resolve(modelArg)
 	if err != nil {
 		return nil, err
@@ -68,7 +74,11 @@ func modelWeights(modelArg string, w family.WeightOptions) (*doctorWeights, erro
 	if !ok {
 		return nil, fmt.Errorf("--model %s: a %s model has no weights to size", modelArg, m.Family.Name())
 	}
-	fw, err := wg.Weights(m.Dir, family.Options{Weights: w})
+	fw, err := wg.Weights(m.Dir, family.Options{Backend: spec, Weights: w})
+	if err != nil {
+		return nil, err
+	}
+	holding, err := nn.HoldingForSpec(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +86,21 @@ func modelWeights(modelArg string, w family.WeightOptions) (*doctorWeights, erro
 	if dt == "" {
 		dt = "auto"
 	}
-	return &doctorWeights{Model: modelArg, DType: dt, Condition: fw.Condition, Denoisers: fw.Denoisers, Decode: fw.Decode, Types: fw.Types}, nil
+	dw := &doctorWeights{Model: modelArg, DType: dt, Condition: fw.Condition, Denoisers: fw.Denoisers, Decode: fw.Decode, Types: fw.Types, Holds: holding.String()}
+	if !holding.Kernels {
+		// What the CPU kernels would hold: a block type among them is held in f32 here.
+		asked, err := wg.Weights(m.Dir, family.Options{Backend: "go:kernels=on", Weights: w})
+		if err != nil {
+			return nil, err
+		}
+		for name, n := range asked.Types {
+			if t, err := quant.Parse(name); err == nil && n > 0 && holding.Type(t) != t {
+				dw.Widened = append(dw.Widened, name)
+			}
+		}
+		slices.Sort(dw.Widened)
+	}
+	return dw, nil
 }
 
 // buildStatic reports whether this binary was built with CGO_ENABLED=0.
@@ -113,7 +137,7 @@ func runDoctor(_ context.Context, args []string, stdout, stderr io.Writer) error
 	rep.CUDADataDir, rep.CUDADataDirTried = backendspec.FindCUDADataDir(p, rep.CUDAPlugin)
 	rep.MissingCUDALibs, _ = backendspec.MissingCUDALibs(p, rep.CUDAPlugin)
 	if *modelArg != "" {
-		w, err := modelWeights(*modelArg, wo)
+		w, err := modelWeights(*modelArg, *spec, wo)
 		if err != nil {
 			return err
 		}
@@ -197,6 +221,10 @@ func writeDoctor(w io.Writer, rep doctorReport) error {
 		fmt.Fprintf(&b, "weights of %s (--weights-dtype %s): condition %s, denoiser %s, decode %s\n", w.Model, w.DType,
 			plan.Bytes(w.Condition), strings.Join(den, " + "), plan.Bytes(w.Decode))
 		fmt.Fprintf(&b, "  held by type:    %s\n", plan.TypeBytes(w.Types))
+		fmt.Fprintf(&b, "  backend holds:   %s\n", w.Holds)
+		if len(w.Widened) > 0 {
+			fmt.Fprintf(&b, "  note:            %s held in f32 on this backend; --weights-dtype bf16 holds the weights in half of that\n", strings.Join(w.Widened, ", "))
+		}
 	}
 	spec := rep.Spec
 	if spec == "" {

@@ -5,12 +5,14 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/vdpp/vdpp/internal/deptest"
 	"github.com/vdpp/vdpp/model/family"
 )
 
@@ -149,4 +151,37 @@ func TestNoFamilyNameSwitch(t *testing.T) {
 			t.Errorf("%s compares a family's name (%v): ask the family for the capability instead", rel, found)
 		}
 	})
+}
+
+// TestFamiliesApart: what is one family's stays under model/<family>. No package of one
+// family depends (transitively, in its non-test build) on another family's packages, and
+// the shared packages under model/ (the contract, the seam, model/nn, model/clip, ...)
+// depend on none: code two families use lives outside both, as the CLIP encoder of SVD and
+// Wan image-to-video does in model/clip. Only this package, which registers them all, sees
+// every family.
+func TestFamiliesApart(t *testing.T) {
+	fams := familyPackages(t)
+	g, err := deptest.List(module + "model/...")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, p := range slices.Sorted(maps.Keys(g)) {
+		if !strings.HasPrefix(p, module+"model/") || deptest.Match(module+"model/families/...", p) {
+			continue
+		}
+		r := deptest.Rule{Package: p, Deps: map[string]string{}}
+		for _, fam := range fams {
+			if !deptest.Match(fam+"/...", p) {
+				r.Deps[fam+"/..."] = "a family's code stays under its own folder: what two families share moves out of both (as model/clip)"
+			}
+		}
+		for _, v := range r.Violations(g) {
+			t.Error(v)
+		}
+		checked++
+	}
+	if checked < 10 {
+		t.Fatalf("checked only %d packages under model/", checked)
+	}
 }

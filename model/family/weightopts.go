@@ -99,7 +99,7 @@ func (w WeightOptions) Args() []string {
 // registers them through this one function, so their names and help are declared once.
 func (w *WeightOptions) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&w.DType, "weights-dtype", w.DType, "the `TYPE` the denoiser's weights are held in: auto (as the files store them; the default) or "+
-		strings.Join(quant.Flags(), ", ")+", converted at load as stable-diffusion.cpp's --type does (a matrix whose rows do not fit a block type takes the nearest type that does; docs/weights.md)")
+		strings.Join(quant.Flags(), ", ")+", converted at load as stable-diffusion.cpp's --type does (a matrix whose rows do not fit a block type takes the nearest type that does; on XLA or go:kernels=off, which lack vdpp's CPU kernels, only bf16 (and f16 on XLA) is held as asked, other types in f32; docs/weights.md)")
 	help := map[string]string{
 		"transformer":   "Wan: a GGUF or safetensors `FILE` replacing the folder's transformer (the high-noise expert of Wan 2.2) weights; Wan's original layout (Wan-AI, Comfy-Org, city96, stable-diffusion.cpp) or diffusers'",
 		"transformer_2": "Wan 2.2: a GGUF or safetensors `FILE` replacing the folder's transformer_2 (the low-noise expert) weights",

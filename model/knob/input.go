@@ -67,13 +67,13 @@ type Inputs []Input
 // description says which it takes (family.Description.Inputs, Need).
 var AllInputs = Inputs{
 	{Name: "image", OpenAI: "input_reference", Kind: ImageInput,
-		Help: "the image the video starts from (PNG or JPEG; image-to-video)"},
+		Help: "the image the video starts from (PNG or JPEG; image-to-video, optional for text-image-to-video)"},
 	{Name: "last_image", Kind: ImageInput,
-		Help: "the image the video ends on (PNG or JPEG; first-last-frame models)"},
+		Help: "the image the video ends on (PNG or JPEG; first-last-frame models, optional for some image-to-video ones)"},
 	{Name: "prompt", OpenAI: "prompt", Kind: TextInput,
-		Help: "what the video shows (text-to-video)"},
+		Help: "what the video shows (text-to-video, and image-to-video models with a text encoder), encoded by the model's text encoder"},
 	{Name: "negative_prompt", OpenAI: "negative_prompt", Kind: TextInput,
-		Help: "what the video should not show (text-to-video)"},
+		Help: "what the video should not show, the unconditional half of classifier-free guidance (text-to-video; default none)"},
 }
 
 // Need returns the inputs with each one's Need from needs (None when needs has no entry).

@@ -288,9 +288,10 @@ func MergeStream(b backends.Backend, load func(add func(string, *tensor.Dense) e
 
 // MergeStoredStream is MergeStream for tensors as stored (NewWeightsHeld's load, with the
 // same hold): a tensor named in deltas is widened to float32, merged (Merger) and handed on
-// converted to the type hold gives it, so NewWeightsHeld holds it as it would have held the
-// tensor without deltas: dequantize, merge, requantize, row by row in the type's blocks.
-// The other tensors pass as they are.
+// converted to the type hold gives it (within what b holds: Holding), so NewWeightsHeld
+// holds it as it would have held the tensor without deltas: dequantize, merge, requantize,
+// row by row in the type's blocks; on a backend that holds the type in float32 the merged
+// values pass as they are. The other tensors pass as they are.
 func MergeStoredStream(b backends.Backend, hold HoldFunc, load func(add func(string, StoredTensor) error) error, deltas map[string][]Delta) func(add func(string, StoredTensor) error) error {
 	if len(deltas) == 0 {
 		return load
@@ -298,6 +299,7 @@ func MergeStoredStream(b backends.Backend, hold HoldFunc, load func(add func(str
 	return func(add func(string, StoredTensor) error) error {
 		m := NewMerger(b)
 		defer m.Close()
+		holding := HoldingOf(b)
 		seen := map[string]bool{}
 		err := load(func(name string, t StoredTensor) error {
 			ds, ok := deltas[name]
@@ -322,7 +324,7 @@ func MergeStoredStream(b backends.Backend, hold HoldFunc, load func(add func(str
 			st := StoredTensor{Shape: merged.Shape, Type: quant.F32, Data: raw}
 			ht := quant.F32
 			if hold != nil {
-				ht = hold(name, t.Shape, t.Type)
+				ht = holding.Type(hold(name, t.Shape, t.Type))
 			}
 			if ht != quant.F32 && len(merged.Data) > 0 {
 				rb, err := ht.RowBytes(t.Shape[len(t.Shape)-1])

@@ -192,3 +192,78 @@ func TestDeltasHeld(t *testing.T) {
 		t.Fatal("a delta for a weight the stream lacks was accepted")
 	}
 }
+
+// TestHeldDeltasWithoutKernels is a LoRA over weights held on a backend without vdpp's
+// kernels (go:kernels=off, as XLA): merged at load, a q8_0 file's weight is held as the
+// float32 merge of its stored values (not quantized again: the backend holds q8_0 in
+// float32 anyway) and a bf16 file's as that merge rounded to bf16; applied in every call
+// (WithDeltas) over a bf16-held weight, the view computes the float32 merge of the bf16
+// values.
+func TestHeldDeltasWithoutKernels(t *testing.T) {
+	b, err := NewBackend("go:kernels=off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	const out, in = 16, 64
+	w := randDense(r, out, in)
+	ds := []Delta{{Up: randDense(r, out, 4), Down: randDense(r, 4, in)}}
+	x := randDense(r, 3, in)
+	build := func(s Scope, in []*graph.Node) []*graph.Node {
+		wn := s.Param(in[0].Graph(), "l.weight", out, 64)
+		return []*graph.Node{Linear(in[0], wn, nil), graph.AddScalar(wn, 0)}
+	}
+	m := NewMerger(b)
+	defer m.Close()
+	for _, tc := range []struct{ stored, held quant.Type }{{quant.Q8_0, quant.F32}, {quant.BF16, quant.BF16}} {
+		t.Run(tc.stored.String(), func(t *testing.T) {
+			load := func(add func(string, StoredTensor) error) error { return add("l.weight", storedAs(t, w, tc.stored)) }
+			merged, err := NewWeightsHeld(b, HoldAsStored, MergeStoredStream(b, HoldAsStored, load, map[string][]Delta{"l.weight": ds}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ht, _ := merged.Held("l.weight"); ht != tc.held {
+				t.Fatalf("merged weight held as %v, want %v", ht, tc.held)
+			}
+			wide, err := m.Merge("l.weight", widened(t, w, tc.stored), ds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := wide
+			if tc.held != quant.F32 {
+				want = widened(t, wide, tc.held)
+			}
+			ref, err := NewWeights(b, map[string]*tensor.Dense{"l.weight": want})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, exp := runProgram(t, merged, build, x), runProgram(t, ref, build, x)
+			for i := range got {
+				if rel := relL2(got[i].Data, exp[i].Data); rel != 0 {
+					t.Errorf("merged at load, output %d: relative L2 %.3g against the float32 merge held as %v, want bit for bit", i, rel, tc.held)
+				}
+			}
+			if tc.held == quant.F32 {
+				return
+			}
+			held, err := NewWeightsHeld(b, HoldAsStored, load)
+			if err != nil {
+				t.Fatal(err)
+			}
+			view, err := held.WithDeltas(map[string][]Delta{"l.weight": ds})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f32, err := NewWeights(b, map[string]*tensor.Dense{"l.weight": wide})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, exp = runProgram(t, view, build, x), runProgram(t, f32, build, x)
+			for i := range got {
+				if rel := relL2(got[i].Data, exp[i].Data); rel != 0 {
+					t.Errorf("applied per call, output %d: relative L2 %.3g against the float32 merge of the bf16 weight, want bit for bit", i, rel)
+				}
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"unsafe"
@@ -74,6 +75,7 @@ const (
 	halfPanels  heldForm = iota // f16/bf16 matrix [N, K] in gemm's half panels
 	quantPanels                 // block-quantized matrix [N, K] in qgemm's panels
 	storedRows                  // the stored layout: [N] rows of K values (blocks along the last axis)
+	dtypeHalf                   // f16/bf16 as a GoMLX tensor of that dtype, in the tensor's shape (no kernels)
 )
 
 // heldWeight describes a tensor held in a compact type: a matrix W [n, k], n its first
@@ -197,8 +199,13 @@ func (k widenKernel) RunBytes(out []float32, _ [][]float32, raw [][]byte) {
 // widenHook, when set (by tests), is called each time a widening op runs.
 var widenHook func()
 
-// heldParam returns the float32 node of a held tensor: its bytes widened by a fused op.
+// heldParam returns the float32 node of a held tensor: a half tensor converted where the
+// graph uses it (on a backend without vdpp's kernels; XLA may fuse the conversion into
+// the product), or the bytes of a compact one widened by a fused op.
 func heldParam(g *graph.Graph, name string, h *heldWeight, bytes *graph.Node) *graph.Node {
+	if h.form == dtypeHalf {
+		return graph.ConvertDType(bytes, dtypes.Float32)
+	}
 	if !UsesKernels(g.Backend()) {
 		panic(fmt.Errorf("nn: %q is held as %v, which only vdpp's CPU kernels read", name, h.typ))
 	}
@@ -228,16 +235,20 @@ func heldOf(w *graph.Node) (*heldWeight, *graph.Node, bool) {
 }
 
 // NewWeightsHeld is NewWeightsStream for tensors as stored: load calls add with each tensor
-// in its stored type, and hold says the type to keep it in. On a backend that runs vdpp's
-// CPU kernels (UsesKernels) a tensor held in a compact type is kept in it, in the layout the
-// kernels read, and never exists in float32 as a whole (linear layers read it as held;
-// any other use widens it for that op only); elsewhere (XLA, kernels off) every
-// tensor is widened to float32 at load. A conversion goes one row at a time through
-// float32 (quant.Dequantize, then quant.Quantize: ggml's reference code), so besides the
-// held bytes only one tensor's bytes in the held type exist at once.
+// in its stored type, and hold says the type to keep it in; the backend's Holding says
+// what it can keep. On a backend that runs vdpp's CPU kernels (UsesKernels) a tensor held
+// in a compact type is kept in it, in the layout the kernels read, and never exists in
+// float32 as a whole (linear layers read it as held; any other use widens it for that op
+// only). Elsewhere (XLA, kernels off) a tensor held in bf16 or f16 is a GoMLX tensor of
+// that dtype where the backend has it (Holding), converted to float32 in the graph where
+// it is used, so a call computes exactly what the float32 call on the half-rounded
+// weights computes; any other tensor is held in float32: its stored values widened at
+// load (a block type asked by hold is not applied there). A conversion goes one row at a
+// time through float32 (quant.Dequantize, then quant.Quantize: ggml's reference code), so
+// besides the held bytes only one tensor's bytes in the held type exist at once.
 func NewWeightsHeld(b backends.Backend, hold HoldFunc, load func(add func(name string, t StoredTensor) error) error) (*Weights, error) {
 	w := &Weights{backend: b, ctx: newContext(), shapes: map[string][]int{}, held: map[string]*heldWeight{}, types: map[quant.Type]int64{}}
-	compact := UsesKernels(b)
+	holding := HoldingOf(b)
 	err := load(func(name string, t StoredTensor) error {
 		if err := w.checkName(name); err != nil {
 			return err
@@ -249,11 +260,14 @@ func NewWeightsHeld(b backends.Backend, hold HoldFunc, load func(add func(name s
 		if want, err := t.Type.Bytes(n, t.Shape[len(t.Shape)-1]); err != nil || want != int64(len(t.Data)) {
 			return fmt.Errorf("nn: tensor %q: %d bytes of %v for shape %v", name, len(t.Data), t.Type, t.Shape)
 		}
-		ht := hold(name, t.Shape, t.Type)
-		if !compact || ht == quant.F32 {
+		switch ht := holding.Type(hold(name, t.Shape, t.Type)); {
+		case ht == quant.F32:
 			return w.addStoredF32(name, t)
+		case !holding.Kernels:
+			return w.addHalf(name, t, ht)
+		default:
+			return w.addHeld(name, t, ht)
 		}
-		return w.addHeld(name, t, ht)
 	})
 	if err != nil {
 		return nil, err
@@ -362,6 +376,50 @@ func (w *Weights) addHeld(name string, t StoredTensor, ht quant.Type) error {
 	if err := catch(func() { w.ctx.VariableWithValue(name, v).SetTrainable(false) }); err != nil {
 		return fmt.Errorf("nn: tensor %q: %w", name, err)
 	}
+	w.shapes[name] = slices.Clone(t.Shape)
+	w.held[name] = h
+	w.bytes += int64(h.size)
+	w.types[ht] += int64(h.size)
+	return nil
+}
+
+// addHalf keeps a tensor in the half type ht (bf16 or f16) as a backend tensor of that
+// GoMLX dtype, in its own shape: converted (when stored otherwise) straight into the
+// backend's buffer where the backend shares its buffers with Go, else into one host copy.
+func (w *Weights) addHalf(name string, t StoredTensor, ht quant.Type) error {
+	n := tensor.NumElements(t.Shape)
+	sh := shapes.Make(halfDType(ht), t.Shape...)
+	var buf backends.Buffer
+	var flat reflect.Value
+	var err error
+	if w.backend.HasSharedBuffers() {
+		var f any
+		if buf, f, err = w.backend.NewSharedBuffer(0, sh); err != nil {
+			return fmt.Errorf("nn: tensor %q: %w", name, err)
+		}
+		flat = reflect.ValueOf(f)
+	} else {
+		flat = reflect.MakeSlice(reflect.SliceOf(sh.DType.GoType()), n, n)
+	}
+	raw := unsafe.Slice((*byte)(flat.UnsafePointer()), 2*n)
+	if t.Type == ht {
+		copy(raw, t.Data)
+	} else if err := convertRows(t.Type, t.Data, ht, raw, nil, t.Shape); err != nil {
+		return fmt.Errorf("nn: tensor %q: %v to %v: %w", name, t.Type, ht, err)
+	}
+	if buf == nil {
+		if buf, err = w.backend.BufferFromFlatData(0, flat.Interface(), sh); err != nil {
+			return fmt.Errorf("nn: tensor %q: %w", name, err)
+		}
+	}
+	v, err := tensors.FromBuffer(w.backend, buf)
+	if err != nil {
+		return fmt.Errorf("nn: tensor %q: %w", name, err)
+	}
+	if err := catch(func() { w.ctx.VariableWithValue(name, v).SetTrainable(false) }); err != nil {
+		return fmt.Errorf("nn: tensor %q: %w", name, err)
+	}
+	h := &heldWeight{typ: ht, shape: slices.Clone(t.Shape), n: t.Shape[0], k: n / t.Shape[0], form: dtypeHalf, size: 2 * n}
 	w.shapes[name] = slices.Clone(t.Shape)
 	w.held[name] = h
 	w.bytes += int64(h.size)

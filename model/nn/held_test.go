@@ -2,12 +2,15 @@ package nn
 
 import (
 	"encoding/binary"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
 	"testing"
 
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 
 	"github.com/vdpp/vdpp/tensor"
@@ -271,12 +274,17 @@ func TestRunState(t *testing.T) {
 }
 
 // TestHeldWithoutKernels is the load path of a backend without vdpp's fused CPU kernels (XLA
-// on a CPU or GPU, or the pure-Go backend with kernels=off, which this test runs; no PJRT
-// plugin is needed): a tensor stored in any type (a q8_0, q4_K or bf16 GGUF, or float32
-// with --weights-dtype asking for a block type) is converted once, at load, to the
-// backend's float32 (ggml's dequantizers), held as float32 and counted so, and the network
-// computes on exactly those values: the same outputs, bit for bit, as the float32 weights
-// the stored bytes stand for, with no widening op in the program.
+// on a CPU or GPU, or the pure-Go backend with kernels=off, which this test runs through
+// the same generic graph code XLA compiles; no PJRT plugin is needed). A matrix held in
+// bf16 (a bf16 file as stored, or any file with --weights-dtype bf16) is a GoMLX BFloat16
+// tensor, half the bytes of float32, converted to float32 in the graph where it is used;
+// f16 is held so only where the backend has GoMLX's Float16 (XLA: simplego in GoMLX v0.26
+// has no Float16, so it holds f16 in float32); every other type (q8_0, q4_K: no GoMLX
+// dtype) is widened once at load to float32, its stored values (a block type asked by
+// --weights-dtype is not applied). Either way the network computes on exactly those
+// values: a linear layer and a convolution give the same outputs, bit for bit, as the
+// float32 weights the held values stand for, with no widening op in the program, and the
+// bytes are counted in the type held.
 func TestHeldWithoutKernels(t *testing.T) {
 	b, err := NewBackend("go:kernels=off")
 	if err != nil {
@@ -285,24 +293,52 @@ func TestHeldWithoutKernels(t *testing.T) {
 	if UsesKernels(b) {
 		t.Fatal("go:kernels=off runs the fused kernels")
 	}
+	if h := HoldingOf(b); h != (Holding{BF16: true}) {
+		t.Fatalf("go:kernels=off holds %+v, want bf16 only", h)
+	}
 	r := rand.New(rand.NewPCG(5, 6))
-	const rows, in, out = 5, 256, 32
-	x := randDense(r, rows, in)
-	w, bias := randDense(r, out, in), randDense(r, out)
+	const rows, in, out, cin, cout = 5, 256, 32, 4, 8
+	x, img := randDense(r, rows, in), randDense(r, 1, cin, 6, 6)
+	w, bias, cw := randDense(r, out, in), randDense(r, out), randDense(r, cout, cin, 3, 3)
+	// as returns what the weights of a file storing stored, held in held, stand for: the
+	// stored values, rounded to held when it is not float32.
+	as := func(d *tensor.Dense, stored, held quant.Type) *tensor.Dense {
+		v := d
+		if stored != quant.F32 {
+			v = widened(t, d, stored)
+		}
+		if held != quant.F32 {
+			v = widened(t, v, held)
+		}
+		return v
+	}
 	for _, tc := range []struct {
 		name   string
 		stored quant.Type
 		hold   HoldFunc
+		held   quant.Type
 	}{
-		{"q8_0 file", quant.Q8_0, HoldAsStored},
-		{"q4_K file", quant.Q4_K, HoldAsStored},
-		{"bf16 file", quant.BF16, HoldAsStored},
-		{"f16 file as q8_0", quant.F16, HoldAs(quant.Q8_0)},
-		{"f32 file as q4_K", quant.F32, HoldAs(quant.Q4_K)},
+		{"q8_0 file", quant.Q8_0, HoldAsStored, quant.F32},
+		{"q4_K file", quant.Q4_K, HoldAsStored, quant.F32},
+		{"bf16 file", quant.BF16, HoldAsStored, quant.BF16},
+		{"f16 file", quant.F16, HoldAsStored, quant.F32},
+		{"f16 file as q8_0", quant.F16, HoldAs(quant.Q8_0), quant.F32},
+		{"f32 file as q4_K", quant.F32, HoldAs(quant.Q4_K), quant.F32},
+		{"f32 file as bf16", quant.F32, HoldAs(quant.BF16), quant.BF16},
+		{"q8_0 file as bf16", quant.Q8_0, HoldAs(quant.BF16), quant.BF16},
+		{"f32 file as f16", quant.F32, HoldAs(quant.F16), quant.F32},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			held, err := NewWeightsHeld(b, tc.hold, func(add func(string, StoredTensor) error) error {
 				if err := add("l.weight", storedAs(t, w, tc.stored)); err != nil {
+					return err
+				}
+				// A convolution's rows of 3 fit no block: a block type keeps it as stored.
+				cs := tc.stored
+				if cs.Quantized() {
+					cs = quant.F32
+				}
+				if err := add("c.weight", storedAs(t, cw, cs)); err != nil {
 					return err
 				}
 				return add("l.bias", storedF32(bias))
@@ -310,37 +346,100 @@ func TestHeldWithoutKernels(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ht, _ := held.Held("l.weight"); ht != quant.F32 {
-				t.Errorf("weight held as %v on a backend without kernels, want f32", ht)
+			for _, name := range []string{"l.weight", "c.weight"} {
+				if ht, _ := held.Held(name); ht != tc.held {
+					t.Errorf("%s held as %v on a backend without kernels, want %v", name, ht, tc.held)
+				}
+				v := held.ctx.GetVariableByScopeAndName(held.ctx.Scope(), name)
+				if want := map[quant.Type]dtypes.DType{quant.F32: dtypes.Float32, quant.BF16: dtypes.BFloat16}[tc.held]; v.Shape().DType != want {
+					t.Errorf("%s is a %s tensor on the backend, want %s", name, v.Shape().DType, want)
+				}
 			}
-			if got := held.HeldBytes(); len(got) != 1 || got[quant.F32] != 4*(out*in+out) {
-				t.Errorf("bytes by type %v, want only %d of f32", got, 4*(out*in+out))
+			size := map[quant.Type]int64{quant.F32: 4, quant.BF16: 2}[tc.held]
+			wantBytes := map[quant.Type]int64{tc.held: size * (out*in + cout*cin*9)}
+			wantBytes[quant.F32] += 4 * out
+			if got := held.HeldBytes(); !maps.Equal(got, wantBytes) {
+				t.Errorf("bytes by type %v, want %v", got, wantBytes)
 			}
-			// The values the stored bytes stand for: the stored type widened (a conversion
-			// asked for by the hold func is a compact backend's; this one keeps float32).
-			wide, err := NewWeights(b, map[string]*tensor.Dense{"l.weight": widened(t, w, tc.stored), "l.bias": bias})
+			if got, want := held.Bytes(), wantBytes[quant.F32]+wantBytes[quant.BF16]; got != want {
+				t.Errorf("Bytes() %d, want %d", got, want)
+			}
+			cs := tc.stored
+			if cs.Quantized() {
+				cs = quant.F32
+			}
+			// The held bytes are counted as a planner counts them.
+			hb, err := HeldTypes(HoldingOf(b), held.Shapes(), func(name string) quant.Type {
+				return map[string]quant.Type{"l.weight": tc.stored, "c.weight": cs}[name] // f32 (0) else
+			}, tc.hold)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(hb, wantBytes) {
+				t.Errorf("HeldTypes %v, want %v", hb, wantBytes)
+			}
+			wide, err := NewWeights(b, map[string]*tensor.Dense{"l.weight": as(w, tc.stored, tc.held),
+				"c.weight": as(cw, cs, tc.held), "l.bias": bias})
 			if err != nil {
 				t.Fatal(err)
 			}
 			build := func(s Scope, in []*graph.Node) []*graph.Node {
 				g := in[0].Graph()
 				wn, bn := s.Param(g, "l.weight", out, in[0].Shape().Dim(-1)), s.Param(g, "l.bias", out)
-				return []*graph.Node{Linear(in[0], wn, bn), graph.AddScalar(wn, 0)}
+				cn := s.Param(g, "c.weight", cout, cin, 3, 3)
+				return []*graph.Node{Linear(in[0], wn, bn), graph.AddScalar(wn, 0), Conv2D(in[1], cn, nil, ConvOpts{Padding: 1})}
 			}
 			before := widenRuns.Load()
-			got := runProgram(t, held, build, x)
+			got := runProgram(t, held, build, x, img)
 			if n := widenRuns.Load() - before; n != 0 {
-				t.Errorf("%d widening ops ran: the weight was not converted at load", n)
+				t.Errorf("%d widening ops ran: the weight was not held as a GoMLX dtype", n)
 			}
-			want := runProgram(t, wide, build, x)
+			want := runProgram(t, wide, build, x, img)
 			for i := range got {
 				if rel := relL2(got[i].Data, want[i].Data); rel != 0 {
-					t.Errorf("output %d: relative L2 %.3g against the widened stored weights, want bit for bit", i, rel)
+					t.Errorf("output %d: relative L2 %.3g against the float32 weights the held ones stand for, want bit for bit", i, rel)
 				}
 			}
 			if tc.stored != quant.F32 && relL2(got[1].Data, w.Data) == 0 {
 				t.Errorf("the weight equals the float32 original: the stored %v bytes were not used", tc.stored)
 			}
+			if tc.held == quant.BF16 && tc.stored != quant.BF16 && relL2(got[1].Data, as(w, tc.stored, quant.F32).Data) == 0 {
+				t.Errorf("the weight equals its stored values: it was not rounded to bf16")
+			}
 		})
+	}
+}
+
+// unsharedBackend is a backend that shares no buffers with Go, as XLA on a GPU: weights
+// reach it through BufferFromFlatData.
+type unsharedBackend struct{ backends.Backend }
+
+func (unsharedBackend) HasSharedBuffers() bool { return false }
+
+// TestHeldHalfUnshared is the upload a GPU takes: on a backend without shared buffers a
+// weight held in bf16 is converted into one host copy of GoMLX's BFloat16 and uploaded from
+// it, and the graph reads the bf16-rounded values.
+func TestHeldHalfUnshared(t *testing.T) {
+	inner, err := NewBackend("go:kernels=off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := unsharedBackend{inner}
+	r := rand.New(rand.NewPCG(5, 6))
+	w, x := randDense(r, 8, 64), randDense(r, 3, 64)
+	held, err := NewWeightsHeld(b, HoldAs(quant.BF16), func(add func(string, StoredTensor) error) error {
+		return add("l.weight", storedF32(w))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ht, _ := held.Held("l.weight"); ht != quant.BF16 || held.Bytes() != 2*8*64 {
+		t.Fatalf("held as %v in %d bytes, want bf16 in %d", ht, held.Bytes(), 2*8*64)
+	}
+	build := func(s Scope, in []*graph.Node) []*graph.Node {
+		return []*graph.Node{graph.AddScalar(s.Param(in[0].Graph(), "l.weight", 8, 64), 0)}
+	}
+	if rel := relL2(runProgram(t, held, build, x)[0].Data, widened(t, w, quant.BF16).Data); rel != 0 {
+		t.Errorf("relative L2 %.3g against the bf16-rounded weight, want bit for bit", rel)
 	}
 }

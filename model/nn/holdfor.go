@@ -29,28 +29,41 @@ func HoldFor(dtype string) (HoldFunc, error) {
 // backend that runs vdpp's kernels (the layout they read, panels padded to whole blocks of
 // rows); float32 is 4 bytes an element.
 func HeldSize(shape []int, t quant.Type) (int64, error) {
+	return Holding{Kernels: true}.Size(shape, t)
+}
+
+// Size returns the bytes NewWeightsHeld keeps for a tensor of shape held in type t (a type
+// h.Type returned) on a backend of this holding: with the kernels, the layout they read
+// (panels padded to whole blocks of rows); a half dtype 2 bytes an element, float32 4.
+func (h Holding) Size(shape []int, t quant.Type) (int64, error) {
 	n := tensor.NumElements(shape)
-	if t == quant.F32 || len(shape) == 0 || n == 0 {
+	switch {
+	case t == quant.F32 || len(shape) == 0 || n == 0:
 		return 4 * int64(n), nil
+	case !h.Kernels && (t == quant.BF16 || t == quant.F16):
+		return 2 * int64(n), nil
+	case !h.Kernels:
+		return 0, fmt.Errorf("nn: %v is held in f32 on a backend without vdpp's CPU kernels", t)
 	}
-	h, err := newHeld(shape, t)
+	held, err := newHeld(shape, t)
 	if err != nil {
 		return 0, err
 	}
-	return int64(h.size), nil
+	return int64(held.size), nil
 }
 
 // HeldTypes returns the bytes NewWeightsHeld keeps, by weight type, for a network's tensors
-// (name -> shape) stored in the types stored gives and held as hold says, on a backend
-// that runs vdpp's kernels: what a planner counts before anything loads.
-func HeldTypes(expected map[string][]int, stored func(name string) quant.Type, hold HoldFunc) (map[quant.Type]int64, error) {
+// (name -> shape) stored in the types stored gives and held as hold says, on a backend of
+// holding h (HoldingForSpec of the --backend value): what a planner counts before
+// anything loads.
+func HeldTypes(h Holding, expected map[string][]int, stored func(name string) quant.Type, hold HoldFunc) (map[quant.Type]int64, error) {
 	out := map[quant.Type]int64{}
 	for name, shape := range expected {
 		t := quant.F32
 		if n := tensor.NumElements(shape); len(shape) > 0 && n > 0 {
-			t = hold(name, shape, stored(name))
+			t = h.Type(hold(name, shape, stored(name)))
 		}
-		size, err := HeldSize(shape, t)
+		size, err := h.Size(shape, t)
 		if err != nil {
 			return nil, fmt.Errorf("nn: tensor %q %v held as %v: %w", name, shape, t, err)
 		}

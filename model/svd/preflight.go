@@ -2,7 +2,7 @@ package svd
 
 import (
 	"github.com/vdpp/vdpp/model/checkpoint"
-	"github.com/vdpp/vdpp/model/svd/clip"
+	"github.com/vdpp/vdpp/model/clip"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/vae"
 )

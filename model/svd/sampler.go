@@ -13,9 +13,9 @@ import (
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/clip"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/nn"
-	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/model/svd/unet"
 	"github.com/vdpp/vdpp/model/svd/unetcost"
 	"github.com/vdpp/vdpp/model/svd/vae"
@@ -62,8 +62,9 @@ func loadOptions(o family.Options) LoadOptions {
 
 // Weights implements family.Weigher: the bytes of the networks each role loads, from the
 // configs (the image encoder and the VAE encoder condition, the UNet denoises, the VAE
-// decoder decodes): the UNet as nn.NewWeightsHeld holds it on the CPU kernels (its stored
-// types, the folder's or --unet's, held as o.Weights.DType says), the others in float32.
+// decoder decodes): the UNet as nn.NewWeightsHeld holds it on o.Backend
+// (nn.HoldingForSpec: its stored types, the folder's or --unet's, held as o.Weights.DType
+// says), the others in float32.
 func (svdFamily) Weights(dir string, o family.Options) (family.Weights, error) {
 	if err := o.Weights.Check(FamilyName, unet.Component); err != nil {
 		return family.Weights{}, err
@@ -110,7 +111,11 @@ func (svdFamily) Weights(dir string, o family.Options) (family.Weights, error) {
 	default:
 		return family.Weights{}, err
 	}
-	held, err := nn.HeldTypes(u, func(n string) quant.Type {
+	holding, err := nn.HoldingForSpec(o.Backend)
+	if err != nil {
+		return family.Weights{}, err
+	}
+	held, err := nn.HeldTypes(holding, u, func(n string) quant.Type {
 		if t, ok := types[n]; ok {
 			return t
 		}

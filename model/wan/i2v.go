@@ -13,8 +13,8 @@ import (
 
 	"github.com/vdpp/vdpp/model"
 	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/clip"
 	"github.com/vdpp/vdpp/model/family"
-	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/model/wan/transformer"
 	"github.com/vdpp/vdpp/model/wan/vae"
 	"github.com/vdpp/vdpp/tensor"

@@ -4,9 +4,9 @@ import (
 	"errors"
 
 	"github.com/vdpp/vdpp/model/checkpoint"
+	"github.com/vdpp/vdpp/model/clip"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/nn"
-	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/model/umt5"
 	"github.com/vdpp/vdpp/model/wan/transformer"
 	"github.com/vdpp/vdpp/model/wan/vae"
@@ -17,15 +17,19 @@ import (
 // the text encoder conditions (only when o.Prompts: prompt embeddings need none), and so
 // do, for a folder that takes an image, the VAE (encoding the condition) and the image
 // encoder's layers; each expert denoises its steps, the VAE decodes. The experts are
-// counted as nn.NewWeightsHeld holds them on the CPU kernels: their stored types (the
-// folder's or --transformer's files; float32 for a folder of configs without weights)
-// held as o.Weights.DType says; the other networks in float32.
+// counted as nn.NewWeightsHeld holds them on o.Backend (nn.HoldingForSpec): their stored
+// types (the folder's or --transformer's files; float32 for a folder of configs without
+// weights) held as o.Weights.DType says; the other networks in float32.
 func (wanFamily) Weights(dir string, o family.Options) (family.Weights, error) {
 	f, err := Open(dir)
 	if err != nil {
 		return family.Weights{}, err
 	}
 	if err := checkWeightOptions(f, o); err != nil {
+		return family.Weights{}, err
+	}
+	holding, err := nn.HoldingForSpec(o.Backend)
+	if err != nil {
 		return family.Weights{}, err
 	}
 	w := family.Weights{Types: map[string]int64{}}
@@ -44,7 +48,7 @@ func (wanFamily) Weights(dir string, o family.Options) (family.Weights, error) {
 		if err != nil {
 			return family.Weights{}, err
 		}
-		held, err := nn.HeldTypes(t, stored, to.Hold)
+		held, err := nn.HeldTypes(holding, t, stored, to.Hold)
 		if err != nil {
 			return family.Weights{}, err
 		}

@@ -111,7 +111,8 @@ func TestI2VWeightsAndRandomConditioning(t *testing.T) {
 
 // TestWeightTypesMatchLoaded: with --weights-dtype q8_0, with a q8_0 GGUF as the low-noise
 // expert, and with that file converted to bf16, the planner's bytes by type are what the
-// loaded experts hold.
+// loaded experts hold; on the CPU kernels and on a backend without them (go:kernels=off,
+// as XLA: bf16 held, q8_0 widened to f32).
 func TestWeightTypesMatchLoaded(t *testing.T) {
 	dir := shared.Require(t, "golden", "wan-dev")
 	gg := filepath.Join(t.TempDir(), "low.gguf")
@@ -121,11 +122,19 @@ func TestWeightTypesMatchLoaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		wo   family.WeightOptions
-		want string // a type some weights are held in
-	}{{family.WeightOptions{DType: "q8_0"}, "q8_0"}, {family.WeightOptions{Transformer2: gg}, "q8_0"}, {family.WeightOptions{DType: "bf16", Transformer2: gg}, "bf16"}} {
+		backend string
+		wo      family.WeightOptions
+		want    string // a type some weights are held in
+	}{
+		{"go", family.WeightOptions{DType: "q8_0"}, "q8_0"},
+		{"go", family.WeightOptions{Transformer2: gg}, "q8_0"},
+		{"go", family.WeightOptions{DType: "bf16", Transformer2: gg}, "bf16"},
+		{"go:kernels=off", family.WeightOptions{DType: "q8_0"}, "f32"},
+		{"go:kernels=off", family.WeightOptions{Transformer2: gg}, "f32"},
+		{"go:kernels=off", family.WeightOptions{DType: "bf16", Transformer2: gg}, "bf16"},
+	} {
 		wo := tc.wo
-		o := family.Options{Roles: family.Roles{Denoise: true}, Weights: wo}
+		o := family.Options{Backend: tc.backend, Roles: family.Roles{Denoise: true}, Weights: wo}
 		w, err := r.Family.(family.Weigher).Weights(dir, o)
 		if err != nil {
 			t.Fatal(err)
@@ -136,11 +145,15 @@ func TestWeightTypesMatchLoaded(t *testing.T) {
 		}
 		got := s.WeightTypes()
 		s.Close()
+		t.Logf("%s %+v: held %v", tc.backend, wo, got)
 		if !reflect.DeepEqual(got, w.Types) && !reflect.DeepEqual(withoutDecode(w), got) {
-			t.Errorf("%+v: sized %v, loaded %v", wo, w.Types, got)
+			t.Errorf("%s %+v: sized %v, loaded %v", tc.backend, wo, w.Types, got)
 		}
 		if got[tc.want] == 0 {
-			t.Errorf("%+v: nothing held in %s: %v", wo, tc.want, got)
+			t.Errorf("%s %+v: nothing held in %s: %v", tc.backend, wo, tc.want, got)
+		}
+		if tc.backend == "go:kernels=off" && got["q8_0"] != 0 {
+			t.Errorf("%s %+v: %d bytes held in q8_0 without the kernels", tc.backend, wo, got["q8_0"])
 		}
 	}
 }

@@ -3,6 +3,7 @@ package unet
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -116,6 +117,86 @@ func relL2(got, want []float32) float64 {
 		den += float64(want[i]) * float64(want[i])
 	}
 	return math.Sqrt(num / den)
+}
+
+// TestHeldWithoutKernelsBF16 runs the dev checkpoint's UNet (the unet_forward case) on a
+// backend without vdpp's CPU kernels (`--backend go:kernels=off`, which builds the same
+// generic graph XLA compiles) with --weights-dtype bf16: every weight matrix, the
+// convolutions' included (bf16 fits any row), is held as a GoMLX BFloat16 tensor, and the
+// call equals, bit for bit, the float32 call on the bf16-rounded weights, within 1e-2
+// relative L2 of the call on the float32 weights. Three UNet calls on the plain simplego
+// backend take seconds: the -short tier has the Wan transformer's test of the same path.
+func TestHeldWithoutKernelsBF16(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three UNet calls without the kernels; wan/transformer's TestHeldWithoutKernelsBF16 covers the path")
+	}
+	b, err := nn.NewBackend("go:kernels=off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck := devCheckpoint(t)
+	in := readCase(t, ck, "unet_forward", "inputs")
+	cfg, err := ReadConfig(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := OpenWeights(ck, cfg, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.Tensors()
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := nn.HoldAs(quant.BF16)
+	forward := func(w map[string]*tensor.Dense, hold nn.HoldFunc) (*tensor.Dense, map[quant.Type]int64) {
+		m, err := NewHeld(cfg, w, b, hold)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		out, err := m.Forward(in["sample"], in["timestep"], in["encoder_hidden_states"], in["added_time_ids"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, m.HeldBytes()
+	}
+	rounded, want := map[string]*tensor.Dense{}, map[quant.Type]int64{}
+	var total int64
+	for name, d := range w {
+		rounded[name] = d
+		n := int64(tensor.NumElements(d.Shape))
+		total += 4 * n
+		if hold(name, d.Shape, quant.F32) != quant.BF16 {
+			want[quant.F32] += 4 * n
+			continue
+		}
+		want[quant.BF16] += 2 * n
+		raw, err := quant.Quantize(quant.BF16, d.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rounded[name] = tensor.New(d.Shape...)
+		if err := quant.Dequantize(quant.BF16, raw, rounded[name].Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, held := forward(w, hold)
+	if !maps.Equal(held, want) {
+		t.Errorf("held %v, want %v", held, want)
+	}
+	f32, _ := forward(w, nil)
+	ref, _ := forward(rounded, nil)
+	rel, relRounded := relL2(got.Data, f32.Data), relL2(got.Data, ref.Data)
+	t.Logf("held %v (%.3f of float32's %d bytes); relative L2 %.3g against float32 weights, %.3g against the bf16-rounded weights",
+		held, float64(held[quant.BF16]+held[quant.F32])/float64(total), total, rel, relRounded)
+	if rel > 1e-2 {
+		t.Errorf("relative L2 %.3g > 1e-2 against the float32 weights' call", rel)
+	}
+	if relRounded != 0 {
+		t.Errorf("relative L2 %.3g against the float32 call on the bf16-rounded weights, want bit for bit", relRounded)
+	}
 }
 
 // TestNewFromWeights: a model over weights streamed one tensor at a time (what

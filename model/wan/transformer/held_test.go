@@ -2,6 +2,7 @@ package transformer
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -152,4 +153,76 @@ func relL2(got, want []float32) float64 {
 		den += float64(want[i]) * float64(want[i])
 	}
 	return math.Sqrt(num / den)
+}
+
+// TestHeldWithoutKernelsBF16 is the whole transformer call on a backend without vdpp's CPU
+// kernels (`--backend go:kernels=off`, which builds the same generic graph XLA compiles)
+// with --weights-dtype bf16: the weight matrices are held as GoMLX BFloat16 tensors (half
+// of float32's bytes; the output head, kept as stored, and the norms, biases and tables in
+// float32), and the call equals, bit for bit, the float32 call on the bf16-rounded weights
+// (the graph converts each to float32 where it is used), within 1e-2 relative L2 of the
+// call on the float32 weights.
+func TestHeldWithoutKernelsBF16(t *testing.T) {
+	cfg := heldConfig
+	w, err := initWeights(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := nn.NewBackend("go:kernels=off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(2, 3))
+	hidden := randDense(r, 1, 16, 2, 8, 8)
+	ts := &tensor.Dense{Shape: []int{1}, Data: []float32{700}}
+	ehs := randDense(r, 1, 12, 256)
+	hold := Hold(nn.HoldAs(quant.BF16))
+	forward := func(w map[string]*tensor.Dense, hold nn.HoldFunc) (*tensor.Dense, map[quant.Type]int64) {
+		m, err := NewHeld(cfg, w, b, hold)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		out, err := m.Forward(hidden, ts, ehs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, m.HeldBytes()
+	}
+	got, held := forward(w, hold)
+	// The bytes as the hold func asks them: 2 a weight for the matrices it holds in bf16.
+	rounded, want := map[string]*tensor.Dense{}, map[quant.Type]int64{}
+	var total int64
+	for name, d := range w {
+		rounded[name] = d
+		n := int64(tensor.NumElements(d.Shape))
+		total += 4 * n
+		if hold(name, d.Shape, quant.F32) != quant.BF16 {
+			want[quant.F32] += 4 * n
+			continue
+		}
+		want[quant.BF16] += 2 * n
+		raw, err := quant.Quantize(quant.BF16, d.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rounded[name] = tensor.New(d.Shape...)
+		if err := quant.Dequantize(quant.BF16, raw, rounded[name].Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !maps.Equal(held, want) {
+		t.Errorf("held %v, want %v", held, want)
+	}
+	f32, _ := forward(w, nil)
+	ref, _ := forward(rounded, nil)
+	rel, relRounded := relL2(got.Data, f32.Data), relL2(got.Data, ref.Data)
+	t.Logf("held %v (%.3f of float32's %d bytes); relative L2 %.3g against float32 weights, %.3g against the bf16-rounded weights",
+		held, float64(held[quant.BF16]+held[quant.F32])/float64(total), total, rel, relRounded)
+	if rel > 1e-2 {
+		t.Errorf("relative L2 %.3g > 1e-2 against the float32 weights' call", rel)
+	}
+	if relRounded != 0 {
+		t.Errorf("relative L2 %.3g against the float32 call on the bf16-rounded weights, want bit for bit", relRounded)
+	}
 }

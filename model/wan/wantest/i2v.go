@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vdpp/vdpp/model/svd/clip"
+	"github.com/vdpp/vdpp/model/clip"
 	"github.com/vdpp/vdpp/model/wan/transformer"
 	"github.com/vdpp/vdpp/safetensors"
 	"github.com/vdpp/vdpp/tensor"

@@ -3,8 +3,8 @@ package clip_test
 import (
 	"fmt"
 
+	"github.com/vdpp/vdpp/model/clip"
 	"github.com/vdpp/vdpp/model/nn"
-	"github.com/vdpp/vdpp/model/svd/clip"
 	"github.com/vdpp/vdpp/tensor"
 )
 

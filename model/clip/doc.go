@@ -1,7 +1,9 @@
-// Package clip is the image encoder of Stable Video Diffusion, transformers'
-// CLIPVisionModelWithProjection (OpenCLIP ViT-H/14 in the release), in GoMLX; and, as
-// HiddenModel, the CLIPVisionModel of Wan 2.1 image-to-video, run to one of its hidden
-// states (Wan takes hidden_states[-2]).
+// Package clip is the CLIP vision encoder in GoMLX, shared by the families that condition on
+// an image: as Model, Stable Video Diffusion's image encoder, transformers'
+// CLIPVisionModelWithProjection (OpenCLIP ViT-H/14 in the release); as HiddenModel, the
+// CLIPVisionModel of Wan 2.1 image-to-video, run to one of its hidden states (Wan takes
+// hidden_states[-2]). It knows no family: model/svd and model/wan import it, it imports
+// neither.
 //
 // # Contract
 //
