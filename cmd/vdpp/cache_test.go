@@ -51,6 +51,7 @@ func cacheOf(t *testing.T, dir string) (pipeline.CacheSummary, string) {
 // every call, and its computed steps, given back as a static schedule, compute exactly
 // those steps.
 func TestGenerateCachedBitIdentical(t *testing.T) {
+	t.Parallel()
 	dir := shared.Require(t, "golden", "wan-dev-cache")
 	embeds := filepath.Join(dir, "cases", "full_pipeline_fbcache", "inputs.safetensors")
 	common := []string{"--model", dir, "--prompt-embeds", embeds, "--negative-prompt-embeds", embeds, "--num-frames", "9",
@@ -80,6 +81,7 @@ func TestGenerateCachedBitIdentical(t *testing.T) {
 
 // Bad cache flags are one line naming the flag, before any worker starts.
 func TestGenerateCacheBadInput(t *testing.T) {
+	t.Parallel()
 	dir := shared.Require(t, "golden", "wan-dev-cache")
 	embeds := filepath.Join(dir, "cases", "full_pipeline_fbcache", "inputs.safetensors")
 	common := []string{"generate", "--model", dir, "--prompt-embeds", embeds, "--negative-prompt-embeds", embeds, "--num-frames", "9",
@@ -130,7 +132,9 @@ func benchCacheRun(t *testing.T, args ...string) bench.Report {
 // every sample's calls are listed, and the same mesh also ran uncached in the same
 // invocation. A static schedule cuts the stages by computed work.
 func TestBenchCache(t *testing.T) {
+	t.Parallel()
 	t.Run("fbcache pp2 x cfg2", func(t *testing.T) {
+		t.Parallel()
 		rep := benchCacheRun(t, "--pp", "2", "--cfg", "2", "--steps", "8", "--num-samples", "3", "--warmup-samples", "1",
 			"--step-ms", "0", "--cache", "fbcache", "--cache-threshold", "0.05")
 		if rep.EqualToBaseline == nil || !*rep.EqualToBaseline {
@@ -153,6 +157,7 @@ func TestBenchCache(t *testing.T) {
 		}
 	})
 	t.Run("static cut by computed work", func(t *testing.T) {
+		t.Parallel()
 		// Steps 0-5 compute, 6-11 reuse at 1/8 of a step: 3 + 3.75 is the balanced cut.
 		rep := benchCacheRun(t, "--nproc", "2", "--steps", "12", "--num-samples", "2", "--warmup-samples", "0",
 			"--step-ms", "0", "--cache", "static", "--cache-steps", "0-5")
@@ -169,6 +174,7 @@ func TestBenchCache(t *testing.T) {
 // adaptive rule (first block and denoised estimate) give bit-identical frames and the same
 // decisions with 1 and 2 processes on the dev checkpoint, and each reuses some calls.
 func TestGenerateSVDCachedBitIdentical(t *testing.T) {
+	t.Parallel()
 	dev := shared.Require(t, "golden", "dev")
 	common := []string{"--model", dev, "--image", testImage(t), "--height", "32", "--width", "32", "--steps", "6", "--seed", "3"}
 	for _, mode := range [][]string{
@@ -212,6 +218,7 @@ func generateStderr(t *testing.T, args ...string) (string, string) {
 // OUT/uncached) and records the comparison in report.json; on the built-in SVD the line
 // gives the estimated time saved and the latent change at the reuses.
 func TestGenerateCacheLine(t *testing.T) {
+	t.Parallel()
 	wan := []string{"--model", "builtin-wan", "--prompt", "a red fox", "--steps", "8", "--num-frames", "5"}
 	_, stderr := generateStderr(t, append(wan, "--cache", "fbcache")...)
 	if !regexpMatch(`generate: cache fbcache \(threshold 0\.05\): computed all 16 calls, nothing saved; --cache-threshold [0-9.]+ would have reused about \d+ of the \d+ calls that compared`, stderr) {

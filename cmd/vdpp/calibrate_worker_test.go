@@ -12,6 +12,7 @@ import (
 // and stores the all-gathers per group size (2, 4, and cp2 then cfg2) and the hand-off in
 // the calibration file, which a second run reads back.
 func TestPlanCalibratesProcesses(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "cal.json")
 	args := []string{"plan", "--model", "synthetic", "--devices", "4", "--step-ms", "0.5", "--steps", "4", "--num-samples", "4",
 		"--num-frames", "4", "--height", "128", "--width", "128", "--max-guidance", "3", "--calibration", path}

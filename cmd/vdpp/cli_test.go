@@ -164,6 +164,7 @@ func TestErrorLinesClean(t *testing.T) {
 // Ctrl-C says "interrupted", once: one process exits with status 130 and that word; a
 // launched job's ranks stop without a line each, and the launcher prints one.
 func TestInterruptedIsOneLine(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
@@ -178,6 +179,7 @@ func TestInterruptedIsOneLine(t *testing.T) {
 		{"launched", []string{"launch", "--nproc-per-node", "2", "--", "bench", "--model", "synthetic", "--step-ms", "50", "--steps", "50", "--num-samples", "100"}, "[rank 0] time=", "vdpp launch: interrupted: stopped ranks 0-1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			cmd := exec.Command(vdpp(t), c.args...)
 			var stderr syncBuffer
 			cmd.Stderr = &stderr

@@ -10,6 +10,7 @@ import (
 // says what each speedup means on the machine it runs on; the pipelined videos are the one-process
 // run's, bit for bit.
 func TestDemoSaysWhatItsSpeedupMeans(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("taskset"); err != nil {
 		t.Skip("no taskset: the one-core-per-stage runs are skipped by the demo too")
 	}

@@ -457,6 +457,7 @@ var errNeedsShared = errors.New("needs ../shared")
 
 // TestDocExamples runs every example of README.md and docs/*.md (see the comment above).
 func TestDocExamples(t *testing.T) {
+	t.Parallel()
 	r := docRunner{bin: vdppPlain(t), heavy: os.Getenv("VDPP_DOCS_HEAVY") == "1", short: testing.Short()}
 	total := 0
 	for _, file := range docFiles(t) {
@@ -467,8 +468,11 @@ func TestDocExamples(t *testing.T) {
 		doc := docexample.Extract(string(data))
 		name := strings.TrimPrefix(file, "../../")
 		total += len(doc.Examples)
-		// Subtests are named by the file's base name (-run TestDocExamples/caching.md).
+		// Subtests are named by the file's base name (-run TestDocExamples/caching.md). The
+		// documents run in parallel, each in a scratch folder of its own; a document's
+		// examples run in order.
 		t.Run(filepath.Base(name), func(t *testing.T) {
+			t.Parallel()
 			for _, o := range doc.Others {
 				if script := strings.Fields(o.Command)[0]; strings.HasPrefix(script, "scripts/") {
 					if _, err := os.Stat(filepath.Join("../..", script)); err != nil {
@@ -508,6 +512,7 @@ func TestDocExamples(t *testing.T) {
 // transcript whose output differs, a download without the template marker, ../shared in the
 // README, a command that fails, and one that writes into the checkout's folders.
 func TestDocExampleRunnerCatchesBroken(t *testing.T) {
+	t.Parallel()
 	r := docRunner{bin: vdppPlain(t)}
 	s := newDocScratch(t)
 	md := "```sh\n" +

@@ -18,6 +18,7 @@ import (
 	"github.com/vdpp/vdpp/model/nn/backendspec"
 	"github.com/vdpp/vdpp/plan"
 	"github.com/vdpp/vdpp/tensor"
+	"github.com/vdpp/vdpp/tensor/quant"
 )
 
 // doctorReport is what `vdpp doctor` found; --json writes it as is.
@@ -56,8 +57,11 @@ type doctorWeights struct {
 	Denoisers []int64          `json:"denoisers"`
 	Decode    int64            `json:"decode"`
 	Types     map[string]int64 `json:"types"`
-	// Holds says what the --backend holds weights in (nn.Holding).
-	Holds string `json:"holds"`
+	// Holds says what the --backend holds weights in (nn.Holding); Widened, on a backend
+	// without vdpp's CPU kernels, the block types the files or --weights-dtype ask for that
+	// it holds in f32 instead.
+	Holds   string   `json:"holds"`
+	Widened []string `json:"widened,omitempty"`
 }
 
 // modelWeights sizes a model's weights for the load options w on the backend of spec.
@@ -82,7 +86,21 @@ func modelWeights(modelArg, spec string, w family.WeightOptions) (*doctorWeights
 	if dt == "" {
 		dt = "auto"
 	}
-	return &doctorWeights{Model: modelArg, DType: dt, Condition: fw.Condition, Denoisers: fw.Denoisers, Decode: fw.Decode, Types: fw.Types, Holds: holding.String()}, nil
+	dw := &doctorWeights{Model: modelArg, DType: dt, Condition: fw.Condition, Denoisers: fw.Denoisers, Decode: fw.Decode, Types: fw.Types, Holds: holding.String()}
+	if !holding.Kernels {
+		// What the CPU kernels would hold: a block type among them is held in f32 here.
+		asked, err := wg.Weights(m.Dir, family.Options{Backend: "go:kernels=on", Weights: w})
+		if err != nil {
+			return nil, err
+		}
+		for name, n := range asked.Types {
+			if t, err := quant.Parse(name); err == nil && n > 0 && holding.Type(t) != t {
+				dw.Widened = append(dw.Widened, name)
+			}
+		}
+		slices.Sort(dw.Widened)
+	}
+	return dw, nil
 }
 
 // buildStatic reports whether this binary was built with CGO_ENABLED=0.
@@ -204,6 +222,9 @@ func writeDoctor(w io.Writer, rep doctorReport) error {
 			plan.Bytes(w.Condition), strings.Join(den, " + "), plan.Bytes(w.Decode))
 		fmt.Fprintf(&b, "  held by type:    %s\n", plan.TypeBytes(w.Types))
 		fmt.Fprintf(&b, "  backend holds:   %s\n", w.Holds)
+		if len(w.Widened) > 0 {
+			fmt.Fprintf(&b, "  note:            %s held in f32 on this backend; --weights-dtype bf16 holds the weights in half of that\n", strings.Join(w.Widened, ", "))
+		}
 	}
 	spec := rep.Spec
 	if spec == "" {

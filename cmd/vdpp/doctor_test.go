@@ -27,9 +27,10 @@ func TestDoctor(t *testing.T) {
 			"weights of ../../model/wan/testdata/a14b (--weights-dtype q8_0): condition 0 B, denoiser 14.79 GiB + 14.79 GiB, decode 484.06 MiB\n  held by type:    27.81 GiB q8_0, 2.24 GiB f32\n"},
 		// Without vdpp's kernels a block type is held in f32, bf16 as GoMLX's BFloat16.
 		{"weights held without kernels: q8_0", []string{"doctor", "--backend", "go:kernels=off", "--model", "../../model/wan/testdata/a14b", "--weights-dtype", "q8_0"}, 0,
-			"denoiser 53.23 GiB + 53.23 GiB, decode 484.06 MiB\n  held by type:    106.93 GiB f32\n  backend holds:   bf16 as a GoMLX dtype, every other type in f32\n"},
+			"denoiser 53.23 GiB + 53.23 GiB, decode 484.06 MiB\n  held by type:    106.93 GiB f32\n  backend holds:   bf16 as a GoMLX dtype, every other type in f32\n" +
+				"  note:            q8_0 held in f32 on this backend; --weights-dtype bf16 holds the weights in half of that\n"},
 		{"weights held without kernels: bf16", []string{"doctor", "--backend", "go:kernels=off", "--model", "../../model/wan/testdata/a14b", "--weights-dtype", "bf16"}, 0,
-			"held by type:    52.34 GiB bf16, 2.24 GiB f32\n"},
+			"held by type:    52.34 GiB bf16, 2.24 GiB f32\n  backend holds:   bf16 as a GoMLX dtype, every other type in f32\n--backend"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 // gives bit-identical frames in one process and in two pipeline stages, and report.json
 // names the image.
 func TestGenerateWanI2V(t *testing.T) {
+	t.Parallel()
 	img := filepath.Join("..", "..", "builtin", "example.png")
 	common := []string{"--model", "builtin-wan-i2v", "--image", img, "--prompt", "an arrow flies to the right",
 		"--num-frames", "9", "--height", "32", "--width", "48", "--steps", "3", "--seed", "4"}

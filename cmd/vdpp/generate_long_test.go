@@ -40,6 +40,7 @@ func sameFrames(a, b [][]byte) bool {
 // pipeline stages (the windows and the solver's state travel with the item) and differs
 // from the plain run of the same length.
 func TestGenerateWanWindows(t *testing.T) {
+	t.Parallel()
 	dev := shared.Require(t, "golden", "wan-dev")
 	embeds := filepath.Join(dev, "cases", "full_pipeline_moe", "inputs.safetensors")
 	common := []string{"--model", dev, "--prompt-embeds", embeds, "--negative-prompt-embeds", embeds,
@@ -65,6 +66,7 @@ func TestGenerateWanWindows(t *testing.T) {
 
 // Bad windows for a Wan model are one line each, before anything loads.
 func TestGenerateWanWindowErrors(t *testing.T) {
+	t.Parallel()
 	dev := shared.Require(t, "golden", "wan-dev")
 	embeds := filepath.Join(dev, "cases", "full_pipeline_moe", "inputs.safetensors")
 	for _, c := range []struct {

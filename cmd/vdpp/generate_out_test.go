@@ -37,6 +37,7 @@ func runIn(t *testing.T, bin, dir string, args ...string) (int, string, string) 
 // leaves only the new run's samples; without --out each run gets the next out/run-NNN. Not
 // on a terminal, progress is a plain line counting steps, with the rate and the ETA.
 func TestGenerateOutNeverMixesRuns(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	img := testImage(t)
 	tiny := []string{"generate", "--model", "builtin", "--image", img, "--steps", "2", "--num-frames", "2"}
@@ -73,6 +74,7 @@ func TestGenerateOutNeverMixesRuns(t *testing.T) {
 // generate takes bench's mesh flags: pp x dp, cfg and cp meshes give the one-process frames
 // bit for bit; report.json records the mesh.
 func TestGenerateMeshes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	img := testImage(t)
 	tiny := []string{"generate", "--model", "builtin", "--image", img, "--steps", "2", "--num-frames", "2", "--num-samples", "2", "--quiet"}

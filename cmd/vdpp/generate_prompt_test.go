@@ -21,6 +21,7 @@ import (
 // encoder (report.json), loading it is logged with its progress, and the frames are
 // bit-identical to a one-process run given the same prompts' embeddings as files.
 func TestGenerateWanPrompt(t *testing.T) {
+	t.Parallel()
 	dir := wantest.PromptFolder(t)
 	const prompt, negative = "A red fox runs through the snow at dawn", "blurry"
 	common := []string{"--model", dir, "--num-frames", "5", "--height", "32", "--width", "32", "--steps", "2", "--seed", "3"}
@@ -82,6 +83,7 @@ func TestGenerateWanPrompt(t *testing.T) {
 // --prompt on a folder without a text encoder, and --prompt with --prompt-embeds, are one
 // line each.
 func TestGenerateWanPromptErrors(t *testing.T) {
+	t.Parallel()
 	dir := wantest.PromptFolder(t)
 	noTok := filepath.Join(t.TempDir(), "no-tokenizer")
 	if err := os.Mkdir(noTok, 0o755); err != nil {
@@ -116,6 +118,7 @@ func TestGenerateWanPromptErrors(t *testing.T) {
 // built-in Wan's own defaults (17 frames at 160x96, 20 steps, guidance 5, from its
 // vdpp_sampling.json) and every frame written, with the prompt in report.json.
 func TestGenerateBuiltinWan(t *testing.T) {
+	t.Parallel()
 	const prompt = "A red fox runs through the snow at dawn"
 	out := runGeneratePlain(t, "--model", "builtin-wan", "--prompt", prompt)
 	var rep generate.SampleReport

@@ -63,6 +63,7 @@ func runGenerateWith(t *testing.T, bin string, args ...string) string {
 
 // The same seed gives bit-identical frames with 1 or K processes, and every output exists.
 func TestGenerateStagesBitIdentical(t *testing.T) {
+	t.Parallel()
 	dev := shared.Require(t, "golden", "dev")
 	img := testImage(t)
 	common := []string{"--model", dev, "--image", img, "--height", "32", "--width", "32", "--steps", "2", "--num-samples", "2", "--seed", "5"}
@@ -102,6 +103,7 @@ func TestGenerateStagesBitIdentical(t *testing.T) {
 // with two-sample micro-batches as on a 2-stage pipeline with single samples: the noise is
 // keyed by seed, sample and step. The report names the sampler.
 func TestGenerateSchedulerBitIdentical(t *testing.T) {
+	t.Parallel()
 	dev := shared.Require(t, "golden", "dev")
 	img := testImage(t)
 	common := []string{"--model", dev, "--image", img, "--height", "32", "--width", "32", "--steps", "3", "--num-samples", "2", "--seed", "5", "--scheduler", "euler-a"}
@@ -127,6 +129,7 @@ func TestGenerateSchedulerBitIdentical(t *testing.T) {
 }
 
 func TestGenerateBadInputOneLine(t *testing.T) {
+	t.Parallel()
 	dev := shared.Require(t, "golden", "dev")
 	notImage := filepath.Join(t.TempDir(), "x.png")
 	os.WriteFile(notImage, []byte("plain text"), 0o644)
@@ -145,6 +148,7 @@ func TestGenerateBadInputOneLine(t *testing.T) {
 // one-process run (--decode-chunk-size 1: one part per frame, handed out over both ranks;
 // spreading whole samples is the one-part case of pipeline/spread_test.go).
 func TestGenerateDecodeSpreadBitIdentical(t *testing.T) {
+	t.Parallel()
 	dev := shared.Require(t, "golden", "dev")
 	img := testImage(t)
 	common := []string{"--model", dev, "--image", img, "--height", "32", "--width", "32", "--steps", "2", "--num-frames", "3",
@@ -168,6 +172,7 @@ func TestGenerateDecodeSpreadBitIdentical(t *testing.T) {
 // stage keeps one of the 3 steps) moves steps between ranks and keeps the frames of the
 // one-process run.
 func TestGenerateDecodeAwareCutBitIdentical(t *testing.T) {
+	t.Parallel()
 	dev := shared.Require(t, "golden", "dev")
 	img := testImage(t)
 	common := []string{"--model", dev, "--image", img, "--height", "32", "--width", "32", "--steps", "3", "--num-frames", "3",
@@ -226,6 +231,7 @@ func pixelStats(t *testing.T, report []byte) string {
 // --decode-ranks spreads whole samples: sample 1 decodes on rank 0, with the frames of the
 // one-process run.
 func TestGenerateWanDecodeSpreadBySample(t *testing.T) {
+	t.Parallel()
 	dev := shared.Require(t, "golden", "wan-dev")
 	embeds := filepath.Join(dev, "cases", "full_pipeline_moe", "inputs.safetensors")
 	common := []string{"--model", dev, "--prompt-embeds", embeds, "--negative-prompt-embeds", embeds, "--num-frames", "5",

@@ -12,6 +12,7 @@ import (
 // Every value generate can check without running is checked before the first step, as one
 // line naming the flag, and a refused run writes nothing (no run folder, no --out).
 func TestGenerateValidationBeforeWork(t *testing.T) {
+	t.Parallel()
 	img := testImage(t)
 	common := []string{"generate", "--model", "builtin", "--image", img, "--height", "32", "--width", "32", "--steps", "1"}
 	for _, c := range []struct {
@@ -48,6 +49,7 @@ func TestGenerateValidationBeforeWork(t *testing.T) {
 // image-to-video model is recorded (as the server records an OpenAI create's prompt), not
 // refused after the run started.
 func TestGenerateRandomSeedAndRecordedPrompt(t *testing.T) {
+	t.Parallel()
 	img := testImage(t)
 	out := filepath.Join(t.TempDir(), "out")
 	cmd := exec.Command(vdpp(t), "generate", "--model", "builtin", "--image", img, "--height", "32", "--width", "32", "--steps", "1",

@@ -44,6 +44,7 @@ func TestRunLaunchUsageErrors(t *testing.T) {
 
 // TestLaunchVersion runs the real binary: two workers print their version, prefixed.
 func TestLaunchVersion(t *testing.T) {
+	t.Parallel()
 	var out, errOut bytes.Buffer
 	cmd := launchCommand(t, "launch", "--nproc-per-node", "2", "--", "version")
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -59,6 +60,7 @@ func TestLaunchVersion(t *testing.T) {
 
 // TestLaunchFailingWorker: a worker that fails makes launch fail and name the rank.
 func TestLaunchFailingWorker(t *testing.T) {
+	t.Parallel()
 	var out, errOut bytes.Buffer
 	cmd := launchCommand(t, "launch", "--nproc-per-node", "2", "--", "no-such-command")
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -98,9 +98,28 @@ func vdppPlain(t testing.TB) string {
 	return plainBin.build(t, "vdpp-norace")
 }
 
+// Which tests run in parallel: a test that starts processes (the vdpp binary, node, a
+// browser, network namespaces' hosts) and waits on them calls t.Parallel() (its subtests too,
+// where they are independent), so that on a two-core machine one test's processes compute
+// while another's start, load a model or wait for a heartbeat; `go test` runs at most
+// -parallel of them at once (GOMAXPROCS by default). Each such test keeps its own files
+// (t.TempDir), ports (port 0, or a rendezvous port inside namespaces of its own) and
+// processes (found as children of the process it started, never by name). These stay
+// serial, and so never share the machine with a parallel test (go test runs a package's
+// serial tests first, then its parallel ones): a test that measures a process's peak memory
+// against another's (TestMultiNodeA14B), tests that run a command in the test process
+// itself (run, runPlan, runParity, ...: the command's process-wide state, such as its
+// signal handling, is one per process), and tests that set the environment (t.Setenv).
 func TestMain(m *testing.M) {
 	if file := os.Getenv(peakRSSEnv); file != "" {
 		os.Exit(runPeakRSS(file, os.Args[1:]))
+	}
+	// A race-built vdpp sleeps a second before it exits (GORACE's atexit_sleep_ms, 1000 by
+	// default, time for a report other goroutines are still printing); the end-to-end
+	// tests start a few hundred of them, one after another. A report already printed still
+	// fails the process (exit status 66). A GORACE the caller set is kept.
+	if _, ok := os.LookupEnv("GORACE"); !ok {
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
 	code := m.Run()
 	announceSkips()
@@ -145,6 +164,7 @@ func benchRun(t *testing.T, args ...string) (benchJSON, string) {
 }
 
 func TestBenchPipelineEqualsBaseline(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		args   []string
@@ -173,6 +193,7 @@ func TestBenchPipelineEqualsBaseline(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			rep, md := benchRun(t, tc.args...)
 			if rep.EqualToBaseline == nil || !*rep.EqualToBaseline {
 				t.Fatalf("pipeline latents differ from the one-rank baseline: %+v", rep)
@@ -191,6 +212,7 @@ func TestBenchPipelineEqualsBaseline(t *testing.T) {
 }
 
 func TestBenchRejectsBadFlags(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"--nproc", "5", "--steps", "4"},
 		{"--num-samples", "0"},
@@ -215,6 +237,7 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 // A worker killed with SIGKILL mid-run: the run fails within the timeout, names the rank,
 // and leaves no process behind.
 func TestBenchWorkerKilled(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(vdpp(t), "bench", "--model", "synthetic", "--nproc", "3", "--steps", "6", "--num-samples", "400",
 		"--warmup-samples", "1", "--step-ms", "5", "--timeout", "10s", "--no-baseline")
 	var stderr bytes.Buffer

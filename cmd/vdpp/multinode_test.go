@@ -109,12 +109,14 @@ func longBench(dir string) []string {
 }
 
 func TestMultiNodeFaults(t *testing.T) {
+	t.Parallel()
 	vdpp(t) // end to end: skipped under -short before the namespaces are made
 	const heartbeat = 2 * time.Second
 	// Every other process must be gone within the heartbeat timeout plus this (the loaded
 	// 2-core CI box included); without heartbeats they wait for the 10-minute --timeout.
 	const slack = 8 * time.Second
 	t.Run("node killed", func(t *testing.T) {
+		t.Parallel()
 		net := netns.New(t, netns.Config{Hosts: 2})
 		dir := t.TempDir()
 		n0 := startNode(t, net.Hosts, 0, 2, longBench(dir)...)
@@ -144,6 +146,7 @@ func TestMultiNodeFaults(t *testing.T) {
 		requireEmpty(t, net.Hosts[0])
 	})
 	t.Run("link down", func(t *testing.T) {
+		t.Parallel()
 		net := netns.New(t, netns.Config{Hosts: 2})
 		dir := t.TempDir()
 		nodes := []*node{startNode(t, net.Hosts, 0, 2, longBench(dir)...), startNode(t, net.Hosts, 1, 2, longBench(dir)...)}
@@ -181,9 +184,13 @@ func waitAll(t *testing.T, limit time.Duration, nodes ...*node) {
 }
 
 func TestMultiNodeOneJob(t *testing.T) {
+	t.Parallel()
 	vdpp(t) // end to end: skipped under -short before the namespaces are made
-	net := netns.New(t, netns.Config{Hosts: 2})
+	// Each subtest has hosts of its own (the rendezvous port is the same in each), so they
+	// run in parallel.
 	t.Run("bench", func(t *testing.T) {
+		t.Parallel()
+		net := netns.New(t, netns.Config{Hosts: 2})
 		// 2 nodes x 2 processes are one 4-stage pipeline; rank 0 writes the one report,
 		// its baseline a one-process run in the same rank.
 		out := filepath.Join(t.TempDir(), "bench.json")
@@ -207,6 +214,8 @@ func TestMultiNodeOneJob(t *testing.T) {
 		}
 	})
 	t.Run("generate", func(t *testing.T) {
+		t.Parallel()
+		net := netns.New(t, netns.Config{Hosts: 2})
 		flags := []string{"--model", "builtin", "--image", testImage(t), "--steps", "4", "--num-frames", "6", "--height", "32", "--width", "32"}
 		one := runGenerateBin(t, flags...)
 		multi := filepath.Join(t.TempDir(), "multi")
@@ -221,6 +230,8 @@ func TestMultiNodeOneJob(t *testing.T) {
 		}
 	})
 	t.Run("rendezvous that does not complete", func(t *testing.T) {
+		t.Parallel()
+		net := netns.New(t, netns.Config{Hosts: 2})
 		// Host 1 never starts: host 0 gives up at its --timeout, saying who is missing.
 		args := []string{"bench", "--model", "synthetic", "--total-steps", "4", "--num-samples", "2", "--timeout", "3s"}
 		n0 := startNode(t, net.Hosts, 0, 2, args...)
@@ -243,8 +254,8 @@ func TestMultiNodeOneJob(t *testing.T) {
 // ranks of both nodes. Killing the other host's processes mid-run ends the survivor within
 // seconds, naming a lost rank and its node.
 func TestMultiNodeTrain(t *testing.T) {
+	t.Parallel()
 	vdpp(t) // end to end: skipped under -short before the namespaces are made
-	net := netns.New(t, netns.Config{Hosts: 2})
 	// The start: the built-in model's UNet phase at step 0, its clips' latents cached.
 	start := filepath.Join(t.TempDir(), "start")
 	if out, err := exec.Command(vdpp(t), "train", "--dir", start, "--phase", "unet", "--init-from", "builtin",
@@ -253,7 +264,7 @@ func TestMultiNodeTrain(t *testing.T) {
 	}
 	// trainArgs resumes a copy of the start in dir: 4 steps of 4 clips, the ranks' state
 	// compared after every 2, one checkpoint at the end, exported to dir/model.
-	trainArgs := func(dir string, extra ...string) []string {
+	trainArgs := func(t *testing.T, dir string, extra ...string) []string {
 		if err := bench.CopyTree(start, dir); err != nil {
 			t.Fatal(err)
 		}
@@ -261,17 +272,28 @@ func TestMultiNodeTrain(t *testing.T) {
 			"--ema", "0.9", "--check-every", "2", "--checkpoint-every", "0", "--export", filepath.Join(dir, "model")}, extra...)
 	}
 
+	// The subtests run in parallel, each on hosts of its own.
 	t.Run("equals one process", func(t *testing.T) {
+		t.Parallel()
+		net := netns.New(t, netns.Config{Hosts: 2})
+		// The one process runs beside the two nodes.
 		one := filepath.Join(t.TempDir(), "one")
-		if out, err := exec.Command(vdpp(t), trainArgs(one, "--nproc", "1")...).CombinedOutput(); err != nil {
-			t.Fatalf("one process: %v\n%s", err, out)
+		ref := exec.Command(vdpp(t), trainArgs(t, one, "--nproc", "1")...)
+		var refOut bytes.Buffer
+		ref.Stdout, ref.Stderr = &refOut, &refOut
+		if err := ref.Start(); err != nil {
+			t.Fatal(err)
 		}
+		defer ref.Process.Kill()
 		multi := filepath.Join(t.TempDir(), "multi")
 		report := filepath.Join(t.TempDir(), "train.json")
-		args := trainArgs(multi, "--json", report)
+		args := trainArgs(t, multi, "--json", report)
 		n0 := startNode(t, net.Hosts, 0, 2, args...)
 		n1 := startNode(t, net.Hosts, 1, 2, args...)
 		waitAll(t, 3*time.Minute, n0, n1)
+		if err := ref.Wait(); err != nil {
+			t.Fatalf("one process: %v\n%s", err, refOut.String())
+		}
 
 		want, got := trainLosses(t, one), trainLosses(t, multi)
 		if len(want) != 4 || strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -312,9 +334,11 @@ func TestMultiNodeTrain(t *testing.T) {
 	})
 
 	t.Run("other node killed", func(t *testing.T) {
+		t.Parallel()
+		net := netns.New(t, netns.Config{Hosts: 2})
 		const heartbeat = 2 * time.Second
 		dir := filepath.Join(t.TempDir(), "run")
-		args := trainArgs(dir, "--steps", "100000", "--heartbeat-timeout", heartbeat.String())
+		args := trainArgs(t, dir, "--steps", "100000", "--heartbeat-timeout", heartbeat.String())
 		n0 := startNode(t, net.Hosts, 0, 2, args...)
 		n1 := startNode(t, net.Hosts, 1, 2, args...)
 		waitSteps(t, dir, 2, n0.stderr)
@@ -376,6 +400,7 @@ func requireSameCheckpoint(t *testing.T, a, b string) {
 // brought back, as Kubernetes would) and a link cut and restored both lose no job: the
 // jobs in flight are requeued and finish.
 func TestMultiNodeServe(t *testing.T) {
+	t.Parallel()
 	vdpp(t) // end to end: skipped under -short before the namespaces are made
 	net := netns.New(t, netns.Config{Hosts: 2})
 	secret := make([]byte, 32)
@@ -461,6 +486,7 @@ func TestMultiNodeServe(t *testing.T) {
 // buffers and then complete faster than the link could carry them); the numbers are in the
 // log (see docs/measurements).
 func TestMultiNodeLinkEfficiency(t *testing.T) {
+	t.Parallel()
 	vdpp(t) // end to end: skipped under -short before the namespaces are made
 	bench := func(out string) []string {
 		return []string{"bench", "--model", "synthetic", "--step-ms", "10", "--total-steps", "8", "--num-samples", "10",

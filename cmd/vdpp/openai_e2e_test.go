@@ -110,6 +110,7 @@ func runNode(t *testing.T, timeout time.Duration, script string, args ...string)
 // bad size, missing image, unknown id, bad token) and a 429 the SDK retries after
 // Retry-After (one slot, a queue of one).
 func TestOpenAISDK(t *testing.T) {
+	t.Parallel()
 	needE2E(t, "openai")
 	url := startServe(t, serveOptions{clean: true}, "--model", "synthetic", "--nproc", "1", "--max-running", "1", "--max-queue", "1",
 		"--step-ms", "20", "--api-token", "sdk-token", "--served-model-name", "vdpp-synthetic").url
@@ -125,6 +126,7 @@ func TestOpenAISDK(t *testing.T) {
 // job it cancels is held at its first step by the server's hold file, which the script
 // creates before submitting it and removes once the page shows the cancel requested.
 func TestWebPage(t *testing.T) {
+	t.Parallel()
 	chromium := "/usr/bin/chromium"
 	if c := os.Getenv("CHROMIUM"); c != "" {
 		chromium = c
@@ -155,6 +157,7 @@ func TestWebPage(t *testing.T) {
 // page shows the prompt fields instead of the image, shows the server's validation
 // message, and runs a prompt job of two windows at the dev size with two steps.
 func TestWebPagePrompt(t *testing.T) {
+	t.Parallel()
 	chromium := "/usr/bin/chromium"
 	if c := os.Getenv("CHROMIUM"); c != "" {
 		chromium = c
@@ -178,6 +181,7 @@ func TestWebPagePrompt(t *testing.T) {
 // input_reference returns a completed video, and a create without either is a 400 naming
 // the field.
 func TestOpenAISDKWanI2V(t *testing.T) {
+	t.Parallel()
 	needE2E(t, "openai")
 	url := startServe(t, serveOptions{clean: true}, "--model", "builtin-wan-i2v", "--backend", "go", "--nproc", "1",
 		"--served-model-name", "wan-i2v").url
@@ -192,6 +196,7 @@ func TestOpenAISDKWanI2V(t *testing.T) {
 // the built-in Wan image-to-video model: the page shows the image and the prompt, refuses a
 // job without the image, and makes a video from an image and a prompt.
 func TestWebPageWanI2V(t *testing.T) {
+	t.Parallel()
 	chromium := "/usr/bin/chromium"
 	if c := os.Getenv("CHROMIUM"); c != "" {
 		chromium = c

@@ -34,6 +34,9 @@ func TestPlanAndPlanAutoShareTheWorkload(t *testing.T) {
 	if m == nil || !strings.Contains(m[1], "1 samples x 3 steps") || !strings.Contains(m[1], "guided true") {
 		t.Fatalf("plan's workload: %q\n%s", m, table)
 	}
+	// The rest runs the binary: beside the other tests that do (runPlan above ran in the
+	// test process, serially).
+	t.Parallel()
 	img := testImage(t)
 	cmd := exec.Command(vdpp(t), append(append([]string{"generate"}, job...), "--image", img, "--plan", "auto", "--nproc", "2", "--out", filepath.Join(t.TempDir(), "auto"))...)
 	out, err := cmd.CombinedOutput()

@@ -20,6 +20,7 @@ import (
 // --from-report` re-runs the job: every sample's frames the same on the same mesh, and a
 // flag given with it changes the job.
 func TestGenerateFromReport(t *testing.T) {
+	t.Parallel()
 	job := []string{"--model", "builtin-wan", "--prompt", "a red fox", "--steps", "3", "--num-frames", "5", "--seed", "7", "--pp", "2", "--num-samples", "2"}
 	a := runGenerateBin(t, job...)
 	rep, err := generate.ReadReport(filepath.Join(a, "sample-001", "report.json"))

@@ -23,6 +23,7 @@ import (
 // a job end to end, a SIGKILLed worker that is restarted while jobs still complete
 // bit-identically (checked by `vdpp loadtest --verify`), and a clean SIGTERM shutdown.
 func TestServeBinary(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	sp := startServe(t, serveOptions{dir: filepath.Join(dir, "data")}, "--model", "synthetic", "--nproc", "3", "--step-ms", "2")
 	url, pids, stderr := sp.url, sp.pids, sp.stderr

@@ -14,6 +14,7 @@ import (
 // 64x64 model (within the server-wide flag limits) is refused by the model's cost
 // limits with a 413 in under a second, and nothing is queued; a native-size job still runs.
 func TestServeFaultOversizedJob(t *testing.T) {
+	t.Parallel()
 	fs := startServe(t, serveOptions{}, "--model", "builtin", "--nproc", "2")
 	start := time.Now()
 	code, b := fs.submit(map[string][]byte{"params": []byte(`{"height":1024,"width":1024,"num_frames":25,"steps":50}`), "image": loadtest.TestImage(1)})
@@ -63,6 +64,7 @@ func TestServeFaultOversizedJob(t *testing.T) {
 // limit and the machine's memory, before anything is queued, and /v1/limits shows the
 // machine; a job that fits runs.
 func TestServeMemoryLimit(t *testing.T) {
+	t.Parallel()
 	fs := startServe(t, serveOptions{}, "--model", "builtin", "--nproc", "1", "--max-memory", "96MiB", "--max-cost-multiple", "-1")
 	code, b := fs.submit(map[string][]byte{"params": []byte(`{"height":512,"width":512,"num_frames":14,"steps":2}`), "image": loadtest.TestImage(1)})
 	var e struct{ Error, Code string }

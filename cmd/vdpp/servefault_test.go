@@ -31,6 +31,7 @@ import (
 // at accept), and meanwhile another client's health checks and submissions (taking idle
 // places of the flooders) and a worker restart all work, and no accepted job fails.
 func TestServeFaultConnectionFlood(t *testing.T) {
+	t.Parallel()
 	fs := startServe(t, serveOptions{nofile: 512}, "--model", "synthetic", "--nproc", "2", "--step-ms", "2")
 	addr := strings.TrimPrefix(fs.url, "http://")
 	const flood = 720
@@ -116,6 +117,7 @@ func containsInt(xs []int, x int) bool {
 // with their timings; storage trouble meanwhile answered /readyz and submissions with 503
 // and a message that names no path.
 func TestServeFaultDurableEnds(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
 	args := []string{"--nproc", "1", "--step-ms", "25"}
 	fs := startServe(t, serveOptions{dir: dir}, append([]string{"--model", "synthetic"}, args...)...)
@@ -229,6 +231,7 @@ func peakRSS(t *testing.T, pid int) int64 {
 // decoded) are all accepted and run, while the server's peak RSS stays bounded by its
 // decode budget (without it, the decodes ran at once: 24 of them took 5.6 GB).
 func TestServeFaultBigImages(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("decodes 2 GB of pixels")
 	}

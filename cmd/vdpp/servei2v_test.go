@@ -23,6 +23,7 @@ import (
 // for a model that takes none is a 400 naming the part; GET /v1/limits says what the model
 // takes.
 func TestServeBinaryWanI2V(t *testing.T) {
+	t.Parallel()
 	dir := wantest.I2VPromptFolder(t, "wan21-flf2v")
 	cd := filepath.Join(wantest.I2VFolder("wan21-flf2v"), "cases", "flf2v_pipeline")
 	img, err := os.ReadFile(filepath.Join(cd, "image.png"))

@@ -18,6 +18,7 @@ import (
 // dp and cfg meshes give the one-process bytes, TestGenerateMeshes; a cp mesh is compared
 // with generate's cp mesh).
 func TestServeMeshes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	imgPath := testImage(t)
 	img, err := os.ReadFile(imgPath)
@@ -58,6 +59,7 @@ func TestServeMeshes(t *testing.T) {
 		{"cfg2 x cp2", []string{"--cfg", "2", "--cp", "2"}, wantCFGCP},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			sp := startServe(t, serveOptions{}, append([]string{"--model", "builtin"}, tc.mesh...)...)
 			id := sp.mustSubmit(`{"num_frames":2,"steps":2,"seed":9}`, img)
 			if st := sp.wait(id, 2*time.Minute); st.State != "succeeded" {
@@ -82,6 +84,7 @@ func TestServeMeshes(t *testing.T) {
 // nothing: the job is re-run from its last hand-off (on the other replica or the restarted
 // rank) and ends with the bits of a run without a fault.
 func TestServeDataParallelKill(t *testing.T) {
+	t.Parallel()
 	sp := startServe(t, serveOptions{}, "--model", "synthetic", "--step-ms", "150", "--dp", "2", "--max-batch", "1")
 	img, err := os.ReadFile(testImage(t))
 	if err != nil {
@@ -101,6 +104,7 @@ func TestServeDataParallelKill(t *testing.T) {
 // loses nothing: the unit restarts, the job re-runs from the latent the coordinator holds
 // and ends with the bits of a run without a fault. An unguided job is refused in one line.
 func TestServeCFGUnitKill(t *testing.T) {
+	t.Parallel()
 	sp := startServe(t, serveOptions{}, "--model", "synthetic", "--step-ms", "150", "--cfg", "2", "--max-batch", "1")
 	img, err := os.ReadFile(testImage(t))
 	if err != nil {
@@ -151,6 +155,7 @@ func killMidJob(t *testing.T, sp *serveProc, params string, img []byte, rank int
 // latency the best mesh of all is cp=2 (`vdpp bench --plan auto --goal latency` runs it),
 // which serve's workers do not run: serve takes the best pp x dp mesh.
 func TestServePlanAuto(t *testing.T) {
+	t.Parallel()
 	sp := startServe(t, serveOptions{}, "--model", "synthetic", "--step-ms", "2", "--plan", "auto", "--nproc", "2", "--goal", "latency")
 	m := regexp.MustCompile(`--plan auto chose the workers' mesh.* mesh="pp=(\d) cfg=1 cp=1 dp=(\d)"`).FindStringSubmatch(sp.stderr.String())
 	if m == nil || (m[1]+m[2] != "12" && m[1]+m[2] != "21") {

@@ -18,6 +18,7 @@ import (
 // folder, --variant and --backend reach `vdpp worker serve`): a small job completes and
 // downloads as a GIF.
 func TestServeBinarySVD(t *testing.T) {
+	t.Parallel()
 	ckpt := shared.Require(t, "golden", "dev")
 	sp := startServe(t, serveOptions{}, "--model", ckpt, "--variant", "fp16", "--backend", "go", "--nproc", "2")
 	url, stderr := sp.url, sp.stderr

@@ -66,6 +66,7 @@ func openAIError(b []byte) (param, code string) {
 // not ignored; cancelling a cancelled job is a 409; a refused multipart OpenAI create is
 // answered in OpenAI's shape; killing a worker that is restarting is never a 500.
 func TestServeFaultProbeFindings(t *testing.T) {
+	t.Parallel()
 	sp := startServe(t, serveOptions{}, "--model", "synthetic", "--nproc", "1", "--step-ms", "20", "--max-running", "1",
 		"--max-body-bytes", "100000")
 	img := loadtest.TestImage(1)
@@ -143,6 +144,7 @@ func TestServeFaultProbeFindings(t *testing.T) {
 // refuses submissions up front with 507 (none is accepted to fail later) and /readyz
 // answers 503 saying the storage is unavailable.
 func TestServeFaultDiskFull(t *testing.T) {
+	t.Parallel()
 	sp := startServeNoWait(t, serveOptions{}, "--model", "synthetic", "--nproc", "1", "--min-free-space", "1000000TiB")
 	var code int
 	var b []byte
@@ -178,6 +180,7 @@ func TestServeFaultDiskFull(t *testing.T) {
 // the fresh one). The file is rewritten for every exit and restart, in order: once the unit
 // has formed again it lists exactly the live ranks' pids.
 func TestServeProbeF7PidFileAfterUnitRestart(t *testing.T) {
+	t.Parallel()
 	sp := startServe(t, serveOptions{}, "--model", "synthetic", "--nproc", "2", "--cfg", "2")
 	before := readPids(t, sp.pids)
 	if len(before) != 2 {

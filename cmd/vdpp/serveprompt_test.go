@@ -18,6 +18,7 @@ import (
 // negative_prompt parts and an OpenAI create with a prompt only (no input_reference)
 // complete; an image part, a missing prompt or an empty one is a 400 on both APIs.
 func TestServeBinaryWanPrompt(t *testing.T) {
+	t.Parallel()
 	sp := startServe(t, serveOptions{}, "--model", "builtin-wan", "--backend", "go", "--nproc", "2")
 	url, stderr := sp.url, sp.stderr
 

@@ -35,6 +35,7 @@ func finishedJobs(t *testing.T, sp *serveProc, n int) []string {
 // a job: every job comes back from its folder, downloads work, and an index it could not
 // read is in the quarantine, counted.
 func TestServeFaultLostIndex(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
 	args := []string{"--model", "synthetic", "--nproc", "1", "--step-ms", "1"}
 	sp := startServe(t, serveOptions{dir: dir}, args...)
@@ -115,6 +116,7 @@ func editIndex(t *testing.T, dir string, edit map[string]func(rec map[string]any
 // failed (its download a 409, not a 500); a queued job over --max-steps ends failed without
 // running.
 func TestServeFaultBadRecords(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
 	args := []string{"--model", "synthetic", "--nproc", "1", "--step-ms", "1", "--max-steps", "50"}
 	sp := startServe(t, serveOptions{dir: dir}, args...)

@@ -20,6 +20,7 @@ import (
 // (832x480, 81 frames, 50 steps) and the step memory derived from it, a job over that
 // memory is refused with 413 over_cost_limit, and the native job is accepted.
 func TestServeWanCostLimits(t *testing.T) {
+	t.Parallel()
 	model := wantest.PromptFolder(t)
 	// A machine where WanPipeline's native job fits (--max-memory): its step or decode
 	// takes about 11 GiB, which one rank and the decoder sharing a 23.5 GiB host do not

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -63,9 +64,18 @@ func microTrainArgs(dir string, extra ...string) []string {
 // trainLosses returns the loss log of a run folder as "step loss mse" lines.
 func trainLosses(t *testing.T, dir string) []string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, "loss.jsonl"))
+	out, err := readLosses(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// readLosses is trainLosses returning its error.
+func readLosses(dir string) ([]string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "loss.jsonl"))
+	if err != nil {
+		return nil, err
 	}
 	var out []string
 	for _, ln := range strings.Split(strings.TrimSpace(string(data)), "\n") {
@@ -74,11 +84,11 @@ func trainLosses(t *testing.T, dir string) []string {
 			Loss, MSE float64
 		}
 		if err := json.Unmarshal([]byte(ln), &l); err != nil {
-			t.Fatalf("%s: %v", ln, err)
+			return nil, fmt.Errorf("%s: %v", ln, err)
 		}
 		out = append(out, fmt.Sprintf("%d %v %v", l.Step, l.Loss, l.MSE))
 	}
-	return out
+	return out, nil
 }
 
 // startTrain starts the real binary with args and returns it with its combined output.
@@ -148,18 +158,29 @@ func waitExit(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer, limit time.Duratio
 // checkpoint, and the loss of every step (those before the kill and after) equals the loss
 // of one process trained without interruption.
 func TestTrainKillAndResume(t *testing.T) {
-	vdpp(t) // end to end: skipped under -short before the reference run
+	t.Parallel()
+	// The uninterrupted run, one process, runs beside the two killed ones; each compares
+	// with it once it is done.
 	whole := filepath.Join(t.TempDir(), "whole")
-	var stdout, stderr bytes.Buffer
-	if code := run(microTrainArgs(whole), &stdout, &stderr); code != 0 {
-		t.Fatalf("uninterrupted run: exit %d\n%s", code, stderr.String())
+	ref := exec.Command(vdpp(t), microTrainArgs(whole)...)
+	var refOut bytes.Buffer
+	ref.Stdout, ref.Stderr = &refOut, &refOut
+	if err := ref.Start(); err != nil {
+		t.Fatal(err)
 	}
-	want := trainLosses(t, whole)
-	if len(want) != 12 {
-		t.Fatalf("uninterrupted run logged %d steps", len(want))
-	}
+	uninterrupted := sync.OnceValues(func() ([]string, error) {
+		if err := ref.Wait(); err != nil {
+			return nil, fmt.Errorf("uninterrupted run: %v\n%s", err, refOut.String())
+		}
+		return readLosses(whole)
+	})
+	t.Cleanup(func() {
+		ref.Process.Kill()
+		uninterrupted()
+	})
 	for _, victim := range []string{"1", "0"} {
 		t.Run("kill rank "+victim, func(t *testing.T) {
+			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "run")
 			cmd, out := startTrain(t, microTrainArgs(dir, "--nproc", "2")...)
 			pid := rankPID(t, cmd.Process.Pid, victim)
@@ -183,6 +204,13 @@ func TestTrainKillAndResume(t *testing.T) {
 			if !strings.Contains(out.String(), "trained vae steps 8 -> 12") && !strings.Contains(out.String(), "trained vae steps 4 -> 12") {
 				t.Fatalf("the resumed run did not continue from a checkpoint:\n%s", out.String())
 			}
+			want, err := uninterrupted()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(want) != 12 {
+				t.Fatalf("uninterrupted run logged %d steps", len(want))
+			}
 			got := trainLosses(t, dir)
 			if strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Fatalf("losses after kill and resume:\n%s\nuninterrupted:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -194,6 +222,7 @@ func TestTrainKillAndResume(t *testing.T) {
 // TestTrainStoppedRankIsNamed: a rank stopped (SIGSTOP: alive but silent) ends the run
 // within seconds of the heartbeat timeout, the error naming it, and no process is left.
 func TestTrainStoppedRankIsNamed(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "run")
 	cmd, out := startTrain(t, microTrainArgs(dir, "--nproc", "2", "--heartbeat-timeout", "2s", "--steps", "1000")...)
 	pid := rankPID(t, cmd.Process.Pid, "1")

@@ -25,6 +25,7 @@ import (
 // folder's frames bit for bit, in one process and on a 2-stage pipeline (one expert per
 // stage); the low-noise expert as ComfyUI-GGUF writes it at q8_0 runs too (other frames).
 func TestGenerateWanSingleFiles(t *testing.T) {
+	t.Parallel()
 	dev := shared.Require(t, "golden", "wan-dev")
 	embeds := filepath.Join(dev, "cases", "full_pipeline_moe", "inputs.safetensors")
 	common := []string{"--model", dev, "--prompt-embeds", embeds, "--negative-prompt-embeds", embeds,
@@ -56,6 +57,7 @@ func TestGenerateWanSingleFiles(t *testing.T) {
 // float32, the same on 1 and 2 stages, and report.json counts the bytes held in each type
 // (q8_0 about a quarter of float32 for the matrices); f32 gives the folder's frames.
 func TestGenerateWeightsDType(t *testing.T) {
+	t.Parallel()
 	dev := shared.Require(t, "golden", "wan-dev")
 	embeds := filepath.Join(dev, "cases", "full_pipeline_moe", "inputs.safetensors")
 	common := []string{"--model", dev, "--prompt-embeds", embeds, "--negative-prompt-embeds", embeds,
@@ -103,6 +105,7 @@ func TestGenerateWeightsDType(t *testing.T) {
 // The built-in SVD model's UNet as one f32 GGUF (diffusers' names) gives its frames bit
 // for bit.
 func TestGenerateUNetFile(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join("..", "..", "builtin", "model")
 	w := goldentest.ReadTensors(t, filepath.Join(dir, "unet", "diffusion_pytorch_model.safetensors"))
 	names := make([]string, 0, len(w))
@@ -131,6 +134,7 @@ func TestGenerateUNetFile(t *testing.T) {
 // type vdpp does not read is one line naming the file and the tensor (its name in the
 // network and, where they differ, in the file).
 func TestGenerateWeightOptionErrors(t *testing.T) {
+	t.Parallel()
 	dev := shared.Require(t, "golden", "wan-dev")
 	embeds := filepath.Join(dev, "cases", "full_pipeline_moe", "inputs.safetensors")
 	bad := filepath.Join(t.TempDir(), "bad.gguf")
@@ -210,6 +214,7 @@ func TestGenerateWeightOptionErrors(t *testing.T) {
 // one per device with the decoder on the second, and says dp2 does not fit; in float32
 // nothing fits.
 func TestPlanA14B(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cal := filepath.Join(dir, "cal.json")
 	if err := os.WriteFile(cal, []byte(`{"version": 1, "model": "a14b", "latent_shape": [21, 16, 60, 104], "costs": {"step": {"row_ms": 60000, "ref_frames": 21, "frame_scaling": 1},
@@ -278,6 +283,7 @@ func TestPlanA14B(t *testing.T) {
 // widened at load), the frames of the f32 original-layout file of its own widened weights
 // bit for bit, and held compact in q8_0 on the default backend, a video too.
 func TestGenerateGGUFFlavours(t *testing.T) {
+	t.Parallel()
 	src := filepath.Join("..", "..", "model", "wan", "transformer", "testdata", "sdcpp")
 	cfg, err := transformer.ReadConfig(src)
 	if err != nil {

@@ -200,8 +200,8 @@ func (k widenKernel) RunBytes(out []float32, _ [][]float32, raw [][]byte) {
 var widenHook func()
 
 // heldParam returns the float32 node of a held tensor: a half tensor converted where the
-// graph uses it (on a backend without vdpp's kernels: XLA fuses the conversion into the
-// product), or the bytes of a compact one widened by a fused op.
+// graph uses it (on a backend without vdpp's kernels; XLA may fuse the conversion into
+// the product), or the bytes of a compact one widened by a fused op.
 func heldParam(g *graph.Graph, name string, h *heldWeight, bytes *graph.Node) *graph.Node {
 	if h.form == dtypeHalf {
 		return graph.ConvertDType(bytes, dtypes.Float32)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 
@@ -406,5 +407,39 @@ func TestHeldWithoutKernels(t *testing.T) {
 				t.Errorf("the weight equals its stored values: it was not rounded to bf16")
 			}
 		})
+	}
+}
+
+// unsharedBackend is a backend that shares no buffers with Go, as XLA on a GPU: weights
+// reach it through BufferFromFlatData.
+type unsharedBackend struct{ backends.Backend }
+
+func (unsharedBackend) HasSharedBuffers() bool { return false }
+
+// TestHeldHalfUnshared is the upload a GPU takes: on a backend without shared buffers a
+// weight held in bf16 is converted into one host copy of GoMLX's BFloat16 and uploaded from
+// it, and the graph reads the bf16-rounded values.
+func TestHeldHalfUnshared(t *testing.T) {
+	inner, err := NewBackend("go:kernels=off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := unsharedBackend{inner}
+	r := rand.New(rand.NewPCG(5, 6))
+	w, x := randDense(r, 8, 64), randDense(r, 3, 64)
+	held, err := NewWeightsHeld(b, HoldAs(quant.BF16), func(add func(string, StoredTensor) error) error {
+		return add("l.weight", storedF32(w))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ht, _ := held.Held("l.weight"); ht != quant.BF16 || held.Bytes() != 2*8*64 {
+		t.Fatalf("held as %v in %d bytes, want bf16 in %d", ht, held.Bytes(), 2*8*64)
+	}
+	build := func(s Scope, in []*graph.Node) []*graph.Node {
+		return []*graph.Node{graph.AddScalar(s.Param(in[0].Graph(), "l.weight", 8, 64), 0)}
+	}
+	if rel := relL2(runProgram(t, held, build, x)[0].Data, widened(t, w, quant.BF16).Data); rel != 0 {
+		t.Errorf("relative L2 %.3g against the bf16-rounded weight, want bit for bit", rel)
 	}
 }

@@ -19,7 +19,7 @@ import (
 //   - without them (XLA on a CPU or a GPU, `--backend go:kernels=off`), a weight asked in
 //     bf16 or f16 is held as a GoMLX tensor of that dtype when the backend has it (BF16,
 //     F16), and graphs convert it to float32 where they use it (ConvertDType, which XLA
-//     fuses into the product); every other type, the block types included, is held in
+//     may fuse into the product); every other type, the block types included, is held in
 //     float32 (the stored values widened once at load).
 type Holding struct {
 	Kernels   bool // vdpp's fused CPU kernels read every type as held

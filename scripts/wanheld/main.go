@@ -1,12 +1,14 @@
 // Command wanheld measures a Wan 2.1 T2V 1.3B-shaped transformer (30 layers, width 1536, 12
 // heads, ffn 8960, text 4096) with random weights held in one weight type, on the pure-Go
-// backend: the resident memory once the weights are loaded (VmRSS after a GC, against the
+// backend (-backend: with vdpp's CPU kernels by default; go:kernels=off holds weights as
+// XLA does, bf16 as a GoMLX dtype and block types in float32): the resident memory once the weights are loaded (VmRSS after a GC, against the
 // process's before), then the time of each denoising step (one transformer call on the
 // two rows of classifier-free guidance; wall and process CPU seconds) and the peak resident
 // memory (VmHWM). Run one type
 // per process (the high-water mark only grows):
 //
 //	go run ./scripts/wanheld -dtype q8_0
+//	go run ./scripts/wanheld -dtype bf16 -backend go:kernels=off -layers 8   # as XLA holds it
 //	go run ./scripts/wanheld -dtype f32 -layers 4 -steps 2 -width 320 -height 192 -frames 9
 //	go run ./scripts/wanheld -write DIR     # the same model as files (scripts/weights-vs-sdcpp.sh)
 //
@@ -53,6 +55,7 @@ func main() {
 	frames := flag.Int("frames", 9, "video frames")
 	steps := flag.Int("steps", 1, "denoising steps to time (0: load only)")
 	textLen := flag.Int("text", 512, "prompt embedding rows")
+	backend := flag.String("backend", "go", "the pure-Go backend's `SPEC` (go, go:kernels=off)")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the steps to this file")
 	write := flag.String("write", "", "write the model's files for the comparison with stable-diffusion.cpp into this folder instead (see write.go)")
 	flag.Parse()
@@ -64,13 +67,13 @@ func main() {
 		}
 		return
 	}
-	if err := run(*dtype, *layers, *w, *h, *frames, *steps, *textLen); err != nil {
+	if err := run(*backend, *dtype, *layers, *w, *h, *frames, *steps, *textLen); err != nil {
 		fmt.Fprintln(os.Stderr, "wanheld:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dtype string, layers, w, h, frames, steps, textLen int) error {
+func run(spec, dtype string, layers, w, h, frames, steps, textLen int) error {
 	typ, err := quant.Parse(dtype)
 	if err != nil {
 		return err
@@ -81,7 +84,7 @@ func run(dtype string, layers, w, h, frames, steps, textLen int) error {
 	if err != nil {
 		return err
 	}
-	b, err := nn.NewBackend("go")
+	b, err := nn.NewBackend(spec)
 	if err != nil {
 		return err
 	}
@@ -125,7 +128,7 @@ func run(dtype string, layers, w, h, frames, steps, textLen int) error {
 	for t, n := range weights.HeldBytes() {
 		held[t.String()] = n
 	}
-	out := map[string]any{"dtype": typ.String(), "layers": layers, "params": params, "held_bytes": held,
+	out := map[string]any{"backend": spec, "dtype": typ.String(), "layers": layers, "params": params, "held_bytes": held,
 		"weights_bytes": weights.Bytes(), "f32_bytes": 4 * params, "held_over_f32": float64(weights.Bytes()) / float64(4*params),
 		"rss_before_mb": mb(rss0), "rss_loaded_mb": mb(rss1), "rss_weights_mb": mb(rss1 - rss0), "load_seconds": loadSec}
 	if steps > 0 {

@@ -1,9 +1,11 @@
 package unet
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -194,5 +196,79 @@ func TestHeldWithoutKernelsBF16(t *testing.T) {
 	}
 	if relRounded != 0 {
 		t.Errorf("relative L2 %.3g against the float32 call on the bf16-rounded weights, want bit for bit", relRounded)
+	}
+}
+
+// TestNewFromWeights: a model over weights streamed one tensor at a time (what
+// scripts/svdheld does with random weights) runs the call NewHeld's model runs on the same
+// weights bit for bit, and weights lacking a tensor the network reads are refused, naming
+// it.
+func TestNewFromWeights(t *testing.T) {
+	b := backend(t)
+	ck := devCheckpoint(t)
+	in := readCase(t, ck, "unet_forward", "inputs")
+	cfg, err := ReadConfig(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := OpenWeights(ck, cfg, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.Tensors()
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := nn.HoldAs(quant.Q8_0)
+	stream := func(skip string) (*nn.Weights, error) {
+		return nn.NewWeightsHeld(b, hold, func(add func(string, nn.StoredTensor) error) error {
+			for name, d := range w {
+				if name == skip {
+					continue
+				}
+				raw, err := quant.Quantize(quant.F32, d.Data)
+				if err != nil {
+					return err
+				}
+				if err := add(name, nn.StoredTensor{Shape: d.Shape, Type: quant.F32, Data: raw}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	forward := func(m *Model) []float32 {
+		t.Helper()
+		defer m.Close()
+		out, err := m.Forward(in["sample"], in["timestep"], in["encoder_hidden_states"], in["added_time_ids"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Data
+	}
+	held, err := NewHeld(cfg, w, b, hold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := forward(held)
+	sw, err := stream("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewFromWeights(cfg, sw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := forward(m); !slices.Equal(got, want) {
+		t.Errorf("NewFromWeights' call differs from NewHeld's (relative L2 %.3g)", relL2(got, want))
+	}
+	const missing = "conv_out.weight"
+	sw, err = stream(missing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewFromWeights(cfg, sw); !errors.Is(err, nn.ErrMissingTensor) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("NewFromWeights without %s: %v, want nn.ErrMissingTensor naming it", missing, err)
 	}
 }

@@ -148,6 +148,21 @@ func NewHeld(cfg Config, weights map[string]*tensor.Dense, backend backends.Back
 	return bind(cfg, w, backend)
 }
 
+// NewFromWeights builds a Model over weights already loaded (nn.NewWeightsHeld with
+// tensors produced one at a time, e.g. random weights generated tensor by tensor, so that
+// no float32 copy of the whole model exists), checking that they hold exactly the tensors
+// ExpectedTensors(cfg) lists.
+func NewFromWeights(cfg Config, w *nn.Weights) (*Model, error) {
+	exp, err := ExpectedTensors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := nn.CheckTensors(exp, w.Shapes()); err != nil {
+		return nil, fmt.Errorf("unet: weights for %s: %w", cfg, err)
+	}
+	return bind(cfg, w, w.Backend())
+}
+
 // Weights returns the model's weights (what they hold, in which types).
 func (m *Model) Weights() *nn.Weights { return m.weights }
 
