@@ -96,7 +96,8 @@ type generator interface {
 	// the server serves.
 	ServedDefaults() job.Params
 	SetServedDefaults(p job.Params)
-	// Activation estimates a job's step (and decode) working memory.
+	// Activation estimates a job's working memory: its step, its decode or its image's
+	// conditioning, whichever is largest.
 	Activation() job.ActivationFunc
 	// MaxBatch is --max-batch's default.
 	MaxBatch() int
@@ -260,6 +261,12 @@ func NewModel(s family.Sampler, desc family.Description, spec ModelSpec) *Model 
 	} else {
 		g.act = latentActivation(s.LatentShape, desc)
 	}
+	if est, ok := s.(family.ConditionEstimator); ok {
+		// An image job's conditioning (the VAE encode of its condition, the image encoder)
+		// runs in the coordinator's prepare: the job needs the larger of the two.
+		step := g.act
+		g.act = func(p job.Params) int64 { return max(step(p), est.ConditionActivationBytes(family.Params(p))) }
+	}
 	return g
 }
 
@@ -313,9 +320,9 @@ func (g *Model) Description() family.Description { return g.desc }
 // prompt and no image).
 func (g *Model) TextConditioned() bool { return g.desc.TextDim > 0 }
 
-// Activation estimates the working bytes of a job's denoising step (or its decode, when
-// larger), from the model's real sizes where its family has an estimate
-// (family.ActivationEstimator), else the latent's.
+// Activation estimates the working bytes of a job's denoising step (or its decode, or its
+// image's conditioning, when larger), from the model's real sizes where its family has an
+// estimate (family.ActivationEstimator, family.ConditionEstimator), else the latent's.
 func (g *Model) Activation() job.ActivationFunc { return g.act }
 
 // Weights are the model's weight bytes by pipeline role: the coordinator holds the

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -456,9 +458,30 @@ func skipf(format string, a ...any) error { return errSkip{fmt.Sprintf(format, a
 var errNeedsShared = errors.New("needs ../shared")
 
 // TestDocExamples runs every example of README.md and docs/*.md (see the comment above).
+//
+// The documents run side by side, each in a scratch folder of its own (a document's
+// examples in order), as many at once as -parallel allows, README.md first: it is the
+// longest, and started last it would run alone at the end. The test itself is serial, so
+// the documents do not share the machine with the other tests' processes.
 func TestDocExamples(t *testing.T) {
-	t.Parallel()
 	r := docRunner{bin: vdppPlain(t), heavy: os.Getenv("VDPP_DOCS_HEAVY") == "1", short: testing.Short()}
+	workers := 1
+	if f := flag.Lookup("test.parallel"); f != nil {
+		if n, ok := f.Value.(flag.Getter).Get().(int); ok && n > 1 {
+			workers = n
+		}
+	}
+	docs := make(chan func())
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for run := range docs {
+				run()
+			}
+		})
+	}
+	defer wg.Wait()
+	defer close(docs)
 	total := 0
 	for _, file := range docFiles(t) {
 		data, err := os.ReadFile(file)
@@ -468,39 +491,38 @@ func TestDocExamples(t *testing.T) {
 		doc := docexample.Extract(string(data))
 		name := strings.TrimPrefix(file, "../../")
 		total += len(doc.Examples)
-		// Subtests are named by the file's base name (-run TestDocExamples/caching.md). The
-		// documents run in parallel, each in a scratch folder of its own; a document's
-		// examples run in order.
-		t.Run(filepath.Base(name), func(t *testing.T) {
-			t.Parallel()
-			for _, o := range doc.Others {
-				if script := strings.Fields(o.Command)[0]; strings.HasPrefix(script, "scripts/") {
-					if _, err := os.Stat(filepath.Join("../..", script)); err != nil {
-						t.Errorf("%s:%d names %s, which does not exist", name, o.Line, script)
+		// Subtests are named by the file's base name (-run TestDocExamples/caching.md).
+		docs <- func() {
+			t.Run(filepath.Base(name), func(t *testing.T) {
+				for _, o := range doc.Others {
+					if script := strings.Fields(o.Command)[0]; strings.HasPrefix(script, "scripts/") {
+						if _, err := os.Stat(filepath.Join("../..", script)); err != nil {
+							t.Errorf("%s:%d names %s, which does not exist", name, o.Line, script)
+						}
 					}
 				}
-			}
-			if len(doc.Examples) == 0 {
-				return
-			}
-			s := newDocScratch(t)
-			for _, ex := range doc.Examples {
-				t.Run(fmt.Sprintf("%d", ex.Line), func(t *testing.T) {
-					start := time.Now()
-					err := r.check(s, name == "README.md", ex)
-					var skip errSkip
-					switch {
-					case errors.As(err, &skip):
-						t.Skipf("%s:%d: %s", name, ex.Line, skip.why)
-					case errors.Is(err, errNeedsShared):
-						shared.Require(t, "golden") // skips here, fails in CI
-					case err != nil:
-						t.Fatalf("%s:%d: %s\n%v", name, ex.Line, ex.Command(), err)
-					}
-					t.Logf("%s:%d: ok in %v: %s", name, ex.Line, time.Since(start).Round(time.Millisecond), ex.Command())
-				})
-			}
-		})
+				if len(doc.Examples) == 0 {
+					return
+				}
+				s := newDocScratch(t)
+				for _, ex := range doc.Examples {
+					t.Run(fmt.Sprintf("%d", ex.Line), func(t *testing.T) {
+						start := time.Now()
+						err := r.check(s, name == "README.md", ex)
+						var skip errSkip
+						switch {
+						case errors.As(err, &skip):
+							t.Skipf("%s:%d: %s", name, ex.Line, skip.why)
+						case errors.Is(err, errNeedsShared):
+							shared.Require(t, "golden") // skips here, fails in CI
+						case err != nil:
+							t.Fatalf("%s:%d: %s\n%v", name, ex.Line, ex.Command(), err)
+						}
+						t.Logf("%s:%d: ok in %v: %s", name, ex.Line, time.Since(start).Round(time.Millisecond), ex.Command())
+					})
+				}
+			})
+		}
 	}
 	if total < 40 {
 		t.Fatalf("only %d examples found in README.md and docs/", total)

@@ -97,6 +97,21 @@ func (c Config) NumPatches() int { g := c.ImageSize / c.PatchSize; return g * g 
 // NumPositions is the token count: patches plus the class token.
 func (c Config) NumPositions() int { return c.NumPatches() + 1 }
 
+// ForwardBytes estimates the float32 working bytes of one forward pass on images images
+// (weights not included): per image, its pixels, the largest layer's live tensors (the
+// residual stream, the norm, q, k, v and the attention output with the scores and their
+// softmax, or the MLP's input and two hidden activations) and the hidden states it
+// returns. ForwardBytes is pure.
+func (c Config) ForwardBytes(images int) int64 {
+	if c.HiddenSize <= 0 || c.PatchSize <= 0 {
+		return 0
+	}
+	tokens, d, m := int64(c.NumPositions()), int64(c.HiddenSize), int64(c.IntermediateSize)
+	layer := max(6*tokens*d+2*int64(c.NumAttentionHeads)*tokens*tokens, 2*tokens*d+2*tokens*m)
+	pixels := int64(c.NumChannels) * int64(c.ImageSize) * int64(c.ImageSize)
+	return 4 * int64(max(images, 1)) * (pixels + layer + 2*tokens*d)
+}
+
 // Validate checks the sizes the vision transformer relies on. Errors name the config file.
 func (c Config) Validate() error {
 	k := checkpoint.Checker{Path: c.Path}

@@ -68,3 +68,21 @@ func TestConfigDefaults(t *testing.T) {
 		t.Errorf("feature extractor %+v", fe)
 	}
 }
+
+// ForwardBytes counts a forward pass's largest layer per image: on ViT-H/14 at 224 (257
+// tokens, 16 heads, 1280 wide, MLP 5120) the attention's (the residual stream, norm, q,
+// k, v, output and 16 heads' scores and softmax) outweigh the MLP's; two images cost twice one; a config without sizes costs nothing.
+func TestForwardBytes(t *testing.T) {
+	vit := Config{HiddenSize: 1280, IntermediateSize: 5120, NumAttentionHeads: 16, NumChannels: 3, ImageSize: 224, PatchSize: 14}
+	const tokens = 257
+	want := int64(4 * (3*224*224 + 6*tokens*1280 + 2*16*tokens*tokens + 2*tokens*1280))
+	if got := vit.ForwardBytes(1); got != want {
+		t.Errorf("ViT-H/14: %d B, want %d", got, want)
+	}
+	if one, two := vit.ForwardBytes(1), vit.ForwardBytes(2); two != 2*one {
+		t.Errorf("two images %d B, one %d B", two, one)
+	}
+	if got := (Config{}).ForwardBytes(1); got != 0 {
+		t.Errorf("no sizes: %d B", got)
+	}
+}

@@ -257,6 +257,18 @@ type ActivationEstimator interface {
 	StepActivationBytes(p Params) int64
 }
 
+// ConditionEstimator is implemented by Samplers of image-conditioned models that can
+// estimate the working memory of one sample's image conditioning from their configs alone
+// (the serve package's admission takes the larger of it and StepActivationBytes).
+type ConditionEstimator interface {
+	// ConditionActivationBytes estimates the working bytes of conditioning one sample of p
+	// on its image(s), as the backend holds them: the image encoder's, the VAE encode of
+	// the condition (for a video model that encodes a condition video, of all p's frames)
+	// and what the conditioning keeps; weights are not included. 0 for a job the model
+	// conditions on no image.
+	ConditionActivationBytes(p Params) int64
+}
+
 // Description is what a model folder says about generations before any weights load.
 type Description struct {
 	// Defaults are the parameters of a generation that sets none (the sampler's

@@ -218,6 +218,7 @@ type Sampler struct {
 var (
 	_ family.Sampler             = (*Sampler)(nil)
 	_ family.ActivationEstimator = (*Sampler)(nil)
+	_ family.ConditionEstimator  = (*Sampler)(nil)
 	_ family.RandomConditioner   = (*Sampler)(nil)
 	_ family.WindowGuider        = (*Sampler)(nil)
 )
@@ -457,6 +458,15 @@ func (s *Sampler) StepActivationBytes(p family.Params) int64 {
 		return 0 // a config Open accepted always counts; 0 leaves admission to the other limits
 	}
 	return int64(c.PeakActivationBytes)
+}
+
+// ConditionActivationBytes implements family.ConditionEstimator in unetcost's terms (the
+// float32 tensors of the largest layer): the larger of the image encoder's
+// (clip.Config.ForwardBytes) and the VAE encoder's on the job's image at full size
+// (vae.Config.EncodeActivationBytes), plus the image and its noise-augmented copy.
+func (s *Sampler) ConditionActivationBytes(p family.Params) int64 {
+	image := 4 * 3 * int64(max(p.Height, 0)) * int64(max(p.Width, 0))
+	return max(s.P.CLIPConfig.ForwardBytes(1), s.P.VAEConfig.EncodeActivationBytes(p.Height, p.Width)) + 2*image
 }
 
 // WeightBytes implements family.Sampler.

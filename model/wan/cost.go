@@ -1,6 +1,7 @@
 package wan
 
 import (
+	"github.com/vdpp/vdpp/model/clip"
 	"github.com/vdpp/vdpp/model/family"
 	"github.com/vdpp/vdpp/model/nn"
 	"github.com/vdpp/vdpp/model/umt5"
@@ -20,6 +21,18 @@ type MemoryShape struct {
 	TextLen     int
 	ScoreBudget int64
 	SimpleGo    bool
+	// Condition is what the job's image conditioning encodes (zero: no image).
+	Condition ConditionShape
+}
+
+// ConditionShape is what an image-conditioned job encodes before its steps
+// (ImageEncoding.Encode): the video frames the VAE encoder runs on at the job's size (the
+// whole video [image, zeros…(, last image)], or the image alone with expand_timesteps),
+// the images (2 with a last image) and the image encoder's config (zero: none).
+type ConditionShape struct {
+	Frames int
+	Images int
+	CLIP   clip.Config
 }
 
 // goHeapFactor is the resident memory of a live set on the Go heap: the collector lets
@@ -49,15 +62,22 @@ type Memory struct {
 	// cache, plus three copies of the decoded video (the chunks, their concatenation and
 	// the frame-major copy).
 	Decode int64
+	// Encode is the image conditioning of one sample (0 without an image): the VAE
+	// encode of the condition video chunk by chunk (the largest convolution of a chunk at
+	// full resolution, with im2col patches where the backend gathers them, every causal
+	// cache, the mid block's attention), the image encoder's largest layer, and what the
+	// conditioning holds (the resized images, the condition latents and mask).
+	Encode int64
 }
 
-// Peak is the larger of the two stages.
+// Peak is the larger of the step and the decode; the image conditioning (Encode) runs
+// in the coordinator's prepare and is the family's ConditionActivationBytes.
 func (m Memory) Peak() int64 { return max(m.Step, m.Decode) }
 
 // EstimateMemory estimates the working memory of a job of shape s on a transformer tc and
 // a VAE vc (the folder's real sizes). EstimateMemory is pure.
 func EstimateMemory(tc transformer.Config, vc vae.Config, s MemoryShape) Memory {
-	return Memory{Step: stepBytes(tc, s), Decode: decodeBytes(vc, s)}
+	return Memory{Step: stepBytes(tc, s), Decode: decodeBytes(vc, s), Encode: encodeBytes(vc, s)}
 }
 
 // stepBytes is Memory.Step.
@@ -94,26 +114,8 @@ func decodeBytes(vc vae.Config, s MemoryShape) int64 {
 	area := int64(s.Latent[2]) * int64(s.Latent[3]) // per frame at the current level
 	dims := decoderDims(vc)
 	up := temporalUpsample(vc)
-	var peak, caches int64
-	// conv counts a convolution of kernel k (in time and space) from cin to cout channels
-	// on t frames of area positions, inside a block whose input holds in·t·area.
-	conv := func(cin, cout, t, kt, ks, in int64) {
-		a := area
-		x := cin * (t + kt - 1) * a // the input with its cached frames
-		if kt > 1 {
-			caches += 2 * cin * a
-		}
-		patches := int64(0)
-		if s.SimpleGo && ks > 1 {
-			patches = im2colCopies * ks * ks * cin * t * a // one time tap's gathered patches
-		} else if s.SimpleGo && kt > 1 {
-			patches = im2colCopies * kt * cin * t * a // a time-only kernel gathers its taps
-		}
-		// The block's norms and SiLU, the transposes to channels-last and back and the
-		// spatial padding each copy the input or the output once.
-		copies := 3 * (cin + cout) * t * a
-		peak = max(peak, in*t*a+x+patches+copies+2*cout*t*a)
-	}
+	w := convWalk{simpleGo: s.SimpleGo, area: area}
+	conv := w.conv
 	z := int64(vc.ZDim)
 	t := int64(1) // frames of a chunk at this level (a later chunk; the first has one)
 	conv(z, z, t, 1, 1, z)
@@ -145,12 +147,95 @@ func decodeBytes(vc vae.Config, s MemoryShape) int64 {
 			conv(out, 2*out, t, 3, 1, out) // time_conv: twice the frames
 			t *= 2
 		}
-		area *= 4
+		w.area *= 4
 		conv(out, next, t, 1, 3, out) // the 3x3 resample at the new size
 	}
 	patch := int64(max(vc.PatchSize, 1))
-	video := int64(vc.OutChannels) * frames * area * patch * patch
-	return heap(s, 4*(peak+caches+3*video))
+	video := int64(vc.OutChannels) * frames * w.area * patch * patch
+	return heap(s, 4*(w.peak+w.caches+3*video))
+}
+
+// convWalk counts the live float32 elements of a causal VAE's convolutions, one chunk
+// at a time: the largest convolution's and every causal cache's.
+type convWalk struct {
+	simpleGo     bool
+	area         int64 // positions of a frame at the current level
+	peak, caches int64
+}
+
+// conv counts a convolution of kernel kt in time and ks in space from cin to cout
+// channels on t frames of the current area, inside a block whose input holds in·t·area.
+func (w *convWalk) conv(cin, cout, t, kt, ks, in int64) {
+	a := w.area
+	x := cin * (t + kt - 1) * a // the input with its cached frames
+	if kt > 1 {
+		w.caches += 2 * cin * a
+	}
+	patches := int64(0)
+	if w.simpleGo && ks > 1 {
+		patches = im2colCopies * ks * ks * cin * t * a // one time tap's gathered patches
+	} else if w.simpleGo && kt > 1 {
+		patches = im2colCopies * kt * cin * t * a // a time-only kernel gathers its taps
+	}
+	// The block's norms and SiLU, the transposes to channels-last and back and the
+	// spatial padding each copy the input or the output once.
+	copies := 3 * (cin + cout) * t * a
+	w.peak = max(w.peak, in*t*a+x+patches+copies+2*cout*t*a)
+}
+
+// encodeBytes is Memory.Encode.
+func encodeBytes(vc vae.Config, s MemoryShape) int64 {
+	c := s.Condition
+	if c.Frames <= 0 {
+		return 0
+	}
+	n := len(vc.DimMult)
+	lf, h, wd := int64(s.Latent[0]), int64(s.Latent[2]), int64(s.Latent[3])
+	patch := int64(max(vc.PatchSize, 1))
+	full := h * wd << (2 * (n - 1)) // the encoder's input: patchified frames
+	w := convWalk{simpleGo: s.SimpleGo, area: full}
+	pixels := full * patch * patch
+	// A later chunk's frames (the first has one): every level's time_conv halves them.
+	t := int64(min(c.Frames, vae.EncodeChunkFrames))
+	dims := []int64{int64(vc.BaseDim)}
+	for _, m := range vc.DimMult {
+		dims = append(dims, int64(vc.BaseDim*m))
+	}
+	in0 := int64(vc.InChannels)
+	w.conv(in0, dims[0], t, 3, 3, in0)
+	resnet := func(cin, cout int64) {
+		w.conv(cin, cout, t, 3, 3, cin)
+		w.conv(cout, cout, t, 3, 3, cin+cout)
+	}
+	for i := range n {
+		in, out := dims[i], dims[i+1]
+		for range vc.NumResBlocks {
+			resnet(in, out)
+			in = out
+		}
+		if i == n-1 {
+			break
+		}
+		w.conv(out, out, t, 1, 3, out) // the stride-2 3x3 (counted at the input's size)
+		w.area /= 4
+		if i < len(vc.TemporalDownsample) && vc.TemporalDownsample[i] {
+			w.conv(out, out, t, 3, 1, out) // time_conv, stride 2 in time
+			t = max(1, t/2)
+		}
+	}
+	top := dims[n]
+	resnet(top, top)
+	// The mid block's attention: one head over each frame's positions (the scores and
+	// their exponentials), q, k, v and the output.
+	attn := 2*t*w.area*w.area + 5*top*t*w.area
+	resnet(top, top)
+	z := int64(vc.ZDim)
+	w.conv(top, 2*z, t, 3, 3, top)
+	// Held while the chunks run: a chunk of the video, the resized images, and the
+	// result: the posterior means, their concatenation and normalised copy, the mask.
+	tf := int64(vc.TemporalFactor())
+	held := in0*min(int64(c.Frames), vae.EncodeChunkFrames)*full + int64(max(c.Images, 1))*3*pixels + (3*z+tf)*lf*h*wd
+	return heap(s, 4*(max(w.peak, attn)+w.caches+held)+c.CLIP.ForwardBytes(c.Images))
 }
 
 // heap is the resident bytes of live bytes on s's backend.
@@ -200,7 +285,23 @@ func (s *Sampler) memoryShape(p family.Params) MemoryShape {
 	if s.simpleGo {
 		budget = nn.SimpleGoScoreBudget
 	}
-	return MemoryShape{Latent: [4]int(lat), Rows: rows, TextLen: text, ScoreBudget: budget, SimpleGo: s.simpleGo}
+	sh := MemoryShape{Latent: [4]int(lat), Rows: rows, TextLen: text, ScoreBudget: budget, SimpleGo: s.simpleGo}
+	switch s.Spec.Variant {
+	case ImageToVideo:
+		sh.Condition.Frames = s.VConfig.VideoFrames(lat[0])
+	case TextImageToVideo:
+		sh.Condition.Frames = 1 // the image alone
+	}
+	if sh.Condition.Frames > 0 {
+		sh.Condition.Images = 1
+		if s.Spec.LastImage != family.NeedNone {
+			sh.Condition.Images = 2
+		}
+		if s.Spec.Encoder {
+			sh.Condition.CLIP = s.Spec.CLIP
+		}
+	}
+	return sh
 }
 
 // Memory estimates the working memory of a job with p on this folder's configs: a long
@@ -218,4 +319,11 @@ func (s *Sampler) Memory(p family.Params) Memory {
 // long video on a small transformer) is bounded too.
 func (s *Sampler) StepActivationBytes(p family.Params) int64 { return s.Memory(p).Peak() }
 
-var _ family.ActivationEstimator = (*Sampler)(nil)
+// ConditionActivationBytes implements family.ConditionEstimator: the image conditioning's
+// working memory (Memory.Encode; 0 for a text-to-video folder).
+func (s *Sampler) ConditionActivationBytes(p family.Params) int64 { return s.Memory(p).Encode }
+
+var (
+	_ family.ActivationEstimator = (*Sampler)(nil)
+	_ family.ConditionEstimator  = (*Sampler)(nil)
+)

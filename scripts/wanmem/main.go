@@ -1,9 +1,12 @@
-// Command wanmem measures the working memory of one Wan denoising step or one decode
-// against model/wan's estimate (Sampler.Memory): it loads a Wan folder on the pure-Go
-// backend, records VmRSS, runs the stage once and reports the peak VmHWM growth beside
-// the estimate. Run one stage and shape per process (the high-water mark only grows):
+// Command wanmem measures the working memory of one Wan denoising step, one decode or one
+// sample's image conditioning (an image-to-video folder's VAE encode of the condition
+// video and image encoder) against model/wan's estimate (Sampler.Memory): it loads a Wan
+// folder on the pure-Go backend, records VmRSS, runs the stage once and reports the peak
+// VmHWM growth beside the estimate. Run one stage and shape per process (the high-water
+// mark only grows):
 //
 //	go run ./scripts/wanmem -model ../shared/golden/wan-dev -stage step -width 512 -height 512 -frames 33
+//	go run ./scripts/wanmem -model builtin/wan-i2v -stage condition -width 512 -height 512 -frames 33
 package main
 
 import (
@@ -12,6 +15,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"image"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -27,7 +31,7 @@ import (
 
 func main() {
 	dir := flag.String("model", "", "Wan folder")
-	stage := flag.String("stage", "step", "step or decode")
+	stage := flag.String("stage", "step", "step, decode or condition")
 	w := flag.Int("width", 256, "width")
 	h := flag.Int("height", 256, "height")
 	frames := flag.Int("frames", 17, "frames")
@@ -40,9 +44,12 @@ func main() {
 }
 
 func run(dir, stage string, p family.Params) error {
-	roles := family.Roles{Denoise: true}
-	if stage == "decode" {
+	roles := family.Roles{Denoise: true, Condition: true} // an image-to-video step's prepare encodes its image
+	switch stage {
+	case "decode":
 		roles = family.Roles{Decode: true}
+	case "condition":
+		roles = family.Roles{Condition: true}
 	}
 	s, err := wan.Load(dir, family.Options{Backend: "go", Roles: roles})
 	if err != nil {
@@ -63,7 +70,9 @@ func run(dir, stage string, p family.Params) error {
 			return err
 		}
 		c := s.RandomConditioning(r, lat)
-		it, err := s.Prepare(context.Background(), family.Input{PromptEmbeds: c[wan.KeyPromptEmbeds], NegativePromptEmbeds: c[wan.KeyNegativeEmbeds]}, p, sc, []int64{0})
+		in := family.Input{PromptEmbeds: c[wan.KeyPromptEmbeds], NegativePromptEmbeds: c[wan.KeyNegativeEmbeds]}
+		in.Image, in.LastImage = images(s, r, p)
+		it, err := s.Prepare(context.Background(), in, p, sc, []int64{0})
 		if err != nil {
 			return err
 		}
@@ -78,8 +87,18 @@ func run(dir, stage string, p family.Params) error {
 			z.Data[i] = float32(r.NormFloat64())
 		}
 		run = func() error { _, err := s.Decode(context.Background(), z, p); return err }
+	case "condition":
+		var in family.Input
+		in.Image, in.LastImage = images(s, r, p)
+		run = func() error {
+			c, err := s.ImageConditioning(context.Background(), in, p)
+			if err == nil && c == nil {
+				err = fmt.Errorf("%s takes no image", dir)
+			}
+			return err
+		}
 	default:
-		return fmt.Errorf("stage %q: step or decode", stage)
+		return fmt.Errorf("stage %q: step, decode or condition", stage)
 	}
 	runtime.GC()
 	debug.FreeOSMemory()
@@ -92,12 +111,38 @@ func run(dir, stage string, p family.Params) error {
 	out := map[string]any{"stage": stage, "width": p.Width, "height": p.Height, "frames": p.NumFrames, "latent": lat,
 		"seconds": time.Since(start).Seconds(), "rss_before_mb": mb(base), "hwm_before_mb": mb(hwm0), "hwm_after_mb": mb(status("VmHWM")),
 		"growth_mb": mb(status("VmHWM") - base), "estimate_step_mb": mb(est.Step), "estimate_decode_mb": mb(est.Decode)}
+	out["estimate_encode_mb"] = mb(est.Encode)
 	e := est.Step
-	if stage == "decode" {
+	switch stage {
+	case "decode":
 		e = est.Decode
+	case "condition":
+		e = est.Encode
 	}
 	out["estimate_over_growth"] = float64(e) / float64(max(status("VmHWM")-base, 1))
 	return json.NewEncoder(os.Stdout).Encode(out)
+}
+
+// images are the images a job of the folder gives: none for text-to-video, else the
+// image and, where the folder takes one, the last image.
+func images(s *wan.Sampler, r *rand.Rand, p family.Params) (img, last image.Image) {
+	if s.Spec.Image == family.NeedNone {
+		return nil, nil
+	}
+	img = noiseImage(r, p.Width, p.Height)
+	if s.Spec.LastImage != family.NeedNone {
+		last = noiseImage(r, p.Width, p.Height)
+	}
+	return img, last
+}
+
+// noiseImage is a w x h image of uniform noise.
+func noiseImage(r *rand.Rand, w, h int) image.Image {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(r.IntN(256))
+	}
+	return img
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }

@@ -80,6 +80,32 @@ func (c Config) NumBlocks() int { return len(c.BlockOutChannels) }
 // DownsampleFactor is the spatial ratio between images and latents: 2^(NumBlocks-1).
 func (c Config) DownsampleFactor() int { return 1 << (c.NumBlocks() - 1) }
 
+// EncodeActivationBytes estimates the float32 working bytes of the encoder's largest layer
+// on one height x width image, as unetcost counts the UNet's (weights not included): a
+// convolution's input, its normalised copy and its output at full size and below, or the
+// mid block's attention (its q, k, v and output, one head's scores and their softmax over
+// the smallest level's positions), whichever is largest. EncodeActivationBytes is pure.
+func (c Config) EncodeActivationBytes(height, width int) int64 {
+	n := len(c.BlockOutChannels)
+	if n == 0 {
+		return 0
+	}
+	area := int64(max(height, 0)) * int64(max(width, 0))
+	peak := (2*int64(c.InChannels) + int64(c.BlockOutChannels[0])) * area // conv_in
+	in := int64(c.BlockOutChannels[0])
+	for i, out := range c.BlockOutChannels {
+		cout := int64(out)
+		peak = max(peak, (2*in+cout)*area, 3*cout*area) // a resnet's two convolutions
+		in = cout
+		if i < n-1 {
+			peak = max(peak, 2*cout*area+cout*area/4) // the stride-2 downsample
+			area /= 4
+		}
+	}
+	attn := 2*area*area + 5*in*area
+	return 4 * max(peak, attn)
+}
+
 // Validate checks the consistency the encoder and temporal decoder rely on. Errors name the
 // config file.
 func (c Config) Validate() error {
