@@ -25,15 +25,17 @@
 // rest float32: the matrices of each type the rule picks, each kind of layer, the rules of
 // the other GGUF converters for rows that fit no block (stable-diffusion.cpp's convert and
 // --type leave them as stored; ComfyUI-GGUF's patched llama-quantize makes image models'
-// f16), and the embeddings converted too (neither converter does that).
+// f16, and its Q4_K_M mix raises to_v and ff.net.2 to q6_K), and the embeddings converted
+// too (neither converter does that). -part picks parts by their description.
 //
 //	go run ./scripts/svdheld                                   # released widths, 1 layer per block, 2 frames of 8x8
 //	go run ./scripts/svdheld -dtypes q4_k -parts               # and q4_K part by part
 //	go run ./scripts/svdheld -model ../shared/golden/dev -parts
 //
 // The released-width UNet with one layer per block has 1.01 billion parameters: the
-// float32 call holds 4.1 GB of weights, and each measurement builds its model again
-// (generating and converting the weights takes most of the time).
+// float32 call holds 4.1 GB of weights (the process peaks at about 5.3 GB), and each
+// measurement builds its model again (generating and converting the weights takes most of
+// the time: 25 minutes for -parts on 2 loaded cores).
 package main
 
 import (
@@ -88,12 +90,13 @@ func main() {
 	w := flag.Int("width", 8, "latent width (released widths)")
 	dtypes := flag.String("dtypes", "bf16,q8_0,q4_k", "weight types to measure, comma-separated: "+strings.Join(quant.Flags(), ", "))
 	parts := flag.Bool("parts", false, "also measure each block type one part of the matrices at a time")
+	only := flag.String("part", "", "with -parts, measure only the parts whose description contains this")
 	widened := flag.Bool("widened", false, "also run each type's weights widened back to float32: the error of the weights alone, without the kernels' own")
 	flag.Parse()
 	// Collect garbage early: each build streams the whole model through the heap, which
 	// with the default GOGC would let the process grow to twice the held weights.
 	debug.SetGCPercent(10)
-	if err := run(*model, *layers, *frames, *h, *w, *dtypes, *parts, *widened); err != nil {
+	if err := run(*model, *layers, *frames, *h, *w, *dtypes, *parts, *only, *widened); err != nil {
 		fmt.Fprintln(os.Stderr, "svdheld:", err)
 		os.Exit(1)
 	}
@@ -107,7 +110,7 @@ type source struct {
 	get   func(name string) []float32
 }
 
-func run(model string, layers, frames, h, w int, dtypes string, parts, widened bool) error {
+func run(model string, layers, frames, h, w int, dtypes string, parts bool, only string, widened bool) error {
 	var types []quant.Type
 	for _, s := range strings.Split(dtypes, ",") {
 		t, err := quant.Parse(strings.TrimSpace(s))
@@ -161,6 +164,9 @@ func run(model string, layers, frames, h, w int, dtypes string, parts, widened b
 			continue
 		}
 		for _, p := range partsOf(src, t, rule) {
+			if !strings.Contains(p.what, only) {
+				continue
+			}
 			if err := measure(b, src, in, want, t, p.what, p.hold, nil, nil); err != nil {
 				return err
 			}
@@ -343,6 +349,23 @@ func partsOf(src *source, t quant.Type, rule nn.HoldFunc) []part {
 						return ht
 					}
 				}})
+	}
+	if t == quant.Q4_K && heldTypes[t] > 0 && len(heldTypes) > 1 {
+		// ComfyUI-GGUF's lcpp.patch (img_tensor_get_type) for a Q4_K_M file: attention's
+		// to_v and the feed-forward's output as q6_K, rows that fit no k-quant block f16.
+		ps = append(ps, part{"Q4_K_M as ComfyUI-GGUF's llama-quantize makes it for image models: to_v and ff.net.2 as q6_K, rows that fit no block f16",
+			func(name string, shape []int, stored quant.Type) quant.Type {
+				ht := rule(name, shape, stored)
+				switch {
+				case ht == quant.F32:
+					return ht
+				case ht != t:
+					return quant.F16
+				case strings.HasSuffix(name, ".to_v.weight") || strings.HasSuffix(name, ".ff.net.2.weight"):
+					return quant.Q6_K
+				}
+				return ht
+			}})
 	}
 	ps = append(ps, part{"every matrix and the embeddings too (neither converter converts embeddings)",
 		func(name string, shape []int, stored quant.Type) quant.Type {

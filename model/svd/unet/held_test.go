@@ -17,13 +17,20 @@ import (
 // TestHeldAccuracy runs the dev checkpoint's UNet with its weights held in bf16, Q8_0 and
 // Q4_K (nn.HoldAs: with the block types its linear layers, whose rows fit, while the
 // convolutions' rows of 3 fit no block and stay float32, as stable-diffusion.cpp keeps
-// them; Q4_K's rows of 32 to 128, all but a few of its matrices, take its fallback q5_0) and
-// runs the unet_forward case against the float32 weights' call: bf16 and Q8_0 within 1e-2
-// relative L2, Q4_K within 6e-2 (5.2e-2 measured: the q5_0 fallback's own error, 4.3% on
-// weights of this scale, spread over every layer, so keeping any one kind of layer back
-// would not bring it under 5e-2), and every type within its kernels' error of the float32
-// call on the weights it holds, widened (bit for bit for bf16, 1e-4 for Q8_0, 1e-2 for
-// Q4_K's 8-bit activations).
+// them) and runs the unet_forward case against the float32 weights' call: bf16 and Q8_0
+// within 1e-2 relative L2, Q4_K within 6e-2, and every type within its kernels' error of
+// the float32 call on the weights it holds, widened (bit for bit for bf16, 1e-4 for Q8_0,
+// 1e-2 for Q4_K's 8-bit activations).
+//
+// Q4_K measures 5.2e-2 here, and the bound guards this checkpoint's figure, not the 5e-2
+// asked of an SVD UNet. The dev UNet's rows of 32 to 128 fit no q4_K super-block, so 165 of
+// its 168 matrices take the fallback q5_0 (3.4% relative error on these weights; q4_K's own
+// is 6.5%). Nearly all of the call's error comes from its 12 proj_in and proj_out matrices:
+// 4.8e-2 with only those held, against 1.5e-2 for the 96 attention matrices and 1.4e-2 for
+// the 36 feed-forward ones. A UNet of the released SVD widths, with weights drawn as
+// PyTorch initialises them, measures 7.5e-2, and 5.3e-2 under the other converters' rules
+// for rows that fit no block, so it misses 5e-2 too (scripts/svdheld,
+// docs/measurements/weights-svd-2026-12-07.md).
 func TestHeldAccuracy(t *testing.T) {
 	b := backend(t)
 	if !nn.UsesKernels(b) {
