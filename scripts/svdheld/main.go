@@ -33,7 +33,7 @@
 //	go run ./scripts/svdheld -model ../shared/golden/dev -parts
 //
 // The released-width UNet with one layer per block has 1.01 billion parameters: the
-// float32 call holds 4.1 GB of weights (the process peaks at about 5.3 GB), and each
+// float32 call holds 4.1 GB of weights (the process peaks at about 5.1 GiB), and each
 // measurement builds its model again (generating and converting the weights takes most of
 // the time: 25 minutes for -parts on 2 loaded cores).
 package main
