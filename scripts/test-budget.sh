@@ -4,8 +4,9 @@
 # README.md (CI's environment: GOMLX_BACKEND=go, VDPP_REQUIRE_E2E=1, VDPP_DOCS_HEAVY=1), in a
 # memory cgroup of its own when it can make one (root, cgroup v1 or v2): the peak is the
 # cgroup's anonymous memory (every test binary, vdpp subprocess, node and chromium together;
-# the page cache of the build is not counted), sampled every second. Without a cgroup it
-# sums the resident memory of the command's session each second.
+# the page cache of the build and the pages of memory-mapped weight files are not counted),
+# sampled every second. It also reports the peak of the summed resident memory (VmRSS, which
+# counts mapped file pages too) of every process of the command's session.
 # Usage: scripts/test-budget.sh [PACKAGES...]   (default ./..., as the README runs it)
 # Run it on a fresh clone with a warm or cold build cache, on an otherwise idle machine.
 set -euo pipefail
@@ -20,7 +21,9 @@ peak_file=$(mktemp)
 times_file=$(mktemp)
 # The inner shell's `times` reports the CPU time of everything the command waited for.
 inner="$test_cmd; rc=\$?; times >$times_file; exit \$rc"
+rss_peak_file=$(mktemp)
 echo 0 >"$peak_file"
+echo 0 >"$rss_peak_file"
 
 cg=""
 if [ -w /sys/fs/cgroup/memory ]; then
@@ -44,12 +47,15 @@ if [ -n "$cg" ]; then
 	(echo $BASHPID >"$cg/cgroup.procs"; exec setsid bash -c "$inner") >"$log" 2>&1 &
 else
 	setsid bash -c "$inner" >"$log" 2>&1 &
-	sample() { ps -o rss= -s "$cmd_pid" 2>/dev/null | awk '{s+=$1*1024} END{print s+0}'; }
+	sample() { echo 0; }
 fi
 cmd_pid=$!
+sample_rss() { ps -o rss= -s "$cmd_pid" 2>/dev/null | awk '{s+=$1*1024} END{print s+0}'; }
 while kill -0 "$cmd_pid" 2>/dev/null; do
 	now=$(sample || echo 0)
 	if [ "${now:-0}" -gt "$(cat "$peak_file")" ]; then echo "$now" >"$peak_file"; fi
+	now=$(sample_rss || echo 0)
+	if [ "${now:-0}" -gt "$(cat "$rss_peak_file")" ]; then echo "$now" >"$rss_peak_file"; fi
 	sleep 1 # a sampling period, not an ordering: the loop ends when the command does
 done
 set +e
@@ -64,9 +70,11 @@ echo "== slowest packages"
 grep -E '^ok ' "$log" | awk '{print $3, $2}' | sort -t' ' -k1,1 -rn | head -8
 # times' second line: the children's user and system time, as 1m2.5s.
 cpu=$(sed -n 2p "$times_file" | tr 'ms' '  ' | awk '{print $1*60+$2 + $3*60+$4}')
-awk -v s="$start" -v e="$end" -v c="${cpu:-0}" -v p="$(cat "$peak_file")" -v l="$(cut -d' ' -f1-3 /proc/loadavg)" 'BEGIN{
-	printf "== wall %.0f s (%.1f min), CPU %.0f s; peak memory %.2f GB; load after: %s\n", e-s, (e-s)/60, c, p/1e9, l }'
-if [ -z "$cg" ]; then echo "   (peak from per-second samples of the session's RSS: no cgroup could be made)"; fi
+awk -v s="$start" -v e="$end" -v c="${cpu:-0}" -v p="$(cat "$peak_file")" -v r="$(cat "$rss_peak_file")" -v l="$(cut -d' ' -f1-3 /proc/loadavg)" 'BEGIN{
+	printf "== wall %.0f s (%.1f min), CPU %.0f s; load after: %s\n", e-s, (e-s)/60, c, l
+	if (p > 0) printf "== peak anonymous memory (cgroup) %.2f GB\n", p/1e9
+	else printf "== peak anonymous memory: no cgroup could be made\n"
+	printf "== peak summed resident memory (VmRSS, mapped files included) %.2f GB\n", r/1e9 }'
 echo "== exit $rc"
-rm -f "$log" "$peak_file" "$times_file"
+rm -f "$log" "$peak_file" "$rss_peak_file" "$times_file"
 exit "$rc"

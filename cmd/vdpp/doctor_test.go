@@ -26,6 +26,8 @@ func TestDoctor(t *testing.T) {
 		{"a model's weights by held type", []string{"doctor", "--backend", "go", "--model", "../../model/wan/testdata/a14b", "--weights-dtype", "q8_0"}, 0,
 			"weights of ../../model/wan/testdata/a14b (--weights-dtype q8_0): condition 0 B, denoiser 14.79 GiB + 14.79 GiB, decode 484.06 MiB\n  held by type:    27.81 GiB q8_0, 2.24 GiB f32\n"},
 		// Without vdpp's kernels a block type is held in f32, bf16 as GoMLX's BFloat16.
+		{"weights by held type of a mix", []string{"doctor", "--backend", "go", "--model", "../../model/wan/testdata/a14b", "--weights-dtype", "q4_k_m"}, 0,
+			"weights of ../../model/wan/testdata/a14b (--weights-dtype q4_k_m): condition 0 B, denoiser 9.56 GiB + 9.56 GiB, decode 484.06 MiB\n  held by type:    9.82 GiB q4_K, 7.53 GiB q6_K, 2.24 GiB f32\n"},
 		{"weights held without kernels: q8_0", []string{"doctor", "--backend", "go:kernels=off", "--model", "../../model/wan/testdata/a14b", "--weights-dtype", "q8_0"}, 0,
 			"denoiser 53.23 GiB + 53.23 GiB, decode 484.06 MiB\n  held by type:    106.93 GiB f32\n  backend holds:   bf16 as a GoMLX dtype, every other type in f32\n" +
 				"  note:            q8_0 held in f32 on this backend; --weights-dtype bf16 holds the weights in half of that\n"},

@@ -253,7 +253,8 @@ type ActivationEstimator interface {
 	// sample of p (both rows under classifier-free guidance), from the checkpoint's real
 	// sizes; weights are not included. A long video's call is one window's
 	// (Params.StepParams). A family whose decode of one sample can need more
-	// (Wan's causal VAE on a long video) returns the larger of the two.
+	// (Wan's causal VAE on a long video, SVD's temporal decoder on the pure-Go backend)
+	// returns the larger of the two.
 	StepActivationBytes(p Params) int64
 }
 

@@ -17,7 +17,8 @@ type WeightOptions struct {
 	// DType is --weights-dtype: "" or "auto" holds each tensor of the denoisers as stored; a
 	// weight type of tensor/quant's table ("bf16", "q8_0", "q4_k", ...) converts their weight
 	// matrices at load, as stable-diffusion.cpp's --type does (a matrix whose rows do not fit
-	// the type's blocks takes quant.Type.Fallback; norms and biases stay float32).
+	// the type's blocks takes quant.Type.Fallback; norms and biases stay float32); a mix of
+	// tensor/quant ("q4_k_m") picks each matrix's type by its name, as the GGUF file type does.
 	DType string
 	// Transformer, Transformer2 and UNet replace the folder's weights of that denoiser
 	// component (transformer, transformer_2, unet) with one GGUF or safetensors file in a
@@ -59,7 +60,7 @@ func (w WeightOptions) File(component string) string {
 // family in the message.
 func (w WeightOptions) Check(family string, has ...string) error {
 	if w.DType != "" && !strings.EqualFold(w.DType, "auto") {
-		if _, err := quant.Parse(w.DType); err != nil {
+		if err := quant.CheckDType(w.DType); err != nil {
 			return fmt.Errorf("--weights-dtype: %w", err)
 		}
 	}
@@ -99,7 +100,7 @@ func (w WeightOptions) Args() []string {
 // registers them through this one function, so their names and help are declared once.
 func (w *WeightOptions) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&w.DType, "weights-dtype", w.DType, "the `TYPE` the denoiser's weights are held in: auto (as the files store them; the default) or "+
-		strings.Join(quant.Flags(), ", ")+", converted at load as stable-diffusion.cpp's --type does (a matrix whose rows do not fit a block type takes the nearest type that does; on XLA or go:kernels=off, which lack vdpp's CPU kernels, only bf16 (and f16 on XLA) is held as asked, other types in f32; docs/weights.md)")
+		strings.Join(quant.DTypeFlags(), ", ")+", converted at load as stable-diffusion.cpp's --type does (a matrix whose rows do not fit a block type takes the nearest type that does; q4_k_m as ComfyUI-GGUF's Q4_K_M files hold them; on XLA or go:kernels=off, which lack vdpp's CPU kernels, only bf16 (and f16 on XLA) is held as asked, other types in f32; docs/weights.md)")
 	help := map[string]string{
 		"transformer":   "Wan: a GGUF or safetensors `FILE` replacing the folder's transformer (the high-noise expert of Wan 2.2) weights; Wan's original layout (Wan-AI, Comfy-Org, city96, stable-diffusion.cpp) or diffusers'",
 		"transformer_2": "Wan 2.2: a GGUF or safetensors `FILE` replacing the folder's transformer_2 (the low-noise expert) weights",

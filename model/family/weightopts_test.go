@@ -31,4 +31,18 @@ func TestWeightOptions(t *testing.T) {
 	if err := (WeightOptions{UNet: "u.gguf"}).Check("synthetic"); err == nil || !strings.Contains(err.Error(), "(it takes no weights file)") {
 		t.Errorf("a simulator: %v", err)
 	}
+	for _, dt := range []string{"", "auto", "q4_k", "Q4_K_M", "q4_k_m", "bf16"} {
+		if err := (WeightOptions{DType: dt}).Check("wan"); err != nil {
+			t.Errorf("--weights-dtype %q: %v", dt, err)
+		}
+	}
+	if err := (WeightOptions{DType: "q4_k_s"}).Check("wan"); err == nil || !strings.HasPrefix(err.Error(), `--weights-dtype: unknown weight type "q4_k_s"`) || !strings.Contains(err.Error(), "q4_k_m") {
+		t.Errorf("q4_k_s: %v", err)
+	}
+	var help strings.Builder
+	fs.SetOutput(&help)
+	fs.PrintDefaults()
+	if !strings.Contains(help.String(), "q4_k, q4_1, q4_0, q3_k, q2_k, q4_k_m") {
+		t.Errorf("--weights-dtype's help does not list the mixes after the types:\n%s", help.String())
+	}
 }

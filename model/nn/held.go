@@ -62,6 +62,25 @@ func HoldAs(t quant.Type) HoldFunc {
 	}
 }
 
+// HoldMix returns the HoldFunc that converts the weight matrices at load as the GGUF
+// quantizer of mix m makes a file of that type: each 2-D matrix takes m.Type of its name
+// and rows; a convolution (3-D or more, which ComfyUI-GGUF's quantizer leaves as its
+// converter wrote it) is f16; the matrices of embeddings keep their stored type, as HoldAs
+// keeps them; everything else is float32.
+func HoldMix(m quant.Mix) HoldFunc {
+	return func(name string, shape []int, stored quant.Type) quant.Type {
+		switch {
+		case !isMatrix(name, shape):
+			return quant.F32
+		case strings.Contains(name, "embed"):
+			return HoldAsStored(name, shape, stored)
+		case len(shape) > 2:
+			return quant.F16
+		}
+		return m.Type(name, shape[1])
+	}
+}
+
 // isMatrix reports whether a tensor is a linear or convolution weight: named ".weight",
 // of rank 2 or more.
 func isMatrix(name string, shape []int) bool {

@@ -164,6 +164,15 @@ func TestHeldPolicies(t *testing.T) {
 		{"a.weight", []int{64, 256}, HoldAsStored, quant.BF16},
 		{"condition_embedder.time_proj.weight", []int{64, 256}, HoldAs(quant.Q8_0), quant.BF16},
 		{"patch_embedding.weight", []int{64, 4, 1, 2, 2}, HoldAs(quant.Q8_0), quant.BF16},
+		// --weights-dtype q4_k_m: the mix's type by name and rows, convolutions f16,
+		// embeddings as stored.
+		{"blocks.0.attn1.to_v.weight", []int{256, 256}, q4km(t), quant.Q6_K},
+		{"blocks.0.ffn.net.2.weight", []int{256, 512}, q4km(t), quant.Q6_K},
+		{"blocks.0.attn1.to_q.weight", []int{256, 256}, q4km(t), quant.Q4_K},
+		{"blocks.0.attn1.to_q.weight", []int{256, 320}, q4km(t), quant.F16},
+		{"conv.weight", []int{256, 256, 3, 3}, q4km(t), quant.F16},
+		{"norm.weight", []int{256}, q4km(t), quant.F32},
+		{"time_embedding.linear_1.weight", []int{256, 256}, q4km(t), quant.BF16},
 	} {
 		stored := quant.F32
 		if tc.want == quant.BF16 {
@@ -173,6 +182,15 @@ func TestHeldPolicies(t *testing.T) {
 			t.Errorf("%s %v: held as %v, want %v", tc.name, tc.shape, got, tc.want)
 		}
 	}
+}
+
+// q4km is --weights-dtype q4_k_m's HoldFunc.
+func q4km(t *testing.T) HoldFunc {
+	h, err := HoldFor("q4_k_m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // TestHeldConv runs a convolution and a linear layer on a reshaped convolution kernel (as

@@ -13,15 +13,19 @@ const AutoDType = "auto"
 
 // HoldFor returns the HoldFunc of a --weights-dtype value: "" or "auto" holds the weights as
 // stored (HoldAsStored); a weight type of tensor/quant's table converts them at load
-// (HoldAs). Another value is an error naming the flag and listing the types.
+// (HoldAs), and so does a mix of its (HoldMix). Another value is an error naming the flag
+// and listing the values.
 func HoldFor(dtype string) (HoldFunc, error) {
 	if dtype == "" || strings.EqualFold(dtype, AutoDType) {
 		return HoldAsStored, nil
 	}
-	t, err := quant.Parse(dtype)
-	if err != nil {
+	if m, ok := quant.ParseMix(dtype); ok {
+		return HoldMix(m), nil
+	}
+	if err := quant.CheckDType(dtype); err != nil {
 		return nil, fmt.Errorf("--weights-dtype: %w", err)
 	}
+	t, _ := quant.Parse(dtype) // a type: CheckDType passed and it is no mix
 	return HoldAs(t), nil
 }
 

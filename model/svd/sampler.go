@@ -445,9 +445,16 @@ func decodeChunks(p family.Params) [][2]int {
 	return tensor.Chunks(n, 0, chunk)
 }
 
-// StepActivationBytes implements family.ActivationEstimator with unetcost's peak of one
-// UNet call on p's latent (two rows when guided).
+// StepActivationBytes implements family.ActivationEstimator: the larger of unetcost's
+// peak of one UNet call on p's latent (two rows when guided) and the VAE decode of the
+// video (DecodeActivationBytes), which on the pure-Go backend is the job's peak.
 func (s *Sampler) StepActivationBytes(p family.Params) int64 {
+	return max(s.stepBytes(p), s.DecodeActivationBytes(p))
+}
+
+// stepBytes is unetcost's peak of one UNet call on p's latent (one window's for a long
+// video, two rows when guided).
+func (s *Sampler) stepBytes(p family.Params) int64 {
 	lat := s.P.LatentShape(p.StepParams()) // a long video steps one window at a time
 	rows := 1
 	if p.Guided() {
@@ -458,6 +465,30 @@ func (s *Sampler) StepActivationBytes(p family.Params) int64 {
 		return 0 // a config Open accepted always counts; 0 leaves admission to the other limits
 	}
 	return int64(c.PeakActivationBytes)
+}
+
+// DecodeActivationBytes estimates the resident bytes of Decode on one sample of p
+// (vae.Config.DecodeBytes): the decode chunks of p.DecodeChunkSize frames that the
+// backend runs at once (nn.RowParallelism), p's VAE tiling, and how the backend runs the
+// decoder's convolutions and attention; weights are not included.
+func (s *Sampler) DecodeActivationBytes(p family.Params) int64 {
+	return s.P.VAEConfig.DecodeBytes(s.decodeShape(p))
+}
+
+// decodeShape is the vae.DecodeShape of Decode on p with this sampler's backend.
+func (s *Sampler) decodeShape(p family.Params) vae.DecodeShape {
+	b := s.P.Backend
+	sh := vae.DecodeShape{Frames: p.NumFrames, Height: p.Height, Width: p.Width, Chunk: p.DecodeChunkSize,
+		Parallel: nn.RowParallelism(b)}
+	if t, err := s.P.tiling(p); err == nil {
+		sh.Tile = t.Sample
+	}
+	if b != nil {
+		sh.Fused = nn.UsesKernels(b)
+		sh.Im2Col = nn.ConvFormFor(b) == nn.ConvIm2Col
+		sh.GoHeap = nn.IsSimpleGo(b)
+	}
+	return sh
 }
 
 // ConditionActivationBytes implements family.ConditionEstimator in unetcost's terms (the

@@ -88,7 +88,7 @@ func main() {
 	frames := flag.Int("frames", 2, "latent frames (released widths)")
 	h := flag.Int("height", 8, "latent height (released widths)")
 	w := flag.Int("width", 8, "latent width (released widths)")
-	dtypes := flag.String("dtypes", "bf16,q8_0,q4_k", "weight types to measure, comma-separated: "+strings.Join(quant.Flags(), ", "))
+	dtypes := flag.String("dtypes", "bf16,q8_0,q4_k", "weight types (or mixes) to measure, comma-separated: "+strings.Join(quant.DTypeFlags(), ", "))
 	parts := flag.Bool("parts", false, "also measure each block type one part of the matrices at a time")
 	only := flag.String("part", "", "with -parts, measure only the parts whose description contains this")
 	widened := flag.Bool("widened", false, "also run each type's weights widened back to float32: the error of the weights alone, without the kernels' own")
@@ -111,13 +111,24 @@ type source struct {
 }
 
 func run(model string, layers, frames, h, w int, dtypes string, parts bool, only string, widened bool) error {
-	var types []quant.Type
+	type dtype struct {
+		t    quant.Type // the type, or a mix's base type
+		rule nn.HoldFunc
+		what string
+		mix  bool
+	}
+	var types []dtype
 	for _, s := range strings.Split(dtypes, ",") {
-		t, err := quant.Parse(strings.TrimSpace(s))
-		if err != nil {
-			return err
+		s = strings.TrimSpace(s)
+		if m, ok := quant.ParseMix(s); ok {
+			types = append(types, dtype{m.Base, nn.HoldMix(m), m.Name + " (nn.HoldMix)", true})
+			continue
 		}
-		types = append(types, t)
+		t, err := quant.Parse(s)
+		if err != nil {
+			return fmt.Errorf("-dtypes: %w", quant.CheckDType(s))
+		}
+		types = append(types, dtype{t, nn.HoldAs(t), "every matrix (nn.HoldAs)", false})
 	}
 	b, err := nn.NewBackend("go")
 	if err != nil {
@@ -150,9 +161,9 @@ func run(model string, layers, frames, h, w int, dtypes string, parts bool, only
 	fmt.Println("| weights | held in the type | relative L2 against float32 | held (MB by type) | seconds |")
 	fmt.Println("| --- | --- | ---: | --- | ---: |")
 	werr := map[quant.Type]*weightErr{}
-	for _, t := range types {
-		rule := nn.HoldAs(t)
-		if err := measure(b, src, in, want, t, "every matrix (nn.HoldAs)", rule, nil, werr); err != nil {
+	for _, dt := range types {
+		t, rule := dt.t, dt.rule
+		if err := measure(b, src, in, want, t, dt.what, rule, nil, werr); err != nil {
 			return err
 		}
 		if widened {
@@ -160,7 +171,7 @@ func run(model string, layers, frames, h, w int, dtypes string, parts bool, only
 				return err
 			}
 		}
-		if !parts || !t.Quantized() {
+		if !parts || !t.Quantized() || dt.mix {
 			continue
 		}
 		for _, p := range partsOf(src, t, rule) {

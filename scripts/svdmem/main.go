@@ -1,10 +1,12 @@
 // Command svdmem measures the working memory of one SVD denoising step, one decode or one
 // sample's conditioning (the image encoder and the VAE encode of the image) beside the
-// SVD family's estimates (StepActivationBytes, ConditionActivationBytes): it loads an SVD
+// SVD family's estimates (StepActivationBytes, ConditionActivationBytes,
+// DecodeActivationBytes): it loads an SVD
 // folder on the pure-Go backend, records VmRSS, runs the stage once and reports the peak
 // VmHWM growth. Run one stage and shape per process (the high-water mark only grows):
 //
 //	go run ./scripts/svdmem -model builtin/model -stage condition -width 512 -height 512 -frames 2
+//	go run ./scripts/svdmem -model builtin/model -stage decode -width 256 -height 256 -frames 14 -decode-chunk 7
 package main
 
 import (
@@ -34,14 +36,16 @@ func main() {
 	w := flag.Int("width", 256, "width")
 	h := flag.Int("height", 256, "height")
 	frames := flag.Int("frames", 14, "frames")
+	chunk := flag.Int("decode-chunk", -1, "frames per decode call (0: all; -1: the folder's default)")
+	tile := flag.Int("vae-tile", 0, "VAE tile side in pixels (0: untiled)")
 	flag.Parse()
-	if err := run(*dir, *stage, *w, *h, *frames); err != nil {
+	if err := run(*dir, *stage, *w, *h, *frames, *chunk, *tile); err != nil {
 		fmt.Fprintln(os.Stderr, "svdmem:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, stage string, w, h, frames int) error {
+func run(dir, stage string, w, h, frames, chunk, tile int) error {
 	roles := family.Roles{Condition: true, Denoise: true}
 	if stage == "decode" {
 		roles = family.Roles{Decode: true}
@@ -57,6 +61,10 @@ func run(dir, stage string, w, h, frames int) error {
 	}
 	p := s.DefaultParams()
 	p.Width, p.Height, p.NumFrames, p.Steps = w, h, frames, 2
+	if chunk >= 0 {
+		p.DecodeChunkSize = chunk
+	}
+	p.VAETile = tile
 	if err := s.Validate(p); err != nil {
 		return err
 	}
@@ -104,7 +112,8 @@ func run(dir, stage string, w, h, frames int) error {
 	}
 	return json.NewEncoder(os.Stdout).Encode(map[string]any{"stage": stage, "width": w, "height": h, "frames": frames,
 		"decode_chunk": p.DecodeChunkSize, "seconds": time.Since(start).Seconds(), "growth_mb": mb(status("VmHWM") - base),
-		"estimate_step_mb": mb(s.StepActivationBytes(p)), "estimate_condition_mb": mb(s.ConditionActivationBytes(p))})
+		"estimate_step_mb": mb(s.StepActivationBytes(p)), "estimate_condition_mb": mb(s.ConditionActivationBytes(p)),
+		"estimate_decode_mb": mb(s.DecodeActivationBytes(p))})
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }

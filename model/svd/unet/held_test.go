@@ -31,6 +31,12 @@ import (
 // PyTorch initialises them, measures 7.5e-2, and 5.3e-2 under the other converters' rules
 // for rows that fit no block, so it misses 5e-2 too (scripts/svdheld,
 // docs/measurements/weights-svd-2026-12-07.md).
+//
+// --weights-dtype q4_k_m (ComfyUI-GGUF's Q4_K_M mix, nn.HoldMix) is held within 5e-2, the
+// bound asked of an SVD UNet at Q4_K; it measures 1.0e-3 here because the dev UNet's rows
+// fit no super-block and the mix holds such a matrix in f16 (3 matrices in q4_K or q6_K,
+// the rest f16), so the case checks the mix loads and runs through the held path, not its
+// quantization error, which scripts/svdheld -dtypes q4_k_m measures at the released widths.
 func TestHeldAccuracy(t *testing.T) {
 	b := backend(t)
 	if !nn.UsesKernels(b) {
@@ -63,11 +69,16 @@ func TestHeldAccuracy(t *testing.T) {
 	st.Close()
 	want := forward(t, m)
 	for _, tc := range []struct {
+		dtype         string // --weights-dtype
 		typ           quant.Type
 		tol, tolWiden float64
-	}{{quant.BF16, 1e-2, 0}, {quant.Q8_0, 1e-2, 1e-4}, {quant.Q4_K, 6e-2, 1e-2}} {
-		t.Run(tc.typ.String(), func(t *testing.T) {
-			m, err := NewHeld(cfg, w, b, nn.HoldAs(tc.typ))
+	}{{"bf16", quant.BF16, 1e-2, 0}, {"q8_0", quant.Q8_0, 1e-2, 1e-4}, {"q4_k", quant.Q4_K, 6e-2, 1e-2}, {"q4_k_m", quant.Q4_K, 5e-2, 1e-2}} {
+		t.Run(tc.dtype, func(t *testing.T) {
+			hold, err := nn.HoldFor(tc.dtype)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := NewHeld(cfg, w, b, hold)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +90,7 @@ func TestHeldAccuracy(t *testing.T) {
 			widened := map[string]*tensor.Dense{}
 			for name, d := range w {
 				widened[name] = d
-				if ht := nn.HoldAs(tc.typ)(name, d.Shape, quant.F32); ht != quant.F32 {
+				if ht := hold(name, d.Shape, quant.F32); ht != quant.F32 {
 					raw, err := quant.Quantize(ht, d.Data)
 					if err != nil {
 						t.Fatal(err)
@@ -96,13 +107,13 @@ func TestHeldAccuracy(t *testing.T) {
 			}
 			ref := forward(t, mw)
 			rel, relWiden := relL2(got.Data, want.Data), relL2(got.Data, ref.Data)
-			t.Logf("%v: relative L2 %.3g against float32 weights, %.3g against the widened weights; held %s",
-				tc.typ, rel, relWiden, held)
+			t.Logf("%s: relative L2 %.3g against float32 weights, %.3g against the widened weights; held %s",
+				tc.dtype, rel, relWiden, held)
 			if tc.tol > 0 && rel > tc.tol {
-				t.Errorf("%v: relative L2 %.3g > %g against float32 weights", tc.typ, rel, tc.tol)
+				t.Errorf("%s: relative L2 %.3g > %g against float32 weights", tc.dtype, rel, tc.tol)
 			}
 			if relWiden > tc.tolWiden {
-				t.Errorf("%v: relative L2 %.3g > %g against the call on its widened weights", tc.typ, relWiden, tc.tolWiden)
+				t.Errorf("%s: relative L2 %.3g > %g against the call on its widened weights", tc.dtype, relWiden, tc.tolWiden)
 			}
 		})
 	}

@@ -53,3 +53,17 @@ func Example() {
 	// 157 tensors
 	// latent [1 4 8 12] frames [4 3 16 24]
 }
+
+// ExampleConfig_DecodeBytes estimates the memory of decoding a 256x256 video of 14 frames
+// with the built-in model's VAE in calls of 7 frames, on the go backend of two cores (both
+// calls at once, vdpp's fused ops, the Go heap) and one call at a time on a device.
+func ExampleConfig_DecodeBytes() {
+	cfg := vae.Config{InChannels: 3, OutChannels: 3, BlockOutChannels: []int{32, 32, 32, 32}, LayersPerBlock: 1, LatentChannels: 4}
+	s := vae.DecodeShape{Frames: 14, Height: 256, Width: 256, Chunk: 7, Parallel: 2, Fused: true, GoHeap: true}
+	fmt.Printf("go, 2 cores: %d MiB\n", cfg.DecodeBytes(s)>>20)
+	s = vae.DecodeShape{Frames: 14, Height: 256, Width: 256, Chunk: 7, Parallel: 1}
+	fmt.Printf("device: %d MiB\n", cfg.DecodeBytes(s)>>20)
+	// Output:
+	// go, 2 cores: 2079 MiB
+	// device: 535 MiB
+}
