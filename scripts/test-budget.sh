@@ -50,7 +50,7 @@ else
 	sample() { echo 0; }
 fi
 cmd_pid=$!
-sample_rss() { ps -o rss= -s "$cmd_pid" 2>/dev/null | awk '{s+=$1*1024} END{print s+0}'; }
+sample_rss() { { ps -o rss= -s "$cmd_pid" 2>/dev/null || true; } | awk '{s+=$1*1024} END{print s+0}'; }
 while kill -0 "$cmd_pid" 2>/dev/null; do
 	now=$(sample || echo 0)
 	if [ "${now:-0}" -gt "$(cat "$peak_file")" ]; then echo "$now" >"$peak_file"; fi
