@@ -29,13 +29,13 @@ cg=""
 if [ -w /sys/fs/cgroup/memory ]; then
 	cg=/sys/fs/cgroup/memory/vdpp-test-budget.$$
 	mkdir "$cg"
-	sample() { awk '$1=="total_rss"||$1=="total_shmem"{s+=$2} END{print s}' "$cg/memory.stat"; }
+	sample() { awk '$1=="total_rss"||$1=="total_shmem"{s+=$2} END{printf "%.0f\n", s}' "$cg/memory.stat"; }
 elif [ -w /sys/fs/cgroup/cgroup.subtree_control ] || [ -w /sys/fs/cgroup/unified ]; then
 	root=/sys/fs/cgroup
 	[ -d /sys/fs/cgroup/unified ] && root=/sys/fs/cgroup/unified
 	cg=$root/vdpp-test-budget.$$
 	mkdir "$cg"
-	sample() { awk '$1=="anon"||$1=="shmem"{s+=$2} END{print s}' "$cg/memory.stat"; }
+	sample() { awk '$1=="anon"||$1=="shmem"{s+=$2} END{printf "%.0f\n", s}' "$cg/memory.stat"; }
 fi
 
 echo "== $test_cmd"
@@ -50,7 +50,7 @@ else
 	sample() { echo 0; }
 fi
 cmd_pid=$!
-sample_rss() { { ps -o rss= -s "$cmd_pid" 2>/dev/null || true; } | awk '{s+=$1*1024} END{print s+0}'; }
+sample_rss() { { ps -o rss= -s "$cmd_pid" 2>/dev/null || true; } | awk '{s+=$1*1024} END{printf "%.0f\n", s}'; }
 while kill -0 "$cmd_pid" 2>/dev/null; do
 	now=$(sample || echo 0)
 	if [ "${now:-0}" -gt "$(cat "$peak_file")" ]; then echo "$now" >"$peak_file"; fi
