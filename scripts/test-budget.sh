@@ -8,7 +8,8 @@
 # sampled every second. It also reports the peak of the summed resident memory (VmRSS, which
 # counts mapped file pages too) of every process of the command's session.
 # Usage: scripts/test-budget.sh [PACKAGES...]   (default ./..., as the README runs it)
-# Run it on a fresh clone with a warm or cold build cache, on an otherwise idle machine.
+# Run it on a fresh clone with a warm or cold build cache, on an otherwise idle machine;
+# GOFLAGS=-count=1 in the environment keeps go test from reusing cached results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOMLX_BACKEND=go VDPP_REQUIRE_E2E=1 VDPP_DOCS_HEAVY=1
@@ -22,6 +23,7 @@ times_file=$(mktemp)
 # The inner shell's `times` reports the CPU time of everything the command waited for.
 inner="$test_cmd; rc=\$?; times >$times_file; exit \$rc"
 rss_peak_file=$(mktemp)
+at_peak=$(mktemp)
 echo 0 >"$peak_file"
 echo 0 >"$rss_peak_file"
 
@@ -53,7 +55,11 @@ cmd_pid=$!
 sample_rss() { { ps -o rss= -s "$cmd_pid" 2>/dev/null || true; } | awk '{s+=$1*1024} END{printf "%.0f\n", s}'; }
 while kill -0 "$cmd_pid" 2>/dev/null; do
 	now=$(sample || echo 0)
-	if [ "${now:-0}" -gt "$(cat "$peak_file")" ]; then echo "$now" >"$peak_file"; fi
+	if [ "${now:-0}" -gt "$(cat "$peak_file")" ]; then
+		echo "$now" >"$peak_file"
+		# What ran at the peak: the largest processes and the packages' test binaries.
+		{ date -u +%T; ps -o rss=,args= -s "$cmd_pid" --sort=-rss 2>/dev/null | head -6 | cut -c1-160; } >"$at_peak" || true
+	fi
 	now=$(sample_rss || echo 0)
 	if [ "${now:-0}" -gt "$(cat "$rss_peak_file")" ]; then echo "$now" >"$rss_peak_file"; fi
 	sleep 1 # a sampling period, not an ordering: the loop ends when the command does
@@ -70,11 +76,12 @@ echo "== slowest packages"
 grep -E '^ok ' "$log" | awk '{print $3, $2}' | sort -t' ' -k1,1 -rn | head -8
 # times' second line: the children's user and system time, as 1m2.5s.
 cpu=$(sed -n 2p "$times_file" | tr 'ms' '  ' | awk '{print $1*60+$2 + $3*60+$4}')
-awk -v s="$start" -v e="$end" -v c="${cpu:-0}" -v p="$(cat "$peak_file")" -v r="$(cat "$rss_peak_file")" -v l="$(cut -d' ' -f1-3 /proc/loadavg)" 'BEGIN{
+awk -v s="$start" -v e="$end" -v c="${cpu:-0}" -v p="$(cat "$peak_file")" -v r="$(cat "$rss_peak_file")" -v g="$cg" -v l="$(cut -d' ' -f1-3 /proc/loadavg)" 'BEGIN{
 	printf "== wall %.0f s (%.1f min), CPU %.0f s; load after: %s\n", e-s, (e-s)/60, c, l
-	if (p > 0) printf "== peak anonymous memory (cgroup) %.2f GB\n", p/1e9
+	if (g != "") printf "== peak anonymous memory (cgroup) %.2f GB\n", p/1e9
 	else printf "== peak anonymous memory: no cgroup could be made\n"
 	printf "== peak summed resident memory (VmRSS, mapped files included) %.2f GB\n", r/1e9 }'
+if [ -s "$at_peak" ]; then echo "== at the peak (RSS KiB, command)"; sed 's/^/   /' "$at_peak"; fi
 echo "== exit $rc"
-rm -f "$log" "$peak_file" "$rss_peak_file" "$times_file"
+rm -f "$log" "$peak_file" "$rss_peak_file" "$at_peak" "$times_file"
 exit "$rc"
