@@ -75,3 +75,27 @@ func HeldTypes(h Holding, expected map[string][]int, stored func(name string) qu
 	}
 	return out, nil
 }
+
+// Widened returns float32 weights (stored as float32 in w) as a call holding them under hold
+// computes with: each tensor hold puts in another type is quantized to it and widened back,
+// the others are w's own. A model built from the result without holding is the reference a
+// held model's kernels are checked against.
+func Widened(w map[string]*tensor.Dense, hold HoldFunc) (map[string]*tensor.Dense, error) {
+	out := make(map[string]*tensor.Dense, len(w))
+	for name, d := range w {
+		out[name] = d
+		ht := hold(name, d.Shape, quant.F32)
+		if ht == quant.F32 {
+			continue
+		}
+		raw, err := quant.Quantize(ht, d.Data)
+		if err != nil {
+			return nil, fmt.Errorf("%s as %v: %w", name, ht, err)
+		}
+		out[name] = tensor.New(d.Shape...)
+		if err := quant.Dequantize(ht, raw, out[name].Data); err != nil {
+			return nil, fmt.Errorf("%s as %v: %w", name, ht, err)
+		}
+	}
+	return out, nil
+}

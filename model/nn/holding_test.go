@@ -2,9 +2,11 @@ package nn
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/vdpp/vdpp/model/nn/backendspec"
+	"github.com/vdpp/vdpp/tensor"
 	"github.com/vdpp/vdpp/tensor/quant"
 )
 
@@ -84,5 +86,32 @@ func TestQ8_0AsBF16(t *testing.T) {
 	t.Logf("relative L2 from the float32 weights: q8_0 %.3g, q8_0 then bf16 %.3g (bf16's rounding of the q8_0 values %.3g)", errQ, errQB, step)
 	if errQB > 1.1*errQ || step > errQ/2 {
 		t.Errorf("q8_0 then bf16 is %.3g from the float32 weights (q8_0 %.3g, the bf16 rounding %.3g): more than a tenth added", errQB, errQ, step)
+	}
+}
+
+// TestWidened: a tensor the hold func keeps as stored is passed through; one it holds in a
+// block type comes back as that type's round trip (near, not equal, to the original).
+func TestWidened(t *testing.T) {
+	w := map[string]*tensor.Dense{"a.weight": tensor.New(64, 256), "a.bias": tensor.New(64)}
+	for i := range w["a.weight"].Data {
+		w["a.weight"].Data[i] = float32(i%97)/97 - 0.5
+	}
+	got, err := Widened(w, HoldAs(quant.Q8_0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["a.bias"] != w["a.bias"] {
+		t.Errorf("a.bias was copied, want it passed through")
+	}
+	raw, err := quant.Quantize(quant.Q8_0, w["a.weight"].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, len(w["a.weight"].Data))
+	if err := quant.Dequantize(quant.Q8_0, raw, want); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got["a.weight"].Data, want) || slices.Equal(got["a.weight"].Data, w["a.weight"].Data) {
+		t.Errorf("a.weight is not q8_0's round trip of the original")
 	}
 }

@@ -87,19 +87,9 @@ func TestHeldAccuracy(t *testing.T) {
 				t.Fatalf("no weight held as %v", tc.typ)
 			}
 			got := forward(t, m)
-			widened := map[string]*tensor.Dense{}
-			for name, d := range w {
-				widened[name] = d
-				if ht := hold(name, d.Shape, quant.F32); ht != quant.F32 {
-					raw, err := quant.Quantize(ht, d.Data)
-					if err != nil {
-						t.Fatal(err)
-					}
-					widened[name] = tensor.New(d.Shape...)
-					if err := quant.Dequantize(ht, raw, widened[name].Data); err != nil {
-						t.Fatal(err)
-					}
-				}
+			widened, err := nn.Widened(w, hold)
+			if err != nil {
+				t.Fatal(err)
 			}
 			mw, err := New(cfg, widened, b)
 			if err != nil {
@@ -180,10 +170,9 @@ func TestHeldWithoutKernelsBF16(t *testing.T) {
 		}
 		return out, m.HeldBytes()
 	}
-	rounded, want := map[string]*tensor.Dense{}, map[quant.Type]int64{}
+	want := map[quant.Type]int64{}
 	var total int64
 	for name, d := range w {
-		rounded[name] = d
 		n := int64(tensor.NumElements(d.Shape))
 		total += 4 * n
 		if hold(name, d.Shape, quant.F32) != quant.BF16 {
@@ -191,14 +180,10 @@ func TestHeldWithoutKernelsBF16(t *testing.T) {
 			continue
 		}
 		want[quant.BF16] += 2 * n
-		raw, err := quant.Quantize(quant.BF16, d.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rounded[name] = tensor.New(d.Shape...)
-		if err := quant.Dequantize(quant.BF16, raw, rounded[name].Data); err != nil {
-			t.Fatal(err)
-		}
+	}
+	rounded, err := nn.Widened(w, hold)
+	if err != nil {
+		t.Fatal(err)
 	}
 	got, held := forward(w, hold)
 	if !maps.Equal(held, want) {

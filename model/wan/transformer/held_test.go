@@ -115,19 +115,9 @@ func TestHeldAccuracy(t *testing.T) {
 			if held.HeldBytes()[tc.typ] == 0 {
 				t.Fatalf("no weight held as %v", tc.typ)
 			}
-			widened := map[string]*tensor.Dense{}
-			for name, d := range w {
-				widened[name] = d
-				if ht := hold(name, d.Shape, quant.F32); ht != quant.F32 {
-					raw, err := quant.Quantize(ht, d.Data)
-					if err != nil {
-						t.Fatal(err)
-					}
-					widened[name] = tensor.New(d.Shape...)
-					if err := quant.Dequantize(ht, raw, widened[name].Data); err != nil {
-						t.Fatal(err)
-					}
-				}
+			widened, err := nn.Widened(w, hold)
+			if err != nil {
+				t.Fatal(err)
 			}
 			ref, _ := forward(t, widened, nil)
 			rel, relWiden := relL2(got.Data, want.Data), relL2(got.Data, ref.Data)
@@ -197,10 +187,9 @@ func TestHeldWithoutKernelsBF16(t *testing.T) {
 	}
 	got, held := forward(w, hold)
 	// The bytes as the hold func asks them: 2 a weight for the matrices it holds in bf16.
-	rounded, want := map[string]*tensor.Dense{}, map[quant.Type]int64{}
+	want := map[quant.Type]int64{}
 	var total int64
 	for name, d := range w {
-		rounded[name] = d
 		n := int64(tensor.NumElements(d.Shape))
 		total += 4 * n
 		if hold(name, d.Shape, quant.F32) != quant.BF16 {
@@ -208,14 +197,10 @@ func TestHeldWithoutKernelsBF16(t *testing.T) {
 			continue
 		}
 		want[quant.BF16] += 2 * n
-		raw, err := quant.Quantize(quant.BF16, d.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rounded[name] = tensor.New(d.Shape...)
-		if err := quant.Dequantize(quant.BF16, raw, rounded[name].Data); err != nil {
-			t.Fatal(err)
-		}
+	}
+	rounded, err := nn.Widened(w, hold)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if !maps.Equal(held, want) {
 		t.Errorf("held %v, want %v", held, want)
